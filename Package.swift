@@ -1,0 +1,88 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "CredentialVault",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "VaultCrypto", targets: ["VaultCrypto"]),
+        .library(name: "VaultStore", targets: ["VaultStore"]),
+        .library(name: "VaultOAuth", targets: ["VaultOAuth"]),
+        .library(name: "DevGateway", targets: ["DevGateway"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+    ],
+    targets: [
+        // libsodium, the only crypto implementation. Reached only through VaultCrypto.
+        .systemLibrary(
+            name: "CSodium",
+            pkgConfig: "libsodium",
+            providers: [.apt(["libsodium-dev"])]
+        ),
+        .target(
+            name: "VaultCrypto",
+            dependencies: ["CSodium"]
+        ),
+        // Embeds Migrations/*.sql into VaultStore at build time, so an installed
+        // or copied binary never looks for SQL files next to itself.
+        .executableTarget(name: "MigrationEmbedder"),
+        .plugin(
+            name: "EmbedMigrations",
+            capability: .buildTool(),
+            dependencies: ["MigrationEmbedder"]
+        ),
+        .target(
+            name: "VaultStore",
+            dependencies: [
+                "VaultCrypto",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            plugins: ["EmbedMigrations"]
+        ),
+        // OAuth 2.0 token and revocation endpoints (RFC 6749 §6, RFC 7009) behind a transport protocol.
+        .target(
+            name: "VaultOAuth",
+            dependencies: [.product(name: "Logging", package: "swift-log")]
+        ),
+        // The development identity gateway: a real HTTP server on loopback for tests and the demo.
+        .target(
+            name: "DevGateway",
+            dependencies: [
+                .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "VaultTestSupport",
+            dependencies: ["VaultStore", "VaultCrypto", .product(name: "Logging", package: "swift-log")],
+            path: "Tests/VaultTestSupport"
+        ),
+        .testTarget(
+            name: "VaultCryptoTests",
+            dependencies: ["VaultCrypto", "VaultTestSupport"]
+        ),
+        .testTarget(
+            name: "VaultOAuthTests",
+            dependencies: ["VaultOAuth", "DevGateway"]
+        ),
+        .testTarget(
+            name: "VaultStoreTests",
+            dependencies: [
+                "VaultStore", "VaultCrypto", "VaultTestSupport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)
+
+for target in package.targets where target.type != .system && target.type != .plugin {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .enableUpcomingFeature("ExistentialAny"),
+        .enableUpcomingFeature("MemberImportVisibility"),
+    ]
+}

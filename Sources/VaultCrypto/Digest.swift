@@ -1,0 +1,40 @@
+internal import CSodium
+
+/// Non-secret hashing helpers (checksums, not passwords).
+public enum Digest {
+    /// SHA-256 of `bytes` (`crypto_hash_sha256`).
+    public static func sha256(_ bytes: some Collection<UInt8>) -> [UInt8] {
+        let input = Array(bytes)
+        var out = [UInt8](repeating: 0, count: Int(crypto_hash_sha256_BYTES))
+        _ = crypto_hash_sha256(&out, input, UInt64(input.count))
+        return out
+    }
+
+    /// Lowercase hex of `bytes`.
+    public static func hex(_ bytes: some Collection<UInt8>) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0x0f)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
+/// Non-secret random values (ids, salts).
+public enum Random {
+    /// `count` bytes from libsodium's CSPRNG.
+    public static func bytes(_ count: Int) throws -> [UInt8] {
+        try Sodium.ensureInitialised()
+        var out = [UInt8](repeating: 0, count: count)
+        out.withUnsafeMutableBytes { if let base = $0.baseAddress { randombytes_buf(base, $0.count) } }
+        return out
+    }
+
+    /// A uniformly random integer in `0..<upperBound` (`randombytes_uniform`).
+    public static func uniform(_ upperBound: UInt32) throws -> UInt32 {
+        try Sodium.ensureInitialised()
+        return randombytes_uniform(upperBound)
+    }
+}
