@@ -1,0 +1,223 @@
+import Foundation
+import GRDB
+import Logging
+import VaultCrypto
+
+// MARK: - Accounts
+
+extension Vault {
+    /// Adds an account with a fresh data key, sealing its label, e-mail and client secret.
+    /// The first account added becomes the active one.
+    ///
+    /// Throws ``VaultError/Code/alreadyExists`` when the vault already holds an account with
+    /// the same issuer and subject.
+    @discardableResult
+    public func addAccount(_ new: NewAccount) throws -> Account {
+        if new.client.authentication == .clientSecretBasic && new.clientSecret == nil {
+            throw VaultError(.invalidArgument, "a client_secret_basic client needs a client secret", path: path)
+        }
+        let vaultKey = try keyring.vaultKey()
+        let id = AccountID.random()
+        let now = clock.now()
+        return try write("adding an account") { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE issuer = ? AND subject = ?",
+                                 arguments: [new.issuer, new.subject]) ?? false {
+                throw VaultError(.alreadyExists, "an account for \(new.subject) at \(new.issuer) is already in the vault", path: self.path)
+            }
+            let keyID = try self.allocateKeyID(db)
+            let dataKey = try SymmetricKey.generate(id: keyID)
+            let wrapped = try vaultKey.wrap(dataKey, context: self.dataKeyContext(account: id, keyID: keyID))
+            let seal = { (column: String, value: String?) throws -> Data? in
+                try value.map { try self.seal($0, with: dataKey, table: "accounts", column: column, account: id, row: id.rawValue) }
+            }
+            try db.execute(
+                sql: """
+                    INSERT INTO accounts (account_id, issuer, subject, label, email, token_endpoint, revocation_endpoint,
+                        client_id, client_auth, client_secret, scopes, data_key_id, wrapped_data_key, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    id.rawValue, new.issuer, new.subject, try seal("label", new.label), try seal("email", new.email),
+                    new.client.tokenEndpoint.absoluteString, new.client.revocationEndpoint?.absoluteString,
+                    new.client.clientID, new.client.authentication.rawValue, try seal("client_secret", new.clientSecret),
+                    new.client.scopes.joined(separator: " "), Int64(keyID), Data(wrapped), now.millisecondsSince1970,
+                ])
+            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id IS NULL",
+                           arguments: [id.rawValue])
+            self.keyring.remember(dataKey, for: id.rawValue)
+            self.logger.info("added account", metadata: ["account": "\(id)", "issuer": "\(new.issuer)"])
+            return Account(
+                id: id, issuer: new.issuer, subject: new.subject, label: new.label, email: new.email,
+                client: new.client, hasClientSecret: new.clientSecret != nil, createdAt: Date(millisecondsSince1970: now.millisecondsSince1970))
+        }
+    }
+
+    /// Every account, oldest first.
+    public func accounts() throws -> [Account] {
+        try read("listing accounts") { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, account_id").map { try self.account(from: $0, db) }
+        }
+    }
+
+    /// One account, or nil if the vault has no account with that id.
+    public func account(_ id: AccountID) throws -> Account? {
+        try read("reading an account") { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
+                .map { try self.account(from: $0, db) }
+        }
+    }
+
+    /// The stored client secret of a confidential client.
+    public func clientSecret(for id: AccountID) throws -> String? {
+        try read("reading a client secret") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT client_secret FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+                throw self.accountNotFound(id)
+            }
+            return try self.open(row["client_secret"], table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
+        }
+    }
+
+    /// The active account, persisted in the vault so every process sees the same one.
+    public func activeAccountID() throws -> AccountID? {
+        try read("reading the active account") { db in
+            try String.fetchOne(db, sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1").map(AccountID.init)
+        }
+    }
+
+    /// Makes `id` the active account (nil: none).
+    public func setActiveAccount(_ id: AccountID?) throws {
+        try write("switching the active account") { db in
+            if let id, try !(Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false) {
+                throw self.accountNotFound(id)
+            }
+            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [id?.rawValue])
+        }
+    }
+
+    /// Removes the account and every record of it (tokens, sessions, devices, notifications,
+    /// its data key) in one transaction, then checkpoints the WAL so none of its ciphertext
+    /// or its wrapped key remains in the database file or the WAL.
+    ///
+    /// Returns whether an account was removed.
+    @discardableResult
+    public func removeAccount(_ id: AccountID) throws -> Bool {
+        let removed = try write("removing an account") { db -> Bool in
+            try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
+            return db.changesCount > 0
+        }
+        keyring.forget(account: id.rawValue)
+        if removed {
+            try checkpoint()
+            logger.info("removed account", metadata: ["account": "\(id)"])
+        }
+        return removed
+    }
+
+    /// Copies the WAL into the database file and truncates the WAL to zero bytes.
+    ///
+    /// With `secure_delete=ON`, deleted rows are overwritten in the database pages, so after
+    /// this returns no removed value remains in either file. Waits (busy timeout) for readers
+    /// in other processes; throws ``VaultError/Code/storage`` when they keep the WAL busy.
+    public func checkpoint() throws {
+        _ = try keyring.vaultKey()
+        do {
+            try pool.writeWithoutTransaction { db in
+                let result = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                if let busy: Int = result?[0], busy != 0 {
+                    throw VaultError(.storage, "the checkpoint could not finish: another process is reading the vault; try again", path: self.path)
+                }
+            }
+        } catch {
+            throw VaultError.storage(error, while: "checkpointing", path: path)
+        }
+    }
+
+    // MARK: Internals
+
+    func accountNotFound(_ id: AccountID) -> VaultError {
+        VaultError(.recordNotFound, "no account \(id) in the vault", path: path)
+    }
+
+    func allocateKeyID(_ db: Database) throws -> UInt32 {
+        guard let next = try Int64.fetchOne(db, sql: "SELECT next_key_id FROM vault_meta WHERE singleton = 1") else {
+            throw VaultError(.damaged, "the vault header row is missing", path: path)
+        }
+        try db.execute(sql: "UPDATE vault_meta SET next_key_id = next_key_id + 1 WHERE singleton = 1")
+        return UInt32(truncatingIfNeeded: next)
+    }
+
+    func dataKeyContext(account: AccountID, keyID: UInt32) -> SealContext {
+        SealContext(vaultID: keyring.vaultID, table: "accounts", column: "wrapped_data_key",
+                    account: account.rawValue, row: account.rawValue, version: "\(keyID)")
+    }
+
+    /// The account's data key: from the keyring, or unwrapped with the vault key and remembered.
+    func dataKey(for account: AccountID, _ db: Database) throws -> SymmetricKey {
+        if let key = keyring.cachedAccountKey(account.rawValue) { return key }
+        guard let row = try Row.fetchOne(db, sql: "SELECT data_key_id, wrapped_data_key FROM accounts WHERE account_id = ?",
+                                         arguments: [account.rawValue]) else {
+            throw accountNotFound(account)
+        }
+        let keyID = UInt32(truncatingIfNeeded: row["data_key_id"] as Int64)
+        let wrapped = [UInt8](row["wrapped_data_key"] as Data)
+        do {
+            let key = try keyring.vaultKey().openKey(wrapped, id: keyID, context: dataKeyContext(account: account, keyID: keyID))
+            keyring.remember(key, for: account.rawValue)
+            return key
+        } catch let error as CryptoError {
+            throw VaultError.sealed(error, table: "accounts", column: "wrapped_data_key", row: account.rawValue, path: path)
+        }
+    }
+
+    func seal(_ value: String, with key: SymmetricKey, table: String, column: String,
+              account: AccountID, row: String, version: String = "") throws -> Data {
+        let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
+                                  account: account.rawValue, row: row, version: version)
+        return Data(try key.seal(Array(value.utf8), context: context))
+    }
+
+    func seal(_ value: String?, table: String, column: String, account: AccountID, row: String,
+              version: String = "", _ db: Database) throws -> Data? {
+        guard let value else { return nil }
+        return try seal(value, with: dataKey(for: account, db), table: table, column: column, account: account, row: row, version: version)
+    }
+
+    /// Opens a sealed column value; nil stays nil. A value that does not open is `.damaged`,
+    /// naming the table, row and column.
+    func open(_ blob: Data?, table: String, column: String, account: AccountID, row: String,
+              version: String = "", _ db: Database) throws -> String? {
+        guard let blob else { return nil }
+        let key = try dataKey(for: account, db)
+        let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
+                                  account: account.rawValue, row: row, version: version)
+        do {
+            let plain = try key.open([UInt8](blob), context: context)
+            guard let text = String(validating: plain, as: UTF8.self) else {
+                throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
+            }
+            return text
+        } catch let error as CryptoError {
+            throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
+        }
+    }
+
+    private func account(from row: Row, _ db: Database) throws -> Account {
+        let id = AccountID(rawValue: row["account_id"])
+        guard let tokenEndpoint = URL(string: row["token_endpoint"]) else {
+            throw VaultError(.damaged, "account \(id) has an unreadable token endpoint", path: path)
+        }
+        let scopes: String = row["scopes"]
+        return Account(
+            id: id, issuer: row["issuer"], subject: row["subject"],
+            label: try open(row["label"], table: "accounts", column: "label", account: id, row: id.rawValue, db),
+            email: try open(row["email"], table: "accounts", column: "email", account: id, row: id.rawValue, db),
+            client: OAuthClientSettings(
+                tokenEndpoint: tokenEndpoint,
+                revocationEndpoint: (row["revocation_endpoint"] as String?).flatMap(URL.init(string:)),
+                clientID: row["client_id"],
+                authentication: ClientAuthentication(rawValue: row["client_auth"]) ?? .none,
+                scopes: scopes.split(separator: " ").map(String.init)),
+            hasClientSecret: (row["client_secret"] as Data?) != nil,
+            createdAt: Date(millisecondsSince1970: row["created_at"]))
+    }
+}

@@ -1,0 +1,78 @@
+import Foundation
+import GRDB
+
+// MARK: - Sessions
+
+extension Vault {
+    /// Starts a new active session for the account and returns it.
+    @discardableResult
+    public func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
+        let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
+        return try write("starting a session") { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
+                    VALUES (?, 'active', ?, ?, ?, ?)
+                    """,
+                arguments: [account.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
+                            idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970])
+            return SessionRecord(
+                id: db.lastInsertedRowID, account: account, state: .active, startedAt: now, lastActivityAt: now,
+                idleDeadline: idleDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) },
+                absoluteDeadline: absoluteDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) })
+        }
+    }
+
+    /// The account's most recent session, whatever its state.
+    public func currentSession(for account: AccountID) throws -> SessionRecord? {
+        try read("reading a session") { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1",
+                             arguments: [account.rawValue]).map(Self.session(from:))
+        }
+    }
+
+    /// Every session of the account (or of all accounts), newest first.
+    public func sessions(for account: AccountID? = nil) throws -> [SessionRecord] {
+        try read("listing sessions") { db in
+            if let account {
+                return try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC",
+                                        arguments: [account.rawValue]).map(Self.session(from:))
+            }
+            return try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map(Self.session(from:))
+        }
+    }
+
+    /// Writes every field of `session` back to its row.
+    public func updateSession(_ session: SessionRecord) throws {
+        try write("updating a session") { db in
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET state = ?, end_reason = ?, last_activity_at = ?, idle_deadline = ?,
+                        absolute_deadline = ?, extensions_used = ?, background_entered_at = ?, ended_at = ?
+                    WHERE session_id = ? AND account_id = ?
+                    """,
+                arguments: [
+                    session.state.rawValue, session.endReason, session.lastActivityAt.millisecondsSince1970,
+                    session.idleDeadline?.millisecondsSince1970, session.absoluteDeadline?.millisecondsSince1970,
+                    session.extensionsUsed, session.backgroundEnteredAt?.millisecondsSince1970,
+                    session.endedAt?.millisecondsSince1970, session.id, session.account.rawValue,
+                ])
+            guard db.changesCount == 1 else {
+                throw VaultError(.recordNotFound, "no session \(session.id) for account \(session.account)", path: self.path)
+            }
+        }
+    }
+
+    static func session(from row: Row) -> SessionRecord {
+        SessionRecord(
+            id: row["session_id"], account: AccountID(rawValue: row["account_id"]),
+            state: SessionState(rawValue: row["state"]) ?? .expired, endReason: row["end_reason"],
+            startedAt: Date(millisecondsSince1970: row["started_at"]),
+            lastActivityAt: Date(millisecondsSince1970: row["last_activity_at"]),
+            idleDeadline: (row["idle_deadline"] as Int64?).map(Date.init(millisecondsSince1970:)),
+            absoluteDeadline: (row["absolute_deadline"] as Int64?).map(Date.init(millisecondsSince1970:)),
+            extensionsUsed: row["extensions_used"],
+            backgroundEnteredAt: (row["background_entered_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
+            endedAt: (row["ended_at"] as Int64?).map(Date.init(millisecondsSince1970:)))
+    }
+}

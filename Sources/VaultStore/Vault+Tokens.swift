@@ -1,0 +1,110 @@
+import Foundation
+import GRDB
+
+// MARK: - Tokens
+
+extension Vault {
+    /// Stores `tokens` for `account` as one atomic compare-and-swap on the generation.
+    ///
+    /// Pass the generation the new tokens replace (from ``tokens(for:)``), or nil when the
+    /// account has none yet. If another writer stored tokens in between, nothing is written
+    /// and ``VaultError/Code/staleGeneration`` is thrown: a result computed from stale tokens
+    /// never overwrites newer ones. Returns the new generation.
+    ///
+    /// Every token value is sealed with the account's key and bound to its account, column
+    /// and generation, so an older sealed value replayed into the row does not open.
+    @discardableResult
+    public func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
+        try write("storing tokens") { db in
+            try self.storeTokens(tokens, for: account, replacing: generation, db)
+        }
+    }
+
+    /// The same as ``storeTokens(_:for:replacing:)`` inside a transaction the caller holds.
+    func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?, _ db: Database) throws -> Int64 {
+        let current = try Int64.fetchOne(db, sql: "SELECT generation FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
+        guard current == generation else {
+            throw VaultError(
+                .staleGeneration,
+                "tokens of account \(account) are at generation \(current.map(String.init) ?? "none"), not \(generation.map(String.init) ?? "none"): another writer stored newer tokens",
+                path: path)
+        }
+        let next = (generation ?? 0) + 1
+        let seal = { (column: String, value: String?) throws -> Data? in
+            try self.seal(value, table: "tokens", column: column, account: account, row: account.rawValue, version: "\(next)", db)
+        }
+        let arguments: StatementArguments = [
+            next, try seal("access_token", tokens.accessToken), try seal("refresh_token", tokens.refreshToken),
+            try seal("id_token", tokens.idToken), tokens.tokenType, tokens.accessTokenExpiresAt?.millisecondsSince1970,
+            tokens.scopes.joined(separator: " "), clock.now().millisecondsSince1970, account.rawValue,
+        ]
+        if generation == nil {
+            try db.execute(
+                sql: """
+                    INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
+                        access_expires_at, scopes, updated_at, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: arguments)
+        } else {
+            try db.execute(
+                sql: """
+                    UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
+                        access_expires_at = ?, scopes = ?, updated_at = ? WHERE account_id = ?
+                    """,
+                arguments: arguments)
+        }
+        return next
+    }
+
+    /// The account's tokens, opened; nil when it has none.
+    public func tokens(for account: AccountID) throws -> StoredTokens? {
+        try read("reading tokens") { db in try self.tokens(for: account, db) }
+    }
+
+    func tokens(for account: AccountID, _ db: Database) throws -> StoredTokens? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]) else {
+            return nil
+        }
+        let generation: Int64 = row["generation"]
+        let open = { (column: String) throws -> String? in
+            try self.open(row[column], table: "tokens", column: column, account: account, row: account.rawValue, version: "\(generation)", db)
+        }
+        guard let access = try open("access_token") else {
+            throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)
+        }
+        let scopes: String = row["scopes"]
+        return StoredTokens(
+            account: account, generation: generation,
+            tokens: TokenSet(
+                accessToken: access, refreshToken: try open("refresh_token"), idToken: try open("id_token"),
+                tokenType: row["token_type"],
+                accessTokenExpiresAt: (row["access_expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
+                scopes: scopes.split(separator: " ").map(String.init)),
+            updatedAt: Date(millisecondsSince1970: row["updated_at"]))
+    }
+
+    /// Presence and expiry of the account's tokens, without opening any of them.
+    public func tokenMetadata(for account: AccountID) throws -> TokenMetadata? {
+        try read("reading token metadata") { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]).map { row in
+                let scopes: String = row["scopes"]
+                return TokenMetadata(
+                    account: account, generation: row["generation"],
+                    hasRefreshToken: (row["refresh_token"] as Data?) != nil, hasIDToken: (row["id_token"] as Data?) != nil,
+                    tokenType: row["token_type"],
+                    accessTokenExpiresAt: (row["access_expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
+                    scopes: scopes.split(separator: " ").map(String.init),
+                    updatedAt: Date(millisecondsSince1970: row["updated_at"]))
+            }
+        }
+    }
+
+    /// Deletes the account's tokens (the account stays). Returns whether there were any.
+    @discardableResult
+    public func wipeTokens(for account: AccountID) throws -> Bool {
+        try write("wiping tokens") { db in
+            try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
+            return db.changesCount > 0
+        }
+    }
+}

@@ -1,0 +1,378 @@
+import Foundation
+import GRDB
+import Logging
+import VaultCrypto
+
+/// An open, unlocked vault: one SQLite file holding accounts, tokens, sessions, devices
+/// and notifications, with every secret and personal field sealed.
+///
+/// ```swift
+/// let url = VaultLocation.defaultURL()
+/// let vault = try Vault.create(at: url, credential: .passphrase("correct horse battery staple"))
+/// let account = try vault.addAccount(NewAccount(issuer: "https://id.example", subject: "alice", client: client))
+/// try vault.storeTokens(tokens, for: account.id, replacing: nil)
+/// vault.close()
+/// ```
+///
+/// Several processes may open the same vault at once. Every connection uses WAL,
+/// `synchronous=FULL`, `secure_delete=ON`, foreign keys and a busy timeout, and every
+/// write runs in a `BEGIN IMMEDIATE` transaction.
+public final class Vault: Sendable {
+    /// The vault file.
+    public let url: URL
+    /// This vault's random id (hex), bound into every sealed value.
+    public let vaultID: String
+    /// The stable id of this install, used when registering this device with an account.
+    public let deviceID: String
+
+    let pool: DatabasePool
+    let keyring: Keyring
+    let logger: Logger
+    let clock: WallClock
+
+    var path: String { url.path }
+
+    private init(url: URL, pool: DatabasePool, keyring: Keyring, deviceID: String, options: VaultOptions) {
+        self.url = url
+        self.pool = pool
+        self.keyring = keyring
+        self.vaultID = Digest.hex(keyring.vaultID)
+        self.deviceID = deviceID
+        self.logger = options.logger
+        self.clock = options.clock
+    }
+
+    // MARK: - Create
+
+    /// Creates a new vault at `url` (mode 0600, parent directory created 0700 if missing).
+    ///
+    /// Refuses an existing file, a directory other users can write, an empty passphrase and
+    /// a key-derivation cost below OWASP's floor (19 MiB, 2 passes).
+    public static func create(at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions()) throws -> Vault {
+        let kek: KeyEncryptionKey
+        var kdfColumns: (salt: [UInt8]?, ops: Int64?, mem: Int64?) = (nil, nil, nil)
+        switch credential {
+        case .passphraseBytes(let passphrase):
+            guard passphrase.count > 0 else {
+                throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: url.path)
+            }
+            do { try options.kdf.validate() } catch let error as CryptoError {
+                throw VaultError(.invalidArgument, error.message, path: url.path)
+            }
+            let salt = try KeyEncryptionKey.newSalt()
+            kek = try derive(passphrase: passphrase, salt: salt, cost: options.kdf, path: url.path)
+            kdfColumns = (salt, Int64(options.kdf.opsLimit), Int64(options.kdf.memLimitBytes))
+        case .keyFile(let keyFile):
+            let contents = try VaultCredential.readKeyFile(keyFile)
+            defer { contents.wipe() }
+            kek = try KeyEncryptionKey.fromKeyFile(contents)
+        }
+        defer { kek.wipe() }
+
+        try VaultFile.createEmpty(url)
+        do {
+            let pool = try openPool(url, options: options)
+            try Migrator(migrations: options.migrations).migrate(pool, now: options.clock.now(), path: url.path, logger: options.logger)
+            let vaultID = try Random.bytes(16)
+            let deviceID = UUID().uuidString.lowercased()
+            let vaultKeyID: UInt32 = 1
+            let vaultKey = try SymmetricKey.generate(id: vaultKeyID)
+            let wrapped = try kek.wrap(vaultKey, context: vaultKeyContext(vaultID: vaultID, keyID: vaultKeyID))
+            let check = try kek.keyCheck()
+            try pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO vault_meta (singleton, vault_id, device_id, created_at, kek_kind, kdf_salt,
+                            kdf_opslimit, kdf_memlimit, key_check, vault_key_id, wrapped_vault_key, next_key_id)
+                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        Data(vaultID), deviceID, options.clock.now().millisecondsSince1970, credential.kind,
+                        kdfColumns.salt.map { Data($0) }, kdfColumns.ops, kdfColumns.mem,
+                        Data(check), Int64(vaultKeyID), Data(wrapped), Int64(vaultKeyID) + 1,
+                    ])
+            }
+            options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
+            return Vault(url: url, pool: pool, keyring: Keyring(vaultID: vaultID, vaultKey: vaultKey), deviceID: deviceID, options: options)
+        } catch {
+            VaultFile.remove(url)
+            throw VaultError.storage(error, while: "creating the vault", path: url.path)
+        }
+    }
+
+    // MARK: - Open
+
+    /// Opens and unlocks the vault at `url`, migrating it first if it is older than this build
+    /// (after copying it next to itself, see ``VaultOptions/backupBeforeMigrating``).
+    ///
+    /// Nothing is written before the credential is proven right and the schema is known:
+    /// a wrong passphrase, another kind of file, a damaged file or a newer schema leaves the
+    /// file byte-for-byte unchanged. A wrong passphrase costs exactly one key derivation.
+    public static func open(at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions()) throws -> Vault {
+        let path = url.path
+        _ = try VaultFile.inspect(url)
+        try VaultFile.checkDirectory(url.deletingLastPathComponent())
+        try VaultFile.checkFileMode(url)
+
+        let migrator = Migrator(migrations: options.migrations)
+        let unlocked = try withReadOnlyQueue(url, options: options) { queue in
+            let (pending, meta) = try queue.read { db -> ([Migration], UnlockRecord?) in
+                let pending = try migrator.pending(db, path: path)
+                return (pending, try UnlockRecord.fetch(db))
+            }
+            guard let meta else {
+                throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
+            }
+            let vaultKey = try unlockVaultKey(meta, credential: credential, path: path)
+            if !pending.isEmpty, options.backupBeforeMigrating, !meta.isFresh {
+                try backup(queue, of: url, fromVersion: migrator.latestVersion - pending.count, options: options)
+            }
+            return (meta, vaultKey, pending)
+        }
+        let (meta, vaultKey, pending) = unlocked
+        do {
+            let pool = try openPool(url, options: options)
+            if !pending.isEmpty {
+                try migrator.migrate(pool, now: options.clock.now(), path: path, logger: options.logger)
+            }
+            options.logger.debug("opened vault", metadata: ["path": "\(path)"])
+            return Vault(url: url, pool: pool, keyring: Keyring(vaultID: meta.vaultID, vaultKey: vaultKey), deviceID: meta.deviceID, options: options)
+        } catch {
+            vaultKey.wipe()
+            throw VaultError.storage(error, while: "opening the vault", path: path)
+        }
+    }
+
+    /// Drops every key from memory (zeroed) and closes the database connections.
+    /// Any later call on this value throws ``VaultError/Code/closed``.
+    public func close() {
+        keyring.wipe()
+        try? pool.close()
+    }
+
+    /// Whether ``close()`` was called.
+    public var isClosed: Bool { keyring.isWiped }
+
+    // MARK: - Credential
+
+    /// Replaces the passphrase or key file. Only the vault key is re-wrapped: no data is rewritten.
+    public func changeCredential(to credential: VaultCredential, cost: KDFParameters = .interactive) throws {
+        let vaultKey = try keyring.vaultKey()
+        let kek: KeyEncryptionKey
+        var salt: [UInt8]?
+        switch credential {
+        case .passphraseBytes(let passphrase):
+            guard passphrase.count > 0 else {
+                throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: path)
+            }
+            do { try cost.validate() } catch let error as CryptoError { throw VaultError(.invalidArgument, error.message, path: path) }
+            let newSalt = try KeyEncryptionKey.newSalt()
+            kek = try Self.derive(passphrase: passphrase, salt: newSalt, cost: cost, path: path)
+            salt = newSalt
+        case .keyFile(let keyFile):
+            let contents = try VaultCredential.readKeyFile(keyFile)
+            defer { contents.wipe() }
+            kek = try KeyEncryptionKey.fromKeyFile(contents)
+        }
+        defer { kek.wipe() }
+        let wrapped = try kek.wrap(vaultKey, context: Self.vaultKeyContext(vaultID: keyring.vaultID, keyID: vaultKey.id))
+        let check = try kek.keyCheck()
+        let isPassphrase = salt != nil
+        try write("changing the credential") { db in
+            try db.execute(
+                sql: """
+                    UPDATE vault_meta SET kek_kind = ?, kdf_salt = ?, kdf_opslimit = ?, kdf_memlimit = ?,
+                        key_check = ?, wrapped_vault_key = ? WHERE singleton = 1 AND vault_key_id = ?
+                    """,
+                arguments: [
+                    credential.kind, salt.map { Data($0) },
+                    isPassphrase ? Int64(cost.opsLimit) : nil, isPassphrase ? Int64(cost.memLimitBytes) : nil,
+                    Data(check), Data(wrapped), Int64(vaultKey.id),
+                ])
+            guard db.changesCount == 1 else {
+                throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
+            }
+        }
+        logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)"])
+    }
+}
+
+// MARK: - Internals
+
+extension Vault {
+    /// The stored values needed to unlock the vault.
+    struct UnlockRecord: Sendable {
+        var vaultID: [UInt8]
+        var deviceID: String
+        var kekKind: String
+        var salt: [UInt8]?
+        var cost: KDFParameters?
+        var keyCheck: [UInt8]
+        var vaultKeyID: UInt32
+        var wrappedVaultKey: [UInt8]
+        var isFresh: Bool
+
+        static func fetch(_ db: Database) throws -> UnlockRecord? {
+            guard try db.tableExists("vault_meta"),
+                  let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1")
+            else { return nil }
+            let ops: Int64? = row["kdf_opslimit"]
+            let mem: Int64? = row["kdf_memlimit"]
+            let accounts = try Int.fetchOne(db, sql: "SELECT count(*) FROM accounts") ?? 0
+            return UnlockRecord(
+                vaultID: [UInt8](row["vault_id"] as Data),
+                deviceID: row["device_id"],
+                kekKind: row["kek_kind"],
+                salt: (row["kdf_salt"] as Data?).map { [UInt8]($0) },
+                cost: ops.flatMap { ops in mem.map { KDFParameters(opsLimit: UInt64(ops), memLimitBytes: UInt64($0)) } },
+                keyCheck: [UInt8](row["key_check"] as Data),
+                vaultKeyID: UInt32(row["vault_key_id"] as Int64),
+                wrappedVaultKey: [UInt8](row["wrapped_vault_key"] as Data),
+                isFresh: accounts == 0)
+        }
+    }
+
+    static func vaultKeyContext(vaultID: [UInt8], keyID: UInt32) -> SealContext {
+        SealContext(vaultID: vaultID, table: "vault_meta", column: "wrapped_vault_key", row: "1", version: "\(keyID)")
+    }
+
+    static func derive(passphrase: SecureBytes, salt: [UInt8], cost: KDFParameters, path: String) throws -> KeyEncryptionKey {
+        do {
+            return try KeyEncryptionKey.derive(passphrase: passphrase, salt: salt, cost: cost)
+        } catch let error as CryptoError {
+            throw VaultError(.storage, "key derivation failed: \(error.message)", path: path)
+        }
+    }
+
+    /// One key derivation, then the key check, then the unwrap.
+    static func unlockVaultKey(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> SymmetricKey {
+        let kek: KeyEncryptionKey
+        switch (credential, meta.kekKind) {
+        case (.passphraseBytes(let passphrase), "argon2id13"):
+            guard let salt = meta.salt, let cost = meta.cost else {
+                throw VaultError(.damaged, "\(path) has an incomplete key-derivation record", path: path)
+            }
+            kek = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
+        case (.keyFile(let keyFile), "keyfile"):
+            let contents = try VaultCredential.readKeyFile(keyFile)
+            defer { contents.wipe() }
+            kek = try KeyEncryptionKey.fromKeyFile(contents)
+        case (.passphraseBytes, "keyfile"):
+            throw VaultError(.wrongCredential, "\(path) is unlocked with a key file, not a passphrase", path: path)
+        case (.keyFile, "argon2id13"):
+            throw VaultError(.wrongCredential, "\(path) is unlocked with a passphrase, not a key file", path: path)
+        default:
+            throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path)
+        }
+        defer { kek.wipe() }
+        guard try kek.matches(keyCheck: meta.keyCheck) else {
+            let what = meta.kekKind == "keyfile" ? "wrong key file" : "wrong passphrase"
+            throw VaultError(.wrongCredential, "\(what) for \(path)", path: path)
+        }
+        do {
+            return try kek.unwrap(meta.wrappedVaultKey, id: meta.vaultKeyID, context: vaultKeyContext(vaultID: meta.vaultID, keyID: meta.vaultKeyID))
+        } catch {
+            throw VaultError(.damaged, "the credential is right but the vault key of \(path) does not open: the vault is damaged", path: path)
+        }
+    }
+
+    static func configuration(readonly: Bool, options: VaultOptions) -> Configuration {
+        var config = Configuration()
+        config.readonly = readonly
+        config.foreignKeysEnabled = true
+        config.label = "CredentialVault"
+        let timeout = options.busyTimeout.components
+        config.busyMode = .timeout(TimeInterval(timeout.seconds) + TimeInterval(timeout.attoseconds) / 1e18)
+        config.prepareDatabase { db in
+            // Set explicitly on every connection: distributions compile SQLite with different defaults.
+            try db.execute(sql: """
+                PRAGMA secure_delete = ON;
+                PRAGMA trusted_schema = OFF;
+                PRAGMA cell_size_check = ON;
+                """)
+            if !db.configuration.readonly {
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+        }
+        return config
+    }
+
+    static func openPool(_ url: URL, options: VaultOptions) throws -> DatabasePool {
+        let pool = try DatabasePool(path: url.path, configuration: configuration(readonly: false, options: options))
+        let mode = try pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+        guard mode?.lowercased() == "wal" else {
+            throw VaultError(.storage, "SQLite refused WAL mode for \(url.path) (got \(mode ?? "none"))", path: url.path)
+        }
+        return pool
+    }
+
+    /// Runs `body` on a read-only connection that is closed afterwards.
+    static func withReadOnlyQueue<T>(_ url: URL, options: VaultOptions, _ body: (DatabaseQueue) throws -> T) throws -> T {
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: url.path, configuration: configuration(readonly: true, options: options))
+        } catch {
+            throw classify(error, path: url.path)
+        }
+        defer { try? queue.close() }
+        do {
+            return try body(queue)
+        } catch {
+            throw classify(error, path: url.path)
+        }
+    }
+
+    /// Maps SQLite's verdicts on a file into the vault's error codes.
+    static func classify(_ error: any Error, path: String) -> VaultError {
+        if let vaultError = error as? VaultError { return vaultError }
+        if let dbError = error as? DatabaseError {
+            switch dbError.resultCode {
+            case .SQLITE_NOTADB:
+                return VaultError(.notAVault, "\(path) is not a vault (SQLite: not a database)", path: path)
+            case .SQLITE_CORRUPT:
+                return VaultError(.damaged, "\(path) is damaged (SQLite reports corruption); restore it from a backup", path: path)
+            default: break
+            }
+        }
+        return VaultError.storage(error, while: "reading \(path)", path: path)
+    }
+
+    /// Copies the vault next to itself with SQLite's online backup, mode 0600.
+    static func backup(_ source: DatabaseQueue, of url: URL, fromVersion: Int, options: VaultOptions) throws {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
+        let stamp = formatter.string(from: options.clock.now()).replacingOccurrences(of: ":", with: "")
+        let backupURL = URL(fileURLWithPath: url.path + ".v\(fromVersion)-\(stamp).bak")
+        try VaultFile.createEmpty(backupURL)
+        do {
+            let destination = try DatabaseQueue(path: backupURL.path)
+            try source.backup(to: destination)
+            try destination.close()
+        } catch {
+            VaultFile.remove(backupURL)
+            throw VaultError.storage(error, while: "backing up before migration to \(backupURL.path)", path: url.path)
+        }
+        options.logger.info("backed up vault before migrating", metadata: ["backup": "\(backupURL.path)"])
+    }
+
+    // MARK: Reads and writes
+
+    func read<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
+        _ = try keyring.vaultKey()
+        do {
+            return try pool.read(body)
+        } catch {
+            throw VaultError.storage(error, while: action, path: path)
+        }
+    }
+
+    /// Runs `body` in a `BEGIN IMMEDIATE` transaction.
+    func write<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
+        _ = try keyring.vaultKey()
+        do {
+            return try pool.write(body)
+        } catch {
+            throw VaultError.storage(error, while: action, path: path)
+        }
+    }
+}

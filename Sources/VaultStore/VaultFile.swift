@@ -1,0 +1,140 @@
+import Foundation
+
+/// What can be learned about a vault file without SQLite touching it, and the file-system
+/// rules a vault lives by: mode 0600, in a directory no other user can write.
+enum VaultFile {
+    /// 'CVLT', set by migration 1 in the SQLite header's application_id field.
+    static let applicationID: UInt32 = 0x43564C54
+
+    /// The SQLite header fields the vault relies on.
+    struct Header: Sendable {
+        var pageSize: Int
+        var pageCount: Int
+        var applicationID: UInt32
+        var userVersion: Int
+    }
+
+    /// Reads and checks the first 100 bytes: a SQLite database with the vault's application id,
+    /// not shorter than its header says. Throws `.notFound`, `.notAVault` or `.damaged`.
+    static func inspect(_ url: URL) throws -> Header {
+        let path = url.path
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT {
+                throw VaultError(.notFound, "no vault at \(path): create one with `vault init`", path: path)
+            }
+            throw VaultError(.storage, "cannot read \(path): \(String(cString: strerror(errno)))", path: path)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFREG else {
+            throw VaultError(.notAVault, "\(path) is not a regular file", path: path)
+        }
+        let size = Int(info.st_size)
+        if size == 0 {
+            throw VaultError(.notAVault, "\(path) is empty: it is not a vault", path: path)
+        }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw VaultError(.storage, "cannot open \(path) for reading", path: path)
+        }
+        defer { try? handle.close() }
+        let bytes = [UInt8]((try? handle.read(upToCount: 100)) ?? Data())
+        let magic = Array("SQLite format 3\0".utf8)
+        guard bytes.count >= 16, Array(bytes[0..<16]) == magic else {
+            throw VaultError(.notAVault, "\(path) is not a vault (not a SQLite database)", path: path)
+        }
+        guard bytes.count == 100 else {
+            throw VaultError(.damaged, "\(path) is truncated (\(size) bytes, shorter than a SQLite header)", path: path)
+        }
+        func uint32(_ offset: Int) -> UInt32 {
+            bytes[offset..<(offset + 4)].reduce(0) { $0 << 8 | UInt32($1) }
+        }
+        let rawPageSize = Int(bytes[16]) << 8 | Int(bytes[17])
+        let pageSize = rawPageSize == 1 ? 65536 : rawPageSize
+        let header = Header(
+            pageSize: pageSize,
+            pageCount: Int(uint32(28)),
+            applicationID: uint32(68),
+            userVersion: Int(uint32(60)))
+        guard header.applicationID == applicationID else {
+            throw VaultError(.notAVault, "\(path) is a SQLite database but not a CredentialVault vault", path: path)
+        }
+        // The in-header page count is valid when the "version-valid-for" number matches the change counter.
+        let countIsValid = uint32(92) == uint32(24)
+        let walExists = FileManager.default.fileExists(atPath: path + "-wal")
+        if countIsValid, !walExists, pageSize >= 512, size < header.pageCount * pageSize {
+            throw VaultError(
+                .damaged,
+                "\(path) is truncated: \(size) bytes where its header promises \(header.pageCount * pageSize); restore it from a backup",
+                path: path)
+        }
+        if size % max(pageSize, 512) != 0, !walExists {
+            throw VaultError(.damaged, "\(path) is truncated: \(size) bytes is not a whole number of \(pageSize)-byte pages", path: path)
+        }
+        return header
+    }
+
+    /// Refuses a directory that another user could write to: they could replace the vault
+    /// or plant its -wal/-shm companions.
+    static func checkDirectory(_ directory: URL) throws {
+        let path = directory.path
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            throw VaultError(.notFound, "directory \(path) does not exist", path: path)
+        }
+        guard (info.st_mode & S_IFMT) == S_IFDIR else {
+            throw VaultError(.unsafeLocation, "\(path) is not a directory", path: path)
+        }
+        if info.st_mode & (S_IWGRP | S_IWOTH) != 0 {
+            throw VaultError(
+                .unsafeLocation,
+                "refusing a vault in \(path): other users can write to that directory (mode \(String(info.st_mode & 0o7777, radix: 8))); use a directory only you can write, e.g. `chmod go-w \(path)`",
+                path: path)
+        }
+        if info.st_uid != geteuid() && info.st_uid != 0 {
+            throw VaultError(.unsafeLocation, "refusing a vault in \(path): the directory belongs to another user", path: path)
+        }
+    }
+
+    /// Creates the parent directory (0700) if missing, then an empty vault file with mode 0600.
+    /// SQLite gives the -wal and -shm files the same mode as the database file.
+    static func createEmpty(_ url: URL) throws {
+        let directory = url.deletingLastPathComponent()
+        if !FileManager.default.fileExists(atPath: directory.path) {
+            do {
+                try FileManager.default.createDirectory(
+                    at: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw VaultError(.storage, "cannot create directory \(directory.path): \(error.localizedDescription)", path: url.path)
+            }
+        }
+        try checkDirectory(directory)
+        let fd = open(url.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            if errno == EEXIST {
+                throw VaultError(.alreadyExists, "a file already exists at \(url.path); open it, or choose another path", path: url.path)
+            }
+            throw VaultError(.storage, "cannot create \(url.path): \(String(cString: strerror(errno)))", path: url.path)
+        }
+        // open(2) applies the umask; make the mode exactly 0600 whatever the umask.
+        fchmod(fd, 0o600)
+        close(fd)
+    }
+
+    /// Refuses a vault file that other users can read or write.
+    static func checkFileMode(_ url: URL) throws {
+        var info = stat()
+        guard stat(url.path, &info) == 0 else { return }
+        if info.st_mode & 0o077 != 0 {
+            throw VaultError(
+                .unsafeLocation,
+                "refusing \(url.path): other users can access it (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(url.path)`",
+                path: url.path)
+        }
+    }
+
+    /// Removes a vault file and its companions (used to undo a failed `create`).
+    static func remove(_ url: URL) {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            unlink(url.path + suffix)
+        }
+    }
+}
