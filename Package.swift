@@ -61,6 +61,12 @@ let package = Package(
             dependencies: ["VaultStore", "VaultCrypto", .product(name: "Logging", package: "swift-log")],
             path: "Tests/VaultTestSupport"
         ),
+        // Writes Tests/Fixtures/vault-vN.db with the code of schema version N.
+        .executableTarget(
+            name: "FixtureMaker",
+            dependencies: ["VaultStore", "VaultCrypto", "VaultTestSupport"],
+            path: "Tests/FixtureMaker"
+        ),
         .testTarget(
             name: "VaultCryptoTests",
             dependencies: ["VaultCrypto", "VaultTestSupport"]

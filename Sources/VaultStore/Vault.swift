@@ -147,7 +147,16 @@ public final class Vault: Sendable {
     /// Any later call on this value throws ``VaultError/Code/closed``.
     public func close() {
         keyring.wipe()
-        try? pool.close()
+        // SQLite folds the WAL back into the file only when the last connection closes, and
+        // the pool's last connection is a read-only reader that cannot. Checkpoint explicitly
+        // so a closed vault is one self-contained file. Best effort: another process may be
+        // reading, in which case its own close finishes the job.
+        _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        do {
+            try pool.close()
+        } catch {
+            logger.warning("closing the vault left connections open", metadata: ["error": "\(error)"])
+        }
     }
 
     /// Whether ``close()`` was called.
