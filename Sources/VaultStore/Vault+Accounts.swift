@@ -13,13 +13,17 @@ extension Vault {
     /// the same issuer and subject.
     @discardableResult
     public func addAccount(_ new: NewAccount) throws -> Account {
+        try write("adding an account") { db in try self.addAccount(new, db) }
+    }
+
+    func addAccount(_ new: NewAccount, _ db: Database) throws -> Account {
         if new.client.authentication == .clientSecretBasic && new.clientSecret == nil {
             throw VaultError(.invalidArgument, "a client_secret_basic client needs a client secret", path: path)
         }
         let vaultKey = try keyring.vaultKey()
         let id = AccountID.random()
         let now = clock.now()
-        return try write("adding an account") { db in
+        do {
             if try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE issuer = ? AND subject = ?",
                                  arguments: [new.issuer, new.subject]) ?? false {
                 throw VaultError(.alreadyExists, "an account for \(new.subject) at \(new.issuer) is already in the vault", path: self.path)
@@ -52,10 +56,10 @@ extension Vault {
         }
     }
 
-    /// Every account, oldest first.
+    /// Every account, oldest first (in the order they were added).
     public func accounts() throws -> [Account] {
         try read("listing accounts") { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, account_id").map { try self.account(from: $0, db) }
+            try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, rowid").map { try self.account(from: $0, db) }
         }
     }
 
@@ -119,7 +123,7 @@ extension Vault {
     /// this returns no removed value remains in either file. Waits (busy timeout) for readers
     /// in other processes; throws ``VaultError/Code/storage`` when they keep the WAL busy.
     public func checkpoint() throws {
-        _ = try keyring.vaultKey()
+        try ensureOpen()
         do {
             try pool.writeWithoutTransaction { db in
                 let result = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
@@ -201,7 +205,7 @@ extension Vault {
         }
     }
 
-    private func account(from row: Row, _ db: Database) throws -> Account {
+    func account(from row: Row, _ db: Database) throws -> Account {
         let id = AccountID(rawValue: row["account_id"])
         guard let tokenEndpoint = URL(string: row["token_endpoint"]) else {
             throw VaultError(.damaged, "account \(id) has an unreadable token endpoint", path: path)

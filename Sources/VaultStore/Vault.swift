@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 import VaultCrypto
 
 /// An open, unlocked vault: one SQLite file holding accounts, tokens, sessions, devices
@@ -27,8 +28,12 @@ public final class Vault: Sendable {
 
     let pool: DatabasePool
     let keyring: Keyring
+    /// Set by ``close()``. Locking drops the keys but keeps the file usable for plain metadata.
+    private let closed = Atomic<Bool>(false)
     let logger: Logger
     let clock: WallClock
+    /// The Argon2id cost for a new passphrase (``VaultOptions/kdf``).
+    let kdf: KDFParameters
 
     var path: String { url.path }
 
@@ -40,6 +45,7 @@ public final class Vault: Sendable {
         self.deviceID = deviceID
         self.logger = options.logger
         self.clock = options.clock
+        self.kdf = options.kdf
     }
 
     // MARK: - Create
@@ -56,7 +62,7 @@ public final class Vault: Sendable {
             guard passphrase.count > 0 else {
                 throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: url.path)
             }
-            do { try options.kdf.validate() } catch let error as CryptoError {
+            do { try options.kdf.validate() } catch {
                 throw VaultError(.invalidArgument, error.message, path: url.path)
             }
             let salt = try KeyEncryptionKey.newSalt()
@@ -117,6 +123,7 @@ public final class Vault: Sendable {
         let migrator = Migrator(migrations: options.migrations)
         let unlocked = try withReadOnlyQueue(url, options: options) { queue in
             let (pending, meta) = try queue.read { db -> ([Migration], UnlockRecord?) in
+                try VaultFile.checkApplicationID(db, path: path)
                 let pending = try migrator.pending(db, path: path)
                 return (pending, try UnlockRecord.fetch(db))
             }
@@ -146,6 +153,7 @@ public final class Vault: Sendable {
     /// Drops every key from memory (zeroed) and closes the database connections.
     /// Any later call on this value throws ``VaultError/Code/closed``.
     public func close() {
+        closed.store(true, ordering: .releasing)
         keyring.wipe()
         // SQLite folds the WAL back into the file only when the last connection closes, and
         // the pool's last connection is a read-only reader that cannot. Checkpoint explicitly
@@ -160,12 +168,14 @@ public final class Vault: Sendable {
     }
 
     /// Whether ``close()`` was called.
-    public var isClosed: Bool { keyring.isWiped }
+    public var isClosed: Bool { closed.load(ordering: .acquiring) }
 
     // MARK: - Credential
 
     /// Replaces the passphrase or key file. Only the vault key is re-wrapped: no data is rewritten.
-    public func changeCredential(to credential: VaultCredential, cost: KDFParameters = .interactive) throws {
+    /// A new passphrase is stretched at `cost`, by default the ``VaultOptions/kdf`` the vault was opened with.
+    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
+        let cost = cost ?? kdf
         let vaultKey = try keyring.vaultKey()
         let kek: KeyEncryptionKey
         var salt: [UInt8]?
@@ -174,7 +184,7 @@ public final class Vault: Sendable {
             guard passphrase.count > 0 else {
                 throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: path)
             }
-            do { try cost.validate() } catch let error as CryptoError { throw VaultError(.invalidArgument, error.message, path: path) }
+            do { try cost.validate() } catch { throw VaultError(.invalidArgument, error.message, path: path) }
             let newSalt = try KeyEncryptionKey.newSalt()
             kek = try Self.derive(passphrase: passphrase, salt: newSalt, cost: cost, path: path)
             salt = newSalt
@@ -351,8 +361,18 @@ extension Vault {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
         let stamp = formatter.string(from: options.clock.now()).replacingOccurrences(of: ":", with: "")
-        let backupURL = URL(fileURLWithPath: url.path + ".v\(fromVersion)-\(stamp).bak")
-        try VaultFile.createEmpty(backupURL)
+        // Two processes migrating the same vault, or a retry within the same second, must not
+        // fail on each other's backup: take the next free name (…-2.bak, …-3.bak).
+        let base = url.path + ".v\(fromVersion)-\(stamp)"
+        var backupURL = URL(fileURLWithPath: base + ".bak")
+        for attempt in 2... {
+            do {
+                try VaultFile.createEmpty(backupURL)
+                break
+            } catch let error as VaultError where error.code == .alreadyExists && attempt <= 100 {
+                backupURL = URL(fileURLWithPath: base + "-\(attempt).bak")
+            }
+        }
         do {
             let destination = try DatabaseQueue(path: backupURL.path)
             try source.backup(to: destination)
@@ -366,8 +386,12 @@ extension Vault {
 
     // MARK: Reads and writes
 
+    func ensureOpen() throws {
+        if isClosed { throw VaultError(.closed, "the vault \(path) was closed; open it again", path: path) }
+    }
+
     func read<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
-        _ = try keyring.vaultKey()
+        try ensureOpen()
         do {
             return try pool.read(body)
         } catch {
@@ -377,7 +401,7 @@ extension Vault {
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction.
     func write<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
-        _ = try keyring.vaultKey()
+        try ensureOpen()
         do {
             return try pool.write(body)
         } catch {

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import VaultCrypto
 
 /// A failure of the vault, with enough context to act on and never a secret.
@@ -71,6 +72,13 @@ extension VaultError {
     /// Wraps an error from GRDB or the file system without exposing bound arguments.
     static func storage(_ error: any Error, while action: String, path: String?) -> VaultError {
         if let vaultError = error as? VaultError { return vaultError }
+        // Corruption met after opening (a damaged table page) is damage to the vault, not an
+        // I/O failure: the remedy is a backup, not a retry.
+        if let databaseError = error as? DatabaseError, databaseError.resultCode == .SQLITE_CORRUPT {
+            return VaultError(
+                .damaged, "\(action) failed: \(path ?? "the vault") is damaged (SQLite reports corruption); restore it from a backup",
+                path: path)
+        }
         // GRDB's DatabaseError description hides statement arguments unless
         // `publicStatementArguments` is set, which this module never does.
         return VaultError(.storage, "\(action) failed: \(error)", path: path)

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 
 /// What can be learned about a vault file without SQLite touching it, and the file-system
 /// rules a vault lives by: mode 0600, in a directory no other user can write.
@@ -54,22 +55,43 @@ enum VaultFile {
             pageCount: Int(uint32(28)),
             applicationID: uint32(68),
             userVersion: Int(uint32(60)))
-        guard header.applicationID == applicationID else {
-            throw VaultError(.notAVault, "\(path) is a SQLite database but not a CredentialVault vault", path: path)
+        // Frames in the WAL are commits the file itself does not hold yet: while another process
+        // has a new vault open, the file's own header still reads application_id 0. Only an empty
+        // or missing WAL (every clean close leaves one) makes the file's header the whole truth;
+        // otherwise SQLite, which reads through the WAL, judges (see `checkApplicationID`).
+        let walHasFrames = walSize(path) > 0
+        guard header.applicationID == applicationID || walHasFrames else {
+            throw notAVault(path)
         }
         // The in-header page count is valid when the "version-valid-for" number matches the change counter.
         let countIsValid = uint32(92) == uint32(24)
-        let walExists = FileManager.default.fileExists(atPath: path + "-wal")
-        if countIsValid, !walExists, pageSize >= 512, size < header.pageCount * pageSize {
+        if countIsValid, !walHasFrames, pageSize >= 512, size < header.pageCount * pageSize {
             throw VaultError(
                 .damaged,
                 "\(path) is truncated: \(size) bytes where its header promises \(header.pageCount * pageSize); restore it from a backup",
                 path: path)
         }
-        if size % max(pageSize, 512) != 0, !walExists {
+        if size % max(pageSize, 512) != 0, !walHasFrames {
             throw VaultError(.damaged, "\(path) is truncated: \(size) bytes is not a whole number of \(pageSize)-byte pages", path: path)
         }
         return header
+    }
+
+    /// Checks the application id as SQLite sees it (through the WAL). Throws `.notAVault`.
+    static func checkApplicationID(_ db: Database, path: String) throws {
+        let id = try Int64.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+        guard UInt32(truncatingIfNeeded: id) == applicationID else { throw notAVault(path) }
+    }
+
+    private static func notAVault(_ path: String) -> VaultError {
+        VaultError(.notAVault, "\(path) is a SQLite database but not a CredentialVault vault", path: path)
+    }
+
+    /// The size of the vault's -wal file, 0 when there is none.
+    private static func walSize(_ path: String) -> Int {
+        var info = stat()
+        guard stat(path + "-wal", &info) == 0 else { return 0 }
+        return Int(info.st_size)
     }
 
     /// Refuses a directory that another user could write to: they could replace the vault

@@ -78,7 +78,7 @@ public enum FixtureV1 {
                 }
             }
         }
-        try vault.setActiveAccount(try vault.accounts().first?.id)
+        try vault.setActiveAccount(try vault.accounts().first { $0.subject == "alice" }?.id)
     }
 
     /// Describes every difference between the vault and the fixture's records; empty when all survived.

@@ -1,0 +1,62 @@
+import Foundation
+
+/// The timeout rules of an account's sessions, stored in the vault so every process applies
+/// the same ones. Defaults follow NIST SP 800-63B (AAL2) and OWASP session guidance.
+///
+/// ```swift
+/// var policy = SessionPolicy()            // 15 min idle, 60 s warning, 3 extensions, 12 h absolute
+/// policy.idleTimeout = nil                // a daemon that never idles out
+/// policy.backgroundTimeout = .seconds(60)
+/// ```
+public struct SessionPolicy: Sendable, Hashable, Codable {
+    /// What an idle timeout does to the session.
+    public enum IdleAction: String, Sendable, Hashable, Codable {
+        /// Drop the keys; an explicit unlock resumes the session.
+        case lock
+        /// End the session; the user signs in again.
+        case expire
+    }
+
+    /// Inactivity after which the session ends (nil: never).
+    public var idleTimeout: Duration?
+    /// How long before the idle deadline the warning is raised.
+    public var warningBefore: Duration
+    /// How many times the idle deadline may be extended by ``SessionPolicy`` extension requests.
+    public var maxExtensions: Int
+    /// Lifetime from sign-in after which the session expires, whatever the activity. Not extendable.
+    public var absoluteLifetime: Duration
+    /// Time in the background after which the session locks on return (nil: never).
+    public var backgroundTimeout: Duration?
+    public var idleAction: IdleAction
+
+    public init(idleTimeout: Duration? = .seconds(15 * 60), warningBefore: Duration = .seconds(60),
+                maxExtensions: Int = 3, absoluteLifetime: Duration = .seconds(12 * 3600),
+                backgroundTimeout: Duration? = .seconds(5 * 60), idleAction: IdleAction = .lock) {
+        self.idleTimeout = idleTimeout
+        self.warningBefore = warningBefore
+        self.maxExtensions = maxExtensions
+        self.absoluteLifetime = absoluteLifetime
+        self.backgroundTimeout = backgroundTimeout
+        self.idleAction = idleAction
+    }
+
+    /// Throws ``VaultError/Code/invalidArgument`` for a policy that cannot be applied.
+    public func validate() throws {
+        func positive(_ d: Duration?) -> Bool { d.map { $0 > .zero } ?? true }
+        guard positive(idleTimeout), positive(backgroundTimeout), absoluteLifetime > .zero,
+              warningBefore >= .zero, maxExtensions >= 0 else {
+            throw VaultError(.invalidArgument, "session policy durations must be positive and the extension limit not negative")
+        }
+        if let idleTimeout, warningBefore >= idleTimeout {
+            throw VaultError(.invalidArgument, "the idle warning must come before the idle timeout")
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, the unit durations are stored in.
+    var milliseconds: Int64 {
+        let parts = components
+        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
+}

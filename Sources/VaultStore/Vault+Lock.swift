@@ -1,0 +1,35 @@
+import Foundation
+import GRDB
+import Logging
+import VaultCrypto
+
+// MARK: - Lock and unlock
+
+extension Vault {
+    /// Drops every key from memory (zeroed) but keeps the file open. Reads and writes of
+    /// sealed values throw ``VaultError/Code/closed`` until ``unlock(with:)``.
+    public func lock() {
+        keyring.wipe()
+        logger.info("locked vault", metadata: ["path": "\(path)"])
+    }
+
+    /// Whether the keys are out of memory (locked or closed).
+    public var isLocked: Bool { keyring.isWiped }
+
+    /// Loads the vault key again from the passphrase or key file. One key derivation;
+    /// a wrong credential throws ``VaultError/Code/wrongCredential`` and changes nothing.
+    public func unlock(with credential: VaultCredential) throws {
+        let meta: UnlockRecord
+        do {
+            guard let record = try pool.read({ try UnlockRecord.fetch($0) }) else {
+                throw VaultError(.damaged, "\(path) has no vault header row", path: path)
+            }
+            meta = record
+        } catch {
+            throw VaultError.storage(error, while: "reading the key record", path: path)
+        }
+        let key = try Self.unlockVaultKey(meta, credential: credential, path: path)
+        keyring.replaceVaultKey(key)
+        logger.info("unlocked vault", metadata: ["path": "\(path)"])
+    }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import GRDB
+import Logging
+
+/// The shared refresh bookkeeping of an account: lease, back-off, last failure.
+public struct RefreshState: Sendable, Hashable {
+    public var leaseHolder: String?
+    public var leaseGeneration: Int64?
+    public var leaseExpiresAt: Date?
+    /// Transient failures in a row since the last success.
+    public var failures: Int
+    /// No process refreshes before this time (shared back-off).
+    public var nextAttemptAt: Date?
+    public var lastFailure: String?
+    public var lastFailureAt: Date?
+    /// Refreshes whose process died while holding the lease (a rotation may have been lost).
+    public var interruptedRefreshes: Int
+
+    public static let none = RefreshState(failures: 0, interruptedRefreshes: 0)
+}
+
+/// What ``Vault/beginRefresh(for:holder:seenGeneration:leaseDuration:)`` decided.
+public enum RefreshLeaseOutcome: Sendable {
+    /// The caller holds the lease and must refresh from these tokens, then call
+    /// ``Vault/completeRefresh(for:holder:tokens:)`` or ``Vault/failRefresh(for:holder:failure:nextAttemptAt:)``.
+    /// `interrupted` is true when it took over a lease left by a process that died mid-refresh.
+    case acquired(StoredTokens, interrupted: Bool)
+    /// The tokens changed since the caller looked (another caller refreshed): use these.
+    case changed(StoredTokens)
+    /// Another caller holds the lease until the given time: wait for its result.
+    case busy(until: Date)
+    /// Refreshing is paused after transient failures until the given time.
+    case backingOff(until: Date, tokens: StoredTokens)
+    /// The account has no tokens (signed out, revoked, or never signed in).
+    case noTokens
+}
+
+// MARK: - Refresh coordination
+
+extension Vault {
+    /// Takes the account's refresh lease in one immediate transaction, unless the tokens
+    /// changed since `seenGeneration`, another holder's lease is live, or the shared back-off
+    /// says to wait. A lease left by a crashed process is taken over once it expires.
+    public func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
+                             leaseDuration: Duration) throws -> RefreshLeaseOutcome {
+        let now = clock.now()
+        return try write("taking the refresh lease") { db in
+            guard let tokens = try self.tokens(for: account, db) else { return .noTokens }
+            if tokens.generation != seenGeneration { return .changed(tokens) }
+            let state = try self.refreshState(for: account, db)
+            if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now {
+                return .busy(until: until)
+            }
+            if let next = state.nextAttemptAt, next > now {
+                return .backingOff(until: next, tokens: tokens)
+            }
+            let interrupted = state.leaseHolder != nil && state.leaseHolder != holder
+            try db.execute(
+                sql: """
+                    INSERT INTO refresh_state (account_id, lease_holder, lease_generation, lease_acquired_at, lease_expires_at,
+                        interrupted_refreshes) VALUES (?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (account_id) DO UPDATE SET lease_holder = excluded.lease_holder,
+                        lease_generation = excluded.lease_generation, lease_acquired_at = excluded.lease_acquired_at,
+                        lease_expires_at = excluded.lease_expires_at,
+                        interrupted_refreshes = refresh_state.interrupted_refreshes + excluded.interrupted_refreshes
+                    """,
+                arguments: [account.rawValue, holder, tokens.generation, now.millisecondsSince1970,
+                            now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970, interrupted ? 1 : 0])
+            if interrupted {
+                self.logger.warning("took over a refresh lease left by a process that stopped mid-refresh",
+                                    metadata: ["account": "\(account)"])
+            }
+            return .acquired(tokens, interrupted: interrupted)
+        }
+    }
+
+    /// Stores the refreshed tokens and releases the lease, atomically, if the caller still
+    /// holds the lease and the tokens are still those it refreshed from. A refresh token
+    /// absent from `tokens` is replaced by the one already stored (the server did not rotate).
+    ///
+    /// Returns the stored tokens, or nil when the result was discarded: the account was
+    /// removed or its lease was lost (it expired and another caller took it).
+    public func completeRefresh(for account: AccountID, holder: String, tokens: TokenSet) throws -> StoredTokens? {
+        try write("storing refreshed tokens") { db in
+            let state = try self.refreshState(for: account, db)
+            guard state.leaseHolder == holder, let generation = state.leaseGeneration,
+                  let current = try self.tokens(for: account, db), current.generation == generation else {
+                return nil
+            }
+            var merged = tokens
+            if merged.refreshToken == nil { merged.refreshToken = current.tokens.refreshToken }
+            if merged.idToken == nil { merged.idToken = current.tokens.idToken }
+            let next = try self.storeTokens(merged, for: account, replacing: generation, db)
+            try db.execute(
+                sql: """
+                    UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
+                        lease_expires_at = NULL, failures = 0, next_attempt_at = NULL WHERE account_id = ?
+                    """,
+                arguments: [account.rawValue])
+            return StoredTokens(account: account, generation: next, tokens: merged,
+                                updatedAt: Date(millisecondsSince1970: self.clock.now().millisecondsSince1970))
+        }
+    }
+
+    /// Records a failed refresh, releases the lease and sets the shared back-off.
+    public func failRefresh(for account: AccountID, holder: String, failure: String, nextAttemptAt: Date?) throws {
+        try write("recording a refresh failure") { db in
+            try db.execute(
+                sql: """
+                    UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
+                        lease_expires_at = NULL, failures = failures + 1, next_attempt_at = ?, last_failure = ?,
+                        last_failure_at = ? WHERE account_id = ? AND lease_holder = ?
+                    """,
+                arguments: [nextAttemptAt?.millisecondsSince1970, failure, self.clock.now().millisecondsSince1970,
+                            account.rawValue, holder])
+        }
+    }
+
+    /// Ends the grant: wipes the account's tokens, ends its current session as expired with
+    /// `reason`, records the verdict and releases any lease, in one transaction. Other
+    /// processes then find no tokens and nothing to retry.
+    public func endGrant(for account: AccountID, reason: String) throws {
+        let now = clock.now().millisecondsSince1970
+        try write("ending a grant") { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
+                return  // removed meanwhile: nothing left to end
+            }
+            try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?
+                    WHERE account_id = ? AND state IN ('active', 'locked')
+                    """,
+                arguments: [reason, now, account.rawValue])
+            try db.execute(
+                sql: """
+                    INSERT INTO refresh_state (account_id, last_failure, last_failure_at) VALUES (?, ?, ?)
+                    ON CONFLICT (account_id) DO UPDATE SET lease_holder = NULL, lease_generation = NULL,
+                        lease_acquired_at = NULL, lease_expires_at = NULL, next_attempt_at = NULL,
+                        last_failure = excluded.last_failure, last_failure_at = excluded.last_failure_at
+                    """,
+                arguments: [account.rawValue, reason, now])
+        }
+    }
+
+    /// The account's refresh bookkeeping.
+    public func refreshState(for account: AccountID) throws -> RefreshState {
+        try read("reading refresh state") { db in try self.refreshState(for: account, db) }
+    }
+
+    func refreshState(for account: AccountID, _ db: Database) throws -> RefreshState {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue]) else {
+            return .none
+        }
+        func date(_ column: String) -> Date? { (row[column] as Int64?).map(Date.init(millisecondsSince1970:)) }
+        return RefreshState(
+            leaseHolder: row["lease_holder"], leaseGeneration: row["lease_generation"], leaseExpiresAt: date("lease_expires_at"),
+            failures: row["failures"], nextAttemptAt: date("next_attempt_at"), lastFailure: row["last_failure"],
+            lastFailureAt: date("last_failure_at"), interruptedRefreshes: row["interrupted_refreshes"])
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as Foundation's `TimeInterval`.
+    public var timeInterval: TimeInterval {
+        let parts = components
+        return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import GRDB
+
+/// What ``Vault/signIn(_:tokens:policy:)`` stored.
+public struct SignInRecord: Sendable, Hashable {
+    public var account: Account
+    public var session: SessionRecord
+    public var generation: Int64
+    /// The account was already in the vault: its tokens were replaced and its old session ended.
+    public var replacedExisting: Bool
+    /// The account that was active before (nil when none).
+    public var previousActive: AccountID?
+}
+
+// MARK: - Sign-in
+
+extension Vault {
+    /// Stores a completed sign-in in one transaction: the account (added, or found by issuer
+    /// and subject), its tokens, its session policy, a new active session with its deadlines,
+    /// a clean refresh state, and the account made active. A crash leaves all of it or none.
+    ///
+    /// Signing in again to an account already in the vault replaces its tokens and ends its
+    /// previous session ("replaced").
+    public func signIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy) throws -> SignInRecord {
+        try policy.validate()
+        let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
+        let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
+        let absoluteDeadline = now.addingTimeInterval(policy.absoluteLifetime.timeInterval)
+        return try write("signing in") { db in
+            let previousActive = try String.fetchOne(db, sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1")
+                .map(AccountID.init(rawValue:))
+            let existingID = try String.fetchOne(db, sql: "SELECT account_id FROM accounts WHERE issuer = ? AND subject = ?",
+                                                 arguments: [new.issuer, new.subject]).map(AccountID.init(rawValue:))
+            let account: Account
+            if let existingID, let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [existingID.rawValue]) {
+                account = try self.account(from: row, db)
+            } else {
+                account = try self.addAccount(new, db)
+            }
+            let current = try Int64.fetchOne(db, sql: "SELECT generation FROM tokens WHERE account_id = ?", arguments: [account.id.rawValue])
+            let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?
+                    WHERE account_id = ? AND state IN ('active', 'locked')
+                    """,
+                arguments: [now.millisecondsSince1970, account.id.rawValue])
+            try db.execute(
+                sql: """
+                    INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
+                    VALUES (?, 'active', ?, ?, ?, ?)
+                    """,
+                arguments: [account.id.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
+                            idleDeadline?.millisecondsSince1970, absoluteDeadline.millisecondsSince1970])
+            let session = SessionRecord(
+                id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: now, lastActivityAt: now,
+                idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline)
+            try self.setSessionPolicy(policy, for: account.id, db)
+            try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
+            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
+            return SignInRecord(account: account, session: session, generation: generation,
+                                replacedExisting: existingID != nil, previousActive: previousActive)
+        }
+    }
+}

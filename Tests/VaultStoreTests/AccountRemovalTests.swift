@@ -1,0 +1,99 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCrypto
+import VaultStore
+import VaultTestSupport
+
+/// Removing an account leaves none of its sealed values or token bytes anywhere on disk.
+@Suite struct AccountRemovalTests {
+    @Test("a removed account leaves no sealed value or token in the vault, its WAL or its shared memory",
+          arguments: TestVault.Kind.allCases)
+    func removedAccountLeavesNoTrace(kind: TestVault.Kind) throws {
+        let test = try TestVault(kind)
+        let vault = try test.create(clock: Times.fixedClock)
+        defer { vault.close() }
+        let alice = try vault.addAccount(NewAccount(
+            issuer: "https://id.example.test", subject: "alice", label: "Alice-label-91c2", email: "alice-91c2@example.test",
+            client: OAuthClientSettings(tokenEndpoint: try #require(URL(string: "https://id.example.test/token")),
+                                        clientID: "cli", authentication: .clientSecretBasic),
+            clientSecret: "alice-client-secret-91c2"))
+        let bob = try vault.addAccount(Samples.account("bob"))
+
+        // Several generations, so older token values were written too.
+        var aliceTokens: [TokenSet] = []
+        var generation: Int64? = nil
+        for round in 0..<3 {
+            let tokens = Samples.fixedTokens("alice-\(round)-q7w8e9")
+            aliceTokens.append(tokens)
+            generation = try vault.storeTokens(tokens, for: alice.id, replacing: generation)
+        }
+        try vault.storeTokens(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
+        for index in 0..<5 {
+            for account in [alice.id, bob.id] {
+                try vault.upsertNotification(NotificationRecord(
+                    uuid: "\(account.rawValue)-\(index)", account: account, subject: "subject-\(account.rawValue.prefix(8))-\(index)",
+                    // Long enough to spill into overflow pages, which are freed differently from table cells.
+                    message: "message body \(index) " + String(repeating: "lorem ipsum ", count: 600), actions: [NotificationAction(label: "Approve", action: "approve")],
+                    createdAt: Times.at(index)))
+            }
+        }
+        try vault.saveDevice(DeviceRegistration(account: alice.id, deviceID: vault.deviceID, name: "alice-device-name",
+                                                platform: "linux", status: .active, createdAt: Times.at(0), updatedAt: Times.at(0)))
+        try vault.startSession(for: alice.id, idleDeadline: Times.at(900), absoluteDeadline: nil)
+
+        let url = test.url
+        let aliceID = alice.id.rawValue
+        let sealed = try RawDatabase.blobs(url, """
+            SELECT label FROM accounts WHERE account_id = ?1 UNION ALL
+            SELECT email FROM accounts WHERE account_id = ?1 UNION ALL
+            SELECT client_secret FROM accounts WHERE account_id = ?1 UNION ALL
+            SELECT wrapped_data_key FROM accounts WHERE account_id = ?1 UNION ALL
+            SELECT access_token FROM tokens WHERE account_id = ?1 UNION ALL
+            SELECT refresh_token FROM tokens WHERE account_id = ?1 UNION ALL
+            SELECT id_token FROM tokens WHERE account_id = ?1 UNION ALL
+            SELECT subject FROM notifications WHERE account_id = ?1 UNION ALL
+            SELECT message FROM notifications WHERE account_id = ?1 UNION ALL
+            SELECT actions FROM notifications WHERE account_id = ?1 UNION ALL
+            SELECT name FROM devices WHERE account_id = ?1
+            """, [aliceID])
+        #expect(sealed.count == 4 + 3 + 15 + 1)
+        let plaintexts = aliceTokens.flatMap { [$0.accessToken, $0.refreshToken, $0.idToken].compactMap { $0 } }
+            + ["alice-client-secret-91c2", "Alice-label-91c2", "alice-device-name"]
+
+        // The probe sees every one of them while the account exists (so it would see leftovers).
+        let scan = LeftoverScan(sealed)
+        try vault.checkpoint()
+        #expect(scan.found(in: url) == Set(sealed.indices))
+        #expect(FileProbe.contains(url, Array(aliceID.utf8)))
+
+        #expect(try vault.removeAccount(alice.id))
+        #expect(try vault.removeAccount(alice.id) == false, "a second removal finds nothing")
+
+        let files = ["", "-wal", "-shm"].map { URL(fileURLWithPath: url.path + $0) }
+        for file in files {
+            #expect(scan.found(in: file).isEmpty, "pieces of sealed values still in \(file.lastPathComponent)")
+            for text in plaintexts {
+                #expect(!FileProbe.contains(file, Array(text.utf8)), "plaintext still in \(file.lastPathComponent)")
+            }
+            #expect(!FileProbe.contains(file, Array(aliceID.utf8)), "the account id still in \(file.lastPathComponent)")
+        }
+
+        #expect(try vault.account(alice.id) == nil)
+        #expect(try vault.tokens(for: alice.id) == nil)
+        #expect(try vault.notificationCount(account: alice.id) == 0)
+        #expect(try vault.devices(for: alice.id).isEmpty)
+        #expect(try vault.sessions(for: alice.id).isEmpty)
+        #expect(try vault.activeAccountID() == nil, "the removed account is no longer the active one")
+
+        // Bob is untouched, before and after reopening.
+        #expect(try vault.tokens(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
+        #expect(try vault.notificationCount(account: bob.id) == 5)
+        vault.close()
+        let reopened = try test.open()
+        defer { reopened.close() }
+        #expect(try reopened.accounts().map(\.id) == [bob.id])
+        #expect(try reopened.tokens(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
+        #expect(try reopened.notifications(NotificationQuery(account: bob.id)).items.count == 5)
+    }
+}
