@@ -9,11 +9,14 @@ let package = Package(
         .library(name: "VaultStore", targets: ["VaultStore"]),
         .library(name: "VaultOAuth", targets: ["VaultOAuth"]),
         .library(name: "DevGateway", targets: ["DevGateway"]),
+        .library(name: "VaultSession", targets: ["VaultSession"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
+        .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.1.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     ],
     targets: [
         // libsodium, the only crypto implementation. Reached only through VaultCrypto.
@@ -53,6 +56,24 @@ let package = Package(
             name: "DevGateway",
             dependencies: [
                 .product(name: "FlyingFox", package: "FlyingFox"),
+                .product(name: "FlyingSocks", package: "FlyingFox"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The session service: refresh, revocation, timeouts, accounts. What client tools call.
+        .target(
+            name: "VaultSession",
+            dependencies: [
+                "VaultStore", "VaultCrypto", "VaultOAuth",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The admin command: inspects, verifies, migrates, re-keys and repairs a vault. Thin.
+        .executableTarget(
+            name: "vault",
+            dependencies: [
+                "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -70,6 +91,27 @@ let package = Package(
         .testTarget(
             name: "VaultCryptoTests",
             dependencies: ["VaultCrypto", "VaultTestSupport"]
+        ),
+        // A child process for multi-process session tests: opens a vault and asks for tokens.
+        .executableTarget(
+            name: "SessionProbe",
+            dependencies: ["VaultSession", "VaultStore", "VaultOAuth"],
+            path: "Tests/SessionProbe"
+        ),
+        .testTarget(
+            name: "VaultSessionTests",
+            dependencies: [
+                "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport", "SessionProbe",
+                .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
+            name: "VaultCommandTests",
+            dependencies: [
+                "vault", "VaultStore", "VaultTestSupport", "DevGateway",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
         ),
         .testTarget(
             name: "VaultOAuthTests",

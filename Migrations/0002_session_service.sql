@@ -26,3 +26,11 @@ CREATE TABLE refresh_state (
     last_failure_at         INTEGER,
     interrupted_refreshes   INTEGER NOT NULL DEFAULT 0
 );
+
+-- Key rotation in progress (`vault rotate-key`): the next vault key, wrapped by the
+-- key-encryption key, and each account's next data key, wrapped by the next vault key.
+-- NULL when no rotation is under way. A rotation interrupted by a crash resumes from here.
+ALTER TABLE vault_meta ADD COLUMN pending_vault_key_id      INTEGER;
+ALTER TABLE vault_meta ADD COLUMN pending_wrapped_vault_key BLOB;
+ALTER TABLE accounts   ADD COLUMN pending_data_key_id       INTEGER;
+ALTER TABLE accounts   ADD COLUMN pending_wrapped_data_key  BLOB;

@@ -155,17 +155,47 @@ extension Vault {
                     account: account.rawValue, row: account.rawValue, version: "\(keyID)")
     }
 
-    /// The account's data key: from the keyring, or unwrapped with the vault key and remembered.
+    /// The key new values of the account are sealed with: during a key rotation the account's
+    /// next data key, otherwise its current one. Read in the caller's transaction, so a
+    /// rotation finished by another process is never missed.
     func dataKey(for account: AccountID, _ db: Database) throws -> SymmetricKey {
-        if let key = keyring.cachedAccountKey(account.rawValue) { return key }
-        guard let row = try Row.fetchOne(db, sql: "SELECT data_key_id, wrapped_data_key FROM accounts WHERE account_id = ?",
+        guard let row = try Row.fetchOne(db, sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?",
                                          arguments: [account.rawValue]) else {
             throw accountNotFound(account)
         }
-        let keyID = UInt32(truncatingIfNeeded: row["data_key_id"] as Int64)
-        let wrapped = [UInt8](row["wrapped_data_key"] as Data)
+        let keyID = (row["pending_data_key_id"] as Int64?) ?? (row["data_key_id"] as Int64)
         do {
-            let key = try keyring.vaultKey().openKey(wrapped, id: keyID, context: dataKeyContext(account: account, keyID: keyID))
+            return try dataKey(id: UInt32(truncatingIfNeeded: keyID), account: account, db)
+        } catch let error as CryptoError {
+            throw VaultError.sealed(error, table: "accounts", column: "wrapped_data_key", row: account.rawValue, path: path)
+        }
+    }
+
+    /// The account's data key with `id` (current or, during a rotation, next): from the
+    /// keyring, or unwrapped with the vault key that wrapped it and remembered.
+    func dataKey(id keyID: UInt32, account: AccountID, _ db: Database) throws -> SymmetricKey {
+        if let key = keyring.dataKey(id: keyID) { return key }
+        guard let row = try Row.fetchOne(
+            db,
+            sql: """
+                SELECT data_key_id, wrapped_data_key, pending_data_key_id, pending_wrapped_data_key
+                FROM accounts WHERE account_id = ?
+                """,
+            arguments: [account.rawValue]) else {
+            throw accountNotFound(account)
+        }
+        let wrapped: Data
+        if (row["data_key_id"] as Int64) == Int64(keyID) {
+            wrapped = row["wrapped_data_key"]
+        } else if (row["pending_data_key_id"] as Int64?) == Int64(keyID), let pending = row["pending_wrapped_data_key"] as Data? {
+            wrapped = pending
+        } else {
+            throw CryptoError(.keyMismatch, "the value names key \(keyID), which account \(account) does not have")
+        }
+        let bytes = [UInt8](wrapped)
+        do {
+            let wrapper = try keyring.vaultKey(id: SealedBlob(parsing: bytes).keyID)
+            let key = try wrapper.openKey(bytes, id: keyID, context: dataKeyContext(account: account, keyID: keyID))
             keyring.remember(key, for: account.rawValue)
             return key
         } catch let error as CryptoError {
@@ -191,11 +221,18 @@ extension Vault {
     func open(_ blob: Data?, table: String, column: String, account: AccountID, row: String,
               version: String = "", _ db: Database) throws -> String? {
         guard let blob else { return nil }
-        let key = try dataKey(for: account, db)
+        let bytes = [UInt8](blob)
+        let key: SymmetricKey
+        do {
+            key = try dataKey(id: SealedBlob(parsing: bytes).keyID, account: account, db)
+        } catch let error as CryptoError {
+            // A blob that cannot be parsed, or names a key its account does not have.
+            throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
+        }
         let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
                                   account: account.rawValue, row: row, version: version)
         do {
-            let plain = try key.open([UInt8](blob), context: context)
+            let plain = try key.open(bytes, context: context)
             guard let text = String(validating: plain, as: UTF8.self) else {
                 throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
             }

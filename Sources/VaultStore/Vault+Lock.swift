@@ -28,8 +28,9 @@ extension Vault {
         } catch {
             throw VaultError.storage(error, while: "reading the key record", path: path)
         }
-        let key = try Self.unlockVaultKey(meta, credential: credential, path: path)
-        keyring.replaceVaultKey(key)
+        let keys = try Self.unlockVaultKeys(meta, credential: credential, path: path)
+        keyring.replaceVaultKey(keys.current)
+        keyring.setPendingVaultKey(keys.pending)
         logger.info("unlocked vault", metadata: ["path": "\(path)"])
     }
 }

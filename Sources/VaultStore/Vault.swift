@@ -130,22 +130,24 @@ public final class Vault: Sendable {
             guard let meta else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
             }
-            let vaultKey = try unlockVaultKey(meta, credential: credential, path: path)
+            let vaultKeys = try unlockVaultKeys(meta, credential: credential, path: path)
             if !pending.isEmpty, options.backupBeforeMigrating, !meta.isFresh {
                 try backup(queue, of: url, fromVersion: migrator.latestVersion - pending.count, options: options)
             }
-            return (meta, vaultKey, pending)
+            return (meta, vaultKeys, pending)
         }
-        let (meta, vaultKey, pending) = unlocked
+        let (meta, vaultKeys, pending) = unlocked
         do {
             let pool = try openPool(url, options: options)
             if !pending.isEmpty {
                 try migrator.migrate(pool, now: options.clock.now(), path: path, logger: options.logger)
             }
             options.logger.debug("opened vault", metadata: ["path": "\(path)"])
-            return Vault(url: url, pool: pool, keyring: Keyring(vaultID: meta.vaultID, vaultKey: vaultKey), deviceID: meta.deviceID, options: options)
+            let keyring = Keyring(vaultID: meta.vaultID, vaultKey: vaultKeys.current, pendingVaultKey: vaultKeys.pending)
+            return Vault(url: url, pool: pool, keyring: keyring, deviceID: meta.deviceID, options: options)
         } catch {
-            vaultKey.wipe()
+            vaultKeys.current.wipe()
+            vaultKeys.pending?.wipe()
             throw VaultError.storage(error, while: "opening the vault", path: path)
         }
     }
@@ -177,6 +179,9 @@ public final class Vault: Sendable {
     public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
         let cost = cost ?? kdf
         let vaultKey = try keyring.vaultKey()
+        if try keyRotationPending() {
+            throw VaultError(.invalidArgument, "a key rotation is under way: finish it (`vault rotate-key`) before changing the credential", path: path)
+        }
         let kek: KeyEncryptionKey
         var salt: [UInt8]?
         switch credential {
@@ -229,6 +234,8 @@ extension Vault {
         var keyCheck: [UInt8]
         var vaultKeyID: UInt32
         var wrappedVaultKey: [UInt8]
+        var pendingVaultKeyID: UInt32?
+        var pendingWrappedVaultKey: [UInt8]?
         var isFresh: Bool
 
         static func fetch(_ db: Database) throws -> UnlockRecord? {
@@ -247,6 +254,8 @@ extension Vault {
                 keyCheck: [UInt8](row["key_check"] as Data),
                 vaultKeyID: UInt32(row["vault_key_id"] as Int64),
                 wrappedVaultKey: [UInt8](row["wrapped_vault_key"] as Data),
+                pendingVaultKeyID: row.hasColumn("pending_vault_key_id") ? (row["pending_vault_key_id"] as Int64?).map { UInt32(truncatingIfNeeded: $0) } : nil,
+                pendingWrappedVaultKey: row.hasColumn("pending_wrapped_vault_key") ? (row["pending_wrapped_vault_key"] as Data?).map { [UInt8]($0) } : nil,
                 isFresh: accounts == 0)
         }
     }
@@ -265,6 +274,28 @@ extension Vault {
 
     /// One key derivation, then the key check, then the unwrap.
     static func unlockVaultKey(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> SymmetricKey {
+        let keys = try unlockVaultKeys(meta, credential: credential, path: path)
+        keys.pending?.wipe()
+        return keys.current
+    }
+
+    /// The current vault key and, while a key rotation is under way, the next one.
+    static func unlockVaultKeys(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> (current: SymmetricKey, pending: SymmetricKey?) {
+        let kek = try keyEncryptionKey(meta, credential: credential, path: path)
+        defer { kek.wipe() }
+        do {
+            let current = try kek.unwrap(meta.wrappedVaultKey, id: meta.vaultKeyID, context: vaultKeyContext(vaultID: meta.vaultID, keyID: meta.vaultKeyID))
+            guard let pendingID = meta.pendingVaultKeyID, let pendingWrapped = meta.pendingWrappedVaultKey else { return (current, nil) }
+            let pending = try kek.unwrap(pendingWrapped, id: pendingID, context: vaultKeyContext(vaultID: meta.vaultID, keyID: pendingID))
+            return (current, pending)
+        } catch {
+            throw VaultError(.damaged, "the credential is right but the vault key of \(path) does not open: the vault is damaged", path: path)
+        }
+    }
+
+    /// Derives (or reads) the key-encryption key and proves it with the stored key check:
+    /// exactly one key derivation. Throws `.wrongCredential` for a wrong passphrase or key file.
+    static func keyEncryptionKey(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> KeyEncryptionKey {
         let kek: KeyEncryptionKey
         switch (credential, meta.kekKind) {
         case (.passphraseBytes(let passphrase), "argon2id13"):
@@ -283,16 +314,12 @@ extension Vault {
         default:
             throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path)
         }
-        defer { kek.wipe() }
         guard try kek.matches(keyCheck: meta.keyCheck) else {
+            kek.wipe()
             let what = meta.kekKind == "keyfile" ? "wrong key file" : "wrong passphrase"
             throw VaultError(.wrongCredential, "\(what) for \(path)", path: path)
         }
-        do {
-            return try kek.unwrap(meta.wrappedVaultKey, id: meta.vaultKeyID, context: vaultKeyContext(vaultID: meta.vaultID, keyID: meta.vaultKeyID))
-        } catch {
-            throw VaultError(.damaged, "the credential is right but the vault key of \(path) does not open: the vault is damaged", path: path)
-        }
+        return kek
     }
 
     static func configuration(readonly: Bool, options: VaultOptions) -> Configuration {
@@ -356,8 +383,9 @@ extension Vault {
         return VaultError.storage(error, while: "reading \(path)", path: path)
     }
 
-    /// Copies the vault next to itself with SQLite's online backup, mode 0600.
-    static func backup(_ source: DatabaseQueue, of url: URL, fromVersion: Int, options: VaultOptions) throws {
+    /// Copies the vault next to itself with SQLite's online backup, mode 0600. Returns the copy.
+    @discardableResult
+    static func backup(_ source: DatabaseQueue, of url: URL, fromVersion: Int, options: VaultOptions) throws -> URL {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
         let stamp = formatter.string(from: options.clock.now()).replacingOccurrences(of: ":", with: "")
@@ -382,6 +410,7 @@ extension Vault {
             throw VaultError.storage(error, while: "backing up before migration to \(backupURL.path)", path: url.path)
         }
         options.logger.info("backed up vault before migrating", metadata: ["backup": "\(backupURL.path)"])
+        return backupURL
     }
 
     // MARK: Reads and writes

@@ -1,0 +1,182 @@
+import FlyingFox
+import Foundation
+import Logging
+
+// MARK: - Token and revocation endpoints
+
+extension DevGateway {
+    nonisolated static var tokenRoutes: [GatewayRoute] {
+        [
+            GatewayRoute(route: "POST /oauth/token") { gateway, request in
+                await gateway.handleTokenRequest(request, body: body(of: request))
+            },
+            GatewayRoute(route: "POST /oauth/revoke") { gateway, request in
+                await gateway.handleRevocationRequest(request, body: body(of: request))
+            },
+        ]
+    }
+
+    /// `POST /oauth/token`: counts the request, applies faults and latency, then refreshes.
+    func handleTokenRequest(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
+        let form = Self.isForm(request) ? FormBody.parse(body) : .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
+        state.stats.tokenRequests += 1
+        if case .success(let parameters) = form, let presented = parameters["refresh_token"] {
+            state.stats.presentedRefreshTokens.append(presented)
+        }
+        let fault = state.faults.takeTokenFailure()
+        let latency = state.faults.tokenLatency
+        statsDidChange()
+
+        if latency > .zero {
+            do {
+                try await Task.sleep(for: latency)
+            } catch {
+                return .empty(status: 503)  // the gateway is stopping
+            }
+        }
+
+        let response: HTTPResponse
+        if let fault {
+            logger.debug("token request", metadata: ["gateway.outcome": "injected_fault", "http.status": "\(fault.status)"])
+            response = .fault(fault)
+        } else {
+            response = refresh(request, form: form)
+        }
+        state.stats.tokenResponses += 1
+        statsDidChange()
+        return response
+    }
+
+    /// The refresh itself: client authentication, grant type, then rotation or reuse detection.
+    private func refresh(_ request: HTTPRequest, form: Result<FormBody, OAuthRejection>) -> HTTPResponse {
+        var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/token"]
+        let outcome: Result<IssuedTokens, OAuthRejection> = {
+            let parameters: FormBody
+            switch form {
+            case .success(let value): parameters = value
+            case .failure(let rejection): return .failure(rejection)
+            }
+            guard let grantType = parameters["grant_type"] else {
+                return .failure(.invalidRequest("grant_type is required"))
+            }
+            metadata["gateway.grant_type"] = "\(grantType)"
+            let clientID: String
+            switch authenticateClient(request, parameters) {
+            case .success(let id): clientID = id
+            case .failure(let rejection): return .failure(rejection)
+            }
+            metadata["gateway.client_id"] = "\(clientID)"
+            guard grantType == "refresh_token" else {
+                return .failure(.unsupportedGrantType("only grant_type=refresh_token is supported"))
+            }
+            guard let refreshToken = parameters["refresh_token"], !refreshToken.isEmpty else {
+                return .failure(.invalidRequest("refresh_token is required"))
+            }
+            switch state.tokens.refresh(refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"]) {
+            case .issued(let tokens):
+                return .success(tokens)
+            case .rejected(let rejection, let reuseDetected):
+                if reuseDetected {
+                    state.stats.reuseDetections += 1
+                    metadata["gateway.reuse_detected"] = "true"
+                }
+                return .failure(rejection)
+            }
+        }()
+
+        switch outcome {
+        case .success(let tokens):
+            metadata["gateway.outcome"] = "issued"
+            metadata["gateway.rotated"] = "\(tokens.refreshToken != nil)"
+            logger.debug("token request", metadata: metadata)
+            return .json(GatewayJSON.Tokens(tokens, includeGrantID: false))
+        case .failure(let rejection):
+            metadata["gateway.outcome"] = "\(rejection.error)"
+            logger.debug("token request", metadata: metadata)
+            return .oauthError(rejection)
+        }
+    }
+
+    /// `POST /oauth/revoke` (RFC 7009): revokes the token's grant; unknown tokens are fine.
+    func handleRevocationRequest(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
+        state.stats.revocationRequests += 1
+        statsDidChange()
+        var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/revoke"]
+        if let fault = state.faults.takeRevocationFailure() {
+            metadata["gateway.outcome"] = "injected_fault"
+            logger.debug("revocation request", metadata: metadata)
+            return .fault(fault)
+        }
+
+        let outcome: Result<Void, OAuthRejection> = {
+            guard Self.isForm(request) else {
+                return .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
+            }
+            let parameters: FormBody
+            switch FormBody.parse(body) {
+            case .success(let value): parameters = value
+            case .failure(let rejection): return .failure(rejection)
+            }
+            let clientID: String
+            switch authenticateClient(request, parameters) {
+            case .success(let id): clientID = id
+            case .failure(let rejection): return .failure(rejection)
+            }
+            metadata["gateway.client_id"] = "\(clientID)"
+            guard let token = parameters["token"], !token.isEmpty else {
+                return .failure(.invalidRequest("token is required"))
+            }
+            if let hint = parameters["token_type_hint"], hint != "refresh_token", hint != "access_token" {
+                return .failure(OAuthRejection(status: 400, error: "unsupported_token_type", description: "tokens of type \(hint) are not revocable here"))
+            }
+            switch state.tokens.revoke(token: token, clientID: clientID) {
+            case .revoked, .unknownToken:
+                return .success(())
+            case .otherClient:
+                return .failure(.unauthorizedClient("the token was issued to another client"))
+            }
+        }()
+
+        switch outcome {
+        case .success:
+            metadata["gateway.outcome"] = "revoked"
+            logger.debug("revocation request", metadata: metadata)
+            return .empty(status: 200)
+        case .failure(let rejection):
+            metadata["gateway.outcome"] = "\(rejection.error)"
+            logger.debug("revocation request", metadata: metadata)
+            return .oauthError(rejection)
+        }
+    }
+
+    // MARK: - Client authentication (RFC 6749 §2.3)
+
+    /// The authenticated client id: HTTP Basic for confidential clients, `client_id` for public ones.
+    func authenticateClient(_ request: HTTPRequest, _ parameters: FormBody) -> Result<String, OAuthRejection> {
+        if let authorization = request.headers[.authorization] {
+            guard let credentials = BasicCredentials(authorization: authorization) else {
+                return .failure(.invalidClient("malformed HTTP Basic credentials"))
+            }
+            guard parameters["client_secret"] == nil else {
+                return .failure(.invalidClient("use one client authentication method"))
+            }
+            if let bodyID = parameters["client_id"], bodyID != credentials.clientID {
+                return .failure(.invalidClient("client_id does not match the authenticated client"))
+            }
+            guard state.tokens.authenticate(clientID: credentials.clientID, secret: credentials.secret) else {
+                return .failure(.invalidClient("client authentication failed"))
+            }
+            return .success(credentials.clientID)
+        }
+        guard parameters["client_secret"] == nil else {
+            return .failure(.invalidClient("client_secret in the body is not supported; use HTTP Basic"))
+        }
+        guard let clientID = parameters["client_id"] else {
+            return .failure(.invalidClient("client authentication required"))
+        }
+        guard state.tokens.authenticate(clientID: clientID, secret: nil) else {
+            return .failure(.invalidClient("unknown client, or the client must authenticate with HTTP Basic"))
+        }
+        return .success(clientID)
+    }
+}

@@ -1,0 +1,256 @@
+// DevGateway — a development identity server: real HTTP on 127.0.0.1, in-memory state.
+//
+// HTTP API
+// ========
+// Every JSON response carries `Content-Type: application/json` and `Cache-Control: no-store`.
+// OAuth errors are RFC 6749 §5.2 bodies: `{"error": "<code>", "error_description": "<text>"}`.
+//
+// POST /oauth/token                     (application/x-www-form-urlencoded, RFC 6749 §6)
+//   grant_type=refresh_token (required), refresh_token (required), scope (optional, a subset of the grant's).
+//   Client authentication: public clients send client_id in the body; confidential clients send
+//   `Authorization: Basic base64(formEncode(client_id) ":" formEncode(secret))` (RFC 6749 §2.3.1).
+//   200 {"access_token","token_type":"Bearer","expires_in","refresh_token"?,"scope","id_token"}
+//       The presented refresh token is rotated: a new one is returned and the old one is spent.
+//       With rotation off (per grant or globally) no refresh_token is returned: keep the old one.
+//   400 invalid_request         missing/repeated parameter, body not form-encoded
+//   401 invalid_client          unknown client, wrong or missing secret (with WWW-Authenticate: Basic)
+//   400 unsupported_grant_type  any grant_type but refresh_token
+//   400 invalid_grant           unknown token, token of another client, revoked grant, or a spent
+//                               (rotated) token presented again — which revokes the whole family
+//                               (RFC 9700 §4.14.2), so every token of that grant fails from then on
+//   400 invalid_scope           scope wider than the grant
+//   Injected faults and latency (see /admin/faults) apply here. A delayed request is processed
+//   after the delay even if the client has given up, like a real server whose answer is lost.
+//
+// POST /oauth/revoke                    (application/x-www-form-urlencoded, RFC 7009)
+//   token (required), token_type_hint (optional: refresh_token | access_token); client auth as above.
+//   200 (empty)                 the token's grant is revoked, or the token was unknown
+//   400 unsupported_token_type  token_type_hint is neither refresh_token nor access_token
+//   400 unauthorized_client     the token belongs to another client
+//   400 invalid_request, 401 invalid_client as for /oauth/token
+//
+// Admin (no authentication: loopback only, for tests and demos)
+// POST /admin/grants                    JSON {"subject", "client_id", "client_secret"?, "scope"?,
+//                                       "access_token_lifetime"? (seconds), "rotate_refresh_tokens"?}
+//   201 the token response above plus "grant_id"; 400 {"error":"invalid_request"} for bad JSON
+// POST /admin/grants/{subject}/revoke   revoke every grant of the (percent-encoded) subject
+//   200 {"revoked_grants": n}
+// POST /admin/faults/token-failures     JSON {"status", "count"? (default 1), "retry_after"?, "error"?, "body"?}
+// POST /admin/faults/revocation-failures  same, for /oauth/revoke
+//   204; the next `count` requests get `status` (with Retry-After, a JSON OAuth `error`, or a raw
+//   text body when given; plain text "injected failure" otherwise) and change no state
+// POST /admin/faults/token-latency      JSON {"milliseconds"} — delay before every token response; 204
+// POST /admin/faults/reset              clear queued failures and latency; 204
+// POST /admin/settings                  JSON {"rotate_refresh_tokens": bool} — default for grants
+//                                       that did not choose; 204
+// GET  /admin/stats                     200 {"token_requests", "token_responses", "revocation_requests",
+//                                       "reuse_detections", "presented_refresh_tokens": [...]}
+
+import FlyingFox
+import Foundation
+import Logging
+
+/// A development identity server on 127.0.0.1: OAuth token and revocation endpoints over real
+/// HTTP, with rotation, reuse detection, fault injection and counters for tests.
+///
+/// ```swift
+/// let gateway = try await DevGateway.start(logger: logger)
+/// let tokens = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
+/// let client = OAuthClient(logger: logger)
+/// let refreshed = try await client.refresh(
+///     refreshToken: tokens.refreshToken ?? "",
+///     endpoint: gateway.tokenEndpoint,
+///     client: ClientCredentials(clientID: "vault-cli")
+/// )
+/// await gateway.stop()
+/// ```
+public actor DevGateway {
+    /// `http://127.0.0.1:<port>`.
+    public nonisolated let baseURL: URL
+    /// `POST` here to refresh (RFC 6749 §6).
+    public nonisolated var tokenEndpoint: URL { baseURL.appendingPathComponent("oauth/token") }
+    /// `POST` here to revoke (RFC 7009).
+    public nonisolated var revocationEndpoint: URL { baseURL.appendingPathComponent("oauth/revoke") }
+
+    let logger: Logger
+    var state = GatewayState()
+    private let server: HTTPServer
+    private var statsWaiters: [UUID: StatsWaiter] = [:]
+    private var isStopped = false
+
+    private struct StatsWaiter {
+        let predicate: @Sendable (GatewayStats) -> Bool
+        let continuation: CheckedContinuation<Void, Never>
+    }
+
+    private init(server: HTTPServer, port: UInt16, logger: Logger) {
+        self.server = server
+        self.logger = logger
+        // An IPv4 literal and a port always make a valid URL.
+        self.baseURL = URL(string: "http://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/")
+    }
+
+    /// Starts a gateway on 127.0.0.1 with a port the system picks; returns once it accepts connections.
+    ///
+    /// ```swift
+    /// let gateway = try await DevGateway.start(logger: Logger(label: "dev-gateway"))
+    /// ```
+    public static func start(logger: Logger = Logger(label: "DevGateway")) async throws -> DevGateway {
+        let server = try LoopbackServer.make(logger: logger)
+        let run = Task { try await server.run() }
+        do {
+            try await server.waitUntilListening()
+        } catch {
+            run.cancel()
+            throw DevGatewayError(message: "the gateway did not start listening on 127.0.0.1: \(error)")
+        }
+        guard let port = await LoopbackServer.port(of: server) else {
+            await server.stop()
+            throw DevGatewayError(message: "the gateway is listening but reports no IPv4 port")
+        }
+        let gateway = DevGateway(server: server, port: port, logger: logger)
+        await gateway.registerRoutes(on: server)
+        logger.debug("dev gateway listening", metadata: ["gateway.url": "\(gateway.baseURL)"])
+        return gateway
+    }
+
+    /// Stops listening and drops open connections; later requests are refused. Idempotent.
+    public func stop() async {
+        guard !isStopped else { return }
+        isStopped = true
+        await server.stop(timeout: 0)
+        for waiter in statsWaiters.values { waiter.continuation.resume() }
+        statsWaiters = [:]
+        logger.debug("dev gateway stopped", metadata: ["gateway.url": "\(baseURL)"])
+    }
+
+    // MARK: - Grants
+
+    /// Opens a grant for `subject` and returns its first tokens; registers (or updates) the client.
+    ///
+    /// A `clientSecret` makes the client confidential (HTTP Basic); without one it is public.
+    /// `rotatesRefreshTokens` overrides the gateway-wide setting for this grant.
+    ///
+    /// ```swift
+    /// let tokens = await gateway.issueGrant(subject: "alice", clientID: "sync", clientSecret: "s3cr3t")
+    /// ```
+    public func issueGrant(
+        subject: String,
+        clientID: String,
+        clientSecret: String? = nil,
+        scope: String = "openid profile",
+        accessTokenLifetime: Duration = .seconds(3600),
+        rotatesRefreshTokens: Bool? = nil
+    ) -> IssuedTokens {
+        let tokens = state.tokens.issueGrant(
+            subject: subject,
+            clientID: clientID,
+            clientSecret: clientSecret,
+            scope: scope,
+            accessTokenLifetime: accessTokenLifetime,
+            rotatesRefreshTokens: rotatesRefreshTokens
+        )
+        logger.debug("grant issued", metadata: ["gateway.grant_id": "\(tokens.grantID)", "gateway.client_id": "\(clientID)"])
+        return tokens
+    }
+
+    /// Revokes every grant of `subject`, as an administrator signing them out; returns how many.
+    public func revokeGrants(subject: String) -> Int {
+        let count = state.tokens.revokeGrants(subject: subject)
+        logger.debug("grants revoked by admin", metadata: ["gateway.revoked_grants": "\(count)"])
+        return count
+    }
+
+    /// Sets whether refreshes issue a new refresh token, for grants that did not choose.
+    public func setRefreshTokenRotation(_ enabled: Bool) {
+        state.tokens.rotatesRefreshTokens = enabled
+    }
+
+    // MARK: - Fault injection
+
+    /// Answers the next `count` token requests with `fault` instead of processing them.
+    ///
+    /// ```swift
+    /// await gateway.failNextTokenRequests(with: TokenFault(status: 503))
+    /// ```
+    public func failNextTokenRequests(_ count: Int = 1, with fault: TokenFault) {
+        state.faults.pendingTokenFailures += Array(repeating: fault, count: max(0, count))
+    }
+
+    /// Answers the next `count` revocation requests with `fault` instead of processing them.
+    public func failNextRevocationRequests(_ count: Int = 1, with fault: TokenFault) {
+        state.faults.pendingRevocationFailures += Array(repeating: fault, count: max(0, count))
+    }
+
+    /// Delays every token response by `latency` (server-side `Task.sleep`); `.zero` turns it off.
+    public func setTokenLatency(_ latency: Duration) {
+        state.faults.tokenLatency = max(.zero, latency)
+    }
+
+    /// Clears queued failures and latency.
+    public func resetFaults() {
+        state.faults = FaultPlan()
+    }
+
+    // MARK: - Observation
+
+    /// Token requests received so far, faulted ones included.
+    public func tokenRequestCount() -> Int { state.stats.tokenRequests }
+
+    /// Every refresh token presented to `/oauth/token`, in arrival order.
+    public func presentedRefreshTokens() -> [String] { state.stats.presentedRefreshTokens }
+
+    /// Times a spent refresh token was presented again and its family revoked.
+    public func reuseDetections() -> Int { state.stats.reuseDetections }
+
+    /// All counters at once.
+    public func stats() -> GatewayStats { state.stats }
+
+    /// Suspends until the counters satisfy `predicate` (or the gateway stops): an event to await
+    /// instead of sleeping.
+    ///
+    /// ```swift
+    /// await gateway.waitForStats { $0.tokenResponses >= 1 }
+    /// ```
+    public func waitForStats(where predicate: @escaping @Sendable (GatewayStats) -> Bool) async {
+        guard !isStopped, !predicate(state.stats) else { return }
+        let id = UUID()
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                if Task.isCancelled {
+                    continuation.resume()
+                } else {
+                    statsWaiters[id] = StatsWaiter(predicate: predicate, continuation: continuation)
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelStatsWaiter(id) }
+        }
+    }
+
+    /// Resumes waiters whose condition now holds; call after every change to `state.stats`.
+    func statsDidChange() {
+        let stats = state.stats
+        for (id, waiter) in statsWaiters where waiter.predicate(stats) {
+            statsWaiters[id] = nil
+            waiter.continuation.resume()
+        }
+    }
+
+    private func cancelStatsWaiter(_ id: UUID) {
+        statsWaiters.removeValue(forKey: id)?.continuation.resume()
+    }
+}
+
+/// The gateway could not start.
+public struct DevGatewayError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong.
+    public var message: String
+    /// Same as ``message``.
+    public var description: String { message }
+}
+
+extension DevGatewayError: LocalizedError {
+    /// Same as ``message``.
+    public var errorDescription: String? { message }
+}

@@ -1,0 +1,19 @@
+/// Faults to inject: queued failures for token and revocation requests, and token latency.
+struct FaultPlan: Sendable {
+    /// Failures for the next token requests, first one first.
+    var pendingTokenFailures: [TokenFault] = []
+    /// Failures for the next revocation requests, first one first.
+    var pendingRevocationFailures: [TokenFault] = []
+    /// Delay before each token response.
+    var tokenLatency: Duration = .zero
+
+    /// Takes the failure for the token request that just arrived, if one is queued.
+    mutating func takeTokenFailure() -> TokenFault? {
+        pendingTokenFailures.isEmpty ? nil : pendingTokenFailures.removeFirst()
+    }
+
+    /// Takes the failure for the revocation request that just arrived, if one is queued.
+    mutating func takeRevocationFailure() -> TokenFault? {
+        pendingRevocationFailures.isEmpty ? nil : pendingRevocationFailures.removeFirst()
+    }
+}

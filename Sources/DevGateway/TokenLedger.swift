@@ -1,0 +1,164 @@
+/// The token area's state: registered clients, grants, and every token issued.
+///
+/// A grant is one refresh token family (RFC 9700 §4.14.2). Refreshing rotates the family's
+/// active refresh token; presenting a rotated one revokes the whole family. Pure value logic:
+/// the ``DevGateway`` actor owns the only instance.
+struct TokenLedger: Sendable {
+    struct Client: Sendable {
+        var secret: String?
+    }
+
+    struct Grant: Sendable {
+        let id: String
+        let subject: String
+        let clientID: String
+        let scope: String
+        let accessTokenLifetime: Duration
+        /// nil follows ``TokenLedger/rotatesRefreshTokens``.
+        var rotatesRefreshTokens: Bool?
+        var revoked = false
+    }
+
+    enum RefreshTokenStatus: Sendable {
+        case active
+        case rotated
+    }
+
+    struct RefreshTokenRecord: Sendable {
+        let grantID: String
+        var status: RefreshTokenStatus
+    }
+
+    private(set) var clients: [String: Client] = [:]
+    private(set) var grants: [String: Grant] = [:]
+    private var refreshTokens: [String: RefreshTokenRecord] = [:]
+    private var accessTokens: [String: String] = [:]
+    /// Whether grants that do not say otherwise issue a new refresh token on every refresh.
+    var rotatesRefreshTokens = true
+
+    // MARK: - Grants
+
+    /// Registers (or updates) the client and opens a new grant with fresh tokens.
+    mutating func issueGrant(
+        subject: String,
+        clientID: String,
+        clientSecret: String?,
+        scope: String,
+        accessTokenLifetime: Duration,
+        rotatesRefreshTokens: Bool?
+    ) -> IssuedTokens {
+        clients[clientID] = Client(secret: clientSecret)
+        let grant = Grant(
+            id: TokenMint.identifier(prefix: "grant_"),
+            subject: subject,
+            clientID: clientID,
+            scope: scope,
+            accessTokenLifetime: accessTokenLifetime,
+            rotatesRefreshTokens: rotatesRefreshTokens
+        )
+        grants[grant.id] = grant
+        return mintTokens(for: grant, scope: scope, withRefreshToken: true)
+    }
+
+    /// Revokes every grant of `subject` (admin sign-out); returns how many were still live.
+    mutating func revokeGrants(subject: String) -> Int {
+        let live = grants.values.filter { $0.subject == subject && !$0.revoked }
+        for grant in live { revokeFamily(grant.id) }
+        return live.count
+    }
+
+    // MARK: - Client authentication
+
+    /// Checks a client's credentials: a secret for confidential clients, none for public ones.
+    func authenticate(clientID: String, secret: String?) -> Bool {
+        guard let client = clients[clientID] else { return false }
+        switch (client.secret, secret) {
+        case (nil, nil): return true
+        case (let expected?, let presented?): return TokenMint.constantTimeEquals(expected, presented)
+        default: return false
+        }
+    }
+
+    // MARK: - Refresh and revocation
+
+    enum RefreshOutcome: Sendable {
+        case issued(IssuedTokens)
+        case rejected(OAuthRejection, reuseDetected: Bool)
+    }
+
+    /// Refreshes for an authenticated client: rotates, or detects reuse and revokes the family.
+    mutating func refresh(refreshToken: String, clientID: String, requestedScope: String?) -> RefreshOutcome {
+        guard let record = refreshTokens[refreshToken], let grant = grants[record.grantID] else {
+            return .rejected(.invalidGrant("unknown refresh token"), reuseDetected: false)
+        }
+        guard grant.clientID == clientID else {
+            return .rejected(.invalidGrant("refresh token was issued to another client"), reuseDetected: false)
+        }
+        guard !grant.revoked else {
+            return .rejected(.invalidGrant("the grant has been revoked"), reuseDetected: false)
+        }
+        guard record.status == .active else {
+            revokeFamily(grant.id)
+            return .rejected(.invalidGrant("refresh token reuse detected; the grant has been revoked"), reuseDetected: true)
+        }
+
+        var scope = grant.scope
+        if let requestedScope {
+            let granted = Set(grant.scope.split(separator: " "))
+            let requested = Set(requestedScope.split(separator: " "))
+            guard !requested.isEmpty, requested.isSubset(of: granted) else {
+                return .rejected(.invalidScope("requested scope exceeds the grant"), reuseDetected: false)
+            }
+            scope = requestedScope
+        }
+
+        let rotates = grant.rotatesRefreshTokens ?? rotatesRefreshTokens
+        if rotates {
+            refreshTokens[refreshToken]?.status = .rotated
+        }
+        return .issued(mintTokens(for: grant, scope: scope, withRefreshToken: rotates))
+    }
+
+    enum RevocationOutcome: Sendable {
+        case revoked
+        case unknownToken
+        case otherClient
+    }
+
+    /// Revokes the family of a refresh or access token presented by `clientID` (RFC 7009 §2.1).
+    mutating func revoke(token: String, clientID: String) -> RevocationOutcome {
+        guard let grantID = refreshTokens[token]?.grantID ?? accessTokens[token],
+              let grant = grants[grantID] else {
+            return .unknownToken
+        }
+        guard grant.clientID == clientID else { return .otherClient }
+        revokeFamily(grantID)
+        return .revoked
+    }
+
+    // MARK: - Private
+
+    private mutating func revokeFamily(_ grantID: String) {
+        grants[grantID]?.revoked = true
+    }
+
+    private mutating func mintTokens(for grant: Grant, scope: String, withRefreshToken: Bool) -> IssuedTokens {
+        let accessToken = TokenMint.token(prefix: "at_")
+        accessTokens[accessToken] = grant.id
+        var refreshToken: String?
+        if withRefreshToken {
+            let token = TokenMint.token(prefix: "rt_")
+            refreshTokens[token] = RefreshTokenRecord(grantID: grant.id, status: .active)
+            refreshToken = token
+        }
+        return IssuedTokens(
+            grantID: grant.id,
+            accessToken: accessToken,
+            tokenType: "Bearer",
+            expiresIn: max(0, Int(grant.accessTokenLifetime.components.seconds)),
+            refreshToken: refreshToken,
+            idToken: TokenMint.token(prefix: "idt_"),
+            scope: scope
+        )
+    }
+}

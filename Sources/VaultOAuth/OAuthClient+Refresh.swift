@@ -1,0 +1,124 @@
+import Foundation
+import Logging
+
+// MARK: - Refresh (RFC 6749 §6)
+
+extension OAuthClient {
+    /// Exchanges a refresh token for new tokens (RFC 6749 §6).
+    ///
+    /// Sends `grant_type=refresh_token&refresh_token=…[&scope=…][&client_id=…]` as a form POST.
+    /// If the result has no ``TokenResponse/refreshToken`` the server did not rotate it: keep
+    /// using the one presented. Errors are classified by ``RefreshError``.
+    ///
+    /// ```swift
+    /// let tokens = try await client.refresh(refreshToken: stored, endpoint: tokenURL, client: credentials)
+    /// store(tokens.refreshToken ?? stored)
+    /// ```
+    public func refresh(
+        refreshToken: String,
+        scope: String? = nil,
+        endpoint: URL,
+        client: ClientCredentials
+    ) async throws(RefreshError) -> TokenResponse {
+        var logger = logger(for: endpoint, operation: "token")
+        logger[metadataKey: "oauth.grant_type"] = "refresh_token"
+        logger[metadataKey: "oauth.client_id"] = "\(client.clientID)"
+
+        guard endpoint.isAcceptableOAuthEndpoint else {
+            logger.debug("token refresh refused", metadata: ["oauth.outcome": "insecure_endpoint"])
+            throw .clientMisconfigured(code: "insecure_endpoint", description: "the token endpoint must use https (plain http only on loopback)")
+        }
+        guard !Task.isCancelled else {
+            logger.debug("token refresh not sent", metadata: ["oauth.outcome": "cancelled"])
+            throw .cancelled
+        }
+
+        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        if let scope { form.append(("scope", scope)) }
+        let request = formRequest(to: endpoint, form: form, client: client)
+
+        logger.debug("sending token refresh")
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            let failure = RefreshError(transportFailure: error)
+            logger.debug("token refresh finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
+            throw failure
+        }
+
+        let result = Self.classifyRefresh(response, secrets: [refreshToken] + client.secrets)
+        switch result {
+        case .success:
+            logger.debug("token refresh finished", metadata: ["oauth.outcome": "success", "http.status": "\(response.status)"])
+        case .failure(let failure):
+            logger.debug("token refresh finished", metadata: ["oauth.outcome": "\(failure.outcomeName)", "http.status": "\(response.status)"])
+        }
+        return try result.get()
+    }
+
+    /// Classifies a token endpoint response. `secrets` are scrubbed from any server text kept.
+    static func classifyRefresh(_ response: HTTPResponse, secrets: [String]) -> Result<TokenResponse, RefreshError> {
+        let status = response.status
+        switch status {
+        case 200..<300:
+            do {
+                return .success(try TokenResponse.parse(response.body))
+            } catch {
+                return .failure(.malformedResponse(status: status, reason: error.description))
+            }
+        case 408:
+            return .failure(.transient(.timeout))
+        case 429:
+            return .failure(.transient(.rateLimited(retryAfter: TransientFailure.retryAfter(in: response.headers))))
+        case 500..<600:
+            return .failure(.transient(.server(status: status)))
+        case 400..<500:
+            guard let error = OAuthErrorResponse.parse(response.body) else {
+                return .failure(.malformedResponse(status: status, reason: "error response without a JSON error code"))
+            }
+            let detail = error.errorDescription?.sanitized(removing: secrets)
+            switch error.error {
+            case "invalid_grant":
+                return .failure(.invalidGrant(description: detail))
+            case "invalid_client", "unauthorized_client", "unsupported_grant_type", "invalid_request", "invalid_scope":
+                return .failure(.clientMisconfigured(code: error.error, description: detail))
+            case "server_error", "temporarily_unavailable":
+                return .failure(.transient(.server(status: status)))
+            default:
+                return .failure(.unrecognizedError(status: status, code: error.error.sanitized(removing: secrets), description: detail))
+            }
+        default:
+            return .failure(.malformedResponse(status: status, reason: "unexpected HTTP status"))
+        }
+    }
+}
+
+extension RefreshError {
+    /// Classifies an error thrown by a transport.
+    init(transportFailure error: any Error) {
+        if let error = error as? TransportError {
+            self = TransientFailure(error).map { .transient($0) } ?? .cancelled
+        } else if error is CancellationError {
+            self = .cancelled
+        } else {
+            // A custom transport's error may describe the request: keep only its type.
+            self = .transient(.network(message: "transport failed with \(type(of: error))"))
+        }
+    }
+
+    /// A short, secret-free name for log metadata.
+    var outcomeName: String {
+        switch self {
+        case .invalidGrant: "invalid_grant"
+        case .clientMisconfigured(let code, _): "client_misconfigured.\(code)"
+        case .transient(.network): "transient.network"
+        case .transient(.timeout): "transient.timeout"
+        case .transient(.rateLimited): "transient.rate_limited"
+        case .transient(.server): "transient.server"
+        case .unrecognizedError: "unrecognized_error"
+        case .malformedResponse: "malformed_response"
+        case .cancelled: "cancelled"
+        }
+    }
+}

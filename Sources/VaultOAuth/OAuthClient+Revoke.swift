@@ -1,0 +1,110 @@
+import Foundation
+import Logging
+
+// MARK: - Revocation (RFC 7009)
+
+extension OAuthClient {
+    /// Asks the server to revoke a token (RFC 7009 §2.1).
+    ///
+    /// Returns normally on 200, which is also the answer for an unknown or already-invalid
+    /// token. Revoking a refresh token usually revokes its whole grant.
+    ///
+    /// ```swift
+    /// try await client.revoke(token: refreshToken, hint: .refreshToken, endpoint: revokeURL, client: credentials)
+    /// ```
+    public func revoke(
+        token: String,
+        hint: TokenTypeHint,
+        endpoint: URL,
+        client: ClientCredentials
+    ) async throws(RevocationError) {
+        var logger = logger(for: endpoint, operation: "revoke")
+        logger[metadataKey: "oauth.token_type_hint"] = "\(hint.rawValue)"
+        logger[metadataKey: "oauth.client_id"] = "\(client.clientID)"
+
+        guard endpoint.isAcceptableOAuthEndpoint else {
+            logger.debug("token revocation refused", metadata: ["oauth.outcome": "insecure_endpoint"])
+            throw .clientMisconfigured(code: "insecure_endpoint", description: "the revocation endpoint must use https (plain http only on loopback)")
+        }
+        guard !Task.isCancelled else {
+            logger.debug("token revocation not sent", metadata: ["oauth.outcome": "cancelled"])
+            throw .cancelled
+        }
+
+        let request = formRequest(to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client)
+        logger.debug("sending token revocation")
+        let response: HTTPResponse
+        do {
+            response = try await transport.send(request)
+        } catch {
+            let failure = RevocationError(transportFailure: error)
+            logger.debug("token revocation finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
+            throw failure
+        }
+
+        if let failure = Self.classifyRevocation(response, secrets: [token] + client.secrets) {
+            logger.debug("token revocation finished", metadata: ["oauth.outcome": "\(failure.outcomeName)", "http.status": "\(response.status)"])
+            throw failure
+        }
+        logger.debug("token revocation finished", metadata: ["oauth.outcome": "success", "http.status": "\(response.status)"])
+    }
+
+    /// Classifies a revocation response: nil means revoked (or never valid).
+    static func classifyRevocation(_ response: HTTPResponse, secrets: [String]) -> RevocationError? {
+        let status = response.status
+        switch status {
+        case 200..<300:
+            return nil
+        case 408:
+            return .transient(.timeout)
+        case 429:
+            return .transient(.rateLimited(retryAfter: TransientFailure.retryAfter(in: response.headers)))
+        case 500..<600:
+            return .transient(.server(status: status))
+        case 400..<500:
+            guard let error = OAuthErrorResponse.parse(response.body) else {
+                return .malformedResponse(status: status, reason: "error response without a JSON error code")
+            }
+            switch error.error {
+            case "unsupported_token_type":
+                return .unsupportedTokenType
+            case "server_error", "temporarily_unavailable":
+                return .transient(.server(status: status))
+            default:
+                return .clientMisconfigured(
+                    code: error.error.sanitized(removing: secrets),
+                    description: error.errorDescription?.sanitized(removing: secrets)
+                )
+            }
+        default:
+            return .malformedResponse(status: status, reason: "unexpected HTTP status")
+        }
+    }
+}
+
+extension RevocationError {
+    /// Classifies an error thrown by a transport.
+    init(transportFailure error: any Error) {
+        if let error = error as? TransportError {
+            self = TransientFailure(error).map { .transient($0) } ?? .cancelled
+        } else if error is CancellationError {
+            self = .cancelled
+        } else {
+            self = .transient(.network(message: "transport failed with \(type(of: error))"))
+        }
+    }
+
+    /// A short, secret-free name for log metadata.
+    var outcomeName: String {
+        switch self {
+        case .unsupportedTokenType: "unsupported_token_type"
+        case .clientMisconfigured(let code, _): "client_misconfigured.\(code)"
+        case .transient(.network): "transient.network"
+        case .transient(.timeout): "transient.timeout"
+        case .transient(.rateLimited): "transient.rate_limited"
+        case .transient(.server): "transient.server"
+        case .malformedResponse: "malformed_response"
+        case .cancelled: "cancelled"
+        }
+    }
+}

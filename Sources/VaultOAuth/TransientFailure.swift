@@ -1,0 +1,51 @@
+import Foundation
+
+/// A failure that may go away if the same request is retried later.
+///
+/// ```swift
+/// case .transient(.rateLimited(let retryAfter)): try await clock.sleep(for: retryAfter ?? .seconds(30))
+/// ```
+public enum TransientFailure: Sendable, Hashable {
+    /// The server could not be reached, or the connection broke (refused, unreachable, TLS).
+    case network(message: String)
+    /// No response arrived in time (the transport's timeout, or HTTP 408).
+    case timeout
+    /// HTTP 429; `retryAfter` is the server's `Retry-After` in seconds, when it gave one.
+    case rateLimited(retryAfter: Duration?)
+    /// The server failed: a 5xx status, or a `server_error` / `temporarily_unavailable` error code.
+    case server(status: Int)
+}
+
+extension TransientFailure: CustomStringConvertible {
+    /// What happened, in one line.
+    public var description: String {
+        switch self {
+        case .network(let message): "network failure: \(message)"
+        case .timeout: "the server did not answer in time"
+        case .rateLimited(let retryAfter?): "rate limited by the server; retry after \(retryAfter.components.seconds) s"
+        case .rateLimited(nil): "rate limited by the server"
+        case .server(let status): "server error (HTTP \(status))"
+        }
+    }
+}
+
+extension TransientFailure {
+    /// Classifies a transport error; nil for cancellation, which is not a failure to retry.
+    init?(_ error: TransportError) {
+        switch error {
+        case .timedOut: self = .timeout
+        case .connectionFailed(let reason): self = .network(message: reason)
+        case .invalidResponse(let reason): self = .network(message: "invalid response: \(reason)")
+        case .cancelled: return nil
+        }
+    }
+
+    /// Reads `Retry-After` as delay-seconds (RFC 9110 §10.2.3); an HTTP-date gives nil.
+    static func retryAfter(in headers: HTTPHeaderFields) -> Duration? {
+        guard let raw = headers["Retry-After"] else { return nil }
+        let text = raw.trimmingCharacters(in: .whitespaces)
+        guard !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
+              let seconds = Int(text) else { return nil }
+        return .seconds(seconds)
+    }
+}

@@ -1,0 +1,220 @@
+import Foundation
+import GRDB
+import Logging
+import VaultCrypto
+
+/// How far a key rotation has come.
+public struct KeyRotationProgress: Sendable, Hashable {
+    public enum Phase: String, Sendable, Hashable {
+        /// New keys made (or found, when resuming).
+        case prepared
+        /// Sealed values re-sealed in bounded transactions.
+        case resealing
+        /// The new keys replaced the old ones.
+        case finished
+    }
+
+    public var phase: Phase
+    /// Rows looked at so far, and in all (every row of every table with sealed columns).
+    public var rowsDone: Int
+    public var rowsTotal: Int
+}
+
+/// What a finished key rotation did.
+public struct KeyRotationReport: Sendable, Hashable {
+    /// Whether it continued a rotation an earlier run had started.
+    public var resumed: Bool
+    /// How many sealed values were re-sealed by this run.
+    public var valuesResealed: Int
+    /// The id of the new vault key.
+    public var vaultKeyID: UInt32
+}
+
+// MARK: - Key rotation
+
+extension Vault {
+    /// Replaces the vault key and every account's data key, re-sealing every sealed value
+    /// in transactions of at most `batchSize` rows.
+    ///
+    /// Resumable: the new keys are stored (wrapped) before any value is re-sealed, every
+    /// value names the key that sealed it, and both keys open values until the rotation
+    /// finishes. After a crash, run it again with the same credential and it carries on; at
+    /// every point every value opens. Other processes that have the vault open must unlock
+    /// again afterwards (their old vault key no longer unwraps the new data keys).
+    ///
+    /// ```swift
+    /// let report = try vault.rotateKeys(credential: .keyFile(keyURL)) { progress in
+    ///     print("\(progress.rowsDone)/\(progress.rowsTotal)")
+    /// }
+    /// ```
+    @discardableResult
+    public func rotateKeys(credential: VaultCredential, batchSize: Int = 500,
+                           progress: (KeyRotationProgress) -> Void = { _ in }) throws -> KeyRotationReport {
+        try rotateKeys(credential: credential, batchSize: batchSize, stopAfterBatches: nil, progress: progress)
+    }
+
+    /// The same, stopping (as a crash would) after `stopAfterBatches` re-seal transactions. For tests.
+    func rotateKeys(credential: VaultCredential, batchSize: Int, stopAfterBatches: Int?,
+                    progress: (KeyRotationProgress) -> Void) throws -> KeyRotationReport {
+        guard batchSize > 0 else { throw VaultError(.invalidArgument, "batch size must be positive", path: path) }
+        let (newVaultKey, resumed) = try prepareRotation(credential: credential)
+        let total = try read("counting values to re-seal") { db in
+            try SealedColumns.all.reduce(0) { count, table in
+                count + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.table) t WHERE \(Self.stragglers(table))") ?? 0)
+            }
+        }
+        progress(KeyRotationProgress(phase: .prepared, rowsDone: 0, rowsTotal: total))
+        var resealed = 0
+        var done = 0
+        var batches = 0
+        for table in SealedColumns.all {
+            var after: Int64 = .min
+            while true {
+                if let stopAfterBatches, batches >= stopAfterBatches {
+                    throw VaultError(.storage, "key rotation stopped after \(batches) batches (test hook)", path: path)
+                }
+                let (count, last, changed) = try write("re-sealing \(table.table)") { db in
+                    try self.resealBatch(table, after: after, limit: batchSize, db)
+                }
+                batches += 1
+                guard let last else { break }
+                after = last
+                done += count
+                resealed += changed
+                progress(KeyRotationProgress(phase: .resealing, rowsDone: done, rowsTotal: total))
+            }
+        }
+        try finishRotation(newVaultKey: newVaultKey)
+        progress(KeyRotationProgress(phase: .finished, rowsDone: total, rowsTotal: total))
+        logger.info("rotated vault keys", metadata: ["resealed": "\(resealed)", "resumed": "\(resumed)"])
+        return KeyRotationReport(resumed: resumed, valuesResealed: resealed, vaultKeyID: newVaultKey.id)
+    }
+
+    /// Whether a key rotation was started and not finished.
+    public func keyRotationPending() throws -> Bool {
+        try read("reading rotation state") { db in
+            try Bool.fetchOne(db, sql: "SELECT pending_vault_key_id IS NOT NULL FROM vault_meta WHERE singleton = 1") ?? false
+        }
+    }
+
+    /// Makes (or, when resuming, reloads) the next vault key and each account's next data key.
+    private func prepareRotation(credential: VaultCredential) throws -> (SymmetricKey, resumed: Bool) {
+        let meta = try read("reading the key record") { db -> UnlockRecord in
+            guard let meta = try UnlockRecord.fetch(db) else {
+                throw VaultError(.damaged, "\(self.path) has no vault header row", path: self.path)
+            }
+            return meta
+        }
+        guard meta.vaultKeyID == (try keyring.vaultKey()).id else {
+            throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: path)
+        }
+        let kek = try Self.keyEncryptionKey(meta, credential: credential, path: path)
+        defer { kek.wipe() }
+        if let pendingID = meta.pendingVaultKeyID, let wrapped = meta.pendingWrappedVaultKey {
+            let key: SymmetricKey
+            do {
+                key = try kek.unwrap(wrapped, id: pendingID, context: Self.vaultKeyContext(vaultID: meta.vaultID, keyID: pendingID))
+            } catch {
+                throw VaultError(.damaged, "the next vault key of an interrupted rotation does not open: the vault is damaged", path: path)
+            }
+            keyring.setPendingVaultKey(key)
+            try write("preparing account keys") { db in try self.prepareAccountKeys(under: key, db) }
+            return (key, true)
+        }
+        let key = try write("preparing the key rotation") { db -> SymmetricKey in
+            let key = try SymmetricKey.generate(id: self.allocateKeyID(db))
+            let wrapped = try kek.wrap(key, context: Self.vaultKeyContext(vaultID: meta.vaultID, keyID: key.id))
+            try db.execute(
+                sql: "UPDATE vault_meta SET pending_vault_key_id = ?, pending_wrapped_vault_key = ? WHERE singleton = 1",
+                arguments: [Int64(key.id), Data(wrapped)])
+            try self.prepareAccountKeys(under: key, db)
+            return key
+        }
+        keyring.setPendingVaultKey(key)
+        return (key, false)
+    }
+
+    /// Gives every account without one a next data key wrapped by `vaultKey`.
+    private func prepareAccountKeys(under vaultKey: SymmetricKey, _ db: Database) throws {
+        let accounts = try String.fetchAll(db, sql: "SELECT account_id FROM accounts WHERE pending_data_key_id IS NULL")
+        for raw in accounts {
+            let account = AccountID(rawValue: raw)
+            let key = try SymmetricKey.generate(id: allocateKeyID(db))
+            let wrapped = try vaultKey.wrap(key, context: dataKeyContext(account: account, keyID: key.id))
+            try db.execute(
+                sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
+                arguments: [Int64(key.id), Data(wrapped), raw])
+        }
+    }
+
+    /// The rows of `table` (aliased `t`) holding a value not sealed with its account's next
+    /// data key. A sealed value's key id is bytes 2–5, hex characters 3–10.
+    static func stragglers(_ table: SealedColumns) -> String {
+        let next = "(SELECT printf('%08X', a.pending_data_key_id) FROM accounts a WHERE a.account_id = t.account_id)"
+        return "(" + table.columns.map { "(t.\($0) IS NOT NULL AND substr(hex(t.\($0)), 3, 8) IS NOT \(next))" }
+            .joined(separator: " OR ") + ")"
+    }
+
+    /// Re-seals, with each account's next data key, the values of up to `limit` rows after
+    /// `rowid` that still use another key. Returns the rows changed, the last rowid (nil when
+    /// none was left) and how many values were re-sealed.
+    private func resealBatch(_ table: SealedColumns, after rowid: Int64, limit: Int, _ db: Database) throws -> (Int, Int64?, Int) {
+        // `AS row_key`: in a table with an INTEGER PRIMARY KEY, SQLite names `rowid` after that column.
+        let columns = (["rowid AS row_key", "account_id", table.rowColumn] + (table.versionColumn.map { [$0] } ?? []) + table.columns)
+            .map { "t.\($0)" }.joined(separator: ", ")
+        let rows = try Row.fetchAll(
+            db, sql: "SELECT \(columns) FROM \(table.table) t WHERE t.rowid > ? AND \(Self.stragglers(table)) ORDER BY t.rowid LIMIT ?",
+            arguments: [rowid, limit])
+        var changed = 0
+        for row in rows {
+            let account = AccountID(rawValue: row["account_id"])
+            let rowName: String = row[table.rowColumn]
+            let version = table.versionColumn.map { "\(row[$0] as Int64)" } ?? ""
+            let target = try dataKey(for: account, db)
+            var assignments: [String] = []
+            var arguments: [(any DatabaseValueConvertible)?] = []
+            for column in table.columns {
+                guard let blob = row[column] as Data? else { continue }
+                guard (try? SealedBlob(parsing: [UInt8](blob)).keyID) != target.id else { continue }
+                guard let plain = try open(blob, table: table.table, column: column, account: account, row: rowName, version: version, db) else { continue }
+                assignments.append("\(column) = ?")
+                arguments.append(try seal(plain, with: target, table: table.table, column: column, account: account, row: rowName, version: version))
+            }
+            guard !assignments.isEmpty else { continue }
+            try db.execute(sql: "UPDATE \(table.table) SET \(assignments.joined(separator: ", ")) WHERE rowid = ?",
+                           arguments: StatementArguments(arguments + [row["row_key"] as Int64]))
+            changed += assignments.count
+        }
+        return (rows.count, rows.last.map { $0["row_key"] as Int64 }, changed)
+    }
+
+    /// Swaps the next keys in, once no value sealed with an old key is left, in one transaction.
+    private func finishRotation(newVaultKey: SymmetricKey) throws {
+        try write("finishing the key rotation") { db in
+            // Accounts added during the rotation keep their key, re-wrapped by the new vault key.
+            let late = try Row.fetchAll(db, sql: "SELECT account_id FROM accounts WHERE pending_data_key_id IS NULL")
+            for row in late {
+                let account = AccountID(rawValue: row["account_id"])
+                let current = try self.dataKey(for: account, db)
+                let wrapped = try newVaultKey.wrap(current, context: self.dataKeyContext(account: account, keyID: current.id))
+                try db.execute(sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
+                               arguments: [Int64(current.id), Data(wrapped), account.rawValue])
+            }
+            // Values written with an old key by other processes while the rotation ran.
+            for table in SealedColumns.all {
+                var after = Int64.min
+                while case let (_, last?, _) = try self.resealBatch(table, after: after, limit: 500, db) { after = last }
+            }
+            try db.execute(sql: """
+                UPDATE accounts SET data_key_id = pending_data_key_id, wrapped_data_key = pending_wrapped_data_key,
+                    pending_data_key_id = NULL, pending_wrapped_data_key = NULL
+                """)
+            try db.execute(sql: """
+                UPDATE vault_meta SET vault_key_id = pending_vault_key_id, wrapped_vault_key = pending_wrapped_vault_key,
+                    pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL WHERE singleton = 1
+                """)
+        }
+        keyring.replaceVaultKey(newVaultKey)
+        try checkpoint()
+    }
+}

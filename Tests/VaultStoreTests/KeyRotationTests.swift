@@ -1,0 +1,120 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCrypto
+import VaultTestSupport
+@testable import VaultStore
+
+/// `rotateKeys` replaces every key and re-seals every value, and survives being stopped.
+@Suite("Key rotation")
+struct KeyRotationTests {
+    /// The key ids named by every sealed value in the file, read with raw SQL.
+    static func sealedKeyIDs(_ url: URL) throws -> Set<UInt32> {
+        let queue = try DatabaseQueue(path: url.path)
+        defer { try? queue.close() }
+        return try queue.read { db in
+            var ids = Set<UInt32>()
+            for table in SealedColumns.all {
+                for column in table.columns {
+                    for blob in try Data.fetchAll(db, sql: "SELECT \(column) FROM \(table.table) WHERE \(column) IS NOT NULL") {
+                        ids.insert(try SealedBlob(parsing: [UInt8](blob)).keyID)
+                    }
+                }
+            }
+            return ids
+        }
+    }
+
+    static func populated(_ kind: TestVault.Kind = .keyFile) throws -> (TestVault, Vault) {
+        let test = try TestVault(kind)
+        let vault = try test.create()
+        try FixtureV1.populate(vault)
+        return (test, vault)
+    }
+
+    @Test("every value is re-sealed with new keys and still reads back the same")
+    func rotationReplacesEveryKey() throws {
+        let (test, vault) = try Self.populated()
+        let before = try Self.sealedKeyIDs(test.url)
+        var phases: [KeyRotationProgress.Phase] = []
+        let report = try vault.rotateKeys(credential: test.credential, batchSize: 2) { phases.append($0.phase) }
+        #expect(!report.resumed)
+        #expect(report.valuesResealed > 10)
+        #expect(phases.first == .prepared && phases.last == .finished && phases.contains(.resealing))
+        let after = try Self.sealedKeyIDs(test.url)
+        #expect(before.isDisjoint(with: after), "no value may still name an old key")
+        #expect(try FixtureV1.differences(in: vault).isEmpty)
+        #expect(try !vault.keyRotationPending())
+        vault.close()
+
+        let reopened = try test.open()
+        defer { reopened.close() }
+        #expect(try FixtureV1.differences(in: reopened).isEmpty)
+    }
+
+    @Test("a rotation stopped midway leaves every value readable and resumes to the end")
+    func interruptedRotationResumes() throws {
+        let (test, vault) = try Self.populated()
+        #expect(throws: VaultError.self) {
+            try vault.rotateKeys(credential: test.credential, batchSize: 1, stopAfterBatches: 3) { _ in }
+        }
+        #expect(try vault.keyRotationPending())
+        #expect(try FixtureV1.differences(in: vault).isEmpty, "mid-rotation, this process reads every value")
+        let mixed = try Self.sealedKeyIDs(test.url)
+        #expect(mixed.count > 2, "some values use the old keys, some the new ones")
+
+        // Writes during the rotation, and a crash: a new process opens the half-rotated vault.
+        let alice = try #require(try vault.accounts().first { $0.subject == "alice" })
+        let generation = try #require(try vault.tokens(for: alice.id)).generation
+        let newTokens = TokenSet(accessToken: "AT-during-rotation", refreshToken: "RT-during-rotation")
+        try vault.storeTokens(newTokens, for: alice.id, replacing: generation)
+        vault.close()
+
+        let reopened = try test.open()
+        defer { reopened.close() }
+        #expect(try reopened.tokens(for: alice.id)?.tokens == newTokens)
+        let late = try reopened.addAccount(Samples.account("carol"))
+        try reopened.storeTokens(Samples.fixedTokens("carol"), for: late.id, replacing: nil)
+
+        let report = try reopened.rotateKeys(credential: test.credential, batchSize: 3)
+        #expect(report.resumed)
+        #expect(try !reopened.keyRotationPending())
+        #expect(try reopened.tokens(for: alice.id)?.tokens == newTokens)
+        #expect(try reopened.tokens(for: late.id)?.tokens == Samples.fixedTokens("carol"))
+        #expect(try reopened.account(late.id)?.label == Samples.account("carol").label)
+        let after = try Self.sealedKeyIDs(test.url)
+        let accountKeys = try Set(DatabaseQueue(path: test.url.path).read { db in
+            try Int64.fetchAll(db, sql: "SELECT data_key_id FROM accounts").map { UInt32($0) }
+        })
+        #expect(after.isSubset(of: accountKeys), "every value names its account's current key")
+    }
+
+    @Test("another process must unlock again after the vault key was rotated")
+    func otherProcessNeedsUnlockAfterRotation() throws {
+        let (test, vault) = try Self.populated()
+        let other = try test.open()
+        defer { other.close() }
+        let alice = try #require(try vault.accounts().first { $0.subject == "alice" })
+        try vault.rotateKeys(credential: test.credential)
+
+        // The other process's keys are stale: it is told to unlock, never handed garbage.
+        #expect {
+            _ = try other.tokens(for: alice.id)
+        } throws: { ($0 as? VaultError)?.code == .closed }
+        try other.unlock(with: test.credential)
+        #expect(try other.tokens(for: alice.id)?.tokens.accessToken == "fixture-access-alice")
+        vault.close()
+    }
+
+    @Test("a wrong credential starts no rotation")
+    func wrongCredentialRefused() throws {
+        let (test, vault) = try Self.populated(.passphrase)
+        defer { vault.close() }
+        #expect {
+            try vault.rotateKeys(credential: .passphrase("not the passphrase"))
+        } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+        #expect(try !vault.keyRotationPending())
+        #expect(try FixtureV1.differences(in: vault).isEmpty)
+        _ = test
+    }
+}
