@@ -1,0 +1,257 @@
+import Foundation
+import GRDB
+import Logging
+import VaultCrypto
+
+/// The outcome of ``Vault/verify(progress:)``: SQLite's own check and every sealed value.
+///
+/// ```swift
+/// let report = try vault.verify()
+/// for value in report.damaged { print("\(value.table) row \(value.row) column \(value.column): \(value.reason)") }
+/// ```
+public struct IntegrityReport: Sendable, Hashable {
+    public var checkedAt: Date
+    /// What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` reported; empty when both passed.
+    public var databaseProblems: [String]
+    /// How many sealed values were opened successfully.
+    public var sealedValuesOpened: Int
+    /// Sealed values that do not open, each named by table, row and column.
+    public var damaged: [DamagedValue]
+    /// Sealed values that could not be tried because the key they need did not open.
+    public var sealedValuesSkipped: Int
+
+    /// Whether nothing was found wrong.
+    public var passed: Bool { databaseProblems.isEmpty && damaged.isEmpty && sealedValuesSkipped == 0 }
+}
+
+/// One sealed value that does not open.
+public struct DamagedValue: Sendable, Hashable, CustomStringConvertible {
+    public var table: String
+    /// The row's key: an account id, device registration id or notification uuid.
+    public var row: String
+    public var column: String
+    /// Why it does not open (never the value).
+    public var reason: String
+
+    public var description: String { "\(table) row \(row) column \(column): \(reason)" }
+}
+
+/// How far a long operation got: `completed` of `total` units (rows, pages or steps).
+public struct MaintenanceProgress: Sendable, Hashable {
+    public var completed: Int
+    public var total: Int
+}
+
+// MARK: - Verify
+
+extension Vault {
+    /// Runs `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, then opens every sealed
+    /// value of every table with freshly unwrapped keys, and records the time and verdict in
+    /// the vault (see ``VaultInspection/lastIntegrityCheck``).
+    ///
+    /// Damage is reported, not thrown; only a failure to read or record throws.
+    /// `progress` is called on the calling thread as rows are checked.
+    @discardableResult
+    public func verify(progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
+        _ = try keyring.vaultKey()
+        let checkedAt = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
+        let report = try read("verifying the vault") { db -> IntegrityReport in
+            var checker = SealedValueChecker(vaultID: keyring.vaultID, vaultKey: { try self.keyring.vaultKey(id: $0) })
+            defer { checker.wipeKeys() }
+            let tables = SealedColumns.all
+            let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
+            let total = 1 + accountRows.count + (try tables.reduce(0) { sum, sealed in
+                sum + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sealed.table)") ?? 0)
+            })
+            var completed = 0
+            func step() {
+                completed += 1
+                progress?(MaintenanceProgress(completed: completed, total: total))
+            }
+            progress?(MaintenanceProgress(completed: 0, total: total))
+            let problems = try Self.databaseProblems(db)
+            step()
+            // The data keys first: every other sealed value of an account opens with its key.
+            for row in accountRows {
+                checker.unwrapDataKeys(row)
+                step()
+            }
+            for sealed in tables {
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM \(sealed.table) ORDER BY rowid") {
+                    let account = AccountID(rawValue: row["account_id"])
+                    let key: String = row[sealed.rowColumn]
+                    let version = sealed.versionColumn.map { "\(row[$0] as Int64)" } ?? ""
+                    for column in sealed.columns {
+                        checker.check(row, table: sealed.table, column: column, account: account, key: key, version: version)
+                    }
+                    step()
+                }
+            }
+            return IntegrityReport(checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
+                                   damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
+        }
+        try write("recording the integrity check") { db in
+            try db.execute(
+                sql: "UPDATE vault_meta SET last_integrity_check_at = ?, last_integrity_check_ok = ? WHERE singleton = 1",
+                arguments: [checkedAt.millisecondsSince1970, report.passed])
+        }
+        logger.info("verified vault", metadata: [
+            "path": "\(path)", "passed": "\(report.passed)", "damaged": "\(report.damaged.count)",
+            "database_problems": "\(report.databaseProblems.count)",
+        ])
+        return report
+    }
+
+    /// SQLite's verdict on the file's structure and references; empty when both checks pass.
+    static func databaseProblems(_ db: Database) throws -> [String] {
+        var problems: [String] = []
+        do {
+            let lines = try String.fetchAll(db, sql: "PRAGMA integrity_check")
+            if lines != ["ok"] { problems += lines.map { "integrity_check: \($0)" } }
+        } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT {
+            problems.append("integrity_check: SQLite reports corruption (\(error.resultCode))")
+        }
+        for row in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check") {
+            let table: String = row[0]
+            let rowid: Int64? = row[1]
+            let parent: String = row[2]
+            problems.append("foreign_key_check: \(table) rowid \(rowid.map(String.init) ?? "?") refers to a missing \(parent) row")
+        }
+        return problems
+    }
+}
+
+/// Opens sealed values one by one with data keys unwrapped for this check only (never the
+/// keyring's cached ones, so a damaged wrapped key is noticed), each value with the key its
+/// header names (during a key rotation an account has two), and tallies the outcome.
+private struct SealedValueChecker {
+    let vaultID: [UInt8]
+    /// The vault key with an id: the current one or, during a rotation, the next one.
+    let vaultKey: (UInt32) throws -> SymmetricKey
+    /// Each account's data keys by id; an account whose wrapped key does not open is in `broken`.
+    var dataKeys: [AccountID: [UInt32: SymmetricKey]] = [:]
+    var broken: Set<AccountID> = []
+    var opened = 0
+    var skipped = 0
+    var damaged: [DamagedValue] = []
+
+    init(vaultID: [UInt8], vaultKey: @escaping (UInt32) throws -> SymmetricKey) {
+        self.vaultID = vaultID
+        self.vaultKey = vaultKey
+    }
+
+    mutating func unwrapDataKeys(_ row: Row) {
+        let account = AccountID(rawValue: row["account_id"])
+        dataKeys[account] = [:]
+        for (idColumn, column) in [("data_key_id", "wrapped_data_key"), ("pending_data_key_id", "pending_wrapped_data_key")] {
+            guard let id = row[idColumn] as Int64?, let wrapped = row[column] as Data? else { continue }
+            let keyID = UInt32(truncatingIfNeeded: id)
+            let bytes = [UInt8](wrapped)
+            let context = SealContext(vaultID: vaultID, table: "accounts", column: "wrapped_data_key",
+                                      account: account.rawValue, row: account.rawValue, version: "\(keyID)")
+            do {
+                let wrapper = try vaultKey(SealedBlob(parsing: bytes).keyID)
+                dataKeys[account, default: [:]][keyID] = try wrapper.openKey(bytes, id: keyID, context: context)
+                opened += 1
+            } catch {
+                broken.insert(account)
+                damaged.append(DamagedValue(table: "accounts", row: account.rawValue, column: column, reason: Self.reason(error)))
+            }
+        }
+    }
+
+    mutating func check(_ row: Row, table: String, column: String, account: AccountID, key: String, version: String = "") {
+        guard let blob = row[column] as Data? else { return }
+        let bytes = [UInt8](blob)
+        let keyID: UInt32
+        do {
+            keyID = try SealedBlob(parsing: bytes).keyID
+        } catch {
+            damaged.append(DamagedValue(table: table, row: key, column: column, reason: Self.reason(error)))
+            return
+        }
+        guard let keys = dataKeys[account] else {
+            damaged.append(DamagedValue(table: table, row: key, column: column, reason: "its account \(account) is missing"))
+            return
+        }
+        guard let dataKey = keys[keyID] else {
+            if broken.contains(account) {
+                skipped += 1
+            } else {
+                damaged.append(DamagedValue(table: table, row: key, column: column,
+                                            reason: "names key \(keyID), which its account does not have"))
+            }
+            return
+        }
+        let context = SealContext(vaultID: vaultID, table: table, column: column, account: account.rawValue, row: key, version: version)
+        do {
+            var plain = try dataKey.open(bytes, context: context)
+            defer { for index in plain.indices { plain[index] = 0 } }
+            guard String(validating: plain, as: UTF8.self) != nil else {
+                damaged.append(DamagedValue(table: table, row: key, column: column, reason: "opens but is not text"))
+                return
+            }
+            opened += 1
+        } catch {
+            damaged.append(DamagedValue(table: table, row: key, column: column, reason: Self.reason(error)))
+        }
+    }
+
+    func wipeKeys() {
+        for keys in dataKeys.values { keys.values.forEach { $0.wipe() } }
+    }
+
+    static func reason(_ error: any Error) -> String {
+        guard let error = error as? CryptoError else { return "does not open" }
+        switch error.code {
+        case .authenticationFailed: return "does not open: altered, moved from another row, or sealed by another vault"
+        case .malformedBlob: return "is not a sealed value this build can read"
+        case .keyMismatch: return "names a key other than the one that should open it"
+        default: return "does not open (\(error.code))"
+        }
+    }
+}
+
+// MARK: - Backup
+
+extension Vault {
+    /// Copies the vault to `destination` with SQLite's online backup API: a consistent
+    /// snapshot while other connections keep reading and writing. The copy is created with
+    /// mode 0600 (its directory 0700 when created) and opens with the same passphrase or key
+    /// file. Refuses an existing destination (``VaultError/Code/alreadyExists``).
+    ///
+    /// ```swift
+    /// try vault.backup(to: URL(fileURLWithPath: "/backups/vault-2026-01-31.db"))
+    /// ```
+    public func backup(to destination: URL, progress: ((MaintenanceProgress) -> Void)? = nil) throws {
+        try ensureOpen()
+        try Self.copy(from: pool, to: destination, sourcePath: path, progress: progress, logger: logger)
+    }
+
+    /// Like ``backup(to:progress:)`` for a vault that is not open: no credential is needed,
+    /// since the copy holds only what the file holds. The source is checked as
+    /// ``inspect(at:options:)`` checks it.
+    public static func backup(of url: URL, to destination: URL, options: VaultOptions = VaultOptions(),
+                              progress: ((MaintenanceProgress) -> Void)? = nil) throws {
+        _ = try readPlain(at: url, options: options) { _ in () }
+        try withReadOnlyQueue(url, options: options) { queue in
+            try copy(from: queue, to: destination, sourcePath: url.path, progress: progress, logger: options.logger)
+        }
+    }
+
+    private static func copy(from source: some DatabaseReader, to destination: URL, sourcePath: String,
+                             progress: ((MaintenanceProgress) -> Void)?, logger: Logger) throws {
+        try VaultFile.createEmpty(destination)
+        do {
+            let target = try DatabaseQueue(path: destination.path)
+            try source.backup(to: target, pagesPerStep: 64) { step in
+                progress?(MaintenanceProgress(completed: step.completedPageCount, total: step.totalPageCount))
+            }
+            try target.close()
+        } catch {
+            VaultFile.remove(destination)
+            throw VaultError.storage(error, while: "backing up to \(destination.path)", path: sourcePath)
+        }
+        logger.info("backed up vault", metadata: ["path": "\(sourcePath)", "backup": "\(destination.path)"])
+    }
+}

@@ -1,0 +1,167 @@
+import Foundation
+import GRDB
+import VaultCrypto
+
+/// What can be learned about a vault without unlocking it: the file, its schema, how it is
+/// unlocked and how many records of each kind it holds. Nothing in it is secret (see the
+/// README's "what someone holding only the file can learn").
+///
+/// ```swift
+/// let facts = try Vault.inspect(at: VaultLocation.defaultURL())
+/// print("schema \(facts.schemaVersion), \(facts.counts.accounts) accounts")
+/// if !facts.pendingMigrations.isEmpty { print("run `vault migrate`") }
+/// ```
+public struct VaultInspection: Sendable, Hashable {
+    /// The vault file.
+    public var url: URL
+    /// Bytes in the vault file itself.
+    public var fileSize: Int64
+    /// Bytes in its write-ahead log (`-wal`), 0 when there is none.
+    public var walSize: Int64
+    /// The schema version the vault is at.
+    public var schemaVersion: Int
+    /// The schema version this build writes.
+    public var latestSchemaVersion: Int
+    /// The migrations this build would apply, oldest first; empty when the vault is up to date.
+    public var pendingMigrations: [SchemaStep]
+    /// The migrations recorded in the vault, oldest first.
+    public var appliedMigrations: [AppliedSchemaStep]
+    /// How the vault is unlocked, with the key-derivation cost for a passphrase.
+    public var unlockMethod: VaultUnlockMethod
+    /// The vault's random id (hex).
+    public var vaultID: String
+    /// This install's device id.
+    public var deviceID: String
+    public var createdAt: Date
+    /// The active account (nil: none).
+    public var activeAccount: AccountID?
+    /// The last recorded ``Vault/verify(progress:)`` run, nil when never.
+    public var lastIntegrityCheck: IntegrityCheckRecord?
+    public var counts: VaultCounts
+}
+
+/// One schema step of this build: `Migrations/NNNN_name.sql`.
+public struct SchemaStep: Sendable, Hashable, CustomStringConvertible {
+    public var version: Int
+    public var name: String
+
+    public var description: String { String(format: "%04d_%@", version, name) }
+}
+
+/// A schema step recorded in a vault, with when it was applied.
+public struct AppliedSchemaStep: Sendable, Hashable {
+    public var step: SchemaStep
+    public var appliedAt: Date
+}
+
+/// How a vault is unlocked, as its header records it.
+public enum VaultUnlockMethod: Sendable, Hashable {
+    /// A passphrase stretched with Argon2id at this cost.
+    case passphrase(KDFParameters)
+    /// A 32-byte key file.
+    case keyFile
+}
+
+/// When the vault's integrity was last checked, and whether it passed.
+public struct IntegrityCheckRecord: Sendable, Hashable {
+    public var checkedAt: Date
+    public var passed: Bool
+}
+
+/// How many records of each kind a vault holds, by state.
+public struct VaultCounts: Sendable, Hashable {
+    public var accounts: Int
+    public var sessions: [SessionState: Int]
+    public var devices: [DeviceStatus: Int]
+    public var notifications: [NotificationStatus: Int]
+}
+
+// MARK: - Inspecting
+
+extension Vault {
+    /// Reads the plain facts of the vault at `url` on a read-only connection, without any
+    /// credential. Writes nothing.
+    ///
+    /// Throws what ``open(at:credential:options:)`` throws before unlocking: `.notFound`,
+    /// `.notAVault`, `.damaged`, `.unsafeLocation`, `.schemaTooNew`, `.migrationChecksumMismatch`.
+    public static func inspect(at url: URL, options: VaultOptions = VaultOptions()) throws -> VaultInspection {
+        let migrator = Migrator(migrations: options.migrations)
+        return try readPlain(at: url, options: options) { db in
+            let path = url.path
+            let pending = try migrator.pending(db, path: path)
+            let applied = try migrator.applied(db)
+            let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
+            guard let meta = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else {
+                throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
+            }
+            let unlock: VaultUnlockMethod
+            if (meta["kek_kind"] as String) == "keyfile" {
+                unlock = .keyFile
+            } else {
+                let ops = (meta["kdf_opslimit"] as Int64?) ?? 0
+                let mem = (meta["kdf_memlimit"] as Int64?) ?? 0
+                unlock = .passphrase(KDFParameters(opsLimit: UInt64(max(ops, 0)), memLimitBytes: UInt64(max(mem, 0))))
+            }
+            let checkedAt: Int64? = meta["last_integrity_check_at"]
+            let checkOK: Bool? = meta["last_integrity_check_ok"]
+            return VaultInspection(
+                url: url,
+                fileSize: fileSize(path), walSize: fileSize(path + "-wal"),
+                schemaVersion: max(userVersion, applied.last?.version ?? 0),
+                latestSchemaVersion: migrator.latestVersion,
+                pendingMigrations: pending.map { SchemaStep(version: $0.version, name: $0.name) },
+                appliedMigrations: applied.map {
+                    AppliedSchemaStep(step: SchemaStep(version: $0.version, name: $0.name), appliedAt: $0.appliedAt)
+                },
+                unlockMethod: unlock,
+                vaultID: Digest.hex([UInt8](meta["vault_id"] as Data)),
+                deviceID: meta["device_id"],
+                createdAt: Date(millisecondsSince1970: meta["created_at"]),
+                activeAccount: (meta["active_account_id"] as String?).map(AccountID.init(rawValue:)),
+                lastIntegrityCheck: checkedAt.map {
+                    IntegrityCheckRecord(checkedAt: Date(millisecondsSince1970: $0), passed: checkOK ?? false)
+                },
+                counts: try counts(db))
+        }
+    }
+
+    static func counts(_ db: Database) throws -> VaultCounts {
+        func grouped<State: RawRepresentable & Hashable>(_ table: String, _ column: String, as: State.Type) throws -> [State: Int]
+        where State.RawValue == String {
+            var result: [State: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT \(column) AS state, count(*) AS n FROM \(table) GROUP BY \(column)") {
+                if let state = State(rawValue: row["state"]) { result[state, default: 0] += row["n"] as Int }
+            }
+            return result
+        }
+        return VaultCounts(
+            accounts: try Int.fetchOne(db, sql: "SELECT count(*) FROM accounts") ?? 0,
+            sessions: try grouped("sessions", "state", as: SessionState.self),
+            devices: try grouped("devices", "status", as: DeviceStatus.self),
+            notifications: try grouped("notifications", "status", as: NotificationStatus.self))
+    }
+
+    /// Runs `body` in a read transaction on a read-only connection to a vault file that passed
+    /// the same checks as ``open(at:credential:options:)`` (header, location, mode, application
+    /// id, schema not newer than this build).
+    static func readPlain<T>(at url: URL, options: VaultOptions, _ body: (Database) throws -> T) throws -> T {
+        let path = url.path
+        _ = try VaultFile.inspect(url)
+        try VaultFile.checkDirectory(url.deletingLastPathComponent())
+        try VaultFile.checkFileMode(url)
+        let migrator = Migrator(migrations: options.migrations)
+        return try withReadOnlyQueue(url, options: options) { queue in
+            try queue.read { db in
+                try VaultFile.checkApplicationID(db, path: path)
+                _ = try migrator.pending(db, path: path)
+                return try body(db)
+            }
+        }
+    }
+
+    private static func fileSize(_ path: String) -> Int64 {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return 0 }
+        return Int64(info.st_size)
+    }
+}

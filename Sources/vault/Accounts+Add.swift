@@ -1,0 +1,161 @@
+import ArgumentParser
+import Foundation
+import VaultOAuth
+import VaultSession
+import VaultStore
+
+extension VaultCommand.Accounts {
+    struct Add: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Import a sign-in done elsewhere: a token response on standard input becomes an account.",
+            discussion: """
+                Reads an OAuth 2.0 token response (RFC 6749 §5.1 JSON, as the token endpoint \
+                returned it) from standard input and stores it as an account whose tokens the vault \
+                refreshes at --token-endpoint from then on. The account becomes the active one. \
+                Importing again for the same issuer and subject replaces its tokens and starts a \
+                new session.
+
+                The subject is --subject, else the `sub` claim of the response's ID token (read, \
+                not verified), else the client id. The issuer is --issuer, else the ID token's \
+                `iss`, else the token endpoint's origin.
+
+                Example:
+                  get-tokens | vault accounts add \\
+                    --token-endpoint https://id.example.com/oauth/token \\
+                    --revocation-endpoint https://id.example.com/oauth/revoke \\
+                    --client-id my-cli --label "Work"
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var output: OutputOptions
+
+        @Option(help: ArgumentHelp("Where the vault refreshes the tokens (https, or http to this machine).", valueName: "url"))
+        var tokenEndpoint: String
+        @Option(name: .customLong("client-id"), help: ArgumentHelp("The OAuth client id the tokens were issued to.", valueName: "id"))
+        var clientID: String
+        @Option(help: ArgumentHelp("Where the refresh token is revoked when the account is removed (RFC 7009).", valueName: "url"))
+        var revocationEndpoint: String?
+        @Option(help: ArgumentHelp("A file holding the client secret of a confidential client (sent with HTTP Basic).", valueName: "file"))
+        var clientSecretFile: String?
+        @Option(help: ArgumentHelp("The identity service's issuer identifier.", valueName: "url"))
+        var issuer: String?
+        @Option(help: ArgumentHelp("The user's identifier at the issuer.", valueName: "subject"))
+        var subject: String?
+        @Option(help: ArgumentHelp("A name to show for the account (sealed in the vault).", valueName: "text"))
+        var label: String?
+        @Option(help: ArgumentHelp("Lock the session after this much inactivity, or `none`. Default 15m.", valueName: "duration"))
+        var idleTimeout: TimeLimit?
+        @Option(help: ArgumentHelp("End the session this long after the import, whatever the activity. Default 12h.", valueName: "duration"))
+        var lifetime: TimeLimit?
+
+        func validate() throws {
+            for (name, value) in [("--token-endpoint", tokenEndpoint), ("--revocation-endpoint", revocationEndpoint)] {
+                guard let value else { continue }
+                guard let url = URL(string: value), ["https", "http"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                    throw ValidationError("\(name) must be an http(s) URL, got \(value)")
+                }
+            }
+            if clientID.isEmpty { throw ValidationError("--client-id must not be empty") }
+            if case .unlimited? = lifetime { throw ValidationError("--lifetime needs a duration such as 12h or 30d") }
+        }
+
+        func run() async throws {
+            let response = try TokenResponse.parse(Self.readStandardInput())
+            let claims = IDTokenClaims(response.idToken)
+            let endpoint = URL(string: tokenEndpoint)!
+            var clientSecret: String?
+            if let clientSecretFile {
+                var bytes = try CredentialOptions.readPassphraseFile(clientSecretFile)
+                defer { for index in bytes.indices { bytes[index] = 0 } }
+                clientSecret = String(decoding: bytes, as: UTF8.self)
+            }
+            let account = NewAccount(
+                issuer: issuer ?? claims.issuer ?? Self.origin(of: endpoint),
+                subject: subject ?? claims.subject ?? clientID,
+                label: label,
+                client: OAuthClientSettings(
+                    tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
+                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic),
+                clientSecret: clientSecret)
+            var policy = SessionPolicy()
+            if let idleTimeout { policy.idleTimeout = idleTimeout.duration }
+            if let lifetime, let duration = lifetime.duration { policy.absoluteLifetime = duration }
+            if let idle = policy.idleTimeout, policy.warningBefore >= idle { policy.warningBefore = idle / 2 }
+
+            let view = try await OpenedVault.with(global, credentials) { opened in
+                let added = try await opened.session.signIn(account, tokens: response, policy: policy)
+                return try await AccountView.load(added.id, in: opened)
+            }
+            if output.json {
+                print(view.json.rendered, terminator: "")
+            } else {
+                print("Added account \(view.account.id) (\(view.account.subject) at \(view.account.issuer)), now active.")
+                print("  \(view.tokenText)")
+            }
+        }
+
+        static func readStandardInput() throws -> Data {
+            if Terminal.standardInputIsTerminal {
+                Terminal.printError("Paste the token response JSON, then press Ctrl-D:")
+            }
+            let data = FileHandle.standardInput.readDataToEndOfFile()
+            guard !data.isEmpty else {
+                throw CommandFailure(.usage, "standard input is empty: pipe the token response JSON into `vault accounts add`")
+            }
+            return data
+        }
+
+        static func origin(of url: URL) -> String {
+            var components = URLComponents()
+            components.scheme = url.scheme
+            components.host = url.host
+            components.port = url.port
+            return components.string ?? url.absoluteString
+        }
+    }
+}
+
+/// `iss` and `sub` read from an ID token's payload when it is a JWT; never verified, used
+/// only to name the account.
+struct IDTokenClaims {
+    var issuer: String?
+    var subject: String?
+
+    init(_ idToken: String?) {
+        let parts = idToken?.split(separator: ".", omittingEmptySubsequences: false) ?? []
+        guard parts.count == 3 else { return }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
+        issuer = (object["iss"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+        subject = (object["sub"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
+
+/// A length of time on the command line: `90s`, `15m`, `12h`, `30d`, or `none`.
+enum TimeLimit: ExpressibleByArgument {
+    case unlimited
+    case after(Duration)
+
+    init?(argument: String) {
+        let text = argument.lowercased()
+        if text == "none" { self = .unlimited; return }
+        guard let unit = text.last, let value = Int64(text.dropLast()), value > 0 else { return nil }
+        switch unit {
+        case "s": self = .after(.seconds(value))
+        case "m": self = .after(.seconds(value * 60))
+        case "h": self = .after(.seconds(value * 3600))
+        case "d": self = .after(.seconds(value * 86_400))
+        default: return nil
+        }
+    }
+
+    var duration: Duration? {
+        if case .after(let duration) = self { return duration }
+        return nil
+    }
+
+    static var defaultCompletionKind: CompletionKind { .default }
+}

@@ -1,0 +1,192 @@
+import ArgumentParser
+import Foundation
+import VaultSession
+import VaultStore
+
+extension VaultCommand {
+    struct Accounts: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Add, list, show, switch and remove accounts.",
+            discussion: """
+                An account is one sign-in to an identity service: its OAuth client settings, its \
+                tokens (sealed) and its sessions. The active account is the one tools get tokens \
+                for when they name none. Commands take an account as its id, a unique prefix of the \
+                id (4+ characters) or its subject.
+                """,
+            subcommands: [Add.self, List.self, Show.self, Switch.self, Remove.self])
+    }
+}
+
+extension VaultCommand.Accounts {
+    struct List: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the accounts, the active one marked with *.",
+            discussion: "Shows each account's subject, issuer, label, session state and tokens (present, expires in …), never a token.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var output: OutputOptions
+
+        func run() async throws {
+            let views = try await OpenedVault.with(global, credentials) { opened in
+                var views: [AccountView] = []
+                for account in try opened.vault.accounts() { views.append(try await AccountView.load(account.id, in: opened)) }
+                return views
+            }
+            if output.json {
+                print(JSONValue.array(views.map(\.json)).rendered, terminator: "")
+            } else if views.isEmpty {
+                print("No accounts. Import a sign-in with `vault accounts add`.")
+            } else {
+                print(views.map(\.summary).joined(separator: "\n"))
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show one account in full (never its tokens or client secret).")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var output: OutputOptions
+        @Argument(help: ArgumentHelp(AccountReference.help, valueName: "account"))
+        var account: String?
+
+        func run() async throws {
+            let view = try await OpenedVault.with(global, credentials) { opened in
+                try await AccountView.load(try opened.account(account), in: opened)
+            }
+            print(output.json ? view.json.rendered : view.detail + "\n", terminator: "")
+        }
+    }
+
+    struct Switch: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Make another account the active one.",
+            discussion: "Every tool using the vault sees the change: the active account is stored in the vault.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @Argument(help: ArgumentHelp(AccountReference.help, valueName: "account"))
+        var account: String
+
+        func run() async throws {
+            let view = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                try await opened.session.switchAccount(to: id)
+                return try await AccountView.load(id, in: opened)
+            }
+            print("Active account: \(view.account.id) (\(view.account.subject) at \(view.account.issuer)).")
+        }
+    }
+
+    struct Remove: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Sign an account out and delete every record of it.",
+            discussion: """
+                Revokes the account's refresh token at the identity service when it has a \
+                revocation endpoint (RFC 7009; a server that cannot be reached does not stop the \
+                removal), then deletes the account, its tokens, sessions, devices, notifications \
+                and its key in one transaction. Asks for confirmation on a terminal; elsewhere \
+                pass --yes.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @Argument(help: ArgumentHelp(AccountReference.help, valueName: "account"))
+        var account: String
+        @Flag(help: "Do not revoke the refresh token at the identity service; only delete local data.")
+        var noRevoke = false
+        @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation.")
+        var yes = false
+
+        func run() async throws {
+            let removed = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                guard let stored = try opened.vault.account(id) else { throw CommandFailure(.noRecord, "no account \(id)") }
+                if !yes {
+                    guard Terminal.standardInputIsTerminal else {
+                        throw CommandFailure(.usage, "removing \(stored.subject) deletes all of its data: pass --yes to confirm")
+                    }
+                    guard Terminal.confirm("Remove account \(stored.subject) at \(stored.issuer) and all of its data?") else {
+                        throw CommandFailure(.failure, "nothing was removed")
+                    }
+                }
+                if noRevoke {
+                    try opened.vault.removeAccount(id)
+                } else {
+                    try await opened.session.signOut(id)
+                }
+                return stored
+            }
+            print("Removed account \(removed.id) (\(removed.subject) at \(removed.issuer)).")
+        }
+    }
+}
+
+/// An account as the commands show it: settings, session state and token presence.
+struct AccountView {
+    var account: Account
+    var active: Bool
+    var status: SessionSummary
+    var tokens: TokenMetadata?
+    var session: SessionRecord?
+    var policy: SessionPolicy
+
+    static func load(_ id: AccountID, in opened: OpenedVault) async throws -> AccountView {
+        // Judged now: a deadline that passed while no process ran takes effect here, as in every tool.
+        let status = try await opened.session.status(of: id)
+        guard let account = try opened.vault.account(id) else {
+            throw CommandFailure(.noRecord, "no account \(id) in the vault")
+        }
+        return AccountView(
+            account: account, active: try opened.vault.activeAccountID() == id, status: SessionSummary(status),
+            tokens: try opened.vault.tokenMetadata(for: id), session: try opened.vault.currentSession(for: id),
+            policy: try opened.vault.sessionPolicy(for: id))
+    }
+
+    var json: JSONValue {
+        .account(account, active: active, status: status, tokens: tokens, session: session, policy: policy)
+    }
+
+    var tokenText: String {
+        guard let tokens else { return "no tokens" }
+        let expiry = tokens.accessTokenExpiresAt.map {
+            $0 > Date() ? "expires \(Format.relative($0))" : "expired \(Format.relative($0))"
+        } ?? "expiry unknown"
+        return "access token present, \(expiry); refresh token \(tokens.hasRefreshToken ? "present" : "absent")"
+    }
+
+    var summary: String {
+        let label = account.label.map { " \"\($0)\"" } ?? ""
+        return "\(active ? "*" : " ") \(account.id)  \(account.subject) at \(account.issuer)\(label)\n"
+            + "    session \(status.text); \(tokenText)"
+    }
+
+    var detail: String {
+        var rows: [(String, String)] = [
+            ("Account", account.id.rawValue + (active ? " (active)" : "")),
+            ("Subject", account.subject),
+            ("Issuer", account.issuer),
+            ("Label", account.label ?? "none"),
+            ("E-mail", account.email ?? "none"),
+            ("Token endpoint", account.client.tokenEndpoint.absoluteString),
+            ("Revocation", account.client.revocationEndpoint?.absoluteString ?? "none"),
+            ("Client id", account.client.clientID),
+            ("Client auth", account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")),
+            ("Added", Format.iso8601(account.createdAt)),
+            ("Session", status.text),
+            ("Tokens", tokenText),
+        ]
+        if let session {
+            rows.append(("Started", Format.iso8601(session.startedAt)))
+            if let idle = session.idleDeadline { rows.append(("Idle deadline", "\(Format.iso8601(idle)) (\(Format.relative(idle)))")) }
+            if let absolute = session.absoluteDeadline {
+                rows.append(("Ends at latest", "\(Format.iso8601(absolute)) (\(Format.relative(absolute)))"))
+            }
+        }
+        rows.append(("Policy", "idle timeout \(policy.idleTimeout.map(Format.span) ?? "none") (then \(policy.idleAction.rawValue)), lifetime \(Format.span(policy.absoluteLifetime)), background timeout \(policy.backgroundTimeout.map(Format.span) ?? "none")"))
+        return rows.map { "\($0.0.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.1)" }.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,120 @@
+import ArgumentParser
+import Foundation
+import VaultOAuth
+import VaultSession
+import VaultStore
+
+/// The exit codes of `vault`, sysexits-style, each documented in the README.
+enum ExitStatus: Int32, CaseIterable {
+    case failure = 1
+    /// Bad arguments or unusable input (EX_USAGE; ArgumentParser's own parse errors too).
+    case usage = 64
+    /// The vault is damaged: verify found damage, SQLite reports corruption (EX_DATAERR).
+    case damaged = 65
+    /// No vault at the path, or the file is not a vault (EX_NOINPUT).
+    case noVault = 66
+    /// No such account, session, device or notification (EX_NOUSER).
+    case noRecord = 67
+    /// The identity server could not be reached or keeps failing; retry later (EX_UNAVAILABLE).
+    case serverUnavailable = 69
+    /// A migration failed and was rolled back, or a shipped migration was edited (EX_SOFTWARE).
+    case migrationFailed = 70
+    /// Something already exists at the path (EX_CANTCREAT).
+    case alreadyExists = 73
+    /// The file system or SQLite failed (EX_IOERR).
+    case storage = 74
+    /// Another process changed the vault at the same moment; try again (EX_TEMPFAIL).
+    case busy = 75
+    /// The identity server refused the OAuth client settings (EX_PROTOCOL).
+    case clientRefused = 76
+    /// Wrong passphrase or key file (EX_NOPERM).
+    case wrongCredential = 77
+    /// The vault's schema is newer than this tool (EX_CONFIG).
+    case schemaTooNew = 78
+    /// The session is locked: `vault sessions unlock`.
+    case sessionLocked = 79
+    /// The session expired, was revoked or was never signed in: import a new sign-in.
+    case sessionEnded = 80
+    /// The vault's schema is older than this tool: `vault migrate`.
+    case migrationNeeded = 81
+    /// The vault or key file is readable by others, or sits in a directory others can write.
+    case unsafePermissions = 82
+}
+
+/// A failure turned into what the user sees: one message and an exit code. Every error
+/// type reaches the user through here, so the mapping lives in one place.
+struct CommandFailure: Error, CustomStringConvertible {
+    var code: ExitStatus
+    var message: String
+
+    init(_ code: ExitStatus, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    var description: String { message }
+
+    /// Nil for ArgumentParser's own errors (help, version, validation), which it reports itself.
+    init?(_ error: any Error) {
+        switch error {
+        case let failure as CommandFailure:
+            self = failure
+        case let error as VaultError:
+            self.init(Self.status(of: error.code), error.message)
+        case let error as SessionError:
+            self.init(Self.status(of: error), error.description)
+        case let error as OAuthError:
+            self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
+        case is CancellationError:
+            self.init(.failure, "cancelled")
+        case is ValidationError, is CleanExit, is ExitCode:
+            return nil
+        default:
+            self.init(.failure, "\(error)")
+        }
+    }
+
+    static func status(of code: VaultError.Code) -> ExitStatus {
+        switch code {
+        case .wrongCredential: .wrongCredential
+        case .invalidCredential, .invalidArgument: .usage
+        case .notAVault, .notFound: .noVault
+        case .damaged: .damaged
+        case .schemaTooNew: .schemaTooNew
+        case .migrationChecksumMismatch, .migrationFailed: .migrationFailed
+        case .unsafeLocation: .unsafePermissions
+        case .alreadyExists: .alreadyExists
+        case .recordNotFound: .noRecord
+        case .staleGeneration: .busy
+        case .storage: .storage
+        default: .failure
+        }
+    }
+
+    static func status(of error: SessionError) -> ExitStatus {
+        switch error {
+        case .locked: .sessionLocked
+        case .expired, .revoked, .notSignedIn, .noActiveAccount: .sessionEnded
+        case .temporarilyUnavailable: .serverUnavailable
+        case .clientMisconfigured: .clientRefused
+        case .accountChanged: .busy
+        case .vault(let code, _):
+            VaultErrorCodeName(rawValue: code).map { status(of: $0.code) } ?? .failure
+        }
+    }
+}
+
+/// `SessionError.vault` carries the vault's code by name; this finds the code again.
+private struct VaultErrorCodeName {
+    let code: VaultError.Code
+
+    init?(rawValue: String) {
+        let known: [VaultError.Code] = [
+            .wrongCredential, .invalidCredential, .notAVault, .damaged, .schemaTooNew, .migrationChecksumMismatch,
+            .migrationFailed, .unsafeLocation, .alreadyExists, .notFound, .recordNotFound, .staleGeneration,
+            .invalidArgument, .closed, .storage,
+        ]
+        guard let code = known.first(where: { $0.description == rawValue }) else { return nil }
+        self.code = code
+    }
+}

@@ -1,0 +1,66 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Synchronization
+import VaultStore
+
+/// Options every subcommand takes: which vault, and how much to log.
+struct GlobalOptions: ParsableArguments {
+    @Option(
+        name: .customLong("vault"),
+        help: ArgumentHelp(
+            "The vault file.",
+            discussion: "Default: $VAULT_PATH, else $XDG_DATA_HOME/credentialvault/vault.db.",
+            valueName: "path"))
+    var vaultPath: String?
+
+    @Flag(name: [.customShort("v"), .long], help: "Log what the vault does to standard error (info and debug).")
+    var verbose = false
+
+    /// The vault file: --vault, else $VAULT_PATH, else the XDG default location.
+    var url: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let path = vaultPath ?? environment["VAULT_PATH"].flatMap({ $0.isEmpty ? nil : $0 }) {
+            return URL(fileURLWithPath: (path as NSString).expandingTildeInPath)
+        }
+        return VaultLocation.defaultURL(environment: environment)
+    }
+
+    func logger(_ label: String = "vault") -> Logger {
+        var logger = Logger(label: label)
+        logger.logLevel = verbose ? .debug : .warning
+        return logger
+    }
+
+    /// Store options with this command's logger.
+    func storeOptions(kdf: KDFLevel? = nil) -> VaultOptions {
+        var options = VaultOptions(logger: logger("credentialvault.store"))
+        if let kdf { options.kdf = kdf.parameters }
+        return options
+    }
+}
+
+/// Options that say how to read the output.
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print JSON (shape documented in the README) instead of text.")
+    var json = false
+}
+
+/// swift-log is bootstrapped once, by the executable only: standard error, warnings by default.
+enum CommandLogging {
+    private static let bootstrapped = Mutex(false)
+
+    static func bootstrap(verbose: Bool) {
+        let first = bootstrapped.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return }
+        let level: Logger.Level = verbose ? .debug : .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+    }
+}

@@ -1,0 +1,80 @@
+import Foundation
+import VaultOAuth
+import VaultSession
+import VaultStore
+
+/// An unlocked vault and its session service, for the length of one command.
+///
+/// Opening never migrates: a vault older than this tool is refused with exit code 81 and a
+/// pointer to `vault migrate`, which shows the steps, backs up and applies them.
+struct OpenedVault {
+    let vault: Vault
+    let session: SessionService
+    let url: URL
+    /// What unlocked it, for ``SessionService/unlock(with:)``.
+    let credential: VaultCredential
+
+    /// Opens the vault, runs `body`, then stops the session service and closes the vault
+    /// (keys wiped), whether `body` succeeded or not.
+    static func with<T>(_ global: GlobalOptions, _ credentials: CredentialOptions,
+                        _ body: (OpenedVault) async throws -> T) async throws -> T {
+        let url = global.url
+        let facts = try Vault.inspect(at: url, options: global.storeOptions())
+        try refuseOutdated(facts)
+        let credential = try credentials.credential(for: url, unlock: facts.unlockMethod)
+        let vault = try Vault.open(at: url, credential: credential, options: global.storeOptions())
+        let oauth = OAuthClient(transport: URLSessionTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
+        let opened = OpenedVault(
+            vault: vault, session: SessionService(vault: vault, oauth: oauth, logger: global.logger("credentialvault.session")),
+            url: url, credential: credential)
+        do {
+            let result = try await body(opened)
+            await opened.close()
+            return result
+        } catch {
+            await opened.close()
+            throw error
+        }
+    }
+
+    static func refuseOutdated(_ facts: VaultInspection) throws {
+        guard let last = facts.pendingMigrations.last else { return }
+        throw CommandFailure(
+            .migrationNeeded,
+            "\(facts.url.path) is at schema \(facts.schemaVersion), older than this tool (\(last.version)): run `vault migrate` (it shows the steps and backs up first)")
+    }
+
+    private func close() async {
+        await session.stop()
+        vault.close()
+    }
+
+    /// The account named by `reference` (see ``AccountReference``), or the active one when nil.
+    func account(_ reference: String?) throws -> AccountID {
+        guard let reference else {
+            guard let active = try vault.activeAccountID() else {
+                throw CommandFailure(.sessionEnded, "no account is active: add one with `vault accounts add`")
+            }
+            return active
+        }
+        return try AccountReference.resolve(reference, among: try vault.accounts().map { ($0.id, $0.subject) })
+    }
+}
+
+/// How commands name an account: its id, a unique prefix of the id (at least 4 characters),
+/// or its subject when only one account has it.
+enum AccountReference {
+    static let help = "An account id, a unique prefix of one (4+ characters), or a subject."
+
+    static func resolve(_ reference: String, among accounts: [(id: AccountID, subject: String)]) throws -> AccountID {
+        if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact.id }
+        var matches = reference.count >= 4 ? accounts.filter { $0.id.rawValue.hasPrefix(reference.lowercased()) } : []
+        if matches.isEmpty { matches = accounts.filter { $0.subject == reference } }
+        switch matches.count {
+        case 1: return matches[0].id
+        case 0: throw CommandFailure(.noRecord, "no account \(reference) in the vault: `vault accounts list` shows them")
+        default:
+            throw CommandFailure(.usage, "\(reference) names \(matches.count) accounts: give more of the id (`vault accounts list`)")
+        }
+    }
+}

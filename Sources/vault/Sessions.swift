@@ -1,0 +1,95 @@
+import ArgumentParser
+import Foundation
+import VaultSession
+import VaultStore
+
+extension VaultCommand {
+    struct Sessions: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List, end and unlock sign-in sessions.",
+            discussion: """
+                Each sign-in starts a session with deadlines from the account's policy: an idle \
+                timeout (lock or expire), an absolute lifetime and a background timeout. A locked \
+                session resumes after `vault sessions unlock`; an expired one needs a new sign-in.
+                """,
+            subcommands: [List.self, End.self, Unlock.self])
+    }
+}
+
+extension VaultCommand.Sessions {
+    struct List: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List sessions, newest first (no passphrase needed).",
+            discussion: "Shows the state stored in the vault; deadlines that passed are applied by the next command that unlocks the vault.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var output: OutputOptions
+        @Option(help: ArgumentHelp("Only this account's sessions. " + AccountReference.help, valueName: "account"))
+        var account: String?
+
+        func run() async throws {
+            let metadata = try Vault.metadata(at: global.url, options: global.storeOptions(), includeNotifications: false)
+            var sessions = metadata.sessions
+            if let account {
+                let id = try AccountReference.resolve(account, among: metadata.accounts.map { ($0.id, $0.subject) })
+                sessions = sessions.filter { $0.account == id }
+            }
+            if output.json {
+                print(JSONValue.array(sessions.map(JSONValue.session)).rendered, terminator: "")
+                return
+            }
+            guard !sessions.isEmpty else { print("No sessions."); return }
+            let subjects = Dictionary(metadata.accounts.map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
+            for session in sessions {
+                var line = "\(session.id)  \(subjects[session.account] ?? session.account.rawValue)  \(session.state.rawValue)"
+                if let reason = session.endReason { line += " (\(reason))" }
+                line += "  started \(Format.iso8601(session.startedAt))"
+                if let ended = session.endedAt {
+                    line += ", ended \(Format.iso8601(ended))"
+                } else if let absolute = session.absoluteDeadline {
+                    line += ", ends at latest \(Format.relative(absolute))"
+                }
+                print(line)
+            }
+        }
+    }
+
+    struct End: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "End an account's session now: its tokens are wiped, the account stays.",
+            discussion: "The account's tools get exit code 80 (sign in again) until a new sign-in is imported with `vault accounts add`.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+
+        func run() async throws {
+            let ended = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                try await opened.session.endSession(for: id)
+                return id
+            }
+            print("Ended the session of account \(ended); its tokens were wiped.")
+        }
+    }
+
+    struct Unlock: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Resume every locked session (after an idle or background timeout).",
+            discussion: "Each locked session becomes active with a fresh idle deadline, unless its absolute lifetime has passed.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+
+        func run() async throws {
+            let unlocked = try await OpenedVault.with(global, credentials) { opened in
+                let before = try opened.vault.sessions().filter { $0.state == .locked }.count
+                try await opened.session.unlock(with: opened.credential)
+                let after = try opened.vault.sessions().filter { $0.state == .locked }.count
+                return before - after
+            }
+            print(unlocked == 0 ? "No session was locked." : "Unlocked \(unlocked) session\(unlocked == 1 ? "" : "s").")
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Standard output and error, and whether they are terminals.
+enum Terminal {
+    static var standardErrorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
+    static var standardInputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
+
+    static func printError(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    /// Asks a yes/no question on the terminal; false when there is none or the answer is not yes.
+    static func confirm(_ question: String) -> Bool {
+        guard isatty(STDIN_FILENO) == 1 else { return false }
+        FileHandle.standardError.write(Data("\(question) [y/N] ".utf8))
+        guard let answer = readLine() else { return false }
+        return ["y", "yes"].contains(answer.trimmingCharacters(in: .whitespaces).lowercased())
+    }
+}
+
+/// A progress bar on standard error, drawn only when standard error is a terminal and
+/// redrawn in place with `\r`; silent when piped or redirected.
+///
+/// ```swift
+/// let bar = ProgressBar("Verifying")
+/// let report = try vault.verify { bar.update($0.completed, of: $0.total) }
+/// bar.finish()
+/// ```
+final class ProgressBar {
+    private let label: String
+    private let enabled: Bool
+    private var lastDrawn = -1
+    private var drewAnything = false
+
+    init(_ label: String, enabled: Bool = Terminal.standardErrorIsTerminal) {
+        self.label = label
+        self.enabled = enabled
+    }
+
+    func update(_ completed: Int, of total: Int) {
+        guard enabled, total > 0 else { return }
+        let percent = min(100, max(0, completed * 100 / total))
+        guard percent != lastDrawn else { return }
+        lastDrawn = percent
+        drewAnything = true
+        let width = 30
+        let filled = width * percent / 100
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(percent)%".utf8))
+    }
+
+    /// Clears the line so what follows starts at column 0.
+    func finish() {
+        guard enabled, drewAnything else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[2K".utf8))
+    }
+}

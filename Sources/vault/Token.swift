@@ -1,0 +1,35 @@
+import ArgumentParser
+import Foundation
+import VaultSession
+import VaultStore
+
+extension VaultCommand {
+    struct Token: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Print a valid access token, for shell scripts. The only command that prints a secret.",
+            discussion: """
+                Prints the access token of the active account (or --account) on standard output, \
+                followed by a newline, refreshing it first when it expires within a minute. Every \
+                process using the vault shares one refresh.
+
+                Example:
+                  curl -H "Authorization: Bearer $(vault token)" https://api.example.com/me
+
+                Exit codes: 79 the session is locked (`vault sessions unlock`); 80 it expired, was \
+                revoked or there is no account (import a new sign-in); 69 the identity service \
+                cannot be reached and no valid token is left; 76 it refused the client settings.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+
+        func run() async throws {
+            let token = try await OpenedVault.with(global, credentials) { opened in
+                try await opened.session.validAccessToken(for: try account.map { try opened.account($0) })
+            }
+            print(token.value)
+        }
+    }
+}

@@ -1,0 +1,73 @@
+import ArgumentParser
+import Foundation
+
+/// `vault`: the administrator's command for a CredentialVault vault.
+///
+/// Every subcommand is a struct nested in an extension of this type (one file each), shares
+/// ``GlobalOptions`` (and ``CredentialOptions`` when it unlocks the vault), checks its input
+/// in `validate()` and keeps `run()` to: open, call the library, print. Failures are turned
+/// into documented exit codes in one place, ``CommandFailure``.
+@main
+struct VaultCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "vault",
+        abstract: "Inspect, maintain and use a CredentialVault vault.",
+        discussion: """
+            A vault is one encrypted SQLite file holding the accounts, tokens, sessions, devices \
+            and notifications of the tools that use CredentialVault. This command creates one, \
+            shows what is in it, imports sign-ins, hands out access tokens to scripts, and \
+            checks, migrates, backs up and re-keys the file.
+
+            The vault is --vault PATH, else $VAULT_PATH, else \
+            $XDG_DATA_HOME/credentialvault/vault.db (~/.local/share/credentialvault/vault.db).
+
+            Commands that open sealed values ask for the passphrase on the terminal without \
+            echo; for scripts use --passphrase-file FILE or the VAULT_PASSPHRASE environment \
+            variable, or --key-file FILE ($VAULT_KEY_FILE) for a vault unlocked by a key file. \
+            status, sessions list, export, backup and migrate --dry-run need no passphrase.
+
+            Read commands take --json for a stable machine-readable shape (see the README). \
+            Only `vault token` ever prints a secret.
+
+            Exit codes: 0 ok, 1 other failure, 64 usage, 65 damaged vault or failed verify, \
+            66 no vault, 67 no such record, 69 identity server unavailable, 70 migration failed, \
+            73 already exists, 74 storage error, 75 busy (try again), 76 client refused by the \
+            identity server, 77 wrong passphrase or key file, 78 schema newer than this tool, \
+            79 session locked, 80 session expired or revoked (sign in again), 81 migration \
+            needed, 82 unsafe file permissions.
+            """,
+        version: "1.0.0",
+        subcommands: [
+            Init.self, Status.self, Accounts.self, Sessions.self, Devices.self, Notifications.self,
+            Token.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, PruneNotifications.self, Export.self,
+        ])
+
+    /// Parses, sets up logging, runs, and maps a failure to its exit code and message.
+    static func main() async {
+        let command: any ParsableCommand
+        do {
+            command = try await asyncParseAsRoot()
+        } catch {
+            exit(withError: error)
+        }
+        CommandLogging.bootstrap(verbose: (command as? any VaultSubcommand)?.global.verbose ?? false)
+        do {
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                var command = command
+                try command.run()
+            }
+        } catch {
+            // Built-in commands (help, a command group without a subcommand) report through ArgumentParser.
+            guard command is any VaultSubcommand, let failure = CommandFailure(error) else { exit(withError: error) }
+            Terminal.printError("vault: \(failure.message)")
+            Foundation.exit(failure.code.rawValue)
+        }
+    }
+}
+
+/// A command that carries the shared options.
+protocol VaultSubcommand: SendableMetatype {
+    var global: GlobalOptions { get }
+}

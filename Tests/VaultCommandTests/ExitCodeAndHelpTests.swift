@@ -1,0 +1,81 @@
+import Foundation
+import GRDB
+import Testing
+import VaultTestSupport
+
+@Suite("vault exit codes and help")
+struct ExitCodeAndHelpTests {
+    static let commands: [[String]] = [
+        [], ["init"], ["status"], ["accounts"], ["accounts", "add"], ["accounts", "list"], ["accounts", "show"],
+        ["accounts", "switch"], ["accounts", "remove"], ["sessions"], ["sessions", "list"], ["sessions", "end"],
+        ["sessions", "unlock"], ["devices"], ["devices", "list"], ["devices", "revoke"], ["notifications"],
+        ["notifications", "list"], ["token"], ["verify"], ["migrate"], ["passwd"], ["rotate-key"], ["backup"], ["prune-notifications"],
+        ["export"],
+    ]
+
+    @Test("--help for every command exits 0 and explains it", arguments: commands)
+    func help(_ command: [String]) async throws {
+        let cli = try VaultCLI()
+        let result = try await cli.run(command + ["--help"])
+        #expect(result.status == 0, "\(result)")
+        #expect(result.stdout.contains("OVERVIEW:"))
+        #expect(result.stdout.contains("USAGE: vault"))
+    }
+
+    @Test("usage errors exit 64")
+    func usage() async throws {
+        let cli = try VaultCLI()
+        for arguments in [["bogus"], ["accounts", "add"], ["status", "--no-such-flag"], ["export"],
+                          ["notifications", "list", "--limit", "0"], ["init", "--kdf", "extreme"]] {
+            let result = try await cli.run(arguments)
+            #expect(result.status == Exit.usage, "\(result)")
+        }
+    }
+
+    @Test("a wrong passphrase exits 77 and a wrong key file too")
+    func wrongCredential() async throws {
+        let cli = try VaultCLI(environment: ["VAULT_PASSPHRASE": "the right one"])
+        try #require(try await cli.run(["init"]).status == 0)
+        let result = try await cli.run(["accounts", "list"], environment: ["VAULT_PASSPHRASE": "the wrong one"])
+        #expect(result.status == Exit.wrongCredential, "\(result)")
+        #expect(result.stderr.contains("wrong passphrase for \(cli.vault.path)"))
+
+        let keyed = try VaultCLI()
+        try #require(try await keyed.run(["init", "--key-file", keyed.file("a.key").path]).status == 0)
+        _ = try await keyed.run(["init", "--vault", keyed.file("other.db").path, "--key-file", keyed.file("b.key").path])
+        #expect(try await keyed.run(["verify", "--key-file", keyed.file("b.key").path]).status == Exit.wrongCredential)
+    }
+
+    @Test("a vault with a newer schema exits 78 and is left untouched")
+    func schemaTooNew() async throws {
+        let cli = try VaultCLI()
+        let key = cli.file("vault.key")
+        try #require(try await cli.run(["init", "--key-file", key.path]).status == 0)
+        try Self.setUserVersion(99, of: cli.vault)
+        let before = FileProbe.fingerprint(cli.vault)
+        for arguments in [["status"], ["accounts", "list", "--key-file", key.path], ["migrate", "--key-file", key.path], ["token", "--key-file", key.path]] {
+            let result = try await cli.run(arguments)
+            #expect(result.status == Exit.schemaTooNew, "\(result)")
+            #expect(result.stderr.contains("newer than this build"))
+        }
+        #expect(FileProbe.fingerprint(cli.vault) == before)
+    }
+
+    @Test("a command that needs a passphrase and has none exits 64 without waiting for input")
+    func noPassphrase() async throws {
+        let cli = try VaultCLI(environment: ["VAULT_PASSPHRASE": "p"])
+        try #require(try await cli.run(["init"]).status == 0)
+        let result = try await cli.run(["accounts", "list"], environment: ["VAULT_PASSPHRASE": ""])
+        // With no terminal the command cannot ask; with one (a developer's shell) it would prompt.
+        if result.status != 0 {
+            #expect(result.status == Exit.usage, "\(result)")
+            #expect(result.stderr.contains("VAULT_PASSPHRASE"))
+        }
+    }
+
+    static func setUserVersion(_ version: Int, of vault: URL) throws {
+        let queue = try DatabaseQueue(path: vault.path)
+        try queue.write { try $0.execute(sql: "PRAGMA user_version = \(version)") }
+        try queue.close()
+    }
+}
