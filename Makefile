@@ -22,8 +22,19 @@ build: deps
 test: deps
 	swift test
 
+# The main job: the whole product on a fresh vault in ./.demo/ against the development
+# gateway on loopback, told in plain words; then the vault command on the result.
+DEMO_VAULT := .demo/vault.db
 demo: deps
-	@echo "make demo: not yet — the scripted demo arrives with the vault command (issue 5)."
+	swift build
+	.build/debug/CredentialVaultDemo .demo
+	@echo; echo "== vault status"
+	@VAULT_PASSPHRASE=demo .build/debug/vault status --vault $(DEMO_VAULT)
+	@echo; echo "== vault notifications list"
+	@VAULT_PASSPHRASE=demo .build/debug/vault notifications list --vault $(DEMO_VAULT)
+	@echo; echo "Look further (the demo vault's passphrase is \"demo\"):"
+	@echo "  .build/debug/vault accounts list --vault $(DEMO_VAULT)"
+	@echo "  .build/debug/vault --help"
 
 bench: deps
 	@echo "make bench: not yet — benchmarks arrive with issue 6."

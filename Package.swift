@@ -77,6 +77,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // `make demo`: the whole product on a fresh vault against the development gateway.
+        .executableTarget(
+            name: "CredentialVaultDemo",
+            dependencies: [
+                "VaultSession", "VaultStore", "VaultOAuth", "DevGateway",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "VaultTestSupport",
             dependencies: ["VaultStore", "VaultCrypto", .product(name: "Logging", package: "swift-log")],
@@ -110,6 +118,14 @@ let package = Package(
             name: "VaultCommandTests",
             dependencies: [
                 "vault", "VaultStore", "VaultTestSupport", "DevGateway",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .testTarget(
+            name: "VaultDeviceTests",
+            dependencies: [
+                "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -45,6 +45,60 @@
 //                                       that did not choose; 204
 // GET  /admin/stats                     200 {"token_requests", "token_responses", "revocation_requests",
 //                                       "reuse_detections", "presented_refresh_tokens": [...]}
+//
+// Devices and notifications                (JSON; times are milliseconds since 1970)
+// Every call sends `Authorization: Bearer <access token>` issued by this gateway; the token's
+// grant names the subject (account), and the device that grant registered as is the caller.
+//   401 invalid_token          no, unknown or revoked access token (WWW-Authenticate: Bearer)
+//   401 device_revoked         the caller's device was revoked (its grants are revoked with it)
+//   403 device_not_registered  the grant has not registered a device yet
+//   403 device_not_active      the caller's device is not active (body has "status")
+// Errors are {"error", "error_description"} plus the fields named below.
+// A device is {"registration_id", "device_id", "name", "platform", "status": pending | active |
+//   rejected | revoked | expired, "activation_method"?: primary | verify | fallback,
+//   "status_reason"?, "created_at", "updated_at", "last_activity_at"?}. One registration per
+//   subject and device id; its id never changes.
+// POST /devices                         {"device_id", "name", "platform"}: register the caller's device
+//   200 {"device", "options"?}  active (primary) when the subject has no other active device;
+//                               else pending with "options": ["verify", "fallback"] (the codelab's
+//                               addNewDeviceOptions). Binds the grant to the device.
+//   409 grant_bound_to_other_device
+// GET  /devices                         200 {"devices": [...]} (active caller)
+// GET  /devices/{device_id}             200 {"device"}; the caller's own at any status, others if active
+// POST /devices/{device_id}/verify      the caller's own pending device: an approval notification
+//                                       (actions approve/reject) goes to the subject's active devices
+//   202 {"notification_uuid", "expires_at", "device"}; 409 not_pending {"status"}, 409 no_active_device
+// POST /devices/{device_id}/fallback    issue an activation code, delivered out of band
+//   202 {"method": "activation_code", "delivery": "out_of_band", "code_length", "device"}
+// POST /devices/{device_id}/activate    {"code"}  200 {"device"} active (fallback);
+//   400 invalid_code {"attempts_left", "status"} — after 5 wrong codes the device is rejected;
+//   409 fallback_not_started, 409 not_pending
+// POST /devices/{device_id}/cancel      {"reason": "cancelled" | "expired"}: end a pending activation;
+//   the approval request is dismissed (or expired); 200 {"device"} status expired with the reason
+// POST /devices/{device_id}/rename      {"name"}  200 {"device"} (active caller)
+// POST /devices/{device_id}/revoke      terminate a device of the subject, the caller's too (active
+//                                       caller); its grants are revoked. 200 {"device"}
+// GET  /notifications?record_count=&start_index=&start_date=&end_date=   (active caller)
+//   Newest first; start_index counts from 1; record_count 0 = all; start_date <= created < end_date.
+//   200 {"notifications": [{"notification_uuid", "subject", "message", "actions": [{"label",
+//   "action", "auth_level"?}], "created_at", "expires_at"?, "status": pending | answered | expired
+//   | dismissed, "action_performed"?, "answered_at"?, "answered_by_device"?}], "total_count",
+//   "start_index", "record_count"}
+// POST /notifications/{uuid}/answer     {"action"} (active caller): the first answer wins
+//   200 {"notification"}; answering an approval request "approve" activates the waiting device
+//   (verify), "reject" rejects it
+//   409 already_answered {"action_performed", "answered_by_device", "answered_at"}
+//   410 expired {"expired_at"}, 410 dismissed, 400 unknown_action {"offered_actions"}, 404 not_found
+// A pending notification past its expiry is expired (an approval request's device with it).
+//
+// Device admin (no authentication)
+// POST /admin/devices/{subject}/{device_id}/revoke          200 {"revoked": bool}
+// GET  /admin/devices/{subject}/{device_id}/activation-code 200 {"code"} | 404 (the out-of-band channel)
+// POST /admin/notifications             JSON {"subject", "message", "title"?, "actions"?: [{"label",
+//                                       "action", "auth_level"?}], "expires_in"? (seconds)}
+//   201 {"notification"}
+// POST /admin/clock                     {"advance_seconds"}: move the device area's clock; 204
+// POST /admin/device-settings           {"approval_lifetime"? (seconds, default 300)}; 204
 
 import FlyingFox
 import Foundation

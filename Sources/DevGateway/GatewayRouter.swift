@@ -10,7 +10,7 @@ struct GatewayRoute: Sendable {
 extension DevGateway {
     /// Every area's endpoints. A new area (devices, notifications) adds its list here.
     nonisolated static var routes: [GatewayRoute] {
-        tokenRoutes + adminRoutes
+        tokenRoutes + adminRoutes + deviceRoutes + notificationRoutes + deviceAdminRoutes
     }
 
     /// Registers every route on `server`. Handlers hold the gateway weakly, so the server does

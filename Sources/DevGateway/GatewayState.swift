@@ -9,4 +9,10 @@ struct GatewayState: Sendable {
     var faults = FaultPlan()
     /// Counters for tests.
     var stats = GatewayStats()
+    /// Device registrations, grant bindings and fallback codes.
+    var devices = DeviceLedger()
+    /// Notifications and their answers.
+    var notifications = NotificationLedger()
+    /// The device area's clock offset, approval lifetime and request log.
+    var deviceArea = DeviceAreaSettings()
 }

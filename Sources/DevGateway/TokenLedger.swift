@@ -136,6 +136,19 @@ struct TokenLedger: Sendable {
         return .revoked
     }
 
+    // MARK: - Bearer access (device and notification endpoints)
+
+    /// The grant that issued `accessToken`, revoked or not (the caller decides what a revoked
+    /// grant means); nil for a token this ledger never issued.
+    func grant(forAccessToken accessToken: String) -> Grant? {
+        accessTokens[accessToken].flatMap { grants[$0] }
+    }
+
+    /// Revokes one grant's whole family (a terminated device's sign-in).
+    mutating func revokeGrant(_ grantID: String) {
+        revokeFamily(grantID)
+    }
+
     // MARK: - Private
 
     private mutating func revokeFamily(_ grantID: String) {

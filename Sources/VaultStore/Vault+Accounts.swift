@@ -63,6 +63,13 @@ extension Vault {
         }
     }
 
+    /// The ids of every account, oldest first. Needs no key: works while the vault is locked.
+    public func accountIDs() throws -> [AccountID] {
+        try read("listing account ids") { db in
+            try String.fetchAll(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid").map(AccountID.init(rawValue:))
+        }
+    }
+
     /// One account, or nil if the vault has no account with that id.
     public func account(_ id: AccountID) throws -> Account? {
         try read("reading an account") { db in

@@ -117,9 +117,10 @@ extension Vault {
     }
 
     /// Ends the grant: wipes the account's tokens, ends its current session as expired with
-    /// `reason`, records the verdict and releases any lease, in one transaction. Other
-    /// processes then find no tokens and nothing to retry.
-    public func endGrant(for account: AccountID, reason: String) throws {
+    /// `reason`, records the verdict (`detail`, for example the server's error description,
+    /// else `reason`) and releases any lease, in one transaction. Other processes then find
+    /// no tokens and nothing to retry, and read the same verdict.
+    public func endGrant(for account: AccountID, reason: String, detail: String? = nil) throws {
         let now = clock.now().millisecondsSince1970
         try write("ending a grant") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
@@ -139,7 +140,7 @@ extension Vault {
                         lease_acquired_at = NULL, lease_expires_at = NULL, next_attempt_at = NULL,
                         last_failure = excluded.last_failure, last_failure_at = excluded.last_failure_at
                     """,
-                arguments: [account.rawValue, reason, now])
+                arguments: [account.rawValue, detail ?? reason, now])
         }
     }
 

@@ -169,6 +169,9 @@ public final class Vault: Sendable {
         }
     }
 
+    /// The source of the times this vault writes (``VaultOptions/clock``).
+    public var wallClock: WallClock { clock }
+
     /// Whether ``close()`` was called.
     public var isClosed: Bool { closed.load(ordering: .acquiring) }
 

@@ -1,0 +1,34 @@
+import Foundation
+import VaultStore
+
+/// An access token ready to put in an `Authorization` header. Its description never shows the value.
+///
+/// ```swift
+/// let token = try await session.validAccessToken()
+/// request.setValue(token.authorizationHeader, forHTTPHeaderField: "Authorization")
+/// ```
+public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
+    public var account: AccountID
+    /// The secret value.
+    public var value: String
+    public var tokenType: String
+    public var expiresAt: Date?
+    /// The token generation it came from; ``SessionService/reportUnauthorized(_:)`` uses it to
+    /// tell a stale token from one the server rejected.
+    public var generation: Int64
+
+    /// `"Bearer <value>"` (or the server's token type).
+    public var authorizationHeader: String { "\(tokenType) \(value)" }
+
+    public var description: String {
+        "AccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
+    }
+
+    init(_ stored: StoredTokens) {
+        account = stored.account
+        value = stored.tokens.accessToken
+        tokenType = stored.tokens.tokenType
+        expiresAt = stored.tokens.accessTokenExpiresAt
+        generation = stored.generation
+    }
+}

@@ -1,0 +1,296 @@
+import Foundation
+import Logging
+import VaultStore
+
+/// Registers this device with an account and activates it when the server does not trust it
+/// yet: by approval from one of the account's active devices (verify), or by an alternative
+/// the server offers (fallback, e.g. an activation code), usable at any time while pending.
+///
+/// ```swift
+/// let activation = DeviceActivation(session: session, api: api)
+/// switch try await activation.register(account: account, name: "Work laptop", platform: "linux") {
+/// case .active:
+///     break                                            // the account's first device
+/// case .pending(_, let options) where options.contains(.verify):
+///     Task { for await event in activation.events() { print(event) } }   // progress, deadline
+///     switch try await activation.verify(account: account) {              // approve it on another device
+///     case .activated: print("activated")
+///     case .rejected(let registration), .expired(let registration), .cancelled(let registration):
+///         print(registration.statusReason ?? "not activated")
+///     }
+/// case .pending:
+///     _ = try await activation.startFallback(account: account)           // a code arrives out of band
+///     _ = try await activation.activate(with: ActivationCode(typedCode), account: account)
+/// }
+/// ```
+///
+/// Waiting for an approval polls the server every ``ActivationConfiguration/pollInterval``
+/// on the injected clock and gives up at ``ActivationConfiguration/approvalTimeout``; the
+/// fallback or ``cancel(account:)`` ends the wait at once. The registration is stored in the
+/// vault (status, method, reason) at every step.
+public actor DeviceActivation {
+    let session: SessionService
+    let api: any DeviceNotificationAPI
+    let clock: any Clock<Duration>
+    let wallClock: WallClock
+    let configuration: ActivationConfiguration
+    let logger: Logger
+    private let hub = Broadcast<ActivationEvent>()
+
+    /// One verification wait per account, shared by every caller.
+    private var verifications: [AccountID: Task<ActivationOutcome, any Error>] = [:]
+    /// The current nap of each wait, cancelled to wake it early.
+    private var naps: [AccountID: Task<Void, Never>] = [:]
+    /// How a wait was ended from outside (fallback activated, cancelled…).
+    private var interruptions: [AccountID: ActivationOutcome] = [:]
+
+    /// - Parameters:
+    ///   - clock: drives the approval deadline and polling; tests pass a `TestClock`.
+    ///   - wallClock: the time written to the vault; must advance with `clock`.
+    public init(session: SessionService, api: any DeviceNotificationAPI, clock: any Clock<Duration> = ContinuousClock(),
+                wallClock: WallClock = .system, configuration: ActivationConfiguration = ActivationConfiguration(),
+                logger: Logger = Logger(label: "credentialvault.devices")) {
+        self.session = session
+        self.api = api
+        self.clock = clock
+        self.wallClock = wallClock
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// A stream of activation progress from now on; each call makes a new subscriber.
+    public nonisolated func events() -> AsyncStream<ActivationEvent> { hub.subscribe() }
+
+    /// This device's registration with the account (the active one by default), as stored.
+    public func registration(account: AccountID? = nil) async throws -> DeviceRegistration? {
+        let id = try await session.resolve(account)
+        return try storeCall { try session.vault.thisDevice(for: id) }
+    }
+
+    // MARK: - Register
+
+    /// Registers this device (``VaultStore/Vault/deviceID``) with the account. Active when it
+    /// is the account's first device or was activated before; otherwise pending with the
+    /// methods the server offers, announced as ``ActivationEvent/optionsOffered(_:_:)``.
+    public func register(account: AccountID? = nil, name: String, platform: String = "linux") async throws -> RegistrationResult {
+        let id = try await session.resolve(account)
+        let descriptor = DeviceDescriptor(deviceID: session.vault.deviceID, name: name, platform: platform)
+        let api = self.api
+        let enrollment = try await deviceCall(session, id) { try await api.register(descriptor, account: id) }
+        let stored = try store(enrollment.device, id)
+        interruptions[id] = nil
+        logger.info("device registered", metadata: ["account": "\(id)", "status": "\(stored.status.rawValue)"])
+        switch stored.status {
+        case .active:
+            hub.emit(.activated(id, stored.activationMethod ?? .primary))
+            return .active(stored)
+        case .pending:
+            hub.emit(.optionsOffered(id, enrollment.options))
+            return .pending(stored, options: enrollment.options)
+        case .rejected, .expired, .revoked:
+            throw ActivationError(.notPending, "the server registered this device as \(stored.status.rawValue)\(stored.statusReason.map { ": \($0)" } ?? "")")
+        }
+    }
+
+    // MARK: - Verify
+
+    /// Sends an approval request to the account's active devices and waits until one
+    /// approves or rejects it, the fallback activates this device, the activation is
+    /// cancelled, or ``ActivationConfiguration/approvalTimeout`` passes (the server is then
+    /// told, so the request can no longer be approved). Concurrent callers share one wait.
+    public func verify(account: AccountID? = nil) async throws -> ActivationOutcome {
+        let id = try await session.resolve(account)
+        if let running = verifications[id] { return try await running.value }
+        let task = Task { try await self.runVerification(id) }
+        verifications[id] = task
+        defer { verifications[id] = nil }
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    private func runVerification(_ id: AccountID) async throws -> ActivationOutcome {
+        let registration = try pendingRegistration(id)
+        if let settled = settledOutcome(registration) { return settled }
+        interruptions[id] = nil
+        let api = self.api
+        let deviceID = registration.deviceID
+        let request = try await deviceCall(session, id) { try await api.startVerification(deviceID, account: id) }
+        let clock = self.clock
+        let countdown = Countdown.start(on: clock, duration: configuration.approvalTimeout)
+        let deadline = wallClock.now().addingTimeInterval(configuration.approvalTimeout.timeInterval)
+        logger.info("approval requested from the account's active devices", metadata: ["account": "\(id)"])
+        hub.emit(.approvalRequested(id, notification: request.notificationUUID, deadline: deadline))
+        while true {
+            if let outcome = interruptions.removeValue(forKey: id) { return outcome }
+            let left = countdown.remaining
+            if left <= .zero { return try await giveUp(id, deviceID: deviceID) }
+            hub.emit(.waitingForApproval(id, secondsLeft: left.secondsRoundedUp))
+            try await nap(id, for: min(configuration.pollInterval, left))
+            if let outcome = interruptions.removeValue(forKey: id) { return outcome }
+            let remote = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
+            if let outcome = interruptions.removeValue(forKey: id) { return outcome }
+            if let outcome = try await conclude(remote, id) { return outcome }
+        }
+    }
+
+    /// The deadline passed: tell the server (the request must not be approved later), then
+    /// record whatever the registration ended as.
+    private func giveUp(_ id: AccountID, deviceID: String) async throws -> ActivationOutcome {
+        let api = self.api
+        let remote: RemoteDevice
+        do {
+            remote = try await deviceCall(session, id) { try await api.cancelActivation(deviceID, reason: .expired, account: id) }
+        } catch DeviceAPIError.notPending {
+            // Answered at the last moment: the server's word stands.
+            let current = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
+            if let outcome = try await conclude(current, id) { return outcome }
+            throw ActivationError(.notPending, "the server reports the activation still pending after refusing to end it")
+        }
+        var ended = remote
+        if ended.status == .expired {
+            ended.statusReason = "no approval within \(configuration.approvalTimeout.secondsRoundedUp) s"
+        }
+        if let outcome = try await conclude(ended, id) { return outcome }
+        throw ActivationError(.notPending, "the server kept the activation pending after its deadline")
+    }
+
+    // MARK: - Fallback
+
+    /// Starts the alternative method the server offers (an activation code sent out of band).
+    /// Usable at any time while pending, also while ``verify(account:)`` waits.
+    public func startFallback(account: AccountID? = nil) async throws -> FallbackChallenge {
+        let id = try await session.resolve(account)
+        let registration = try pendingRegistration(id)
+        guard registration.status == .pending else {
+            throw ActivationError(.notPending, "this device is \(registration.status.rawValue), not waiting for activation")
+        }
+        let api = self.api
+        let deviceID = registration.deviceID
+        let challenge = try await deviceCall(session, id) { try await api.startFallback(deviceID, account: id) }
+        logger.info("fallback activation started", metadata: ["account": "\(id)", "method": "\(challenge.method)"])
+        hub.emit(.fallbackStarted(id, challenge))
+        return challenge
+    }
+
+    /// Submits the fallback activation code. Right: the device is active (a waiting
+    /// ``verify(account:)`` returns the same outcome). Wrong: throws
+    /// ``DeviceAPIError/invalidActivationCode(attemptsLeft:status:)``, unless that was the last
+    /// attempt, which returns ``ActivationOutcome/rejected(_:)``.
+    public func activate(with code: ActivationCode, account: AccountID? = nil) async throws -> ActivationOutcome {
+        let id = try await session.resolve(account)
+        let registration = try pendingRegistration(id)
+        if let settled = settledOutcome(registration) { return settled }
+        let api = self.api
+        let deviceID = registration.deviceID
+        do {
+            let remote = try await deviceCall(session, id) { try await api.activate(deviceID, code: code, account: id) }
+            return try interrupt(id, with: await conclude(remote, id))
+        } catch DeviceAPIError.invalidActivationCode(let left, let status) where status == .rejected {
+            logger.notice("activation rejected after too many wrong codes", metadata: ["account": "\(id)", "attempts_left": "\(left ?? 0)"])
+            let remote = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
+            return try interrupt(id, with: await conclude(remote, id))
+        }
+    }
+
+    // MARK: - Cancel
+
+    /// Cancels a pending activation: the server withdraws the approval request and ends the
+    /// registration; a waiting ``verify(account:)`` returns ``ActivationOutcome/cancelled(_:)``.
+    /// The flow starts over with ``register(account:name:platform:)``.
+    @discardableResult
+    public func cancel(account: AccountID? = nil) async throws -> ActivationOutcome {
+        let id = try await session.resolve(account)
+        let registration = try pendingRegistration(id)
+        if let settled = settledOutcome(registration) { return settled }
+        let api = self.api
+        let deviceID = registration.deviceID
+        let remote: RemoteDevice
+        do {
+            remote = try await deviceCall(session, id) { try await api.cancelActivation(deviceID, reason: .cancelled, account: id) }
+        } catch DeviceAPIError.notPending {
+            // Settled meanwhile (approved, say): report that instead.
+            let current = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
+            return try interrupt(id, with: await conclude(current, id))
+        }
+        let stored = try store(remote, id)
+        logger.info("device activation cancelled", metadata: ["account": "\(id)"])
+        hub.emit(.cancelled(id))
+        return try interrupt(id, with: .cancelled(stored))
+    }
+
+    // MARK: - Helpers
+
+    /// This device's stored registration; throws when it never registered with the account.
+    private func pendingRegistration(_ id: AccountID) throws -> DeviceRegistration {
+        guard let registration = try storeCall({ try session.vault.thisDevice(for: id) }) else {
+            throw ActivationError(.notRegistered, "this device is not registered with account \(id): call register first")
+        }
+        return registration
+    }
+
+    /// The outcome of a registration that is no longer pending.
+    private func settledOutcome(_ registration: DeviceRegistration) -> ActivationOutcome? {
+        switch registration.status {
+        case .pending: nil
+        case .active: .activated(registration)
+        case .rejected: .rejected(registration)
+        case .expired, .revoked: .expired(registration)
+        }
+    }
+
+    /// Stores the server's view and, when the activation ended, announces and returns how.
+    private func conclude(_ remote: RemoteDevice, _ id: AccountID) async throws -> ActivationOutcome? {
+        if remote.status == .revoked, remote.deviceID == session.vault.deviceID { throw await session.deviceWasRevoked(id) }
+        guard remote.status != .pending else { return nil }
+        let stored = try store(remote, id)
+        let reason = stored.statusReason ?? stored.status.rawValue
+        switch stored.status {
+        case .active:
+            logger.info("device activated", metadata: ["account": "\(id)", "method": "\(stored.activationMethod?.rawValue ?? "unknown")"])
+            hub.emit(.activated(id, stored.activationMethod ?? .verify))
+            return .activated(stored)
+        case .rejected:
+            logger.notice("device activation rejected", metadata: ["account": "\(id)"])
+            hub.emit(.rejected(id, reason: reason))
+            return .rejected(stored)
+        case .expired, .revoked, .pending:
+            logger.notice("device activation expired", metadata: ["account": "\(id)"])
+            hub.emit(.expired(id, reason: reason))
+            return .expired(stored)
+        }
+    }
+
+    /// Ends a running wait for `id` with `outcome` (nil: nothing to end) and returns the outcome.
+    private func interrupt(_ id: AccountID, with outcome: ActivationOutcome?) throws -> ActivationOutcome {
+        guard let outcome else {
+            throw ActivationError(.notPending, "the server reports the activation still pending")
+        }
+        if verifications[id] != nil {
+            interruptions[id] = outcome
+            naps[id]?.cancel()
+        }
+        return outcome
+    }
+
+    private func store(_ remote: RemoteDevice, _ id: AccountID) throws -> DeviceRegistration {
+        try storeCall { try session.vault.saveRemoteDevice(remote, account: id) }
+    }
+
+    /// Sleeps on the injected clock; ``interrupt(_:with:)`` wakes it early. Rethrows the
+    /// caller's cancellation.
+    private func nap(_ id: AccountID, for duration: Duration) async throws {
+        let clock = self.clock
+        let sleeper = Task<Void, Never> { try? await clock.sleep(for: duration) }
+        naps[id] = sleeper
+        await withTaskCancellationHandler {
+            await sleeper.value
+        } onCancel: {
+            sleeper.cancel()
+        }
+        naps[id] = nil
+        try Task.checkCancellation()
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+import Logging
+import VaultStore
+
+/// The account's "Sessions / devices" screen: every registered device with its platform,
+/// status and last activity, renaming, and terminating one (this one included).
+///
+/// ```swift
+/// let roster = DeviceRoster(session: session, api: api)
+/// for device in try await roster.refresh(account: account) {
+///     print(device.name, device.platform, device.status, device.lastActivityAt ?? "never")
+/// }
+/// try await roster.revoke(deviceID: lostLaptop.deviceID, account: account)   // "terminate this one"
+/// ```
+public struct DeviceRoster: Sendable {
+    let session: SessionService
+    let api: any DeviceNotificationAPI
+    let logger: Logger
+
+    public init(session: SessionService, api: any DeviceNotificationAPI, logger: Logger = Logger(label: "credentialvault.devices")) {
+        self.session = session
+        self.api = api
+        self.logger = logger
+    }
+
+    /// The devices as last stored in the vault (no server call), oldest first.
+    public func devices(account: AccountID? = nil) async throws -> [DeviceRegistration] {
+        let id = try await session.resolve(account)
+        return try storeCall { try session.vault.devices(for: id) }
+    }
+
+    /// Fetches the account's devices from the server and stores them; returns them oldest first.
+    @discardableResult
+    public func refresh(account: AccountID? = nil) async throws -> [DeviceRegistration] {
+        let id = try await session.resolve(account)
+        let api = self.api
+        let remote = try await deviceCall(session, id) { try await api.devices(account: id) }
+        let vault = session.vault
+        try storeCall {
+            let known = try vault.devices(for: id)
+            for device in remote { try vault.saveRemoteDevice(device, account: id, known: known) }
+        }
+        return try storeCall { try vault.devices(for: id) }
+    }
+
+    /// Renames a device of the account.
+    @discardableResult
+    public func rename(deviceID: String, to name: String, account: AccountID? = nil) async throws -> DeviceRegistration {
+        let id = try await session.resolve(account)
+        let api = self.api
+        let remote = try await deviceCall(session, id) { try await api.rename(deviceID, to: name, account: id) }
+        return try storeCall { try session.vault.saveRemoteDevice(remote, account: id) }
+    }
+
+    /// Terminates a device of the account. Terminating this device ends its own session as
+    /// expired(device revoked), tokens wiped.
+    @discardableResult
+    public func revoke(deviceID: String, account: AccountID? = nil) async throws -> DeviceRegistration {
+        let id = try await session.resolve(account)
+        let api = self.api
+        let remote = try await deviceCall(session, id) { try await api.revoke(deviceID, account: id) }
+        let stored = try storeCall { try session.vault.saveRemoteDevice(remote, account: id) }
+        logger.info("device terminated", metadata: ["account": "\(id)", "device": "\(deviceID)"])
+        if deviceID == session.vault.deviceID {
+            _ = await session.deviceWasRevoked(id)
+        }
+        return stored
+    }
+}

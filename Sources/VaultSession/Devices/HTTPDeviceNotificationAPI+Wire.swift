@@ -1,0 +1,176 @@
+import Foundation
+import VaultStore
+
+// MARK: - JSON shapes of the reference HTTP API (times in milliseconds since 1970)
+
+struct WireEmpty: Codable {}
+
+struct WireRegister: Encodable {
+    let deviceID: String
+    let name: String
+    let platform: String
+
+    enum CodingKeys: String, CodingKey {
+        case deviceID = "device_id", name, platform
+    }
+}
+
+struct WireCode: Encodable {
+    let code: String
+}
+
+struct WireCancel: Encodable {
+    let reason: String
+}
+
+struct WireRename: Encodable {
+    let name: String
+}
+
+struct WireAnswer: Encodable {
+    let action: String
+}
+
+struct WireDevice: Decodable {
+    let registrationID: String
+    let deviceID: String
+    let name: String
+    let platform: String
+    let status: String
+    let activationMethod: String?
+    let statusReason: String?
+    let createdAt: Int64
+    let updatedAt: Int64
+    let lastActivityAt: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case registrationID = "registration_id", deviceID = "device_id", name, platform, status
+        case activationMethod = "activation_method", statusReason = "status_reason"
+        case createdAt = "created_at", updatedAt = "updated_at", lastActivityAt = "last_activity_at"
+    }
+
+    func value() throws -> RemoteDevice {
+        guard let status = DeviceStatus(rawValue: status) else {
+            throw DeviceAPIError.malformedResponse("unknown device status \"\(status)\"")
+        }
+        return RemoteDevice(
+            registrationID: registrationID, deviceID: deviceID, name: name, platform: platform, status: status,
+            activationMethod: activationMethod.flatMap(ActivationMethod.init(rawValue:)), statusReason: statusReason,
+            createdAt: Date(milliseconds: createdAt), updatedAt: Date(milliseconds: updatedAt),
+            lastActivityAt: lastActivityAt.map(Date.init(milliseconds:)))
+    }
+}
+
+struct WireEnrollment: Decodable {
+    let device: WireDevice
+    let options: [String]?
+}
+
+struct WireOneDevice: Decodable {
+    let device: WireDevice
+}
+
+struct WireDeviceList: Decodable {
+    let devices: [WireDevice]
+}
+
+struct WireVerification: Decodable {
+    let notificationUUID: String
+    let expiresAt: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case notificationUUID = "notification_uuid", expiresAt = "expires_at"
+    }
+}
+
+struct WireFallback: Decodable {
+    let method: String
+    let delivery: String
+    let codeLength: Int?
+
+    enum CodingKeys: String, CodingKey {
+        case method, delivery, codeLength = "code_length"
+    }
+}
+
+struct WireAction: Decodable {
+    let label: String
+    let action: String
+    let authLevel: String?
+
+    enum CodingKeys: String, CodingKey {
+        case label, action, authLevel = "auth_level"
+    }
+}
+
+struct WireNotification: Decodable {
+    let notificationUUID: String
+    let subject: String
+    let message: String
+    let actions: [WireAction]
+    let createdAt: Int64
+    let expiresAt: Int64?
+    let status: String
+    let actionPerformed: String?
+    let answeredAt: Int64?
+    let answeredByDevice: String?
+
+    enum CodingKeys: String, CodingKey {
+        case notificationUUID = "notification_uuid", subject, message, actions
+        case createdAt = "created_at", expiresAt = "expires_at", status, actionPerformed = "action_performed"
+        case answeredAt = "answered_at", answeredByDevice = "answered_by_device"
+    }
+
+    func value() throws -> RemoteNotification {
+        guard let status = NotificationStatus(rawValue: status) else {
+            throw DeviceAPIError.malformedResponse("unknown notification status \"\(status)\"")
+        }
+        return RemoteNotification(
+            uuid: notificationUUID, subject: subject, message: message,
+            actions: actions.map { NotificationAction(label: $0.label, action: $0.action, authLevel: $0.authLevel) },
+            createdAt: Date(milliseconds: createdAt), expiresAt: expiresAt.map(Date.init(milliseconds:)), status: status,
+            actionPerformed: actionPerformed, answeredAt: answeredAt.map(Date.init(milliseconds:)), answeredByDevice: answeredByDevice)
+    }
+}
+
+struct WireOneNotification: Decodable {
+    let notification: WireNotification
+}
+
+struct WireNotificationPage: Decodable {
+    let notifications: [WireNotification]
+    let totalCount: Int
+    let startIndex: Int
+
+    enum CodingKeys: String, CodingKey {
+        case notifications, totalCount = "total_count", startIndex = "start_index"
+    }
+}
+
+struct WireFailure: Decodable {
+    let error: String
+    let errorDescription: String?
+    let status: String?
+    let attemptsLeft: Int?
+    let actionPerformed: String?
+    let answeredByDevice: String?
+    let answeredAt: Int64?
+    let expiredAt: Int64?
+    let offeredActions: [String]?
+
+    enum CodingKeys: String, CodingKey {
+        case error, errorDescription = "error_description", status, attemptsLeft = "attempts_left"
+        case actionPerformed = "action_performed", answeredByDevice = "answered_by_device", answeredAt = "answered_at"
+        case expiredAt = "expired_at", offeredActions = "offered_actions"
+    }
+}
+
+extension Date {
+    init(milliseconds: Int64) {
+        self.init(timeIntervalSince1970: Double(milliseconds) / 1000)
+    }
+
+    var milliseconds: Int64 {
+        Int64((timeIntervalSince1970 * 1000).rounded(.down))
+    }
+}

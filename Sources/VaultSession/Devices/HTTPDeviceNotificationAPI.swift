@@ -1,0 +1,191 @@
+import Foundation
+import Logging
+import VaultOAuth
+import VaultStore
+
+/// The reference ``DeviceNotificationAPI``: HTTP/JSON over an ``HTTPTransport``, as served by
+/// `DevGateway` (its API is documented at the top of `DevGateway.swift`).
+///
+/// Every call carries the account's access token from ``SessionService/validAccessToken(for:)``
+/// as `Authorization: Bearer`. A 401 is reported with ``SessionService/reportUnauthorized(_:)``
+/// and retried once with the refreshed token. A 401 or 403 whose error is `device_revoked`
+/// ends the account's session as expired(device revoked), wipes its tokens and throws
+/// ``SessionError/expired(_:_:)``. Logs name the method, path and status: never a token,
+/// body or activation code.
+///
+/// ```swift
+/// let api = HTTPDeviceNotificationAPI(baseURL: identityServiceURL, session: session)
+/// let inbox = NotificationInbox(session: session, api: api)
+/// ```
+public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
+    /// Paths (`devices`, `notifications/{uuid}/answer`…) are appended to this URL.
+    public let baseURL: URL
+    let session: SessionService
+    let transport: any HTTPTransport
+    let logger: Logger
+
+    public init(baseURL: URL, session: SessionService, transport: any HTTPTransport = URLSessionTransport(),
+                logger: Logger = Logger(label: "credentialvault.devices.http")) {
+        self.baseURL = baseURL
+        self.session = session
+        self.transport = transport
+        self.logger = logger
+    }
+
+    // MARK: - This device's activation
+
+    public func register(_ device: DeviceDescriptor, account: AccountID) async throws -> DeviceEnrollment {
+        let body = WireRegister(deviceID: device.deviceID, name: device.name, platform: device.platform)
+        let enrollment = try await call(.post, ["devices"], body: body, account: account, as: WireEnrollment.self)
+        return DeviceEnrollment(device: try enrollment.device.value(), options: (enrollment.options ?? []).map(ActivationOption.init(rawValue:)))
+    }
+
+    public func device(_ deviceID: String, account: AccountID) async throws -> RemoteDevice {
+        try await call(.get, ["devices", deviceID], account: account, as: WireOneDevice.self).device.value()
+    }
+
+    public func startVerification(_ deviceID: String, account: AccountID) async throws -> ApprovalRequest {
+        let answer = try await call(.post, ["devices", deviceID, "verify"], body: WireEmpty(), account: account, as: WireVerification.self)
+        return ApprovalRequest(notificationUUID: answer.notificationUUID, expiresAt: answer.expiresAt.map(Date.init(milliseconds:)))
+    }
+
+    public func startFallback(_ deviceID: String, account: AccountID) async throws -> FallbackChallenge {
+        let answer = try await call(.post, ["devices", deviceID, "fallback"], body: WireEmpty(), account: account, as: WireFallback.self)
+        return FallbackChallenge(method: answer.method, delivery: answer.delivery, codeLength: answer.codeLength)
+    }
+
+    public func activate(_ deviceID: String, code: ActivationCode, account: AccountID) async throws -> RemoteDevice {
+        try await call(.post, ["devices", deviceID, "activate"], body: WireCode(code: code.value), account: account,
+                       as: WireOneDevice.self).device.value()
+    }
+
+    public func cancelActivation(_ deviceID: String, reason: ActivationCancelReason, account: AccountID) async throws -> RemoteDevice {
+        try await call(.post, ["devices", deviceID, "cancel"], body: WireCancel(reason: reason.rawValue), account: account,
+                       as: WireOneDevice.self).device.value()
+    }
+
+    // MARK: - The account's devices
+
+    public func devices(account: AccountID) async throws -> [RemoteDevice] {
+        try await call(.get, ["devices"], account: account, as: WireDeviceList.self).devices.map { try $0.value() }
+    }
+
+    public func rename(_ deviceID: String, to name: String, account: AccountID) async throws -> RemoteDevice {
+        try await call(.post, ["devices", deviceID, "rename"], body: WireRename(name: name), account: account,
+                       as: WireOneDevice.self).device.value()
+    }
+
+    public func revoke(_ deviceID: String, account: AccountID) async throws -> RemoteDevice {
+        try await call(.post, ["devices", deviceID, "revoke"], body: WireEmpty(), account: account, as: WireOneDevice.self).device.value()
+    }
+
+    // MARK: - Notifications
+
+    public func notifications(_ page: NotificationPageRequest, account: AccountID) async throws -> RemoteNotificationPage {
+        var query = [URLQueryItem(name: "record_count", value: String(page.recordCount)),
+                     URLQueryItem(name: "start_index", value: String(page.startIndex))]
+        if let start = page.startDate { query.append(URLQueryItem(name: "start_date", value: String(start.milliseconds))) }
+        if let end = page.endDate { query.append(URLQueryItem(name: "end_date", value: String(end.milliseconds))) }
+        let answer = try await call(.get, ["notifications"], query: query, account: account, as: WireNotificationPage.self)
+        return RemoteNotificationPage(notifications: try answer.notifications.map { try $0.value() },
+                                      totalCount: answer.totalCount, startIndex: answer.startIndex)
+    }
+
+    public func answer(_ uuid: String, action: String, account: AccountID) async throws -> RemoteNotification {
+        try await call(.post, ["notifications", uuid, "answer"], body: WireAnswer(action: action), account: account,
+                       as: WireOneNotification.self).notification.value()
+    }
+
+    // MARK: - Exchange
+
+    private func call<Answer: Decodable>(_ method: HTTPRequest.Method, _ path: [String], query: [URLQueryItem] = [],
+                                         account: AccountID, as: Answer.Type) async throws -> Answer {
+        try await call(method, path, query: query, body: Optional<WireEmpty>.none, account: account, as: Answer.self)
+    }
+
+    /// Sends one request with the account's bearer token (refreshing once on a 401) and
+    /// decodes a 2xx answer; any other answer becomes a ``DeviceAPIError``.
+    private func call<Body: Encodable, Answer: Decodable>(
+        _ method: HTTPRequest.Method, _ path: [String], query: [URLQueryItem] = [], body: Body?,
+        account: AccountID, as: Answer.Type
+    ) async throws -> Answer {
+        let url = try endpoint(path, query: query)
+        let payload = try body.map { try JSONEncoder().encode($0) } ?? Data()
+        let route = "/" + path.joined(separator: "/")
+        var token = try await session.validAccessToken(for: account)
+        var refreshed = false
+        while true {
+            var headers: HTTPHeaderFields = ["Accept": "application/json", "Authorization": token.authorizationHeader]
+            if body != nil { headers["Content-Type"] = "application/json" }
+            let response: HTTPResponse
+            do {
+                response = try await transport.send(HTTPRequest(method: method, url: url, headers: headers, body: payload))
+            } catch let error as TransportError {
+                logger.debug("device API unreachable", metadata: ["http.method": "\(method)", "http.route": "\(route)", "error": "\(error)"])
+                throw DeviceAPIError.unreachable(error)
+            }
+            logger.debug("device API", metadata: ["http.method": "\(method)", "http.route": "\(route)", "http.status": "\(response.status)"])
+            if response.isSuccess {
+                do {
+                    return try JSONDecoder().decode(Answer.self, from: response.body)
+                } catch {
+                    throw DeviceAPIError.malformedResponse("\(route) answered JSON of another shape")
+                }
+            }
+            let failure = try? JSONDecoder().decode(WireFailure.self, from: response.body)
+            if (response.status == 401 || response.status == 403), failure?.error == "device_revoked" {
+                throw await session.deviceWasRevoked(account)
+            }
+            if response.status == 401, !refreshed {
+                refreshed = true
+                token = try await session.reportUnauthorized(token)
+                continue
+            }
+            throw Self.error(status: response.status, failure)
+        }
+    }
+
+    private func endpoint(_ path: [String], query: [URLQueryItem]) throws -> URL {
+        var allowed = CharacterSet.urlPathAllowed
+        allowed.remove("/")
+        let suffix = try path.map { segment -> String in
+            guard let encoded = segment.addingPercentEncoding(withAllowedCharacters: allowed), !encoded.isEmpty else {
+                throw DeviceAPIError.notFound("an empty or unencodable id")
+            }
+            return encoded
+        }.joined(separator: "/")
+        guard var components = URLComponents(url: baseURL, resolvingAgainstBaseURL: false) else {
+            throw DeviceAPIError.malformedResponse("the base URL cannot be parsed")
+        }
+        let base = components.percentEncodedPath.hasSuffix("/") ? String(components.percentEncodedPath.dropLast()) : components.percentEncodedPath
+        components.percentEncodedPath = base + "/" + suffix
+        components.queryItems = query.isEmpty ? nil : query
+        guard let url = components.url else { throw DeviceAPIError.malformedResponse("could not build the request URL") }
+        return url
+    }
+
+    /// The error for a refused request, from its status and the server's error code.
+    static func error(status: Int, _ failure: WireFailure?) -> DeviceAPIError {
+        let deviceStatus = failure?.status.flatMap(DeviceStatus.init(rawValue:))
+        switch failure?.error {
+        case "device_revoked": return .deviceRevoked
+        case "invalid_token": return .unauthorized(failure?.errorDescription)
+        case "device_not_registered": return .notRegistered
+        case "device_not_active": return .notActive(deviceStatus)
+        case "not_this_device": return .notThisDevice
+        case "not_found": return .notFound(failure?.errorDescription)
+        case "not_pending": return .notPending(deviceStatus)
+        case "no_active_device": return .noApprovingDevice
+        case "fallback_not_started": return .fallbackNotStarted
+        case "invalid_code": return .invalidActivationCode(attemptsLeft: failure?.attemptsLeft, status: deviceStatus)
+        case "already_answered":
+            return .alreadyAnswered(action: failure?.actionPerformed, byDevice: failure?.answeredByDevice,
+                                    at: failure?.answeredAt.map(Date.init(milliseconds:)))
+        case "expired": return .notificationExpired(at: failure?.expiredAt.map(Date.init(milliseconds:)))
+        case "dismissed": return .notificationDismissed
+        case "unknown_action": return .actionNotOffered(offered: failure?.offeredActions ?? [])
+        case let code?: return .rejected(status: status, error: code, description: failure?.errorDescription)
+        case nil: return .rejected(status: status, error: "http_\(status)", description: nil)
+        }
+    }
+}

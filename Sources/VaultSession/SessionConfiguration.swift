@@ -1,0 +1,28 @@
+import Foundation
+import VaultStore
+
+/// How the session service refreshes and watches. Timeouts themselves are per account
+/// (``SessionPolicy``, stored in the vault).
+public struct SessionConfiguration: Sendable {
+    /// A served access token stays valid for at least this long; closer to expiry, it is refreshed first.
+    public var leeway: Duration = .seconds(60)
+    /// How long a refresh lease holds before another process may take over. Keep it well above
+    /// the OAuth transport's timeout (`URLSessionTransport` waits 30 s by default, per stall):
+    /// a lease that lapses while its request is still out lets a second process present the
+    /// same refresh token, which a rotating server treats as reuse and revokes the grant.
+    public var leaseDuration: Duration = .seconds(60)
+    /// How often a caller waiting for another process's refresh looks at the vault.
+    public var leasePollInterval: Duration = .milliseconds(20)
+    /// The first back-off after a transient refresh failure; doubles per failure, with jitter.
+    public var backoffBase: Duration = .seconds(1)
+    /// The longest back-off.
+    public var backoffCap: Duration = .seconds(300)
+    /// Activity is written to the vault at most this often (the idle deadline moves with it).
+    public var activityWriteInterval: Duration = .seconds(1)
+    /// How often a long-running process checks whether another process changed the vault.
+    public var observationInterval: Duration = .seconds(1)
+    /// The policy for accounts signed in without one.
+    public var defaultPolicy = SessionPolicy()
+
+    public init() {}
+}

@@ -1,0 +1,46 @@
+import Foundation
+import VaultStore
+
+/// Why the session service could not give a token or do what was asked.
+/// Never carries a token, key or passphrase.
+public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// No account is active: sign in first.
+    case noActiveAccount
+    /// The account is not in the vault, or has no session.
+    case notSignedIn(AccountID)
+    /// Locked: unlock with the passphrase or key file to resume.
+    case locked(AccountID, SessionEndReason)
+    /// Over: the user signs in again.
+    case expired(AccountID, SessionEndReason)
+    /// The server revoked the grant (`invalid_grant`); the session is expired(revoked).
+    case revoked(AccountID, description: String?)
+    /// The OAuth client settings are wrong (`invalid_client`, `unauthorized_client`…): fix the configuration.
+    case clientMisconfigured(AccountID, code: String, description: String?)
+    /// Refreshing failed for a reason that may pass and no valid access token is left; retry after `retryAt`.
+    case temporarilyUnavailable(AccountID, reason: String, retryAt: Date?)
+    /// The active account changed while the token was being fetched; ask again.
+    case accountChanged(from: AccountID, to: AccountID?)
+    /// The vault failed (see its code and message).
+    case vault(code: String, message: String)
+
+    public var description: String {
+        switch self {
+        case .noActiveAccount: "no account is signed in"
+        case .notSignedIn(let account): "account \(account) is not signed in"
+        case .locked(let account, let reason): "the session of account \(account) is locked (\(reason)): unlock it with the passphrase or key file"
+        case .expired(let account, let reason): "the session of account \(account) expired (\(reason)): sign in again"
+        case .revoked(let account, let description):
+            "the identity service revoked the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
+        case .clientMisconfigured(let account, let code, let description):
+            "the OAuth client settings of account \(account) were refused (\(code)\(description.map { ": \($0)" } ?? "")): fix the client configuration"
+        case .temporarilyUnavailable(let account, let reason, let retryAt):
+            "no valid token for account \(account) right now (\(reason))\(retryAt.map { "; retrying after \($0)" } ?? "")"
+        case .accountChanged(let from, let to): "the active account changed from \(from) to \(to.map(\.rawValue) ?? "none") during the request; ask again"
+        case .vault(_, let message): message
+        }
+    }
+
+    init(_ error: VaultError) {
+        self = .vault(code: error.code.description, message: error.message)
+    }
+}

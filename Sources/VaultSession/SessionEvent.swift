@@ -1,0 +1,86 @@
+import Foundation
+import VaultStore
+
+/// Why a session is locked or over. Stored in the vault as its raw value.
+public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    /// No activity for the policy's idle timeout.
+    public static let idleTimeout = SessionEndReason(rawValue: "idle_timeout")
+    /// The absolute lifetime since sign-in passed (never extendable).
+    public static let absoluteTimeout = SessionEndReason(rawValue: "absolute_timeout")
+    /// Away in the background longer than the policy allows.
+    public static let backgroundTimeout = SessionEndReason(rawValue: "background_timeout")
+    /// The server refused the refresh token with `invalid_grant`: revoked, reused, password changed…
+    public static let revoked = SessionEndReason(rawValue: "revoked")
+    /// The server reported this device revoked.
+    public static let deviceRevoked = SessionEndReason(rawValue: "device_revoked")
+    /// The access token expired and there is no refresh token to renew it.
+    public static let tokenExpired = SessionEndReason(rawValue: "token_expired")
+    /// Locked on request (``SessionService/lock()``).
+    public static let lockedByUser = SessionEndReason(rawValue: "locked_by_user")
+    /// Ended by an administrator or the user from the `vault` command.
+    public static let endedByUser = SessionEndReason(rawValue: "ended_by_user")
+    /// A new sign-in to the same account replaced it.
+    public static let replaced = SessionEndReason(rawValue: "replaced")
+}
+
+/// Where an account's session stands, as the codelab and article name the states.
+public enum SessionStatus: Sendable, Hashable {
+    /// Being judged (cold start) or refreshed.
+    case loading
+    /// No session: never signed in, signed out, or removed.
+    case signedOut
+    /// Tokens are served.
+    case active
+    /// Resumes only after an explicit unlock with the passphrase or key file.
+    case locked(SessionEndReason)
+    /// Over: the user signs in again.
+    case expired(SessionEndReason)
+}
+
+/// The answer to ``SessionService/extendSession(for:)``.
+public enum ExtensionResult: Sendable, Hashable {
+    /// Extended: the new idle deadline and how many extensions remain.
+    case extended(idleDeadline: Date, remaining: Int)
+    /// Refused, with the reason.
+    case refused(ExtensionRefusal)
+    /// Another extension for this session was in flight; this request was ignored.
+    case ignored
+}
+
+/// Why an extension was refused.
+public enum ExtensionRefusal: String, Sendable, Hashable {
+    /// The policy's extension limit is used up.
+    case limitReached = "limit_reached"
+    /// The idle deadline already sits at the absolute lifetime, which never extends.
+    case absoluteLifetimeReached = "absolute_lifetime_reached"
+    /// The session is locked, expired or signed out.
+    case sessionOver = "session_over"
+    /// The policy has no idle timeout: there is nothing to extend.
+    case noIdleTimeout = "no_idle_timeout"
+    /// The server did not confirm the extension.
+    case serverRefused = "server_refused"
+}
+
+/// Everything a client tool may want to show, as typed values.
+public enum SessionEvent: Sendable, Hashable {
+    /// An account's session changed state (in this process or, seen through the vault, another).
+    case stateChanged(AccountID, SessionStatus)
+    /// The idle deadline is near (the codelab's `onSessionTimeOutNotification`).
+    case idleWarning(AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool)
+    /// The answer to an extension request.
+    case extensionResult(AccountID, ExtensionResult)
+    /// A deadline passed and the session ended (locked or expired per policy).
+    case hardTimeout(AccountID, SessionEndReason)
+    /// New tokens were stored (`generation` is the new token generation).
+    case tokenRefreshed(AccountID, generation: Int64)
+    /// A refresh failed for a reason that may pass; nothing is retried before `retryAt`.
+    case refreshFailed(AccountID, reason: String, retryAt: Date?)
+    /// The server revoked the grant; the account's tokens were wiped.
+    case revoked(AccountID, description: String?)
+    /// The active account changed (in this process or another).
+    case accountSwitched(from: AccountID?, to: AccountID?)
+}

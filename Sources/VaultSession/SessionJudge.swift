@@ -1,0 +1,71 @@
+import Foundation
+import VaultStore
+
+/// Judges a stored session against its policy at a given time. Pure: the same inputs give
+/// the same verdict in any process, which is what lets a tool that lives for a second apply
+/// the same timeouts as a daemon with timers.
+struct SessionJudge {
+    enum Verdict: Equatable {
+        /// Still active; `warning` is set inside the warning window; `nextCheck` is the next
+        /// time the verdict can change (for timers).
+        case active(warning: Warning?, nextCheck: Date?)
+        case lock(SessionEndReason)
+        case expire(SessionEndReason)
+        /// Already locked, expired or signed out: nothing to decide.
+        case over(SessionState, SessionEndReason?)
+    }
+
+    struct Warning: Equatable {
+        var secondsLeft: Int
+        var deadline: Date
+        var canExtend: Bool
+    }
+
+    static func judge(_ session: SessionRecord, policy: SessionPolicy, now: Date) -> Verdict {
+        guard session.state == .active else {
+            return .over(session.state, session.endReason.map(SessionEndReason.init(rawValue:)))
+        }
+        if let absolute = session.absoluteDeadline, now >= absolute {
+            return .expire(.absoluteTimeout)
+        }
+        if let entered = session.backgroundEnteredAt, let limit = policy.backgroundTimeout,
+           now >= entered.addingTimeInterval(limit.timeInterval) {
+            return .lock(.backgroundTimeout)
+        }
+        if let idle = session.idleDeadline, now >= idle {
+            return policy.idleAction == .lock ? .lock(.idleTimeout) : .expire(.idleTimeout)
+        }
+        var checks: [Date] = [session.absoluteDeadline, session.idleDeadline].compactMap { $0 }
+        if let entered = session.backgroundEnteredAt, let limit = policy.backgroundTimeout {
+            checks.append(entered.addingTimeInterval(limit.timeInterval))
+        }
+        var warning: Warning?
+        if let idle = session.idleDeadline {
+            let warnAt = idle.addingTimeInterval(-policy.warningBefore.timeInterval)
+            if now >= warnAt {
+                warning = Warning(
+                    secondsLeft: Int(idle.timeIntervalSince(now).rounded(.up)), deadline: idle,
+                    canExtend: canExtend(session, policy: policy))
+            } else {
+                checks.append(warnAt)
+            }
+        }
+        return .active(warning: warning, nextCheck: checks.min())
+    }
+
+    static func canExtend(_ session: SessionRecord, policy: SessionPolicy) -> Bool {
+        guard session.state == .active, policy.idleTimeout != nil, session.extensionsUsed < policy.maxExtensions else {
+            return false
+        }
+        if let idle = session.idleDeadline, let absolute = session.absoluteDeadline, idle >= absolute { return false }
+        return true
+    }
+
+    /// The idle deadline after activity or an extension at `now`: never past the absolute deadline.
+    static func idleDeadline(after now: Date, session: SessionRecord, policy: SessionPolicy) -> Date? {
+        guard let idle = policy.idleTimeout else { return nil }
+        let deadline = now.addingTimeInterval(idle.timeInterval)
+        if let absolute = session.absoluteDeadline { return min(deadline, absolute) }
+        return deadline
+    }
+}

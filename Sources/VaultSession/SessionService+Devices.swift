@@ -1,0 +1,36 @@
+import Foundation
+import Logging
+import VaultStore
+
+// MARK: - Devices: the server revoked this device
+
+extension SessionService {
+    /// The identity service reported this device revoked for `account`: the session ends as
+    /// expired(device revoked) with its tokens wiped (one transaction, like a revoked grant),
+    /// and this device's registration is marked revoked. Returns the error to throw.
+    func deviceWasRevoked(_ account: AccountID) -> SessionError {
+        do {
+            if let session = try vaultCall({ try vault.currentSession(for: account) }),
+               session.state == .active || session.state == .locked {
+                refreshes[account]?.cancel()
+                try applyExpiry(session, reason: .deviceRevoked, timedOut: false)
+                logger.notice("the identity service revoked this device; tokens wiped", metadata: ["account": "\(account)"])
+            }
+        } catch {
+            logger.error("could not end the session of a revoked device", metadata: ["account": "\(account)", "error": "\(error)"])
+        }
+        // The registration's name is sealed: while the vault is locked it cannot be rewritten,
+        // and the next sync of the devices screen records the revocation instead.
+        if var device = try? vault.devices(for: account).first(where: { $0.deviceID == vault.deviceID }), device.status != .revoked {
+            device.status = .revoked
+            device.statusReason = "revoked by the identity service"
+            device.updatedAt = now()
+            do {
+                try vault.saveDevice(device)
+            } catch {
+                logger.debug("could not mark this device revoked", metadata: ["account": "\(account)", "error": "\(error)"])
+            }
+        }
+        return .expired(account, .deviceRevoked)
+    }
+}

@@ -1,0 +1,214 @@
+import Foundation
+import Logging
+import VaultOAuth
+import VaultStore
+
+// MARK: - Tokens
+
+extension SessionService {
+    /// A token that stays valid for at least ``SessionConfiguration/leeway``, for the given
+    /// account or the active one, refreshing ahead of expiry when needed.
+    ///
+    /// Concurrent callers share one refresh, in this process and across processes using the
+    /// same vault. Throws ``SessionError``: locked, expired, revoked, not signed in,
+    /// temporarily unavailable (transient failures, with no valid token left), or
+    /// ``SessionError/accountChanged(from:to:)`` when asked for the active account and
+    /// another became active meanwhile, so one account's token is never served for another.
+    public func validAccessToken(for account: AccountID? = nil) async throws -> AccessToken {
+        let id = try resolve(account)
+        _ = try await servableSession(id)
+        guard let stored = try vaultCall({ try vault.tokens(for: id) }) else {
+            throw try noTokensError(id)
+        }
+        if isFresh(stored) { return try deliver(stored, askedFor: account, resolved: id) }
+        let refreshed = try await refresh(id, from: stored.generation, force: false)
+        return try deliver(refreshed, askedFor: account, resolved: id)
+    }
+
+    /// Reports that an API answered 401 to `token`. Refreshes once (unless the token was
+    /// already replaced) and returns the new token; throws ``SessionError/revoked(_:description:)``
+    /// when the server refuses the refresh token.
+    public func reportUnauthorized(_ token: AccessToken) async throws -> AccessToken {
+        _ = try await servableSession(token.account)
+        guard let stored = try vaultCall({ try vault.tokens(for: token.account) }) else {
+            throw try noTokensError(token.account)
+        }
+        if stored.generation != token.generation { return AccessToken(stored) }
+        logger.debug("API refused an access token; refreshing once", metadata: ["account": "\(token.account)"])
+        return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
+    }
+
+    private func deliver(_ stored: StoredTokens, askedFor account: AccountID?, resolved id: AccountID) throws -> AccessToken {
+        if account == nil {
+            let active = try activeAccount()
+            guard active == id else { throw SessionError.accountChanged(from: id, to: active) }
+        }
+        return AccessToken(stored)
+    }
+
+    /// Whether the token stays valid for at least the leeway. (A server whose tokens live
+    /// shorter than the leeway makes every call refresh: configure a smaller leeway for it.)
+    func isFresh(_ stored: StoredTokens) -> Bool {
+        guard let expiry = stored.tokens.accessTokenExpiresAt else { return true }
+        return expiry.timeIntervalSince(now()) >= configuration.leeway.timeInterval
+    }
+
+    private func isUnexpired(_ tokens: TokenSet) -> Bool {
+        guard let expiry = tokens.accessTokenExpiresAt else { return true }
+        return expiry > now()
+    }
+
+    func noTokensError(_ id: AccountID) throws -> SessionError {
+        guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { return .notSignedIn(id) }
+        if session.state == .active { return .expired(id, .tokenExpired) }
+        return try endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
+    }
+
+    /// One refresh per account in this process; callers arriving meanwhile share its result.
+    func refresh(_ id: AccountID, from generation: Int64, force: Bool) async throws -> StoredTokens {
+        if let running = refreshes[id] { return try await outcome(of: running, for: id) }
+        let task = Task { try await self.performRefresh(id, seen: generation, force: force) }
+        refreshes[id] = task
+        defer { refreshes[id] = nil }
+        return try await outcome(of: task, for: id)
+    }
+
+    /// The shared refresh's result. A refresh cancelled because the account was signed out or
+    /// its session ended reports that, not a cancellation the caller never asked for.
+    private func outcome(of task: Task<StoredTokens, any Error>, for id: AccountID) async throws -> StoredTokens {
+        do {
+            return try await task.value
+        } catch is CancellationError {
+            guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
+            if session.state != .active {
+                throw try endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// Takes the lease in the vault (or waits for the process that holds it), refreshes,
+    /// and stores the result atomically before anyone sees it.
+    private func performRefresh(_ id: AccountID, seen: Int64, force: Bool) async throws -> StoredTokens {
+        var seen = seen
+        while true {
+            try Task.checkCancellation()
+            let outcome = try vaultCall {
+                try vault.beginRefresh(for: id, holder: holderID, seenGeneration: seen, leaseDuration: configuration.leaseDuration)
+            }
+            switch outcome {
+            case .noTokens:
+                throw try noTokensError(id)
+            case .changed(let tokens):
+                // Someone else refreshed (or signed in again) since we looked.
+                if force || isFresh(tokens) { return tokens }
+                seen = tokens.generation
+            case .busy:
+                try await clock.sleep(for: configuration.leasePollInterval)
+            case .backingOff(let until, let tokens):
+                if isUnexpired(tokens.tokens) && !force { return tokens }
+                let state = try vaultCall { try vault.refreshState(for: id) }
+                throw SessionError.temporarilyUnavailable(id, reason: state.lastFailure ?? "refresh backing off", retryAt: until)
+            case .acquired(let tokens, let interrupted):
+                if let stored = try await refreshHoldingLease(id, from: tokens, interrupted: interrupted) {
+                    return stored
+                }
+                // Discarded: the lease was lost. Look again.
+                guard try vaultCall({ try vault.account(id) }) != nil else { throw SessionError.notSignedIn(id) }
+                seen = try vaultCall { try vault.tokens(for: id) }?.generation ?? seen
+            }
+        }
+    }
+
+    /// Sends the refresh request and records its outcome. Returns nil when the result was
+    /// discarded (account removed or lease lost meanwhile).
+    private func refreshHoldingLease(_ id: AccountID, from stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
+        guard let account = try vaultCall({ try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+        guard let refreshToken = stored.tokens.refreshToken else {
+            if isUnexpired(stored.tokens) {
+                try vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "no refresh token", nextAttemptAt: nil) }
+                return stored
+            }
+            try applyExpiry(try servableOrCurrent(id), reason: .tokenExpired, timedOut: false)
+            throw SessionError.expired(id, .tokenExpired)
+        }
+        let credentials: ClientCredentials
+        do {
+            credentials = try clientCredentials(for: account)
+        } catch {
+            try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "missing client secret", nextAttemptAt: nil) }
+            throw error
+        }
+        let scope = account.client.scopes.isEmpty ? nil : account.client.scopes.joined(separator: " ")
+        let answer: Result<TokenResponse, RefreshError>
+        do {
+            answer = .success(try await oauth.refresh(refreshToken: refreshToken, scope: scope,
+                                                      endpoint: account.client.tokenEndpoint, client: credentials))
+        } catch {
+            answer = .failure(error)
+        }
+        // Signed out while the request was in flight: whatever the server answered, nothing
+        // of it is stored, announced or served (not even the old, still-valid access token).
+        guard try vaultCall({ try vault.currentSession(for: id) }) != nil else {
+            logger.debug("discarded a refresh outcome: the account was signed out meanwhile", metadata: ["account": "\(id)"])
+            throw SessionError.notSignedIn(id)
+        }
+        switch answer {
+        case .success(let response):
+            let tokens = tokenSet(from: response, previous: stored.tokens, account: account.client)
+            guard let saved = try vaultCall({ try vault.completeRefresh(for: id, holder: holderID, tokens: tokens) }) else {
+                logger.warning("discarded a refresh result: the account was removed or another process took over",
+                               metadata: ["account": "\(id)"])
+                return nil
+            }
+            logger.info("refreshed tokens", metadata: ["account": "\(id)", "generation": "\(saved.generation)",
+                                                       "rotated": "\(response.refreshToken != nil)"])
+            hub.emit(.tokenRefreshed(id, generation: saved.generation))
+            return saved
+        case .failure(let error):
+            return try await handle(error, for: id, stored: stored, interrupted: interrupted)
+        }
+    }
+
+    private func servableOrCurrent(_ id: AccountID) throws -> SessionRecord {
+        guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
+        return session
+    }
+
+    private func handle(_ error: RefreshError, for id: AccountID, stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
+        switch error {
+        case .invalidGrant(let description):
+            let detail = interrupted
+                ? "refused after a refresh interrupted by a crash; the server may have rotated the token then"
+                : description
+            // One transaction: tokens wiped, session expired(revoked), verdict and lease recorded.
+            try vaultCall { try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail ?? "invalid_grant") }
+            warned[id] = nil
+            logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
+            hub.emit(.revoked(id, description: detail))
+            hub.emit(.stateChanged(id, .expired(.revoked)))
+            try settle()
+            throw SessionError.revoked(id, description: detail)
+        case .clientMisconfigured(let code, let description):
+            try vaultCall {
+                try vault.failRefresh(for: id, holder: holderID, failure: "client misconfigured: \(code)",
+                                      nextAttemptAt: now().addingTimeInterval(configuration.backoffCap.timeInterval))
+            }
+            throw SessionError.clientMisconfigured(id, code: code, description: description)
+        case .cancelled:
+            try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "cancelled", nextAttemptAt: nil) }
+            throw CancellationError()
+        case .transient, .unrecognizedError, .malformedResponse:
+            var retryAfter: Duration?
+            if case .transient(.rateLimited(let after)) = error { retryAfter = after }
+            let failures = try vaultCall { try vault.refreshState(for: id) }.failures + 1
+            let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
+            let reason = "\(error)"
+            try vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: reason, nextAttemptAt: retryAt) }
+            logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(reason)"])
+            hub.emit(.refreshFailed(id, reason: reason, retryAt: retryAt))
+            if isUnexpired(stored.tokens) { return stored }
+            throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
+        }
+    }
+}

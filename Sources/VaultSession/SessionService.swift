@@ -1,0 +1,246 @@
+import Foundation
+import Logging
+import VaultOAuth
+import VaultStore
+
+/// The layer a client tool calls: "give me a valid access token for the active account,
+/// or tell me exactly why not", with refresh, revocation, timeouts and accounts on top of a
+/// ``Vault``.
+///
+/// ```swift
+/// let vault = try Vault.open(at: VaultLocation.defaultURL(), credential: .passphrase(pass))
+/// let session = SessionService(vault: vault, oauth: OAuthClient(logger: logger))
+/// try await session.start()
+/// Task { for await event in session.events() { print(event) } }
+///
+/// let token = try await session.validAccessToken()
+/// request.setValue(token.authorizationHeader, forHTTPHeaderField: "Authorization")
+/// ```
+///
+/// Every timeout is judged from deadlines stored in the vault, so a tool that lives for a
+/// second applies the same rules as a daemon; a long-running process also gets timer-driven
+/// events (``SessionEvent``). Several processes may use one vault: refreshes are shared
+/// through a lease in the vault, and state changes made by one are seen by the others.
+public actor SessionService {
+    /// The vault the service works on.
+    public nonisolated let vault: Vault
+    let oauth: OAuthClient
+    let clock: any Clock<Duration>
+    let wallClock: WallClock
+    let configuration: SessionConfiguration
+    let logger: Logger
+    let backoff: RefreshBackoff
+    let extensionHandler: (@Sendable (AccountID) async -> Bool)?
+    /// This process's name in refresh leases.
+    let holderID: String
+    nonisolated let hub = EventHub()
+
+    /// In-flight refreshes, one per account, shared by every caller in this process.
+    var refreshes: [AccountID: Task<StoredTokens, any Error>] = [:]
+    var extensionsInFlight: Set<AccountID> = []
+    var lastActivityWrite: [AccountID: Date] = [:]
+    /// The idle deadline a warning was already raised for, per account.
+    var warned: [AccountID: Date] = [:]
+    /// Why this process dropped the vault's keys (nil while unlocked).
+    var lockReason: SessionEndReason?
+    var timer: Task<Void, Never>?
+    var watcher: Task<Void, Never>?
+    var observed = Snapshot()
+
+    /// - Parameters:
+    ///   - clock: drives timers and waits; tests pass a `TestClock`.
+    ///   - wallClock: the time written to and compared with the vault; must advance with `clock`.
+    ///     By default the vault's own (``VaultOptions/clock``).
+    ///   - extensionHandler: asked to confirm each extension with the server, if the identity
+    ///     service has one (the codelab's extension request); nil extends locally.
+    public init(
+        vault: Vault,
+        oauth: OAuthClient,
+        clock: any Clock<Duration> = ContinuousClock(),
+        wallClock: WallClock? = nil,
+        configuration: SessionConfiguration = SessionConfiguration(),
+        logger: Logger = Logger(label: "credentialvault.session"),
+        extensionHandler: (@Sendable (AccountID) async -> Bool)? = nil
+    ) {
+        self.vault = vault
+        self.oauth = oauth
+        self.clock = clock
+        self.wallClock = wallClock ?? vault.wallClock
+        self.configuration = configuration
+        self.logger = logger
+        self.backoff = RefreshBackoff(base: configuration.backoffBase, cap: configuration.backoffCap)
+        self.extensionHandler = extensionHandler
+        self.holderID = "pid\(getpid())-\(UUID().uuidString.lowercased())"
+    }
+
+    /// A stream of everything that happens to sessions from now on. Each call makes a new
+    /// subscriber; the stream ends when the service is stopped.
+    public nonisolated func events() -> AsyncStream<SessionEvent> { hub.subscribe() }
+
+    /// Cold start: judges the stored sessions first (deadlines that passed while no process
+    /// was running take effect now), then starts the timers and the watch for other processes.
+    ///
+    /// The active account is judged fully. Other accounts only expire here (absolute lifetime,
+    /// idle with ``SessionPolicy/IdleAction/expire``): their idle or background lock is applied
+    /// when they are used, as a long-running process does, because a lock drops the vault's
+    /// keys for every account.
+    public func start() async throws {
+        let active = try activeAccount()
+        for account in try snapshot().states.keys {
+            if account == active {
+                _ = try? await servableSession(account)
+            } else {
+                try? expireIfDue(account)
+            }
+        }
+        observed = try snapshot()
+        scheduleTimer()
+        startWatching()
+    }
+
+    /// Stops timers and the watch, and ends every event stream.
+    public func stop() {
+        timer?.cancel()
+        watcher?.cancel()
+        timer = nil
+        watcher = nil
+        hub.finish()
+    }
+
+    // MARK: - Accounts
+
+    /// Stores a completed sign-in (the interactive grant is the tool's job) and makes the
+    /// account active. Signing in again to the same issuer and subject replaces its tokens.
+    @discardableResult
+    public func signIn(_ account: NewAccount, tokens response: TokenResponse, policy: SessionPolicy? = nil) async throws -> Account {
+        try await signIn(account, tokens: tokenSet(from: response, previous: nil, account: account.client), policy: policy)
+    }
+
+    /// Stores a completed sign-in given as a ``TokenSet``.
+    @discardableResult
+    public func signIn(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy? = nil) async throws -> Account {
+        let record = try vaultCall { try vault.signIn(account, tokens: tokens, policy: policy ?? configuration.defaultPolicy) }
+        let id = record.account.id
+        warned[id] = nil
+        logger.info("signed in", metadata: ["account": "\(id)", "replaced": "\(record.replacedExisting)"])
+        if record.previousActive != id { hub.emit(.accountSwitched(from: record.previousActive, to: id)) }
+        hub.emit(.stateChanged(id, .active))
+        try settle()
+        return record.account
+    }
+
+    /// Every account in the vault.
+    public func accounts() throws -> [Account] { try vaultCall { try vault.accounts() } }
+
+    /// The active account (persisted: every process sees the same one).
+    public func activeAccount() throws -> AccountID? { try vaultCall { try vault.activeAccountID() } }
+
+    /// Makes another signed-in account active.
+    public func switchAccount(to id: AccountID) async throws {
+        let previous = try activeAccount()
+        guard previous != id else { return }
+        try vaultCall { try vault.setActiveAccount(id) }
+        logger.info("switched account", metadata: ["from": "\(previous.map(\.rawValue) ?? "none")", "to": "\(id)"])
+        hub.emit(.accountSwitched(from: previous, to: id))
+        try settle()
+    }
+
+    /// Signs the account out (the active one by default): revokes its refresh token at the
+    /// server when it offers revocation (RFC 7009), after removing every record of it and its
+    /// key from the vault. A server that cannot be reached never keeps local data alive.
+    /// When it was the active account, the oldest remaining account becomes active.
+    public func signOut(_ account: AccountID? = nil) async throws {
+        guard let id = try account ?? activeAccount() else { throw SessionError.noActiveAccount }
+        guard try vaultCall({ try vault.accountIDs() }).contains(id) else { throw SessionError.notSignedIn(id) }
+        let wasActive = try activeAccount() == id
+        // What the revocation needs, read before the account's records and key are gone.
+        // A locked vault cannot open the refresh token: the account is still removed.
+        var revocation: (token: String, endpoint: URL, client: ClientCredentials)?
+        if let stored = try? vault.account(id), let endpoint = stored.client.revocationEndpoint,
+           let refreshToken = try? vault.tokens(for: id)?.tokens.refreshToken,
+           let client = try? clientCredentials(for: stored) {
+            revocation = (refreshToken, endpoint, client)
+        } else if vault.isLocked {
+            logger.warning("the vault is locked: removing the account without revoking its refresh token at the server",
+                           metadata: ["account": "\(id)"])
+        }
+        // Local data goes first, before any round trip: a refresh still in flight then finds
+        // nothing to store or serve, and nothing the server says (or fails to say) keeps it.
+        refreshes[id]?.cancel()
+        try vaultCall { try vault.removeAccount(id) }
+        warned[id] = nil
+        lastActivityWrite[id] = nil
+        logger.info("signed out", metadata: ["account": "\(id)"])
+        hub.emit(.stateChanged(id, .signedOut))
+        if wasActive {
+            // Like removing the active user in the reference apps: the first remaining account
+            // (oldest sign-in) becomes active, if there is one.
+            if let next = try vaultCall({ try vault.accountIDs() }).first {
+                try vaultCall { try vault.setActiveAccount(next) }
+            }
+            hub.emit(.accountSwitched(from: id, to: try activeAccount()))
+        }
+        try settle()
+        if let revocation {
+            do {
+                try await oauth.revoke(token: revocation.token, hint: .refreshToken, endpoint: revocation.endpoint,
+                                       client: revocation.client)
+            } catch {
+                logger.warning("could not revoke the refresh token at the server; local data is already removed",
+                               metadata: ["account": "\(id)", "error": "\(error)"])
+            }
+        }
+    }
+
+    /// Where the account's session stands now (the active account by default), judged at this moment.
+    public func status(of account: AccountID? = nil) async throws -> SessionStatus {
+        guard let id = try account ?? activeAccount() else { return .signedOut }
+        do {
+            _ = try await servableSession(id)
+            return .active
+        } catch let error as SessionError {
+            switch error {
+            case .locked(_, let reason): return .locked(reason)
+            case .expired(_, let reason): return .expired(reason)
+            case .revoked: return .expired(.revoked)
+            case .notSignedIn, .noActiveAccount: return .signedOut
+            default: throw error
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    func now() -> Date { wallClock.now() }
+
+    /// Runs a vault call, turning its errors into ``SessionError``.
+    func vaultCall<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as VaultError {
+            throw SessionError(error)
+        }
+    }
+
+    func clientCredentials(for account: Account) throws -> ClientCredentials {
+        switch account.client.authentication {
+        case .none:
+            return ClientCredentials(clientID: account.client.clientID)
+        case .clientSecretBasic:
+            guard let secret = try vaultCall({ try vault.clientSecret(for: account.id) }) else {
+                throw SessionError.clientMisconfigured(account.id, code: "missing_client_secret", description: "no client secret is stored")
+            }
+            return ClientCredentials(clientID: account.client.clientID, authentication: .clientSecretBasic(ClientSecret(secret)))
+        }
+    }
+
+    func tokenSet(from response: TokenResponse, previous: TokenSet?, account client: OAuthClientSettings) -> TokenSet {
+        TokenSet(
+            accessToken: response.accessToken,
+            refreshToken: response.refreshToken ?? previous?.refreshToken,
+            idToken: response.idToken ?? previous?.idToken,
+            tokenType: response.tokenType,
+            accessTokenExpiresAt: response.expiresIn.map { now().addingTimeInterval(TimeInterval($0)) },
+            scopes: response.scope.map { $0.split(separator: " ").map(String.init) } ?? previous?.scopes ?? client.scopes)
+    }
+}

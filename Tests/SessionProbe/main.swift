@@ -1,0 +1,90 @@
+// A child process for multi-process session tests. Opens a vault with a key file and,
+// after reading a line on standard input (so every child starts at once), runs the
+// requested operation and prints one line per result. Prints digests, never token values.
+//
+//     SessionProbe VAULT KEYFILE tokens N [--now MS]   N concurrent validAccessToken() calls
+//     SessionProbe VAULT KEYFILE switch ID [--now MS]  make ID the active account
+//
+// `--now MS` fixes the wall clock (milliseconds since 1970) so the child judges deadlines
+// at the same instant as the test that started it; without it the system clock is used.
+// Results: `token <sha256 hex>`, `switched`, or `error <kind>`, the kind a stable name
+// (`revoked`, `locked idle_timeout`, `expired absolute_timeout`, …), never a token.
+import Foundation
+import Logging
+import VaultCrypto
+import VaultOAuth
+import VaultSession
+import VaultStore
+
+func emit(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
+}
+
+/// A stable, secret-free name for an error, for the parent test to compare.
+func kind(of error: any Error) -> String {
+    guard let error = error as? SessionError else { return "other \(type(of: error))" }
+    switch error {
+    case .noActiveAccount: return "noActiveAccount"
+    case .notSignedIn: return "notSignedIn"
+    case .locked(_, let reason): return "locked \(reason)"
+    case .expired(_, let reason): return "expired \(reason)"
+    case .revoked: return "revoked"
+    case .clientMisconfigured(_, let code, _): return "clientMisconfigured \(code)"
+    case .temporarilyUnavailable: return "temporarilyUnavailable"
+    case .accountChanged: return "accountChanged"
+    case .vault(let code, _): return "vault \(code)"
+    }
+}
+
+var arguments = Array(CommandLine.arguments.dropFirst())
+var wallClock = WallClock.system
+if let flag = arguments.firstIndex(of: "--now"), flag + 1 < arguments.count, let ms = Int64(arguments[flag + 1]) {
+    let fixed = Date(timeIntervalSince1970: TimeInterval(ms) / 1000)
+    wallClock = WallClock { fixed }
+    arguments.removeSubrange(flag...(flag + 1))
+}
+guard arguments.count == 4 else {
+    FileHandle.standardError.write(Data("usage: SessionProbe VAULT KEYFILE (tokens N | switch ID) [--now MS]\n".utf8))
+    exit(2)
+}
+let vaultURL = URL(fileURLWithPath: arguments[0])
+let keyFile = URL(fileURLWithPath: arguments[1])
+let operation = arguments[2]
+let argument = arguments[3]
+
+do {
+    let vault = try Vault.open(at: vaultURL, credential: .keyFile(keyFile), options: VaultOptions(clock: wallClock))
+    let service = SessionService(vault: vault, oauth: OAuthClient(logger: Logger(label: "probe")), wallClock: wallClock)
+    emit("ready")
+    _ = readLine()
+    switch operation {
+    case "tokens":
+        let count = Int(argument) ?? 1
+        let results = await withTaskGroup(of: String.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    do {
+                        let token = try await service.validAccessToken()
+                        return "token \(Digest.hex(Digest.sha256(Array(token.value.utf8))))"
+                    } catch {
+                        return "error \(kind(of: error))"
+                    }
+                }
+            }
+            var lines: [String] = []
+            for await line in group { lines.append(line) }
+            return lines
+        }
+        results.forEach(emit)
+    case "switch":
+        try await service.switchAccount(to: AccountID(rawValue: argument))
+        emit("switched")
+    default:
+        emit("error unknown operation \(operation)")
+    }
+    await service.stop()
+    vault.close()
+} catch {
+    emit("error \(kind(of: error))")
+    exit(1)
+}

@@ -1,0 +1,35 @@
+import DevGateway
+import Foundation
+import Testing
+import VaultSession
+import VaultStore
+
+/// Several processes on one vault file share one refresh through the lease in the vault.
+@Suite("Refresh shared across processes", .timeLimit(.minutes(1)))
+struct MultiProcessRefreshTests {
+    @Test("4 processes × 50 callers: one request reaches the server and every caller gets the token the vault holds")
+    func fourProcessesShareOneRefresh() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            let first = try h.firstTokens(of: "alice")
+            let probes = try (0..<4).map { _ in try h.probe("tokens", "50") }
+            for probe in probes {
+                let ready = await probe.waitUntilReady()
+                try #require(ready, "a probe did not start: \(probe.output.value)")
+            }
+            probes.forEach { $0.go() }
+            var lines: [String] = []
+            for probe in probes {
+                let results = try await probe.results()
+                #expect(results.count == 50)
+                lines += results
+            }
+
+            await h.expectTokenRequests(1)
+            let stored = try #require(try h.storedAccessToken(alice))
+            #expect(stored != first.accessToken)
+            #expect(Set(lines) == ["token \(digest(stored))"], "every caller in every process gets the token the vault holds")
+            #expect(await h.gateway.reuseDetections() == 0)
+        }
+    }
+}

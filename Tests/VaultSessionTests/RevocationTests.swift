@@ -1,0 +1,74 @@
+import DevGateway
+import Foundation
+import Testing
+import VaultSession
+import VaultStore
+
+/// `invalid_grant` on refresh ends the session everywhere: this process, other instances
+/// on the same file, and other processes, without anyone asking the server again.
+@Suite("Revocation", .timeLimit(.minutes(1)))
+struct RevocationTests {
+    @Test("invalid_grant: revoked and expired(revoked) events, SessionError.revoked, tokens wiped")
+    func revokedGrantEndsTheSession() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            #expect(await h.gateway.revokeGrants(subject: "alice") == 1)
+
+            let mark = h.events.mark
+            let error = await sessionError { try await h.service.validAccessToken() }
+            guard case .revoked(alice, _) = error else {
+                Issue.record("expected revoked(\(alice)), got \(String(describing: error))")
+                return
+            }
+            await h.expectTokenRequests(1)
+            #expect(await h.events.next(after: mark) { $0.isRevoked } != nil)
+            #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .expired(.revoked)) } != nil)
+            #expect(try h.vault.tokens(for: alice) == nil)
+            #expect(try h.vault.tokenMetadata(for: alice) == nil, "no token row is left, sealed or not")
+            #expect(try await h.service.status(of: alice) == .expired(.revoked))
+
+            // Asking again: the same answer, no request.
+            guard case .revoked(alice, _) = await sessionError({ try await h.service.validAccessToken() }) else {
+                Issue.record("a second call after revocation was not refused as revoked")
+                return
+            }
+            await h.expectTokenRequests(1)
+            h.expectNoTokenInLogs()
+        }
+    }
+
+    @Test("another instance on the same file sees the revocation without sending a request")
+    func anotherInstanceSeesTheRevocation() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            _ = await h.gateway.revokeGrants(subject: "alice")
+            _ = await sessionError { try await h.service.validAccessToken() }
+            await h.expectTokenRequests(1)
+
+            let other = h.makeService(on: try h.openAnotherVault())
+            let error = await sessionError { try await other.validAccessToken() }
+            guard case .revoked(alice, _) = error else {
+                Issue.record("expected revoked(\(alice)) in the other instance, got \(String(describing: error))")
+                return
+            }
+            #expect(try await other.status() == .expired(.revoked))
+            await h.expectTokenRequests(1)
+            h.expectNoTokenInLogs()
+        }
+    }
+
+    @Test("another process sees the revocation without sending a request")
+    func anotherProcessSeesTheRevocation() async throws {
+        try await SessionHarness.run { h in
+            try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            _ = await h.gateway.revokeGrants(subject: "alice")
+            _ = await sessionError { try await h.service.validAccessToken() }
+
+            let probe = try h.probe("tokens", "3")
+            try #require(await probe.waitUntilReady())
+            probe.go()
+            #expect(try await probe.results() == Array(repeating: "error revoked", count: 3))
+            await h.expectTokenRequests(1)
+        }
+    }
+}
