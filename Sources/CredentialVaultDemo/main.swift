@@ -34,7 +34,7 @@ func runDemo() async throws {
     let vault = try Vault.create(at: vaultURL, credential: .passphrase(passphrase), options: VaultOptions(logger: quiet))
     narrator.say("created \(vaultURL.path) (mode 0600, passphrase \"\(passphrase)\", Argon2id)")
 
-    // Short timeouts so the story fits in a minute; real tools keep the defaults (15 min idle…).
+    // Short timeouts for alice so the story fits in a minute; real tools keep the defaults (15 min idle…).
     let policy = SessionPolicy(idleTimeout: .seconds(6), warningBefore: .seconds(4), maxExtensions: 1,
                                absoluteLifetime: .seconds(120), backgroundTimeout: .seconds(2), idleAction: .lock)
     var configuration = SessionConfiguration()
@@ -42,7 +42,6 @@ func runDemo() async throws {
     configuration.leeway = .seconds(2)  // alice's demo tokens live 4 s; real tokens live an hour
     let session = SessionService(vault: vault, oauth: OAuthClient(logger: quiet), configuration: configuration, logger: quiet)
     try await session.start()
-    let events = session.events()
 
     narrator.chapter("Two accounts sign in")
     var accounts: [String: AccountID] = [:]
@@ -58,7 +57,7 @@ func runDemo() async throws {
                        email: "\(subject)@demo.test",
                        client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
                                                    clientID: "vault-demo", scopes: ["openid", "profile"])),
-            tokens: response, policy: policy)
+            tokens: response, policy: subject == "alice" ? policy : SessionPolicy())
         accounts[subject] = account.id
         narrator.say("\(subject) signed in as account \(account.id); access token \(Narrator.fingerprint(issued.accessToken)) expires in \(issued.expiresIn) s")
     }
@@ -84,6 +83,7 @@ func runDemo() async throws {
     narrator.say("50 concurrent callers got generation(s) \(try await concurrent.sorted()); server saw \(await gateway.tokenRequestCount()) refresh request(s) in all")
 
     narrator.chapter("Idle warning, a live countdown, and an extension")
+    let events = session.events()  // from now on
     try await session.recordActivity()
     narrator.say("no activity for \(policy.idleTimeout.map { "\($0.components.seconds)" } ?? "-") s locks the session; a warning comes \(policy.warningBefore.components.seconds) s before")
     var extended = false
@@ -142,6 +142,10 @@ func runDemo() async throws {
     narrator.say("status: \(try await session.status())")
     try await session.unlock(with: .passphrase(passphrase))
     narrator.say("unlocked again: \(try await session.status())")
+
+    // The rest of the story is not about timeouts: alice goes back to the default 15-minute idle timeout.
+    try vault.setSessionPolicy(SessionPolicy(), for: alice)
+    try await session.recordActivity()
 
     try await DeviceChapter.run(gateway: gateway, vault: vault, session: session, accounts: accounts, policy: policy,
                                 directory: demoDirectory, narrator: narrator, logger: quiet)
