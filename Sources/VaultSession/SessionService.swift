@@ -167,7 +167,7 @@ public actor SessionService {
         // Local data goes first, before any round trip: a refresh still in flight then finds
         // nothing to store or serve, and nothing the server says (or fails to say) keeps it.
         refreshes[id]?.cancel()
-        try vaultCall { try vault.removeAccount(id) }
+        _ = try vaultCall { try vault.removeAccount(id) }
         warned[id] = nil
         lastActivityWrite[id] = nil
         logger.info("signed out", metadata: ["account": "\(id)"])

@@ -164,7 +164,7 @@ struct AccountsAndTokenTests {
         let queue = try DatabaseQueue(path: fixture.cli.vault.path)
         let past = Int64((Date().timeIntervalSince1970 - 5) * 1000)
         try await queue.write { try $0.execute(sql: "UPDATE sessions SET idle_deadline = ? WHERE state = 'active'", arguments: [past]) }
-        try await queue.close()
+        try queue.close()
         let locked = try await fixture.run(["token"])
         #expect(locked.status == Exit.sessionLocked, "\(locked)")
         #expect(locked.stderr.contains("locked"))
