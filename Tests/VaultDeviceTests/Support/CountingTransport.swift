@@ -1,3 +1,4 @@
+import VaultTestSupport
 import Foundation
 import Synchronization
 import VaultOAuth

@@ -1,3 +1,4 @@
+import VaultTestSupport
 import Foundation
 @testable import VaultSession
 import VaultStore

@@ -1,3 +1,4 @@
+import VaultTestSupport
 import Clocks
 import Foundation
 import VaultStore

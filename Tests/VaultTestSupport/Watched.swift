@@ -10,7 +10,7 @@ import Synchronization
 /// lines.update { $0.append("ready") }                         // from a reader thread
 /// let ready = await lines.wait { $0.contains("ready") }        // in the test
 /// ```
-final class Watched<Value: Sendable>: Sendable {
+public final class Watched<Value: Sendable>: Sendable {
     private struct Waiter {
         let condition: @Sendable (Value) -> Bool
         let continuation: CheckedContinuation<Bool, Never>
@@ -24,13 +24,13 @@ final class Watched<Value: Sendable>: Sendable {
 
     private let box: Mutex<Box>
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         box = Mutex(Box(value: value))
     }
 
-    var value: Value { box.withLock { $0.value } }
+    public var value: Value { box.withLock { $0.value } }
 
-    func update(_ change: (inout Value) -> Void) {
+    public func update(_ change: (inout Value) -> Void) {
         let ready = box.withLock { box -> [Waiter] in
             change(&box.value)
             let satisfied = box.waiters.filter { $0.value.condition(box.value) }.map(\.key)
@@ -41,7 +41,7 @@ final class Watched<Value: Sendable>: Sendable {
 
     /// Waits until `condition` holds; false when it still does not after `timeout`.
     @discardableResult
-    func wait(upTo timeout: Duration = .seconds(10), until condition: @escaping @Sendable (Value) -> Bool) async -> Bool {
+    public func wait(upTo timeout: Duration = .seconds(10), until condition: @escaping @Sendable (Value) -> Bool) async -> Bool {
         let id = UUID()
         let bound = Task { [weak self] in
             try? await Task.sleep(for: timeout)
