@@ -97,14 +97,7 @@ extension OAuthClient {
 extension RefreshError {
     /// Classifies an error thrown by a transport.
     init(transportFailure error: any Error) {
-        if let error = error as? TransportError {
-            self = TransientFailure(error).map { .transient($0) } ?? .cancelled
-        } else if error is CancellationError {
-            self = .cancelled
-        } else {
-            // A custom transport's error may describe the request: keep only its type.
-            self = .transient(.network(message: "transport failed with \(type(of: error))"))
-        }
+        self = TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
     }
 
     /// A short, secret-free name for log metadata.
@@ -112,10 +105,7 @@ extension RefreshError {
         switch self {
         case .invalidGrant: "invalid_grant"
         case .clientMisconfigured(let code, _): "client_misconfigured.\(code)"
-        case .transient(.network): "transient.network"
-        case .transient(.timeout): "transient.timeout"
-        case .transient(.rateLimited): "transient.rate_limited"
-        case .transient(.server): "transient.server"
+        case .transient(let failure): failure.outcomeName
         case .unrecognizedError: "unrecognized_error"
         case .malformedResponse: "malformed_response"
         case .cancelled: "cancelled"

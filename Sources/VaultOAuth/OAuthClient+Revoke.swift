@@ -85,13 +85,7 @@ extension OAuthClient {
 extension RevocationError {
     /// Classifies an error thrown by a transport.
     init(transportFailure error: any Error) {
-        if let error = error as? TransportError {
-            self = TransientFailure(error).map { .transient($0) } ?? .cancelled
-        } else if error is CancellationError {
-            self = .cancelled
-        } else {
-            self = .transient(.network(message: "transport failed with \(type(of: error))"))
-        }
+        self = TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
     }
 
     /// A short, secret-free name for log metadata.
@@ -99,10 +93,7 @@ extension RevocationError {
         switch self {
         case .unsupportedTokenType: "unsupported_token_type"
         case .clientMisconfigured(let code, _): "client_misconfigured.\(code)"
-        case .transient(.network): "transient.network"
-        case .transient(.timeout): "transient.timeout"
-        case .transient(.rateLimited): "transient.rate_limited"
-        case .transient(.server): "transient.server"
+        case .transient(let failure): failure.outcomeName
         case .malformedResponse: "malformed_response"
         case .cancelled: "cancelled"
         }

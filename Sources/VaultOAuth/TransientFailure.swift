@@ -40,6 +40,28 @@ extension TransientFailure {
         }
     }
 
+    /// Classifies any error a transport threw; nil for cancellation. A custom transport's own
+    /// error may describe the request, so only its type is kept.
+    init?(transportFailure error: any Error) {
+        if let error = error as? TransportError {
+            self.init(error)
+        } else if error is CancellationError {
+            return nil
+        } else {
+            self = .network(message: "transport failed with \(type(of: error))")
+        }
+    }
+
+    /// A short, secret-free name for log metadata.
+    var outcomeName: String {
+        switch self {
+        case .network: "transient.network"
+        case .timeout: "transient.timeout"
+        case .rateLimited: "transient.rate_limited"
+        case .server: "transient.server"
+        }
+    }
+
     /// Reads `Retry-After` as delay-seconds (RFC 9110 §10.2.3); an HTTP-date gives nil.
     static func retryAfter(in headers: HTTPHeaderFields) -> Duration? {
         guard let raw = headers["Retry-After"] else { return nil }
