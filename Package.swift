@@ -129,6 +129,17 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
+        // Crashes, concurrency, tampering and bad input (issue 7): small counts in `make test`,
+        // large ones in `make stress` (STRESS_SCALE).
+        .testTarget(
+            name: "VaultReliabilityTests",
+            dependencies: [
+                "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                "SessionProbe", "vault",
+                .product(name: "Clocks", package: "swift-clocks"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .testTarget(
             name: "VaultOAuthTests",
             dependencies: ["VaultOAuth", "DevGateway"]
