@@ -153,7 +153,8 @@ public actor DevGateway {
         let server = try LoopbackServer.make(logger: logger)
         let run = Task { try await server.run() }
         do {
-            try await server.waitUntilListening()
+            // A bound, not a wait: on a loaded 2-core machine the default 5 s was seen to run out.
+            try await server.waitUntilListening(timeout: 60)
         } catch {
             run.cancel()
             throw DevGatewayError(message: "the gateway did not start listening on 127.0.0.1: \(error)")

@@ -1,4 +1,5 @@
 internal import CSodium
+import Synchronization
 
 /// The key that wraps the vault key, derived from a passphrase (Argon2id) or a key file.
 ///
@@ -23,6 +24,14 @@ public struct KeyEncryptionKey: Sendable {
 
     let wrapping: SymmetricKey
     private let checkKey: SecureBytes
+
+    /// Counts the Argon2id derivations made by the current task, when a test binds one:
+    /// the proof that refusing a wrong passphrase costs exactly one derivation.
+    final class DerivationCounter: Sendable {
+        let count = Atomic<Int>(0)
+    }
+
+    @TaskLocal static var derivationCounter: DerivationCounter?
 
     private init(secret: SecureBytes) throws {
         wrapping = try SymmetricKey(id: SymmetricKey.kekID, bytes: Self.subkey(1, of: secret))
@@ -55,6 +64,7 @@ public struct KeyEncryptionKey: Sendable {
         else {
             throw CryptoError(.weakParameters, "key derivation cost \(cost) is outside libsodium's range")
         }
+        derivationCounter?.count.add(1, ordering: .relaxed)
         let secret = try SecureBytes(count: keyLength) { output in
             guard let out = output.baseAddress else { return }
             let status = try passphrase.withUnsafeBytes { password in

@@ -84,7 +84,7 @@ extension Vault {
             guard let row = try Row.fetchOne(db, sql: "SELECT client_secret FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
                 throw self.accountNotFound(id)
             }
-            return try self.open(row["client_secret"], table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
+            return try self.open(row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path), table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
         }
     }
 
@@ -170,7 +170,8 @@ extension Vault {
                                          arguments: [account.rawValue]) else {
             throw accountNotFound(account)
         }
-        let keyID = (row["pending_data_key_id"] as Int64?) ?? (row["data_key_id"] as Int64)
+        let keyID = try row.storedIfPresent("pending_data_key_id", table: "accounts", row: account.rawValue, path: path, as: Int64.self)
+            ?? row.stored("data_key_id", table: "accounts", row: account.rawValue, path: path)
         do {
             return try dataKey(id: UInt32(truncatingIfNeeded: keyID), account: account, db)
         } catch let error as CryptoError {
@@ -191,10 +192,12 @@ extension Vault {
             arguments: [account.rawValue]) else {
             throw accountNotFound(account)
         }
+        let key = account.rawValue
         let wrapped: Data
-        if (row["data_key_id"] as Int64) == Int64(keyID) {
-            wrapped = row["wrapped_data_key"]
-        } else if (row["pending_data_key_id"] as Int64?) == Int64(keyID), let pending = row["pending_wrapped_data_key"] as Data? {
+        if try row.stored("data_key_id", table: "accounts", row: key, path: path, as: Int64.self) == Int64(keyID) {
+            wrapped = try row.stored("wrapped_data_key", table: "accounts", row: key, path: path)
+        } else if try row.storedIfPresent("pending_data_key_id", table: "accounts", row: key, path: path, as: Int64.self) == Int64(keyID),
+                  let pending = try row.storedIfPresent("pending_wrapped_data_key", table: "accounts", row: key, path: path, as: Data.self) {
             wrapped = pending
         } else {
             throw CryptoError(.keyMismatch, "the value names key \(keyID), which account \(account) does not have")
@@ -250,22 +253,31 @@ extension Vault {
     }
 
     func account(from row: Row, _ db: Database) throws -> Account {
-        let id = AccountID(rawValue: row["account_id"])
-        guard let tokenEndpoint = URL(string: row["token_endpoint"]) else {
+        let key = row.storedKey("account_id")
+        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+            try row.stored(column, table: "accounts", row: key, path: path)
+        }
+        func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+            try row.storedIfPresent(column, table: "accounts", row: key, path: path)
+        }
+        let id = AccountID(rawValue: try value("account_id"))
+        guard let tokenEndpoint = URL(string: try value("token_endpoint")) else {
             throw VaultError(.damaged, "account \(id) has an unreadable token endpoint", path: path)
         }
-        let scopes: String = row["scopes"]
+        let scopes: String = try value("scopes")
+        let clientAuth: String = try value("client_auth")
+        let revocationEndpoint: String? = try optional("revocation_endpoint")
         return Account(
-            id: id, issuer: row["issuer"], subject: row["subject"],
-            label: try open(row["label"], table: "accounts", column: "label", account: id, row: id.rawValue, db),
-            email: try open(row["email"], table: "accounts", column: "email", account: id, row: id.rawValue, db),
+            id: id, issuer: try value("issuer"), subject: try value("subject"),
+            label: try open(optional("label"), table: "accounts", column: "label", account: id, row: id.rawValue, db),
+            email: try open(optional("email"), table: "accounts", column: "email", account: id, row: id.rawValue, db),
             client: OAuthClientSettings(
                 tokenEndpoint: tokenEndpoint,
-                revocationEndpoint: (row["revocation_endpoint"] as String?).flatMap(URL.init(string:)),
-                clientID: row["client_id"],
-                authentication: ClientAuthentication(rawValue: row["client_auth"]) ?? .none,
+                revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
+                clientID: try value("client_id"),
+                authentication: ClientAuthentication(rawValue: clientAuth) ?? .none,
                 scopes: scopes.split(separator: " ").map(String.init)),
-            hasClientSecret: (row["client_secret"] as Data?) != nil,
-            createdAt: Date(millisecondsSince1970: row["created_at"]))
+            hasClientSecret: !(row["client_secret"] as DatabaseValue).isNull,
+            createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path))
     }
 }

@@ -78,9 +78,21 @@ extension Vault {
             }
             for sealed in tables {
                 for row in try Row.fetchAll(db, sql: "SELECT * FROM \(sealed.table) ORDER BY rowid") {
-                    let account = AccountID(rawValue: row["account_id"])
-                    let key: String = row[sealed.rowColumn]
-                    let version = sealed.versionColumn.map { "\(row[$0] as Int64)" } ?? ""
+                    let account = AccountID(rawValue: row.storedKey("account_id"))
+                    let key = row.storedKey(sealed.rowColumn)
+                    // A version (token generation) edited to something that is not a number names
+                    // no sealed value: every value of the row is reported, with that reason.
+                    let version: String
+                    do {
+                        version = try sealed.versionColumn.map { "\(try row.stored($0, table: sealed.table, row: key, path: nil, as: Int64.self))" } ?? ""
+                    } catch {
+                        for column in sealed.columns where !(row[column] as DatabaseValue).isNull {
+                            checker.damaged.append(DamagedValue(table: sealed.table, row: key, column: column,
+                                                                reason: "its \(sealed.versionColumn ?? "version") is not a number"))
+                        }
+                        step()
+                        continue
+                    }
                     for column in sealed.columns {
                         checker.check(row, table: sealed.table, column: column, account: account, key: key, version: version)
                     }
@@ -141,10 +153,10 @@ private struct SealedValueChecker {
     }
 
     mutating func unwrapDataKeys(_ row: Row) {
-        let account = AccountID(rawValue: row["account_id"])
+        let account = AccountID(rawValue: row.storedKey("account_id"))
         dataKeys[account] = [:]
         for (idColumn, column) in [("data_key_id", "wrapped_data_key"), ("pending_data_key_id", "pending_wrapped_data_key")] {
-            guard let id = row[idColumn] as Int64?, let wrapped = row[column] as Data? else { continue }
+            guard let id = Int64.fromDatabaseValue(row[idColumn]), let wrapped = Data.fromDatabaseValue(row[column]) else { continue }
             let keyID = UInt32(truncatingIfNeeded: id)
             let bytes = [UInt8](wrapped)
             let context = SealContext(vaultID: vaultID, table: "accounts", column: "wrapped_data_key",
@@ -161,7 +173,12 @@ private struct SealedValueChecker {
     }
 
     mutating func check(_ row: Row, table: String, column: String, account: AccountID, key: String, version: String = "") {
-        guard let blob = row[column] as Data? else { return }
+        let stored: DatabaseValue = row[column]
+        if stored.isNull { return }
+        guard let blob = Data.fromDatabaseValue(stored) else {
+            damaged.append(DamagedValue(table: table, row: key, column: column, reason: "is not a sealed value (wrong type)"))
+            return
+        }
         let bytes = [UInt8](blob)
         let keyID: UInt32
         do {

@@ -46,7 +46,7 @@ extension Vault {
                 let pending = try migrator.pending(db, path: path)
                 let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
                 let version = max(userVersion, try migrator.applied(db).last?.version ?? 0)
-                return (pending, try UnlockRecord.fetch(db), version)
+                return (pending, try UnlockRecord.fetch(db, path: url.path), version)
             }
             guard let meta else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)

@@ -83,7 +83,10 @@ extension Vault {
         return try read("listing notifications") { db in
             let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
             let page = rows.prefix(query.limit)
-            let next = rows.count > query.limit ? page.last.map { NotificationCursor(createdAt: $0["created_at"], seq: $0["seq"]) } : nil
+            let next = rows.count > query.limit ? try page.last.map { last in
+                NotificationCursor(createdAt: try last.stored("created_at", table: "notifications", row: last.storedKey("uuid"), path: self.path),
+                                   seq: try last.stored("seq", table: "notifications", row: last.storedKey("uuid"), path: self.path))
+            } : nil
             return NotificationPage(items: try page.map { try self.notification(from: $0, db) }, next: next)
         }
     }
@@ -145,10 +148,17 @@ extension Vault {
     }
 
     private func notification(from row: Row, _ db: Database) throws -> NotificationRecord {
-        let account = AccountID(rawValue: row["account_id"])
-        let uuid: String = row["uuid"]
+        let key = row.storedKey("uuid")
+        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+            try row.stored(column, table: "notifications", row: key, path: path)
+        }
+        func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+            try row.storedIfPresent(column, table: "notifications", row: key, path: path)
+        }
+        let account = AccountID(rawValue: try value("account_id"))
+        let uuid: String = try value("uuid")
         let open = { (column: String) throws -> String? in
-            try self.open(row[column], table: "notifications", column: column, account: account, row: uuid, db)
+            try self.open(optional(column), table: "notifications", column: column, account: account, row: uuid, db)
         }
         guard let subject = try open("subject"), let message = try open("message"), let actionsJSON = try open("actions") else {
             throw VaultError(.damaged, "notification \(uuid) is missing a sealed field", path: path)
@@ -159,13 +169,14 @@ extension Vault {
         } catch {
             throw VaultError(.damaged, "notification \(uuid) has unreadable actions", path: path)
         }
+        let status: String = try value("status")
         return NotificationRecord(
             uuid: uuid, account: account, subject: subject, message: message, actions: actions,
-            createdAt: Date(millisecondsSince1970: row["created_at"]),
-            expiresAt: (row["expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
-            status: NotificationStatus(rawValue: row["status"]) ?? .dismissed,
+            createdAt: try row.storedDate("created_at", table: "notifications", row: key, path: path),
+            expiresAt: try row.storedDateIfPresent("expires_at", table: "notifications", row: key, path: path),
+            status: NotificationStatus(rawValue: status) ?? .dismissed,
             actionTaken: try open("action_taken"),
-            answeredAt: (row["answered_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
-            answeredByDevice: row["answered_by_device"])
+            answeredAt: try row.storedDateIfPresent("answered_at", table: "notifications", row: key, path: path),
+            answeredByDevice: try optional("answered_by_device"))
     }
 }

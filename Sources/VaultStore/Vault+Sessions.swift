@@ -27,7 +27,7 @@ extension Vault {
     public func currentSession(for account: AccountID) throws -> SessionRecord? {
         try read("reading a session") { db in
             try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1",
-                             arguments: [account.rawValue]).map(Self.session(from:))
+                             arguments: [account.rawValue]).map { try Self.session(from: $0, path: self.path) }
         }
     }
 
@@ -36,9 +36,9 @@ extension Vault {
         try read("listing sessions") { db in
             if let account {
                 return try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC",
-                                        arguments: [account.rawValue]).map(Self.session(from:))
+                                        arguments: [account.rawValue]).map { try Self.session(from: $0, path: self.path) }
             }
-            return try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map(Self.session(from:))
+            return try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try Self.session(from: $0, path: self.path) }
         }
     }
 
@@ -63,16 +63,24 @@ extension Vault {
         }
     }
 
-    static func session(from row: Row) -> SessionRecord {
-        SessionRecord(
-            id: row["session_id"], account: AccountID(rawValue: row["account_id"]),
-            state: SessionState(rawValue: row["state"]) ?? .expired, endReason: row["end_reason"],
-            startedAt: Date(millisecondsSince1970: row["started_at"]),
-            lastActivityAt: Date(millisecondsSince1970: row["last_activity_at"]),
-            idleDeadline: (row["idle_deadline"] as Int64?).map(Date.init(millisecondsSince1970:)),
-            absoluteDeadline: (row["absolute_deadline"] as Int64?).map(Date.init(millisecondsSince1970:)),
-            extensionsUsed: row["extensions_used"],
-            backgroundEnteredAt: (row["background_entered_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
-            endedAt: (row["ended_at"] as Int64?).map(Date.init(millisecondsSince1970:)))
+    static func session(from row: Row, path: String?) throws -> SessionRecord {
+        let key = row.storedKey("session_id")
+        func date(_ column: String) throws -> Date { try row.storedDate(column, table: "sessions", row: key, path: path) }
+        func optionalDate(_ column: String) throws -> Date? {
+            try row.storedDateIfPresent(column, table: "sessions", row: key, path: path)
+        }
+        let state: String = try row.stored("state", table: "sessions", row: key, path: path)
+        return SessionRecord(
+            id: try row.stored("session_id", table: "sessions", row: key, path: path),
+            account: AccountID(rawValue: try row.stored("account_id", table: "sessions", row: key, path: path)),
+            state: SessionState(rawValue: state) ?? .expired,
+            endReason: try row.storedIfPresent("end_reason", table: "sessions", row: key, path: path),
+            startedAt: try date("started_at"),
+            lastActivityAt: try date("last_activity_at"),
+            idleDeadline: try optionalDate("idle_deadline"),
+            absoluteDeadline: try optionalDate("absolute_deadline"),
+            extensionsUsed: try row.stored("extensions_used", table: "sessions", row: key, path: path),
+            backgroundEnteredAt: try optionalDate("background_entered_at"),
+            endedAt: try optionalDate("ended_at"))
     }
 }

@@ -65,36 +65,40 @@ extension Vault {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]) else {
             return nil
         }
-        let generation: Int64 = row["generation"]
+        let key = account.rawValue
+        let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
         let open = { (column: String) throws -> String? in
-            try self.open(row[column], table: "tokens", column: column, account: account, row: account.rawValue, version: "\(generation)", db)
+            try self.open(row.storedIfPresent(column, table: "tokens", row: key, path: self.path),
+                          table: "tokens", column: column, account: account, row: key, version: "\(generation)", db)
         }
         guard let access = try open("access_token") else {
             throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)
         }
-        let scopes: String = row["scopes"]
+        let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
         return StoredTokens(
             account: account, generation: generation,
             tokens: TokenSet(
                 accessToken: access, refreshToken: try open("refresh_token"), idToken: try open("id_token"),
-                tokenType: row["token_type"],
-                accessTokenExpiresAt: (row["access_expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
+                tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
+                accessTokenExpiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
                 scopes: scopes.split(separator: " ").map(String.init)),
-            updatedAt: Date(millisecondsSince1970: row["updated_at"]))
+            updatedAt: try row.storedDate("updated_at", table: "tokens", row: key, path: path))
     }
 
     /// Presence and expiry of the account's tokens, without opening any of them.
     public func tokenMetadata(for account: AccountID) throws -> TokenMetadata? {
         try read("reading token metadata") { db in
             try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]).map { row in
-                let scopes: String = row["scopes"]
+                let key = account.rawValue
+                let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
                 return TokenMetadata(
-                    account: account, generation: row["generation"],
-                    hasRefreshToken: (row["refresh_token"] as Data?) != nil, hasIDToken: (row["id_token"] as Data?) != nil,
-                    tokenType: row["token_type"],
-                    accessTokenExpiresAt: (row["access_expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
+                    account: account, generation: try row.stored("generation", table: "tokens", row: key, path: path),
+                    hasRefreshToken: !(row["refresh_token"] as DatabaseValue).isNull,
+                    hasIDToken: !(row["id_token"] as DatabaseValue).isNull,
+                    tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
+                    accessTokenExpiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
                     scopes: scopes.split(separator: " ").map(String.init),
-                    updatedAt: Date(millisecondsSince1970: row["updated_at"]))
+                    updatedAt: try row.storedDate("updated_at", table: "tokens", row: key, path: path))
             }
         }
     }

@@ -30,6 +30,9 @@ public final class Vault: Sendable {
     let keyring: Keyring
     /// Set by ``close()``. Locking drops the keys but keeps the file usable for plain metadata.
     private let closed = Atomic<Bool>(false)
+    /// Counts write transactions run through this value (see ``changeStamp()``): SQLite's
+    /// `data_version` does not change for commits made on the connection that reads it.
+    let localWrites = Atomic<Int64>(0)
     let logger: Logger
     let clock: WallClock
     /// The Argon2id cost for a new passphrase (``VaultOptions/kdf``).
@@ -125,7 +128,7 @@ public final class Vault: Sendable {
             let (pending, meta) = try queue.read { db -> ([Migration], UnlockRecord?) in
                 try VaultFile.checkApplicationID(db, path: path)
                 let pending = try migrator.pending(db, path: path)
-                return (pending, try UnlockRecord.fetch(db))
+                return (pending, try UnlockRecord.fetch(db, path: path))
             }
             guard let meta else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
@@ -241,24 +244,38 @@ extension Vault {
         var pendingWrappedVaultKey: [UInt8]?
         var isFresh: Bool
 
-        static func fetch(_ db: Database) throws -> UnlockRecord? {
+        /// The header row; `.damaged` when a column holds a value of the wrong type (a hand-edited file).
+        static func fetch(_ db: Database, path: String? = nil) throws -> UnlockRecord? {
             guard try db.tableExists("vault_meta"),
                   let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1")
             else { return nil }
-            let ops: Int64? = row["kdf_opslimit"]
-            let mem: Int64? = row["kdf_memlimit"]
+            func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+                try row.stored(column, table: "vault_meta", row: "1", path: path)
+            }
+            func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+                row.hasColumn(column) ? try row.storedIfPresent(column, table: "vault_meta", row: "1", path: path) : nil
+            }
+            let ops: Int64? = try optional("kdf_opslimit")
+            let mem: Int64? = try optional("kdf_memlimit")
             let accounts = try Int.fetchOne(db, sql: "SELECT count(*) FROM accounts") ?? 0
+            let vaultID: Data = try value("vault_id")
+            let salt: Data? = try optional("kdf_salt")
+            let keyCheck: Data = try value("key_check")
+            let vaultKeyID: Int64 = try value("vault_key_id")
+            let wrappedVaultKey: Data = try value("wrapped_vault_key")
+            let pendingVaultKeyID: Int64? = try optional("pending_vault_key_id")
+            let pendingWrappedVaultKey: Data? = try optional("pending_wrapped_vault_key")
             return UnlockRecord(
-                vaultID: [UInt8](row["vault_id"] as Data),
-                deviceID: row["device_id"],
-                kekKind: row["kek_kind"],
-                salt: (row["kdf_salt"] as Data?).map { [UInt8]($0) },
-                cost: ops.flatMap { ops in mem.map { KDFParameters(opsLimit: UInt64(ops), memLimitBytes: UInt64($0)) } },
-                keyCheck: [UInt8](row["key_check"] as Data),
-                vaultKeyID: UInt32(row["vault_key_id"] as Int64),
-                wrappedVaultKey: [UInt8](row["wrapped_vault_key"] as Data),
-                pendingVaultKeyID: row.hasColumn("pending_vault_key_id") ? (row["pending_vault_key_id"] as Int64?).map { UInt32(truncatingIfNeeded: $0) } : nil,
-                pendingWrappedVaultKey: row.hasColumn("pending_wrapped_vault_key") ? (row["pending_wrapped_vault_key"] as Data?).map { [UInt8]($0) } : nil,
+                vaultID: [UInt8](vaultID),
+                deviceID: try value("device_id"),
+                kekKind: try value("kek_kind"),
+                salt: salt.map { [UInt8]($0) },
+                cost: ops.flatMap { ops in mem.map { KDFParameters(opsLimit: UInt64(clamping: ops), memLimitBytes: UInt64(clamping: $0)) } },
+                keyCheck: [UInt8](keyCheck),
+                vaultKeyID: UInt32(truncatingIfNeeded: vaultKeyID),
+                wrappedVaultKey: [UInt8](wrappedVaultKey),
+                pendingVaultKeyID: pendingVaultKeyID.map { UInt32(truncatingIfNeeded: $0) },
+                pendingWrappedVaultKey: pendingWrappedVaultKey.map { [UInt8]($0) },
                 isFresh: accounts == 0)
         }
     }
@@ -434,6 +451,9 @@ extension Vault {
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction.
     func write<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
         try ensureOpen()
+        // Counted after the transaction ends (committed or not), so a reader that took a
+        // ``changeStamp()`` before reading can never cache pre-write data under a post-write stamp.
+        defer { localWrites.add(1, ordering: .releasing) }
         do {
             return try pool.write(body)
         } catch {

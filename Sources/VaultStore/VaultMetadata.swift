@@ -99,7 +99,7 @@ extension Vault {
                     policy: hasPolicies ? try storedPolicy(for: id, db) : nil,
                     refresh: hasRefreshState ? try storedRefreshState(for: id, db) : nil)
             }
-            let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map(session(from:))
+            let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try session(from: $0, path: url.path) }
             let devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id").map { row in
                 DeviceMetadata(
                     id: row["registration_id"], account: AccountID(rawValue: row["account_id"]), deviceID: row["device_id"],

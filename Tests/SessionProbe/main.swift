@@ -4,6 +4,7 @@
 //
 //     SessionProbe VAULT KEYFILE tokens N [--now MS]   N concurrent validAccessToken() calls
 //     SessionProbe VAULT KEYFILE switch ID [--now MS]  make ID the active account
+//     (and the reliability suite's operations, see ReliabilityOperations.swift)
 //
 // `--now MS` fixes the wall clock (milliseconds since 1970) so the child judges deadlines
 // at the same instant as the test that started it; without it the system clock is used.
@@ -43,6 +44,8 @@ if let flag = arguments.firstIndex(of: "--now"), flag + 1 < arguments.count, let
     wallClock = WallClock { fixed }
     arguments.removeSubrange(flag...(flag + 1))
 }
+// The reliability suite's operations (ReliabilityOperations.swift) take more arguments.
+if let status = await runReliabilityOperation(arguments) { exit(status) }
 guard arguments.count == 4 else {
     FileHandle.standardError.write(Data("usage: SessionProbe VAULT KEYFILE (tokens N | switch ID) [--now MS]\n".utf8))
     exit(2)

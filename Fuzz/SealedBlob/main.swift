@@ -1,0 +1,20 @@
+// libFuzzer target: the sealed-blob parser (VaultCrypto/SealedBlob.swift) on arbitrary bytes.
+// Built by Fuzz/run.sh with the library sources it needs (Fuzz/README.md).
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+    let bytes = start.map { Array(UnsafeRawBufferPointer(start: $0, count: count)) } ?? []
+    do {
+        let blob = try SealedBlob(parsing: bytes)
+        // A parsed blob's parts are exactly the input, in order.
+        precondition(blob.version == SealedBlob.currentVersion)
+        precondition(Array(blob.header) + Array(blob.nonce) + Array(blob.ciphertext) == bytes)
+        precondition(blob.nonce.count == SealedBlob.nonceLength)
+        precondition(blob.ciphertext.count >= SealedBlob.tagLength)
+        precondition(blob.keyID == bytes[1..<5].reduce(0) { $0 << 8 | UInt32($1) })
+    } catch {
+        precondition(error.code == .malformedBlob)
+        precondition(bytes.count < SealedBlob.minimumLength || bytes.first != SealedBlob.currentVersion)
+    }
+    return 0
+}

@@ -1,0 +1,21 @@
+// libFuzzer target: the OAuth token-response parser (VaultOAuth/TokenResponse.swift) on
+// arbitrary bodies. Built by Fuzz/run.sh with the library sources it needs.
+import Foundation
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
+    let data = start.map { Data(bytes: $0, count: count) } ?? Data()
+    do {
+        let response = try TokenResponse.parse(data)
+        // What parse accepts is usable as is: a non-empty token and type, a bounded lifetime,
+        // and a description that never shows a token.
+        precondition(!response.accessToken.isEmpty && !response.tokenType.isEmpty)
+        precondition((response.expiresIn ?? 0) >= 0 && (response.expiresIn ?? 0) <= TokenResponse.maximumExpiresIn)
+        _ = response.lifetime
+        let description = String(describing: response)
+        if response.accessToken.count >= 8 { precondition(!description.contains(response.accessToken)) }
+    } catch {
+        _ = String(describing: error)
+    }
+    return 0
+}

@@ -1,0 +1,158 @@
+import Foundation
+import GRDB
+import Testing
+import VaultStore
+import VaultTestSupport
+
+/// Direct SQL on a vault file, bypassing the vault: what an attacker or a hand edit can do.
+enum RawSQL {
+    static func queue(_ url: URL) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        return try DatabaseQueue(path: url.path, configuration: configuration)
+    }
+
+    static func execute(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws {
+        let queue = try queue(url)
+        defer { try? queue.close() }
+        try queue.writeWithoutTransaction { try $0.execute(sql: sql, arguments: arguments) }
+    }
+
+    static func blob(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws -> [UInt8]? {
+        let queue = try queue(url)
+        defer { try? queue.close() }
+        return try queue.read { try Data.fetchOne($0, sql: sql, arguments: arguments) }.map { [UInt8]($0) }
+    }
+
+    static func blobs(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws -> [[UInt8]] {
+        let queue = try queue(url)
+        defer { try? queue.close() }
+        return try queue.read { try Data.fetchAll($0, sql: sql, arguments: arguments) }.map { [UInt8]($0) }
+    }
+
+    static func int(_ url: URL, _ sql: String) throws -> Int? {
+        let queue = try queue(url)
+        defer { try? queue.close() }
+        return try queue.read { try Int.fetchOne($0, sql: sql) }
+    }
+}
+
+/// Runs `body`, requires a ``VaultError`` with `code`, and returns it.
+@discardableResult
+func expectRefusal<T>(_ code: VaultError.Code, sourceLocation: SourceLocation = #_sourceLocation,
+                      _ body: () throws -> T) -> VaultError? {
+    do {
+        let value = try body()
+        Issue.record("expected VaultError \(code), got a value of type \(type(of: value))", sourceLocation: sourceLocation)
+        return nil
+    } catch let error as VaultError {
+        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
+        return error
+    } catch {
+        Issue.record("expected VaultError \(code), got \(error)", sourceLocation: sourceLocation)
+        return nil
+    }
+}
+
+/// Case 11 of issue 7: every test of this target hands its captured trace logs (and any
+/// error text or command output) here with the secrets it used.
+enum LogHygiene {
+    /// The ways a secret could show up in text: as itself, and bytes also as hex and base64.
+    static func forms(ofText secret: String) -> [String] { [secret] }
+
+    static func forms(ofBytes bytes: [UInt8]) -> [String] {
+        let hex = bytes.map { String(format: "%02x", $0) }.joined()
+        var forms = [hex, hex.uppercased(), Data(bytes).base64EncodedString()]
+        if let text = String(validating: bytes, as: UTF8.self), text.count >= 8 { forms.append(text) }
+        // The raw bytes as a Latin-1 string, as a careless `String(decoding:)` might show them.
+        forms.append(String(bytes.map { Character(Unicode.Scalar($0)) }))
+        return forms.filter { $0.count >= 8 }
+    }
+
+    /// The 32 bytes of a key file, in every form a leak could take.
+    static func forms(ofKeyFile url: URL) -> [String] { forms(ofBytes: FileProbe.bytes(url)) }
+
+    /// Records an issue for every secret form found in the logs or in `texts`.
+    static func check(_ logs: CapturedLogs, texts: [String] = [], secrets: [String],
+                      sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(!logs.lines.isEmpty || !texts.isEmpty, "nothing was captured to check", sourceLocation: sourceLocation)
+        let haystacks = logs.lines + texts
+        for secret in secrets where !secret.isEmpty {
+            let leaks = haystacks.filter { $0.contains(secret) }.count
+            // Never print the secret itself: only where it leaked.
+            #expect(leaks == 0, "a secret (\(secret.count) characters) appears in \(leaks) captured line(s)",
+                    sourceLocation: sourceLocation)
+        }
+    }
+
+    /// The secrets of a ``TestVault``: its passphrase or its key file.
+    static func secrets(of test: TestVault) -> [String] {
+        switch test.credential {
+        case .keyFile(let url): forms(ofKeyFile: url)
+        case .passphraseBytes: [TestVault.passphrase]
+        }
+    }
+}
+
+/// One run of the built `vault` binary (as Tests/VaultCommandTests runs it).
+struct VaultRun: CustomStringConvertible {
+    var arguments: [String]
+    var status: Int32
+    var stdout: String
+    var stderr: String
+    var output: String { stdout + "\n" + stderr }
+    var description: String { "vault \(arguments.joined(separator: " ")) → \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
+
+    /// Runs `vault ARGUMENTS` with a controlled environment (only `environment` and PATH/HOME).
+    static func run(_ arguments: [String], environment: [String: String], stdin: String = "",
+                    in directory: TemporaryDirectory) async throws -> VaultRun {
+        let id = UUID().uuidString
+        let outURL = directory.file(".out-\(id)"), errURL = directory.file(".err-\(id)"), inURL = directory.file(".in-\(id)")
+        defer { for url in [outURL, errURL, inURL] { try? FileManager.default.removeItem(at: url) } }
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
+        let process = Process()
+        process.executableURL = try binary()
+        process.arguments = arguments
+        process.environment = ["PATH": "/usr/bin:/bin", "HOME": directory.url.path].merging(environment) { $1 }
+        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+        let input = try FileHandle(forReadingFrom: inURL)
+        defer { try? out.close(); try? err.close(); try? input.close() }
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            process.terminationHandler = { _ in continuation.resume() }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
+        }
+        return VaultRun(arguments: arguments, status: process.terminationStatus,
+                        stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
+                        stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
+    }
+
+    /// The `vault` executable: $VAULT_BINARY, else next to the running test bundle.
+    static func binary() throws -> URL {
+        if let override = ProcessInfo.processInfo.environment["VAULT_BINARY"] { return URL(fileURLWithPath: override) }
+        var candidates = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
+        if let executable = Bundle.main.executableURL { candidates.append(executable.deletingLastPathComponent()) }
+        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent())
+        for directory in candidates {
+            let url = directory.appending(path: "vault")
+            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
+        }
+        throw VaultError(.notFound, "the vault binary was not found in \(candidates.map(\.path)); build with `swift build --build-tests` or set VAULT_BINARY")
+    }
+}
+
+extension Samples {
+    /// Tokens with a fixed whole-millisecond expiry, so equal tags give equal sets.
+    static func steadyTokens(_ tag: String) -> TokenSet {
+        tokens(tag, expiresAt: Date(timeIntervalSince1970: 1_800_003_600))
+    }
+}

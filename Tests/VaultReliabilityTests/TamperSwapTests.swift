@@ -1,0 +1,88 @@
+import Foundation
+import GRDB
+import Testing
+import VaultStore
+import VaultTestSupport
+
+/// Case 8 of issue 7. TamperingTests (VaultStoreTests) proves that a value copied to another
+/// row, column or account, or an older token replayed into its row, does not open on read.
+/// This adds: values exchanged in both directions are found by `verify` naming both rows;
+/// the replay is found by `verify`; and the one replay that is not detected — a whole row
+/// rolled back, generation included — is the README's documented known limit.
+@Suite struct TamperSwapTests {
+    static let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appending(path: "README.md")
+
+    @Test("sealed values exchanged between accounts, rows and columns: verify names every moved value")
+    func exchangesAreNamed() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.addAccount(Samples.account("alice")).id
+        let bob = try vault.addAccount(Samples.account("bob")).id
+        let aliceTokens = Samples.steadyTokens("swap-alice"), bobTokens = Samples.steadyTokens("swap-bob")
+        try vault.storeTokens(aliceTokens, for: alice, replacing: nil)
+        try vault.storeTokens(bobTokens, for: bob, replacing: nil)
+        for (uuid, account) in [("n-a", alice), ("n-b", alice)] {
+            try vault.upsertNotification(NotificationRecord(uuid: uuid, account: account, subject: "subject \(uuid)",
+                                                             message: "message \(uuid)", actions: [], createdAt: Date()))
+        }
+        #expect(try vault.verify().passed)
+        let url = test.url
+        func exchange(_ table: String, _ first: (column: String, key: String, value: String),
+                      _ second: (column: String, key: String, value: String)) throws {
+            let a = try #require(try RawSQL.blob(url, "SELECT \(first.column) FROM \(table) WHERE \(first.key) = ?", [first.value]))
+            let b = try #require(try RawSQL.blob(url, "SELECT \(second.column) FROM \(table) WHERE \(second.key) = ?", [second.value]))
+            try RawSQL.execute(url, "UPDATE \(table) SET \(first.column) = ? WHERE \(first.key) = ?", [Data(b), first.value])
+            try RawSQL.execute(url, "UPDATE \(table) SET \(second.column) = ? WHERE \(second.key) = ?", [Data(a), second.value])
+        }
+        // Between accounts (same column), between rows of one account, between columns of one row.
+        try exchange("tokens", ("refresh_token", "account_id", alice.rawValue), ("refresh_token", "account_id", bob.rawValue))
+        try exchange("notifications", ("subject", "uuid", "n-a"), ("subject", "uuid", "n-b"))
+        try exchange("tokens", ("access_token", "account_id", bob.rawValue), ("id_token", "account_id", bob.rawValue))
+
+        let report = try vault.verify()
+        let named = Set(report.damaged.map { "\($0.table) \($0.row) \($0.column)" })
+        #expect(named == [
+            "tokens \(alice.rawValue) refresh_token", "tokens \(bob.rawValue) refresh_token",
+            "notifications n-a subject", "notifications n-b subject",
+            "tokens \(bob.rawValue) access_token", "tokens \(bob.rawValue) id_token",
+        ], "\(report.damaged)")
+        expectRefusal(.damaged) { try vault.tokens(for: alice) }
+        expectRefusal(.damaged) { try vault.tokens(for: bob) }
+        LogHygiene.check(test.logs, texts: report.damaged.map(\.description),
+                         secrets: [aliceTokens.refreshToken ?? "", bobTokens.refreshToken ?? "", bobTokens.accessToken]
+                            + LogHygiene.secrets(of: test))
+    }
+
+    @Test("an older token replayed into its own row is named by verify; a whole row rolled back opens and is a documented limit")
+    func replay() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let account = try vault.addAccount(Samples.account()).id
+        let old = Samples.steadyTokens("replay-old"), new = Samples.steadyTokens("replay-new")
+        let first = try vault.storeTokens(old, for: account, replacing: nil)
+        let url = test.url
+        let oldRow = try RawSQL.blobs(url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
+        try vault.storeTokens(new, for: account, replacing: first)
+
+        // One sealed value replayed: its generation no longer matches.
+        let current = try #require(try RawSQL.blob(url, "SELECT refresh_token FROM tokens"))
+        try RawSQL.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(oldRow[1])])
+        let report = try vault.verify()
+        #expect(report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["tokens \(account.rawValue) refresh_token"])
+        try RawSQL.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(current)])
+
+        // The whole row, generation included, rolled back to its older copy: nothing in the file
+        // can tell (no external counter), so it opens as the older tokens.
+        try RawSQL.execute(url, "UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?",
+                           [first, Data(oldRow[0]), Data(oldRow[1]), Data(oldRow[2])])
+        #expect(try vault.tokens(for: account)?.tokens == old)
+        let readme = try String(contentsOf: Self.readme, encoding: .utf8)
+        #expect(readme.contains("Rolling back a whole row (every column, generation included) to an older copy of itself\n  is not detected"),
+                "the README lists the whole-row rollback as a known limit, with its reason")
+        #expect(readme.contains("there is no external counter to compare against"))
+        LogHygiene.check(test.logs, secrets: [old.refreshToken ?? "", new.refreshToken ?? "", new.accessToken] + LogHygiene.secrets(of: test))
+    }
+}
