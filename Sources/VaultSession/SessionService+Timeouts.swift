@@ -58,6 +58,7 @@ extension SessionService {
         try vaultCall { try vault.updateSession(locked) }
         for task in refreshes.values { _ = try? await task.value }
         lockReason = reason
+        tokenCache = nil
         vault.lock()
         warned[session.account] = nil
         logger.info("session locked", metadata: ["account": "\(session.account)", "reason": "\(reason)"])

@@ -15,12 +15,19 @@ extension SessionService {
     /// ``SessionError/accountChanged(from:to:)`` when asked for the active account and
     /// another became active meanwhile, so one account's token is never served for another.
     public func validAccessToken(for account: AccountID? = nil) async throws -> AccessToken {
+        if let cached = try cachedAccessToken(for: account) { return cached }
+        // Taken before anything is read, so a commit that lands meanwhile invalidates the entry.
+        let stamp = try? vault.changeStamp()
         let id = try resolve(account)
-        _ = try await servableSession(id)
+        let session = try await servableSession(id)
         guard let stored = try vaultCall({ try vault.tokens(for: id) }) else {
             throw try noTokensError(id)
         }
-        if isFresh(stored) { return try deliver(stored, askedFor: account, resolved: id) }
+        if isFresh(stored) {
+            let token = try deliver(stored, askedFor: account, resolved: id)
+            cacheAccessToken(stored, session: session, stamp: stamp, activeAccount: account == nil ? id : nil)
+            return token
+        }
         let refreshed = try await refresh(id, from: stored.generation, force: false)
         return try deliver(refreshed, askedFor: account, resolved: id)
     }

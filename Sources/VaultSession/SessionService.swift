@@ -46,6 +46,8 @@ public actor SessionService {
     var timer: Task<Void, Never>?
     var watcher: Task<Void, Never>?
     var observed = Snapshot()
+    /// The last fresh token served and what it was judged on (``TokenCacheEntry``); dropped on lock.
+    var tokenCache: TokenCacheEntry?
 
     /// - Parameters:
     ///   - clock: drives timers and waits; tests pass a `TestClock`.
@@ -104,6 +106,7 @@ public actor SessionService {
         watcher?.cancel()
         timer = nil
         watcher = nil
+        tokenCache = nil
         hub.finish()
     }
 

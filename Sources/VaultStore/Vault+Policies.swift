@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 // MARK: - Session policies
 
@@ -53,4 +54,20 @@ extension Vault {
             throw VaultError.storage(error, while: "reading data_version", path: path)
         }
     }
+
+    /// A value that changes whenever the vault's content may have changed: a commit by any
+    /// other connection (this or another process; SQLite's `data_version`) or a write
+    /// through this value. Take it *before* reading what you cache; while it stays equal,
+    /// what you read is still what the file holds.
+    public func changeStamp() throws -> VaultChangeStamp {
+        // Counter first: a write finishing between the two readings makes the stamp older, never newer.
+        let writes = localWrites.load(ordering: .acquiring)
+        return VaultChangeStamp(dataVersion: try dataVersion(), localWrites: writes)
+    }
+}
+
+/// See ``Vault/changeStamp()``.
+public struct VaultChangeStamp: Hashable, Sendable {
+    let dataVersion: Int64
+    let localWrites: Int64
 }

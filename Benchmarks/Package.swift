@@ -1,0 +1,32 @@
+// swift-tools-version: 6.1
+// `make bench`: the vault's hot paths against baselines measured in the same run.
+// Its own package (own .build) so the root package's `swift test` never builds it.
+import PackageDescription
+
+let package = Package(
+    name: "CredentialVaultBenchmarks",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(path: ".."),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    ],
+    targets: [
+        // libsodium for the baselines only (crypto_pwhash, one AEAD open); the vault reaches it through VaultCrypto.
+        .systemLibrary(name: "CSodiumBaseline", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .executableTarget(
+            name: "VaultBench",
+            dependencies: [
+                "CSodiumBaseline",
+                .product(name: "VaultStore", package: "main"),
+                .product(name: "VaultSession", package: "main"),
+                .product(name: "VaultCrypto", package: "main"),
+                .product(name: "VaultOAuth", package: "main"),
+                .product(name: "DevGateway", package: "main"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

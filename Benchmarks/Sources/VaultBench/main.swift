@@ -1,0 +1,63 @@
+// `make bench`: the vault's hot paths against baselines measured in the same run.
+//
+//     VaultBench --vault-binary PATH [--out .bench/results.json] [--rows 1000000] [--quick]
+//     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
+//     VaultBench profile cold|store|page N              (a loop for callgrind)
+//
+// Prints progress on standard error and one table on standard output; writes the same
+// figures as JSON. Never prints a token: the figures are times, counts and sizes.
+import Foundation
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.first == "child-refresh" {
+    await childRefresh(Array(arguments.dropFirst()))
+    exit(0)
+}
+if arguments.first == "profile" {
+    do { try await profileLoop(Array(arguments.dropFirst())) } catch { log("profile failed: \(error)"); exit(1) }
+    exit(0)
+}
+
+let option = { (name: String) -> String? in
+    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
+    return arguments[index + 1]
+}
+guard let vaultBinary = option("--vault-binary") else {
+    log("usage: VaultBench --vault-binary PATH [--out FILE] [--rows N] [--quick]")
+    exit(64)
+}
+let out = URL(fileURLWithPath: option("--out") ?? ".bench/results.json")
+var scale = Scale()
+// The largest notification history (default 1M): sizes are 1k, a tenth of it, and it.
+if let rows = option("--rows").flatMap(Int.init), rows >= 10_000 {
+    scale.notificationSizes = [1_000, rows / 10, rows]
+}
+if arguments.contains("--quick") {
+    scale = Scale(hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
+                  processIterations: 6, callers: 100, processes: 2, notificationSizes: [1_000, 5_000, 20_000])
+}
+let selfBinary = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
+let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-bench-\(getpid())")
+try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+defer { try? FileManager.default.removeItem(at: dir) }
+
+let report = Report()
+let started = nowNanos()
+do {
+    try await benchUnlock(report, dir: dir, scale: scale)
+    let tokens = try await benchTokenReads(report, dir: dir, scale: scale)
+    try await benchDurableStore(report, dir: dir, scale: scale)
+    try await benchTokenProcess(report, bench: tokens, vaultBinary: vaultBinary, scale: scale)
+    try await benchConcurrentRefresh(report, dir: dir, selfBinary: selfBinary, scale: scale)
+    let history = try await benchNotificationPages(report, dir: dir, scale: scale)
+    try await benchMaintenance(report, vaults: history, vaultBinary: vaultBinary, dir: dir)
+} catch {
+    log("benchmark failed: \(error)")
+    try? report.write(to: out)
+    try? FileManager.default.removeItem(at: dir)
+    exit(1)
+}
+try report.write(to: out)
+print(report.table())
+let met = report.figures.filter(\.met).count
+print("\n\(met) of \(report.figures.count) targets met; \(fmt(Double(nowNanos() - started) / 1e9)) s; written to \(out.path)")

@@ -1,0 +1,54 @@
+import Foundation
+import VaultStore
+
+// MARK: - Warm-process token cache
+
+/// What ``SessionService/validAccessToken(for:)`` read from the vault the last time it served
+/// a fresh token without refreshing, and the vault's ``VaultChangeStamp`` taken before reading.
+///
+/// While the stamp is unchanged no connection (in this or another process) has committed to
+/// the vault, so every row read is still what the file holds: the session and its policy are
+/// judged again against the current time and the token's freshness is checked again, but
+/// nothing is re-read or re-opened. Any commit, lock or close makes the entry unusable.
+struct TokenCacheEntry {
+    let stamp: VaultChangeStamp
+    /// The active account when the entry was made (every cached answer is for this account).
+    let activeAccount: AccountID?
+    let account: AccountID
+    let session: SessionRecord
+    let policy: SessionPolicy
+    let tokens: StoredTokens
+}
+
+extension SessionService {
+    /// The cached answer to `validAccessToken(for: account)`, or nil when the slow path must
+    /// run: the vault changed, is locked or closed, the session needs a decision (lock,
+    /// expiry) or the token is no longer fresh. Costs one `PRAGMA data_version`.
+    func cachedAccessToken(for account: AccountID?) throws -> AccessToken? {
+        guard let entry = tokenCache else { return nil }
+        guard !vault.isLocked, !vault.isClosed, lockReason == nil else {
+            tokenCache = nil
+            return nil
+        }
+        guard let stamp = try? vault.changeStamp(), stamp == entry.stamp else {
+            tokenCache = nil
+            return nil
+        }
+        // Never another account's token: asked for the active one, it must be the cached one.
+        guard (account ?? entry.activeAccount) == entry.account else { return nil }
+        guard case .active(let warning, _) = SessionJudge.judge(entry.session, policy: entry.policy, now: now()),
+              isFresh(entry.tokens) else { return nil }
+        if let warning { announce(warning, for: entry.account) }
+        return AccessToken(entry.tokens)
+    }
+
+    /// Remembers what the slow path read under `stamp` (taken before any of it was read).
+    func cacheAccessToken(_ tokens: StoredTokens, session: SessionRecord, stamp: VaultChangeStamp?, activeAccount: AccountID?) {
+        guard let stamp, !vault.isLocked, let policy = try? vault.sessionPolicy(for: tokens.account) else {
+            tokenCache = nil
+            return
+        }
+        tokenCache = TokenCacheEntry(stamp: stamp, activeAccount: activeAccount, account: tokens.account,
+                                     session: session, policy: policy, tokens: tokens)
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import Testing
+import VaultSession
+import VaultStore
+import VaultTestSupport
+
+/// The warm-process token cache behind `validAccessToken()`: a fresh token is served without
+/// re-reading the vault while nothing has committed, and never once anything changed.
+@Suite("Warm-process token cache", .timeLimit(.minutes(1)))
+struct TokenCacheTests {
+    /// New tokens for `account`, stored directly in `vault` (as a sign-in or refresh elsewhere would).
+    private func replaceTokens(of account: AccountID, in vault: Vault, with value: String, h: SessionHarness) throws {
+        let current = try #require(try vault.tokens(for: account))
+        var tokens = current.tokens
+        tokens.accessToken = value
+        tokens.accessTokenExpiresAt = h.time.now().addingTimeInterval(3600)
+        try vault.storeTokens(tokens, for: account, replacing: current.generation)
+    }
+
+    @Test("tokens stored by another connection (another process) are served on the next call")
+    func anotherConnectionInvalidates() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            let first = try await h.service.validAccessToken()
+            #expect(try await h.service.validAccessToken() == first, "a warm call serves the same token")
+
+            try replaceTokens(of: alice, in: try h.openAnotherVault(), with: "from-another-process", h: h)
+            #expect(try await h.service.validAccessToken().value == "from-another-process")
+            await h.expectTokenRequests(0)
+        }
+    }
+
+    @Test("tokens stored through the same vault value (data_version unchanged) are served on the next call")
+    func sameConnectionInvalidates() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            _ = try await h.service.validAccessToken()
+            try replaceTokens(of: alice, in: h.vault, with: "from-this-process", h: h)
+            #expect(try await h.service.validAccessToken().value == "from-this-process")
+        }
+    }
+
+    @Test("after a switch of the active account, the new account's token is served, never the cached one")
+    func neverAnotherAccountsToken() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            let bob = try await h.signIn("bob", policy: .tokensOnly)
+            #expect(try await h.service.validAccessToken().account == bob)
+            #expect(try await h.service.validAccessToken(for: alice).account == alice)
+            #expect(try await h.service.validAccessToken().account == bob)
+
+            let other = h.makeService(on: try h.openAnotherVault())
+            try await other.switchAccount(to: alice)
+            let served = try await h.service.validAccessToken()
+            #expect(served.account == alice)
+            #expect(served.value == (try h.storedAccessToken(alice)))
+        }
+    }
+
+    @Test("a token that enters the leeway is refreshed, not served from the cache")
+    func timeIsJudgedOnEveryCall() async throws {
+        try await SessionHarness.run { h in
+            _ = try await h.signIn("alice", expiresIn: .seconds(3600), policy: .tokensOnly)
+            let first = try await h.service.validAccessToken()
+            await h.time.advance(by: .seconds(3570))
+            let next = try await h.service.validAccessToken()
+            #expect(next.value != first.value)
+            await h.expectTokenRequests(1)
+        }
+    }
+
+    @Test("a locked or closed vault serves nothing from the cache")
+    func lockAndCloseWipe() async throws {
+        try await SessionHarness.run { h in
+            _ = try await h.signIn("alice")
+            _ = try await h.service.validAccessToken()
+            try await h.service.lock()
+            await #expect(throws: SessionError.self) { try await h.service.validAccessToken() }
+            try await h.service.unlock(with: h.store.credential)
+            _ = try await h.service.validAccessToken()
+            h.vault.close()
+            await #expect(throws: SessionError.self) { try await h.service.validAccessToken() }
+        }
+    }
+}
