@@ -77,7 +77,9 @@ extension Vault {
                 step()
             }
             for sealed in tables {
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM \(sealed.table) ORDER BY rowid") {
+                // A cursor, not fetchAll: memory stays flat however many rows the table holds.
+                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(sealed.table) ORDER BY rowid")
+                while let row = try rows.next() {
                     let account = AccountID(rawValue: row.storedKey("account_id"))
                     let key = row.storedKey(sealed.rowColumn)
                     // A version (token generation) edited to something that is not a number names
