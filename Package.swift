@@ -87,7 +87,11 @@ let package = Package(
         ),
         .target(
             name: "VaultTestSupport",
-            dependencies: ["VaultStore", "VaultCrypto", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "VaultStore", "VaultCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             path: "Tests/VaultTestSupport"
         ),
         // Writes Tests/Fixtures/vault-vN.db with the code of schema version N.

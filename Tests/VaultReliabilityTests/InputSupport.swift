@@ -4,38 +4,6 @@ import Testing
 import VaultStore
 import VaultTestSupport
 
-/// Direct SQL on a vault file, bypassing the vault: what an attacker or a hand edit can do.
-enum RawSQL {
-    static func queue(_ url: URL) throws -> DatabaseQueue {
-        var configuration = Configuration()
-        configuration.busyMode = .timeout(10)
-        return try DatabaseQueue(path: url.path, configuration: configuration)
-    }
-
-    static func execute(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws {
-        let queue = try queue(url)
-        defer { try? queue.close() }
-        try queue.writeWithoutTransaction { try $0.execute(sql: sql, arguments: arguments) }
-    }
-
-    static func blob(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws -> [UInt8]? {
-        let queue = try queue(url)
-        defer { try? queue.close() }
-        return try queue.read { try Data.fetchOne($0, sql: sql, arguments: arguments) }.map { [UInt8]($0) }
-    }
-
-    static func blobs(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws -> [[UInt8]] {
-        let queue = try queue(url)
-        defer { try? queue.close() }
-        return try queue.read { try Data.fetchAll($0, sql: sql, arguments: arguments) }.map { [UInt8]($0) }
-    }
-
-    static func int(_ url: URL, _ sql: String) throws -> Int? {
-        let queue = try queue(url)
-        defer { try? queue.close() }
-        return try queue.read { try Int.fetchOne($0, sql: sql) }
-    }
-}
 
 /// Runs `body`, requires a ``VaultError`` with `code`, and returns it.
 @discardableResult
@@ -106,47 +74,11 @@ struct VaultRun: CustomStringConvertible {
     /// Runs `vault ARGUMENTS` with a controlled environment (only `environment` and PATH/HOME).
     static func run(_ arguments: [String], environment: [String: String], stdin: String = "",
                     in directory: TemporaryDirectory) async throws -> VaultRun {
-        let id = UUID().uuidString
-        let outURL = directory.file(".out-\(id)"), errURL = directory.file(".err-\(id)"), inURL = directory.file(".in-\(id)")
-        defer { for url in [outURL, errURL, inURL] { try? FileManager.default.removeItem(at: url) } }
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
-        let process = Process()
-        process.executableURL = try binary()
-        process.arguments = arguments
-        process.environment = ["PATH": "/usr/bin:/bin", "HOME": directory.url.path].merging(environment) { $1 }
-        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
-        let input = try FileHandle(forReadingFrom: inURL)
-        defer { try? out.close(); try? err.close(); try? input.close() }
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            process.terminationHandler = { _ in continuation.resume() }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        return VaultRun(arguments: arguments, status: process.terminationStatus,
-                        stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
-                        stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
-    }
-
-    /// The `vault` executable: $VAULT_BINARY, else next to the running test bundle.
-    static func binary() throws -> URL {
-        if let override = ProcessInfo.processInfo.environment["VAULT_BINARY"] { return URL(fileURLWithPath: override) }
-        var candidates = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
-        if let executable = Bundle.main.executableURL { candidates.append(executable.deletingLastPathComponent()) }
-        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent())
-        for directory in candidates {
-            let url = directory.appending(path: "vault")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        throw VaultError(.notFound, "the vault binary was not found in \(candidates.map(\.path)); build with `swift build --build-tests` or set VAULT_BINARY")
+        let output = try await BuiltProgram.run(
+            try BuiltProgram.url(named: "vault"), arguments,
+            environment: ["PATH": "/usr/bin:/bin", "HOME": directory.url.path].merging(environment) { $1 },
+            stdin: stdin, in: directory)
+        return VaultRun(arguments: arguments, status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
 }
 

@@ -70,7 +70,7 @@ import VaultTestSupport
         try vault.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "subject-3c9d",
                                                          message: "message-3c9d", actions: [], createdAt: Date()))
         vault.close()
-        try RawSQL.execute(test.url, edit.sql)
+        try RawDatabase.execute(test.url, edit.sql)
 
         vault = try test.open()
         defer { vault.close() }
@@ -104,7 +104,7 @@ import VaultTestSupport
         let account = try vault.addAccount(Samples.account())
         try vault.storeTokens(Samples.steadyTokens("meta"), for: account.id, replacing: nil)
         vault.close()
-        try RawSQL.execute(test.url, "UPDATE tokens SET generation = 'x'")
+        try RawDatabase.execute(test.url, "UPDATE tokens SET generation = 'x'")
         vault = try test.open()
         defer { vault.close() }
         let error = expectRefusal(.damaged) { try vault.tokenMetadata(for: account.id) }
@@ -118,8 +118,8 @@ import VaultTestSupport
     func headerWrongType() throws {
         let test = try TestVault()
         try test.create().close()
-        try RawSQL.execute(test.url, "UPDATE vault_meta SET vault_key_id = 'x'")
-        try RawSQL.execute(test.url, "PRAGMA wal_checkpoint(TRUNCATE)")
+        try RawDatabase.execute(test.url, "UPDATE vault_meta SET vault_key_id = 'x'")
+        try RawDatabase.execute(test.url, "PRAGMA wal_checkpoint(TRUNCATE)")
         let before = FileProbe.fingerprint(test.url)
         let error = expectRefusal(.damaged) { try test.open() }
         #expect(error?.message.contains("vault_meta.vault_key_id") == true, "\(error.map(String.init(describing:)) ?? "")")

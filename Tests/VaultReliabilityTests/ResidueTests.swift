@@ -36,7 +36,7 @@ import VaultTestSupport
         #expect(try other.notificationCount(account: alice) == 20)
 
         let url = test.url
-        let sealed = try RawSQL.blobs(url, """
+        let sealed = try RawDatabase.blobs(url, """
             SELECT access_token FROM tokens WHERE account_id = ?1 UNION ALL SELECT refresh_token FROM tokens WHERE account_id = ?1
             UNION ALL SELECT wrapped_data_key FROM accounts WHERE account_id = ?1 UNION ALL SELECT label FROM accounts WHERE account_id = ?1
             UNION ALL SELECT message FROM notifications WHERE account_id = ?1
@@ -44,7 +44,7 @@ import VaultTestSupport
         #expect(sealed.count == 24)
 
         #expect(try remover.removeAccount(alice))
-        #expect(try RawSQL.int(url, "PRAGMA freelist_count") ?? 0 > 0, "the removal freed pages")
+        #expect(try RawDatabase.int(url, "PRAGMA freelist_count") ?? 0 > 0, "the removal freed pages")
         for suffix in ["", "-wal", "-shm"] {
             let file = URL(fileURLWithPath: url.path + suffix)
             // Any 16-byte piece of a sealed value counts as a leftover (SQLite may split a value over pages).

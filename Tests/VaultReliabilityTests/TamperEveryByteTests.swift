@@ -65,7 +65,7 @@ import VaultTestSupport
         defer { vault.close() }
         let select = "SELECT \(target.column) FROM \(target.table) WHERE \(target.whereClause)"
         let update = "UPDATE \(target.table) SET \(target.column) = ? WHERE \(target.whereClause)"
-        let original = try #require(try RawSQL.blob(url, select))
+        let original = try #require(try RawDatabase.blob(url, select))
         let rowKey = target.table == "tokens" ? scene.account.rawValue : "n-flip"
         var regions: Set<String> = []
         var texts: [String] = []
@@ -73,7 +73,7 @@ import VaultTestSupport
         for position in original.indices {
             var altered = original
             altered[position] ^= 0x80
-            try RawSQL.execute(url, update, [Data(altered)])
+            try RawDatabase.execute(url, update, [Data(altered)])
             regions.insert(Self.region(position, count: original.count))
 
             let error = expectRefusal(.damaged) {
@@ -91,7 +91,7 @@ import VaultTestSupport
         }
         #expect(regions == ["header", "nonce", "ciphertext", "tag"])
 
-        try RawSQL.execute(url, update, [Data(original)])
+        try RawDatabase.execute(url, update, [Data(original)])
         #expect(try vault.verify().passed, "the restored value opens again")
         LogHygiene.check(scene.test.logs, texts: texts, secrets: scene.plaintexts + LogHygiene.secrets(of: scene.test))
     }
@@ -101,14 +101,14 @@ import VaultTestSupport
         let scene = try Scene()
         let url = scene.test.url
         guard case .keyFile(let keyFile) = scene.test.credential else { return }
-        let original = try #require(try RawSQL.blob(url, "SELECT refresh_token FROM tokens"))
+        let original = try #require(try RawDatabase.blob(url, "SELECT refresh_token FROM tokens"))
         let environment = ["VAULT_PATH": url.path, "VAULT_KEY_FILE": keyFile.path]
         var outputs: [String] = []
 
         for position in [0, 3, SealedBlob.headerLength + 7, SealedBlob.headerLength + SealedBlob.nonceLength + 2, original.count - 1] {
             var altered = original
             altered[position] ^= 0x01
-            try RawSQL.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(altered)])
+            try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(altered)])
             let region = Self.region(position, count: original.count)
 
             let text = try await VaultRun.run(["verify", "--verbose"], environment: environment, in: scene.test.directory)

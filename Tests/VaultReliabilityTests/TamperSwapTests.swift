@@ -31,10 +31,10 @@ import VaultTestSupport
         let url = test.url
         func exchange(_ table: String, _ first: (column: String, key: String, value: String),
                       _ second: (column: String, key: String, value: String)) throws {
-            let a = try #require(try RawSQL.blob(url, "SELECT \(first.column) FROM \(table) WHERE \(first.key) = ?", [first.value]))
-            let b = try #require(try RawSQL.blob(url, "SELECT \(second.column) FROM \(table) WHERE \(second.key) = ?", [second.value]))
-            try RawSQL.execute(url, "UPDATE \(table) SET \(first.column) = ? WHERE \(first.key) = ?", [Data(b), first.value])
-            try RawSQL.execute(url, "UPDATE \(table) SET \(second.column) = ? WHERE \(second.key) = ?", [Data(a), second.value])
+            let a = try #require(try RawDatabase.blob(url, "SELECT \(first.column) FROM \(table) WHERE \(first.key) = ?", [first.value]))
+            let b = try #require(try RawDatabase.blob(url, "SELECT \(second.column) FROM \(table) WHERE \(second.key) = ?", [second.value]))
+            try RawDatabase.execute(url, "UPDATE \(table) SET \(first.column) = ? WHERE \(first.key) = ?", [Data(b), first.value])
+            try RawDatabase.execute(url, "UPDATE \(table) SET \(second.column) = ? WHERE \(second.key) = ?", [Data(a), second.value])
         }
         // Between accounts (same column), between rows of one account, between columns of one row.
         try exchange("tokens", ("refresh_token", "account_id", alice.rawValue), ("refresh_token", "account_id", bob.rawValue))
@@ -64,19 +64,19 @@ import VaultTestSupport
         let old = Samples.steadyTokens("replay-old"), new = Samples.steadyTokens("replay-new")
         let first = try vault.storeTokens(old, for: account, replacing: nil)
         let url = test.url
-        let oldRow = try RawSQL.blobs(url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
+        let oldRow = try RawDatabase.blobs(url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
         try vault.storeTokens(new, for: account, replacing: first)
 
         // One sealed value replayed: its generation no longer matches.
-        let current = try #require(try RawSQL.blob(url, "SELECT refresh_token FROM tokens"))
-        try RawSQL.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(oldRow[1])])
+        let current = try #require(try RawDatabase.blob(url, "SELECT refresh_token FROM tokens"))
+        try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(oldRow[1])])
         let report = try vault.verify()
         #expect(report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["tokens \(account.rawValue) refresh_token"])
-        try RawSQL.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(current)])
+        try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(current)])
 
         // The whole row, generation included, rolled back to its older copy: nothing in the file
         // can tell (no external counter), so it opens as the older tokens.
-        try RawSQL.execute(url, "UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?",
+        try RawDatabase.execute(url, "UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?",
                            [first, Data(oldRow[0]), Data(oldRow[1]), Data(oldRow[2])])
         #expect(try vault.tokens(for: account)?.tokens == old)
         let readme = try String(contentsOf: Self.readme, encoding: .utf8)

@@ -48,16 +48,6 @@ struct VaultCLI: Sendable {
     /// Runs `vault ARGUMENTS` with `VAULT_PATH` set to this vault and `stdin` as standard input.
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) async throws -> CommandResult {
-        let id = UUID().uuidString
-        let outURL = directory.file(".out-\(id)"), errURL = directory.file(".err-\(id)"), inURL = directory.file(".in-\(id)")
-        defer { for url in [outURL, errURL, inURL] { try? FileManager.default.removeItem(at: url) } }
-        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: inURL.path, contents: Data((stdin ?? "").utf8))
-
-        let process = Process()
-        process.executableURL = try Self.binary()
-        process.arguments = arguments
         var environment = [
             "PATH": "/usr/bin:/bin",
             "HOME": directory.url.path,
@@ -65,50 +55,11 @@ struct VaultCLI: Sendable {
         ]
         environment.merge(self.environment) { $1 }
         environment.merge(extra) { $1 }
-        process.environment = environment
-        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
-        let input = try FileHandle(forReadingFrom: inURL)
-        defer { try? out.close(); try? err.close(); try? input.close() }
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            process.terminationHandler = { _ in continuation.resume() }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        return CommandResult(
-            arguments: arguments, status: process.terminationStatus,
-            stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
-            stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
-    }
-
-    /// The `vault` executable: $VAULT_BINARY, else next to the running test bundle.
-    static func binary() throws -> URL {
-        if let override = ProcessInfo.processInfo.environment["VAULT_BINARY"] { return URL(fileURLWithPath: override) }
-        var candidates = [Bundle.main.bundleURL, Bundle.main.bundleURL.deletingLastPathComponent()]
-        if let executable = Bundle.main.executableURL { candidates.append(executable.deletingLastPathComponent()) }
-        candidates.append(URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent())
-        for directory in candidates {
-            let url = directory.appending(path: "vault")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        throw BinaryNotFound(searched: candidates.map(\.path))
-    }
-
-    struct BinaryNotFound: Error, CustomStringConvertible {
-        var searched: [String]
-        var description: String {
-            "the vault binary was not found in \(searched); build with `swift build --build-tests` or set VAULT_BINARY"
-        }
+        let output = try await BuiltProgram.run(try BuiltProgram.url(named: "vault"), arguments,
+                                                environment: environment, stdin: stdin ?? "", in: directory)
+        return CommandResult(arguments: arguments, status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
 }
-
 /// Exit codes as the README documents them.
 enum Exit {
     static let usage: Int32 = 64
