@@ -16,6 +16,11 @@ struct ProbeError: Error, CustomStringConvertible {
 /// probe.go()
 /// let lines = try await probe.results()
 /// ```
+// @unchecked Sendable: every stored property is a `let`. `output` is Sendable (a Mutex
+// inside); `process` and `input` are set up in `init` before the value is shared, and after
+// that only used through calls Foundation makes safe from any thread (`terminate()`,
+// `isRunning`, `waitUntilExit()` and `terminationStatus` on the reader thread, and
+// writing to the pipe's file handle), never mutated.
 final class ProbeProcess: @unchecked Sendable {
     struct Output: Sendable {
         var lines: [String] = []
