@@ -24,11 +24,13 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
         "AccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
     }
 
-    init(_ stored: StoredTokens) {
+    init(_ stored: StoredTokens) { self.init(StoredAccessToken(stored)) }
+
+    init(_ stored: StoredAccessToken) {
         account = stored.account
-        value = stored.tokens.accessToken
-        tokenType = stored.tokens.tokenType
-        expiresAt = stored.tokens.accessTokenExpiresAt
+        value = stored.accessToken
+        tokenType = stored.tokenType
+        expiresAt = stored.expiresAt
         generation = stored.generation
     }
 }

@@ -11,8 +11,13 @@ public struct SessionConfiguration: Sendable {
     /// a lease that lapses while its request is still out lets a second process present the
     /// same refresh token, which a rotating server treats as reuse and revokes the grant.
     public var leaseDuration: Duration = .seconds(60)
-    /// How often a caller waiting for another process's refresh looks at the vault.
+    /// How often a caller waiting for another process's refresh takes another look at the
+    /// lease. Meanwhile it watches SQLite's `data_version` every ``leaseWatchInterval``, so it
+    /// sees the other process's commit within that time rather than this one.
     public var leasePollInterval: Duration = .milliseconds(20)
+    /// How often a caller waiting for another process's refresh checks whether anything was
+    /// committed to the vault (one `PRAGMA data_version`, no transaction).
+    public var leaseWatchInterval: Duration = .milliseconds(1)
     /// The first back-off after a transient refresh failure; doubles per failure, with jitter.
     public var backoffBase: Duration = .seconds(1)
     /// The longest back-off.

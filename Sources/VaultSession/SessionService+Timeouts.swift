@@ -8,10 +8,13 @@ extension SessionService {
     /// The account's session if tokens may be served now; otherwise applies whatever deadline
     /// passed (lock or expire, persisted and announced) and throws why not.
     func servableSession(_ id: AccountID) async throws -> SessionRecord {
-        guard let session = try vaultCall({ try vault.currentSession(for: id) }) else {
-            throw SessionError.notSignedIn(id)
-        }
-        let policy = try vaultCall { try vault.sessionPolicy(for: id) }
+        try await servableSession(id, current: try vaultCall { try vault.currentSession(for: id) },
+                                  policy: try vaultCall { try vault.sessionPolicy(for: id) })
+    }
+
+    /// The same, judging a session and policy the caller read.
+    func servableSession(_ id: AccountID, current: SessionRecord?, policy: SessionPolicy) async throws -> SessionRecord {
+        guard let session = current else { throw SessionError.notSignedIn(id) }
         switch SessionJudge.judge(session, policy: policy, now: now()) {
         case .active(let warning, _):
             if let lockReason, vault.isLocked { throw SessionError.locked(id, lockReason) }

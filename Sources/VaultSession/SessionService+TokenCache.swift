@@ -17,38 +17,50 @@ struct TokenCacheEntry {
     let account: AccountID
     let session: SessionRecord
     let policy: SessionPolicy
-    let tokens: StoredTokens
+    let token: StoredAccessToken
+}
+
+/// The outcome of looking in the cache: the answer, or the stamp taken while looking (nil
+/// when there was no entry to check), to be used as the stamp of the read that follows.
+enum TokenCacheLookup {
+    case hit(AccessToken)
+    case miss(VaultChangeStamp?)
 }
 
 extension SessionService {
-    /// The cached answer to `validAccessToken(for: account)`, or nil when the slow path must
+    /// The cached answer to `validAccessToken(for: account)`, or a miss when the slow path must
     /// run: the vault changed, is locked or closed, the session needs a decision (lock,
     /// expiry) or the token is no longer fresh. Costs one `PRAGMA data_version`.
-    func cachedAccessToken(for account: AccountID?) throws -> AccessToken? {
-        guard let entry = tokenCache else { return nil }
+    func cachedAccessToken(for account: AccountID?) throws -> TokenCacheLookup {
+        guard let entry = tokenCache else { return .miss(nil) }
         guard !vault.isLocked, !vault.isClosed, lockReason == nil else {
             tokenCache = nil
-            return nil
+            return .miss(nil)
         }
-        guard let stamp = try? vault.changeStamp(), stamp == entry.stamp else {
+        guard let stamp = try? vault.changeStamp() else {
             tokenCache = nil
-            return nil
+            return .miss(nil)
+        }
+        guard stamp == entry.stamp else {
+            tokenCache = nil
+            return .miss(stamp)
         }
         // Never another account's token: asked for the active one, it must be the cached one.
-        guard (account ?? entry.activeAccount) == entry.account else { return nil }
+        guard (account ?? entry.activeAccount) == entry.account else { return .miss(stamp) }
         guard case .active(let warning, _) = SessionJudge.judge(entry.session, policy: entry.policy, now: now()),
-              isFresh(entry.tokens) else { return nil }
+              isFresh(entry.token.expiresAt) else { return .miss(stamp) }
         if let warning { announce(warning, for: entry.account) }
-        return AccessToken(entry.tokens)
+        return .hit(AccessToken(entry.token))
     }
 
     /// Remembers what the slow path read under `stamp` (taken before any of it was read).
-    func cacheAccessToken(_ tokens: StoredTokens, session: SessionRecord, stamp: VaultChangeStamp?, activeAccount: AccountID?) {
-        guard let stamp, !vault.isLocked, let policy = try? vault.sessionPolicy(for: tokens.account) else {
+    func cacheAccessToken(_ token: StoredAccessToken, session: SessionRecord, policy: SessionPolicy,
+                          stamp: VaultChangeStamp?, activeAccount: AccountID?) {
+        guard let stamp, !vault.isLocked else {
             tokenCache = nil
             return
         }
-        tokenCache = TokenCacheEntry(stamp: stamp, activeAccount: activeAccount, account: tokens.account,
-                                     session: session, policy: policy, tokens: tokens)
+        tokenCache = TokenCacheEntry(stamp: stamp, activeAccount: activeAccount, account: token.account,
+                                     session: session, policy: policy, token: token)
     }
 }

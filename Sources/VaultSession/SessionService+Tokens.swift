@@ -5,6 +5,19 @@ import VaultStore
 
 // MARK: - Tokens
 
+/// What a caller of ``SessionService/validAccessToken(for:)`` asked for: the active account
+/// or a named one. Callers asking the same while one of them is served share its answer.
+enum TokenRequest: Hashable {
+    case active
+    case account(AccountID)
+
+    init(_ account: AccountID?) { self = account.map(TokenRequest.account) ?? .active }
+}
+
+/// Tells callers that shared a request to ask again: its serving caller was cancelled, or the
+/// active account changed while it was served.
+struct AbandonedTokenRequest: Error {}
+
 extension SessionService {
     /// A token that stays valid for at least ``SessionConfiguration/leeway``, for the given
     /// account or the active one, refreshing ahead of expiry when needed.
@@ -15,21 +28,76 @@ extension SessionService {
     /// ``SessionError/accountChanged(from:to:)`` when asked for the active account and
     /// another became active meanwhile, so one account's token is never served for another.
     public func validAccessToken(for account: AccountID? = nil) async throws -> AccessToken {
-        if let cached = try cachedAccessToken(for: account) { return cached }
-        // Taken before anything is read, so a commit that lands meanwhile invalidates the entry.
-        let stamp = try? vault.changeStamp()
-        let id = try resolve(account)
-        let session = try await servableSession(id)
-        guard let stored = try vaultCall({ try vault.tokens(for: id) }) else {
-            throw try noTokensError(id)
+        let request = TokenRequest(account)
+        while true {
+            let stamp: VaultChangeStamp?
+            switch try cachedAccessToken(for: account) {
+            case .hit(let token): return token
+            case .miss(let taken): stamp = taken
+            }
+            guard tokenWaiters[request] != nil else {
+                return try await serveSharing(request, account: account, stamp: stamp)
+            }
+            // Another caller is serving the same request and waits on the server or another
+            // process's refresh: its answer is this caller's too, without reading anything.
+            do {
+                return try await withCheckedThrowingContinuation { tokenWaiters[request, default: []].append($0) }
+            } catch is AbandonedTokenRequest {
+                continue  // that caller was cancelled: ask again
+            }
         }
-        if isFresh(stored) {
-            let token = try deliver(stored, askedFor: account, resolved: id)
-            cacheAccessToken(stored, session: session, stamp: stamp, activeAccount: account == nil ? id : nil)
-            return token
+    }
+
+    /// Serves `request` and hands the outcome to every caller that asked for the same while
+    /// this one was waiting.
+    private func serveSharing(_ request: TokenRequest, account: AccountID?, stamp: VaultChangeStamp?) async throws -> AccessToken {
+        tokenWaiters[request] = []
+        let outcome: Result<AccessToken, any Error>
+        do {
+            outcome = .success(try await serveAccessToken(for: account, stamp: stamp))
+        } catch {
+            outcome = .failure(error)
         }
-        let refreshed = try await refresh(id, from: stored.generation, force: false)
-        return try deliver(refreshed, askedFor: account, resolved: id)
+        // This caller's cancellation is not theirs, and an active account that changed during
+        // this request may be the one they asked for: in both cases they ask again.
+        var shared = outcome
+        if case .failure(let error) = outcome {
+            if error is CancellationError { shared = .failure(AbandonedTokenRequest()) }
+            if case SessionError.accountChanged = error { shared = .failure(AbandonedTokenRequest()) }
+        }
+        for waiter in tokenWaiters.removeValue(forKey: request) ?? [] { waiter.resume(with: shared) }
+        return try outcome.get()
+    }
+
+    /// The slow path of ``validAccessToken(for:)``: one read of everything the answer depends
+    /// on, then the token, or a refresh. `stamp` was taken before the read (nil: take one now).
+    private func serveAccessToken(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> AccessToken {
+        // Taken before anything is read, so a commit that lands meanwhile invalidates the cache entry.
+        let stamp = stamp ?? (try? vault.changeStamp())
+        if vault.isLocked {
+            // No sealed value opens: the session's state says why (locked, expired, signed out).
+            _ = try await servableSession(try resolve(account))
+        }
+        guard let snapshot = try vaultCall({ try vault.accessSnapshot(for: account) }) else { throw SessionError.noActiveAccount }
+        let id = snapshot.account
+        let session = try await servableSession(id, current: snapshot.session, policy: snapshot.policy)
+        guard let token = snapshot.token else { throw try noTokensError(id) }
+        if isFresh(token.expiresAt) {
+            cacheAccessToken(token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil)
+            return AccessToken(token)
+        }
+        let refreshed = try await refresh(id, from: token.generation, force: false)
+        // Judged again on the vault as it is after the wait (another process may have switched
+        // the active account or ended the session), and cached for the callers after this one.
+        let after = try? vault.changeStamp()
+        guard let now = try vaultCall({ try vault.accessSnapshot(for: account) }), now.account == id else {
+            throw SessionError.accountChanged(from: id, to: try activeAccount())
+        }
+        if let current = now.token, current.generation == refreshed.generation, let session = now.session,
+           case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt) {
+            cacheAccessToken(current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil)
+        }
+        return AccessToken(StoredAccessToken(refreshed))
     }
 
     /// Reports that an API answered 401 to `token`. Refreshes once (unless the token was
@@ -45,18 +113,12 @@ extension SessionService {
         return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
     }
 
-    private func deliver(_ stored: StoredTokens, askedFor account: AccountID?, resolved id: AccountID) throws -> AccessToken {
-        if account == nil {
-            let active = try activeAccount()
-            guard active == id else { throw SessionError.accountChanged(from: id, to: active) }
-        }
-        return AccessToken(stored)
-    }
-
     /// Whether the token stays valid for at least the leeway. (A server whose tokens live
     /// shorter than the leeway makes every call refresh: configure a smaller leeway for it.)
-    func isFresh(_ stored: StoredTokens) -> Bool {
-        guard let expiry = stored.tokens.accessTokenExpiresAt else { return true }
+    func isFresh(_ stored: StoredTokens) -> Bool { isFresh(stored.tokens.accessTokenExpiresAt) }
+
+    func isFresh(_ expiry: Date?) -> Bool {
+        guard let expiry else { return true }
         return expiry.timeIntervalSince(now()) >= configuration.leeway.timeInterval
     }
 
@@ -111,7 +173,7 @@ extension SessionService {
                 if force || isFresh(tokens) { return tokens }
                 seen = tokens.generation
             case .busy:
-                try await clock.sleep(for: configuration.leasePollInterval)
+                try await waitForCommit(upTo: configuration.leasePollInterval)
             case .backingOff(let until, let tokens):
                 if isUnexpired(tokens.tokens) && !force { return tokens }
                 let state = try vaultCall { try vault.refreshState(for: id) }
@@ -124,6 +186,19 @@ extension SessionService {
                 guard try vaultCall({ try vault.account(id) }) != nil else { throw SessionError.notSignedIn(id) }
                 seen = try vaultCall { try vault.tokens(for: id) }?.generation ?? seen
             }
+        }
+    }
+
+    /// Waits until another connection commits to the vault (the lease holder storing its
+    /// result, usually) or `limit` passes, whichever comes first.
+    private func waitForCommit(upTo limit: Duration) async throws {
+        let step = max(.milliseconds(1), min(configuration.leaseWatchInterval, limit))
+        let seen = try? vault.dataVersion()
+        var waited = Duration.zero
+        while waited < limit {
+            try await clock.sleep(for: step)
+            waited += step
+            if let seen, let now = try? vault.dataVersion(), now != seen { return }
         }
     }
 

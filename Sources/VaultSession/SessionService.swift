@@ -48,6 +48,8 @@ public actor SessionService {
     var observed = Snapshot()
     /// The last fresh token served and what it was judged on (``TokenCacheEntry``); dropped on lock.
     var tokenCache: TokenCacheEntry?
+    /// Callers of ``validAccessToken(for:)`` waiting for the answer another caller is getting.
+    var tokenWaiters: [TokenRequest: [CheckedContinuation<AccessToken, any Error>]] = [:]
 
     /// - Parameters:
     ///   - clock: drives timers and waits; tests pass a `TestClock`.

@@ -49,3 +49,35 @@ public struct TokenMetadata: Sendable, Hashable {
     public var scopes: [String]
     public var updatedAt: Date
 }
+
+/// An account's access token without its refresh and ID tokens: what serving an API call
+/// needs (``Vault/accessSnapshot(for:)``). Its description never shows the value.
+public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible {
+    public var account: AccountID
+    /// The generation of the stored tokens it belongs to.
+    public var generation: Int64
+    public var accessToken: String
+    public var tokenType: String
+    /// When the access token stops being valid; nil when the server did not say.
+    public var expiresAt: Date?
+    public var scopes: [String]
+
+    public init(account: AccountID, generation: Int64, accessToken: String, tokenType: String, expiresAt: Date?, scopes: [String]) {
+        self.account = account
+        self.generation = generation
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresAt = expiresAt
+        self.scopes = scopes
+    }
+
+    /// The access token of `stored`.
+    public init(_ stored: StoredTokens) {
+        self.init(account: stored.account, generation: stored.generation, accessToken: stored.tokens.accessToken,
+                  tokenType: stored.tokens.tokenType, expiresAt: stored.tokens.accessTokenExpiresAt, scopes: stored.tokens.scopes)
+    }
+
+    public var description: String {
+        "StoredAccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
+    }
+}

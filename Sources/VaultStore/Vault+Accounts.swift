@@ -166,7 +166,7 @@ extension Vault {
     /// next data key, otherwise its current one. Read in the caller's transaction, so a
     /// rotation finished by another process is never missed.
     func dataKey(for account: AccountID, _ db: Database) throws -> SymmetricKey {
-        guard let row = try Row.fetchOne(db, sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?",
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?"),
                                          arguments: [account.rawValue]) else {
             throw accountNotFound(account)
         }

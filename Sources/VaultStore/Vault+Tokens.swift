@@ -22,7 +22,9 @@ extension Vault {
 
     /// The same as ``storeTokens(_:for:replacing:)`` inside a transaction the caller holds.
     func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?, _ db: Database) throws -> Int64 {
-        let current = try Int64.fetchOne(db, sql: "SELECT generation FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
+        let current = try Row.fetchOne(db.cachedStatement(sql: "SELECT generation FROM tokens WHERE account_id = ?"),
+                                       arguments: [account.rawValue])
+            .map { try $0.stored("generation", table: "tokens", row: account.rawValue, path: path, as: Int64.self) }
         guard current == generation else {
             throw VaultError(
                 .staleGeneration,
@@ -30,29 +32,27 @@ extension Vault {
                 path: path)
         }
         let next = (generation ?? 0) + 1
+        // One key lookup for the three values: they are sealed with the same key.
+        let key = try dataKey(for: account, db)
         let seal = { (column: String, value: String?) throws -> Data? in
-            try self.seal(value, table: "tokens", column: column, account: account, row: account.rawValue, version: "\(next)", db)
+            try value.map { try self.seal($0, with: key, table: "tokens", column: column, account: account, row: account.rawValue, version: "\(next)") }
         }
         let arguments: StatementArguments = [
             next, try seal("access_token", tokens.accessToken), try seal("refresh_token", tokens.refreshToken),
             try seal("id_token", tokens.idToken), tokens.tokenType, tokens.accessTokenExpiresAt?.millisecondsSince1970,
             tokens.scopes.joined(separator: " "), clock.now().millisecondsSince1970, account.rawValue,
         ]
-        if generation == nil {
-            try db.execute(
-                sql: """
-                    INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
-                        access_expires_at, scopes, updated_at, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: arguments)
-        } else {
-            try db.execute(
-                sql: """
-                    UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
-                        access_expires_at = ?, scopes = ?, updated_at = ? WHERE account_id = ?
-                    """,
-                arguments: arguments)
-        }
+        // Kept prepared by the connection: a refresh stores tokens on every rotation.
+        let statement = try db.cachedStatement(sql: generation == nil
+            ? """
+                INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
+                    access_expires_at, scopes, updated_at, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+            : """
+                UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
+                    access_expires_at = ?, scopes = ?, updated_at = ? WHERE account_id = ?
+                """)
+        try statement.execute(arguments: arguments)
         return next
     }
 
@@ -62,7 +62,7 @@ extension Vault {
     }
 
     func tokens(for account: AccountID, _ db: Database) throws -> StoredTokens? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue]) else {
             return nil
         }
         let key = account.rawValue

@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+
+// MARK: - The read behind a token request
+
+/// Everything a request for an account's access token depends on, read in one transaction:
+/// which account is active, the account's current session and policy, and its access token
+/// (opened; the refresh and ID tokens stay sealed).
+///
+/// ```swift
+/// guard let snapshot = try vault.accessSnapshot(for: nil) else { throw NoActiveAccount() }
+/// if snapshot.session?.state == .active, let token = snapshot.token { use(token.accessToken) }
+/// ```
+public struct AccessSnapshot: Sendable {
+    /// The active account when the snapshot was read.
+    public var activeAccount: AccountID?
+    /// The account asked for, or the active one.
+    public var account: AccountID
+    /// The account's newest session; nil when it never signed in (or was removed).
+    public var session: SessionRecord?
+    /// The account's session policy (the defaults when none is stored).
+    public var policy: SessionPolicy
+    /// The account's access token; nil when it holds no tokens.
+    public var token: StoredAccessToken?
+}
+
+extension Vault {
+    /// Reads what a token request needs in one read transaction (see ``AccessSnapshot``).
+    /// Returns nil when `account` is nil and no account is active.
+    ///
+    /// This is the path every API call takes when its process's cache is stale, so it reads
+    /// through prepared statements kept by the connection and opens one sealed value.
+    public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
+        try read("reading the session and access token") { db in
+            let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1"))
+            let active = try meta?.storedIfPresent("active_account_id", table: "vault_meta", row: "1", path: path, as: String.self)
+                .map(AccountID.init(rawValue:))
+            guard let id = account ?? active else { return nil }
+            let session = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
+                arguments: [id.rawValue]
+            ).map { try Self.session(from: $0, path: path) }
+            return AccessSnapshot(activeAccount: active, account: id, session: session,
+                                  policy: try sessionPolicy(for: id, db), token: try accessToken(for: id, db))
+        }
+    }
+
+    /// The account's access token and what describes it, opening no other sealed value.
+    func accessToken(for account: AccountID, _ db: Database) throws -> StoredAccessToken? {
+        guard let row = try Row.fetchOne(
+            db.cachedStatement(sql: """
+                SELECT generation, access_token, token_type, access_expires_at, scopes
+                FROM tokens WHERE account_id = ?
+                """),
+            arguments: [account.rawValue]) else {
+            return nil
+        }
+        let key = account.rawValue
+        let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
+        guard let access = try open(row.storedIfPresent("access_token", table: "tokens", row: key, path: path),
+                                    table: "tokens", column: "access_token", account: account, row: key,
+                                    version: "\(generation)", db) else {
+            throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)
+        }
+        let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
+        return StoredAccessToken(
+            account: account, generation: generation, accessToken: access,
+            tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
+            expiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
+            scopes: scopes.split(separator: " ").map(String.init))
+    }
+
+    /// The account's session policy inside the caller's transaction; the defaults when none is stored.
+    func sessionPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
+                                         arguments: [account.rawValue]) else {
+            return SessionPolicy()
+        }
+        let key = account.rawValue
+        func milliseconds(_ column: String) throws -> Duration {
+            .milliseconds(try row.stored(column, table: "session_policies", row: key, path: path, as: Int64.self))
+        }
+        func optionalMilliseconds(_ column: String) throws -> Duration? {
+            try row.storedIfPresent(column, table: "session_policies", row: key, path: path, as: Int64.self).map { .milliseconds($0) }
+        }
+        let action: String = try row.stored("idle_action", table: "session_policies", row: key, path: path)
+        return SessionPolicy(
+            idleTimeout: try optionalMilliseconds("idle_timeout_ms"),
+            warningBefore: try milliseconds("warning_ms"),
+            maxExtensions: try row.stored("max_extensions", table: "session_policies", row: key, path: path),
+            absoluteLifetime: try milliseconds("absolute_lifetime_ms"),
+            backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
+            idleAction: SessionPolicy.IdleAction(rawValue: action) ?? .lock)
+    }
+}
