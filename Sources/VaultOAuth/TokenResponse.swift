@@ -71,7 +71,7 @@ extension TokenResponse {
         guard let fields = JSONFields.parse(data) else { throw .notJSONObject }
 
         let accessToken = try requiredToken("access_token", in: fields)
-        let tokenType = try requiredToken("token_type", in: fields)
+        let tokenType = try requiredTokenType(in: fields)
         let refreshToken = try optionalToken("refresh_token", in: fields)
         let idToken = try optionalToken("id_token", in: fields)
         let scope = try optionalScope(in: fields)
@@ -91,6 +91,23 @@ extension TokenResponse {
         guard let value = try optionalToken(name, in: fields) else { throw .missingField(name) }
         return value
     }
+
+    /// `token_type` is a type name (RFC 6749 §11.1: letters, digits, `-`, `.`, `_`), such as
+    /// `Bearer` or `DPoP`: it goes into an `Authorization` header before the token.
+    private static func requiredTokenType(in fields: JSONFields) throws(OAuthError) -> String {
+        let value = try requiredToken("token_type", in: fields)
+        let nameCharacters = value.utf8.allSatisfy { byte in
+            byte == 0x2D || byte == 0x2E || byte == 0x5F || (0x30...0x39).contains(byte)
+                || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+        }
+        guard nameCharacters, value.utf8.count <= maximumTokenTypeLength else {
+            throw .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most \(maximumTokenTypeLength))")
+        }
+        return value
+    }
+
+    /// The longest accepted `token_type`.
+    static let maximumTokenTypeLength = 64
 
     /// A token is 1*VSCHAR (RFC 6749 Appendix A): visible ASCII and space, so it is safe in a header.
     private static func optionalToken(_ name: String, in fields: JSONFields) throws(OAuthError) -> String? {
@@ -161,8 +178,15 @@ extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, 
         let expiry = expiresIn.map(String.init) ?? "unknown"
         let refresh = refreshToken.map(redacted) ?? "none"
         let id = idToken.map(redacted) ?? "none"
-        let scopeText = scope ?? "unchanged"
-        return "TokenResponse(access: \(redacted(accessToken)), type: \(tokenType), expiresIn: \(expiry), refresh: \(refresh), scope: \(scopeText), idToken: \(id))"
+        let scopeText = scope.map(shown) ?? "unchanged"
+        return "TokenResponse(access: \(redacted(accessToken)), type: \(shown(tokenType)), expiresIn: \(expiry), refresh: \(refresh), scope: \(scopeText), idToken: \(id))"
+    }
+
+    /// `text` (a type or scope the server sent) unless it contains one of the tokens: a server
+    /// that echoes a token into another field must not get it printed through that field.
+    private func shown(_ text: String) -> String {
+        let tokens = [accessToken, refreshToken, idToken].compactMap { $0 }.filter { !$0.isEmpty }
+        return tokens.contains(where: text.contains) ? "<redacted>" : text
     }
 
     /// Same as ``description``.
@@ -171,9 +195,9 @@ extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, 
     /// A mirror without token values, so `dump(tokens)` cannot print them.
     public var customMirror: Mirror {
         Mirror(self, children: [
-            "tokenType": tokenType,
+            "tokenType": shown(tokenType),
             "expiresIn": expiresIn as Any,
-            "scope": scope as Any,
+            "scope": scope.map(shown) as Any,
         ], displayStyle: .struct)
     }
 }

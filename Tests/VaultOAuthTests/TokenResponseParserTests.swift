@@ -51,6 +51,8 @@ struct TokenResponseParserTests {
         (#"{"access_token":"a","token_type":"Bearer","expires_in":99999999999}"#, .invalidValue(field: "expires_in", reason: "out of range")),
         (#"{"access_token":"","token_type":"Bearer"}"#, .invalidValue(field: "access_token", reason: "empty")),
         (#"{"access_token":"a\r\nX-Injected: 1","token_type":"Bearer"}"#, .invalidValue(field: "access_token", reason: "contains characters outside visible ASCII")),
+        (#"{"access_token":"a","token_type":"Bearer X-Injected"}"#, .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most 64)")),
+        (#"{"access_token":"a","token_type":"B%ear"}"#, .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most 64)")),
         ("not json", .notJSONObject),
         ("", .notJSONObject),
         ("null", .notJSONObject),
@@ -110,6 +112,22 @@ struct TokenResponseParserTests {
             _ = OAuthErrorResponse.parse(Data(bytes))
         }
         #expect(parsed > 0, "some mutations should still be valid responses")
+    }
+
+    /// Found by the TokenResponse fuzzer: a server that echoes the access token into
+    /// `token_type` (or `scope`) must not get it printed through that field.
+    @Test("a token echoed into the token type or scope is not printed through them")
+    func echoedTokens() throws {
+        let echoedType = try parse(#"{"access_token":"A-T-seed","token_type":"x-A-T-seed"}"#)
+        let echoedScope = try parse(#"{"access_token":"AT-SECRET-VALUE","token_type":"Bearer","scope":"openid AT-SECRET-VALUE"}"#)
+        for tokens in [echoedType, echoedScope] {
+            var dumped = ""
+            dump(tokens, to: &dumped)
+            for rendered in [tokens.description, dumped] {
+                #expect(!rendered.contains(tokens.accessToken))
+            }
+        }
+        #expect(try parse(#"{"access_token":"AT-SECRET-VALUE","token_type":"DPoP","scope":"openid"}"#).description.contains("type: DPoP, "))
     }
 
     @Test("description and dump show no token")
