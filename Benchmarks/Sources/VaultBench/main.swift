@@ -1,6 +1,7 @@
 // `make bench`: the vault's hot paths against baselines measured in the same run.
 //
 //     VaultBench --vault-binary PATH [--out .bench/results.json] [--rows 1000000] [--quick]
+//                [--only unlock,tokens,durable,process,refresh,pages,maintenance]
 //     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
 //     VaultBench profile cold|store|page N              (a loop for callgrind)
 //
@@ -36,6 +37,8 @@ if arguments.contains("--quick") {
     scale = Scale(hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
                   processIterations: 6, callers: 100, processes: 2, notificationSizes: [1_000, 5_000, 20_000])
 }
+// A subset of the groups, to re-measure one figure while working on it (`make bench` runs all).
+let groups = Set((option("--only") ?? "unlock,tokens,durable,process,refresh,pages,maintenance").split(separator: ",").map(String.init))
 let selfBinary = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-bench-\(getpid())")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -44,13 +47,17 @@ defer { try? FileManager.default.removeItem(at: dir) }
 let report = Report()
 let started = nowNanos()
 do {
-    try await benchUnlock(report, dir: dir, scale: scale)
-    let tokens = try await benchTokenReads(report, dir: dir, scale: scale)
-    try await benchDurableStore(report, dir: dir, scale: scale)
-    try await benchTokenProcess(report, bench: tokens, vaultBinary: vaultBinary, scale: scale)
-    try await benchConcurrentRefresh(report, dir: dir, selfBinary: selfBinary, scale: scale)
-    let history = try await benchNotificationPages(report, dir: dir, scale: scale)
-    try await benchMaintenance(report, vaults: history, vaultBinary: vaultBinary, dir: dir)
+    if groups.contains("unlock") { try await benchUnlock(report, dir: dir, scale: scale) }
+    if groups.contains("tokens") || groups.contains("process") {
+        let tokens = try await benchTokenReads(report, dir: dir, scale: scale, measure: groups.contains("tokens"))
+        if groups.contains("process") { try await benchTokenProcess(report, bench: tokens, vaultBinary: vaultBinary, scale: scale) }
+    }
+    if groups.contains("durable") { try await benchDurableStore(report, dir: dir, scale: scale) }
+    if groups.contains("refresh") { try await benchConcurrentRefresh(report, dir: dir, selfBinary: selfBinary, scale: scale) }
+    if groups.contains("pages") || groups.contains("maintenance") {
+        let history = try await benchNotificationPages(report, dir: dir, scale: scale, measure: groups.contains("pages"))
+        if groups.contains("maintenance") { try await benchMaintenance(report, vaults: history, vaultBinary: vaultBinary, dir: dir) }
+    }
 } catch {
     log("benchmark failed: \(error)")
     try? report.write(to: out)
