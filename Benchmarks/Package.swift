@@ -3,6 +3,9 @@
 // Its own package (own .build) so the root package's `swift test` never builds it.
 import PackageDescription
 
+/// SwiftPM names a path dependency after its folder: the clone's folder, whatever it is called.
+let root = String(#filePath.split(separator: "/").dropLast(2).last ?? "main")
+
 let package = Package(
     name: "CredentialVaultBenchmarks",
     platforms: [.macOS(.v15)],
@@ -18,11 +21,11 @@ let package = Package(
             name: "VaultBench",
             dependencies: [
                 "CSodiumBaseline",
-                .product(name: "VaultStore", package: "main"),
-                .product(name: "VaultSession", package: "main"),
-                .product(name: "VaultCrypto", package: "main"),
-                .product(name: "VaultOAuth", package: "main"),
-                .product(name: "DevGateway", package: "main"),
+                .product(name: "VaultStore", package: root),
+                .product(name: "VaultSession", package: root),
+                .product(name: "VaultCrypto", package: root),
+                .product(name: "VaultOAuth", package: root),
+                .product(name: "DevGateway", package: root),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
