@@ -4,6 +4,7 @@ import Logging
 import VaultOAuth
 import VaultSession
 import VaultStore
+import DevGateway
 
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
@@ -14,6 +15,29 @@ func profileLoop(_ arguments: [String]) async throws {
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(at: dir) }
+    if arguments[0] == "http" {
+        // Time of each refresh request against the gateway with no added latency: the first
+        // in the process (client set-up) and the rest.
+        let gateway = try await DevGateway.start(logger: quietLogger())
+        let oauth = OAuthClient(logger: quietLogger())
+        var grant = await gateway.issueGrant(subject: "http", clientID: "bench-cli")
+        var times: [UInt64] = []
+        var fresh: [UInt64] = []
+        for i in 0..<(2 * iterations) {
+            let client = i < iterations ? oauth : OAuthClient(logger: quietLogger())
+            let start = nowNanos()
+            let response = try await client.refresh(refreshToken: grant.refreshToken ?? "", scope: nil, endpoint: gateway.tokenEndpoint,
+                                                   client: ClientCredentials(clientID: "bench-cli"))
+            if i < iterations { times.append(nowNanos() - start) } else { fresh.append(nowNanos() - start) }
+            grant = await gateway.issueGrant(subject: "http", clientID: "bench-cli")
+            _ = response
+        }
+        await gateway.stop()
+        let rest = Stats(Array(times.dropFirst()))
+        log("one client: first request \(fmt(Double(times[0]) / 1e6)) ms; then p50 \(fmt(rest.p50 / 1e6)) ms, p99 \(fmt(rest.p99 / 1e6)) ms")
+        log("a new client per request: p50 \(fmt(Stats(fresh).p50 / 1e6)) ms, p99 \(fmt(Stats(fresh).p99 / 1e6)) ms")
+        return
+    }
     let bench = try makeVault(in: dir, name: "profile", tokenEndpoint: unusedEndpoint, tokens: sampleTokens(expiresIn: 7 * 24 * 3600))
     let vault = try bench.open()
     defer { vault.close() }

@@ -35,7 +35,7 @@ if let rows = option("--rows").flatMap(Int.init), rows >= 10_000 {
 }
 if arguments.contains("--quick") {
     scale = Scale(hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
-                  processIterations: 6, callers: 100, processes: 2, notificationSizes: [1_000, 5_000, 20_000])
+                  processIterations: 6, callers: 100, bareRefreshes: 3, processes: 2, notificationSizes: [1_000, 5_000, 20_000])
 }
 // A subset of the groups, to re-measure one figure while working on it (`make bench` runs all).
 let groups = Set((option("--only") ?? "unlock,tokens,durable,process,refresh,pages,maintenance").split(separator: ",").map(String.init))
