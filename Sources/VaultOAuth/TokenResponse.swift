@@ -182,11 +182,12 @@ extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, 
         return "TokenResponse(access: \(redacted(accessToken)), type: \(shown(tokenType)), expiresIn: \(expiry), refresh: \(refresh), scope: \(scopeText), idToken: \(id))"
     }
 
-    /// `text` (a type or scope the server sent) unless it contains one of the tokens: a server
-    /// that echoes a token into another field must not get it printed through that field.
+    /// `text` (a type or scope the server sent) unless it contains one of the tokens (spaces
+    /// around a token ignored): a server that echoes a token into another field must not get
+    /// it printed through that field.
     private func shown(_ text: String) -> String {
-        let tokens = [accessToken, refreshToken, idToken].compactMap { $0 }.filter { !$0.isEmpty }
-        return tokens.contains(where: text.contains) ? "<redacted>" : text
+        let tokens = [accessToken, refreshToken, idToken].compactMap { $0?.trimmingCharacters(in: .whitespaces) }
+        return tokens.contains { !$0.isEmpty && text.contains($0) } ? "<redacted>" : text
     }
 
     /// Same as ``description``.
