@@ -3,35 +3,37 @@ import GRDB
 
 /// Reading columns of a row that a hand-edited or damaged file may hold with the wrong type.
 ///
-/// GRDB's `row["column"] as T` stops the process when the value is NULL or of another type;
-/// a vault read goes through these instead, so such a value is reported as
-/// ``VaultError/Code/damaged``, naming the table, row and column (never the value).
+/// GRDB's `row["column"] as T` stops the process when the value is NULL or of another type
+/// (and when the column is missing); a vault read goes through these instead, so such a value
+/// is reported as ``VaultError/Code/damaged``, naming the table, row and column (never the value).
 ///
 /// ```swift
 /// let generation: Int64 = try row.stored("generation", table: "tokens", row: account.rawValue, path: path)
 /// ```
 extension Row {
-    /// The column's value as `T`; `.damaged` when it is NULL or cannot be read as `T`.
+    /// The column's value as `T`; `.damaged` when it is NULL, missing or cannot be read as `T`.
     func stored<T: DatabaseValueConvertible>(
         _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self
     ) throws -> T {
-        let value: DatabaseValue = self[column]
-        guard let converted = T.fromDatabaseValue(value) else {
-            throw Self.wrongType(column, table: table, row: key, path: path, isNull: value.isNull, type: type)
+        guard hasColumn(column) else {
+            throw StoredValue.damaged(table: table, column: column, row: key, path: path, "is missing")
         }
-        return converted
+        let value: DatabaseValue = self[column]
+        if value.isNull {
+            throw StoredValue.damaged(table: table, column: column, row: key, path: path, "is empty (NULL)")
+        }
+        return try StoredValue.convert(value, table: table, column: column, row: key, path: path, as: type)
     }
 
-    /// The column's value as `T`, nil when it is NULL; `.damaged` when it cannot be read as `T`.
+    /// The column's value as `T`, nil when it is NULL (or the column is missing, as in an older
+    /// schema); `.damaged` when it cannot be read as `T`.
     func storedIfPresent<T: DatabaseValueConvertible>(
         _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self
     ) throws -> T? {
+        guard hasColumn(column) else { return nil }
         let value: DatabaseValue = self[column]
         if value.isNull { return nil }
-        guard let converted = T.fromDatabaseValue(value) else {
-            throw Self.wrongType(column, table: table, row: key, path: path, isNull: false, type: type)
-        }
-        return converted
+        return try StoredValue.convert(value, table: table, column: column, row: key, path: path, as: type)
     }
 
     /// A stored time in milliseconds since 1970.
@@ -44,17 +46,73 @@ extension Row {
         try storedIfPresent(column, table: table, row: key, path: path, as: Int64.self).map(Date.init(millisecondsSince1970:))
     }
 
-    /// The row's key column (an account id, a uuid…) as text, or "?" when even that is unreadable.
-    func storedKey(_ column: String) -> String {
-        String.fromDatabaseValue(self[column]) ?? "?"
+    /// Whether the column holds a value, whatever its type (a sealed column's presence, read
+    /// without opening it). False for NULL and for a missing column.
+    func holdsValue(_ column: String) -> Bool {
+        guard hasColumn(column) else { return false }
+        return !(self[column] as DatabaseValue).isNull
     }
 
-    private static func wrongType(_ column: String, table: String, row key: String, path: String?,
-                                  isNull: Bool, type: Any.Type) -> VaultError {
-        let what = isNull ? "is empty (NULL)" : "does not hold a \(type) value"
-        return VaultError(
+    /// The row's key column (an account id, a uuid…) as text, or "?" when even that is unreadable.
+    func storedKey(_ column: String) -> String {
+        guard hasColumn(column) else { return "?" }
+        let value: DatabaseValue = self[column]
+        if let text = String.fromDatabaseValue(value) { return text }
+        // An integer key (a session id) reads as its number; anything else is not shown.
+        if case .int64(let number) = value.storage { return String(number) }
+        return "?"
+    }
+}
+
+extension Database {
+    /// The first column of the first row of `sql` as `T`: nil when there is no row or the value
+    /// is NULL; `.damaged` naming `table.column` and `row` when it cannot be read as `T`.
+    ///
+    /// Use it instead of `T.fetchOne(db, sql:)` for a stored column: that one never reports a
+    /// wrong type (SQLite converts silently: text `'x'` reads as the integer 0).
+    ///
+    /// ```swift
+    /// let next = try db.storedValue("SELECT next_key_id FROM vault_meta WHERE singleton = 1",
+    ///                               table: "vault_meta", column: "next_key_id", row: "1", path: path, as: Int64.self)
+    /// ```
+    func storedValue<T: DatabaseValueConvertible>(
+        _ sql: String, arguments: StatementArguments = StatementArguments(),
+        table: String, column: String, row key: String, path: String?, as type: T.Type = T.self
+    ) throws -> T? {
+        guard let row = try Row.fetchOne(self, sql: sql, arguments: arguments), !row.isEmpty else { return nil }
+        let value: DatabaseValue = row[0]
+        if value.isNull { return nil }
+        return try StoredValue.convert(value, table: table, column: column, row: key, path: path, as: type)
+    }
+}
+
+/// The conversion and the error shared by the readers above.
+enum StoredValue {
+    static func convert<T: DatabaseValueConvertible>(
+        _ value: DatabaseValue, table: String, column: String, row key: String, path: String?, as type: T.Type
+    ) throws -> T {
+        guard let converted = T.fromDatabaseValue(value) else {
+            throw damaged(table: table, column: column, row: key, path: path, "does not hold \(describe(type))")
+        }
+        return converted
+    }
+
+    /// `.damaged` naming the place: never the value found there.
+    static func damaged(table: String, column: String, row key: String, path: String?, _ what: String) -> VaultError {
+        VaultError(
             .damaged,
             "\(table).\(column) of row \(key) \(what): \(path ?? "the vault") is damaged or was edited; restore it from a backup",
             path: path)
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is Int64.Type, is Int.Type, is Int32.Type: "an integer"
+        case is String.Type: "text"
+        case is Data.Type: "a blob"
+        case is Bool.Type: "a boolean (0 or 1)"
+        case is Double.Type: "a number"
+        default: "a \(type) value"
+        }
     }
 }

@@ -53,18 +53,37 @@ extension Vault {
     }
 
     private func device(from row: Row, _ db: Database) throws -> DeviceRegistration {
-        let account = AccountID(rawValue: row["account_id"])
-        let id: String = row["registration_id"]
-        guard let name = try open(row["name"], table: "devices", column: "name", account: account, row: id, db) else {
-            throw VaultError(.damaged, "device \(id) has no name", path: path)
+        let plain = try Self.deviceMetadata(from: row, path: path)
+        let sealedName = try row.storedIfPresent("name", table: "devices", row: plain.id, path: path, as: Data.self)
+        guard let name = try open(sealedName, table: "devices", column: "name", account: plain.account, row: plain.id, db) else {
+            throw VaultError(.damaged, "device \(plain.id) has no name", path: path)
         }
         return DeviceRegistration(
-            id: id, account: account, deviceID: row["device_id"], name: name, platform: row["platform"],
-            status: DeviceStatus(rawValue: row["status"]) ?? .revoked,
-            activationMethod: (row["activation_method"] as String?).flatMap(ActivationMethod.init(rawValue:)),
-            statusReason: row["status_reason"],
-            createdAt: Date(millisecondsSince1970: row["created_at"]),
-            updatedAt: Date(millisecondsSince1970: row["updated_at"]),
-            lastActivityAt: (row["last_activity_at"] as Int64?).map(Date.init(millisecondsSince1970:)))
+            id: plain.id, account: plain.account, deviceID: plain.deviceID, name: name, platform: plain.platform,
+            status: plain.status, activationMethod: plain.activationMethod, statusReason: plain.statusReason,
+            createdAt: plain.createdAt, updatedAt: plain.updatedAt, lastActivityAt: plain.lastActivityAt)
+    }
+
+    /// The plain columns of a `devices` row; `.damaged` naming the column when one holds a
+    /// value of the wrong type (a hand-edited file).
+    static func deviceMetadata(from row: Row, path: String?) throws -> DeviceMetadata {
+        let key = row.storedKey("registration_id")
+        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+            try row.stored(column, table: "devices", row: key, path: path)
+        }
+        func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+            try row.storedIfPresent(column, table: "devices", row: key, path: path)
+        }
+        let status: String = try value("status")
+        let activationMethod: String? = try optional("activation_method")
+        return DeviceMetadata(
+            id: try value("registration_id"), account: AccountID(rawValue: try value("account_id")),
+            deviceID: try value("device_id"), platform: try value("platform"),
+            status: DeviceStatus(rawValue: status) ?? .revoked,
+            activationMethod: activationMethod.flatMap(ActivationMethod.init(rawValue:)),
+            statusReason: try optional("status_reason"),
+            createdAt: try row.storedDate("created_at", table: "devices", row: key, path: path),
+            updatedAt: try row.storedDate("updated_at", table: "devices", row: key, path: path),
+            lastActivityAt: try row.storedDateIfPresent("last_activity_at", table: "devices", row: key, path: path))
     }
 }

@@ -93,14 +93,15 @@ extension Vault {
     /// Whether a key rotation was started and not finished.
     public func keyRotationPending() throws -> Bool {
         try read("reading rotation state") { db in
-            try Bool.fetchOne(db, sql: "SELECT pending_vault_key_id IS NOT NULL FROM vault_meta WHERE singleton = 1") ?? false
+            try db.storedValue("SELECT pending_vault_key_id FROM vault_meta WHERE singleton = 1",
+                               table: "vault_meta", column: "pending_vault_key_id", row: "1", path: self.path, as: Int64.self) != nil
         }
     }
 
     /// Makes (or, when resuming, reloads) the next vault key and each account's next data key.
     private func prepareRotation(credential: VaultCredential) throws -> (SymmetricKey, resumed: Bool) {
         let meta = try read("reading the key record") { db -> UnlockRecord in
-            guard let meta = try UnlockRecord.fetch(db) else {
+            guard let meta = try UnlockRecord.fetch(db, path: self.path) else {
                 throw VaultError(.damaged, "\(self.path) has no vault header row", path: self.path)
             }
             return meta
@@ -136,8 +137,8 @@ extension Vault {
 
     /// Gives every account without one a next data key wrapped by `vaultKey`.
     private func prepareAccountKeys(under vaultKey: SymmetricKey, _ db: Database) throws {
-        let accounts = try String.fetchAll(db, sql: "SELECT account_id FROM accounts WHERE pending_data_key_id IS NULL")
-        for raw in accounts {
+        for row in try Row.fetchAll(db, sql: "SELECT account_id FROM accounts WHERE pending_data_key_id IS NULL") {
+            let raw: String = try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: path)
             let account = AccountID(rawValue: raw)
             let key = try SymmetricKey.generate(id: allocateKeyID(db))
             let wrapped = try vaultKey.wrap(key, context: dataKeyContext(account: account, keyID: key.id))
@@ -166,15 +167,23 @@ extension Vault {
             db, sql: "SELECT \(columns) FROM \(table.table) t WHERE t.rowid > ? AND \(Self.stragglers(table)) ORDER BY t.rowid LIMIT ?",
             arguments: [rowid, limit])
         var changed = 0
+        var last: Int64?
         for row in rows {
-            let account = AccountID(rawValue: row["account_id"])
-            let rowName: String = row[table.rowColumn]
-            let version = table.versionColumn.map { "\(row[$0] as Int64)" } ?? ""
+            // Every read names its place when the value has the wrong type (a hand-edited file).
+            let key = row.storedKey(table.rowColumn)
+            func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T {
+                try row.stored(column, table: table.table, row: key, path: path)
+            }
+            let rowKey: Int64 = try value("row_key")
+            last = rowKey
+            let account = AccountID(rawValue: try value("account_id"))
+            let rowName: String = try value(table.rowColumn)
+            let version = try table.versionColumn.map { "\(try value($0, as: Int64.self))" } ?? ""
             let target = try dataKey(for: account, db)
             var assignments: [String] = []
             var arguments: [(any DatabaseValueConvertible)?] = []
             for column in table.columns {
-                guard let blob = row[column] as Data? else { continue }
+                guard let blob = try row.storedIfPresent(column, table: table.table, row: key, path: path, as: Data.self) else { continue }
                 guard (try? SealedBlob(parsing: [UInt8](blob)).keyID) != target.id else { continue }
                 guard let plain = try open(blob, table: table.table, column: column, account: account, row: rowName, version: version, db) else { continue }
                 assignments.append("\(column) = ?")
@@ -182,10 +191,10 @@ extension Vault {
             }
             guard !assignments.isEmpty else { continue }
             try db.execute(sql: "UPDATE \(table.table) SET \(assignments.joined(separator: ", ")) WHERE rowid = ?",
-                           arguments: StatementArguments(arguments + [row["row_key"] as Int64]))
+                           arguments: StatementArguments(arguments + [rowKey]))
             changed += assignments.count
         }
-        return (rows.count, rows.last.map { $0["row_key"] as Int64 }, changed)
+        return (rows.count, last, changed)
     }
 
     /// Swaps the next keys in, once no value sealed with an old key is left, in one transaction.
@@ -194,7 +203,7 @@ extension Vault {
             // Accounts added during the rotation keep their key, re-wrapped by the new vault key.
             let late = try Row.fetchAll(db, sql: "SELECT account_id FROM accounts WHERE pending_data_key_id IS NULL")
             for row in late {
-                let account = AccountID(rawValue: row["account_id"])
+                let account = AccountID(rawValue: try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path))
                 let current = try self.dataKey(for: account, db)
                 let wrapped = try newVaultKey.wrap(current, context: self.dataKeyContext(account: account, keyID: current.id))
                 try db.execute(sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",

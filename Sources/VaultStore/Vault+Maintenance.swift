@@ -88,7 +88,7 @@ extension Vault {
                     do {
                         version = try sealed.versionColumn.map { "\(try row.stored($0, table: sealed.table, row: key, path: nil, as: Int64.self))" } ?? ""
                     } catch {
-                        for column in sealed.columns where !(row[column] as DatabaseValue).isNull {
+                        for column in sealed.columns where row.holdsValue(column) {
                             checker.damaged.append(DamagedValue(table: sealed.table, row: key, column: column,
                                                                 reason: "its \(sealed.versionColumn ?? "version") is not a number"))
                         }
@@ -125,11 +125,12 @@ extension Vault {
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT {
             problems.append("integrity_check: SQLite reports corruption (\(error.resultCode))")
         }
-        for row in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check") {
-            let table: String = row[0]
-            let rowid: Int64? = row[1]
-            let parent: String = row[2]
-            problems.append("foreign_key_check: \(table) rowid \(rowid.map(String.init) ?? "?") refers to a missing \(parent) row")
+        for row in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check") where row.count >= 3 {
+            // SQLite writes these columns itself; read without `as T` all the same, so nothing here can stop the process.
+            let table = String.fromDatabaseValue(row[0] as DatabaseValue) ?? "?"
+            let rowid = Int64.fromDatabaseValue(row[1] as DatabaseValue).map(String.init) ?? "?"
+            let parent = String.fromDatabaseValue(row[2] as DatabaseValue) ?? "?"
+            problems.append("foreign_key_check: \(table) rowid \(rowid) refers to a missing \(parent) row")
         }
         return problems
     }
@@ -158,7 +159,22 @@ private struct SealedValueChecker {
         let account = AccountID(rawValue: row.storedKey("account_id"))
         dataKeys[account] = [:]
         for (idColumn, column) in [("data_key_id", "wrapped_data_key"), ("pending_data_key_id", "pending_wrapped_data_key")] {
-            guard let id = Int64.fromDatabaseValue(row[idColumn]), let wrapped = Data.fromDatabaseValue(row[column]) else { continue }
+            guard row.hasColumn(idColumn), row.hasColumn(column) else { continue }
+            let storedID: DatabaseValue = row[idColumn]
+            let storedKey: DatabaseValue = row[column]
+            if storedID.isNull || storedKey.isNull { continue }
+            // A hand-edited key id or wrapped key of the wrong type: reported once, here; the
+            // values that need the key are then counted as skipped.
+            guard let id = Int64.fromDatabaseValue(storedID) else {
+                broken.insert(account)
+                damaged.append(DamagedValue(table: "accounts", row: account.rawValue, column: idColumn, reason: "is not a key id (wrong type)"))
+                continue
+            }
+            guard let wrapped = Data.fromDatabaseValue(storedKey) else {
+                broken.insert(account)
+                damaged.append(DamagedValue(table: "accounts", row: account.rawValue, column: column, reason: "is not a sealed value (wrong type)"))
+                continue
+            }
             let keyID = UInt32(truncatingIfNeeded: id)
             let bytes = [UInt8](wrapped)
             let context = SealContext(vaultID: vaultID, table: "accounts", column: "wrapped_data_key",
@@ -175,6 +191,7 @@ private struct SealedValueChecker {
     }
 
     mutating func check(_ row: Row, table: String, column: String, account: AccountID, key: String, version: String = "") {
+        guard row.hasColumn(column) else { return }
         let stored: DatabaseValue = row[column]
         if stored.isNull { return }
         guard let blob = Data.fromDatabaseValue(stored) else {

@@ -31,17 +31,31 @@ extension Vault {
     /// The account's session policy; the defaults when none was stored.
     public func sessionPolicy(for account: AccountID) throws -> SessionPolicy {
         try read("reading a session policy") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM session_policies WHERE account_id = ?", arguments: [account.rawValue]) else {
-                return SessionPolicy()
-            }
-            return SessionPolicy(
-                idleTimeout: (row["idle_timeout_ms"] as Int64?).map { .milliseconds($0) },
-                warningBefore: .milliseconds(row["warning_ms"] as Int64),
-                maxExtensions: row["max_extensions"],
-                absoluteLifetime: .milliseconds(row["absolute_lifetime_ms"] as Int64),
-                backgroundTimeout: (row["background_timeout_ms"] as Int64?).map { .milliseconds($0) },
-                idleAction: SessionPolicy.IdleAction(rawValue: row["idle_action"]) ?? .lock)
+            try Self.storedSessionPolicy(for: account, db, path: self.path) ?? SessionPolicy()
         }
+    }
+
+    /// The account's stored session policy, nil when none is stored; `.damaged` naming the
+    /// column when one holds a value of the wrong type (a hand-edited file).
+    static func storedSessionPolicy(for account: AccountID, _ db: Database, path: String?) throws -> SessionPolicy? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM session_policies WHERE account_id = ?", arguments: [account.rawValue]) else {
+            return nil
+        }
+        let key = account.rawValue
+        func milliseconds(_ column: String) throws -> Duration {
+            .milliseconds(try row.stored(column, table: "session_policies", row: key, path: path, as: Int64.self))
+        }
+        func optionalMilliseconds(_ column: String) throws -> Duration? {
+            try row.storedIfPresent(column, table: "session_policies", row: key, path: path, as: Int64.self).map { .milliseconds($0) }
+        }
+        let idleAction: String = try row.stored("idle_action", table: "session_policies", row: key, path: path)
+        return SessionPolicy(
+            idleTimeout: try optionalMilliseconds("idle_timeout_ms"),
+            warningBefore: try milliseconds("warning_ms"),
+            maxExtensions: try row.stored("max_extensions", table: "session_policies", row: key, path: path),
+            absoluteLifetime: try milliseconds("absolute_lifetime_ms"),
+            backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
+            idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock)
     }
 
     /// A number that changes whenever another connection (in this or another process)

@@ -150,14 +150,30 @@ extension Vault {
     }
 
     func refreshState(for account: AccountID, _ db: Database) throws -> RefreshState {
+        try Self.storedRefreshState(for: account, db, path: path) ?? RefreshState.none
+    }
+
+    /// The account's stored refresh bookkeeping, nil when none is stored; `.damaged` naming the
+    /// column when one holds a value of the wrong type (a hand-edited file).
+    static func storedRefreshState(for account: AccountID, _ db: Database, path: String?) throws -> RefreshState? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue]) else {
-            return .none
+            return nil
         }
-        func date(_ column: String) -> Date? { (row[column] as Int64?).map(Date.init(millisecondsSince1970:)) }
+        let key = account.rawValue
+        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+            try row.stored(column, table: "refresh_state", row: key, path: path)
+        }
+        func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+            try row.storedIfPresent(column, table: "refresh_state", row: key, path: path)
+        }
+        func date(_ column: String) throws -> Date? {
+            try row.storedDateIfPresent(column, table: "refresh_state", row: key, path: path)
+        }
         return RefreshState(
-            leaseHolder: row["lease_holder"], leaseGeneration: row["lease_generation"], leaseExpiresAt: date("lease_expires_at"),
-            failures: row["failures"], nextAttemptAt: date("next_attempt_at"), lastFailure: row["last_failure"],
-            lastFailureAt: date("last_failure_at"), interruptedRefreshes: row["interrupted_refreshes"])
+            leaseHolder: try optional("lease_holder"), leaseGeneration: try optional("lease_generation"),
+            leaseExpiresAt: try date("lease_expires_at"), failures: try value("failures"),
+            nextAttemptAt: try date("next_attempt_at"), lastFailure: try optional("last_failure"),
+            lastFailureAt: try date("last_failure_at"), interruptedRefreshes: try value("interrupted_refreshes"))
     }
 }
 

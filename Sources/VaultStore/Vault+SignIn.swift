@@ -27,17 +27,18 @@ extension Vault {
         let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
         let absoluteDeadline = now.addingTimeInterval(policy.absoluteLifetime.timeInterval)
         return try write("signing in") { db in
-            let previousActive = try String.fetchOne(db, sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1")
-                .map(AccountID.init(rawValue:))
-            let existingID = try String.fetchOne(db, sql: "SELECT account_id FROM accounts WHERE issuer = ? AND subject = ?",
-                                                 arguments: [new.issuer, new.subject]).map(AccountID.init(rawValue:))
-            let account: Account
-            if let existingID, let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [existingID.rawValue]) {
-                account = try self.account(from: row, db)
-            } else {
-                account = try self.addAccount(new, db)
-            }
-            let current = try Int64.fetchOne(db, sql: "SELECT generation FROM tokens WHERE account_id = ?", arguments: [account.id.rawValue])
+            // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
+            // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
+            let previousActive = try db.storedValue(
+                "SELECT active_account_id FROM vault_meta WHERE singleton = 1",
+                table: "vault_meta", column: "active_account_id", row: "1", path: self.path, as: String.self
+            ).map(AccountID.init(rawValue:))
+            let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
+                                            arguments: [new.issuer, new.subject])
+            let account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
+            let current = try db.storedValue(
+                "SELECT generation FROM tokens WHERE account_id = ?", arguments: [account.id.rawValue],
+                table: "tokens", column: "generation", row: account.id.rawValue, path: self.path, as: Int64.self)
             let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
             try db.execute(
                 sql: """
@@ -59,7 +60,7 @@ extension Vault {
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
             try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
             return SignInRecord(account: account, session: session, generation: generation,
-                                replacedExisting: existingID != nil, previousActive: previousActive)
+                                replacedExisting: existing != nil, previousActive: previousActive)
         }
     }
 }

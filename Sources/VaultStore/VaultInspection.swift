@@ -94,16 +94,24 @@ extension Vault {
             guard let meta = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
             }
+            func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+                try meta.stored(column, table: "vault_meta", row: "1", path: path)
+            }
+            func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+                try meta.storedIfPresent(column, table: "vault_meta", row: "1", path: path)
+            }
             let unlock: VaultUnlockMethod
-            if (meta["kek_kind"] as String) == "keyfile" {
+            if try value("kek_kind") as String == "keyfile" {
                 unlock = .keyFile
             } else {
-                let ops = (meta["kdf_opslimit"] as Int64?) ?? 0
-                let mem = (meta["kdf_memlimit"] as Int64?) ?? 0
+                let ops: Int64 = try optional("kdf_opslimit") ?? 0
+                let mem: Int64 = try optional("kdf_memlimit") ?? 0
                 unlock = .passphrase(KDFParameters(opsLimit: UInt64(max(ops, 0)), memLimitBytes: UInt64(max(mem, 0))))
             }
-            let checkedAt: Int64? = meta["last_integrity_check_at"]
-            let checkOK: Bool? = meta["last_integrity_check_ok"]
+            let checkedAt = try meta.storedDateIfPresent("last_integrity_check_at", table: "vault_meta", row: "1", path: path)
+            let checkOK: Bool? = try optional("last_integrity_check_ok")
+            let vaultID: Data = try value("vault_id")
+            let activeAccount: String? = try optional("active_account_id")
             return VaultInspection(
                 url: url,
                 fileSize: fileSize(path), walSize: fileSize(path + "-wal"),
@@ -114,31 +122,37 @@ extension Vault {
                     AppliedSchemaStep(step: SchemaStep(version: $0.version, name: $0.name), appliedAt: $0.appliedAt)
                 },
                 unlockMethod: unlock,
-                vaultID: Digest.hex([UInt8](meta["vault_id"] as Data)),
-                deviceID: meta["device_id"],
-                createdAt: Date(millisecondsSince1970: meta["created_at"]),
-                activeAccount: (meta["active_account_id"] as String?).map(AccountID.init(rawValue:)),
-                lastIntegrityCheck: checkedAt.map {
-                    IntegrityCheckRecord(checkedAt: Date(millisecondsSince1970: $0), passed: checkOK ?? false)
-                },
-                counts: try counts(db))
+                vaultID: Digest.hex([UInt8](vaultID)),
+                deviceID: try value("device_id"),
+                createdAt: try meta.storedDate("created_at", table: "vault_meta", row: "1", path: path),
+                activeAccount: activeAccount.map(AccountID.init(rawValue:)),
+                lastIntegrityCheck: checkedAt.map { IntegrityCheckRecord(checkedAt: $0, passed: checkOK ?? false) },
+                counts: try counts(db, path: path))
         }
     }
 
-    static func counts(_ db: Database) throws -> VaultCounts {
-        func grouped<State: RawRepresentable & Hashable>(_ table: String, _ column: String, as: State.Type) throws -> [State: Int]
+    /// How many accounts, and sessions, devices and notifications in each state. A state column
+    /// holding something other than text (a hand-edited file) is `.damaged`, naming a row that
+    /// holds it; a text state this build does not know is not counted.
+    static func counts(_ db: Database, path: String?) throws -> VaultCounts {
+        func grouped<State: RawRepresentable & Hashable>(_ table: String, _ column: String, key: String,
+                                                         as: State.Type) throws -> [State: Int]
         where State.RawValue == String {
             var result: [State: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT \(column) AS state, count(*) AS n FROM \(table) GROUP BY \(column)") {
-                if let state = State(rawValue: row["state"]) { result[state, default: 0] += row["n"] as Int }
+            let sql = "SELECT \(column), count(*) AS n, min(\(key)) AS example FROM \(table) GROUP BY \(column)"
+            for row in try Row.fetchAll(db, sql: sql) {
+                let example = row.storedKey("example")
+                let state = try row.stored(column, table: table, row: example, path: path, as: String.self)
+                let count = try row.stored("n", table: table, row: example, path: path, as: Int.self)
+                if let state = State(rawValue: state) { result[state, default: 0] += count }
             }
             return result
         }
         return VaultCounts(
             accounts: try Int.fetchOne(db, sql: "SELECT count(*) FROM accounts") ?? 0,
-            sessions: try grouped("sessions", "state", as: SessionState.self),
-            devices: try grouped("devices", "status", as: DeviceStatus.self),
-            notifications: try grouped("notifications", "status", as: NotificationStatus.self))
+            sessions: try grouped("sessions", "state", key: "session_id", as: SessionState.self),
+            devices: try grouped("devices", "status", key: "registration_id", as: DeviceStatus.self),
+            notifications: try grouped("notifications", "status", key: "uuid", as: NotificationStatus.self))
     }
 
     /// Runs `body` in a read transaction on a read-only connection to a vault file that passed

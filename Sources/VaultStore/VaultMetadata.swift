@@ -73,90 +73,89 @@ public struct NotificationMetadata: Sendable, Hashable, Identifiable {
 extension Vault {
     /// Reads every plain record of the vault at `url` on a read-only connection, without a
     /// credential. Writes nothing. `includeNotifications: false` skips the notification history.
+    ///
+    /// A plain column holding a value of the wrong type (a hand-edited file) is
+    /// ``VaultError/Code/damaged``, naming the table, row and column; a sealed column is only
+    /// reported present or absent, whatever it holds (``verify(progress:)`` judges those).
     public static func metadata(at url: URL, options: VaultOptions = VaultOptions(),
                                 includeNotifications: Bool = true) throws -> VaultMetadata {
         let inspection = try inspect(at: url, options: options)
+        let path = url.path
         return try readPlain(at: url, options: options) { db in
             let hasPolicies = try db.tableExists("session_policies")
             let hasRefreshState = try db.tableExists("refresh_state")
             let accounts = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, rowid").map { row in
-                let id = AccountID(rawValue: row["account_id"])
-                let scopes: String = row["scopes"]
-                let tokens = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
-                    .map { tokenMetadata(from: $0, account: id) }
-                return AccountMetadata(
-                    id: id, issuer: row["issuer"], subject: row["subject"],
-                    client: OAuthClientSettings(
-                        tokenEndpoint: URL(string: row["token_endpoint"]) ?? URL(fileURLWithPath: "/"),
-                        revocationEndpoint: (row["revocation_endpoint"] as String?).flatMap(URL.init(string:)),
-                        clientID: row["client_id"],
-                        authentication: ClientAuthentication(rawValue: row["client_auth"]) ?? .none,
-                        scopes: scopes.split(separator: " ").map(String.init)),
-                    hasLabel: (row["label"] as Data?) != nil, hasEmail: (row["email"] as Data?) != nil,
-                    hasClientSecret: (row["client_secret"] as Data?) != nil,
-                    createdAt: Date(millisecondsSince1970: row["created_at"]),
-                    tokens: tokens,
-                    policy: hasPolicies ? try storedPolicy(for: id, db) : nil,
-                    refresh: hasRefreshState ? try storedRefreshState(for: id, db) : nil)
+                try accountMetadata(from: row, hasPolicies: hasPolicies, hasRefreshState: hasRefreshState, db, path: path)
             }
-            let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try session(from: $0, path: url.path) }
-            let devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id").map { row in
-                DeviceMetadata(
-                    id: row["registration_id"], account: AccountID(rawValue: row["account_id"]), deviceID: row["device_id"],
-                    platform: row["platform"], status: DeviceStatus(rawValue: row["status"]) ?? .revoked,
-                    activationMethod: (row["activation_method"] as String?).flatMap(ActivationMethod.init(rawValue:)),
-                    statusReason: row["status_reason"],
-                    createdAt: Date(millisecondsSince1970: row["created_at"]),
-                    updatedAt: Date(millisecondsSince1970: row["updated_at"]),
-                    lastActivityAt: (row["last_activity_at"] as Int64?).map(Date.init(millisecondsSince1970:)))
+            let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try session(from: $0, path: path) }
+            let devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id").map {
+                try deviceMetadata(from: $0, path: path)
             }
             let notifications = !includeNotifications ? [] : try Row.fetchAll(
                 db, sql: "SELECT * FROM notifications ORDER BY created_at DESC, seq DESC"
-            ).map { row in
-                NotificationMetadata(
-                    uuid: row["uuid"], account: AccountID(rawValue: row["account_id"]),
-                    createdAt: Date(millisecondsSince1970: row["created_at"]),
-                    expiresAt: (row["expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
-                    status: NotificationStatus(rawValue: row["status"]) ?? .dismissed,
-                    answered: (row["action_taken"] as Data?) != nil,
-                    answeredAt: (row["answered_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
-                    answeredByDevice: row["answered_by_device"])
-            }
+            ).map { try notificationMetadata(from: $0, path: path) }
             return VaultMetadata(inspection: inspection, accounts: accounts, sessions: sessions, devices: devices,
                                  notifications: notifications)
         }
     }
 
-    static func tokenMetadata(from row: Row, account: AccountID) -> TokenMetadata {
-        let scopes: String = row["scopes"]
+    private static func accountMetadata(from row: Row, hasPolicies: Bool, hasRefreshState: Bool,
+                                        _ db: Database, path: String) throws -> AccountMetadata {
+        let key = row.storedKey("account_id")
+        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+            try row.stored(column, table: "accounts", row: key, path: path)
+        }
+        let id = AccountID(rawValue: try value("account_id"))
+        let scopes: String = try value("scopes")
+        let tokenEndpoint: String = try value("token_endpoint")
+        let revocationEndpoint: String? = try row.storedIfPresent("revocation_endpoint", table: "accounts", row: key, path: path)
+        let clientAuth: String = try value("client_auth")
+        let tokens = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
+            .map { try tokenMetadata(from: $0, account: id, path: path) }
+        return AccountMetadata(
+            id: id, issuer: try value("issuer"), subject: try value("subject"),
+            client: OAuthClientSettings(
+                tokenEndpoint: URL(string: tokenEndpoint) ?? URL(fileURLWithPath: "/"),
+                revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
+                clientID: try value("client_id"),
+                authentication: ClientAuthentication(rawValue: clientAuth) ?? .none,
+                scopes: scopes.split(separator: " ").map(String.init)),
+            hasLabel: row.holdsValue("label"), hasEmail: row.holdsValue("email"),
+            hasClientSecret: row.holdsValue("client_secret"),
+            createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
+            tokens: tokens,
+            policy: hasPolicies ? try storedSessionPolicy(for: id, db, path: path) : nil,
+            refresh: hasRefreshState ? try storedRefreshState(for: id, db, path: path) : nil)
+    }
+
+    static func tokenMetadata(from row: Row, account: AccountID, path: String?) throws -> TokenMetadata {
+        let key = account.rawValue
+        let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
         return TokenMetadata(
-            account: account, generation: row["generation"],
-            hasRefreshToken: (row["refresh_token"] as Data?) != nil, hasIDToken: (row["id_token"] as Data?) != nil,
-            tokenType: row["token_type"],
-            accessTokenExpiresAt: (row["access_expires_at"] as Int64?).map(Date.init(millisecondsSince1970:)),
+            account: account, generation: try row.stored("generation", table: "tokens", row: key, path: path),
+            hasRefreshToken: row.holdsValue("refresh_token"), hasIDToken: row.holdsValue("id_token"),
+            tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
+            accessTokenExpiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
             scopes: scopes.split(separator: " ").map(String.init),
-            updatedAt: Date(millisecondsSince1970: row["updated_at"]))
+            updatedAt: try row.storedDate("updated_at", table: "tokens", row: key, path: path))
     }
 
-    private static func storedPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy? {
-        try Row.fetchOne(db, sql: "SELECT * FROM session_policies WHERE account_id = ?", arguments: [account.rawValue]).map { row in
-            SessionPolicy(
-                idleTimeout: (row["idle_timeout_ms"] as Int64?).map { .milliseconds($0) },
-                warningBefore: .milliseconds(row["warning_ms"] as Int64),
-                maxExtensions: row["max_extensions"],
-                absoluteLifetime: .milliseconds(row["absolute_lifetime_ms"] as Int64),
-                backgroundTimeout: (row["background_timeout_ms"] as Int64?).map { .milliseconds($0) },
-                idleAction: SessionPolicy.IdleAction(rawValue: row["idle_action"]) ?? .lock)
+    private static func notificationMetadata(from row: Row, path: String?) throws -> NotificationMetadata {
+        let key = row.storedKey("uuid")
+        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+            try row.stored(column, table: "notifications", row: key, path: path)
         }
-    }
-
-    private static func storedRefreshState(for account: AccountID, _ db: Database) throws -> RefreshState? {
-        try Row.fetchOne(db, sql: "SELECT * FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue]).map { row in
-            func date(_ column: String) -> Date? { (row[column] as Int64?).map(Date.init(millisecondsSince1970:)) }
-            return RefreshState(
-                leaseHolder: row["lease_holder"], leaseGeneration: row["lease_generation"], leaseExpiresAt: date("lease_expires_at"),
-                failures: row["failures"], nextAttemptAt: date("next_attempt_at"), lastFailure: row["last_failure"],
-                lastFailureAt: date("last_failure_at"), interruptedRefreshes: row["interrupted_refreshes"])
+        func date(_ column: String) throws -> Date? {
+            try row.storedDateIfPresent(column, table: "notifications", row: key, path: path)
         }
+        let status: String = try value("status")
+        return NotificationMetadata(
+            uuid: try value("uuid"), account: AccountID(rawValue: try value("account_id")),
+            createdAt: try row.storedDate("created_at", table: "notifications", row: key, path: path),
+            expiresAt: try date("expires_at"),
+            status: NotificationStatus(rawValue: status) ?? .dismissed,
+            answered: row.holdsValue("action_taken"),
+            answeredAt: try date("answered_at"),
+            answeredByDevice: try row.storedIfPresent("answered_by_device", table: "notifications", row: key, path: path))
     }
 }

@@ -15,11 +15,16 @@ import VaultTestSupport
         case sessionStartedAtText, sessionExtensionsBlob
         case accountCreatedAtText, accountDataKeyIDText, accountLabelInteger
         case notificationCreatedAtText, notificationSubjectReal
+        case policyWarningText, policyIdleActionBlob
+        case refreshFailuresText, refreshFailuresReal, refreshFailuresNull, refreshLeaseHolderBlob, refreshNextAttemptText
+        case deviceCreatedAtText, devicePlatformBlob, deviceLastActivityText, deviceNameInteger, deviceStatusBlob
+        case metaActiveAccountBlob, metaCreatedAtText, metaIntegrityOKText
+        case signInGenerationText
         var description: String { rawValue }
 
         var sql: String {
             switch self {
-            case .tokenGenerationText: "UPDATE tokens SET generation = 'x'"
+            case .tokenGenerationText, .signInGenerationText: "UPDATE tokens SET generation = 'x'"
             case .tokenUpdatedAtText: "UPDATE tokens SET updated_at = 'yesterday'"
             case .accessTokenInteger: "UPDATE tokens SET access_token = 12345"
             case .tokenTypeBlob: "UPDATE tokens SET token_type = X'FF00FE'"
@@ -30,21 +35,65 @@ import VaultTestSupport
             case .accountLabelInteger: "UPDATE accounts SET label = 7"
             case .notificationCreatedAtText: "UPDATE notifications SET created_at = 'x'"
             case .notificationSubjectReal: "UPDATE notifications SET subject = 1.5"
+            case .policyWarningText: "UPDATE session_policies SET warning_ms = 'x'"
+            // An editor that ignores CHECK constraints (not a valid UTF-8 text either).
+            case .policyIdleActionBlob: "PRAGMA ignore_check_constraints = ON; UPDATE session_policies SET idle_action = X'FF00'"
+            case .refreshFailuresText: "UPDATE refresh_state SET failures = 'x'"
+            // A real no integer can hold.
+            case .refreshFailuresReal: "UPDATE refresh_state SET failures = 1e300"
+            case .refreshFailuresNull: "UPDATE refresh_state SET failures = NULL"
+            case .refreshLeaseHolderBlob: "UPDATE refresh_state SET lease_holder = X'FF'"
+            case .refreshNextAttemptText: "UPDATE refresh_state SET next_attempt_at = 'soon'"
+            case .deviceCreatedAtText: "UPDATE devices SET created_at = 'x'"
+            case .devicePlatformBlob: "UPDATE devices SET platform = X'FF'"
+            case .deviceLastActivityText: "UPDATE devices SET last_activity_at = 'x'"
+            case .deviceNameInteger: "UPDATE devices SET name = 42"
+            case .deviceStatusBlob: "PRAGMA ignore_check_constraints = ON; UPDATE devices SET status = X'FF'"
+            case .metaActiveAccountBlob: "PRAGMA foreign_keys = OFF; UPDATE vault_meta SET active_account_id = X'FF'"
+            case .metaCreatedAtText: "UPDATE vault_meta SET created_at = 'x'"
+            case .metaIntegrityOKText: "UPDATE vault_meta SET last_integrity_check_at = 1, last_integrity_check_ok = 'x'"
             }
         }
 
-        /// Whether the edit leaves a sealed value that cannot be opened (which `verify` must report).
-        var breaksSealedValue: Bool {
+        /// Run first, on its own connection: a schema edit the value edit needs (a NOT NULL dropped,
+        /// as a file rebuilt by another tool may have it).
+        var schemaEdit: String? {
             switch self {
-            case .tokenGenerationText, .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger, .notificationSubjectReal: true
+            case .refreshFailuresNull:
+                """
+                PRAGMA writable_schema = ON;
+                UPDATE sqlite_schema SET sql = replace(sql, 'failures                INTEGER NOT NULL', 'failures                INTEGER')
+                WHERE name = 'refresh_state';
+                PRAGMA writable_schema = OFF;
+                """
+            default: nil
+            }
+        }
+
+        /// Whether `verify` must find something wrong: a sealed value that cannot be opened, a
+        /// key of the wrong type or a broken reference. (It does not read plain columns, and its
+        /// `integrity_check` runs on a read-only connection, where SQLite skips CHECK constraints.)
+        var failsVerify: Bool {
+            switch self {
+            case .tokenGenerationText, .signInGenerationText, .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger,
+                 .notificationSubjectReal, .deviceNameInteger, .metaActiveAccountBlob: true
             default: false
+            }
+        }
+
+        /// Whether ``Vault/metadata(at:options:includeNotifications:)`` reads the column as a plain
+        /// value (and so must report it); it only notes whether a sealed column holds something.
+        var readByMetadata: Bool {
+            switch self {
+            case .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger, .notificationSubjectReal, .deviceNameInteger: false
+            default: true
             }
         }
 
         /// The table.column the error must name.
         var place: String {
             switch self {
-            case .tokenGenerationText: "tokens.generation"
+            case .tokenGenerationText, .signInGenerationText: "tokens.generation"
             case .tokenUpdatedAtText: "tokens.updated_at"
             case .accessTokenInteger: "tokens.access_token"
             case .tokenTypeBlob: "tokens.token_type"
@@ -55,6 +104,19 @@ import VaultTestSupport
             case .accountLabelInteger: "accounts.label"
             case .notificationCreatedAtText: "notifications.created_at"
             case .notificationSubjectReal: "notifications.subject"
+            case .policyWarningText: "session_policies.warning_ms"
+            case .policyIdleActionBlob: "session_policies.idle_action"
+            case .refreshFailuresText, .refreshFailuresReal, .refreshFailuresNull: "refresh_state.failures"
+            case .refreshLeaseHolderBlob: "refresh_state.lease_holder"
+            case .refreshNextAttemptText: "refresh_state.next_attempt_at"
+            case .deviceCreatedAtText: "devices.created_at"
+            case .devicePlatformBlob: "devices.platform"
+            case .deviceLastActivityText: "devices.last_activity_at"
+            case .deviceNameInteger: "devices.name"
+            case .deviceStatusBlob: "devices.status"
+            case .metaActiveAccountBlob: "vault_meta.active_account_id"
+            case .metaCreatedAtText: "vault_meta.created_at"
+            case .metaIntegrityOKText: "vault_meta.last_integrity_check_ok"
             }
         }
     }
@@ -69,7 +131,17 @@ import VaultTestSupport
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         try vault.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "subject-3c9d",
                                                          message: "message-3c9d", actions: [], createdAt: Date()))
+        try vault.setSessionPolicy(SessionPolicy(), for: account.id)
+        guard case .acquired = try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60)) else {
+            Issue.record("the refresh lease was not taken")
+            return
+        }
+        try vault.failRefresh(for: account.id, holder: "h-1", failure: "timeout", nextAttemptAt: nil)
+        let device = DeviceRegistration(account: account.id, deviceID: "device-1", name: "name-3c9d", platform: "linux",
+                                        status: .active, createdAt: Date(), updatedAt: Date(), lastActivityAt: Date())
+        try vault.saveDevice(device)
         vault.close()
+        if let schemaEdit = edit.schemaEdit { try RawDatabase.execute(test.url, schemaEdit) }
         try RawDatabase.execute(test.url, edit.sql)
 
         vault = try test.open()
@@ -84,17 +156,129 @@ import VaultTestSupport
             read = { try vault.accounts() as Any }
         case .notificationCreatedAtText, .notificationSubjectReal:
             read = { try vault.notifications() as Any }
+        case .policyWarningText, .policyIdleActionBlob:
+            read = { try vault.sessionPolicy(for: account.id) as Any }
+        case .refreshFailuresText, .refreshFailuresReal, .refreshFailuresNull, .refreshLeaseHolderBlob:
+            read = { try vault.refreshState(for: account.id) as Any }
+        case .refreshNextAttemptText:
+            read = { try vault.beginRefresh(for: account.id, holder: "h-2", seenGeneration: 1, leaseDuration: .seconds(60)) as Any }
+        case .deviceCreatedAtText, .deviceNameInteger:
+            read = { try vault.devices(for: account.id) as Any }
+        case .devicePlatformBlob, .deviceLastActivityText:
+            read = { try vault.device(device.id) as Any }
+        case .metaActiveAccountBlob, .signInGenerationText:
+            read = { try vault.signIn(Samples.account(), tokens: tokens, policy: SessionPolicy()) as Any }
+        case .metaCreatedAtText, .metaIntegrityOKText, .deviceStatusBlob:
+            // The plain facts: the header, and the number of devices in each status.
+            read = { try Vault.inspect(at: test.url, options: test.options()) as Any }
         }
         let error = expectRefusal(.damaged) { try read() }
         #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
         #expect(error?.message.contains(test.url.path) == true, "the message names the file")
 
+        // The plain metadata (for a support ticket) reports a plain column, and only notes a sealed one.
+        let metadata = Result { try Vault.metadata(at: test.url, options: test.options()) }
+        if edit.readByMetadata {
+            let metadataError = expectRefusal(.damaged) { try metadata.get() }
+            #expect(metadataError?.message.contains(edit.place) == true, "\(metadataError.map(String.init(describing:)) ?? "no error")")
+        } else {
+            let read = try metadata.get()
+            #expect(read.accounts.map(\.id) == [account.id])
+            #expect(read.devices.map(\.id) == [device.id])
+        }
+
         // verify reads every table and must report, not stop.
         let report = try vault.verify()
-        #expect(report.passed == !edit.breaksSealedValue, "\(report.damaged)")
+        #expect(report.passed == !edit.failsVerify, "\(report.damaged) \(report.databaseProblems)")
 
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
-                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d"])
+                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
+    }
+
+    @Test("a refused sign-in or refresh on a hand-edited vault changes nothing")
+    func refusedWritesChangeNothing() throws {
+        let test = try TestVault()
+        var vault = try test.create()
+        let account = try vault.addAccount(Samples.account())
+        let tokens = Samples.steadyTokens("write-7e21")
+        try vault.storeTokens(tokens, for: account.id, replacing: nil)
+        try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
+        try vault.setSessionPolicy(SessionPolicy(), for: account.id)
+        vault.close()
+        try RawDatabase.execute(test.url, "UPDATE tokens SET generation = 'x'")
+        try RawDatabase.execute(test.url, "UPDATE refresh_state SET failures = 0")
+        vault = try test.open()
+        defer { vault.close() }
+        let sessionsBefore = try vault.sessions(for: account.id)
+        let policy = SessionPolicy(idleTimeout: .seconds(60), warningBefore: .seconds(10))
+
+        let signIn = expectRefusal(.damaged) { try vault.signIn(Samples.account(), tokens: tokens, policy: policy) }
+        #expect(signIn?.message.contains("tokens.generation") == true)
+        let refresh = expectRefusal(.damaged) {
+            try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60))
+        }
+        #expect(refresh?.message.contains("tokens.generation") == true)
+
+        // Neither wrote a session, a policy or a lease.
+        #expect(try vault.sessions(for: account.id) == sessionsBefore)
+        #expect(try vault.sessionPolicy(for: account.id) == SessionPolicy())
+        #expect(try vault.refreshState(for: account.id) == .none)
+        #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM refresh_state") == 0)
+        LogHygiene.check(test.logs, texts: [signIn, refresh].compactMap { $0.map(String.init(describing:)) },
+                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? ""])
+    }
+
+    /// A sealed column (or the version bound into it) hand-edited to the wrong type, met by a key rotation.
+    enum RotationEdit: String, CaseIterable, CustomStringConvertible {
+        case tokenGenerationText, accessTokenInteger, accountLabelInteger, deviceNameInteger, notificationSubjectReal
+        var description: String { rawValue }
+
+        var sql: String {
+            switch self {
+            case .tokenGenerationText: "UPDATE tokens SET generation = 'x'"
+            case .accessTokenInteger: "UPDATE tokens SET access_token = 12345"
+            case .accountLabelInteger: "UPDATE accounts SET label = 7"
+            case .deviceNameInteger: "UPDATE devices SET name = 42"
+            case .notificationSubjectReal: "UPDATE notifications SET subject = 1.5"
+            }
+        }
+
+        var place: String {
+            switch self {
+            case .tokenGenerationText: "tokens.generation"
+            case .accessTokenInteger: "tokens.access_token"
+            case .accountLabelInteger: "accounts.label"
+            case .deviceNameInteger: "devices.name"
+            case .notificationSubjectReal: "notifications.subject"
+            }
+        }
+    }
+
+    @Test("a key rotation that meets a value of the wrong type stops with damage naming it, never a crash",
+          arguments: RotationEdit.allCases)
+    func rotationMeetsWrongType(edit: RotationEdit) throws {
+        let test = try TestVault()
+        var vault = try test.create()
+        let account = try vault.addAccount(Samples.account())
+        let tokens = Samples.steadyTokens("rotate-51af")
+        try vault.storeTokens(tokens, for: account.id, replacing: nil)
+        try vault.saveDevice(DeviceRegistration(account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
+                                                status: .active, createdAt: Date(), updatedAt: Date()))
+        try vault.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "subject-51af",
+                                                         message: "message-51af", actions: [], createdAt: Date()))
+        vault.close()
+        try RawDatabase.execute(test.url, edit.sql)
+
+        vault = try test.open()
+        defer { vault.close() }
+        let error = expectRefusal(.damaged) { try vault.rotateKeys(credential: test.credential) }
+        #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
+        #expect(error?.message.contains(test.url.path) == true, "the message names the file")
+        // The rotation stays pending (resumable once the file is restored), and the vault still answers.
+        #expect(try vault.keyRotationPending())
+        #expect(try vault.accountIDs() == [account.id])
+        LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
+                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-51af", "name-51af"])
     }
 
     @Test("token metadata of a row whose generation is not a number is damage, not a crash")
@@ -114,16 +298,63 @@ import VaultTestSupport
         #expect(report.damaged.allSatisfy { $0.row == account.id.rawValue && $0.table == "tokens" })
     }
 
-    @Test("a vault header hand-edited to the wrong type is refused as damaged and left unchanged")
-    func headerWrongType() throws {
+    /// A column of the vault header that opening or unlocking reads, hand-edited to the wrong type.
+    enum HeaderEdit: String, CaseIterable, CustomStringConvertible {
+        case vaultKeyIDText, deviceIDBlob, keyCheckInteger, wrappedVaultKeyReal, pendingVaultKeyIDText, kdfSaltInteger
+        var description: String { rawValue }
+
+        var sql: String {
+            switch self {
+            case .vaultKeyIDText: "UPDATE vault_meta SET vault_key_id = 'x'"
+            case .deviceIDBlob: "UPDATE vault_meta SET device_id = X'FF'"
+            case .keyCheckInteger: "UPDATE vault_meta SET key_check = 7"
+            case .wrappedVaultKeyReal: "UPDATE vault_meta SET wrapped_vault_key = 2.5"
+            case .pendingVaultKeyIDText: "UPDATE vault_meta SET pending_vault_key_id = 'x'"
+            case .kdfSaltInteger: "UPDATE vault_meta SET kdf_salt = 5"
+            }
+        }
+
+        var place: String {
+            switch self {
+            case .vaultKeyIDText: "vault_meta.vault_key_id"
+            case .deviceIDBlob: "vault_meta.device_id"
+            case .keyCheckInteger: "vault_meta.key_check"
+            case .wrappedVaultKeyReal: "vault_meta.wrapped_vault_key"
+            case .pendingVaultKeyIDText: "vault_meta.pending_vault_key_id"
+            case .kdfSaltInteger: "vault_meta.kdf_salt"
+            }
+        }
+    }
+
+    @Test("a vault header hand-edited to the wrong type is refused as damaged and left unchanged", arguments: HeaderEdit.allCases)
+    func headerWrongType(edit: HeaderEdit) throws {
         let test = try TestVault()
         try test.create().close()
-        try RawDatabase.execute(test.url, "UPDATE vault_meta SET vault_key_id = 'x'")
+        try RawDatabase.execute(test.url, edit.sql)
         try RawDatabase.execute(test.url, "PRAGMA wal_checkpoint(TRUNCATE)")
         let before = FileProbe.fingerprint(test.url)
         let error = expectRefusal(.damaged) { try test.open() }
-        #expect(error?.message.contains("vault_meta.vault_key_id") == true, "\(error.map(String.init(describing:)) ?? "")")
+        #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "")")
+        #expect(error?.message.contains(test.url.path) == true, "the message names the file")
         #expect(FileProbe.fingerprint(test.url) == before)
+        LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: LogHygiene.secrets(of: test))
+    }
+
+    @Test("unlocking a vault whose header was hand-edited meanwhile is refused as damaged", arguments: HeaderEdit.allCases)
+    func unlockMeetsHeaderWrongType(edit: HeaderEdit) throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        vault.lock()
+        try RawDatabase.execute(test.url, edit.sql)
+        let error = expectRefusal(.damaged) { try vault.unlock(with: test.credential) }
+        #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "")")
+        #expect(error?.message.contains(test.url.path) == true, "the message names the file")
+        #expect(vault.isLocked, "a refused unlock loads no key")
+        if edit == .pendingVaultKeyIDText {
+            let pending = expectRefusal(.damaged) { try vault.keyRotationPending() }
+            #expect(pending?.message.contains(edit.place) == true)
+        }
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: LogHygiene.secrets(of: test))
     }
 }
