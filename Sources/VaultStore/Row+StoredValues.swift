@@ -15,10 +15,10 @@ extension Row {
     func stored<T: DatabaseValueConvertible>(
         _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self
     ) throws -> T {
-        guard hasColumn(column) else {
+        guard let index = storedIndex(column) else {
             throw StoredValue.damaged(table: table, column: column, row: key, path: path, "is missing")
         }
-        let value: DatabaseValue = self[column]
+        let value: DatabaseValue = self[index]
         if value.isNull {
             throw StoredValue.damaged(table: table, column: column, row: key, path: path, "is empty (NULL)")
         }
@@ -30,8 +30,8 @@ extension Row {
     func storedIfPresent<T: DatabaseValueConvertible>(
         _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self
     ) throws -> T? {
-        guard hasColumn(column) else { return nil }
-        let value: DatabaseValue = self[column]
+        guard let index = storedIndex(column) else { return nil }
+        let value: DatabaseValue = self[index]
         if value.isNull { return nil }
         return try StoredValue.convert(value, table: table, column: column, row: key, path: path, as: type)
     }
@@ -49,14 +49,32 @@ extension Row {
     /// Whether the column holds a value, whatever its type (a sealed column's presence, read
     /// without opening it). False for NULL and for a missing column.
     func holdsValue(_ column: String) -> Bool {
-        guard hasColumn(column) else { return false }
-        return !(self[column] as DatabaseValue).isNull
+        guard let index = storedIndex(column) else { return false }
+        return !(self[index] as DatabaseValue).isNull
+    }
+
+    /// The position of `column`. The vault's SQL spells every column as the schema does, so an
+    /// exact comparison finds it; a case-insensitive one (GRDB's rule, which lowercases every
+    /// name it compares) is the fallback. Token reads look up ~20 columns: this is on the hot path.
+    private func storedIndex(_ column: String) -> Int? {
+        var position = 0
+        for name in columnNames {
+            if name == column { return position }
+            position += 1
+        }
+        let wanted = column.lowercased()
+        position = 0
+        for name in columnNames {
+            if name.lowercased() == wanted { return position }
+            position += 1
+        }
+        return nil
     }
 
     /// The row's key column (an account id, a uuid…) as text, or "?" when even that is unreadable.
     func storedKey(_ column: String) -> String {
-        guard hasColumn(column) else { return "?" }
-        let value: DatabaseValue = self[column]
+        guard let index = storedIndex(column) else { return "?" }
+        let value: DatabaseValue = self[index]
         if let text = String.fromDatabaseValue(value) { return text }
         // An integer key (a session id) reads as its number; anything else is not shown.
         if case .int64(let number) = value.storage { return String(number) }

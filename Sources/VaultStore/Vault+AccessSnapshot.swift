@@ -41,7 +41,8 @@ extension Vault {
                 arguments: [id.rawValue]
             ).map { try Self.session(from: $0, path: path) }
             return AccessSnapshot(activeAccount: active, account: id, session: session,
-                                  policy: try sessionPolicy(for: id, db), token: try accessToken(for: id, db))
+                                  policy: try Self.storedSessionPolicy(for: id, db, path: path) ?? SessionPolicy(),
+                                  token: try accessToken(for: id, db))
         }
     }
 
@@ -68,28 +69,5 @@ extension Vault {
             tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
             expiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
             scopes: scopes.split(separator: " ").map(String.init))
-    }
-
-    /// The account's session policy inside the caller's transaction; the defaults when none is stored.
-    func sessionPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
-                                         arguments: [account.rawValue]) else {
-            return SessionPolicy()
-        }
-        let key = account.rawValue
-        func milliseconds(_ column: String) throws -> Duration {
-            .milliseconds(try row.stored(column, table: "session_policies", row: key, path: path, as: Int64.self))
-        }
-        func optionalMilliseconds(_ column: String) throws -> Duration? {
-            try row.storedIfPresent(column, table: "session_policies", row: key, path: path, as: Int64.self).map { .milliseconds($0) }
-        }
-        let action: String = try row.stored("idle_action", table: "session_policies", row: key, path: path)
-        return SessionPolicy(
-            idleTimeout: try optionalMilliseconds("idle_timeout_ms"),
-            warningBefore: try milliseconds("warning_ms"),
-            maxExtensions: try row.stored("max_extensions", table: "session_policies", row: key, path: path),
-            absoluteLifetime: try milliseconds("absolute_lifetime_ms"),
-            backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
-            idleAction: SessionPolicy.IdleAction(rawValue: action) ?? .lock)
     }
 }

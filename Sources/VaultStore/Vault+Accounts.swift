@@ -66,7 +66,9 @@ extension Vault {
     /// The ids of every account, oldest first. Needs no key: works while the vault is locked.
     public func accountIDs() throws -> [AccountID] {
         try read("listing account ids") { db in
-            try String.fetchAll(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid").map(AccountID.init(rawValue:))
+            try Row.fetchAll(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid").map { row in
+                AccountID(rawValue: try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path))
+            }
         }
     }
 
@@ -91,7 +93,9 @@ extension Vault {
     /// The active account, persisted in the vault so every process sees the same one.
     public func activeAccountID() throws -> AccountID? {
         try read("reading the active account") { db in
-            try String.fetchOne(db, sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1").map(AccountID.init)
+            try db.storedValue("SELECT active_account_id FROM vault_meta WHERE singleton = 1",
+                               table: "vault_meta", column: "active_account_id", row: "1", path: self.path, as: String.self)
+                .map(AccountID.init(rawValue:))
         }
     }
 
@@ -150,9 +154,10 @@ extension Vault {
     }
 
     func allocateKeyID(_ db: Database) throws -> UInt32 {
-        guard let next = try Int64.fetchOne(db, sql: "SELECT next_key_id FROM vault_meta WHERE singleton = 1") else {
+        guard let row = try Row.fetchOne(db, sql: "SELECT next_key_id FROM vault_meta WHERE singleton = 1") else {
             throw VaultError(.damaged, "the vault header row is missing", path: path)
         }
+        let next = try row.stored("next_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
         try db.execute(sql: "UPDATE vault_meta SET next_key_id = next_key_id + 1 WHERE singleton = 1")
         return UInt32(truncatingIfNeeded: next)
     }

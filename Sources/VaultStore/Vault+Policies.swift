@@ -38,7 +38,9 @@ extension Vault {
     /// The account's stored session policy, nil when none is stored; `.damaged` naming the
     /// column when one holds a value of the wrong type (a hand-edited file).
     static func storedSessionPolicy(for account: AccountID, _ db: Database, path: String?) throws -> SessionPolicy? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM session_policies WHERE account_id = ?", arguments: [account.rawValue]) else {
+        // Prepared once per connection: every token request that misses the cache reads it.
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
+                                         arguments: [account.rawValue]) else {
             return nil
         }
         let key = account.rawValue

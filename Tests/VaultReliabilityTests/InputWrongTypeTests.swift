@@ -19,7 +19,7 @@ import VaultTestSupport
         case refreshFailuresText, refreshFailuresReal, refreshFailuresNull, refreshLeaseHolderBlob, refreshNextAttemptText
         case deviceCreatedAtText, devicePlatformBlob, deviceLastActivityText, deviceNameInteger, deviceStatusBlob
         case metaActiveAccountBlob, metaCreatedAtText, metaIntegrityOKText
-        case signInGenerationText
+        case signInGenerationText, metaNextKeyIDText, activeAccountIDBlob
         var description: String { rawValue }
 
         var sql: String {
@@ -49,7 +49,8 @@ import VaultTestSupport
             case .deviceLastActivityText: "UPDATE devices SET last_activity_at = 'x'"
             case .deviceNameInteger: "UPDATE devices SET name = 42"
             case .deviceStatusBlob: "PRAGMA ignore_check_constraints = ON; UPDATE devices SET status = X'FF'"
-            case .metaActiveAccountBlob: "PRAGMA foreign_keys = OFF; UPDATE vault_meta SET active_account_id = X'FF'"
+            case .metaActiveAccountBlob, .activeAccountIDBlob: "PRAGMA foreign_keys = OFF; UPDATE vault_meta SET active_account_id = X'FF'"
+            case .metaNextKeyIDText: "UPDATE vault_meta SET next_key_id = 'x'"
             case .metaCreatedAtText: "UPDATE vault_meta SET created_at = 'x'"
             case .metaIntegrityOKText: "UPDATE vault_meta SET last_integrity_check_at = 1, last_integrity_check_ok = 'x'"
             }
@@ -76,7 +77,7 @@ import VaultTestSupport
         var failsVerify: Bool {
             switch self {
             case .tokenGenerationText, .signInGenerationText, .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger,
-                 .notificationSubjectReal, .deviceNameInteger, .metaActiveAccountBlob: true
+                 .notificationSubjectReal, .deviceNameInteger, .metaActiveAccountBlob, .activeAccountIDBlob: true
             default: false
             }
         }
@@ -85,7 +86,8 @@ import VaultTestSupport
         /// value (and so must report it); it only notes whether a sealed column holds something.
         var readByMetadata: Bool {
             switch self {
-            case .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger, .notificationSubjectReal, .deviceNameInteger: false
+            case .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger, .notificationSubjectReal, .deviceNameInteger,
+                 .metaNextKeyIDText: false
             default: true
             }
         }
@@ -114,7 +116,8 @@ import VaultTestSupport
             case .deviceLastActivityText: "devices.last_activity_at"
             case .deviceNameInteger: "devices.name"
             case .deviceStatusBlob: "devices.status"
-            case .metaActiveAccountBlob: "vault_meta.active_account_id"
+            case .metaActiveAccountBlob, .activeAccountIDBlob: "vault_meta.active_account_id"
+            case .metaNextKeyIDText: "vault_meta.next_key_id"
             case .metaCreatedAtText: "vault_meta.created_at"
             case .metaIntegrityOKText: "vault_meta.last_integrity_check_ok"
             }
@@ -168,6 +171,10 @@ import VaultTestSupport
             read = { try vault.device(device.id) as Any }
         case .metaActiveAccountBlob, .signInGenerationText:
             read = { try vault.signIn(Samples.account(), tokens: tokens, policy: SessionPolicy()) as Any }
+        case .metaNextKeyIDText:
+            read = { try vault.addAccount(Samples.account("bob")) as Any }
+        case .activeAccountIDBlob:
+            read = { try vault.activeAccountID() as Any }
         case .metaCreatedAtText, .metaIntegrityOKText, .deviceStatusBlob:
             // The plain facts: the header, and the number of devices in each status.
             read = { try Vault.inspect(at: test.url, options: test.options()) as Any }
