@@ -136,7 +136,9 @@ extension SessionService {
     /// One refresh per account in this process; callers arriving meanwhile share its result.
     func refresh(_ id: AccountID, from generation: Int64, force: Bool) async throws -> StoredTokens {
         if let running = refreshes[id] { return try await outcome(of: running, for: id) }
-        let task = Task { try await self.performRefresh(id, seen: generation, force: force) }
+        // Every caller of the account waits on it: ahead of them in the actor's queue, where
+        // hundreds of callers arriving at once would otherwise delay the request they wait for.
+        let task = Task(priority: .high) { try await self.performRefresh(id, seen: generation, force: force) }
         refreshes[id] = task
         defer { refreshes[id] = nil }
         return try await outcome(of: task, for: id)
