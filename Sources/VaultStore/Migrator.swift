@@ -24,21 +24,40 @@ struct Migrator: Sendable {
     }
 
     /// The migrations recorded in the vault, oldest first. Empty for a new file.
-    func applied(_ db: Database) throws -> [Applied] {
+    ///
+    /// A record holding a value of the wrong type (a hand-edited file) is `.damaged`, naming its column.
+    func applied(_ db: Database, path: String?) throws -> [Applied] {
         guard try db.tableExists("vault_migrations") else { return [] }
         return try Row.fetchAll(db, sql: "SELECT version, name, checksum, applied_at FROM vault_migrations ORDER BY version")
             .map { row in
-                Applied(
-                    version: row["version"], name: row["name"], checksum: row["checksum"],
-                    appliedAt: Date(millisecondsSince1970: row["applied_at"]))
+                let key = row.storedKey("version")
+                func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+                    try row.stored(column, table: "vault_migrations", row: key, path: path)
+                }
+                return Applied(
+                    version: try value("version"), name: try value("name"), checksum: try value("checksum"),
+                    appliedAt: try row.storedDate("applied_at", table: "vault_migrations", row: key, path: path))
             }
+    }
+
+    /// Where a vault's schema stands against this build.
+    struct Status: Sendable {
+        /// The migrations still to apply, oldest first.
+        var pending: [Migration]
+        /// The schema version the vault records (`user_version` or its last applied migration).
+        var recordedVersion: Int
     }
 
     /// Checks what the vault recorded against this build's migrations and returns the
     /// ones still to apply. Reads only.
     func pending(_ db: Database, path: String?) throws -> [Migration] {
+        try status(db, path: path).pending
+    }
+
+    /// ``pending(_:path:)`` with the version the vault records. Reads only.
+    func status(_ db: Database, path: String?) throws -> Status {
         let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-        let applied = try applied(db)
+        let applied = try applied(db, path: path)
         let recordedVersion = max(userVersion, applied.last?.version ?? 0)
         if recordedVersion > latestVersion {
             throw VaultError(
@@ -56,7 +75,7 @@ struct Migrator: Sendable {
             }
         }
         let done = Set(applied.map(\.version))
-        return migrations.filter { !done.contains($0.version) }
+        return Status(pending: migrations.filter { !done.contains($0.version) }, recordedVersion: recordedVersion)
     }
 
     /// Applies every pending migration, each in its own immediate transaction.

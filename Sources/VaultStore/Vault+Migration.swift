@@ -45,7 +45,7 @@ extension Vault {
                 try VaultFile.checkApplicationID(db, path: path)
                 let pending = try migrator.pending(db, path: path)
                 let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
-                let version = max(userVersion, try migrator.applied(db).last?.version ?? 0)
+                let version = max(userVersion, try migrator.applied(db, path: path).last?.version ?? 0)
                 return (pending, try UnlockRecord.fetch(db, path: url.path), version)
             }
             guard let meta else {

@@ -32,16 +32,23 @@ public final class Vault: Sendable {
     private let closed = Atomic<Bool>(false)
     /// Counts write transactions run through this value (see ``changeStamp()``): SQLite's
     /// `data_version` does not change for commits made on the connection that reads it.
+    /// ``close()`` checkpoints only when it is not 0, so every write goes through ``write(_:_:)``.
     let localWrites = Atomic<Int64>(0)
+    /// Whether this value wrote to the file outside ``write(_:_:)`` (created it, migrated it), so
+    /// ``close()`` must fold the WAL back into the file even if ``localWrites`` is still 0.
+    private let wroteWhileOpening: Bool
     let logger: Logger
     let clock: WallClock
     /// The Argon2id cost for a new passphrase (``VaultOptions/kdf``).
     let kdf: KDFParameters
 
-    var path: String { url.path }
+    /// `url.path`, kept: every read names the file in its errors, and `URL.path` decodes the URL each time.
+    let path: String
 
-    private init(url: URL, pool: DatabasePool, keyring: Keyring, deviceID: String, options: VaultOptions) {
+    private init(url: URL, pool: DatabasePool, keyring: Keyring, deviceID: String, wroteWhileOpening: Bool, options: VaultOptions) {
         self.url = url
+        self.path = url.path
+        self.wroteWhileOpening = wroteWhileOpening
         self.pool = pool
         self.keyring = keyring
         self.vaultID = Digest.hex(keyring.vaultID)
@@ -102,7 +109,9 @@ public final class Vault: Sendable {
                     ])
             }
             options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
-            return Vault(url: url, pool: pool, keyring: Keyring(vaultID: vaultID, vaultKey: vaultKey), deviceID: deviceID, options: options)
+            return Vault(
+                url: url, pool: pool, keyring: Keyring(vaultID: vaultID, vaultKey: vaultKey), deviceID: deviceID,
+                wroteWhileOpening: true, options: options)
         } catch {
             VaultFile.remove(url)
             throw VaultError.storage(error, while: "creating the vault", path: url.path)
@@ -118,26 +127,65 @@ public final class Vault: Sendable {
     /// a wrong passphrase, another kind of file, a damaged file or a newer schema leaves the
     /// file byte-for-byte unchanged. A wrong passphrase costs exactly one key derivation.
     public static func open(at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions()) throws -> Vault {
+        try open(at: url, options: options) { _ in credential }
+    }
+
+    /// Opens and unlocks the vault at `url` with the credential `credential` picks once it knows
+    /// how the vault is unlocked and at which schema it is: one read-only pass over the file where
+    /// ``inspect(at:options:)`` followed by ``open(at:credential:options:)`` takes two.
+    ///
+    /// `credential` is called after the file passed every check ``open(at:credential:options:)``
+    /// makes (header, location, mode, application id, schema not newer than this build) and before
+    /// any key derivation. An error it throws is rethrown as it is, with nothing written: a tool
+    /// that must not migrate refuses a vault with ``VaultOpeningFacts/pendingMigrations`` there.
+    ///
+    /// ```swift
+    /// let vault = try Vault.open(at: url) { facts in
+    ///     guard facts.pendingMigrations.isEmpty else { throw MyToolError.needsMigration }
+    ///     return facts.unlockMethod == .keyFile ? .keyFile(keyURL) : try .passphrase(askPassphrase())
+    /// }
+    /// ```
+    public static func open(
+        at url: URL, options: VaultOptions = VaultOptions(),
+        credential choose: (VaultOpeningFacts) throws -> VaultCredential
+    ) throws -> Vault {
         let path = url.path
         _ = try VaultFile.inspect(url)
         try VaultFile.checkDirectory(url.deletingLastPathComponent())
         try VaultFile.checkFileMode(url)
 
         let migrator = Migrator(migrations: options.migrations)
-        let unlocked = try withReadOnlyQueue(url, options: options) { queue in
-            let (pending, meta) = try queue.read { db -> ([Migration], UnlockRecord?) in
-                try VaultFile.checkApplicationID(db, path: path)
-                let pending = try migrator.pending(db, path: path)
-                return (pending, try UnlockRecord.fetch(db, path: path))
+        let unlocked: (meta: UnlockRecord, keys: (current: SymmetricKey, pending: SymmetricKey?), pending: [Migration])
+        do {
+            unlocked = try withReadOnlyQueue(url, options: options) { queue in
+                let (schema, meta) = try queue.read { db -> (Migrator.Status, UnlockRecord?) in
+                    try VaultFile.checkApplicationID(db, path: path)
+                    let schema = try migrator.status(db, path: path)
+                    return (schema, try UnlockRecord.fetch(db, path: path))
+                }
+                guard let meta else {
+                    throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
+                }
+                let facts = VaultOpeningFacts(
+                    url: url, unlockMethod: meta.unlockMethod, schemaVersion: schema.recordedVersion,
+                    latestSchemaVersion: migrator.latestVersion,
+                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) })
+                let credential: VaultCredential
+                do { credential = try choose(facts) } catch { throw CredentialChoiceFailure(error: error) }
+                let vaultKeys = try unlockVaultKeys(meta, credential: credential, path: path)
+                if !schema.pending.isEmpty, options.backupBeforeMigrating, !meta.isFresh {
+                    do {
+                        try backup(queue, of: url, fromVersion: migrator.latestVersion - schema.pending.count, options: options)
+                    } catch {
+                        vaultKeys.current.wipe()
+                        vaultKeys.pending?.wipe()
+                        throw error
+                    }
+                }
+                return (meta, vaultKeys, schema.pending)
             }
-            guard let meta else {
-                throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
-            }
-            let vaultKeys = try unlockVaultKeys(meta, credential: credential, path: path)
-            if !pending.isEmpty, options.backupBeforeMigrating, !meta.isFresh {
-                try backup(queue, of: url, fromVersion: migrator.latestVersion - pending.count, options: options)
-            }
-            return (meta, vaultKeys, pending)
+        } catch let failure as CredentialChoiceFailure {
+            throw failure.error
         }
         let (meta, vaultKeys, pending) = unlocked
         do {
@@ -147,7 +195,9 @@ public final class Vault: Sendable {
             }
             options.logger.debug("opened vault", metadata: ["path": "\(path)"])
             let keyring = Keyring(vaultID: meta.vaultID, vaultKey: vaultKeys.current, pendingVaultKey: vaultKeys.pending)
-            return Vault(url: url, pool: pool, keyring: keyring, deviceID: meta.deviceID, options: options)
+            return Vault(
+                url: url, pool: pool, keyring: keyring, deviceID: meta.deviceID,
+                wroteWhileOpening: !pending.isEmpty, options: options)
         } catch {
             vaultKeys.current.wipe()
             vaultKeys.pending?.wipe()
@@ -162,9 +212,17 @@ public final class Vault: Sendable {
         keyring.wipe()
         // SQLite folds the WAL back into the file only when the last connection closes, and
         // the pool's last connection is a read-only reader that cannot. Checkpoint explicitly
-        // so a closed vault is one self-contained file. Best effort: another process may be
-        // reading, in which case its own close finishes the job.
-        _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        // so that what this value wrote ends up in the file and no longer in the WAL (with
+        // `secure_delete`, no removed value is left in either). Best effort: another process may
+        // be reading, in which case its own close finishes the job.
+        //
+        // A value that wrote nothing skips it: the WAL then holds at most the empty transaction
+        // GRDB commits when it opens a pool on an empty WAL (no row, no secret), and the next
+        // open finds the WAL non-empty and writes nothing. Checkpointing it here would cost two
+        // to four fsyncs on every read-only open, `vault token` included.
+        if wroteWhileOpening || localWrites.load(ordering: .acquiring) > 0 {
+            _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        }
         do {
             try pool.close()
         } catch {
@@ -243,6 +301,12 @@ extension Vault {
         var pendingVaultKeyID: UInt32?
         var pendingWrappedVaultKey: [UInt8]?
         var isFresh: Bool
+
+        /// How the vault is unlocked, as ``Vault/inspect(at:options:)`` reports it.
+        var unlockMethod: VaultUnlockMethod {
+            if kekKind == "keyfile" { return .keyFile }
+            return .passphrase(cost ?? KDFParameters(opsLimit: 0, memLimitBytes: 0))
+        }
 
         /// The header row; `.damaged` when a column holds a value of the wrong type (a hand-edited file).
         static func fetch(_ db: Database, path: String? = nil) throws -> UnlockRecord? {
@@ -365,10 +429,18 @@ extension Vault {
 
     static func openPool(_ url: URL, options: VaultOptions) throws -> DatabasePool {
         let pool = try DatabasePool(path: url.path, configuration: configuration(readonly: false, options: options))
+        // Asked on a reader, which this opens. It also matters at close: GRDB closes the writer
+        // first, so the last connection to close is this read-only one, which cannot checkpoint.
+        // Were the writer last, SQLite would checkpoint on close (fsyncs) and delete the WAL, and
+        // the next open would find no WAL and write again (see `close()`).
         let mode = try pool.read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
         guard mode?.lowercased() == "wal" else {
             throw VaultError(.storage, "SQLite refused WAL mode for \(url.path) (got \(mode ?? "none"))", path: url.path)
         }
+        // GRDB sets the writer to synchronous=NORMAL after the connection's own set-up (its WAL
+        // default): a commit would then survive a crash of the process but not of the machine.
+        // Every commit of the vault is durable: FULL again, on the one connection that writes.
+        try pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = FULL") }
         return pool
     }
 
@@ -383,6 +455,8 @@ extension Vault {
         defer { try? queue.close() }
         do {
             return try body(queue)
+        } catch let failure as CredentialChoiceFailure {
+            throw failure
         } catch {
             throw classify(error, path: url.path)
         }
@@ -460,4 +534,24 @@ extension Vault {
             throw VaultError.storage(error, while: action, path: path)
         }
     }
+}
+
+/// What ``Vault/open(at:options:credential:)`` knows about a vault when it asks for the
+/// credential: nothing secret, and nothing derived yet.
+public struct VaultOpeningFacts: Sendable, Hashable {
+    /// The vault file.
+    public var url: URL
+    /// How the vault is unlocked, with the key-derivation cost for a passphrase.
+    public var unlockMethod: VaultUnlockMethod
+    /// The schema version the vault is at.
+    public var schemaVersion: Int
+    /// The schema version this build writes.
+    public var latestSchemaVersion: Int
+    /// The migrations opening would apply, oldest first; empty when the vault is up to date.
+    public var pendingMigrations: [SchemaStep]
+}
+
+/// Carries what a credential chooser threw past ``Vault/classify(_:path:)``, to be rethrown unchanged.
+struct CredentialChoiceFailure: Error {
+    let error: any Error
 }

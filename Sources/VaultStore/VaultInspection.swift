@@ -89,7 +89,7 @@ extension Vault {
         return try readPlain(at: url, options: options) { db in
             let path = url.path
             let pending = try migrator.pending(db, path: path)
-            let applied = try migrator.applied(db)
+            let applied = try migrator.applied(db, path: path)
             let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
             guard let meta = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)

@@ -7,6 +7,7 @@ import VaultStore
 extension VaultCommand.Accounts {
     struct Add: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "add",
             abstract: "Import a sign-in done elsewhere: a token response on standard input becomes an account.",
             discussion: """
                 Reads an OAuth 2.0 token response (RFC 6749 §5.1 JSON, as the token endpoint \

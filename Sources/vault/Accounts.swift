@@ -6,6 +6,7 @@ import VaultStore
 extension VaultCommand {
     struct Accounts: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "accounts",
             abstract: "Add, list, show, switch and remove accounts.",
             discussion: """
                 An account is one sign-in to an identity service: its OAuth client settings, its \
@@ -20,6 +21,7 @@ extension VaultCommand {
 extension VaultCommand.Accounts {
     struct List: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List the accounts, the active one marked with *.",
             discussion: "Shows each account's subject, issuer, label, session state and tokens (present, expires in …), never a token.")
 
@@ -45,6 +47,7 @@ extension VaultCommand.Accounts {
 
     struct Show: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "show",
             abstract: "Show one account in full (never its tokens or client secret).")
 
         @OptionGroup var global: GlobalOptions
@@ -63,6 +66,7 @@ extension VaultCommand.Accounts {
 
     struct Switch: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "switch",
             abstract: "Make another account the active one.",
             discussion: "Every tool using the vault sees the change: the active account is stored in the vault.")
 
@@ -83,6 +87,7 @@ extension VaultCommand.Accounts {
 
     struct Remove: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "remove",
             abstract: "Sign an account out and delete every record of it.",
             discussion: """
                 Revokes the account's refresh token at the identity service when it has a \

@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Backup: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "backup",
             abstract: "Copy the vault to PATH while it is in use (mode 0600).",
             discussion: """
                 Uses SQLite's online backup: a consistent copy even while other processes read \

@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Devices: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "devices",
             abstract: "List and revoke the devices registered with accounts.",
             subcommands: [List.self, Revoke.self])
     }
@@ -13,6 +14,7 @@ extension VaultCommand {
 extension VaultCommand.Devices {
     struct List: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List device registrations (this install marked with *).")
 
         @OptionGroup var global: GlobalOptions
@@ -41,6 +43,7 @@ extension VaultCommand.Devices {
 
     struct Revoke: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "revoke",
             abstract: "Mark a device registration revoked in the vault.",
             discussion: "Records the revocation locally (status revoked, with the reason); it does not contact the identity service.")
 

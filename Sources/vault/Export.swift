@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Export: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "export",
             abstract: "Print everything but the secrets, as JSON for a support ticket.",
             discussion: """
                 Prints the vault's status, accounts, token presence and expiry, session policies, \

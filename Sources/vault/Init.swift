@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Init: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "init",
             abstract: "Create a new, empty vault.",
             discussion: """
                 Creates the vault file with mode 0600 (and its directory with mode 0700 when \

@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Migrate: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "migrate",
             abstract: "Bring the vault to this tool's schema: show the steps, back up, apply.",
             discussion: """
                 Lists the pending schema migrations; without --dry-run it then checks the \

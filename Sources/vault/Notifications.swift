@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Notifications: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "notifications",
             abstract: "Read the notification history.",
             subcommands: [List.self])
     }
@@ -13,6 +14,7 @@ extension VaultCommand {
 extension VaultCommand.Notifications {
     struct List: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List notifications, newest first, one page at a time.",
             discussion: """
                 A page ends with the cursor of the next one: pass it to --after to continue.

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -19,11 +20,19 @@ struct OpenedVault {
     static func with<T>(_ global: GlobalOptions, _ credentials: CredentialOptions,
                         _ body: (OpenedVault) async throws -> T) async throws -> T {
         let url = global.url
-        let facts = try Vault.inspect(at: url, options: global.storeOptions())
-        try refuseOutdated(facts)
-        let credential = try credentials.credential(for: url, unlock: facts.unlockMethod)
-        let vault = try Vault.open(at: url, credential: credential, options: global.storeOptions())
-        let oauth = OAuthClient(transport: URLSessionTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
+        // One read-only pass over the file both checks it and tells which credential to ask for.
+        var chosen: VaultCredential?
+        let vault = try Vault.open(at: url, options: global.storeOptions()) { facts in
+            try refuseOutdated(facts)
+            let credential = try credentials.credential(for: url, unlock: facts.unlockMethod)
+            chosen = credential
+            return credential
+        }
+        guard let credential = chosen else {
+            vault.close()
+            throw CommandFailure(.failure, "\(url.path) was opened without a credential")
+        }
+        let oauth = OAuthClient(transport: DeferredTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
         let opened = OpenedVault(
             vault: vault, session: SessionService(vault: vault, oauth: oauth, logger: global.logger("credentialvault.session")),
             url: url, credential: credential)
@@ -37,7 +46,7 @@ struct OpenedVault {
         }
     }
 
-    static func refuseOutdated(_ facts: VaultInspection) throws {
+    static func refuseOutdated(_ facts: VaultOpeningFacts) throws {
         guard let last = facts.pendingMigrations.last else { return }
         throw CommandFailure(
             .migrationNeeded,
@@ -76,5 +85,31 @@ enum AccountReference {
         default:
             throw CommandFailure(.usage, "\(reference) names \(matches.count) accounts: give more of the id (`vault accounts list`)")
         }
+    }
+}
+
+/// A ``URLSessionTransport`` made on the first request rather than when a command starts.
+///
+/// Most commands, and `vault token` while the access token is valid, send no request at all,
+/// and making a `URLSession` starts libcurl: its global initialisation and its TLS configuration.
+final class DeferredTransport: HTTPTransport {
+    private let timeout: Duration
+    private let transport = Mutex<URLSessionTransport?>(nil)
+
+    init(timeout: Duration) {
+        self.timeout = timeout
+    }
+
+    /// Whether a request was sent (the transport was made).
+    var started: Bool { transport.withLock { $0 != nil } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let transport = transport.withLock { current in
+            if let current { return current }
+            let made = URLSessionTransport(timeout: timeout)
+            current = made
+            return made
+        }
+        return try await transport.send(request)
     }
 }

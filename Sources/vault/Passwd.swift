@@ -6,6 +6,7 @@ import VaultStore
 extension VaultCommand {
     struct Passwd: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "passwd",
             abstract: "Change the passphrase (or switch to a key file).",
             discussion: """
                 Unlocks with the current passphrase or key file, then wraps the vault key under \

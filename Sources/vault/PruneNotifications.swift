@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct PruneNotifications: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "prune-notifications",
             abstract: "Delete old notification history.",
             discussion: """
                 Deletes notifications created longer ago than --older-than, and/or all but the \

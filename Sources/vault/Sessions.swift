@@ -6,6 +6,7 @@ import VaultStore
 extension VaultCommand {
     struct Sessions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
+            commandName: "sessions",
             abstract: "List, end and unlock sign-in sessions.",
             discussion: """
                 Each sign-in starts a session with deadlines from the account's policy: an idle \
@@ -19,6 +20,7 @@ extension VaultCommand {
 extension VaultCommand.Sessions {
     struct List: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "list",
             abstract: "List sessions, newest first (no passphrase needed).",
             discussion: "Shows the state stored in the vault; deadlines that passed are applied by the next command that unlocks the vault.")
 
@@ -56,6 +58,7 @@ extension VaultCommand.Sessions {
 
     struct End: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "end",
             abstract: "End an account's session now: its tokens are wiped, the account stays.",
             discussion: "The account's tools get exit code 80 (sign in again) until a new sign-in is imported with `vault accounts add`.")
 
@@ -76,6 +79,7 @@ extension VaultCommand.Sessions {
 
     struct Unlock: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "unlock",
             abstract: "Resume every locked session (after an idle or background timeout).",
             discussion: "Each locked session becomes active with a fresh idle deadline, unless its absolute lifetime has passed.")
 

@@ -6,6 +6,7 @@ import VaultStore
 extension VaultCommand {
     struct Status: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "status",
             abstract: "Show what the vault holds, without unlocking it.",
             discussion: """
                 Shows the file and its size, the schema version (and pending migrations), how the \

@@ -6,6 +6,7 @@ import VaultStore
 extension VaultCommand {
     struct Token: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "token",
             abstract: "Print a valid access token, for shell scripts. The only command that prints a secret.",
             discussion: """
                 Prints the access token of the active account (or --account) on standard output, \

@@ -7,6 +7,11 @@ import Foundation
 /// ``GlobalOptions`` (and ``CredentialOptions`` when it unlocks the vault), checks its input
 /// in `validate()` and keeps `run()` to: open, call the library, print. Failures are turned
 /// into documented exit codes in one place, ``CommandFailure``.
+///
+/// Every command spells out its `commandName`. ArgumentParser otherwise derives it with
+/// `String(describing:)` of each command type, for the whole tree, on every start, and each of
+/// those is a dynamic cast that scans every protocol conformance in the binary: a quarter of
+/// `vault token`'s time in the static release build.
 @main
 struct VaultCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -46,7 +51,7 @@ struct VaultCommand: AsyncParsableCommand {
     static func main() async {
         let command: any ParsableCommand
         do {
-            command = try await asyncParseAsRoot()
+            command = try await parse(Array(CommandLine.arguments.dropFirst()))
         } catch {
             exit(withError: error)
         }
@@ -64,6 +69,23 @@ struct VaultCommand: AsyncParsableCommand {
             Terminal.printError("vault: \(failure.message)")
             Foundation.exit(failure.code.rawValue)
         }
+    }
+}
+
+extension VaultCommand {
+    /// The command `arguments` ask for.
+    ///
+    /// `vault token` is what scripts run before every API call, so its arguments are first
+    /// parsed by ``Token`` alone: ArgumentParser then reflects one command instead of building
+    /// the whole tree of commands, most of the cost of parsing. The result is the same command
+    /// with the same options, validated the same way. Anything it does not take as it is (help,
+    /// `--version`, an unknown option, a missing value, a failed validation) goes to the full
+    /// parse, so messages and exit codes stay those of `vault`.
+    static func parse(_ arguments: [String]) async throws -> any ParsableCommand {
+        if arguments.first == Token.configuration.commandName, let token = try? Token.parse(Array(arguments.dropFirst())) {
+            return token
+        }
+        return try await asyncParseAsRoot(arguments)
     }
 }
 

@@ -5,6 +5,7 @@ import VaultStore
 extension VaultCommand {
     struct Verify: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
+            commandName: "verify",
             abstract: "Check the vault: SQLite's integrity check, then every sealed value.",
             discussion: """
                 Runs PRAGMA integrity_check and foreign_key_check, then opens every sealed value \
