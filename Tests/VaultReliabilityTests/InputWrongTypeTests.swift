@@ -364,4 +364,22 @@ import VaultTestSupport
         }
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: LogHygiene.secrets(of: test))
     }
+
+    @Test("a migration record hand-edited to the wrong type is refused as damaged at open and inspect, file unchanged",
+          arguments: [("UPDATE vault_migrations SET applied_at = 'x'", "vault_migrations.applied_at"),
+                      ("UPDATE vault_migrations SET checksum = X'FF00'", "vault_migrations.checksum"),
+                      ("UPDATE vault_migrations SET name = X'FF'", "vault_migrations.name")])
+    func migrationRecordWrongType(sql: String, place: String) throws {
+        let test = try TestVault()
+        try test.create().close()
+        try RawDatabase.execute(test.url, sql)
+        try RawDatabase.execute(test.url, "PRAGMA wal_checkpoint(TRUNCATE)")
+        let before = FileProbe.fingerprint(test.url)
+        for attempt: () throws -> Any in [{ try test.open() }, { try Vault.inspect(at: test.url, options: test.options()) }] {
+            let error = expectRefusal(.damaged) { _ = try attempt() }
+            #expect(error?.message.contains(place) == true, "\(error.map(String.init(describing:)) ?? "")")
+            #expect(error?.message.contains(test.url.path) == true, "the message names the file")
+        }
+        #expect(FileProbe.fingerprint(test.url) == before)
+    }
 }
