@@ -99,6 +99,13 @@ func benchDurableStore(_ report: Report, dir: URL, scale: Scale) async throws {
 
     let pool = try DatabasePool(path: dir.appendingPathComponent("durable-baseline.db").path, configuration: baselineConfiguration())
     defer { try? pool.close() }
+    // GRDB's WAL set-up puts the writer back to NORMAL after the configuration's pragmas; the
+    // vault sets FULL again on its writer, and so does the baseline.
+    let synchronous = try await pool.writeWithoutTransaction { db in
+        try db.execute(sql: "PRAGMA synchronous = FULL")
+        return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+    }
+    guard synchronous == 2 else { throw BenchError("the baseline's writer is not at synchronous=FULL") }
     try await pool.write { db in
         try db.execute(sql: """
             CREATE TABLE tokens (account_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, access_token BLOB NOT NULL,
