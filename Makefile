@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test demo bench stress stress-tests fuzz fixtures clean
+.PHONY: deps release-deps build release test demo bench stress stress-tests fuzz fixtures clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -18,6 +18,17 @@ deps:
 
 build: deps
 	swift build
+
+# The `vault` to install: the Swift runtime and Foundation linked in, so no start loads and
+# relocates them (`vault token` runs before every API call of a script). Linking the static
+# FoundationNetworking needs libcurl's development files; running it needs libsqlite3-0,
+# libsodium23 and libcurl4.  Install: install -m 0755 .build/release/vault /usr/local/bin/vault
+release-deps: deps
+	@dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libcurl4-openssl-dev; }
+
+release: release-deps
+	swift build -c release --product vault --static-swift-stdlib
 
 # The heavy multi-process reliability cases run after the rest, in their own test process, so
 # their child processes and blocking waits never starve the loopback servers of other tests.
@@ -46,10 +57,10 @@ demo: deps
 # BENCH_ROWS: the largest notification history (1k, a tenth, and it). 100k keeps the run near
 # 5 minutes; BENCH_ROWS=1000000 is the issue's full size and spends ~20 min generating it.
 BENCH_ROWS ?= 100000
-bench: deps
+bench: release-deps
 	@command -v sqlite3 >/dev/null && [ -x /usr/bin/time ] || { \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq sqlite3 time; }
-	swift build -c release --product vault
+	swift build -c release --product vault --static-swift-stdlib
 	swift build -c release --package-path Benchmarks
 	@mkdir -p .bench
 	Benchmarks/.build/release/VaultBench --vault-binary .build/release/vault --rows $(BENCH_ROWS) --out .bench/results.json \
