@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps release-deps build release test demo bench stress stress-tests fuzz fixtures clean
+.PHONY: deps release-deps build release test demo bench stress stress-tests fuzz sanitize fixtures clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -74,6 +74,12 @@ STRESS_SCALE := $(if $(STRESS_QUICK),quick,full)
 FUZZ_SECONDS := $(if $(STRESS_QUICK),10,600)
 stress: stress-tests fuzz
 
+# Issue 7 case 16: the whole suite under ThreadSanitizer, then AddressSanitizer (with leak
+# checks), in the two steps of `test`; fails on any failing test or any sanitizer report from
+# any process (test runner, SessionProbe and vault children). See scripts/sanitize.sh.
+sanitize: deps
+	scripts/sanitize.sh
+
 fuzz: deps
 	for target in SealedBlob TokenResponse Notification; do Fuzz/run.sh $$target $(FUZZ_SECONDS) || exit 1; done
 
@@ -94,4 +100,4 @@ fixtures: deps
 	Tests/Fixtures/make-fixture.sh
 
 clean:
-	rm -rf .build .demo .bench .stress
+	rm -rf .build .demo .bench .stress .sanitize .build-tsan .build-asan

@@ -34,6 +34,9 @@ extension DevGateway {
                 return .empty(status: 503)  // the gateway is stopping
             }
         }
+        if state.faults.holdsTokenResponses, await !heldUntilReleased() {
+            return .empty(status: 503)  // the gateway is stopping
+        }
 
         let response: HTTPResponse
         if let fault {

@@ -130,6 +130,9 @@ public actor DevGateway {
     var state = GatewayState()
     private let server: HTTPServer
     private var statsWaiters: [UUID: StatsWaiter] = [:]
+    /// Token requests waiting for ``releaseTokenResponses()``: resumed with true on release,
+    /// false when the gateway stops or the request's handler is cancelled.
+    private var heldTokenRequests: [UUID: CheckedContinuation<Bool, Never>] = [:]
     private var isStopped = false
 
     private struct StatsWaiter {
@@ -151,7 +154,12 @@ public actor DevGateway {
     /// ```
     public static func start(logger: Logger = Logger(label: "DevGateway")) async throws -> DevGateway {
         let server = try LoopbackServer.make(logger: logger)
-        let run = Task { try await server.run() }
+        let executor = GatewayExecutor(label: "DevGateway")
+        let run = Task(executorPreference: executor) {
+            // The task holds the executor for as long as the server runs on it.
+            defer { withExtendedLifetime(executor) {} }
+            try await server.run()
+        }
         do {
             // A bound, not a wait: on a loaded 2-core machine the default 5 s was seen to run out.
             try await server.waitUntilListening(timeout: 60)
@@ -173,6 +181,7 @@ public actor DevGateway {
     public func stop() async {
         guard !isStopped else { return }
         isStopped = true
+        resumeHeldTokenRequests(released: false)
         await server.stop(timeout: 0)
         for waiter in statsWaiters.values { waiter.continuation.resume() }
         statsWaiters = [:]
@@ -242,9 +251,30 @@ public actor DevGateway {
         state.faults.tokenLatency = max(.zero, latency)
     }
 
-    /// Clears queued failures and latency.
+    /// Holds every token request, once counted, until ``releaseTokenResponses()``: a server
+    /// that answers only after the client gave up, without racing a real-time delay against the
+    /// client's timeout. Requests held when the gateway stops get a 503.
+    ///
+    /// ```swift
+    /// await gateway.holdTokenResponses()
+    /// // … the client times out; the gateway has the request but has not processed it …
+    /// await gateway.releaseTokenResponses()
+    /// await gateway.waitForStats { $0.tokenResponses >= 1 }
+    /// ```
+    public func holdTokenResponses() {
+        state.faults.holdsTokenResponses = true
+    }
+
+    /// Lets held token requests (and later ones) be processed and answered.
+    public func releaseTokenResponses() {
+        state.faults.holdsTokenResponses = false
+        resumeHeldTokenRequests(released: true)
+    }
+
+    /// Clears queued failures and latency, and releases held token requests.
     public func resetFaults() {
         state.faults = FaultPlan()
+        resumeHeldTokenRequests(released: true)
     }
 
     // MARK: - Observation
@@ -283,6 +313,26 @@ public actor DevGateway {
         }
     }
 
+    /// Suspends until the counters satisfy `predicate`, for at most `bound` of real time;
+    /// returns whether they do. The bound only turns a lost request into a failure instead of a
+    /// hang: nothing waits for time to pass when the counters get there.
+    ///
+    /// ```swift
+    /// #expect(await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 })
+    /// ```
+    public func waitForStats(
+        upTo bound: Duration,
+        where predicate: @escaping @Sendable (GatewayStats) -> Bool
+    ) async -> Bool {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.waitForStats(where: predicate) }
+            group.addTask { try? await Task.sleep(for: bound) }
+            _ = await group.next()
+            group.cancelAll()
+        }
+        return predicate(state.stats)
+    }
+
     /// Resumes waiters whose condition now holds; call after every change to `state.stats`.
     func statsDidChange() {
         let stats = state.stats
@@ -294,6 +344,36 @@ public actor DevGateway {
 
     private func cancelStatsWaiter(_ id: UUID) {
         statsWaiters.removeValue(forKey: id)?.continuation.resume()
+    }
+
+    /// Suspends a token request until ``releaseTokenResponses()`` (true) or until the gateway
+    /// stops or the handler is cancelled (false).
+    func heldUntilReleased() async -> Bool {
+        guard !isStopped else { return false }
+        let id = UUID()
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                if Task.isCancelled {
+                    continuation.resume(returning: false)
+                } else if !state.faults.holdsTokenResponses {
+                    continuation.resume(returning: true)
+                } else {
+                    heldTokenRequests[id] = continuation
+                }
+            }
+        } onCancel: {
+            Task { await self.cancelHeldTokenRequest(id) }
+        }
+    }
+
+    private func cancelHeldTokenRequest(_ id: UUID) {
+        heldTokenRequests.removeValue(forKey: id)?.resume(returning: false)
+    }
+
+    private func resumeHeldTokenRequests(released: Bool) {
+        let held = heldTokenRequests.values
+        heldTokenRequests = [:]
+        for continuation in held { continuation.resume(returning: released) }
     }
 }
 

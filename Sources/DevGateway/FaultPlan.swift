@@ -1,4 +1,5 @@
-/// Faults to inject: queued failures for token and revocation requests, and token latency.
+/// Faults to inject: queued failures for token and revocation requests, token latency, and
+/// whether token responses are held back until released.
 struct FaultPlan: Sendable {
     /// Failures for the next token requests, first one first.
     var pendingTokenFailures: [TokenFault] = []
@@ -6,6 +7,8 @@ struct FaultPlan: Sendable {
     var pendingRevocationFailures: [TokenFault] = []
     /// Delay before each token response.
     var tokenLatency: Duration = .zero
+    /// Whether token requests, once counted, wait for ``DevGateway/releaseTokenResponses()``.
+    var holdsTokenResponses = false
 
     /// Takes the failure for the token request that just arrived, if one is queued.
     mutating func takeTokenFailure() -> TokenFault? {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -23,6 +22,10 @@ public final class URLSessionTransport: HTTPTransport {
     private let exchanges: ExchangeDelegate
 
     /// Creates a transport whose requests time out after `timeout` without progress.
+    ///
+    /// On Linux, FoundationNetworking counts request timeouts in whole seconds and truncates
+    /// (0.3 s would fire at once, before anything is sent), so the transport rounds `timeout`
+    /// up to whole seconds there: a request never times out sooner than asked.
     public init(timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20) {
         self.timeout = timeout
         self.maximumResponseSize = maximumResponseSize
@@ -33,7 +36,7 @@ public final class URLSessionTransport: HTTPTransport {
         configuration.urlCache = nil
         configuration.urlCredentialStorage = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalAndRemoteCacheData
-        configuration.timeoutIntervalForRequest = timeout.timeInterval
+        configuration.timeoutIntervalForRequest = Self.foundationTimeout(timeout)
         self.exchanges = ExchangeDelegate(maximumResponseSize: maximumResponseSize)
         self.session = URLSession(configuration: configuration, delegate: exchanges, delegateQueue: nil)
     }
@@ -46,7 +49,7 @@ public final class URLSessionTransport: HTTPTransport {
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method.rawValue
-        urlRequest.timeoutInterval = (request.timeout ?? timeout).timeInterval
+        urlRequest.timeoutInterval = Self.foundationTimeout(request.timeout ?? timeout)
         urlRequest.cachePolicy = .reloadIgnoringLocalAndRemoteCacheData
         urlRequest.httpShouldHandleCookies = false
         for field in request.headers {
@@ -69,6 +72,21 @@ public final class URLSessionTransport: HTTPTransport {
         } onCancel: {
             task.cancel()
         }
+    }
+
+    /// The interval to give Foundation for `timeout`.
+    ///
+    /// swift-corelibs-foundation arms its request timer with `Int(timeoutInterval) * 1000`
+    /// milliseconds: a fraction of a second is dropped, and a sub-second timeout fires at once,
+    /// usually before the request is written. Rounding up keeps every timeout at least as long
+    /// as the caller asked for. Darwin's URLSession takes fractions as they are.
+    static func foundationTimeout(_ timeout: Duration) -> TimeInterval {
+        let seconds = max(timeout, .zero).timeInterval
+        #if canImport(FoundationNetworking)
+        return max(1, seconds.rounded(.up))
+        #else
+        return seconds
+        #endif
     }
 
     /// Maps a URLError to a transport error by its code only: its userInfo holds the URL.
@@ -114,7 +132,7 @@ private final class ExchangeDelegate: NSObject, URLSessionDataDelegate, Sendable
     }
 
     private let maximumResponseSize: Int
-    private let exchanges = Mutex<[Int: Exchange]>([:])
+    private let exchanges = PthreadLocked<[Int: Exchange]>([:])
 
     init(maximumResponseSize: Int) {
         self.maximumResponseSize = maximumResponseSize
@@ -213,6 +231,31 @@ private final class ExchangeDelegate: NSObject, URLSessionDataDelegate, Sendable
         // Darwin: without stored credentials, default handling delivers the 401 as a response,
         // and server-trust challenges get the system's evaluation.
         completionHandler(.performDefaultHandling, nil)
+    }
+}
+
+/// A value behind an `NSLock`, for state that URLSession's delegate threads share.
+///
+/// Not `Synchronization.Mutex`: on Linux its lock is a futex inside the Swift runtime, which
+/// ThreadSanitizer does not see, so TSan reported the accesses it guards as races whenever the
+/// only other ordering between the two threads was a dispatch timer (a request timing out).
+/// `NSLock` is a pthread mutex there, which TSan models, so a report would be a real race.
+private final class PthreadLocked<Value>: @unchecked Sendable {
+    // Sendable because `value` is only ever read or written inside `withLock`, which holds
+    // `lock` for the whole access, so no two threads touch it at once. What a closure returns
+    // leaves the lock: here a removed exchange (owned by the one caller that removed it), a
+    // `Data` copy, an immutable `HTTPURLResponse`, or a `Bool`.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) {
+        self.value = value
+    }
+
+    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
     }
 }
 

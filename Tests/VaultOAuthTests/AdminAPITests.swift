@@ -11,7 +11,7 @@ struct AdminAPITests {
         var headers: HTTPHeaderFields = [:]
         if json != nil { headers["Content-Type"] = "application/json" }
         let request = HTTPRequest(method: method, url: url, headers: headers, body: Data((json ?? "").utf8))
-        return try await URLSessionTransport(timeout: .seconds(10)).send(request)
+        return try await URLSessionTransport(timeout: scaled(.seconds(10))).send(request)
     }
 
     @Test("grants, faults, sign-out and stats can be driven over HTTP")

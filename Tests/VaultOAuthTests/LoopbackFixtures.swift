@@ -63,12 +63,23 @@ func withGateway<T>(
     }
 }
 
-/// A client over a real URLSession transport, recording what it sends.
+/// How many times longer than written a real-time bound in these tests is: `TEST_TIME_SCALE`
+/// (at least 1, default 1). A sanitizer slows the whole process down several times over, and
+/// on a loaded machine a 10 s transport timeout then ran out while the gateway was still
+/// answering; `scripts/sanitize.sh` sets it. Only bounds scale, never an expected outcome.
+let testTimeScale: Double = ProcessInfo.processInfo.environment["TEST_TIME_SCALE"]
+    .flatMap(Double.init).map { max(1, $0) } ?? 1
+
+/// `duration` times ``testTimeScale``.
+func scaled(_ duration: Duration) -> Duration { duration * testTimeScale }
+
+/// A client over a real URLSession transport, recording what it sends. Its timeout is scaled
+/// by ``testTimeScale``.
 func makeClient(
     timeout: Duration = .seconds(10),
     logger: Logger = Logger(label: "test.client") { _ in SwiftLogNoOpLogHandler() }
 ) -> (OAuthClient, RecordingTransport) {
-    let transport = RecordingTransport(URLSessionTransport(timeout: timeout))
+    let transport = RecordingTransport(URLSessionTransport(timeout: scaled(timeout)))
     return (OAuthClient(transport: transport, logger: logger), transport)
 }
 

@@ -43,20 +43,42 @@ struct TransientFailureTests {
             let issued = await gateway.issueGrant(subject: "carol", clientID: "vault-cli")
             let token = try issued.requiredRefreshToken
             let credentials = ClientCredentials(clientID: "vault-cli")
-            await gateway.setTokenLatency(.seconds(2))
-            let (impatient, _) = makeClient(timeout: .milliseconds(300))
+            // The gateway answers only once released, so the client's timeout always comes
+            // first, however slow the machine. 1.5 s: a fraction FoundationNetworking would
+            // truncate (to 1 s, or for 0.3 s to an at-once failure that sends nothing).
+            await gateway.holdTokenResponses()
+            let (impatient, _) = makeClient(timeout: .milliseconds(1500))
 
             let error = await refreshFailure(impatient, refreshToken: token, endpoint: gateway.tokenEndpoint, credentials: credentials)
             #expect(error == .transient(.timeout))
 
-            // The server finished the refresh after the client gave up: the answer was lost and
-            // the presented token is now spent, so presenting it again looks like reuse.
-            await gateway.waitForStats { $0.tokenResponses >= 1 }
-            await gateway.setTokenLatency(.zero)
+            // The request did reach the server before the client gave up …
+            let arrived = await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 }
+            try #require(arrived, "the timed-out request never reached the gateway")
+            // … which finishes the refresh afterwards: the answer is lost and the presented token
+            // is now spent, so presenting it again looks like reuse.
+            await gateway.releaseTokenResponses()
+            let answered = await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenResponses >= 1 }
+            try #require(answered, "the released request was never answered")
             let (client, _) = makeClient()
             let retry = await refreshFailure(client, refreshToken: token, endpoint: gateway.tokenEndpoint, credentials: credentials)
             #expect(retry?.isInvalidGrant == true)
             #expect(await gateway.reuseDetections() == 1)
+            #expect(await gateway.tokenRequestCount() == 2)
+        }
+    }
+
+    @Test("a sub-second transport timeout still sends the request before it gives up")
+    func subSecondTimeoutSendsTheRequest() async throws {
+        try await withGateway { gateway in
+            let issued = await gateway.issueGrant(subject: "grace", clientID: "vault-cli")
+            await gateway.holdTokenResponses()
+            // FoundationNetworking truncates 0.3 s to an immediate timeout that usually fires
+            // before anything is written; the transport rounds it up to a whole second.
+            let (client, _) = makeClient(timeout: .milliseconds(300))
+            let error = await refreshFailure(client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+            #expect(error == .transient(.timeout))
+            #expect(await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 })
         }
     }
 
@@ -65,15 +87,16 @@ struct TransientFailureTests {
         try await withGateway { gateway in
             let issued = await gateway.issueGrant(subject: "cancel", clientID: "vault-cli")
             let token = try issued.requiredRefreshToken
-            await gateway.setTokenLatency(.seconds(30))
+            await gateway.holdTokenResponses()
             let (client, _) = makeClient()
             let endpoint = gateway.tokenEndpoint
 
             let refresh = Task {
                 await refreshFailure(client, refreshToken: token, endpoint: endpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             }
-            await gateway.waitForStats { $0.tokenRequests >= 1 }
+            let arrived = await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 }
             refresh.cancel()
+            try #require(arrived, "the request never reached the gateway")
             let error = await refresh.value
             #expect(error == .cancelled)
             #expect(error?.isTransient == false)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# scripts/sanitize.sh [thread] [address] — the whole test suite under each sanitizer (both when
+# none is named), in the two steps `make test` uses: everything but VaultReliabilityTests, then
+# VaultReliabilityTests in its own test process.
+#
+# Each sanitizer builds into its own scratch path (.build-tsan, .build-asan), never .build.
+# Every sanitized process — the test runner and the SessionProbe and vault children it starts —
+# writes its reports to a file under .sanitize/<sanitizer>/ (log_path), so a report from a child
+# whose output a test captured is not lost. Exits non-zero when a build or a test step fails,
+# a step runs past SANITIZE_STEP_TIMEOUT seconds (default 2400; the step's whole process group,
+# test runner included, is then killed), or any process left a sanitizer report.
+#
+# TSan runs with scripts/tsan-suppressions.txt (one documented dependency false positive),
+# LeakSanitizer with scripts/lsan-suppressions.txt (third-party process-lifetime allocations).
+# Logs: .sanitize/<sanitizer>/{build,main,reliability}.log
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+export PATH="/opt/swift/usr/bin:$PATH"
+step_timeout=${SANITIZE_STEP_TIMEOUT:-2400}
+sanitizers=("$@")
+[ ${#sanitizers[@]} -eq 0 ] && sanitizers=(thread address)
+
+# Runs "$@" in a session of its own; on timeout kills every process of that session (swift-test
+# does not pass a signal on to the test runner it started, which would otherwise keep running).
+run_bounded() {
+    local log=$1; shift
+    local start pid rc
+    start=$(date +%s)
+    setsid "$@" >"$log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        if (( $(date +%s) - start >= step_timeout )); then
+            echo "TIMEOUT: still running after ${step_timeout}s" >>"$log"
+            # By session: swift-test starts the test runner in a process group of its own.
+            pkill -TERM -s "$pid" 2>/dev/null; sleep 5; pkill -KILL -s "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            echo "  timed out after ${step_timeout}s"
+            return 124
+        fi
+        sleep 2
+    done
+    wait "$pid"; rc=$?
+    echo "  exit $rc after $(( $(date +%s) - start ))s"
+    return "$rc"
+}
+
+failed=0
+for sanitizer in "${sanitizers[@]}"; do
+    # TEST_TIME_SCALE stretches tests' real-time bounds (transport timeouts) to the sanitizer's
+    # slowdown; tests that read it say so.
+    case "$sanitizer" in
+        thread) scratch=.build-tsan; export TEST_TIME_SCALE=${TEST_TIME_SCALE_THREAD:-6} ;;
+        address) scratch=.build-asan; export TEST_TIME_SCALE=${TEST_TIME_SCALE_ADDRESS:-3} ;;
+        *) echo "unknown sanitizer: $sanitizer (thread or address)"; exit 2 ;;
+    esac
+    out="$root/.sanitize/$sanitizer"
+    rm -rf "$out" && mkdir -p "$out/reports"
+    export TSAN_OPTIONS="suppressions=$root/scripts/tsan-suppressions.txt log_path=$out/reports/tsan second_deadlock_stack=1"
+    export ASAN_OPTIONS="log_path=$out/reports/asan"
+    export LSAN_OPTIONS="suppressions=$root/scripts/lsan-suppressions.txt"
+
+    echo "== $sanitizer: build"
+    if ! run_bounded "$out/build.log" swift build --build-tests --sanitize="$sanitizer" --scratch-path "$scratch"; then
+        grep -E "error:" "$out/build.log" | sort -u | head -20
+        failed=1; continue
+    fi
+    common=(swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch")
+    echo "== $sanitizer: tests (all but VaultReliabilityTests)"
+    run_bounded "$out/main.log" "${common[@]}" --skip VaultReliabilityTests || failed=1
+    grep -E "^(✔|✘) Test run with|Executed .* tests" "$out/main.log" | tail -2
+    echo "== $sanitizer: VaultReliabilityTests"
+    run_bounded "$out/reliability.log" "${common[@]}" --filter VaultReliabilityTests || failed=1
+    grep -E "^(✔|✘) Test run with|Executed .* tests" "$out/reliability.log" | tail -2
+
+    reports=$(find "$out/reports" -type f | sort)
+    inline=$(grep -lE "WARNING: ThreadSanitizer|ERROR: (AddressSanitizer|LeakSanitizer)|SUMMARY: [A-Za-z]+Sanitizer" "$out/main.log" "$out/reliability.log" 2>/dev/null)
+    if [ -n "$reports" ] || [ -n "$inline" ]; then
+        echo "== $sanitizer: sanitizer reports"
+        for file in $reports $inline; do
+            echo "-- $file"; grep -E "SUMMARY: " "$file" | sort | uniq -c
+        done
+        failed=1
+    else
+        echo "== $sanitizer: no sanitizer report"
+    fi
+done
+exit "$failed"
