@@ -62,6 +62,8 @@ public enum BuiltProgram {
                 continuation.resume(throwing: error)
             }
         }
+        // The handler is done with: drop it, so nothing the process object holds outlives the run.
+        process.terminationHandler = nil
         return Output(status: process.terminationStatus,
                       stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
                       stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))

@@ -11,7 +11,7 @@ final class CountingTransport: HTTPTransport {
     private let sent = Watched<[String]>([])
     private let holds = Mutex<(pathSuffix: String?, waiting: [CheckedContinuation<Void, Never>])>((nil, []))
 
-    init(timeout: Duration = .seconds(10)) {
+    init(timeout: Duration = TestTimeScale.scaled(.seconds(10))) {
         base = URLSessionTransport(timeout: timeout)
     }
 

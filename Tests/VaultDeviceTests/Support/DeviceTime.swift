@@ -28,7 +28,7 @@ final class DeviceTime: Sendable {
     /// Waits until something sleeps until a moment still ahead (a real event: the flow planned
     /// its next poll), then advances by `duration`. False, without advancing, if nothing did.
     @discardableResult
-    func advanceWhenSleeping(by duration: Duration, timeout: Duration = .seconds(10)) async -> Bool {
+    func advanceWhenSleeping(by duration: Duration, timeout: Duration = TestTimeScale.scaled(.seconds(10))) async -> Bool {
         let now = testClock.now
         let sleeping = await sleepers.wait(upTo: timeout) { $0.values.contains { $0 > now } }
         guard sleeping else { return false }

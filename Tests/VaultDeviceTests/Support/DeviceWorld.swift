@@ -93,7 +93,7 @@ final class Device: Sendable {
         var sessionConfiguration = SessionConfiguration()
         sessionConfiguration.observationInterval = .seconds(3600)
         // The session's own timers sleep on a clock of their own that the test never moves.
-        service = SessionService(vault: vault, oauth: OAuthClient(transport: URLSessionTransport(timeout: .seconds(10)),
+        service = SessionService(vault: vault, oauth: OAuthClient(transport: URLSessionTransport(timeout: TestTimeScale.scaled(.seconds(10))),
                                                                   logger: store.logs.logger(label: "oauth")),
                                  clock: TestClock<Duration>(), wallClock: world.time.wallClock,
                                  configuration: sessionConfiguration, logger: store.logs.logger(label: "session"))

@@ -34,7 +34,7 @@ final class EventLog: Sendable {
     var mark: Int { received.value.count }
 
     /// The first event at or after position `mark` that matches, waiting for it if needed.
-    func next(after mark: Int = 0, timeout: Duration = .seconds(10),
+    func next(after mark: Int = 0, timeout: Duration = TestTimeScale.scaled(.seconds(10)),
               where matches: @escaping @Sendable (SessionEvent) -> Bool) async -> SessionEvent? {
         let found = await received.wait(upTo: timeout) { $0.dropFirst(mark).contains(where: matches) }
         guard found else { return nil }

@@ -62,7 +62,7 @@ final class SessionHarness: Sendable {
 
     static func run(
         configuration: SessionConfiguration = .testing,
-        transportTimeout: Duration = .seconds(10),
+        transportTimeout: Duration = TestTimeScale.scaled(.seconds(10)),
         extensionHandler: (@Sendable (AccountID) async -> Bool)? = nil,
         _ body: (SessionHarness) async throws -> Void
     ) async throws {
@@ -153,7 +153,7 @@ final class SessionHarness: Sendable {
     /// Waits until the gateway's counters satisfy `predicate` (a real event: a request
     /// arrived or was answered); false, with an issue, if that does not happen in `timeout`.
     @discardableResult
-    func waitForGateway(timeout: Duration = .seconds(10), sourceLocation: SourceLocation = #_sourceLocation,
+    func waitForGateway(timeout: Duration = TestTimeScale.scaled(.seconds(10)), sourceLocation: SourceLocation = #_sourceLocation,
                         _ predicate: @escaping @Sendable (GatewayStats) -> Bool) async -> Bool {
         let gateway = self.gateway
         await withTaskGroup(of: Void.self) { group in

@@ -55,7 +55,7 @@ final class TestTime: Sendable {
     /// Waits until something sleeps on the clock until `date` (within a millisecond): the
     /// service has planned its timer for that moment, so advancing past it will wake it.
     @discardableResult
-    func waitForSleeper(until date: Date, timeout: Duration = .seconds(10)) async -> Bool {
+    func waitForSleeper(until date: Date, timeout: Duration = TestTimeScale.scaled(.seconds(10))) async -> Bool {
         let target = date.timeIntervalSince(origin)
         let start = self.start
         return await sleepers.wait(upTo: timeout) { sleepers in
