@@ -32,7 +32,8 @@ public enum BuiltProgram {
         }
     }
 
-    /// Runs `executable ARGUMENTS` with exactly `environment`, `stdin` as standard input, and
+    /// Runs `executable ARGUMENTS` with exactly `environment` (plus the `*SAN_OPTIONS` of a
+    /// sanitizer run), `stdin` as standard input, and
     /// waits for it to exit without blocking a thread. Output goes through files in
     /// `directory`, so a large output never fills a pipe.
     public static func run(_ executable: URL, _ arguments: [String], environment: [String: String],
@@ -46,7 +47,9 @@ public enum BuiltProgram {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
-        process.environment = environment
+        // A sanitizer's settings reach the child too (where its reports go, its suppressions).
+        let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
+        process.environment = environment.merging(sanitizerSettings) { given, _ in given }
         let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
         let input = try FileHandle(forReadingFrom: inURL)
         defer { try? out.close(); try? err.close(); try? input.close() }
