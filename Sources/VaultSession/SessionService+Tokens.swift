@@ -43,7 +43,7 @@ extension SessionService {
             do {
                 return try await withCheckedThrowingContinuation { tokenWaiters[request, default: []].append($0) }
             } catch is AbandonedTokenRequest {
-                continue  // that caller was cancelled: ask again
+                continue  // that caller was cancelled, or the active account changed: ask again
             }
         }
     }

@@ -155,15 +155,8 @@ final class SessionHarness: Sendable {
     @discardableResult
     func waitForGateway(timeout: Duration = TestTimeScale.scaled(.seconds(10)), sourceLocation: SourceLocation = #_sourceLocation,
                         _ predicate: @escaping @Sendable (GatewayStats) -> Bool) async -> Bool {
-        let gateway = self.gateway
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await gateway.waitForStats(where: predicate) }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-        }
+        let met = await gateway.waitForStats(upTo: timeout, where: predicate)
         let stats = await gateway.stats()
-        let met = predicate(stats)
         #expect(met, "the gateway did not get there in \(timeout): \(stats)", sourceLocation: sourceLocation)
         return met
     }
