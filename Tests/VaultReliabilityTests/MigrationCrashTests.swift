@@ -62,7 +62,7 @@ struct MigrationCrashTests {
         // One uninterrupted run first: how long a whole migration takes here bounds the kill times.
         let timing = try fresh(in: directory, name: "timing.db")
         let started = ContinuousClock.now
-        let lines = try await StressChild(vault: timing, keyFile: passphrase, "migrate", "\(slowRows)").finish()
+        let lines = try await stressChild(vault: timing, keyFile: passphrase, "migrate", "\(slowRows)").finish()
         let whole = ContinuousClock.now - started
         #expect(lines.contains("migrated \(Migration.latestVersion + 1)"), "\(lines)")
 
@@ -71,7 +71,7 @@ struct MigrationCrashTests {
         var problems: [String] = []
         for attempt in 0..<kills {
             let url = try fresh(in: directory, name: "kill-\(attempt).db")
-            let child = try StressChild(vault: url, keyFile: passphrase, "migrate", "\(slowRows)")
+            let child = try await stressChild(vault: url, keyFile: passphrase, "migrate", "\(slowRows)")
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...max(1, Int(whole.timeInterval * 1000)))))
             await child.kill()
             tried += 1
@@ -84,7 +84,7 @@ struct MigrationCrashTests {
                 problems.append("kill \(attempt): \(state)")
             }
             // Migrating again finishes the job from wherever the kill left it...
-            let rerun = try await StressChild(vault: url, keyFile: passphrase, "migrate", "\(slowRows)").finish()
+            let rerun = try await stressChild(vault: url, keyFile: passphrase, "migrate", "\(slowRows)").finish()
             #expect(rerun.contains("migrated \(Migration.latestVersion + 1)"), "\(rerun)")
             let finished = try Self.schemaState(url)
             #expect(Self.isConsistent(finished, slowRows: slowRows) && finished.userVersion == Migration.latestVersion + 1, "\(finished)")
@@ -94,7 +94,7 @@ struct MigrationCrashTests {
         // ...and a second run on a migrated vault changes nothing: no step, no backup.
         let applied = try appliedSteps(timing)
         let backups = try backupFiles(in: directory)
-        let again = try await StressChild(vault: timing, keyFile: passphrase, "migrate", "\(slowRows)").finish()
+        let again = try await stressChild(vault: timing, keyFile: passphrase, "migrate", "\(slowRows)").finish()
         #expect(again.contains("migrated \(Migration.latestVersion + 1)"))
         #expect(try appliedSteps(timing) == applied, "the second run re-applied or re-recorded a step")
         #expect(try backupFiles(in: directory) == backups, "the second run made a backup")
