@@ -17,9 +17,6 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
-        // Tests only: child processes (the `vault` command, SessionProbe) without Foundation.Process.
-        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
-        .package(url: "https://github.com/apple/swift-system", from: "1.8.1"),
     ],
     targets: [
         // libsodium, the only crypto implementation. Reached only through VaultCrypto.
@@ -94,8 +91,6 @@ let package = Package(
                 "VaultStore", "VaultCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Subprocess", package: "swift-subprocess"),
-                .product(name: "SystemPackage", package: "swift-system"),
             ],
             path: "Tests/VaultTestSupport"
         ),

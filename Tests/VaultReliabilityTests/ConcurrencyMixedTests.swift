@@ -27,10 +27,9 @@ struct ConcurrencyMixedTests {
             vault.close()
         }
 
-        var children: [ChildProgram] = []
-        for index in 0..<processes {
-            children.append(try await stressChild(vault: test.url, keyFile: keyFile, "mixed", "\(operations)", "\(index + 1)",
-                                                  accounts[0].rawValue, accounts[1].rawValue, accounts[2].rawValue))
+        let children = try (0..<processes).map { index in
+            try stressChild(vault: test.url, keyFile: keyFile, "mixed", "\(operations)", "\(index + 1)",
+                            accounts[0].rawValue, accounts[1].rawValue, accounts[2].rawValue)
         }
         var rotated = 0, notified = 0, busy = 0, errors = 0
         var table: [String] = []

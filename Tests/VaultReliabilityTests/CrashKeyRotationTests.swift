@@ -25,7 +25,7 @@ struct CrashKeyRotationTests {
         var attempts = 0
         while !finished, attempts < maxKills + 5 {
             attempts += 1
-            let child = try await stressChild(vault: test.url, keyFile: keyFile, "rotate-key", "\(batch)")
+            let child = try stressChild(vault: test.url, keyFile: keyFile, "rotate-key", "\(batch)")
             if kills < maxKills {
                 // Kill while it prepares (no batch yet) a third of the time, otherwise mid-reseal.
                 if Int.random(in: 0..<3) > 0 { _ = await child.waitForLine { $0.hasPrefix("batch") } }

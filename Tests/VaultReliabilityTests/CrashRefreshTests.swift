@@ -63,7 +63,7 @@ struct CrashRefreshTests {
         }
 
         // 1. The child refreshes; the gateway answers (and, strict, spends the old refresh token); kill.
-        let child = try await stressChild(vault: test.url, keyFile: keyFile, "refresh-and-hang", "500")
+        let child = try stressChild(vault: test.url, keyFile: keyFile, "refresh-and-hang", "500")
         let received = await child.waitForLine { $0.hasPrefix("received") }
         await child.kill()
         try #require(received, "the child never got the gateway's answer: \(child.output.value)")

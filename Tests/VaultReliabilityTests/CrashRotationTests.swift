@@ -37,7 +37,7 @@ struct CrashRotationTests {
         var commits = 0, kills = 0, passed = 0, lost = 0, leaked = 0
         var problems: [String] = []
         while commits < target {
-            let child = try await stressChild(vault: test.url, keyFile: keyFile, "rotate-loop", "\(target - commits)", accounts[0], accounts[1])
+            let child = try stressChild(vault: test.url, keyFile: keyFile, "rotate-loop", "\(target - commits)", accounts[0], accounts[1])
             // Half the kills land while the child is still starting or opening, half mid-rotation.
             if Bool.random() {
                 _ = await child.waitForLine { $0.hasPrefix("committed") }

@@ -77,7 +77,7 @@ struct VaultRun: CustomStringConvertible {
         let output = try await BuiltProgram.run(
             try BuiltProgram.url(named: "vault"), arguments,
             environment: ["PATH": "/usr/bin:/bin", "HOME": directory.url.path].merging(environment) { $1 },
-            stdin: stdin)
+            stdin: stdin, in: directory)
         return VaultRun(arguments: arguments, status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
 }

@@ -71,7 +71,7 @@ struct MigrationCrashTests {
         var problems: [String] = []
         for attempt in 0..<kills {
             let url = try fresh(in: directory, name: "kill-\(attempt).db")
-            let child = try await stressChild(vault: url, keyFile: passphrase, "migrate", "\(slowRows)")
+            let child = try stressChild(vault: url, keyFile: passphrase, "migrate", "\(slowRows)")
             try await Task.sleep(for: .milliseconds(Int.random(in: 0...max(1, Int(whole.timeInterval * 1000)))))
             await child.kill()
             tried += 1

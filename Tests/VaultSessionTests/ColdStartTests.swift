@@ -113,7 +113,7 @@ struct ColdStartTests {
             let second = h.makeService(on: try h.openAnotherVault())
             #expect(await sessionError { try await second.validAccessToken() } == .locked(alice, .idleTimeout))
             // …and a separate process, opening the vault with its key file, is still refused.
-            let probe = try await h.probe("tokens", "1")
+            let probe = try h.probe("tokens", "1")
             try #require(await probe.waitUntilReady())
             probe.go()
             #expect(try await probe.results() == ["error locked idle_timeout"])

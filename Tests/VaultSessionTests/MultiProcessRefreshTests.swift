@@ -13,8 +13,7 @@ struct MultiProcessRefreshTests {
         try await SessionHarness.run { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
             let first = try h.firstTokens(of: "alice")
-            var probes: [ChildProgram] = []
-            for _ in 0..<4 { probes.append(try await h.probe("tokens", "50")) }
+            let probes = try (0..<4).map { _ in try h.probe("tokens", "50") }
             for probe in probes {
                 let ready = await probe.waitUntilReady()
                 try #require(ready, "a probe did not start: \(probe.output.value)")

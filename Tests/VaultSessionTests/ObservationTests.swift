@@ -22,7 +22,7 @@ struct ObservationTests {
             #expect(await h.time.waitForSleeper(until: h.time.at(.seconds(1))), "watch planned at \(h.time.sleepingUntil)")
 
             let before = h.events.mark
-            let probe = try await h.probe("switch", alice.rawValue)
+            let probe = try h.probe("switch", alice.rawValue)
             try #require(await probe.waitUntilReady())
             probe.go()
             #expect(try await probe.results() == ["switched"])

@@ -64,7 +64,7 @@ struct RevocationTests {
             _ = await h.gateway.revokeGrants(subject: "alice")
             _ = await sessionError { try await h.service.validAccessToken() }
 
-            let probe = try await h.probe("tokens", "3")
+            let probe = try h.probe("tokens", "3")
             try #require(await probe.waitUntilReady())
             probe.go()
             #expect(try await probe.results() == Array(repeating: "error revoked", count: 3))

@@ -1,6 +1,4 @@
 import Foundation
-import Subprocess
-import SystemPackage
 
 /// Runs an executable that `swift build --build-tests` put next to the test bundle (the
 /// `vault` command, say) as a child process, and collects what it printed.
@@ -35,26 +33,46 @@ public enum BuiltProgram {
     }
 
     /// Runs `executable ARGUMENTS` with exactly `environment` (plus the `*SAN_OPTIONS` of a
-    /// sanitizer run) and `stdin` as standard input, and waits for it to exit without blocking
-    /// a thread. `status` is the exit code, or 128 + the signal's number when a signal ended it.
+    /// sanitizer run), `stdin` as standard input, and
+    /// waits for it to exit without blocking a thread. Output goes through files in
+    /// `directory`, so a large output never fills a pipe.
     public static func run(_ executable: URL, _ arguments: [String], environment: [String: String],
-                           stdin: String = "") async throws -> Output {
+                           stdin: String = "", in directory: TemporaryDirectory) async throws -> Output {
+        let id = UUID().uuidString
+        let outURL = directory.file(".out-\(id)"), errURL = directory.file(".err-\(id)"), inURL = directory.file(".in-\(id)")
+        defer { for url in [outURL, errURL, inURL] { try? FileManager.default.removeItem(at: url) } }
+        _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
         // A sanitizer's settings reach the child too (where its reports go, its suppressions).
         let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
-        var childEnvironment: [Environment.Key: String] = [:]
-        for (key, value) in environment.merging(sanitizerSettings, uniquingKeysWith: { given, _ in given }) {
-            if let key = Environment.Key(rawValue: key) { childEnvironment[key] = value }
+        process.environment = environment.merging(sanitizerSettings) { given, _ in given }
+        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+        let input = try FileHandle(forReadingFrom: inURL)
+        defer { try? out.close(); try? err.close(); try? input.close() }
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            process.terminationHandler = { _ in continuation.resume() }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(throwing: error)
+            }
         }
-        let result = try await Subprocess.run(
-            .path(FilePath(executable.path)), arguments: Arguments(arguments),
-            environment: .custom(childEnvironment),
-            input: .string(stdin), output: .bytes(limit: .max), error: .bytes(limit: .max))
-        let status: Int32 = switch result.terminationStatus {
-        case .exited(let code): code
-        case .signaled(let signal): 128 + signal
-        }
-        return Output(status: status,
-                      stdout: String(decoding: result.standardOutput, as: UTF8.self),
-                      stderr: String(decoding: result.standardError, as: UTF8.self))
+        // The handler is done with: drop it, so nothing the process object holds outlives the run.
+        process.terminationHandler = nil
+        // Foundation's Process keeps itself alive through the run-loop source `run()` adds until
+        // `waitUntilExit()` clears it (swift-corelibs-foundation Process.swift; LeakSanitizer
+        // reported every child as leaked). The child has ended, so this returns at once.
+        process.waitUntilExit()
+        return Output(status: process.terminationStatus,
+                      stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
+                      stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
     }
 }

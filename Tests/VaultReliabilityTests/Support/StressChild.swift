@@ -5,13 +5,13 @@ import VaultTestSupport
 /// (Tests/SessionProbe/ReliabilityOperations.swift), which a test may kill with SIGKILL at any moment.
 ///
 /// ```swift
-/// let child = try await stressChild(vault: url, keyFile: key, "rotate-loop", "1000", account.rawValue)
+/// let child = try stressChild(vault: url, keyFile: key, "rotate-loop", "1000", account.rawValue)
 /// _ = await child.waitForLine { $0.hasPrefix("committed") }
 /// await child.kill()
 /// let lines = child.output.value.lines
 /// ```
-func stressChild(vault: URL, keyFile: URL, _ operation: String, _ arguments: String...) async throws -> ChildProgram {
-    try await ChildProgram.start(BuiltProgram.url(named: "SessionProbe"), [vault.path, keyFile.path, operation] + arguments)
+func stressChild(vault: URL, keyFile: URL, _ operation: String, _ arguments: String...) throws -> ChildProgram {
+    try ChildProgram(BuiltProgram.url(named: "SessionProbe"), [vault.path, keyFile.path, operation] + arguments)
 }
 
 /// A random number of milliseconds in `range`, as a Duration.

@@ -12,17 +12,17 @@ struct ProbeError: Error, CustomStringConvertible {
 /// prints one line per result.
 ///
 /// ```swift
-/// let probe = try await h.probe("tokens", "50")
+/// let probe = try h.probe("tokens", "50")
 /// _ = await probe.waitUntilReady()
 /// probe.go()
 /// let lines = try await probe.results()
 /// ```
 extension ChildProgram {
     /// Starts SessionProbe on `vault` at wall-clock time `now`.
-    static func sessionProbe(vault: URL, keyFile: URL, operation: String, argument: String, now: Date) async throws -> ChildProgram {
-        try await start(BuiltProgram.url(named: "SessionProbe"),
-                        [vault.path, keyFile.path, operation, argument,
-                         "--now", "\(Int64((now.timeIntervalSince1970 * 1000).rounded()))"])
+    static func sessionProbe(vault: URL, keyFile: URL, operation: String, argument: String, now: Date) throws -> ChildProgram {
+        try ChildProgram(BuiltProgram.url(named: "SessionProbe"),
+                         [vault.path, keyFile.path, operation, argument,
+                          "--now", "\(Int64((now.timeIntervalSince1970 * 1000).rounded()))"])
     }
 
     /// Waits for the child's `ready` line; false if it exited or did not get there in time.

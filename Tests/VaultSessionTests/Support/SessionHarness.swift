@@ -145,9 +145,9 @@ final class SessionHarness: Sendable {
     }
 
     /// Starts a SessionProbe child on this vault at this test's wall-clock time.
-    func probe(_ operation: String, _ argument: String) async throws -> ChildProgram {
+    func probe(_ operation: String, _ argument: String) throws -> ChildProgram {
         guard case .keyFile(let keyFile) = store.credential else { throw ProbeError(message: "probes need a key-file vault") }
-        return try await .sessionProbe(vault: store.url, keyFile: keyFile, operation: operation, argument: argument, now: time.now())
+        return try .sessionProbe(vault: store.url, keyFile: keyFile, operation: operation, argument: argument, now: time.now())
     }
 
     /// Waits until the gateway's counters satisfy `predicate` (a real event: a request
