@@ -25,9 +25,11 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // The one lock type, a pthread mutex that ThreadSanitizer can see (see Locked.swift).
+        .target(name: "VaultSync"),
         .target(
             name: "VaultCrypto",
-            dependencies: ["CSodium"]
+            dependencies: ["CSodium", "VaultSync"]
         ),
         // Embeds Migrations/*.sql into VaultStore at build time, so an installed
         // or copied binary never looks for SQL files next to itself.
@@ -40,7 +42,7 @@ let package = Package(
         .target(
             name: "VaultStore",
             dependencies: [
-                "VaultCrypto",
+                "VaultSync", "VaultCrypto",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -49,7 +51,7 @@ let package = Package(
         // OAuth 2.0 token and revocation endpoints (RFC 6749 §6, RFC 7009) behind a transport protocol.
         .target(
             name: "VaultOAuth",
-            dependencies: [.product(name: "Logging", package: "swift-log")]
+            dependencies: ["VaultSync", .product(name: "Logging", package: "swift-log")]
         ),
         // The development identity gateway: a real HTTP server on loopback for tests and the demo.
         .target(
@@ -64,7 +66,7 @@ let package = Package(
         .target(
             name: "VaultSession",
             dependencies: [
-                "VaultStore", "VaultCrypto", "VaultOAuth",
+                "VaultSync", "VaultStore", "VaultCrypto", "VaultOAuth",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -72,7 +74,7 @@ let package = Package(
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
+                "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -88,7 +90,7 @@ let package = Package(
         .target(
             name: "VaultTestSupport",
             dependencies: [
-                "VaultStore", "VaultCrypto",
+                "VaultSync", "VaultStore", "VaultCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
@@ -113,7 +115,7 @@ let package = Package(
         .testTarget(
             name: "VaultSessionTests",
             dependencies: [
-                "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport", "SessionProbe",
+                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport", "SessionProbe",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -128,7 +130,7 @@ let package = Package(
         .testTarget(
             name: "VaultDeviceTests",
             dependencies: [
-                "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -138,7 +140,7 @@ let package = Package(
         .testTarget(
             name: "VaultReliabilityTests",
             dependencies: [
-                "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "DevGateway", "VaultTestSupport",
                 "SessionProbe", "vault",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -146,7 +148,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultOAuthTests",
-            dependencies: ["VaultOAuth", "DevGateway"]
+            dependencies: ["VaultSync", "VaultOAuth", "DevGateway"]
         ),
         .testTarget(
             name: "VaultStoreTests",

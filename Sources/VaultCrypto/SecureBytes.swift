@@ -1,5 +1,5 @@
 internal import CSodium
-import Synchronization
+import VaultSync
 
 /// A fixed-size buffer of secret bytes in libsodium-guarded memory.
 ///
@@ -18,7 +18,7 @@ public final class SecureBytes: Sendable {
     public let count: Int
     /// The allocation, or nil once wiped. The pointer is only dereferenced while the
     /// mutex is held, so a concurrent `wipe()` can never free memory that is in use.
-    private let storage: Mutex<Allocation?>
+    private let storage: Locked<Allocation?>
 
     private struct Allocation: ~Copyable {
         // Owned only by this value and freed exactly once: in `free()` or in deinit.
@@ -45,7 +45,7 @@ public final class SecureBytes: Sendable {
             throw error
         }
         self.count = count
-        self.storage = Mutex(Allocation(pointer: pointer))
+        self.storage = Locked(Allocation(pointer: pointer))
     }
 
     /// Copies `bytes` into guarded memory. The caller remains responsible for its own copy.

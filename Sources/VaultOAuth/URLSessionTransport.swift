@@ -1,4 +1,5 @@
 import Foundation
+import VaultSync
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -132,7 +133,7 @@ private final class ExchangeDelegate: NSObject, URLSessionDataDelegate, Sendable
     }
 
     private let maximumResponseSize: Int
-    private let exchanges = PthreadLocked<[Int: Exchange]>([:])
+    private let exchanges = Locked<[Int: Exchange]>([:])
 
     init(maximumResponseSize: Int) {
         self.maximumResponseSize = maximumResponseSize
@@ -231,31 +232,6 @@ private final class ExchangeDelegate: NSObject, URLSessionDataDelegate, Sendable
         // Darwin: without stored credentials, default handling delivers the 401 as a response,
         // and server-trust challenges get the system's evaluation.
         completionHandler(.performDefaultHandling, nil)
-    }
-}
-
-/// A value behind an `NSLock`, for state that URLSession's delegate threads share.
-///
-/// Not `Synchronization.Mutex`: on Linux its lock is a futex inside the Swift runtime, which
-/// ThreadSanitizer does not see, so TSan reported the accesses it guards as races whenever the
-/// only other ordering between the two threads was a dispatch timer (a request timing out).
-/// `NSLock` is a pthread mutex there, which TSan models, so a report would be a real race.
-private final class PthreadLocked<Value>: @unchecked Sendable {
-    // Sendable because `value` is only ever read or written inside `withLock`, which holds
-    // `lock` for the whole access, so no two threads touch it at once. What a closure returns
-    // leaves the lock: here a removed exchange (owned by the one caller that removed it), a
-    // `Data` copy, an immutable `HTTPURLResponse`, or a `Bool`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) {
-        self.value = value
-    }
-
-    func withLock<Result>(_ body: (inout Value) throws -> Result) rethrows -> Result {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
     }
 }
 

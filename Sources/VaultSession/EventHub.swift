@@ -1,10 +1,10 @@
 import Foundation
-import Synchronization
+import VaultSync
 
 /// Fans events out to every subscriber's `AsyncStream`. Subscribers that stop listening
 /// are dropped when their stream terminates.
 final class EventHub: Sendable {
-    private let subscribers = Mutex<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
+    private let subscribers = Locked<[UUID: AsyncStream<SessionEvent>.Continuation]>([:])
 
     func subscribe() -> AsyncStream<SessionEvent> {
         let (stream, continuation) = AsyncStream<SessionEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))

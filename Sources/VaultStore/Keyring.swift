@@ -1,4 +1,4 @@
-import Synchronization
+import VaultSync
 import VaultCrypto
 
 /// The unlocked keys of one open vault: the vault key (and, during a key rotation, the next
@@ -6,7 +6,7 @@ import VaultCrypto
 /// guarded memory and is wiped by ``wipe()``.
 final class Keyring: Sendable {
     let vaultID: [UInt8]
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var vaultKey: SymmetricKey?
@@ -17,7 +17,7 @@ final class Keyring: Sendable {
 
     init(vaultID: [UInt8], vaultKey: SymmetricKey, pendingVaultKey: SymmetricKey? = nil) {
         self.vaultID = vaultID
-        self.state = Mutex(State(vaultKey: vaultKey, pendingVaultKey: pendingVaultKey))
+        self.state = Locked(State(vaultKey: vaultKey, pendingVaultKey: pendingVaultKey))
     }
 
     /// The current vault key. Throws `.closed` once the keys were wiped.

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
-import Synchronization
+import VaultSync
 import VaultStore
 
 /// Options every subcommand takes: which vault, and how much to log.
@@ -48,7 +48,7 @@ struct OutputOptions: ParsableArguments {
 
 /// swift-log is bootstrapped once, by the executable only: standard error, warnings by default.
 enum CommandLogging {
-    private static let bootstrapped = Mutex(false)
+    private static let bootstrapped = Locked(false)
 
     static func bootstrap(verbose: Bool) {
         let first = bootstrapped.withLock { done in

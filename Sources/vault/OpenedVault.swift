@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import VaultSync
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -94,7 +94,7 @@ enum AccountReference {
 /// and making a `URLSession` starts libcurl: its global initialisation and its TLS configuration.
 final class DeferredTransport: HTTPTransport {
     private let timeout: Duration
-    private let transport = Mutex<URLSessionTransport?>(nil)
+    private let transport = Locked<URLSessionTransport?>(nil)
 
     init(timeout: Duration) {
         self.timeout = timeout

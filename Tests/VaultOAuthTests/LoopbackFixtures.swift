@@ -1,7 +1,7 @@
 import DevGateway
 import Foundation
 import Logging
-import Synchronization
+import VaultSync
 import Testing
 import VaultOAuth
 
@@ -9,7 +9,7 @@ import VaultOAuth
 
 /// Every line logged through loggers made by ``logger(label:)``, kept in memory.
 final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Locked<[String]>([])
 
     /// A logger at `.trace` whose lines land here.
     func logger(label: String) -> Logger {
@@ -86,7 +86,7 @@ func makeClient(
 /// Passes requests to a real transport and remembers them, to check what went on the wire.
 final class RecordingTransport: HTTPTransport {
     private let base: any HTTPTransport
-    private let recorded = Mutex<[HTTPRequest]>([])
+    private let recorded = Locked<[HTTPRequest]>([])
 
     init(_ base: any HTTPTransport) { self.base = base }
 

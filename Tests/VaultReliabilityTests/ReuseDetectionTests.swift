@@ -1,7 +1,7 @@
 import DevGateway
 import Foundation
 import Logging
-import Synchronization
+import VaultSync
 import Testing
 import VaultOAuth
 import VaultSession
@@ -16,7 +16,7 @@ import VaultTestSupport
 struct ReuseDetectionTests {
     /// A wall clock the test moves forward; shared by every vault instance and service.
     final class MovableClock: Sendable {
-        private let offset = Mutex<TimeInterval>(0)
+        private let offset = Locked<TimeInterval>(0)
         var wallClock: WallClock { WallClock { [self] in Date().addingTimeInterval(offset.withLock { $0 }) } }
         func advance(by seconds: TimeInterval) { offset.withLock { $0 += seconds } }
     }

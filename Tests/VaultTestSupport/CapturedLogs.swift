@@ -1,6 +1,6 @@
 import Foundation
 import Logging
-import Synchronization
+import VaultSync
 
 /// Collects every log record in memory so a test can assert that no secret was logged.
 ///
@@ -11,7 +11,7 @@ import Synchronization
 /// #expect(logs.lines.allSatisfy { !$0.contains(token) })
 /// ```
 public final class CapturedLogs: Sendable {
-    private let storage = Mutex<[String]>([])
+    private let storage = Locked<[String]>([])
 
     public init() {}
 

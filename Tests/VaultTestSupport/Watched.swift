@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import VaultSync
 
 /// A value that tasks can wait on: ``wait(upTo:until:)`` returns as soon as a change makes
 /// the condition true, or false once `timeout` of real time passed. The timeout is only a
@@ -22,10 +22,10 @@ public final class Watched<Value: Sendable>: Sendable {
         var expired: Set<UUID> = []
     }
 
-    private let box: Mutex<Box>
+    private let box: Locked<Box>
 
     public init(_ value: Value) {
-        box = Mutex(Box(value: value))
+        box = Locked(Box(value: value))
     }
 
     public var value: Value { box.withLock { $0.value } }

@@ -1,10 +1,10 @@
 import Foundation
-import Synchronization
+import VaultSync
 
 /// Fans values out to every subscriber's `AsyncStream`; a subscriber that stops listening is
 /// dropped when its stream terminates.
 final class Broadcast<Event: Sendable>: Sendable {
-    private let subscribers = Mutex<[UUID: AsyncStream<Event>.Continuation]>([:])
+    private let subscribers = Locked<[UUID: AsyncStream<Event>.Continuation]>([:])
 
     func subscribe() -> AsyncStream<Event> {
         let (stream, continuation) = AsyncStream<Event>.makeStream(bufferingPolicy: .bufferingNewest(256))

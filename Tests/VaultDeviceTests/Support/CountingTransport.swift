@@ -1,6 +1,6 @@
 import VaultTestSupport
 import Foundation
-import Synchronization
+import VaultSync
 import VaultOAuth
 
 /// A real `URLSessionTransport` that records the method and path of every request (never a
@@ -9,7 +9,7 @@ import VaultOAuth
 final class CountingTransport: HTTPTransport {
     private let base: URLSessionTransport
     private let sent = Watched<[String]>([])
-    private let holds = Mutex<(pathSuffix: String?, waiting: [CheckedContinuation<Void, Never>])>((nil, []))
+    private let holds = Locked<(pathSuffix: String?, waiting: [CheckedContinuation<Void, Never>])>((nil, []))
 
     init(timeout: Duration = TestTimeScale.scaled(.seconds(10))) {
         base = URLSessionTransport(timeout: timeout)

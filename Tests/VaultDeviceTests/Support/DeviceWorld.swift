@@ -2,7 +2,7 @@ import Clocks
 import DevGateway
 import Foundation
 import Logging
-import Synchronization
+import VaultSync
 import Testing
 import VaultOAuth
 @testable import VaultSession
@@ -25,7 +25,7 @@ final class DeviceWorld: Sendable {
     let gateway: DevGateway
     let time = DeviceTime()
     let gatewayLogs = CapturedLogs()
-    private let devices = Mutex<[Device]>([])
+    private let devices = Locked<[Device]>([])
 
     private init() async throws {
         gateway = try await DevGateway.start(logger: gatewayLogs.logger(label: "gateway"))

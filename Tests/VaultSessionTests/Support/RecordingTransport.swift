@@ -1,6 +1,6 @@
 import VaultTestSupport
 import Foundation
-import Synchronization
+import VaultSync
 import VaultOAuth
 
 /// Passes requests to a real `URLSessionTransport` and keeps every token exchange, so a
@@ -21,7 +21,7 @@ final class RecordingTransport: HTTPTransport {
     }
 
     private let base: URLSessionTransport
-    private let recorded = Mutex<[Exchange]>([])
+    private let recorded = Locked<[Exchange]>([])
     private let hold = Watched(Hold())
 
     init(timeout: Duration) {

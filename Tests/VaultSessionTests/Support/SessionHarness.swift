@@ -1,7 +1,7 @@
 import DevGateway
 import Foundation
 import Logging
-import Synchronization
+import VaultSync
 import Testing
 import VaultOAuth
 import VaultSession
@@ -33,9 +33,9 @@ final class SessionHarness: Sendable {
     /// What the gateway logged (kept apart: it is not the library under test).
     let gatewayLogs = CapturedLogs()
 
-    private let issued = Mutex<[String: IssuedTokens]>([:])
-    private let subjects = Mutex<[AccountID: String]>([:])
-    private let others = Mutex<(vaults: [Vault], services: [SessionService])>(([], []))
+    private let issued = Locked<[String: IssuedTokens]>([:])
+    private let subjects = Locked<[AccountID: String]>([:])
+    private let others = Locked<(vaults: [Vault], services: [SessionService])>(([], []))
 
     /// Logs of the vault, the OAuth client and the session service.
     var logs: CapturedLogs { store.logs }
