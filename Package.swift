@@ -104,7 +104,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultCryptoTests",
-            dependencies: ["VaultCrypto", "VaultTestSupport"]
+            dependencies: ["VaultSync", "VaultCrypto", "VaultTestSupport"]
         ),
         // A child process for multi-process session tests: opens a vault and asks for tokens.
         .executableTarget(
