@@ -93,6 +93,7 @@ let package = Package(
                 "VaultSync", "VaultStore", "VaultCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Clocks", package: "swift-clocks"),
             ],
             path: "Tests/VaultTestSupport"
         ),

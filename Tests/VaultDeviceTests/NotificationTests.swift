@@ -1,3 +1,4 @@
+import VaultTestSupport
 import Clocks
 import DevGateway
 import Foundation
@@ -60,8 +61,8 @@ import VaultStore
             #expect(updated.answeredByDevice == b.vault.deviceID)
 
             // The date range is the server's filter: the 2nd to 4th notifications only.
-            let from = DeviceTime.origin.addingTimeInterval(60)
-            let until = DeviceTime.origin.addingTimeInterval(240)
+            let from = TestTime.defaultOrigin.addingTimeInterval(60)
+            let until = TestTime.defaultOrigin.addingTimeInterval(240)
             let ranged = try await b.inbox.sync(account: b.account, page: NotificationPageRequest(startDate: from, endDate: until))
             #expect((ranged.received, ranged.totalCount, ranged.inserted) == (3, 3, 0))
         }
@@ -88,8 +89,8 @@ import VaultStore
             #expect(seen == Array(uuids.reversed()))
             let pending = try await a.inbox.list(NotificationQuery(account: a.account, pendingOnly: true, limit: 10)).items
             #expect(pending.map(\.uuid) == Array(uuids[0..<4].reversed()))
-            let ranged = try await a.inbox.list(NotificationQuery(account: a.account, since: DeviceTime.origin.addingTimeInterval(60),
-                                                                  until: DeviceTime.origin.addingTimeInterval(180), limit: 10)).items
+            let ranged = try await a.inbox.list(NotificationQuery(account: a.account, since: TestTime.defaultOrigin.addingTimeInterval(60),
+                                                                  until: TestTime.defaultOrigin.addingTimeInterval(180), limit: 10)).items
             #expect(ranged.map(\.uuid) == [uuids[2], uuids[1]])
             #expect(try await a.inbox.list(NotificationQuery(account: AccountID(rawValue: "someone-else"))).items.isEmpty)
             #expect(a.transport.requests.count == sent, "listing must not call the server")

@@ -1,3 +1,4 @@
+import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing

@@ -23,7 +23,7 @@ final class DeviceWorld: Sendable {
     static let clientID = "vault-cli"
 
     let gateway: DevGateway
-    let time = DeviceTime()
+    let time = TestTime()
     let gatewayLogs = CapturedLogs()
     private let devices = Locked<[Device]>([])
 
@@ -160,7 +160,7 @@ extension ActivationEvent {
 
 /// Runs a verification in the background and advances the test clock poll by poll until it
 /// ends. `before` runs once the approval request was announced (an answer on another device).
-func driveVerification(_ device: Device, time: DeviceTime, step: Duration = .seconds(5),
+func driveVerification(_ device: Device, time: TestTime, step: Duration = .seconds(5),
                        before: (@Sendable () async throws -> Void)? = nil) async throws -> ActivationOutcome {
     let verification = Task { try await device.activation.verify(account: device.account) }
     let done = Watched(false)
