@@ -55,6 +55,7 @@ extension Vault {
     public func verify(progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
         _ = try keyring.vaultKey()
         let checkedAt = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
+        let problems = try databaseProblemsOnWritableConnection()
         let report = try read("verifying the vault") { db -> IntegrityReport in
             var checker = SealedValueChecker(vaultID: keyring.vaultID, vaultKey: { try self.keyring.vaultKey(id: $0) })
             defer { checker.wipeKeys() }
@@ -69,7 +70,6 @@ extension Vault {
                 progress?(MaintenanceProgress(completed: completed, total: total))
             }
             progress?(MaintenanceProgress(completed: 0, total: total))
-            let problems = try Self.databaseProblems(db)
             step()
             // The data keys first: every other sealed value of an account opens with its key.
             for row in accountRows {
@@ -114,6 +114,23 @@ extension Vault {
             "database_problems": "\(report.databaseProblems.count)",
         ])
         return report
+    }
+
+    /// ``databaseProblems(_:)`` on a connection of its own, opened read-write and closed at once.
+    ///
+    /// Not on the pool's readers: on a connection opened read-only, `integrity_check` skips CHECK
+    /// constraints, so a column edited (constraints ignored) to hold a value outside its CHECK,
+    /// a session state of `'bogus'` say, would pass. Not on the pool's writer either, which would
+    /// hold up this value's own writes for as long as the check reads. The connection writes
+    /// nothing; it is never the last one open, so closing it does not checkpoint.
+    func databaseProblemsOnWritableConnection() throws -> [String] {
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: pool.configuration)
+            defer { try? queue.close() }
+            return try queue.read { try Self.databaseProblems($0) }
+        } catch {
+            throw Self.classify(error, path: path)
+        }
     }
 
     /// SQLite's verdict on the file's structure and references; empty when both checks pass.

@@ -77,7 +77,9 @@ import VaultTestSupport
         var failsVerify: Bool {
             switch self {
             case .tokenGenerationText, .signInGenerationText, .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger,
-                 .notificationSubjectReal, .deviceNameInteger, .metaActiveAccountBlob, .activeAccountIDBlob: true
+                 .notificationSubjectReal, .deviceNameInteger, .metaActiveAccountBlob, .activeAccountIDBlob,
+                 // Outside the column's CHECK: integrity_check reports it.
+                 .policyIdleActionBlob, .deviceStatusBlob: true
             default: false
             }
         }
@@ -200,6 +202,24 @@ import VaultTestSupport
 
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
                          secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
+    }
+
+    @Test("a value outside its column's CHECK (an editor that ignored constraints) fails verify naming the table; reads fail closed")
+    func outsideCheckFailsVerify() throws {
+        let test = try TestVault()
+        var vault = try test.create()
+        let account = try vault.addAccount(Samples.account())
+        try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
+        vault.close()
+        try RawDatabase.execute(test.url, "PRAGMA ignore_check_constraints = ON; UPDATE sessions SET state = 'bogus'")
+        vault = try test.open()
+        defer { vault.close() }
+
+        let report = try vault.verify()
+        #expect(!report.passed)
+        #expect(report.databaseProblems.contains { $0.contains("CHECK constraint failed in sessions") }, "\(report.databaseProblems)")
+        // A read takes the unknown state for an ended session, never for an active one.
+        #expect(try vault.sessions(for: account.id).map(\.state) == [.expired])
     }
 
     @Test("a refused sign-in or refresh on a hand-edited vault changes nothing")
