@@ -63,13 +63,15 @@ struct AccountChangeDuringRefreshTests {
     func refreshAfterSignOutIsDiscarded(revocationEndpoint: Bool) async throws {
         try await SessionHarness.run { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly, revocation: revocationEndpoint)
-            await h.gateway.setTokenLatency(.seconds(2))
+            // Held until the sign-out is done: the refresh completes after it, however slow the machine.
+            await h.gateway.holdTokenResponses()
             let service = h.service
             let request = Task { try await service.validAccessToken() }
             await h.waitForGateway { $0.tokenRequests >= 1 }
 
             let mark = h.events.mark
             try await h.service.signOut()
+            await h.gateway.releaseTokenResponses()
             let error = await sessionError { try await request.value }
             #expect(error == .notSignedIn(alice))
 
@@ -134,12 +136,14 @@ struct AccountChangeDuringRefreshTests {
             let bob = try await h.signIn("bob", expiresIn: .seconds(3600), policy: .tokensOnly)
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
             #expect(try await h.service.activeAccount() == alice)
-            await h.gateway.setTokenLatency(.seconds(1))
+            // Held until the switch is done: the refresh completes after it, however slow the machine.
+            await h.gateway.holdTokenResponses()
             let service = h.service
             let request = Task { try await service.validAccessToken() }
             await h.waitForGateway { $0.tokenRequests >= 1 }
 
             try await h.service.switchAccount(to: bob)
+            await h.gateway.releaseTokenResponses()
             do {
                 let token = try await request.value
                 // Acceptable only if it is alice's token, labelled as alice's.
@@ -149,7 +153,6 @@ struct AccountChangeDuringRefreshTests {
                 #expect(error == .accountChanged(from: alice, to: bob))
             }
             // The refresh was not wasted: alice's new token is stored, and bob's is served now.
-            await h.gateway.setTokenLatency(.zero)
             let aliceStored = try #require(try h.storedAccessToken(alice))
             #expect(h.owner(ofAccessToken: aliceStored) == "alice")
             #expect(aliceStored != (try h.firstTokens(of: "alice").accessToken))

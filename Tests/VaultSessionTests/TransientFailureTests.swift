@@ -46,14 +46,16 @@ struct TransientFailureTests {
 
     @Test("a timeout is a transient failure: session kept, valid token served, back-off observed")
     func timeoutBacksOff() async throws {
-        // One second: FoundationNetworking on Linux truncates the timeout to whole seconds,
-        // and a sub-second one fails at once without sending anything.
-        try await SessionHarness.run(transportTimeout: .seconds(1)) { h in
+        // Whole seconds: FoundationNetworking on Linux truncates the timeout to whole seconds,
+        // and a sub-second one fails at once without sending anything. Scaled, so that under a
+        // sanitizer the retry's answer (not held) still arrives in time.
+        try await SessionHarness.run(transportTimeout: TestTimeScale.scaled(.seconds(1))) { h in
             // Rotation off: the gateway still answers the abandoned request later, which with
             // rotation would spend the refresh token the client never learnt had changed.
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly, rotatesRefreshTokens: false)
             let first = try h.firstTokens(of: "alice")
-            await h.gateway.setTokenLatency(.seconds(2))
+            // The gateway answers only once released, so the client's timeout always comes first.
+            await h.gateway.holdTokenResponses()
 
             let mark = h.events.mark
             let served = try await h.service.validAccessToken()
@@ -68,7 +70,7 @@ struct TransientFailureTests {
             #expect(try await h.service.validAccessToken().value == first.accessToken)
             #expect(h.transport.exchanges.count == 1, "a call before retryAt sent a request")
 
-            await h.gateway.setTokenLatency(.zero)
+            await h.gateway.releaseTokenResponses()
             await h.time.advance(to: retryAt.addingTimeInterval(0.001))
             let refreshed = try await h.service.validAccessToken()
             #expect(refreshed.value != first.accessToken)
