@@ -19,7 +19,8 @@ import Darwin
 /// swiftlang/swift#88440), and ThreadSanitizer cannot see that hand-over. Under `make sanitize`
 /// it reported accesses made while holding a `Mutex` as races (in `SecureBytes`, in the tests'
 /// `Watched`). ThreadSanitizer intercepts `pthread_mutex_lock`/`unlock`, so a race it reports
-/// around a `Locked` is a real one. Uncontended, the two cost about the same.
+/// around a `Locked` is a real one. The token and store benchmarks, run with each, differed by
+/// no more than their run-to-run noise (BENCHMARKS.md, session 3).
 // @unchecked Sendable: `value` is only read or written inside `withLock`, between
 // pthread_mutex_lock and pthread_mutex_unlock of `mutex`, so no two threads touch it at once;
 // what enters and leaves is `sending`, as with `Mutex`. `mutex` is allocated and initialised
