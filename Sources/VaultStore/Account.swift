@@ -25,14 +25,19 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
     public var clientID: String
     public var authentication: ClientAuthentication
     public var scopes: [String]
+    /// SPKI SHA-256 pins of the identity service's TLS key, each `sha256/BASE64` (RFC 7469's
+    /// pin form). Empty: the system's trust store alone decides. With pins, a TLS handshake
+    /// whose chain holds none of them sends nothing. Several allow a key rollover.
+    public var pins: [String]
 
     public init(tokenEndpoint: URL, revocationEndpoint: URL? = nil, clientID: String,
-                authentication: ClientAuthentication = .none, scopes: [String] = []) {
+                authentication: ClientAuthentication = .none, scopes: [String] = [], pins: [String] = []) {
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
         self.clientID = clientID
         self.authentication = authentication
         self.scopes = scopes
+        self.pins = pins
     }
 }
 
