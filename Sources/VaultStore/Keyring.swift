@@ -2,8 +2,13 @@ import VaultSync
 import VaultCrypto
 
 /// The unlocked keys of one open vault: the vault key (and, during a key rotation, the next
-/// one) and the data keys of the accounts used so far, found by key id. All of it lives in
-/// guarded memory and is wiped by ``wipe()``.
+/// one), the data keys of the accounts used so far, found by key id, and the row
+/// authenticators derived from each vault key. All of it lives in guarded memory and is wiped
+/// by ``wipe()``.
+///
+/// Locking (``wipeSealingKeys()``) drops every key that opens or seals a value but keeps the
+/// row authenticators: a locked process still records its sessions' lock, expiry and end, and
+/// those rows must stay authentic. A row authenticator opens nothing.
 final class Keyring: Sendable {
     let vaultID: [UInt8]
     private let state: Locked<State>
@@ -13,11 +18,33 @@ final class Keyring: Sendable {
         var pendingVaultKey: SymmetricKey?
         /// Data keys by key id, and the account each belongs to.
         var dataKeys: [UInt32: (account: String, key: SymmetricKey)] = [:]
+        /// Row authenticators by the id of the vault key they were derived from.
+        var rowAuthenticators: [UInt32: RowAuthenticator] = [:]
     }
 
-    init(vaultID: [UInt8], vaultKey: SymmetricKey, pendingVaultKey: SymmetricKey? = nil) {
+    init(vaultID: [UInt8], vaultKey: SymmetricKey, pendingVaultKey: SymmetricKey? = nil) throws {
         self.vaultID = vaultID
-        self.state = Locked(State(vaultKey: vaultKey, pendingVaultKey: pendingVaultKey))
+        var state = State(vaultKey: vaultKey, pendingVaultKey: pendingVaultKey)
+        for key in [vaultKey, pendingVaultKey].compactMap({ $0 }) {
+            state.rowAuthenticators[key.id] = try RowAuthenticator(derivedFrom: key)
+        }
+        self.state = Locked(state)
+    }
+
+    /// The row authenticator derived from the vault key with `id`, if this process holds it.
+    func rowAuthenticator(id: UInt32) -> RowAuthenticator? {
+        state.withLock { $0.rowAuthenticators[id] }
+    }
+
+    /// Derives and keeps the row authenticator of `key` (a vault key).
+    private func deriveRowAuthenticator(_ key: SymmetricKey) {
+        guard state.withLock({ $0.rowAuthenticators[key.id] }) == nil,
+              let authenticator = try? RowAuthenticator(derivedFrom: key) else { return }
+        let replaced = state.withLock { state -> RowAuthenticator? in
+            defer { state.rowAuthenticators[key.id] = authenticator }
+            return state.rowAuthenticators[key.id]
+        }
+        replaced?.wipe()
     }
 
     /// The current vault key. Throws `.closed` once the keys were wiped.
@@ -40,6 +67,7 @@ final class Keyring: Sendable {
     func pendingVaultKey() -> SymmetricKey? { state.withLock { $0.pendingVaultKey } }
 
     func setPendingVaultKey(_ key: SymmetricKey?) {
+        if let key { deriveRowAuthenticator(key) }
         let old = state.withLock { state -> SymmetricKey? in
             defer { state.pendingVaultKey = key }
             return state.pendingVaultKey
@@ -65,6 +93,7 @@ final class Keyring: Sendable {
     /// Replaces the vault key (after an unlock or a finished key rotation). Data keys that
     /// were wrapped by another vault key are dropped and unwrapped again when needed.
     func replaceVaultKey(_ key: SymmetricKey) {
+        deriveRowAuthenticator(key)
         let old = state.withLock { state -> [SymmetricKey] in
             var old: [SymmetricKey] = []
             if let current = state.vaultKey, current.id != key.id { old.append(current) }
@@ -78,11 +107,23 @@ final class Keyring: Sendable {
         old.forEach { $0.wipe() }
     }
 
-    /// Wipes every key. Later use throws `.closed`.
+    /// Wipes every key, row authenticators included. Later use throws `.closed`.
     func wipe() {
+        wipeSealingKeys()
+        let authenticators = state.withLock { state -> [RowAuthenticator] in
+            defer { state.rowAuthenticators = [:] }
+            return Array(state.rowAuthenticators.values)
+        }
+        authenticators.forEach { $0.wipe() }
+    }
+
+    /// Wipes every key that seals or opens a value (locking); the row authenticators stay.
+    func wipeSealingKeys() {
         let keys = state.withLock { state -> [SymmetricKey] in
             let keys = state.dataKeys.values.map(\.key) + [state.vaultKey, state.pendingVaultKey].compactMap { $0 }
-            state = State(vaultKey: nil)
+            state.vaultKey = nil
+            state.pendingVaultKey = nil
+            state.dataKeys = [:]
             return keys
         }
         keys.forEach { $0.wipe() }

@@ -79,7 +79,12 @@ struct Migrator: Sendable {
     }
 
     /// Applies every pending migration, each in its own immediate transaction.
-    func migrate(_ writer: some DatabaseWriter, now: Date, path: String?, logger: Logger) throws {
+    ///
+    /// `completing` runs in each migration's transaction after its SQL: the work SQL cannot do,
+    /// such as authenticating every row when the migration that added row MACs is applied
+    /// (it needs the vault key). If it throws, that migration rolls back like a failing SQL step.
+    func migrate(_ writer: some DatabaseWriter, now: Date, path: String?, logger: Logger,
+                 completing: (Migration, Database) throws -> Void = { _, _ in }) throws {
         let pending = try writer.read { try self.pending($0, path: path) }
         for migration in pending {
             do {
@@ -97,6 +102,7 @@ struct Migrator: Sendable {
                             db, sql: "SELECT 1 FROM vault_migrations WHERE version = ?", arguments: [migration.version]) ?? false
                         if already { return .commit }
                         try db.execute(sql: migration.sql)
+                        try completing(migration, db)
                         try db.execute(
                             sql: "INSERT INTO vault_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
                             arguments: [migration.version, migration.name, migration.checksum, now.millisecondsSince1970])

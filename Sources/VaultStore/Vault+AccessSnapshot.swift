@@ -32,30 +32,20 @@ extension Vault {
     /// through prepared statements kept by the connection and opens one sealed value.
     public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
         try read("reading the session and access token") { db in
-            let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1"))
-            let active = try meta?.storedIfPresent("active_account_id", table: "vault_meta", row: "1", path: path, as: String.self)
-                .map(AccountID.init(rawValue:))
+            let active = try activeAccountID(db)
             guard let id = account ?? active else { return nil }
-            let session = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
-                arguments: [id.rawValue]
-            ).map { try Self.session(from: $0, path: path) }
-            return AccessSnapshot(activeAccount: active, account: id, session: session,
-                                  policy: try Self.storedSessionPolicy(for: id, db, path: path) ?? SessionPolicy(),
-                                  token: try accessToken(for: id, db))
+            return AccessSnapshot(activeAccount: active, account: id, session: try currentSession(for: id, db),
+                                  policy: try sessionPolicy(for: id, db), token: try accessToken(for: id, db))
         }
     }
 
     /// The account's access token and what describes it, opening no other sealed value.
     func accessToken(for account: AccountID, _ db: Database) throws -> StoredAccessToken? {
-        guard let row = try Row.fetchOne(
-            db.cachedStatement(sql: """
-                SELECT generation, access_token, token_type, access_expires_at, scopes
-                FROM tokens WHERE account_id = ?
-                """),
-            arguments: [account.rawValue]) else {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"),
+                                         arguments: [account.rawValue]) else {
             return nil
         }
+        try integrity.check(row, in: .tokens, db)
         let key = account.rawValue
         let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
         guard let access = try open(row.storedIfPresent("access_token", table: "tokens", row: key, path: path),

@@ -37,17 +37,21 @@ extension Vault {
             try db.execute(
                 sql: """
                     INSERT INTO accounts (account_id, issuer, subject, label, email, token_endpoint, revocation_endpoint,
-                        client_id, client_auth, client_secret, scopes, data_key_id, wrapped_data_key, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        client_id, client_auth, client_secret, scopes, pins, data_key_id, wrapped_data_key, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id.rawValue, new.issuer, new.subject, try seal("label", new.label), try seal("email", new.email),
                     new.client.tokenEndpoint.absoluteString, new.client.revocationEndpoint?.absoluteString,
                     new.client.clientID, new.client.authentication.rawValue, try seal("client_secret", new.clientSecret),
-                    new.client.scopes.joined(separator: " "), Int64(keyID), Data(wrapped), now.millisecondsSince1970,
+                    new.client.scopes.joined(separator: " "), new.client.pins.isEmpty ? nil : new.client.pins.joined(separator: " "),
+                    Int64(keyID), Data(wrapped), now.millisecondsSince1970,
                 ])
-            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id IS NULL",
-                           arguments: [id.rawValue])
+            try self.integrity.authenticate(.accounts, where: "account_id = ?", [id.rawValue], db)
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id IS NULL",
+                               arguments: [id.rawValue])
+            }
             self.keyring.remember(dataKey, for: id.rawValue)
             self.logger.info("added account", metadata: ["account": "\(id)", "issuer": "\(new.issuer)"])
             return Account(
@@ -83,20 +87,32 @@ extension Vault {
     /// The stored client secret of a confidential client.
     public func clientSecret(for id: AccountID) throws -> String? {
         try read("reading a client secret") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT client_secret FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
                 throw self.accountNotFound(id)
             }
+            try self.integrity.check(row, in: .accounts, db)
             return try self.open(row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path), table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
         }
     }
 
     /// The active account, persisted in the vault so every process sees the same one.
     public func activeAccountID() throws -> AccountID? {
-        try read("reading the active account") { db in
-            try db.storedValue("SELECT active_account_id FROM vault_meta WHERE singleton = 1",
-                               table: "vault_meta", column: "active_account_id", row: "1", path: self.path, as: String.self)
-                .map(AccountID.init(rawValue:))
+        try read("reading the active account") { db in try self.activeAccountID(db) }
+    }
+
+    /// The active account as the authenticated header row names it.
+    func activeAccountID(_ db: Database) throws -> AccountID? {
+        try header(db).storedIfPresent("active_account_id", table: "vault_meta", row: "1", path: path, as: String.self)
+            .map(AccountID.init(rawValue:))
+    }
+
+    /// The header row (`vault_meta`), checked against its MAC.
+    func header(_ db: Database) throws -> Row {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM vault_meta WHERE singleton = 1")) else {
+            throw VaultError(.damaged, "\(path) has no vault header row", path: path)
         }
+        try integrity.check(row, in: .vaultMeta, db)
+        return row
     }
 
     /// Makes `id` the active account (nil: none).
@@ -105,7 +121,9 @@ extension Vault {
             if let id, try !(Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false) {
                 throw self.accountNotFound(id)
             }
-            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [id?.rawValue])
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [id?.rawValue])
+            }
         }
     }
 
@@ -117,8 +135,11 @@ extension Vault {
     @discardableResult
     public func removeAccount(_ id: AccountID) throws -> Bool {
         let removed = try write("removing an account") { db -> Bool in
-            try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
-            return db.changesCount > 0
+            // Deleting the active account clears `vault_meta.active_account_id` (ON DELETE SET NULL).
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
+                return db.changesCount > 0
+            }
         }
         keyring.forget(account: id.rawValue)
         if removed {
@@ -158,7 +179,9 @@ extension Vault {
             throw VaultError(.damaged, "the vault header row is missing", path: path)
         }
         let next = try row.stored("next_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
-        try db.execute(sql: "UPDATE vault_meta SET next_key_id = next_key_id + 1 WHERE singleton = 1")
+        try integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+            try db.execute(sql: "UPDATE vault_meta SET next_key_id = next_key_id + 1 WHERE singleton = 1")
+        }
         return UInt32(truncatingIfNeeded: next)
     }
 
@@ -258,6 +281,7 @@ extension Vault {
     }
 
     func account(from row: Row, _ db: Database) throws -> Account {
+        try integrity.check(row, in: .accounts, db)
         let key = row.storedKey("account_id")
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
             try row.stored(column, table: "accounts", row: key, path: path)
@@ -272,6 +296,7 @@ extension Vault {
         let scopes: String = try value("scopes")
         let clientAuth: String = try value("client_auth")
         let revocationEndpoint: String? = try optional("revocation_endpoint")
+        let pins: String? = try optional("pins")
         return Account(
             id: id, issuer: try value("issuer"), subject: try value("subject"),
             label: try open(optional("label"), table: "accounts", column: "label", account: id, row: id.rawValue, db),
@@ -281,7 +306,8 @@ extension Vault {
                 revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
                 clientID: try value("client_id"),
                 authentication: ClientAuthentication(rawValue: clientAuth) ?? .none,
-                scopes: scopes.split(separator: " ").map(String.init)),
+                scopes: scopes.split(separator: " ").map(String.init),
+                pins: pins?.split(separator: " ").map(String.init) ?? []),
             hasClientSecret: !(row["client_secret"] as DatabaseValue).isNull,
             createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path))
     }

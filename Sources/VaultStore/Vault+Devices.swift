@@ -8,6 +8,7 @@ extension Vault {
     public func saveDevice(_ device: DeviceRegistration) throws {
         try write("saving a device") { db in
             let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
+            try self.integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
             try db.execute(
                 sql: """
                     INSERT INTO devices (registration_id, account_id, device_id, name, platform, status, activation_method,
@@ -27,6 +28,7 @@ extension Vault {
                 ])
             guard db.changesCount == 1 else {
                 throw VaultError(.invalidArgument, "device registration \(device.id) belongs to another account", path: self.path)
+            }
             }
         }
     }
@@ -53,6 +55,7 @@ extension Vault {
     }
 
     private func device(from row: Row, _ db: Database) throws -> DeviceRegistration {
+        try integrity.check(row, in: .devices, db)
         let plain = try Self.deviceMetadata(from: row, path: path)
         let sealedName = try row.storedIfPresent("name", table: "devices", row: plain.id, path: path, as: Data.self)
         guard let name = try open(sealedName, table: "devices", column: "name", account: plain.account, row: plain.id, db) else {

@@ -33,8 +33,10 @@ public struct KeyRotationReport: Sendable, Hashable {
 // MARK: - Key rotation
 
 extension Vault {
-    /// Replaces the vault key and every account's data key, re-sealing every sealed value
-    /// in transactions of at most `batchSize` rows.
+    /// Replaces the vault key and every account's data key, re-sealing every sealed value and
+    /// authenticating every row again (its MAC key derives from the vault key) in transactions
+    /// of at most `batchSize` rows. A row whose MAC does not match stops the rotation
+    /// (``VaultError/Code/damaged``): re-authenticating it would make a tampered value look genuine.
     ///
     /// Resumable: the new keys are stored (wrapped) before any value is re-sealed, every
     /// value names the key that sealed it, and both keys open values until the rotation
@@ -59,21 +61,21 @@ extension Vault {
         guard batchSize > 0 else { throw VaultError(.invalidArgument, "batch size must be positive", path: path) }
         let (newVaultKey, resumed) = try prepareRotation(credential: credential)
         let total = try read("counting values to re-seal") { db in
-            try SealedColumns.all.reduce(0) { count, table in
-                count + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.table) t WHERE \(Self.stragglers(table))") ?? 0)
+            try Self.rotatedTables.reduce(0) { count, table in
+                count + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name) t WHERE \(Self.stragglers(table))") ?? 0)
             }
         }
         progress(KeyRotationProgress(phase: .prepared, rowsDone: 0, rowsTotal: total))
         var resealed = 0
         var done = 0
         var batches = 0
-        for table in SealedColumns.all {
+        for table in Self.rotatedTables {
             var after: Int64 = .min
             while true {
                 if let stopAfterBatches, batches >= stopAfterBatches {
                     throw VaultError(.storage, "key rotation stopped after \(batches) batches (test hook)", path: path)
                 }
-                let (count, last, changed) = try write("re-sealing \(table.table)") { db in
+                let (count, last, changed) = try write("re-sealing \(table.name)") { db in
                     try self.resealBatch(table, after: after, limit: batchSize, db)
                 }
                 batches += 1
@@ -125,9 +127,11 @@ extension Vault {
         let key = try write("preparing the key rotation") { db -> SymmetricKey in
             let key = try SymmetricKey.generate(id: self.allocateKeyID(db))
             let wrapped = try kek.wrap(key, context: Self.vaultKeyContext(vaultID: meta.vaultID, keyID: key.id))
-            try db.execute(
-                sql: "UPDATE vault_meta SET pending_vault_key_id = ?, pending_wrapped_vault_key = ? WHERE singleton = 1",
-                arguments: [Int64(key.id), Data(wrapped)])
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(
+                    sql: "UPDATE vault_meta SET pending_vault_key_id = ?, pending_wrapped_vault_key = ? WHERE singleton = 1",
+                    arguments: [Int64(key.id), Data(wrapped)])
+            }
             try self.prepareAccountKeys(under: key, db)
             return key
         }
@@ -142,59 +146,71 @@ extension Vault {
             let account = AccountID(rawValue: raw)
             let key = try SymmetricKey.generate(id: allocateKeyID(db))
             let wrapped = try vaultKey.wrap(key, context: dataKeyContext(account: account, keyID: key.id))
-            try db.execute(
-                sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
-                arguments: [Int64(key.id), Data(wrapped), raw])
+            try integrity.rewrite(.accounts, where: "account_id = ?", [raw], db) {
+                try db.execute(
+                    sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
+                    arguments: [Int64(key.id), Data(wrapped), raw])
+            }
         }
     }
 
+    /// The tables a rotation goes through, row by row: every authenticated one but the header,
+    /// which ``finishRotation(newVaultKey:)`` rewrites last.
+    static let rotatedTables = AuthenticatedTable.all.filter { $0 != .vaultMeta }
+
     /// The rows of `table` (aliased `t`) holding a value not sealed with its account's next
-    /// data key. A sealed value's key id is bytes 2–5, hex characters 3–10.
-    static func stragglers(_ table: SealedColumns) -> String {
-        let next = "(SELECT printf('%08X', a.pending_data_key_id) FROM accounts a WHERE a.account_id = t.account_id)"
-        return "(" + table.columns.map { "(t.\($0) IS NOT NULL AND substr(hex(t.\($0)), 3, 8) IS NOT \(next))" }
-            .joined(separator: " OR ") + ")"
+    /// data key, or not authenticated with the next vault key. A sealed value's key id, like a
+    /// row MAC's, is bytes 2–5: hex characters 3–10.
+    static func stragglers(_ table: AuthenticatedTable) -> String {
+        let nextVaultKey = "(SELECT printf('%08X', m.pending_vault_key_id) FROM vault_meta m WHERE m.singleton = 1)"
+        var conditions = ["(t.\(RowMAC.column) IS NULL OR substr(hex(t.\(RowMAC.column)), 3, 8) IS NOT \(nextVaultKey))"]
+        if let sealed = SealedColumns.all.first(where: { $0.table == table.name }) {
+            let next = "(SELECT printf('%08X', a.pending_data_key_id) FROM accounts a WHERE a.account_id = t.account_id)"
+            conditions += sealed.columns.map { "(t.\($0) IS NOT NULL AND substr(hex(t.\($0)), 3, 8) IS NOT \(next))" }
+        }
+        return "(" + conditions.joined(separator: " OR ") + ")"
     }
 
     /// Re-seals, with each account's next data key, the values of up to `limit` rows after
-    /// `rowid` that still use another key. Returns the rows changed, the last rowid (nil when
-    /// none was left) and how many values were re-sealed.
-    private func resealBatch(_ table: SealedColumns, after rowid: Int64, limit: Int, _ db: Database) throws -> (Int, Int64?, Int) {
-        // `AS row_key`: in a table with an INTEGER PRIMARY KEY, SQLite names `rowid` after that column.
-        let columns = (["rowid AS row_key", "account_id", table.rowColumn] + (table.versionColumn.map { [$0] } ?? []) + table.columns)
-            .map { "t.\($0)" }.joined(separator: ", ")
-        let rows = try Row.fetchAll(
-            db, sql: "SELECT \(columns) FROM \(table.table) t WHERE t.rowid > ? AND \(Self.stragglers(table)) ORDER BY t.rowid LIMIT ?",
+    /// `rowid` that still use another key, and authenticates those rows with the next vault key
+    /// (each row checked first). Returns the rows changed, the last rowid (nil when none was
+    /// left) and how many values were re-sealed.
+    private func resealBatch(_ table: AuthenticatedTable, after rowid: Int64, limit: Int, _ db: Database) throws -> (Int, Int64?, Int) {
+        let rowids = try Int64.fetchAll(
+            db, sql: "SELECT t.rowid FROM \(table.name) t WHERE t.rowid > ? AND \(Self.stragglers(table)) ORDER BY t.rowid LIMIT ?",
             arguments: [rowid, limit])
+        let sealed = SealedColumns.all.first { $0.table == table.name }
         var changed = 0
-        var last: Int64?
-        for row in rows {
-            // Every read names its place when the value has the wrong type (a hand-edited file).
-            let key = row.storedKey(table.rowColumn)
-            func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T {
-                try row.stored(column, table: table.table, row: key, path: path)
-            }
-            let rowKey: Int64 = try value("row_key")
-            last = rowKey
-            let account = AccountID(rawValue: try value("account_id"))
-            let rowName: String = try value(table.rowColumn)
-            let version = try table.versionColumn.map { "\(try value($0, as: Int64.self))" } ?? ""
-            let target = try dataKey(for: account, db)
+        for rowKey in rowids {
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(table.name) WHERE rowid = ?", arguments: [rowKey]) else { continue }
             var assignments: [String] = []
             var arguments: [(any DatabaseValueConvertible)?] = []
-            for column in table.columns {
-                guard let blob = try row.storedIfPresent(column, table: table.table, row: key, path: path, as: Data.self) else { continue }
-                guard (try? SealedBlob(parsing: [UInt8](blob)).keyID) != target.id else { continue }
-                guard let plain = try open(blob, table: table.table, column: column, account: account, row: rowName, version: version, db) else { continue }
-                assignments.append("\(column) = ?")
-                arguments.append(try seal(plain, with: target, table: table.table, column: column, account: account, row: rowName, version: version))
+            if let sealed {
+                // Every read names its place when the value has the wrong type (a hand-edited file).
+                let key = row.storedKey(sealed.rowColumn)
+                func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T {
+                    try row.stored(column, table: sealed.table, row: key, path: path)
+                }
+                let account = AccountID(rawValue: try value("account_id"))
+                let rowName: String = try value(sealed.rowColumn)
+                let version = try sealed.versionColumn.map { "\(try value($0, as: Int64.self))" } ?? ""
+                let target = try dataKey(for: account, db)
+                for column in sealed.columns {
+                    guard let blob = try row.storedIfPresent(column, table: sealed.table, row: key, path: path, as: Data.self) else { continue }
+                    guard (try? SealedBlob(parsing: [UInt8](blob)).keyID) != target.id else { continue }
+                    guard let plain = try open(blob, table: sealed.table, column: column, account: account, row: rowName, version: version, db) else { continue }
+                    assignments.append("\(column) = ?")
+                    arguments.append(try seal(plain, with: target, table: sealed.table, column: column, account: account, row: rowName, version: version))
+                }
             }
-            guard !assignments.isEmpty else { continue }
-            try db.execute(sql: "UPDATE \(table.table) SET \(assignments.joined(separator: ", ")) WHERE rowid = ?",
-                           arguments: StatementArguments(arguments + [rowKey]))
+            try integrity.rewrite(table, where: "rowid = ?", [rowKey], db) {
+                guard !assignments.isEmpty else { return }
+                try db.execute(sql: "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE rowid = ?",
+                               arguments: StatementArguments(arguments + [rowKey]))
+            }
             changed += assignments.count
         }
-        return (rows.count, last, changed)
+        return (rowids.count, rowids.last, changed)
     }
 
     /// Swaps the next keys in, once no value sealed with an old key is left, in one transaction.
@@ -206,22 +222,31 @@ extension Vault {
                 let account = AccountID(rawValue: try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path))
                 let current = try self.dataKey(for: account, db)
                 let wrapped = try newVaultKey.wrap(current, context: self.dataKeyContext(account: account, keyID: current.id))
-                try db.execute(sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
-                               arguments: [Int64(current.id), Data(wrapped), account.rawValue])
+                try self.integrity.rewrite(.accounts, where: "account_id = ?", [account.rawValue], db) {
+                    try db.execute(sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
+                                   arguments: [Int64(current.id), Data(wrapped), account.rawValue])
+                }
             }
-            // Values written with an old key by other processes while the rotation ran.
-            for table in SealedColumns.all {
+            // Values and rows written with an old key by other processes while the rotation ran.
+            for table in Self.rotatedTables {
                 var after = Int64.min
                 while case let (_, last?, _) = try self.resealBatch(table, after: after, limit: 500, db) { after = last }
             }
-            try db.execute(sql: """
-                UPDATE accounts SET data_key_id = pending_data_key_id, wrapped_data_key = pending_wrapped_data_key,
-                    pending_data_key_id = NULL, pending_wrapped_data_key = NULL
-                """)
-            try db.execute(sql: """
-                UPDATE vault_meta SET vault_key_id = pending_vault_key_id, wrapped_vault_key = pending_wrapped_vault_key,
-                    pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL WHERE singleton = 1
-                """)
+            for row in try Row.fetchAll(db, sql: "SELECT account_id FROM accounts") {
+                let account: String = try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path)
+                try self.integrity.rewrite(.accounts, where: "account_id = ?", [account], db) {
+                    try db.execute(sql: """
+                        UPDATE accounts SET data_key_id = pending_data_key_id, wrapped_data_key = pending_wrapped_data_key,
+                            pending_data_key_id = NULL, pending_wrapped_data_key = NULL WHERE account_id = ?
+                        """, arguments: [account])
+                }
+            }
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(sql: """
+                    UPDATE vault_meta SET vault_key_id = pending_vault_key_id, wrapped_vault_key = pending_wrapped_vault_key,
+                        pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL WHERE singleton = 1
+                    """)
+            }
         }
         keyring.replaceVaultKey(newVaultKey)
         try checkpoint()

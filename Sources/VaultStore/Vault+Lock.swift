@@ -6,10 +6,12 @@ import VaultCrypto
 // MARK: - Lock and unlock
 
 extension Vault {
-    /// Drops every key from memory (zeroed) but keeps the file open. Reads and writes of
-    /// sealed values throw ``VaultError/Code/closed`` until ``unlock(with:)``.
+    /// Drops every key that seals or opens a value from memory (zeroed) but keeps the file
+    /// open. Reads and writes of sealed values throw ``VaultError/Code/closed`` until
+    /// ``unlock(with:)``. The row authenticator stays (it opens nothing), so a locked vault
+    /// still records and checks its sessions' state.
     public func lock() {
-        keyring.wipe()
+        keyring.wipeSealingKeys()
         logger.info("locked vault", metadata: ["path": "\(path)"])
     }
 

@@ -19,6 +19,9 @@ public struct IntegrityReport: Sendable, Hashable {
     public var damaged: [DamagedValue]
     /// Sealed values that could not be tried because the key they need did not open.
     public var sealedValuesSkipped: Int
+    /// Rows whose MAC matched (every row of every table the vault acts on is checked; a row
+    /// that does not match is in ``damaged``, one entry for each column that changed).
+    public var rowsAuthenticated: Int = 0
 
     /// Whether nothing was found wrong.
     public var passed: Bool { databaseProblems.isEmpty && damaged.isEmpty && sealedValuesSkipped == 0 }
@@ -101,13 +104,38 @@ extension Vault {
                     step()
                 }
             }
-            return IntegrityReport(checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
-                                   damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
+            // Every row the vault acts on, against its MAC.
+            var authenticated = 0
+            let integrity = self.integrity
+            for table in AuthenticatedTable.all {
+                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
+                while let row = try rows.next() {
+                    switch try integrity.verdict(row, in: table, db) {
+                    case .authentic:
+                        authenticated += 1
+                    case .unknownKey:
+                        throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: self.path)
+                    case .changed(let columns, let reason):
+                        for column in columns {
+                            checker.damaged.append(DamagedValue(table: table.name, row: row.storedKey(table.keyColumn), column: column, reason: reason))
+                        }
+                    }
+                }
+            }
+            var report = IntegrityReport(checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
+                                         damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
+            report.rowsAuthenticated = authenticated
+            return report
         }
         try write("recording the integrity check") { db in
-            try db.execute(
-                sql: "UPDATE vault_meta SET last_integrity_check_at = ?, last_integrity_check_ok = ? WHERE singleton = 1",
-                arguments: [checkedAt.millisecondsSince1970, report.passed])
+            // A header that fails its MAC is reported above and left as it is: a rewrite would
+            // refuse it (it checks the row first), and nothing is recorded over it.
+            guard !report.damaged.contains(where: { $0.table == AuthenticatedTable.vaultMeta.name }) else { return }
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(
+                    sql: "UPDATE vault_meta SET last_integrity_check_at = ?, last_integrity_check_ok = ? WHERE singleton = 1",
+                    arguments: [checkedAt.millisecondsSince1970, report.passed])
+            }
         }
         logger.info("verified vault", metadata: [
             "path": "\(path)", "passed": "\(report.passed)", "damaged": "\(report.damaged.count)",

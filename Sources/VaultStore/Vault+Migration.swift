@@ -40,7 +40,7 @@ extension Vault {
         try VaultFile.checkDirectory(url.deletingLastPathComponent())
         try VaultFile.checkFileMode(url)
         let migrator = Migrator(migrations: options.migrations)
-        let (pending, fromVersion, backupURL) = try withReadOnlyQueue(url, options: options) { queue in
+        let (pending, fromVersion, backupURL, keyring) = try withReadOnlyQueue(url, options: options) { queue in
             let (pending, meta, version) = try queue.read { db -> ([Migration], UnlockRecord?, Int) in
                 try VaultFile.checkApplicationID(db, path: path)
                 let pending = try migrator.pending(db, path: path)
@@ -51,13 +51,32 @@ extension Vault {
             guard let meta else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
             }
-            try unlockVaultKey(meta, credential: credential, path: path).wipe()
-            guard !pending.isEmpty else { return (pending, version, URL?.none) }
+            // The keys stay for the migrations that need them (authenticating every row).
+            let keys = try unlockVaultKeys(meta, credential: credential, path: path)
+            let keyring: Keyring
+            do {
+                keyring = try Keyring(vaultID: meta.vaultID, vaultKey: keys.current, pendingVaultKey: keys.pending)
+            } catch {
+                keys.current.wipe()
+                keys.pending?.wipe()
+                throw error
+            }
+            guard !pending.isEmpty else {
+                keyring.wipe()
+                return (pending, version, URL?.none, keyring)
+            }
             progress?(MaintenanceProgress(completed: 0, total: pending.count + 1))
-            let backupURL = options.backupBeforeMigrating && !meta.isFresh
-                ? try backup(queue, of: url, fromVersion: version, options: options) : nil
-            return (pending, version, backupURL)
+            do {
+                let backupURL = options.backupBeforeMigrating && !meta.isFresh
+                    ? try backup(queue, of: url, fromVersion: version, options: options) : nil
+                return (pending, version, backupURL, keyring)
+            } catch {
+                keyring.wipe()
+                throw error
+            }
         }
+        defer { keyring.wipe() }
+        let integrity = RowIntegrity(keyring: keyring, path: path)
         guard !pending.isEmpty else {
             return MigrationReport(fromVersion: fromVersion, toVersion: fromVersion, applied: [], backup: nil)
         }
@@ -77,7 +96,8 @@ extension Vault {
             // A migrator that ends at this step applies exactly this step (those before it are recorded).
             let upToThis = Migrator(migrations: migrator.migrations.filter { $0.version <= migration.version })
             do {
-                try upToThis.migrate(pool, now: options.clock.now(), path: path, logger: options.logger)
+                try upToThis.migrate(pool, now: options.clock.now(), path: path, logger: options.logger,
+                                     completing: integrity.completeMigration)
             } catch {
                 throw VaultError.storage(error, while: "migrating", path: path)
             }

@@ -26,6 +26,7 @@ extension Vault {
         let actionsJSON = String(decoding: try JSONEncoder().encode(n.actions), as: UTF8.self)
         let existed = try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE account_id = ? AND uuid = ?",
                                         arguments: [n.account.rawValue, n.uuid]) ?? false
+        try integrity.rewrite(.notifications, where: "account_id = ? AND uuid = ?", [n.account.rawValue, n.uuid], db) {
         try db.execute(
             sql: """
                 INSERT INTO notifications (account_id, uuid, subject, message, actions, created_at, expires_at, status,
@@ -43,6 +44,7 @@ extension Vault {
                 n.status.rawValue, try seal("action_taken", n.actionTaken), n.answeredAt?.millisecondsSince1970,
                 n.answeredByDevice, clock.now().millisecondsSince1970,
             ])
+        }
         return !existed
     }
 
@@ -96,6 +98,7 @@ extension Vault {
     public func recordAnswer(to uuid: String, account: AccountID, action: String, byDevice device: String, at time: Date) throws -> Bool {
         try write("recording an answer") { db in
             let sealed = try self.seal(action, table: "notifications", column: "action_taken", account: account, row: uuid, db)
+            return try self.integrity.rewrite(.notifications, where: "account_id = ? AND uuid = ?", [account.rawValue, uuid], db) {
             try db.execute(
                 sql: """
                     UPDATE notifications SET status = 'answered', action_taken = ?, answered_at = ?, answered_by_device = ?,
@@ -104,6 +107,7 @@ extension Vault {
                 arguments: [sealed, time.millisecondsSince1970, device, self.clock.now().millisecondsSince1970,
                             account.rawValue, uuid])
             return db.changesCount == 1
+            }
         }
     }
 
@@ -148,6 +152,7 @@ extension Vault {
     }
 
     private func notification(from row: Row, _ db: Database) throws -> NotificationRecord {
+        try integrity.check(row, in: .notifications, db)
         let key = row.storedKey("uuid")
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
             try row.stored(column, table: "notifications", row: key, path: path)

@@ -12,6 +12,7 @@ extension Vault {
     }
 
     func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID, _ db: Database) throws {
+        try integrity.rewrite(.sessionPolicies, where: "account_id = ?", [account.rawValue], db) {
             try db.execute(
                 sql: """
                     INSERT INTO session_policies (account_id, idle_timeout_ms, warning_ms, max_extensions,
@@ -26,23 +27,31 @@ extension Vault {
                     policy.maxExtensions, policy.absoluteLifetime.milliseconds, policy.backgroundTimeout?.milliseconds,
                     policy.idleAction.rawValue,
                 ])
+        }
     }
 
     /// The account's session policy; the defaults when none was stored.
     public func sessionPolicy(for account: AccountID) throws -> SessionPolicy {
-        try read("reading a session policy") { db in
-            try Self.storedSessionPolicy(for: account, db, path: self.path) ?? SessionPolicy()
-        }
+        try read("reading a session policy") { db in try self.sessionPolicy(for: account, db) }
+    }
+
+    /// The account's session policy, checked against its MAC; the defaults when none was stored.
+    func sessionPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
+        try Self.storedSessionPolicy(for: account, db, path: path, integrity: integrity) ?? SessionPolicy()
     }
 
     /// The account's stored session policy, nil when none is stored; `.damaged` naming the
     /// column when one holds a value of the wrong type (a hand-edited file).
-    static func storedSessionPolicy(for account: AccountID, _ db: Database, path: String?) throws -> SessionPolicy? {
+    /// With `integrity`, the row is checked against its MAC first (without, as `vault status`
+    /// reads it with no key: shown, never acted on).
+    static func storedSessionPolicy(for account: AccountID, _ db: Database, path: String?,
+                                    integrity: RowIntegrity? = nil) throws -> SessionPolicy? {
         // Prepared once per connection: every token request that misses the cache reads it.
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
                                          arguments: [account.rawValue]) else {
             return nil
         }
+        try integrity?.check(row, in: .sessionPolicies, db)
         let key = account.rawValue
         func milliseconds(_ column: String) throws -> Duration {
             .milliseconds(try row.stored(column, table: "session_policies", row: key, path: path, as: Int64.self))

@@ -11,10 +11,29 @@ public struct RefreshState: Sendable, Hashable {
     public var failures: Int
     /// No process refreshes before this time (shared back-off).
     public var nextAttemptAt: Date?
+    /// The vault's own classification of the last failure ("server error (HTTP 503)"): never
+    /// the server's words, which may echo what was sent.
     public var lastFailure: String?
     public var lastFailureAt: Date?
     /// Refreshes whose process died while holding the lease (a rotation may have been lost).
     public var interruptedRefreshes: Int
+    /// The server's own account of the last failure (its `error_description`, redacted), kept
+    /// sealed; nil when there was none or the vault is locked.
+    public var lastFailureDetail: String?
+
+    public init(leaseHolder: String? = nil, leaseGeneration: Int64? = nil, leaseExpiresAt: Date? = nil, failures: Int,
+                nextAttemptAt: Date? = nil, lastFailure: String? = nil, lastFailureAt: Date? = nil,
+                interruptedRefreshes: Int, lastFailureDetail: String? = nil) {
+        self.leaseHolder = leaseHolder
+        self.leaseGeneration = leaseGeneration
+        self.leaseExpiresAt = leaseExpiresAt
+        self.failures = failures
+        self.nextAttemptAt = nextAttemptAt
+        self.lastFailure = lastFailure
+        self.lastFailureAt = lastFailureAt
+        self.interruptedRefreshes = interruptedRefreshes
+        self.lastFailureDetail = lastFailureDetail
+    }
 
     public static let none = RefreshState(failures: 0, interruptedRefreshes: 0)
 }
@@ -40,38 +59,71 @@ public enum RefreshLeaseOutcome: Sendable {
 extension Vault {
     /// Takes the account's refresh lease in one immediate transaction, unless the tokens
     /// changed since `seenGeneration`, another holder's lease is live, or the shared back-off
-    /// says to wait. A lease left by a crashed process is taken over once it expires.
+    /// says to wait.
+    ///
+    /// Another holder's lease is taken over only when that holder is gone (its process ended:
+    /// see ``LeaseProcess``) or its lease lapsed without being renewed. A lease or back-off
+    /// reaching further ahead than it ever can (`leaseDuration`, `maximumBackoff`) is stale,
+    /// whatever wrote it, and ignored: no stored time can block refreshing for longer.
     public func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
-                             leaseDuration: Duration) throws -> RefreshLeaseOutcome {
+                             leaseDuration: Duration, maximumBackoff: Duration = .seconds(3600)) throws -> RefreshLeaseOutcome {
         let now = clock.now()
+        // A second of slack for clocks that step between processes.
+        let latestLease = now.addingTimeInterval(leaseDuration.timeInterval + 1)
+        let latestRetry = now.addingTimeInterval(maximumBackoff.timeInterval + 1)
         return try write("taking the refresh lease") { db in
             guard let tokens = try self.tokens(for: account, db) else { return .noTokens }
             if tokens.generation != seenGeneration { return .changed(tokens) }
             let state = try self.refreshState(for: account, db)
-            if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now {
+            let holderGone = try self.leaseProcess(for: account, db).flatMap(LeaseProcess.init)?.isGone ?? false
+            if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now,
+               until <= latestLease, !holderGone {
                 return .busy(until: until)
             }
-            if let next = state.nextAttemptAt, next > now {
+            if let next = state.nextAttemptAt, next > now, next <= latestRetry {
                 return .backingOff(until: next, tokens: tokens)
             }
             let interrupted = state.leaseHolder != nil && state.leaseHolder != holder
-            try db.execute(
-                sql: """
-                    INSERT INTO refresh_state (account_id, lease_holder, lease_generation, lease_acquired_at, lease_expires_at,
-                        interrupted_refreshes) VALUES (?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (account_id) DO UPDATE SET lease_holder = excluded.lease_holder,
-                        lease_generation = excluded.lease_generation, lease_acquired_at = excluded.lease_acquired_at,
-                        lease_expires_at = excluded.lease_expires_at,
-                        interrupted_refreshes = refresh_state.interrupted_refreshes + excluded.interrupted_refreshes
-                    """,
-                arguments: [account.rawValue, holder, tokens.generation, now.millisecondsSince1970,
-                            now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970, interrupted ? 1 : 0])
+            try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
+                try db.execute(
+                    sql: """
+                        INSERT INTO refresh_state (account_id, lease_holder, lease_generation, lease_acquired_at, lease_expires_at,
+                            lease_process, interrupted_refreshes) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (account_id) DO UPDATE SET lease_holder = excluded.lease_holder,
+                            lease_generation = excluded.lease_generation, lease_acquired_at = excluded.lease_acquired_at,
+                            lease_expires_at = excluded.lease_expires_at, lease_process = excluded.lease_process,
+                            interrupted_refreshes = refresh_state.interrupted_refreshes + excluded.interrupted_refreshes
+                        """,
+                    arguments: [account.rawValue, holder, tokens.generation, now.millisecondsSince1970,
+                                now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970,
+                                LeaseProcess.current?.description, interrupted ? 1 : 0])
+            }
             if interrupted {
                 self.logger.warning("took over a refresh lease left by a process that stopped mid-refresh",
                                     metadata: ["account": "\(account)"])
             }
             return .acquired(tokens, interrupted: interrupted)
         }
+    }
+
+    /// Extends the caller's lease to `leaseDuration` from now, while its request is in flight.
+    /// Returns false when the caller no longer holds it (nothing is written then).
+    @discardableResult
+    public func renewLease(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
+        let until = clock.now().addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970
+        return try write("renewing the refresh lease") { db in
+            try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
+                try db.execute(sql: "UPDATE refresh_state SET lease_expires_at = ? WHERE account_id = ? AND lease_holder = ?",
+                               arguments: [until, account.rawValue, holder])
+                return db.changesCount == 1
+            }
+        }
+    }
+
+    /// The stored lease holder's process, as text (checked with the row by ``refreshState(for:_:)``).
+    private func leaseProcess(for account: AccountID, _ db: Database) throws -> String? {
+        try db.storedValue("SELECT lease_process FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue],
+                           table: "refresh_state", column: "lease_process", row: account.rawValue, path: path, as: String.self)
     }
 
     /// Stores the refreshed tokens and releases the lease, atomically, if the caller still
@@ -91,35 +143,46 @@ extension Vault {
             if merged.refreshToken == nil { merged.refreshToken = current.tokens.refreshToken }
             if merged.idToken == nil { merged.idToken = current.tokens.idToken }
             let next = try self.storeTokens(merged, for: account, replacing: generation, db)
-            try db.execute(
-                sql: """
-                    UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
-                        lease_expires_at = NULL, failures = 0, next_attempt_at = NULL WHERE account_id = ?
-                    """,
-                arguments: [account.rawValue])
+            try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
+                try db.execute(
+                    sql: """
+                        UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
+                            lease_expires_at = NULL, lease_process = NULL, failures = 0, next_attempt_at = NULL WHERE account_id = ?
+                        """,
+                    arguments: [account.rawValue])
+            }
             return StoredTokens(account: account, generation: next, tokens: merged,
                                 updatedAt: Date(millisecondsSince1970: self.clock.now().millisecondsSince1970))
         }
     }
 
     /// Records a failed refresh, releases the lease and sets the shared back-off.
-    public func failRefresh(for account: AccountID, holder: String, failure: String, nextAttemptAt: Date?) throws {
+    ///
+    /// `failure` is the vault's own classification, kept in a plain column (`vault status`
+    /// shows it without the key); `detail`, the server's words, is sealed.
+    public func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
+                            nextAttemptAt: Date?) throws {
         try write("recording a refresh failure") { db in
-            try db.execute(
-                sql: """
-                    UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
-                        lease_expires_at = NULL, failures = failures + 1, next_attempt_at = ?, last_failure = ?,
-                        last_failure_at = ? WHERE account_id = ? AND lease_holder = ?
-                    """,
-                arguments: [nextAttemptAt?.millisecondsSince1970, failure, self.clock.now().millisecondsSince1970,
-                            account.rawValue, holder])
+            let sealed = try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
+                                       account: account, row: account.rawValue, db)
+            try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
+                try db.execute(
+                    sql: """
+                        UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
+                            lease_expires_at = NULL, lease_process = NULL, failures = failures + 1, next_attempt_at = ?,
+                            last_failure = ?, last_failure_detail = ?, last_failure_at = ?
+                        WHERE account_id = ? AND lease_holder = ?
+                        """,
+                    arguments: [nextAttemptAt?.millisecondsSince1970, failure, sealed, self.clock.now().millisecondsSince1970,
+                                account.rawValue, holder])
+            }
         }
     }
 
     /// Ends the grant: wipes the account's tokens, ends its current session as expired with
-    /// `reason`, records the verdict (`detail`, for example the server's error description,
-    /// else `reason`) and releases any lease, in one transaction. Other processes then find
-    /// no tokens and nothing to retry, and read the same verdict.
+    /// `reason`, records the verdict (`reason` in plain, `detail` — the server's error
+    /// description, say — sealed) and releases any lease, in one transaction. Other processes
+    /// then find no tokens and nothing to retry, and read the same verdict.
     public func endGrant(for account: AccountID, reason: String, detail: String? = nil) throws {
         let now = clock.now().millisecondsSince1970
         try write("ending a grant") { db in
@@ -127,38 +190,60 @@ extension Vault {
                 return  // removed meanwhile: nothing left to end
             }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
-            try db.execute(
-                sql: """
-                    UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?
-                    WHERE account_id = ? AND state IN ('active', 'locked')
-                    """,
-                arguments: [reason, now, account.rawValue])
-            try db.execute(
-                sql: """
-                    INSERT INTO refresh_state (account_id, last_failure, last_failure_at) VALUES (?, ?, ?)
-                    ON CONFLICT (account_id) DO UPDATE SET lease_holder = NULL, lease_generation = NULL,
-                        lease_acquired_at = NULL, lease_expires_at = NULL, next_attempt_at = NULL,
-                        last_failure = excluded.last_failure, last_failure_at = excluded.last_failure_at
-                    """,
-                arguments: [account.rawValue, detail ?? reason, now])
+            try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
+                try db.execute(
+                    sql: """
+                        UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?
+                        WHERE account_id = ? AND state IN ('active', 'locked')
+                        """,
+                    arguments: [reason, now, account.rawValue])
+            }
+            // Sealed only while the keys are here: a locked process ends a grant (a hard timeout)
+            // with the plain verdict alone.
+            let sealed = self.isLocked ? nil : try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
+                                                             account: account, row: account.rawValue, db)
+            try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
+                try db.execute(
+                    sql: """
+                        INSERT INTO refresh_state (account_id, last_failure, last_failure_detail, last_failure_at) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (account_id) DO UPDATE SET lease_holder = NULL, lease_generation = NULL,
+                            lease_acquired_at = NULL, lease_expires_at = NULL, lease_process = NULL, next_attempt_at = NULL,
+                            last_failure = excluded.last_failure, last_failure_detail = excluded.last_failure_detail,
+                            last_failure_at = excluded.last_failure_at
+                        """,
+                    arguments: [account.rawValue, reason, sealed, now])
+            }
         }
     }
 
-    /// The account's refresh bookkeeping.
+    /// The account's refresh bookkeeping, with the server's last words opened when the vault is unlocked.
     public func refreshState(for account: AccountID) throws -> RefreshState {
-        try read("reading refresh state") { db in try self.refreshState(for: account, db) }
+        try read("reading refresh state") { db in
+            var state = try self.refreshState(for: account, db)
+            if !self.isLocked, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT last_failure_detail FROM refresh_state WHERE account_id = ?"),
+                                                         arguments: [account.rawValue]) {
+                state.lastFailureDetail = try self.open(
+                    row.storedIfPresent("last_failure_detail", table: "refresh_state", row: account.rawValue, path: self.path),
+                    table: "refresh_state", column: "last_failure_detail", account: account, row: account.rawValue, db)
+            }
+            return state
+        }
     }
 
     func refreshState(for account: AccountID, _ db: Database) throws -> RefreshState {
-        try Self.storedRefreshState(for: account, db, path: path) ?? RefreshState.none
+        try Self.storedRefreshState(for: account, db, path: path, integrity: integrity) ?? RefreshState.none
     }
 
     /// The account's stored refresh bookkeeping, nil when none is stored; `.damaged` naming the
-    /// column when one holds a value of the wrong type (a hand-edited file).
-    static func storedRefreshState(for account: AccountID, _ db: Database, path: String?) throws -> RefreshState? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue]) else {
+    /// column when one holds a value of the wrong type (a hand-edited file). With `integrity`,
+    /// the row is checked against its MAC first.
+    static func storedRefreshState(for account: AccountID, _ db: Database, path: String?,
+                                   integrity: RowIntegrity? = nil) throws -> RefreshState? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM refresh_state WHERE account_id = ?"),
+                                         arguments: [account.rawValue]) else {
             return nil
         }
+        try integrity?.check(row, in: .refreshState, db)
         let key = account.rawValue
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
             try row.stored(column, table: "refresh_state", row: key, path: path)

@@ -16,6 +16,7 @@ extension Vault {
                     """,
                 arguments: [account.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
                             idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970])
+            try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
             return SessionRecord(
                 id: db.lastInsertedRowID, account: account, state: .active, startedAt: now, lastActivityAt: now,
                 idleDeadline: idleDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) },
@@ -25,10 +26,19 @@ extension Vault {
 
     /// The account's most recent session, whatever its state.
     public func currentSession(for account: AccountID) throws -> SessionRecord? {
-        try read("reading a session") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1",
-                             arguments: [account.rawValue]).map { try Self.session(from: $0, path: self.path) }
-        }
+        try read("reading a session") { db in try self.currentSession(for: account, db) }
+    }
+
+    /// The account's most recent session, checked against its MAC.
+    func currentSession(for account: AccountID, _ db: Database) throws -> SessionRecord? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
+                         arguments: [account.rawValue]).map { try self.session(from: $0, db) }
+    }
+
+    /// A session row, checked against its MAC.
+    func session(from row: Row, _ db: Database) throws -> SessionRecord {
+        try integrity.check(row, in: .sessions, db)
+        return try Self.session(from: row, path: path)
     }
 
     /// Every session of the account (or of all accounts), newest first.
@@ -36,15 +46,16 @@ extension Vault {
         try read("listing sessions") { db in
             if let account {
                 return try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC",
-                                        arguments: [account.rawValue]).map { try Self.session(from: $0, path: self.path) }
+                                        arguments: [account.rawValue]).map { try self.session(from: $0, db) }
             }
-            return try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try Self.session(from: $0, path: self.path) }
+            return try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try self.session(from: $0, db) }
         }
     }
 
     /// Writes every field of `session` back to its row.
     public func updateSession(_ session: SessionRecord) throws {
         try write("updating a session") { db in
+            try self.integrity.rewrite(.sessions, where: "session_id = ? AND account_id = ?", [session.id, session.account.rawValue], db) {
             try db.execute(
                 sql: """
                     UPDATE sessions SET state = ?, end_reason = ?, last_activity_at = ?, idle_deadline = ?,
@@ -59,6 +70,7 @@ extension Vault {
                 ])
             guard db.changesCount == 1 else {
                 throw VaultError(.recordNotFound, "no session \(session.id) for account \(session.account)", path: self.path)
+            }
             }
         }
     }

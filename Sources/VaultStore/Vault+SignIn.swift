@@ -29,23 +29,20 @@ extension Vault {
         return try write("signing in") { db in
             // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
             // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
-            let previousActive = try db.storedValue(
-                "SELECT active_account_id FROM vault_meta WHERE singleton = 1",
-                table: "vault_meta", column: "active_account_id", row: "1", path: self.path, as: String.self
-            ).map(AccountID.init(rawValue:))
+            let previousActive = try self.activeAccountID(db)
             let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
                                             arguments: [new.issuer, new.subject])
             let account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
-            let current = try db.storedValue(
-                "SELECT generation FROM tokens WHERE account_id = ?", arguments: [account.id.rawValue],
-                table: "tokens", column: "generation", row: account.id.rawValue, path: self.path, as: Int64.self)
+            let current = try self.tokenGeneration(for: account.id, db)
             let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
-            try db.execute(
-                sql: """
-                    UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?
-                    WHERE account_id = ? AND state IN ('active', 'locked')
-                    """,
-                arguments: [now.millisecondsSince1970, account.id.rawValue])
+            try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.id.rawValue], db) {
+                try db.execute(
+                    sql: """
+                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?
+                        WHERE account_id = ? AND state IN ('active', 'locked')
+                        """,
+                    arguments: [now.millisecondsSince1970, account.id.rawValue])
+            }
             try db.execute(
                 sql: """
                     INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
@@ -53,12 +50,15 @@ extension Vault {
                     """,
                 arguments: [account.id.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
                             idleDeadline?.millisecondsSince1970, absoluteDeadline.millisecondsSince1970])
+            try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
             let session = SessionRecord(
                 id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: now, lastActivityAt: now,
                 idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline)
             try self.setSessionPolicy(policy, for: account.id, db)
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
-            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
+            }
             return SignInRecord(account: account, session: session, generation: generation,
                                 replacedExisting: existing != nil, previousActive: previousActive)
         }

@@ -22,9 +22,7 @@ extension Vault {
 
     /// The same as ``storeTokens(_:for:replacing:)`` inside a transaction the caller holds.
     func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?, _ db: Database) throws -> Int64 {
-        let current = try Row.fetchOne(db.cachedStatement(sql: "SELECT generation FROM tokens WHERE account_id = ?"),
-                                       arguments: [account.rawValue])
-            .map { try $0.stored("generation", table: "tokens", row: account.rawValue, path: path, as: Int64.self) }
+        let current = try tokenGeneration(for: account, db)
         guard current == generation else {
             throw VaultError(
                 .staleGeneration,
@@ -53,7 +51,18 @@ extension Vault {
                     access_expires_at = ?, scopes = ?, updated_at = ? WHERE account_id = ?
                 """)
         try statement.execute(arguments: arguments)
+        // The row was checked above (the generation read): authenticate it as written.
+        try integrity.authenticate(.tokens, where: "account_id = ?", [account.rawValue], db)
         return next
+    }
+
+    /// The generation of the account's tokens (their row checked), nil when it has none.
+    func tokenGeneration(for account: AccountID, _ db: Database) throws -> Int64? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue])
+            .map { row in
+                try integrity.check(row, in: .tokens, db)
+                return try row.stored("generation", table: "tokens", row: account.rawValue, path: path, as: Int64.self)
+            }
     }
 
     /// The account's tokens, opened; nil when it has none.
@@ -65,6 +74,7 @@ extension Vault {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue]) else {
             return nil
         }
+        try integrity.check(row, in: .tokens, db)
         let key = account.rawValue
         let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
         let open = { (column: String) throws -> String? in
@@ -89,6 +99,7 @@ extension Vault {
     public func tokenMetadata(for account: AccountID) throws -> TokenMetadata? {
         try read("reading token metadata") { db in
             try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]).map { row in
+                try self.integrity.check(row, in: .tokens, db)
                 let key = account.rawValue
                 let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
                 return TokenMetadata(

@@ -88,11 +88,14 @@ public final class Vault: Sendable {
         try VaultFile.createEmpty(url)
         do {
             let pool = try openPool(url, options: options)
-            try Migrator(migrations: options.migrations).migrate(pool, now: options.clock.now(), path: url.path, logger: options.logger)
             let vaultID = try Random.bytes(16)
             let deviceID = UUID().uuidString.lowercased()
             let vaultKeyID: UInt32 = 1
             let vaultKey = try SymmetricKey.generate(id: vaultKeyID)
+            let keyring = try Keyring(vaultID: vaultID, vaultKey: vaultKey)
+            let integrity = RowIntegrity(keyring: keyring, path: url.path)
+            try Migrator(migrations: options.migrations).migrate(
+                pool, now: options.clock.now(), path: url.path, logger: options.logger, completing: integrity.completeMigration)
             let wrapped = try kek.wrap(vaultKey, context: vaultKeyContext(vaultID: vaultID, keyID: vaultKeyID))
             let check = try kek.keyCheck()
             try pool.write { db in
@@ -107,10 +110,11 @@ public final class Vault: Sendable {
                         kdfColumns.salt.map { Data($0) }, kdfColumns.ops, kdfColumns.mem,
                         Data(check), Int64(vaultKeyID), Data(wrapped), Int64(vaultKeyID) + 1,
                     ])
+                try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
             }
             options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
             return Vault(
-                url: url, pool: pool, keyring: Keyring(vaultID: vaultID, vaultKey: vaultKey), deviceID: deviceID,
+                url: url, pool: pool, keyring: keyring, deviceID: deviceID,
                 wroteWhileOpening: true, options: options)
         } catch {
             VaultFile.remove(url)
@@ -188,19 +192,34 @@ public final class Vault: Sendable {
             throw failure.error
         }
         let (meta, vaultKeys, pending) = unlocked
+        var pool: DatabasePool?
         do {
-            let pool = try openPool(url, options: options)
+            let keyring = try Keyring(vaultID: meta.vaultID, vaultKey: vaultKeys.current, pendingVaultKey: vaultKeys.pending)
+            let integrity = RowIntegrity(keyring: keyring, path: path)
+            let opened = try openPool(url, options: options)
+            pool = opened
             if !pending.isEmpty {
-                try migrator.migrate(pool, now: options.clock.now(), path: path, logger: options.logger)
+                try migrator.migrate(opened, now: options.clock.now(), path: path, logger: options.logger,
+                                     completing: integrity.completeMigration)
+            }
+            // The header names the active account and this install's device id: checked before
+            // either is used. Its unlock columns are authenticated by the key check and the
+            // wrapped key's own seal as well.
+            let deviceID = try opened.read { db -> String in
+                guard let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else {
+                    throw VaultError(.damaged, "\(path) has no vault header row", path: path)
+                }
+                try integrity.check(row, in: .vaultMeta, db)
+                return try row.stored("device_id", table: "vault_meta", row: "1", path: path)
             }
             options.logger.debug("opened vault", metadata: ["path": "\(path)"])
-            let keyring = Keyring(vaultID: meta.vaultID, vaultKey: vaultKeys.current, pendingVaultKey: vaultKeys.pending)
             return Vault(
-                url: url, pool: pool, keyring: keyring, deviceID: meta.deviceID,
+                url: url, pool: opened, keyring: keyring, deviceID: deviceID,
                 wroteWhileOpening: !pending.isEmpty, options: options)
         } catch {
             vaultKeys.current.wipe()
             vaultKeys.pending?.wipe()
+            try? pool?.close()
             throw VaultError.storage(error, while: "opening the vault", path: path)
         }
     }
@@ -267,6 +286,7 @@ public final class Vault: Sendable {
         let check = try kek.keyCheck()
         let isPassphrase = salt != nil
         try write("changing the credential") { db in
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
             try db.execute(
                 sql: """
                     UPDATE vault_meta SET kek_kind = ?, kdf_salt = ?, kdf_opslimit = ?, kdf_memlimit = ?,
@@ -279,6 +299,7 @@ public final class Vault: Sendable {
                 ])
             guard db.changesCount == 1 else {
                 throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
+            }
             }
         }
         logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)"])

@@ -1,0 +1,84 @@
+internal import CSodium
+
+/// A key that authenticates stored rows: keyed BLAKE2b (`crypto_generichash`) under a subkey
+/// derived from a vault key with `crypto_kdf_derive_from_key`, so the sealing key itself is
+/// never used for a second primitive.
+///
+/// It opens nothing: a holder can tell whether a row was changed without the key, and make a
+/// row that passes, but cannot read any sealed value.
+///
+/// ```swift
+/// let authenticator = try RowAuthenticator(derivedFrom: vaultKey)
+/// let tag = try authenticator.tag(message)
+/// let unchanged = try authenticator.matches(message, tag: tag)
+/// ```
+public struct RowAuthenticator: Sendable {
+    /// Bytes in a full tag (BLAKE2b-256).
+    public static let tagLength = 32
+    /// Bytes in a column tag: enough to say which column changed, never relied on for security.
+    public static let columnTagLength = 4
+
+    /// The id of the key it was derived from (the vault key's id).
+    public let keyID: UInt32
+    let material: SecureBytes
+
+    /// `crypto_kdf` needs exactly eight bytes of context; this names the purpose.
+    private static let context = Array("CVrowmac".utf8)
+    private static let subkeyID: UInt64 = 1
+
+    /// Derives the row-authentication key of `key` (same id).
+    public init(derivedFrom key: SymmetricKey) throws {
+        try Sodium.ensureInitialised()
+        let material = try SecureBytes(count: Int(crypto_generichash_KEYBYTES)) { out in
+            guard let outBase = out.baseAddress else { throw CryptoError(.unavailable, "no memory for a derived key") }
+            let status = try key.material.withUnsafeBytes { master -> Int32 in
+                guard let masterBase = master.baseAddress,
+                      master.count == Int(crypto_kdf_KEYBYTES) else { return -1 }
+                return Self.context.withUnsafeBufferPointer { context in
+                    context.withMemoryRebound(to: CChar.self) { chars -> Int32 in
+                        guard let contextBase = chars.baseAddress else { return -1 }
+                        return crypto_kdf_derive_from_key(
+                            outBase.assumingMemoryBound(to: UInt8.self), out.count, Self.subkeyID,
+                            contextBase, masterBase.assumingMemoryBound(to: UInt8.self))
+                    }
+                }
+            }
+            guard status == 0 else { throw CryptoError(.unavailable, "crypto_kdf_derive_from_key failed") }
+        }
+        self.keyID = key.id
+        self.material = material
+    }
+
+    /// The full tag of `message`.
+    public func tag(_ message: [UInt8]) throws -> [UInt8] {
+        try hash(message, length: Self.tagLength)
+    }
+
+    /// A short tag of `message`, for naming what changed; see ``columnTagLength``.
+    public func columnTag(_ message: [UInt8]) throws -> [UInt8] {
+        // BLAKE2b's shortest output is 16 bytes; the first four are the column tag.
+        Array(try hash(message, length: Int(crypto_generichash_BYTES_MIN)).prefix(Self.columnTagLength))
+    }
+
+    /// Whether `tag` is the full tag of `message`, compared in constant time.
+    public func matches(_ message: [UInt8], tag: some Collection<UInt8>) throws -> Bool {
+        let expected = try self.tag(message)
+        let given = Array(tag)
+        guard given.count == expected.count else { return false }
+        return sodium_memcmp(expected, given, expected.count) == 0
+    }
+
+    /// Zeroes the key now; later use throws ``CryptoError/Code/keyWiped``.
+    public func wipe() { material.wipe() }
+
+    private func hash(_ message: [UInt8], length: Int) throws -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: length)
+        let status = try material.withUnsafeBytes { key -> Int32 in
+            guard let keyBase = key.baseAddress else { return -1 }
+            return crypto_generichash(&out, length, message, UInt64(message.count),
+                                      keyBase.assumingMemoryBound(to: UInt8.self), key.count)
+        }
+        guard status == 0 else { throw CryptoError(.unavailable, "crypto_generichash failed") }
+        return out
+    }
+}

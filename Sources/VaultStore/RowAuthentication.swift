@@ -1,0 +1,291 @@
+import Foundation
+import GRDB
+import VaultCrypto
+
+/// A table whose rows carry a `row_mac` (schema 3): every value in it may steer the vault
+/// (where a request goes, whether a session is valid), so none is trusted unless the row's
+/// MAC matches.
+struct AuthenticatedTable: Sendable, Hashable {
+    var name: String
+    /// The column that names a row (in errors) and selects it again after a write.
+    var keyColumn: String
+
+    static let vaultMeta = AuthenticatedTable(name: "vault_meta", keyColumn: "singleton")
+    static let accounts = AuthenticatedTable(name: "accounts", keyColumn: "account_id")
+    static let tokens = AuthenticatedTable(name: "tokens", keyColumn: "account_id")
+    static let sessions = AuthenticatedTable(name: "sessions", keyColumn: "session_id")
+    static let sessionPolicies = AuthenticatedTable(name: "session_policies", keyColumn: "account_id")
+    static let refreshState = AuthenticatedTable(name: "refresh_state", keyColumn: "account_id")
+    static let devices = AuthenticatedTable(name: "devices", keyColumn: "registration_id")
+    static let notifications = AuthenticatedTable(name: "notifications", keyColumn: "seq")
+
+    /// Every authenticated table; `vault_meta` first.
+    static let all: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
+}
+
+/// The row MAC of one row, as stored in `row_mac`:
+///
+/// ```
+/// offset  size  field
+/// 0       1     format version (1)
+/// 1       4     id of the vault key the authenticator was derived from, big-endian
+/// 5       32    keyed BLAKE2b over the row (see ``RowIntegrity/message(_:table:)``)
+/// 37      4×n   one short tag per column, columns sorted by name: says which column changed
+/// ```
+///
+/// The key id sits where a sealed value's does, so a key rotation finds rows still
+/// authenticated with the old key the way it finds values still sealed with it.
+struct RowMAC {
+    static let version: UInt8 = 1
+    static let headerLength = 5
+    static let column = "row_mac"
+
+    var keyID: UInt32
+    var tag: ArraySlice<UInt8>
+    var columnTags: ArraySlice<UInt8>
+
+    init?(_ bytes: [UInt8]) {
+        guard bytes.count >= Self.headerLength + RowAuthenticator.tagLength, bytes[0] == Self.version,
+              (bytes.count - Self.headerLength - RowAuthenticator.tagLength) % RowAuthenticator.columnTagLength == 0 else { return nil }
+        keyID = bytes[1..<5].reduce(0) { $0 << 8 | UInt32($1) }
+        tag = bytes[Self.headerLength..<(Self.headerLength + RowAuthenticator.tagLength)]
+        columnTags = bytes[(Self.headerLength + RowAuthenticator.tagLength)...]
+    }
+}
+
+/// Makes and checks row MACs for one open vault.
+///
+/// Every write to an authenticated table goes through ``rewrite(_:where:_:_:change:)`` (the
+/// rows it touches are checked before and authenticated after, so a write never launders a
+/// value changed without the key) or ``authenticate(_:where:_:_:)`` (rows that were just
+/// inserted). Every read the vault acts on goes through ``check(_:in:_:)``.
+struct RowIntegrity {
+    let keyring: Keyring
+    let path: String
+
+    private static let rowDomain = Array("credentialvault.row.v1".utf8)
+    private static let columnDomain = Array("credentialvault.column.v1".utf8)
+
+    // MARK: Checking
+
+    /// Throws ``VaultError/Code/damaged`` naming the table, the row and the columns that
+    /// changed when `row` (read with `SELECT *`) does not carry its own MAC; ``VaultError/Code/closed``
+    /// when it was authenticated with a vault key this process does not hold (rotated elsewhere).
+    func check(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws {
+        switch try verdict(row, in: table, db) {
+        case .authentic:
+            return
+        case .unknownKey:
+            throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: path)
+        case .changed(let columns, let reason):
+            let names = columns.map { "\(table.name).\($0)" }.joined(separator: ", ")
+            throw VaultError(
+                .damaged,
+                "\(names) of row \(row.storedKey(table.keyColumn)) \(reason): \(path) is damaged or was tampered with; restore it from a backup (`vault verify` lists every such row)",
+                path: path)
+        }
+    }
+
+    /// What ``check(_:in:_:)`` found, as a value.
+    enum Verdict: Equatable {
+        case authentic
+        /// Authenticated with a vault key the file names but this process does not hold.
+        case unknownKey
+        /// Changed without the key: the columns that changed (`row_mac` when it cannot tell).
+        case changed(columns: [String], reason: String)
+    }
+
+    func verdict(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws -> Verdict {
+        guard let stored = Self.storedMAC(row) else {
+            return .changed(columns: [RowMAC.column], reason: "is missing or unreadable: the row was written or edited without the vault key")
+        }
+        guard let authenticator = keyring.rowAuthenticator(id: stored.keyID) else {
+            if try vaultKeyIDs(db).contains(stored.keyID) { return .unknownKey }
+            return .changed(columns: [RowMAC.column], reason: "names a vault key the vault does not have")
+        }
+        let columns = Self.sortedColumns(row)
+        if try authenticator.matches(message(row, table: table, columns: columns), tag: stored.tag) { return .authentic }
+        return .changed(columns: try changedColumns(row, table: table, columns: columns, stored: stored, authenticator),
+                        reason: "was changed without the vault key")
+    }
+
+    // MARK: Writing
+
+    /// Runs `change`, a write to the rows of `table` that `filter` selects, checking each of
+    /// those rows before and authenticating them (and any row `filter` selects afterwards, an
+    /// upsert's new row say) after, all in the caller's transaction.
+    func rewrite<T>(_ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments,
+                    _ db: Database, change: () throws -> T) throws -> T {
+        var keys: [DatabaseValue] = []
+        let before = try Row.fetchCursor(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
+        while let row = try before.next() {
+            try check(row, in: table, db)
+            keys.append(row[table.keyColumn])
+        }
+        let result = try change()
+        let again = keys.isEmpty ? "" : " OR \(table.keyColumn) IN (\(databaseQuestionMarks(count: keys.count)))"
+        try authenticate(table, where: "(\(filter))" + again, arguments + StatementArguments(keys), db)
+        return result
+    }
+
+    /// Authenticates the rows of `table` that `filter` selects as they are now, without
+    /// checking them first: for rows this transaction just inserted, and for the migration that
+    /// introduced row MACs.
+    func authenticate(_ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments, _ db: Database) throws {
+        let authenticator = try writingAuthenticator(db)
+        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
+        let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \(RowMAC.column) = ? WHERE \(table.keyColumn) = ?")
+        for row in rows {
+            try update.execute(arguments: [Data(try mac(row, table: table, authenticator)), row[table.keyColumn] as DatabaseValue])
+        }
+    }
+
+    /// Authenticates every row of `table` as it is, in batches of rowids, so memory stays flat
+    /// however many rows it holds.
+    func authenticateAll(_ table: AuthenticatedTable, _ db: Database) throws {
+        var after = Int64.min
+        let batch = try db.cachedStatement(sql: "SELECT rowid FROM \(table.name) WHERE rowid > ? ORDER BY rowid LIMIT 1000")
+        while true {
+            let rowids = try Int64.fetchAll(batch, arguments: [after])
+            guard let last = rowids.last else { return }
+            for rowid in rowids { try authenticate(table, where: "rowid = ?", [rowid], db) }
+            after = last
+        }
+    }
+
+    /// The schema version whose migration added `row_mac`.
+    static let introducedInVersion = 3
+
+    /// The Swift half of a migration (``Migrator/migrate(_:now:path:logger:completing:)``): when
+    /// row MACs arrive, every row of an older vault is authenticated as it stands, in the same
+    /// transaction. (Changes made to the file before this first open with the key are not
+    /// detectable: nothing authenticated the rows then.)
+    func completeMigration(_ migration: Migration, _ db: Database) throws {
+        guard migration.version == Self.introducedInVersion else { return }
+        for table in AuthenticatedTable.all { try authenticateAll(table, db) }
+    }
+
+    /// The row MAC of `row` as it is.
+    func mac(_ row: Row, table: AuthenticatedTable, _ authenticator: RowAuthenticator) throws -> [UInt8] {
+        let columns = Self.sortedColumns(row)
+        var bytes = [RowMAC.version] + withUnsafeBytes(of: authenticator.keyID.bigEndian) { Array($0) }
+        bytes += try authenticator.tag(message(row, table: table, columns: columns))
+        let key = row.storedKey(table.keyColumn)
+        for (name, index) in columns {
+            bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: name, value: row[index]))
+        }
+        return bytes
+    }
+
+    /// The authenticator new MACs are made with: the next vault key's during a key rotation
+    /// when this process holds it, else the current one's. Read in the caller's transaction, so
+    /// a rotation finished by another process is noticed (``VaultError/Code/closed``), never
+    /// answered with MACs no other process can check.
+    func writingAuthenticator(_ db: Database) throws -> RowAuthenticator {
+        let ids = try vaultKeyIDs(db)
+        for id in ids.reversed() {
+            if let authenticator = keyring.rowAuthenticator(id: id) { return authenticator }
+        }
+        throw VaultError(.closed, "the vault was closed, or its key was rotated by another process; open or unlock it again", path: path)
+    }
+
+    /// The vault key ids the file names: the current one, then the next one during a rotation.
+    func vaultKeyIDs(_ db: Database) throws -> [UInt32] {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT vault_key_id, pending_vault_key_id FROM vault_meta WHERE singleton = 1")) else {
+            throw VaultError(.damaged, "the vault header row is missing", path: path)
+        }
+        let current = try row.stored("vault_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
+        let pending = try row.storedIfPresent("pending_vault_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
+        return [current, pending].compactMap { $0.map { UInt32(truncatingIfNeeded: $0) } }
+    }
+
+    // MARK: Encoding
+
+    /// What a row's MAC covers: the vault, the table, and every column but `row_mac` that holds
+    /// a value, by name (sorted), with its type and bytes, each length-prefixed, so no two
+    /// different rows encode alike. A NULL column contributes nothing, so a column that a later
+    /// migration adds (NULL in existing rows) leaves their MACs valid, while setting any column
+    /// to or from NULL changes the encoding.
+    func message(_ row: Row, table: AuthenticatedTable, columns: [(String, Int)]) -> [UInt8] {
+        var bytes = Self.rowDomain
+        Self.append(keyring.vaultID, to: &bytes)
+        Self.append(Array(table.name.utf8), to: &bytes)
+        for (name, index) in columns {
+            let value: DatabaseValue = row[index]
+            if value.isNull { continue }
+            Self.append(Array(name.utf8), to: &bytes)
+            Self.append(value, to: &bytes)
+        }
+        return bytes
+    }
+
+    private func columnMessage(table: AuthenticatedTable, key: String, name: String, value: DatabaseValue) -> [UInt8] {
+        var bytes = Self.columnDomain
+        Self.append(keyring.vaultID, to: &bytes)
+        Self.append(Array(table.name.utf8), to: &bytes)
+        Self.append(Array(key.utf8), to: &bytes)
+        Self.append(Array(name.utf8), to: &bytes)
+        Self.append(value, to: &bytes)
+        return bytes
+    }
+
+    /// The columns whose short tags no longer match; `row_mac` itself when none (or when the
+    /// row's columns are not those it was authenticated with).
+    private func changedColumns(_ row: Row, table: AuthenticatedTable, columns: [(String, Int)], stored: RowMAC,
+                                _ authenticator: RowAuthenticator) throws -> [String] {
+        let width = RowAuthenticator.columnTagLength
+        guard stored.columnTags.count == columns.count * width else { return [RowMAC.column] }
+        let key = row.storedKey(table.keyColumn)
+        var changed: [String] = []
+        for (position, (name, index)) in columns.enumerated() {
+            let start = stored.columnTags.startIndex + position * width
+            let tag = try authenticator.columnTag(columnMessage(table: table, key: key, name: name, value: row[index]))
+            if Array(stored.columnTags[start..<(start + width)]) != tag { changed.append(name) }
+        }
+        return changed.isEmpty ? [RowMAC.column] : changed
+    }
+
+    static func storedMAC(_ row: Row) -> RowMAC? {
+        guard row.hasColumn(RowMAC.column), let data = Data.fromDatabaseValue(row[RowMAC.column]) else { return nil }
+        return RowMAC([UInt8](data))
+    }
+
+    /// The row's columns but `row_mac` (and the aliases a query adds), sorted by name, with their positions.
+    static func sortedColumns(_ row: Row) -> [(String, Int)] {
+        row.columnNames.enumerated()
+            .filter { $0.element != RowMAC.column }
+            .map { ($0.element, $0.offset) }
+            .sorted { $0.0 < $1.0 }
+    }
+
+    private static func append(_ part: [UInt8], to bytes: inout [UInt8]) {
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { bytes.append(contentsOf: $0) }
+        bytes.append(contentsOf: part)
+    }
+
+    /// A type tag, then the value's bytes: integers and reals as 8 big-endian bytes, text as UTF-8.
+    private static func append(_ value: DatabaseValue, to bytes: inout [UInt8]) {
+        switch value.storage {
+        case .null:
+            bytes.append(0)
+            append([], to: &bytes)
+        case .int64(let number):
+            bytes.append(1)
+            append(withUnsafeBytes(of: number.bigEndian) { Array($0) }, to: &bytes)
+        case .double(let number):
+            bytes.append(2)
+            append(withUnsafeBytes(of: number.bitPattern.bigEndian) { Array($0) }, to: &bytes)
+        case .string(let text):
+            bytes.append(3)
+            append(Array(text.utf8), to: &bytes)
+        case .blob(let data):
+            bytes.append(4)
+            append([UInt8](data), to: &bytes)
+        }
+    }
+}
+
+extension Vault {
+    /// Row MACs for this vault (see ``RowIntegrity``).
+    var integrity: RowIntegrity { RowIntegrity(keyring: keyring, path: path) }
+}
