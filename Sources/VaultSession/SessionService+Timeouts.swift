@@ -47,7 +47,8 @@ extension SessionService {
         case .locked: return .locked(id, reason ?? .lockedByUser)
         case .signedOut: return .notSignedIn(id)
         case .expired where reason == .revoked:
-            return .revoked(id, description: try vaultCall { try vault.refreshState(for: id) }.lastFailure)
+            let state = try vaultCall { try vault.refreshState(for: id) }
+            return .revoked(id, description: state.lastFailureDetail ?? state.lastFailure)
         case .expired: return .expired(id, reason ?? .absoluteTimeout)
         }
     }

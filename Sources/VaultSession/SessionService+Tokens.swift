@@ -165,7 +165,8 @@ extension SessionService {
         while true {
             try Task.checkCancellation()
             let outcome = try vaultCall {
-                try vault.beginRefresh(for: id, holder: holderID, seenGeneration: seen, leaseDuration: configuration.leaseDuration)
+                try vault.beginRefresh(for: id, holder: holderID, seenGeneration: seen, leaseDuration: configuration.leaseDuration,
+                                       maximumBackoff: configuration.backoffCap)
             }
             switch outcome {
             case .noTokens:
@@ -225,12 +226,17 @@ extension SessionService {
         }
         let scope = account.client.scopes.isEmpty ? nil : account.client.scopes.joined(separator: " ")
         let answer: Result<TokenResponse, RefreshError>
+        // The lease is renewed while the request is in flight, so no other process takes it over
+        // from a holder that is merely slow (the request's own deadline is shorter than the lease).
+        let renewal = renewLeaseWhileRefreshing(id)
+        defer { renewal.cancel() }
         do {
             answer = .success(try await oauth.refresh(refreshToken: refreshToken, scope: scope,
                                                       endpoint: account.client.tokenEndpoint, client: credentials))
         } catch {
             answer = .failure(error)
         }
+        renewal.cancel()
         // Signed out while the request was in flight: whatever the server answered, nothing
         // of it is stored, announced or served (not even the old, still-valid access token).
         guard try vaultCall({ try vault.currentSession(for: id) }) != nil else {
@@ -254,6 +260,25 @@ extension SessionService {
         }
     }
 
+    /// Renews this holder's lease every third of its duration until cancelled.
+    private func renewLeaseWhileRefreshing(_ id: AccountID) -> Task<Void, Never> {
+        let (vault, clock, holder, duration) = (self.vault, self.clock, holderID, configuration.leaseDuration)
+        let logger = self.logger
+        return Task {
+            while !Task.isCancelled {
+                do {
+                    try await clock.sleep(for: duration / 3)
+                    guard try vault.renewLease(for: id, holder: holder, leaseDuration: duration) else { return }
+                } catch is CancellationError {
+                    return
+                } catch {
+                    logger.warning("could not renew the refresh lease", metadata: ["account": "\(id)", "error": "\(error)"])
+                    return
+                }
+            }
+        }
+    }
+
     private func servableOrCurrent(_ id: AccountID) throws -> SessionRecord {
         guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
         return session
@@ -266,7 +291,7 @@ extension SessionService {
                 ? "refused after a refresh interrupted by a crash; the server may have rotated the token then"
                 : description
             // One transaction: tokens wiped, session expired(revoked), verdict and lease recorded.
-            try vaultCall { try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail ?? "invalid_grant") }
+            try vaultCall { try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail) }
             warned[id] = nil
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
             hub.emit(.revoked(id, description: detail))
@@ -275,7 +300,7 @@ extension SessionService {
             throw SessionError.revoked(id, description: detail)
         case .clientMisconfigured(let code, let description):
             try vaultCall {
-                try vault.failRefresh(for: id, holder: holderID, failure: "client misconfigured: \(code)",
+                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: error.description,
                                       nextAttemptAt: now().addingTimeInterval(configuration.backoffCap.timeInterval))
             }
             throw SessionError.clientMisconfigured(id, code: code, description: description)
@@ -288,8 +313,11 @@ extension SessionService {
             let failures = try vaultCall { try vault.refreshState(for: id) }.failures + 1
             let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
             let reason = "\(error)"
-            try vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: reason, nextAttemptAt: retryAt) }
-            logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(reason)"])
+            // In plain: the vault's classification; the server's words (in `reason`) sealed.
+            try vaultCall {
+                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: reason, nextAttemptAt: retryAt)
+            }
+            logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(error.summary)"])
             hub.emit(.refreshFailed(id, reason: reason, retryAt: retryAt))
             if isUnexpired(stored.tokens) { return stored }
             throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)

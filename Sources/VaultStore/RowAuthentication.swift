@@ -7,8 +7,16 @@ import VaultCrypto
 /// MAC matches.
 struct AuthenticatedTable: Sendable, Hashable {
     var name: String
-    /// The column that names a row (in errors) and selects it again after a write.
+    /// The column that selects a row again after a write.
     var keyColumn: String
+    /// The column that names a row in errors and reports (a notification's uuid, not its seq).
+    var nameColumn: String
+
+    init(name: String, keyColumn: String, nameColumn: String? = nil) {
+        self.name = name
+        self.keyColumn = keyColumn
+        self.nameColumn = nameColumn ?? keyColumn
+    }
 
     static let vaultMeta = AuthenticatedTable(name: "vault_meta", keyColumn: "singleton")
     static let accounts = AuthenticatedTable(name: "accounts", keyColumn: "account_id")
@@ -17,7 +25,7 @@ struct AuthenticatedTable: Sendable, Hashable {
     static let sessionPolicies = AuthenticatedTable(name: "session_policies", keyColumn: "account_id")
     static let refreshState = AuthenticatedTable(name: "refresh_state", keyColumn: "account_id")
     static let devices = AuthenticatedTable(name: "devices", keyColumn: "registration_id")
-    static let notifications = AuthenticatedTable(name: "notifications", keyColumn: "seq")
+    static let notifications = AuthenticatedTable(name: "notifications", keyColumn: "seq", nameColumn: "uuid")
 
     /// Every authenticated table; `vault_meta` first.
     static let all: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
@@ -81,7 +89,7 @@ struct RowIntegrity {
             let names = columns.map { "\(table.name).\($0)" }.joined(separator: ", ")
             throw VaultError(
                 .damaged,
-                "\(names) of row \(row.storedKey(table.keyColumn)) \(reason): \(path) is damaged or was tampered with; restore it from a backup (`vault verify` lists every such row)",
+                "\(names) of row \(row.storedKey(table.nameColumn)) \(reason): \(path) is damaged or was tampered with; restore it from a backup (`vault verify` lists every such row)",
                 path: path)
         }
     }

@@ -116,8 +116,12 @@ extension Vault {
                     case .unknownKey:
                         throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: self.path)
                     case .changed(let columns, let reason):
-                        for column in columns {
-                            checker.damaged.append(DamagedValue(table: table.name, row: row.storedKey(table.keyColumn), column: column, reason: reason))
+                        // A sealed value that does not open is already listed, with its own reason.
+                        let name = row.storedKey(table.nameColumn)
+                        for column in columns where !checker.damaged.contains(where: {
+                            $0.table == table.name && $0.row == name && $0.column == column
+                        }) {
+                            checker.damaged.append(DamagedValue(table: table.name, row: name, column: column, reason: reason))
                         }
                     }
                 }

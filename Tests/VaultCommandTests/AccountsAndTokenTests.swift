@@ -2,6 +2,7 @@ import DevGateway
 import Foundation
 import GRDB
 import Testing
+import VaultStore
 import VaultTestSupport
 
 @Suite("vault accounts and vault token, against the development gateway")
@@ -159,12 +160,15 @@ struct AccountsAndTokenTests {
         let fixture = try await Fixture()
         #expect(try await fixture.add(await gateway.issueGrant(subject: "alice", clientID: "vault-cli"), gateway: gateway,
                                       subject: "alice", extra: ["--idle-timeout", "1m"]).status == 0)
-        // The idle deadline passes while no process runs: move it into the past on disk
-        // instead of waiting, as the next process judges stored deadlines on its own clock.
-        let queue = try DatabaseQueue(path: fixture.cli.vault.path)
-        let past = Int64((Date().timeIntervalSince1970 - 5) * 1000)
-        try await queue.write { try $0.execute(sql: "UPDATE sessions SET idle_deadline = ? WHERE state = 'active'", arguments: [past]) }
-        try queue.close()
+        // The idle deadline passes while no process runs: a process holding the passphrase moves
+        // it into the past instead of waiting, as the next process judges stored deadlines on its
+        // own clock. (Through the library: an edit of the file without the key is tampering.)
+        let vault = try Vault.open(at: fixture.cli.vault, credential: .keyFile(fixture.cli.file("vault.key")))
+        let account = try #require(try vault.activeAccountID())
+        var session = try #require(try vault.currentSession(for: account))
+        session.idleDeadline = Date().addingTimeInterval(-5)
+        try vault.updateSession(session)
+        vault.close()
         let locked = try await fixture.run(["token"])
         #expect(locked.status == Exit.sessionLocked, "\(locked)")
         #expect(locked.stderr.contains("locked"))

@@ -71,18 +71,8 @@ import VaultTestSupport
             }
         }
 
-        /// Whether `verify` must find something wrong: a sealed value that cannot be opened, a
-        /// key of the wrong type or a broken reference. (It does not read plain columns, and its
-        /// `integrity_check` runs on a read-only connection, where SQLite skips CHECK constraints.)
-        var failsVerify: Bool {
-            switch self {
-            case .tokenGenerationText, .signInGenerationText, .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger,
-                 .notificationSubjectReal, .deviceNameInteger, .metaActiveAccountBlob, .activeAccountIDBlob,
-                 // Outside the column's CHECK: integrity_check reports it.
-                 .policyIdleActionBlob, .deviceStatusBlob: true
-            default: false
-            }
-        }
+        /// Whether the edit is in the header row, which opening the vault checks against its MAC.
+        var inHeader: Bool { place.hasPrefix("vault_meta.") }
 
         /// Whether ``Vault/metadata(at:options:includeNotifications:)`` reads the column as a plain
         /// value (and so must report it); it only notes whether a sealed column holds something.
@@ -149,6 +139,19 @@ import VaultTestSupport
         if let schemaEdit = edit.schemaEdit { try RawDatabase.execute(test.url, schemaEdit) }
         try RawDatabase.execute(test.url, edit.sql)
 
+        if edit.inHeader {
+            // The header names the active account and this install's device id: it is checked
+            // when the vault opens, and an edited one refuses to open, naming the column.
+            let error = expectRefusal(.damaged) { try test.open() }
+            #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
+            #expect(error?.message.contains(test.url.path) == true, "the message names the file")
+            if edit.readByMetadata {
+                expectRefusal(.damaged) { try Vault.metadata(at: test.url, options: test.options()) }
+            }
+            LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
+                             secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
+            return
+        }
         vault = try test.open()
         defer { vault.close() }
         let read: () throws -> Any
@@ -196,9 +199,11 @@ import VaultTestSupport
             #expect(read.devices.map(\.id) == [device.id])
         }
 
-        // verify reads every table and must report, not stop.
+        // verify reads every table and must report, not stop: every edit changed an
+        // authenticated row, and the row's MAC names the column.
         let report = try vault.verify()
-        #expect(report.passed == !edit.failsVerify, "\(report.damaged) \(report.databaseProblems)")
+        #expect(!report.passed)
+        #expect(report.damaged.contains { "\($0.table).\($0.column)" == edit.place }, "\(report.damaged) \(report.databaseProblems)")
 
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
                          secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
@@ -218,8 +223,10 @@ import VaultTestSupport
         let report = try vault.verify()
         #expect(!report.passed)
         #expect(report.databaseProblems.contains { $0.contains("CHECK constraint failed in sessions") }, "\(report.databaseProblems)")
-        // A read takes the unknown state for an ended session, never for an active one.
-        #expect(try vault.sessions(for: account.id).map(\.state) == [.expired])
+        #expect(report.damaged.map { "\($0.table).\($0.column)" } == ["sessions.state"])
+        // A read refuses the edited session: it is never taken for an active one.
+        let error = expectRefusal(.damaged) { try vault.sessions(for: account.id) }
+        #expect(error?.message.contains("sessions.state") == true)
     }
 
     @Test("a refused sign-in or refresh on a hand-edited vault changes nothing")
@@ -301,8 +308,10 @@ import VaultTestSupport
         let error = expectRefusal(.damaged) { try vault.rotateKeys(credential: test.credential) }
         #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
         #expect(error?.message.contains(test.url.path) == true, "the message names the file")
-        // The rotation stays pending (resumable once the file is restored), and the vault still answers.
-        #expect(try vault.keyRotationPending())
+        // An edited account row stops the rotation before it starts (preparing the account's next
+        // key rewrites the row); any other stops it midway, pending and resumable once the file
+        // is restored. The vault still answers.
+        #expect(try vault.keyRotationPending() == (edit != .accountLabelInteger))
         #expect(try vault.accountIDs() == [account.id])
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
                          secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-51af", "name-51af"])
@@ -321,7 +330,7 @@ import VaultTestSupport
         let error = expectRefusal(.damaged) { try vault.tokenMetadata(for: account.id) }
         #expect(error?.message.contains("tokens.generation") == true)
         let report = try vault.verify()
-        #expect(report.damaged.map(\.column).sorted() == ["access_token", "id_token", "refresh_token"])
+        #expect(report.damaged.map(\.column).sorted() == ["access_token", "generation", "id_token", "refresh_token"])
         #expect(report.damaged.allSatisfy { $0.row == account.id.rawValue && $0.table == "tokens" })
     }
 

@@ -65,6 +65,8 @@ import VaultTestSupport
         let first = try vault.storeTokens(old, for: account, replacing: nil)
         let url = test.url
         let oldRow = try RawDatabase.blobs(url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
+        // The whole older row, kept aside in the file as someone with a copy of it would.
+        try RawDatabase.execute(url, "CREATE TABLE saved_tokens AS SELECT * FROM tokens")
         try vault.storeTokens(new, for: account, replacing: first)
 
         // One sealed value replayed: its generation no longer matches.
@@ -74,10 +76,18 @@ import VaultTestSupport
         #expect(report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["tokens \(account.rawValue) refresh_token"])
         try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(current)])
 
-        // The whole row, generation included, rolled back to its older copy: nothing in the file
+        // Every column but the MAC rolled back: the row MAC names what changed.
+        try RawDatabase.execute(url, """
+            UPDATE tokens SET (generation, access_token, refresh_token, id_token, updated_at) =
+                (SELECT generation, access_token, refresh_token, id_token, updated_at FROM saved_tokens)
+            """)
+        #expect(first == 1)
+        let partial = expectRefusal(.damaged) { try vault.tokens(for: account) }
+        #expect(partial?.message.contains("tokens.generation") == true, "\(partial.map(String.init(describing:)) ?? "no error")")
+
+        // The whole row, its MAC included, rolled back to its older copy: nothing in the file
         // can tell (no external counter), so it opens as the older tokens.
-        try RawDatabase.execute(url, "UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?",
-                           [first, Data(oldRow[0]), Data(oldRow[1]), Data(oldRow[2])])
+        try RawDatabase.execute(url, "DELETE FROM tokens; INSERT INTO tokens SELECT * FROM saved_tokens; DROP TABLE saved_tokens")
         #expect(try vault.tokens(for: account)?.tokens == old)
         let readme = try String(contentsOf: Self.readme, encoding: .utf8)
         #expect(readme.contains("Rolling back a whole row (every column, generation included) to an older copy of itself\n  is not detected"),
