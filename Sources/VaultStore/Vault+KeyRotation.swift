@@ -252,3 +252,40 @@ extension Vault {
         try checkpoint()
     }
 }
+
+/// What ``Vault/changeCredential(from:to:cost:replacingKeys:progress:)`` did.
+public struct CredentialChange: Sendable, Hashable {
+    /// Whether the vault key and every account key were replaced first.
+    public var keysReplaced: Bool
+    /// How many sealed values were re-sealed with the new keys.
+    public var valuesResealed: Int
+}
+
+// MARK: - Changing the credential
+
+extension Vault {
+    /// Changes the passphrase or key file and, unless `replacingKeys` is false, replaces the
+    /// vault key and every account key first (``rotateKeys(credential:batchSize:progress:)``).
+    ///
+    /// Re-wrapping alone leaves the vault key as it was: whoever has a copy of the file made
+    /// before the change and the old passphrase unwraps that key, and with it every data key and
+    /// every value written afterwards. Replacing the keys first leaves them nothing written after
+    /// the change. A crash between the two steps leaves a vault that opens with the old
+    /// credential and new keys; running it again finishes.
+    ///
+    /// ```swift
+    /// let change = try vault.changeCredential(from: .passphrase(old), to: .passphrase(new))
+    /// print(change.keysReplaced ? "keys replaced" : "keys kept")
+    /// ```
+    @discardableResult
+    public func changeCredential(from current: VaultCredential, to new: VaultCredential, cost: KDFParameters? = nil,
+                                 replacingKeys: Bool = true,
+                                 progress: (KeyRotationProgress) -> Void = { _ in }) throws -> CredentialChange {
+        var resealed = 0
+        if replacingKeys {
+            resealed = try rotateKeys(credential: current, progress: progress).valuesResealed
+        }
+        try changeCredential(to: new, cost: cost)
+        return CredentialChange(keysReplaced: replacingKeys, valuesResealed: resealed)
+    }
+}

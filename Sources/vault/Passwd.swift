@@ -9,11 +9,15 @@ extension VaultCommand {
             commandName: "passwd",
             abstract: "Change the passphrase (or switch to a key file).",
             discussion: """
-                Unlocks with the current passphrase or key file, then wraps the vault key under \
-                the new one. No data is re-encrypted, so it takes one key derivation whatever the \
-                vault's size. The new passphrase is asked twice on the terminal, or read from \
-                --new-passphrase-file or $VAULT_NEW_PASSPHRASE. The cost stays what it was unless \
-                --kdf says otherwise.
+                Unlocks with the current passphrase or key file, replaces the vault key and every \
+                account key (re-sealing every value, as `vault rotate-key` does), then wraps the new \
+                vault key under the new credential. A copy of the vault made before the change still \
+                opens with the old passphrase, but holds nothing written afterwards, and nothing \
+                written afterwards opens with it. --keep-keys only re-wraps the vault key (one key \
+                derivation, whatever the vault's size): then an old copy and the old passphrase \
+                open everything written until the keys are replaced. The new passphrase is asked \
+                twice on the terminal, or read from --new-passphrase-file or $VAULT_NEW_PASSPHRASE. \
+                The cost stays what it was unless --kdf says otherwise.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -25,6 +29,8 @@ extension VaultCommand {
         var newKeyFile: String?
         @Option(help: ArgumentHelp("The Argon2id cost for the new passphrase: interactive, moderate or sensitive.", valueName: "level"))
         var kdf: KDFLevel?
+        @Flag(help: "Only re-wrap the vault key; keep it and the account keys (see above for what that leaves open).")
+        var keepKeys = false
 
         func validate() throws {
             if newPassphraseFile != nil && newKeyFile != nil {
@@ -51,10 +57,16 @@ extension VaultCommand {
                         file: newPassphraseFile, environmentVariable: "VAULT_NEW_PASSPHRASE",
                         prompt: "New passphrase for \(url.path): ", confirm: true)
                 }
-                try opened.vault.changeCredential(to: credential, cost: cost ?? .interactive)
+                try opened.vault.changeCredential(from: opened.credential, to: credential, cost: cost ?? .interactive,
+                                                  replacingKeys: !keepKeys)
             }
-            print(newKeyFile.map { "The vault now opens with the key file \($0); the old passphrase no longer works." }
-                  ?? "Changed the passphrase; the old one no longer works.")
+            let what = newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
+                ?? "Changed the passphrase: the vault no longer opens with the old one."
+            print(keepKeys
+                  ? what + " The vault key was kept: a copy of the vault made before now still opens with the old credential,"
+                    + " and so does everything written from now on until the keys are replaced (`vault rotate-key`)."
+                  : what + " The vault key and every account key were replaced: a copy of the vault made before now still"
+                    + " opens with the old credential, but nothing written from now on does.")
         }
     }
 }
