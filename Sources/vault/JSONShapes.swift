@@ -177,6 +177,7 @@ extension JSONValue {
             "checked_at": .date(report.checkedAt),
             "database_problems": .strings(report.databaseProblems),
             "sealed_values_opened": .number(report.sealedValuesOpened),
+            "rows_authenticated": .number(report.rowsAuthenticated),
             "sealed_values_skipped": .number(report.sealedValuesSkipped),
             "damaged": .array(report.damaged.map {
                 ["table": .string($0.table), "row": .string($0.row), "column": .string($0.column), "reason": .string($0.reason)]
