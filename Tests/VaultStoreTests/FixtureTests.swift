@@ -36,6 +36,10 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV1.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
+        // Migrating to schema 3 authenticated every row, in the migration's transaction.
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+        #expect(report.rowsAuthenticated > 0)
         let backups = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasPrefix("vault.db.v1-") && $0.hasSuffix(".bak") }
         #expect(backups.count == 1, "an older vault is backed up before it is migrated")
         if let backup = backups.first {
@@ -53,6 +57,20 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV2.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
+    @Test("schema-3 fixture opens with the newest code, every record survives and every row is authentic")
+    func schemaThreeFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV3.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV3.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV3.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
     }
 
     @Test("a fixture refuses the wrong passphrase without changing the file")

@@ -82,10 +82,12 @@ public enum FixtureV1 {
     }
 
     /// Describes every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
+    /// `laterAccounts`: how many accounts a later fixture added on top of these.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems: [String] = []
         let stored = try vault.accounts()
-        if stored.count != accounts.count { problems.append("expected \(accounts.count) accounts, found \(stored.count)") }
+        let expected = accounts.count + laterAccounts
+        if stored.count != expected { problems.append("expected \(expected) accounts, found \(stored.count)") }
         for content in accounts {
             guard let account = stored.first(where: { $0.subject == content.subject }) else {
                 problems.append("account \(content.subject) is missing")

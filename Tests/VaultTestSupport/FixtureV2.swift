@@ -31,8 +31,9 @@ public enum FixtureV2 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV1.differences(in: vault)
+    /// `laterAccounts`: how many accounts a later fixture added on top of these.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV1.differences(in: vault, laterAccounts: laterAccounts)
         let accounts = try vault.accounts()
         guard let alice = accounts.first(where: { $0.subject == "alice" }),
               let bob = accounts.first(where: { $0.subject == "bob" }) else {
