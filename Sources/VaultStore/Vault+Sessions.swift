@@ -4,11 +4,21 @@ import GRDB
 // MARK: - Sessions
 
 extension Vault {
-    /// Starts a new active session for the account and returns it.
+    /// Starts a new active session for the account and returns it. A session of the account
+    /// still active or locked ends as replaced, in the same transaction: only the newest session
+    /// is ever open, so deleting a newer row from the file can never bring an older one back.
     @discardableResult
     public func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("starting a session") { db in
+            try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
+                try db.execute(
+                    sql: """
+                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?
+                        WHERE account_id = ? AND state IN ('active', 'locked')
+                        """,
+                    arguments: [now.millisecondsSince1970, account.rawValue])
+            }
             try db.execute(
                 sql: """
                     INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
