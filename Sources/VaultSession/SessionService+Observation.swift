@@ -12,11 +12,22 @@ extension SessionService {
 
     /// Built from plain metadata only (sessions and the active account), so it also works
     /// while the vault is locked and its sealed fields (labels, e-mail) cannot be opened.
+    ///
+    /// Each account's current session is read on its own: one whose row fails its check
+    /// (edited without the key) keeps the state last seen, and reports `damaged` where that
+    /// account is used; it never stops the others.
     func snapshot() throws -> Snapshot {
         var snapshot = Snapshot(active: try activeAccount())
-        // Newest first: the first session seen for an account is its current one.
-        for session in try vaultCall({ try vault.sessions() }) where snapshot.states[session.account] == nil {
-            snapshot.states[session.account] = Self.status(of: session)
+        for account in try vaultCall({ try vault.accountIDs() }) {
+            do {
+                if let session = try vault.currentSession(for: account) {
+                    snapshot.states[account] = Self.status(of: session)
+                }
+            } catch let error as VaultError where error.code == .damaged {
+                snapshot.states[account] = observed.states[account]
+            } catch let error as VaultError {
+                throw SessionError(error)
+            }
         }
         return snapshot
     }

@@ -1,0 +1,37 @@
+import DevGateway
+import Foundation
+import GRDB
+import Testing
+import VaultSession
+import VaultStore
+import VaultTestSupport
+
+/// A row edited without the key is the damage of one account: that account reports it, the
+/// others keep working, and nothing is sent for the damaged one.
+@Suite("One account's edited rows leave the others working", .timeLimit(.minutes(1)))
+struct DamagedAccountTests {
+    @Test("bob's session and token endpoint edited: alice is served, bob's token request fails as damaged and sends nothing")
+    func damageStaysWithItsAccount() async throws {
+        try await SessionHarness.run { h in
+            let bob = try await h.signIn("bob", expiresIn: .seconds(30), policy: .tokensOnly)
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            try RawDatabase.execute(h.vault.url, "UPDATE sessions SET absolute_deadline = 4102444800000 WHERE account_id = ?", [bob.rawValue])
+            try RawDatabase.execute(h.vault.url, "UPDATE accounts SET token_endpoint = 'http://127.0.0.1:9/token' WHERE account_id = ?",
+                                    [bob.rawValue])
+
+            let other = try h.openAnotherVault()
+            let service = h.makeService(on: other)
+            try await service.start()
+            let token = try await service.validAccessToken(for: alice)
+            #expect(token.account == alice)
+            let error = await sessionError { try await service.validAccessToken(for: bob) }
+            guard case .vault(let code, let message)? = error else {
+                Issue.record("expected a vault error, got \(String(describing: error))")
+                return
+            }
+            #expect(code == "damaged")
+            #expect(message.contains("sessions.absolute_deadline") || message.contains("accounts.token_endpoint"), "\(message)")
+            await h.expectTokenRequests(0)
+        }
+    }
+}
