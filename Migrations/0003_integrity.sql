@@ -6,7 +6,8 @@
 -- without the key: it is reported as damaged and never used to send a request or to judge a
 -- session. Plain columns stay readable without the key (`vault status`) but are not trusted.
 -- Rows of a vault migrated from schema 1 or 2 are authenticated by the first open with the
--- credential, in the same transaction as this migration.
+-- credential, in the same transaction as this migration, after the server's words kept in
+-- plain columns (a device's status reason, a failure description) are sealed.
 
 ALTER TABLE vault_meta       ADD COLUMN row_mac BLOB;
 
@@ -27,5 +28,8 @@ ALTER TABLE refresh_state    ADD COLUMN lease_process TEXT;
 ALTER TABLE refresh_state    ADD COLUMN last_failure_detail BLOB;
 ALTER TABLE refresh_state    ADD COLUMN row_mac BLOB;
 
+-- Why a device has its status, sealed: the server chooses the words. `status_reason` is no
+-- longer written (its values move here, sealed, as the vault is first opened with the key).
+ALTER TABLE devices          ADD COLUMN status_detail BLOB;
 ALTER TABLE devices          ADD COLUMN row_mac BLOB;
 ALTER TABLE notifications    ADD COLUMN row_mac BLOB;

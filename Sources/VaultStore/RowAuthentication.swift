@@ -164,15 +164,6 @@ struct RowIntegrity {
     /// The schema version whose migration added `row_mac`.
     static let introducedInVersion = 3
 
-    /// The Swift half of a migration (``Migrator/migrate(_:now:path:logger:completing:)``): when
-    /// row MACs arrive, every row of an older vault is authenticated as it stands, in the same
-    /// transaction. (Changes made to the file before this first open with the key are not
-    /// detectable: nothing authenticated the rows then.)
-    func completeMigration(_ migration: Migration, _ db: Database) throws {
-        guard migration.version == Self.introducedInVersion else { return }
-        for table in AuthenticatedTable.all { try authenticateAll(table, db) }
-    }
-
     /// The row MAC of `row` as it is.
     func mac(_ row: Row, table: AuthenticatedTable, _ authenticator: RowAuthenticator) throws -> [UInt8] {
         let columns = Self.sortedColumns(row)

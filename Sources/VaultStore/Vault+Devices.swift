@@ -8,22 +8,24 @@ extension Vault {
     public func saveDevice(_ device: DeviceRegistration) throws {
         try write("saving a device") { db in
             let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
+            let detail = try self.seal(device.statusReason, table: "devices", column: "status_detail", account: device.account,
+                                       row: device.id, db)
             try self.integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
             try db.execute(
                 sql: """
                     INSERT INTO devices (registration_id, account_id, device_id, name, platform, status, activation_method,
-                        status_reason, created_at, updated_at, last_activity_at)
+                        status_detail, created_at, updated_at, last_activity_at)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (registration_id) DO UPDATE SET
                         device_id = excluded.device_id, name = excluded.name, platform = excluded.platform,
                         status = excluded.status, activation_method = excluded.activation_method,
-                        status_reason = excluded.status_reason, updated_at = excluded.updated_at,
+                        status_detail = excluded.status_detail, updated_at = excluded.updated_at,
                         last_activity_at = excluded.last_activity_at
                     WHERE devices.account_id = excluded.account_id
                     """,
                 arguments: [
                     device.id, device.account.rawValue, device.deviceID, name, device.platform, device.status.rawValue,
-                    device.activationMethod?.rawValue, device.statusReason, device.createdAt.millisecondsSince1970,
+                    device.activationMethod?.rawValue, detail, device.createdAt.millisecondsSince1970,
                     device.updatedAt.millisecondsSince1970, device.lastActivityAt?.millisecondsSince1970,
                 ])
             guard db.changesCount == 1 else {
@@ -61,9 +63,11 @@ extension Vault {
         guard let name = try open(sealedName, table: "devices", column: "name", account: plain.account, row: plain.id, db) else {
             throw VaultError(.damaged, "device \(plain.id) has no name", path: path)
         }
+        let detail = try open(row.storedIfPresent("status_detail", table: "devices", row: plain.id, path: path, as: Data.self),
+                              table: "devices", column: "status_detail", account: plain.account, row: plain.id, db)
         return DeviceRegistration(
             id: plain.id, account: plain.account, deviceID: plain.deviceID, name: name, platform: plain.platform,
-            status: plain.status, activationMethod: plain.activationMethod, statusReason: plain.statusReason,
+            status: plain.status, activationMethod: plain.activationMethod, statusReason: detail ?? plain.statusReason,
             createdAt: plain.createdAt, updatedAt: plain.updatedAt, lastActivityAt: plain.lastActivityAt)
     }
 

@@ -76,7 +76,6 @@ extension Vault {
             }
         }
         defer { keyring.wipe() }
-        let integrity = RowIntegrity(keyring: keyring, path: path)
         guard !pending.isEmpty else {
             return MigrationReport(fromVersion: fromVersion, toVersion: fromVersion, applied: [], backup: nil)
         }
@@ -91,13 +90,15 @@ extension Vault {
             _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
             try? pool.close()
         }
+        // Only for the migrations' Swift half (sealing and authenticating need the keys).
+        let migrating = Vault(url: url, pool: pool, keyring: keyring, deviceID: "", wroteWhileOpening: true, options: options)
         var applied: [SchemaStep] = []
         for (index, migration) in pending.enumerated() {
             // A migrator that ends at this step applies exactly this step (those before it are recorded).
             let upToThis = Migrator(migrations: migrator.migrations.filter { $0.version <= migration.version })
             do {
                 try upToThis.migrate(pool, now: options.clock.now(), path: path, logger: options.logger,
-                                     completing: integrity.completeMigration)
+                                     completing: migrating.completeMigration)
             } catch {
                 throw VaultError.storage(error, while: "migrating", path: path)
             }
@@ -105,5 +106,60 @@ extension Vault {
             progress?(MaintenanceProgress(completed: index + 2, total: pending.count + 1))
         }
         return MigrationReport(fromVersion: fromVersion, toVersion: migrator.latestVersion, applied: applied, backup: backupURL)
+    }
+}
+
+// MARK: - The migrations' Swift half
+
+extension Vault {
+    /// What SQL cannot do in a migration, run in its transaction
+    /// (``Migrator/migrate(_:now:path:logger:completing:)``). For schema 3: the server's words
+    /// kept in plain columns are sealed, then every row is authenticated as it stands. (Changes
+    /// made to the file before this first open with the key cannot be detected: nothing
+    /// authenticated the rows then.)
+    func completeMigration(_ migration: Migration, _ db: Database) throws {
+        guard migration.version == RowIntegrity.introducedInVersion else { return }
+        try sealServerText(db)
+        for table in AuthenticatedTable.all { try integrity.authenticateAll(table, db) }
+    }
+
+    /// Moves a device's status reason into its sealed `status_detail`, and a refresh failure
+    /// recorded in words that are not this build's own into the sealed `last_failure_detail`.
+    private func sealServerText(_ db: Database) throws {
+        for row in try Row.fetchAll(db, sql: "SELECT registration_id, account_id, status_reason FROM devices WHERE status_reason IS NOT NULL") {
+            let key = row.storedKey("registration_id")
+            let id: String = try row.stored("registration_id", table: "devices", row: key, path: path)
+            let account = AccountID(rawValue: try row.stored("account_id", table: "devices", row: key, path: path))
+            let reason: String = try row.stored("status_reason", table: "devices", row: key, path: path)
+            try db.execute(sql: "UPDATE devices SET status_detail = ?, status_reason = NULL WHERE registration_id = ?",
+                           arguments: [try seal(reason, table: "devices", column: "status_detail", account: account, row: id, db), id])
+        }
+        for row in try Row.fetchAll(db, sql: "SELECT account_id, last_failure FROM refresh_state WHERE last_failure IS NOT NULL") {
+            let key = row.storedKey("account_id")
+            let account = AccountID(rawValue: try row.stored("account_id", table: "refresh_state", row: key, path: path))
+            let failure: String = try row.stored("last_failure", table: "refresh_state", row: key, path: path)
+            guard !Self.isOwnFailureText(failure) else { continue }
+            try db.execute(
+                sql: "UPDATE refresh_state SET last_failure = ?, last_failure_detail = ? WHERE account_id = ?",
+                arguments: ["refresh failed (recorded before schema 3; the details are sealed)",
+                            try seal(failure, table: "refresh_state", column: "last_failure_detail", account: account, row: key, db),
+                            account.rawValue])
+        }
+    }
+
+    /// Whether a failure text recorded by an older build is in that build's own words only:
+    /// a status code, a time-out, a rate limit, a network failure or a one-word reason. Anything
+    /// else may hold the server's words (an `error_description` that echoed the request).
+    static func isOwnFailureText(_ text: String) -> Bool {
+        let own = [
+            #"server error \(HTTP \d{3}\)"#,
+            #"the server did not answer in time"#,
+            #"rate limited by the server(; retry after \d+ s)?"#,
+            #"no refresh token|missing client secret|cancelled|token refresh was cancelled"#,
+            #"[a-z_]{1,40}"#,
+        ]
+        let transient = "token refresh failed temporarily: (" + own.prefix(3).joined(separator: "|")
+            + #"|network failure: [A-Za-z0-9 ().-]{0,80}); retry later"#
+        return (own + [transient]).contains { text.range(of: "^(\($0))$", options: .regularExpression) != nil }
     }
 }

@@ -45,7 +45,7 @@ public final class Vault: Sendable {
     /// `url.path`, kept: every read names the file in its errors, and `URL.path` decodes the URL each time.
     let path: String
 
-    private init(url: URL, pool: DatabasePool, keyring: Keyring, deviceID: String, wroteWhileOpening: Bool, options: VaultOptions) {
+    init(url: URL, pool: DatabasePool, keyring: Keyring, deviceID: String, wroteWhileOpening: Bool, options: VaultOptions) {
         self.url = url
         self.path = url.path
         self.wroteWhileOpening = wroteWhileOpening
@@ -93,9 +93,10 @@ public final class Vault: Sendable {
             let vaultKeyID: UInt32 = 1
             let vaultKey = try SymmetricKey.generate(id: vaultKeyID)
             let keyring = try Keyring(vaultID: vaultID, vaultKey: vaultKey)
-            let integrity = RowIntegrity(keyring: keyring, path: url.path)
+            let vault = Vault(url: url, pool: pool, keyring: keyring, deviceID: deviceID, wroteWhileOpening: true, options: options)
+            let integrity = vault.integrity
             try Migrator(migrations: options.migrations).migrate(
-                pool, now: options.clock.now(), path: url.path, logger: options.logger, completing: integrity.completeMigration)
+                pool, now: options.clock.now(), path: url.path, logger: options.logger, completing: vault.completeMigration)
             let wrapped = try kek.wrap(vaultKey, context: vaultKeyContext(vaultID: vaultID, keyID: vaultKeyID))
             let check = try kek.keyCheck()
             try pool.write { db in
@@ -113,9 +114,7 @@ public final class Vault: Sendable {
                 try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
             }
             options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
-            return Vault(
-                url: url, pool: pool, keyring: keyring, deviceID: deviceID,
-                wroteWhileOpening: true, options: options)
+            return vault
         } catch {
             VaultFile.remove(url)
             throw VaultError.storage(error, while: "creating the vault", path: url.path)
@@ -199,8 +198,12 @@ public final class Vault: Sendable {
             let opened = try openPool(url, options: options)
             pool = opened
             if !pending.isEmpty {
+                // Only for the migrations' Swift half (sealing needs the account keys); the value
+                // returned is made once the header is checked.
+                let migrating = Vault(url: url, pool: opened, keyring: keyring, deviceID: meta.deviceID,
+                                      wroteWhileOpening: true, options: options)
                 try migrator.migrate(opened, now: options.clock.now(), path: path, logger: options.logger,
-                                     completing: integrity.completeMigration)
+                                     completing: migrating.completeMigration)
             }
             // The header names the active account and this install's device id: checked before
             // either is used. Its unlock columns are authenticated by the key check and the

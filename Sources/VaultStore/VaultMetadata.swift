@@ -49,6 +49,8 @@ public struct DeviceMetadata: Sendable, Hashable, Identifiable {
     public var platform: String
     public var status: DeviceStatus
     public var activationMethod: ActivationMethod?
+    /// Why the device has its status, in a vault of schema 1 or 2 not yet opened with the key;
+    /// nil since (the reason is sealed: see ``DeviceRegistration/statusReason``).
     public var statusReason: String?
     public var createdAt: Date
     public var updatedAt: Date

@@ -84,3 +84,46 @@ struct FixtureTests {
         #expect(FileProbe.fingerprint(url) == before)
     }
 }
+
+/// Schema 3 seals the server's words that older vaults kept in plain columns.
+@Suite("Migrating to schema 3 seals server text kept in plain columns")
+struct ServerTextMigrationTests {
+    @Test("a device's status reason and a failure in the server's words move into sealed columns; the vault's own words stay")
+    func serverTextIsSealed() throws {
+        let directory = try TemporaryDirectory()
+        let url = try FixtureTests.copy(FixtureV2.fileName, into: directory)
+        let echoed = "invalid_request: grant_type=refresh_token&refresh_token=echo-7f3a"
+        try RawDatabase.execute(url, "UPDATE devices SET status_reason = 'approved from the kitchen tablet'")
+        try RawDatabase.execute(url, "INSERT INTO refresh_state (account_id, last_failure) SELECT account_id, ? FROM accounts WHERE subject = 'alice'",
+                                [echoed])
+
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV2.passphrase))
+        let accounts = try vault.accounts()
+        let alice = try #require(accounts.first { $0.subject == "alice" })
+        let bob = try #require(accounts.first { $0.subject == "bob" })
+        #expect(try vault.devices().allSatisfy { $0.statusReason == "approved from the kitchen tablet" })
+        let aliceState = try vault.refreshState(for: alice.id)
+        #expect(aliceState.lastFailureDetail == echoed)
+        #expect(aliceState.lastFailure?.contains("echo-7f3a") == false)
+        #expect(try vault.refreshState(for: bob.id).lastFailure == FixtureV2.bobFailure, "the vault's own words stay in plain")
+        #expect(try vault.verify().passed)
+        vault.close()
+
+        #expect(try RawDatabase.int(url, "SELECT count(*) FROM devices WHERE status_reason IS NOT NULL") == 0)
+        #expect(!FileProbe.contains(url, Array("echo-7f3a".utf8)), "the plain copy is gone from the file")
+        #expect(!FileProbe.contains(url, Array("kitchen tablet".utf8)))
+    }
+
+    @Test("failure texts in an older build's own words are recognised; anything else is not")
+    func ownWords() {
+        for own in ["server error (HTTP 503)", "the server did not answer in time", "revoked", "no refresh token",
+                    "token refresh failed temporarily: network failure: connection refused; retry later",
+                    "rate limited by the server; retry after 30 s"] {
+            #expect(Vault.isOwnFailureText(own), "\(own)")
+        }
+        for foreign in ["the identity service says: token RT-1 is revoked", "invalid_grant: Token has been revoked",
+                        "the authorization server refused the refresh with HTTP 400 invalid_request: echo"] {
+            #expect(!Vault.isOwnFailureText(foreign), "\(foreign)")
+        }
+    }
+}
