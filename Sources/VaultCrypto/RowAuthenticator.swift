@@ -62,7 +62,39 @@ public struct RowAuthenticator: Sendable {
 
     /// Whether `tag` is the full tag of `message`, compared in constant time.
     public func matches(_ message: [UInt8], tag: some Collection<UInt8>) throws -> Bool {
-        let expected = try self.tag(message)
+        try Self.equal(try self.tag(message), tag)
+    }
+
+    /// The full tag of the bytes `feed` hands to the input, hashed as they come (no message
+    /// is assembled in memory): the same tag as ``tag(_:)`` of their concatenation.
+    public func tag(_ feed: (inout TagInput) throws -> Void) throws -> [UInt8] {
+        let state = UnsafeMutableRawPointer.allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
+        defer {
+            sodium_memzero(state, crypto_generichash_statebytes())
+            state.deallocate()
+        }
+        // libsodium's state is 64-byte aligned; Swift sees the type as opaque.
+        let typed = OpaquePointer(state)
+        let started = try material.withUnsafeBytes { key -> Int32 in
+            guard let keyBase = key.baseAddress else { return -1 }
+            return crypto_generichash_init(typed, keyBase.assumingMemoryBound(to: UInt8.self), key.count, Self.tagLength)
+        }
+        guard started == 0 else { throw CryptoError(.unavailable, "crypto_generichash_init failed") }
+        var input = TagInput(state: state)
+        try feed(&input)
+        var out = [UInt8](repeating: 0, count: Self.tagLength)
+        guard crypto_generichash_final(typed, &out, out.count) == 0 else {
+            throw CryptoError(.unavailable, "crypto_generichash_final failed")
+        }
+        return out
+    }
+
+    /// Whether `tag` is the full tag of what `feed` hands over, compared in constant time.
+    public func matches(tag: some Collection<UInt8>, _ feed: (inout TagInput) throws -> Void) throws -> Bool {
+        try Self.equal(try self.tag(feed), tag)
+    }
+
+    private static func equal(_ expected: [UInt8], _ tag: some Collection<UInt8>) throws -> Bool {
         let given = Array(tag)
         guard given.count == expected.count else { return false }
         return sodium_memcmp(expected, given, expected.count) == 0
@@ -80,5 +112,23 @@ public struct RowAuthenticator: Sendable {
         }
         guard status == 0 else { throw CryptoError(.unavailable, "crypto_generichash failed") }
         return out
+    }
+}
+
+/// Where ``RowAuthenticator/tag(_:)-(inout TagInput)`` takes its bytes, one piece at a time.
+/// Valid only inside the closure that receives it.
+public struct TagInput {
+    fileprivate let state: UnsafeMutableRawPointer
+
+    /// Hashes `bytes` next.
+    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = crypto_generichash_update(OpaquePointer(state),
+                                      base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+    }
+
+    /// Hashes `bytes` next.
+    public mutating func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { append($0) }
     }
 }

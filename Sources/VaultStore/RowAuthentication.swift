@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import VaultCrypto
+import VaultSync
 
 /// A table whose rows carry a `row_mac` (schema 3): every value in it may steer the vault
 /// (where a request goes, whether a session is valid), so none is trusted unless the row's
@@ -104,16 +105,16 @@ struct RowIntegrity {
     }
 
     func verdict(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws -> Verdict {
-        guard let stored = Self.storedMAC(row) else {
+        let layout = Self.layout(of: row, in: table)
+        guard let stored = Self.storedMAC(row, layout: layout) else {
             return .changed(columns: [RowMAC.column], reason: "is missing or unreadable: the row was written or edited without the vault key")
         }
         guard let authenticator = keyring.rowAuthenticator(id: stored.keyID) else {
             if try vaultKeyIDs(db).contains(stored.keyID) { return .unknownKey }
             return .changed(columns: [RowMAC.column], reason: "names a vault key the vault does not have")
         }
-        let columns = Self.sortedColumns(row)
-        if try authenticator.matches(message(row, table: table, columns: columns), tag: stored.tag) { return .authentic }
-        return .changed(columns: try changedColumns(row, table: table, columns: columns, stored: stored, authenticator),
+        if try authenticator.matches(tag: stored.tag, { feed(row, table: table, layout: layout, into: &$0) }) { return .authentic }
+        return .changed(columns: try changedColumns(row, table: table, layout: layout, stored: stored, authenticator),
                         reason: "was changed without the vault key")
     }
 
@@ -166,12 +167,12 @@ struct RowIntegrity {
 
     /// The row MAC of `row` as it is.
     func mac(_ row: Row, table: AuthenticatedTable, _ authenticator: RowAuthenticator) throws -> [UInt8] {
-        let columns = Self.sortedColumns(row)
+        let layout = Self.layout(of: row, in: table)
         var bytes = [RowMAC.version] + withUnsafeBytes(of: authenticator.keyID.bigEndian) { Array($0) }
-        bytes += try authenticator.tag(message(row, table: table, columns: columns))
+        bytes += try authenticator.tag { feed(row, table: table, layout: layout, into: &$0) }
         let key = row.storedKey(table.keyColumn)
-        for (name, index) in columns {
-            bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: name, value: row[index]))
+        for column in layout.columns {
+            bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: row[column.index]))
         }
         return bytes
     }
@@ -204,18 +205,18 @@ struct RowIntegrity {
     /// a value, by name (sorted), with its type and bytes, each length-prefixed, so no two
     /// different rows encode alike. A NULL column contributes nothing, so a column that a later
     /// migration adds (NULL in existing rows) leaves their MACs valid, while setting any column
-    /// to or from NULL changes the encoding.
-    func message(_ row: Row, table: AuthenticatedTable, columns: [(String, Int)]) -> [UInt8] {
-        var bytes = Self.rowDomain
-        Self.append(keyring.vaultID, to: &bytes)
-        Self.append(Array(table.name.utf8), to: &bytes)
-        for (name, index) in columns {
-            let value: DatabaseValue = row[index]
+    /// to or from NULL changes the encoding. Hashed as it is produced: this runs on every read
+    /// the vault acts on.
+    func feed(_ row: Row, table: AuthenticatedTable, layout: RowLayout, into input: inout TagInput) {
+        input.append(Self.rowDomain)
+        Self.lengthPrefixed(keyring.vaultID, into: &input)
+        Self.lengthPrefixed(layout.tableName, into: &input)
+        for column in layout.columns {
+            let value: DatabaseValue = row[column.index]
             if value.isNull { continue }
-            Self.append(Array(name.utf8), to: &bytes)
-            Self.append(value, to: &bytes)
+            Self.lengthPrefixed(column.nameBytes, into: &input)
+            Self.append(value, into: &input)
         }
-        return bytes
     }
 
     private func columnMessage(table: AuthenticatedTable, key: String, name: String, value: DatabaseValue) -> [UInt8] {
@@ -230,39 +231,96 @@ struct RowIntegrity {
 
     /// The columns whose short tags no longer match; `row_mac` itself when none (or when the
     /// row's columns are not those it was authenticated with).
-    private func changedColumns(_ row: Row, table: AuthenticatedTable, columns: [(String, Int)], stored: RowMAC,
+    private func changedColumns(_ row: Row, table: AuthenticatedTable, layout: RowLayout, stored: RowMAC,
                                 _ authenticator: RowAuthenticator) throws -> [String] {
         let width = RowAuthenticator.columnTagLength
-        guard stored.columnTags.count == columns.count * width else { return [RowMAC.column] }
+        guard stored.columnTags.count == layout.columns.count * width else { return [RowMAC.column] }
         let key = row.storedKey(table.keyColumn)
         var changed: [String] = []
-        for (position, (name, index)) in columns.enumerated() {
+        for (position, column) in layout.columns.enumerated() {
             let start = stored.columnTags.startIndex + position * width
-            let tag = try authenticator.columnTag(columnMessage(table: table, key: key, name: name, value: row[index]))
-            if Array(stored.columnTags[start..<(start + width)]) != tag { changed.append(name) }
+            let tag = try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: row[column.index]))
+            if Array(stored.columnTags[start..<(start + width)]) != tag { changed.append(column.name) }
         }
         return changed.isEmpty ? [RowMAC.column] : changed
     }
 
-    static func storedMAC(_ row: Row) -> RowMAC? {
-        guard row.hasColumn(RowMAC.column), let data = Data.fromDatabaseValue(row[RowMAC.column]) else { return nil }
+    static func storedMAC(_ row: Row, layout: RowLayout) -> RowMAC? {
+        guard let index = layout.macIndex, let data = Data.fromDatabaseValue(row[index]) else { return nil }
         return RowMAC([UInt8](data))
     }
 
-    /// The row's columns but `row_mac` (and the aliases a query adds), sorted by name, with their positions.
-    static func sortedColumns(_ row: Row) -> [(String, Int)] {
-        row.columnNames.enumerated()
-            .filter { $0.element != RowMAC.column }
-            .map { ($0.element, $0.offset) }
-            .sorted { $0.0 < $1.0 }
+    /// How a table's `SELECT *` rows are encoded: their columns but `row_mac`, sorted by name,
+    /// with their positions, and where `row_mac` is.
+    struct RowLayout: Sendable {
+        struct Column: Sendable {
+            var name: String
+            var nameBytes: [UInt8]
+            var index: Int
+        }
+        var tableName: [UInt8]
+        var columns: [Column]
+        var macIndex: Int?
     }
 
+    /// Layouts by table and column count, made once per process: every `SELECT *` of a table
+    /// lists the same columns in the same order while the schema stays (a migration that adds a
+    /// column changes the count). Reading and sorting column names on every row was a third of
+    /// the cost of checking one.
+    private static let layouts = Locked<[String: RowLayout]>([:])
+
+    static func layout(of row: Row, in table: AuthenticatedTable) -> RowLayout {
+        let key = "\(table.name)#\(row.count)"
+        if let known = layouts.withLock({ $0[key] }) { return known }
+        let names = Array(row.columnNames)
+        let layout = RowLayout(
+            tableName: Array(table.name.utf8),
+            columns: names.enumerated().filter { $0.element != RowMAC.column }
+                .map { RowLayout.Column(name: $0.element, nameBytes: Array($0.element.utf8), index: $0.offset) }
+                .sorted { $0.name < $1.name },
+            macIndex: names.firstIndex(of: RowMAC.column))
+        layouts.withLock { $0[key] = layout }
+        return layout
+    }
+
+    private static func lengthPrefixed(_ part: [UInt8], into input: inout TagInput) {
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { input.append($0) }
+        input.append(part)
+    }
+
+    private static func lengthPrefixed(_ part: UnsafeRawBufferPointer, into input: inout TagInput) {
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { input.append($0) }
+        input.append(part)
+    }
+
+    /// A type tag, then the value's bytes: integers and reals as 8 big-endian bytes, text as UTF-8.
+    private static func append(_ value: DatabaseValue, into input: inout TagInput) {
+        switch value.storage {
+        case .null:
+            input.append([0])
+            lengthPrefixed([], into: &input)
+        case .int64(let number):
+            input.append([1])
+            withUnsafeBytes(of: number.bigEndian) { lengthPrefixed($0, into: &input) }
+        case .double(let number):
+            input.append([2])
+            withUnsafeBytes(of: number.bitPattern.bigEndian) { lengthPrefixed($0, into: &input) }
+        case .string(var text):
+            input.append([3])
+            text.withUTF8 { lengthPrefixed(UnsafeRawBufferPointer($0), into: &input) }
+        case .blob(let data):
+            input.append([4])
+            data.withUnsafeBytes { lengthPrefixed($0, into: &input) }
+        }
+    }
+
+    /// The same encoding into an array, for the short per-column tags (made on writes and
+    /// when a check fails, not on every read).
     private static func append(_ part: [UInt8], to bytes: inout [UInt8]) {
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: part)
     }
 
-    /// A type tag, then the value's bytes: integers and reals as 8 big-endian bytes, text as UTF-8.
     private static func append(_ value: DatabaseValue, to bytes: inout [UInt8]) {
         switch value.storage {
         case .null:

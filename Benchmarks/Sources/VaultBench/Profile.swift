@@ -46,8 +46,10 @@ func profileLoop(_ arguments: [String]) async throws {
         let service = SessionService(vault: vault, oauth: OAuthClient(logger: quietLogger()), logger: quietLogger())
         let pool = try DatabasePool(path: bench.url.path, configuration: baselineConfiguration())
         defer { try? pool.close() }
+        // Another connection's commit that changes no authenticated row (see Scenarios.swift).
+        try await pool.write { db in try db.execute(sql: "CREATE TABLE IF NOT EXISTS bench_touch (n INTEGER); INSERT INTO bench_touch VALUES (0)") }
         for _ in 0..<iterations {
-            try await pool.write { db in try db.execute(sql: "UPDATE tokens SET updated_at = updated_at + 1") }
+            try await pool.write { db in try db.execute(sql: "UPDATE bench_touch SET n = n + 1") }
             _ = try await service.validAccessToken()
         }
     case "split":
@@ -56,7 +58,9 @@ func profileLoop(_ arguments: [String]) async throws {
         let service = SessionService(vault: vault, oauth: OAuthClient(logger: quietLogger()), logger: quietLogger())
         let pool = try DatabasePool(path: bench.url.path, configuration: baselineConfiguration())
         defer { try? pool.close() }
-        let touch = { try pool.write { db in try db.execute(sql: "UPDATE tokens SET updated_at = updated_at + 1") } }
+        // Another connection's commit that changes no authenticated row (see Scenarios.swift).
+        try await pool.write { db in try db.execute(sql: "CREATE TABLE IF NOT EXISTS bench_touch (n INTEGER); INSERT INTO bench_touch VALUES (0)") }
+        let touch = { try pool.write { db in try db.execute(sql: "UPDATE bench_touch SET n = n + 1") } }
         var steps: [String: [UInt64]] = [:]
         func time(_ name: String, _ body: () throws -> Void) rethrows {
             let start = nowNanos(); try body(); steps[name, default: []].append(nowNanos() - start)
