@@ -26,7 +26,8 @@ extension OAuthClient {
 
         guard endpoint.isAcceptableOAuthEndpoint else {
             logger.debug("token refresh refused", metadata: ["oauth.outcome": "insecure_endpoint"])
-            throw .clientMisconfigured(code: "insecure_endpoint", description: "the token endpoint must use https (plain http only on loopback)")
+            throw .clientMisconfigured(code: "insecure_endpoint",
+                                       description: EndpointRule.violation(endpoint).map { "the token endpoint is refused: \($0)" })
         }
         guard !Task.isCancelled else {
             logger.debug("token refresh not sent", metadata: ["oauth.outcome": "cancelled"])

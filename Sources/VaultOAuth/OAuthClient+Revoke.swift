@@ -24,7 +24,8 @@ extension OAuthClient {
 
         guard endpoint.isAcceptableOAuthEndpoint else {
             logger.debug("token revocation refused", metadata: ["oauth.outcome": "insecure_endpoint"])
-            throw .clientMisconfigured(code: "insecure_endpoint", description: "the revocation endpoint must use https (plain http only on loopback)")
+            throw .clientMisconfigured(code: "insecure_endpoint",
+                                       description: EndpointRule.violation(endpoint).map { "the revocation endpoint is refused: \($0)" })
         }
         guard !Task.isCancelled else {
             logger.debug("token revocation not sent", metadata: ["oauth.outcome": "cancelled"])

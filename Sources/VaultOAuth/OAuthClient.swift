@@ -48,13 +48,6 @@ public struct OAuthClient: Sendable {
 }
 
 extension URL {
-    /// Credentials may only travel over TLS, or over plain HTTP to this machine (RFC 6749 §3.2, RFC 8252 §8.3).
-    var isAcceptableOAuthEndpoint: Bool {
-        guard let components = URLComponents(url: self, resolvingAgainstBaseURL: false),
-              let scheme = components.scheme?.lowercased(),
-              let host = components.host?.lowercased(), !host.isEmpty else { return false }
-        if scheme == "https" { return true }
-        guard scheme == "http" else { return false }
-        return host == "localhost" || host == "::1" || host == "[::1]" || host.hasPrefix("127.")
-    }
+    /// Credentials may only travel over TLS, or over plain HTTP to this machine (``EndpointRule``).
+    var isAcceptableOAuthEndpoint: Bool { EndpointRule.violation(self) == nil }
 }

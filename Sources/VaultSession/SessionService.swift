@@ -123,7 +123,12 @@ public actor SessionService {
 
     /// Stores a completed sign-in given as a ``TokenSet``.
     @discardableResult
+    ///
+    /// Throws ``EndpointError`` (and stores nothing) when an endpoint may not receive a
+    /// credential: plain http anywhere but this machine by loopback literal, or user information.
     public func signIn(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy? = nil) async throws -> Account {
+        try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint")
+        if let revocation = account.client.revocationEndpoint { try EndpointRule.check(revocation, role: "revocation endpoint") }
         let record = try vaultCall { try vault.signIn(account, tokens: tokens, policy: policy ?? configuration.defaultPolicy) }
         let id = record.account.id
         warned[id] = nil

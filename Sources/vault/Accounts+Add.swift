@@ -53,9 +53,8 @@ extension VaultCommand.Accounts {
         func validate() throws {
             for (name, value) in [("--token-endpoint", tokenEndpoint), ("--revocation-endpoint", revocationEndpoint)] {
                 guard let value else { continue }
-                guard let url = URL(string: value), ["https", "http"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-                    throw ValidationError("\(name) must be an http(s) URL, got \(value)")
-                }
+                guard let url = URL(string: value) else { throw ValidationError("\(name) is not a URL") }
+                if let reason = EndpointRule.violation(url) { throw ValidationError("\(name) is refused: \(reason)") }
             }
             if clientID.isEmpty { throw ValidationError("--client-id must not be empty") }
             if case .unlimited? = lifetime { throw ValidationError("--lifetime needs a duration such as 12h or 30d") }

@@ -48,4 +48,19 @@ struct IntegrityTests {
         #expect(Set(damaged.compactMap { $0["column"] as? String }) == ["refresh_token", "access_expires_at"], "\(damaged)")
         await gateway.stop()
     }
+
+    @Test("accounts add refuses plain http to a host that only looks like this machine, and stores nothing",
+          arguments: ["http://127.evil.example/token", "http://127.0.0.1.nip.io/token", "http://localhost.example/token",
+                      "http://0x7f.1/token", "http://127.0.0.1@evil.example/token"])
+    func lookAlikeHostRefusedAtImport(_ endpoint: String) async throws {
+        let gateway = try await DevGateway.start()
+        let fixture = try await AccountsAndTokenTests.Fixture()
+        let result = try await fixture.run(
+            ["accounts", "add", "--token-endpoint", endpoint, "--client-id", "vault-cli", "--subject", "alice"],
+            stdin: AccountsAndTokenTests.tokenResponse(await gateway.issueGrant(subject: "alice", clientID: "vault-cli")))
+        #expect(result.status == Exit.usage, "\(result)")
+        #expect(result.stderr.contains("refused"), "\(result.stderr)")
+        #expect(try await fixture.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
+        await gateway.stop()
+    }
 }

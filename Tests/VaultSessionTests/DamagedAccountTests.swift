@@ -2,6 +2,7 @@ import DevGateway
 import Foundation
 import GRDB
 import Testing
+import VaultOAuth
 import VaultSession
 import VaultStore
 import VaultTestSupport
@@ -31,6 +32,32 @@ struct DamagedAccountTests {
             }
             #expect(code == "damaged")
             #expect(message.contains("sessions.absolute_deadline") || message.contains("accounts.token_endpoint"), "\(message)")
+            await h.expectTokenRequests(0)
+        }
+    }
+}
+
+/// The endpoint rule holds at import and again at every request, whatever put the account there.
+@Suite("Look-alike loopback hosts, at sign-in and at request time", .timeLimit(.minutes(1)))
+struct EndpointAtRequestTests {
+    @Test("a sign-in naming a look-alike host is refused and stores nothing; one stored anyway is never sent a token")
+    func lookAlikeHostsNeverGetAToken() async throws {
+        try await SessionHarness.run { h in
+            var account = h.newAccount("mallory")
+            account.client.tokenEndpoint = try #require(URL(string: "http://127.0.0.1.nip.io/oauth/token"))
+            let tokens = TokenSet(accessToken: "access-lookalike", refreshToken: "refresh-lookalike", idToken: nil,
+                                  tokenType: "Bearer", accessTokenExpiresAt: h.time.now().addingTimeInterval(5), scopes: [])
+            await #expect(throws: EndpointError.self) { try await h.service.signIn(account, tokens: tokens) }
+            #expect(try h.vault.accountIDs().isEmpty, "nothing stored")
+
+            // Stored through the store alone (a tool of its own, or an older build): the request is refused.
+            let stored = try h.vault.signIn(account, tokens: tokens, policy: .tokensOnly)
+            let error = await sessionError { try await h.service.validAccessToken(for: stored.account.id) }
+            guard case .clientMisconfigured(_, let code, _)? = error else {
+                Issue.record("expected the endpoint to be refused, got \(String(describing: error))")
+                return
+            }
+            #expect(code == "insecure_endpoint")
             await h.expectTokenRequests(0)
         }
     }

@@ -45,6 +45,8 @@ public enum DeviceAPIError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformedResponse(String)
     /// No answer arrived (timeout, connection refused…).
     case unreachable(TransportError)
+    /// The device API's URL may not receive a credential (``EndpointRule``): nothing was sent.
+    case refusedEndpoint(EndpointError)
 
     public var description: String {
         switch self {
@@ -70,6 +72,7 @@ public enum DeviceAPIError: Error, Sendable, Hashable, CustomStringConvertible {
             "the identity service refused the request (HTTP \(status), \(error)\(description.map { ": \($0)" } ?? ""))"
         case .malformedResponse(let reason): "the identity service's answer could not be read: \(reason)"
         case .unreachable(let error): "\(error)"
+        case .refusedEndpoint(let error): "\(error)"
         }
     }
 }

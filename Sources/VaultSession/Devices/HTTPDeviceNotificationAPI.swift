@@ -110,6 +110,9 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
         account: AccountID, as: Answer.Type
     ) async throws -> Answer {
         let url = try endpoint(path, query: query)
+        // Checked on every request, before a token is even asked for: the base URL may have been
+        // configured by the tool, and a bearer token is a credential like any other.
+        do { try EndpointRule.check(url, role: "device API") } catch { throw DeviceAPIError.refusedEndpoint(error) }
         let payload = try body.map { try JSONEncoder().encode($0) } ?? Data()
         let route = "/" + path.joined(separator: "/")
         var token = try await session.validAccessToken(for: account)
