@@ -14,7 +14,8 @@ struct LeaseRenewalTests {
     func slowServerNeverSeesTheRefreshTokenTwice() async throws {
         var configuration = SessionConfiguration.testing
         configuration.leaseDuration = .seconds(3)
-        try await SessionHarness.run(configuration: configuration) { h in
+        // The held request must outlive the test on a loaded machine: only the test clock moves the lease.
+        try await SessionHarness.run(configuration: configuration, transportTimeout: .seconds(300)) { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
             await h.gateway.holdTokenResponses()
             let first = Task { try await h.service.validAccessToken() }
