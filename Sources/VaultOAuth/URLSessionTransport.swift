@@ -47,7 +47,15 @@ public final class URLSessionTransport: HTTPTransport {
     }
 
     /// Sends `request`; throws ``TransportError`` when no HTTP response was received.
+    ///
+    /// A request with pins is refused (``TransportError/pinningFailed(host:reason:)``) without
+    /// connecting: on Linux, URLSession never shows the server's certificate chain.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard request.pins.isEmpty else {
+            throw TransportError.pinningFailed(
+                host: request.url.hostForMessages,
+                reason: "this transport (URLSession) cannot see the certificate chain, so it cannot check pins")
+        }
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method.rawValue
         urlRequest.timeoutInterval = Self.foundationTimeout(request.timeout ?? timeout)

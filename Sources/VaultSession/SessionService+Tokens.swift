@@ -307,6 +307,16 @@ extension SessionService {
         case .cancelled:
             try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "cancelled", nextAttemptAt: nil) }
             throw CancellationError()
+        case .pinningFailed(let host, let reason):
+            // Nothing was sent, so the refresh token is as good as before: no back-off (the next
+            // call checks again and reports the same), no revocation, tokens kept.
+            try vaultCall {
+                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: error.description, nextAttemptAt: nil)
+            }
+            logger.warning("the identity service presented no pinned key; nothing was sent",
+                           metadata: ["account": "\(id)", "host": "\(host)"])
+            hub.emit(.refreshFailed(id, reason: error.summary, retryAt: nil))
+            throw SessionError.pinningFailed(id, host: host, reason: reason)
         case .transient, .unrecognizedError, .malformedResponse:
             var retryAfter: Duration?
             if case .transient(.rateLimited(let after)) = error { retryAfter = after }

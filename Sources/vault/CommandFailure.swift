@@ -39,6 +39,8 @@ enum ExitStatus: Int32, CaseIterable {
     case migrationNeeded = 81
     /// The vault or key file is readable by others, or sits in a directory others can write.
     case unsafePermissions = 82
+    /// The identity service's TLS chain holds none of the account's SPKI pins; nothing was sent.
+    case pinningFailed = 83
 }
 
 /// A failure turned into what the user sees: one message and an exit code. Every error
@@ -100,6 +102,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .temporarilyUnavailable: .serverUnavailable
         case .clientMisconfigured: .clientRefused
         case .accountChanged: .busy
+        case .pinningFailed: .pinningFailed
         case .vault(let code, _):
             VaultErrorCodeName(rawValue: code).map { status(of: $0.code) } ?? .failure
         }
