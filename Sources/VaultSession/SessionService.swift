@@ -122,13 +122,22 @@ public actor SessionService {
     }
 
     /// Stores a completed sign-in given as a ``TokenSet``.
-    @discardableResult
     ///
     /// Throws ``EndpointError`` (and stores nothing) when an endpoint may not receive a
-    /// credential: plain http anywhere but this machine by loopback literal, or user information.
+    /// credential: plain http anywhere but this machine by loopback literal, user information,
+    /// or plain http with pins. Throws ``PinError`` for a pin that is not `sha256/BASE64` of 32
+    /// bytes. Pins are stored in their canonical form, each once.
+    @discardableResult
     public func signIn(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy? = nil) async throws -> Account {
-        try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint")
-        if let revocation = account.client.revocationEndpoint { try EndpointRule.check(revocation, role: "revocation endpoint") }
+        var account = account
+        let pins = try SPKIPin.parse(account.client.pins)
+        try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint", pins: pins)
+        if let revocation = account.client.revocationEndpoint {
+            try EndpointRule.check(revocation, role: "revocation endpoint", pins: pins)
+        }
+        account.client.pins = pins.reduce(into: [String]()) { kept, pin in
+            if !kept.contains(pin.description) { kept.append(pin.description) }
+        }
         let record = try vaultCall { try vault.signIn(account, tokens: tokens, policy: policy ?? configuration.defaultPolicy) }
         let id = record.account.id
         warned[id] = nil
@@ -165,11 +174,11 @@ public actor SessionService {
         let wasActive = try activeAccount() == id
         // What the revocation needs, read before the account's records and key are gone.
         // A locked vault cannot open the refresh token: the account is still removed.
-        var revocation: (token: String, endpoint: URL, client: ClientCredentials)?
+        var revocation: (token: String, endpoint: URL, client: ClientCredentials, pins: [SPKIPin])?
         if let stored = try? vault.account(id), let endpoint = stored.client.revocationEndpoint,
            let refreshToken = try? vault.tokens(for: id)?.tokens.refreshToken,
-           let client = try? clientCredentials(for: stored) {
-            revocation = (refreshToken, endpoint, client)
+           let client = try? clientCredentials(for: stored), let pins = try? pins(of: stored) {
+            revocation = (refreshToken, endpoint, client, pins)
         } else if vault.isLocked {
             logger.warning("the vault is locked: removing the account without revoking its refresh token at the server",
                            metadata: ["account": "\(id)"])
@@ -194,7 +203,7 @@ public actor SessionService {
         if let revocation {
             do {
                 try await oauth.revoke(token: revocation.token, hint: .refreshToken, endpoint: revocation.endpoint,
-                                       client: revocation.client)
+                                       client: revocation.client, pins: revocation.pins, deadline: configuration.requestDeadline)
             } catch {
                 logger.warning("could not revoke the refresh token at the server; local data is already removed",
                                metadata: ["account": "\(id)", "error": "\(error)"])
@@ -229,6 +238,17 @@ public actor SessionService {
             return try body()
         } catch let error as VaultError {
             throw SessionError(error)
+        }
+    }
+
+    /// The account's SPKI pins. A stored pin that does not parse (only a tool writing the store
+    /// directly could put one there) fails closed: nothing is sent for the account.
+    func pins(of account: Account) throws -> [SPKIPin] {
+        do {
+            return try SPKIPin.parse(account.client.pins)
+        } catch {
+            throw SessionError.pinningFailed(account.id, host: account.client.tokenEndpoint.hostForMessages,
+                                             reason: "a stored pin is malformed (\(error.reason))")
         }
     }
 
