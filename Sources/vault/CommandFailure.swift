@@ -67,6 +67,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(Self.status(of: error), error.description)
         case let error as EndpointError:
             self.init(.usage, error.description)
+        case let error as PinError:
+            self.init(.usage, error.description)
         case let error as OAuthError:
             self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
         case is CancellationError:

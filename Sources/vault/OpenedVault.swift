@@ -88,23 +88,35 @@ enum AccountReference {
     }
 }
 
-/// A ``URLSessionTransport`` made on the first request rather than when a command starts.
+/// The transports, each made on its first request rather than when a command starts: a
+/// ``NIOTransport`` for requests with pins (the only one that can check them), a
+/// ``URLSessionTransport`` for the others.
 ///
 /// Most commands, and `vault token` while the access token is valid, send no request at all,
 /// and making a `URLSession` starts libcurl: its global initialisation and its TLS configuration.
 final class DeferredTransport: HTTPTransport {
     private let timeout: Duration
-    private let transport = Locked<URLSessionTransport?>(nil)
+    private let plain = Locked<URLSessionTransport?>(nil)
+    private let pinned = Locked<NIOTransport?>(nil)
 
     init(timeout: Duration) {
         self.timeout = timeout
     }
 
-    /// Whether a request was sent (the transport was made).
-    var started: Bool { transport.withLock { $0 != nil } }
+    /// Whether a request was sent (a transport was made).
+    var started: Bool { plain.withLock { $0 != nil } || pinned.withLock { $0 != nil } }
 
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let transport = transport.withLock { current in
+        if !request.pins.isEmpty {
+            let transport = pinned.withLock { current in
+                if let current { return current }
+                let made = NIOTransport(timeout: timeout)
+                current = made
+                return made
+            }
+            return try await transport.send(request)
+        }
+        let transport = plain.withLock { current in
             if let current { return current }
             let made = URLSessionTransport(timeout: timeout)
             current = made
