@@ -72,6 +72,12 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
+        // URLSession as an HTTPTransport. Apart from VaultOAuth so that linking that never loads
+        // FoundationNetworking and libcurl; `vault` does not link it.
+        .target(
+            name: "VaultURLSession",
+            dependencies: ["VaultSync", "VaultOAuth"]
+        ),
         // The development identity gateway: a real HTTP server on loopback for tests and the demo.
         .target(
             name: "DevGateway",
@@ -137,13 +143,14 @@ let package = Package(
         // A child process for multi-process session tests: opens a vault and asks for tokens.
         .executableTarget(
             name: "SessionProbe",
-            dependencies: ["VaultSession", "VaultStore", "VaultOAuth"],
+            dependencies: ["VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession"],
             path: "Tests/SessionProbe"
         ),
         .testTarget(
             name: "VaultSessionTests",
             dependencies: [
-                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport", "SessionProbe",
+                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
+                "SessionProbe",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -158,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "VaultDeviceTests",
             dependencies: [
-                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -177,7 +184,7 @@ let package = Package(
         .testTarget(
             name: "VaultOAuthTests",
             dependencies: [
-                "VaultSync", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                "VaultSync", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
             ]
         ),

@@ -5,8 +5,8 @@
 /// They give up promptly when their task is cancelled (that is how
 /// ``send(_:deadline:clock:)`` ends a request at its deadline), and a request with
 /// ``HTTPRequest/pins`` is either checked against the server's TLS chain or not sent at all.
-/// ``NIOTransport`` and ``URLSessionTransport`` are the production implementations (only the
-/// first can check pins); tests may supply their own.
+/// ``NIOTransport`` is the production implementation (and the only one that can check pins);
+/// `URLSessionTransport` (module `VaultURLSession`) is the Foundation one; tests may supply their own.
 ///
 /// ```swift
 /// struct CannedTransport: HTTPTransport {

@@ -9,7 +9,10 @@ import SwiftASN1
 import X509
 
 /// An ``HTTPTransport`` over SwiftNIO: HTTP/1.1, one connection per request, TLS through NIOSSL.
-/// The one transport here that can check ``HTTPRequest/pins``.
+/// The transport that can check ``HTTPRequest/pins``, and the default of ``OAuthClient`` and
+/// the `vault` command: `URLSessionTransport` lives in its own module (`VaultURLSession`) so
+/// that linking this one never loads FoundationNetworking and libcurl (about 30 shared
+/// libraries, a third of a fresh `vault token`'s start-up).
 ///
 /// Why not AsyncHTTPClient: up to 1.37 it builds its `NIOSSLClientHandler` itself
 /// (`HTTPConnectionPool+Factory.swift`) without a verification callback, and NIOSSL's
@@ -23,7 +26,7 @@ import X509
 ///   ``TrustRoots``, host name or IP) and the handshake succeeds only if the validated chain holds
 ///   one of the pins; otherwise ``TransportError/pinningFailed(host:reason:)``, with no byte of
 ///   the request written. Plain http with pins is refused before connecting.
-/// - Redirects are not followed and a 401 is returned as a response, as with ``URLSessionTransport``.
+/// - Redirects are not followed and a 401 is returned as a response.
 /// - ``timeout`` (or the request's own) is a *total* deadline, not an idle one.
 ///
 /// ```swift
@@ -39,17 +42,20 @@ public final class NIOTransport: HTTPTransport {
     public let maximumResponseSize: Int
     /// Where a server's chain must lead.
     public let trustRoots: TrustRoots
-    private let group: any EventLoopGroup
+    /// The event loops to use; nil: NIO's shared group, started on the first request.
+    private let group: (any EventLoopGroup)?
     /// Made on the first https request: loading trust roots is work a command that sends
     /// nothing should not do.
     private let tlsContext = Locked<NIOSSLContext?>(nil)
 
-    /// Creates a transport on NIO's shared event loop group.
-    public init(timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20, trustRoots: TrustRoots = .system) {
+    /// Creates a transport. Making one is cheap: no thread, socket or trust store is touched
+    /// before the first request, so a tool can make it at start and send nothing.
+    public init(timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20, trustRoots: TrustRoots = .system,
+                eventLoopGroup: (any EventLoopGroup)? = nil) {
         self.timeout = timeout
         self.maximumResponseSize = maximumResponseSize
         self.trustRoots = trustRoots
-        self.group = MultiThreadedEventLoopGroup.singleton
+        self.group = eventLoopGroup
     }
 
     /// Sends `request` on a connection of its own; throws ``TransportError`` when no HTTP
@@ -73,7 +79,7 @@ public final class NIOTransport: HTTPTransport {
         let connection: Connection
         do {
             let context = try target.usesTLS ? sslContext() : nil
-            connection = try await ClientBootstrap(group: group)
+            connection = try await ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
                 .connect(host: target.host, port: target.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try Self.configure(channel, target: target, context: context, check: check)

@@ -8,7 +8,7 @@ import Logging
 /// token, a secret, or a request or response body.
 ///
 /// ```swift
-/// let client = OAuthClient(transport: URLSessionTransport(timeout: .seconds(15)), logger: logger)
+/// let client = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: logger)
 /// let tokens = try await client.refresh(
 ///     refreshToken: stored,
 ///     endpoint: URL(string: "https://id.example.com/oauth/token")!,
@@ -29,7 +29,7 @@ public struct OAuthClient: Sendable {
 
     /// Creates a client that sends requests through `transport` and logs to `logger`, each
     /// request bounded by `requestDeadline` on `clock`.
-    public init(transport: any HTTPTransport = URLSessionTransport(), logger: Logger,
+    public init(transport: any HTTPTransport = NIOTransport(), logger: Logger,
                 requestDeadline: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock()) {
         self.transport = transport
         self.logger = logger

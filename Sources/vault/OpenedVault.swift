@@ -1,5 +1,4 @@
 import Foundation
-import VaultSync
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -32,7 +31,9 @@ struct OpenedVault {
             vault.close()
             throw CommandFailure(.failure, "\(url.path) was opened without a credential")
         }
-        let oauth = OAuthClient(transport: DeferredTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
+        // NIOTransport for every request: it can check pins, opens nothing until the first
+        // request, and keeps libcurl out of the process (see NIOTransport).
+        let oauth = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
         let opened = OpenedVault(
             vault: vault, session: SessionService(vault: vault, oauth: oauth, logger: global.logger("credentialvault.session")),
             url: url, credential: credential)
@@ -85,43 +86,5 @@ enum AccountReference {
         default:
             throw CommandFailure(.usage, "\(reference) names \(matches.count) accounts: give more of the id (`vault accounts list`)")
         }
-    }
-}
-
-/// The transports, each made on its first request rather than when a command starts: a
-/// ``NIOTransport`` for requests with pins (the only one that can check them), a
-/// ``URLSessionTransport`` for the others.
-///
-/// Most commands, and `vault token` while the access token is valid, send no request at all,
-/// and making a `URLSession` starts libcurl: its global initialisation and its TLS configuration.
-final class DeferredTransport: HTTPTransport {
-    private let timeout: Duration
-    private let plain = Locked<URLSessionTransport?>(nil)
-    private let pinned = Locked<NIOTransport?>(nil)
-
-    init(timeout: Duration) {
-        self.timeout = timeout
-    }
-
-    /// Whether a request was sent (a transport was made).
-    var started: Bool { plain.withLock { $0 != nil } || pinned.withLock { $0 != nil } }
-
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        if !request.pins.isEmpty {
-            let transport = pinned.withLock { current in
-                if let current { return current }
-                let made = NIOTransport(timeout: timeout)
-                current = made
-                return made
-            }
-            return try await transport.send(request)
-        }
-        let transport = plain.withLock { current in
-            if let current { return current }
-            let made = URLSessionTransport(timeout: timeout)
-            current = made
-            return made
-        }
-        return try await transport.send(request)
     }
 }

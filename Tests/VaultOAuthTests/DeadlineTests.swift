@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Testing
 import VaultOAuth
+import VaultURLSession
 import VaultTestSupport
 
 /// Issue 12, part 2: a token endpoint that answers one byte every 1.5 s never trips an idle

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Testing
 import VaultOAuth
+import VaultURLSession
 import VaultTestSupport
 
 /// Issue 12, part 3: with pins, a request goes only to a server whose validated chain holds one
