@@ -42,7 +42,8 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .accountChanged(let from, let to): "the active account changed from \(from) to \(to.map(\.rawValue) ?? "none") during the request; ask again"
         case .pinningFailed(let account, let host, let reason):
             "the identity service \(host) of account \(account) did not present a pinned TLS key: \(reason). Nothing was sent. "
-                + "If the service changed its key, add its new pin; otherwise something on the network is impersonating it"
+                + "If the service changed its key, remove the account and add it again with the new pin; "
+                + "otherwise something on the network is impersonating it"
         case .vault(_, let message): message
         }
     }
