@@ -97,12 +97,24 @@ public final class NIOTransport: HTTPTransport {
                 try await channel.executeThenClose { inbound, outbound in
                     // Nothing is written before the handshake, and with it the pin check, succeeded.
                     if let secured = connection.secured { try await secured.get() }
-                    try await outbound.write(.head(head))
-                    if !request.body.isEmpty {
-                        try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: request.body))))
+                    var parts: [HTTPClientRequestPart] = [.head(head)]
+                    if !request.body.isEmpty { parts.append(.body(.byteBuffer(ByteBuffer(bytes: request.body)))) }
+                    parts.append(.end(nil))
+                    // One write. If it still reports a failure, the server may have read the whole
+                    // request, answered and closed already (seen under load: a refresh the server
+                    // had rotated, reported as "connection lost", its new tokens dropped and the
+                    // old refresh token replayed next). An answer that arrived is the outcome.
+                    var writeFailure: (any Error)?
+                    do {
+                        try await outbound.write(contentsOf: parts)
+                    } catch {
+                        writeFailure = error
                     }
-                    try await outbound.write(.end(nil))
-                    return try await Self.readResponse(from: inbound, limit: limit)
+                    do {
+                        return try await Self.readResponse(from: inbound, limit: limit)
+                    } catch {
+                        throw writeFailure ?? error
+                    }
                 }
             } onCancel: {
                 channel.channel.close(promise: nil)
