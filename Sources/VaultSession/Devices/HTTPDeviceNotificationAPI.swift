@@ -122,11 +122,11 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
         do { try EndpointRule.check(url, role: "device API") } catch { throw DeviceAPIError.refusedEndpoint(error) }
         let payload = try body.map { try JSONEncoder().encode($0) } ?? Data()
         let route = "/" + path.joined(separator: "/")
+        var token = try await session.validAccessToken(for: account)
         let pins = try await session.pins(for: account)
         if let reason = EndpointRule.pinViolation(url, pins: pins) {
             throw DeviceAPIError.pinningFailed(host: url.hostForMessages, reason: reason)
         }
-        var token = try await session.validAccessToken(for: account)
         var refreshed = false
         while true {
             var headers: HTTPHeaderFields = ["Accept": "application/json", "Authorization": token.authorizationHeader]
