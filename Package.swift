@@ -149,7 +149,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultOAuthTests",
-            dependencies: ["VaultSync", "VaultOAuth", "DevGateway"]
+            dependencies: ["VaultSync", "VaultOAuth", "DevGateway", "VaultTestSupport"]
         ),
         .testTarget(
             name: "VaultStoreTests",
