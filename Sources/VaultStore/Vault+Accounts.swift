@@ -222,7 +222,7 @@ extension Vault {
               account: AccountID, row: String, version: String = "") throws -> Data {
         let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
                                   account: account.rawValue, row: row, version: version)
-        return Data(try key.seal(Array(value.utf8), context: context))
+        return Data(try key.seal(text: value, context: context))
     }
 
     func seal(_ value: String?, table: String, column: String, account: AccountID, row: String,
@@ -247,8 +247,8 @@ extension Vault {
         let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
                                   account: account.rawValue, row: row, version: version)
         do {
-            let plain = try key.open(bytes, context: context)
-            guard let text = String(validating: plain, as: UTF8.self) else {
+            // The plaintext bytes are zeroed once the String is made.
+            guard let text = try key.openText(bytes, context: context) else {
                 throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
             }
             return text
