@@ -45,11 +45,12 @@ struct CredentialOptions: ParsableArguments {
     static func passphrase(file: String?, environmentVariable: String, prompt: String, confirm: Bool) throws -> VaultCredential {
         if let file {
             var bytes = try readPassphraseFile(file)
-            defer { for index in bytes.indices { bytes[index] = 0 } }
+            defer { SecureBytes.zero(&bytes) }
             return try .passphrase(bytes: bytes)
         }
-        if let value = ProcessInfo.processInfo.environment[environmentVariable], !value.isEmpty {
-            return try .passphrase(value)
+        // Taken out of the environment when the process started (ProcessHardening).
+        if let value = try ProcessHardening.passphrase(from: environmentVariable) {
+            return .passphraseBytes(value)
         }
         guard let reader = PassphraseReader() else {
             throw CommandFailure(
@@ -57,26 +58,53 @@ struct CredentialOptions: ParsableArguments {
                 "no passphrase: there is no terminal to ask on; use --passphrase-file FILE or set \(environmentVariable)")
         }
         var first = try reader.read(prompt: prompt)
-        defer { for index in first.indices { first[index] = 0 } }
+        defer { SecureBytes.zero(&first) }
         if confirm {
             var second = try reader.read(prompt: "Repeat to confirm: ")
-            defer { for index in second.indices { second[index] = 0 } }
+            defer { SecureBytes.zero(&second) }
             guard first == second else { throw CommandFailure(.usage, "the two passphrases differ; nothing was changed") }
         }
         guard !first.isEmpty else { throw CommandFailure(.usage, "an empty passphrase cannot protect a vault") }
         return try .passphrase(bytes: first)
     }
 
-    /// The file's bytes less one trailing newline ("\n" or "\r\n").
+    /// The file's bytes less one trailing newline ("\n" or "\r\n"). Read with read(2) into one
+    /// array sized from the file, so no other copy of the bytes is left behind (Data, a grown
+    /// array's old storage); the caller zeroes it (``SecureBytes/zero(_:)``).
     static func readPassphraseFile(_ path: String) throws -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw CommandFailure(.usage, "cannot read passphrase file \(path)")
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
+        // One byte more than the size says, to see the end of a file that grew meanwhile.
+        let capacity = max(Int(info.st_size), 0) + 1
+        var bytes = [UInt8](repeating: 0, count: capacity)
+        var filled = 0
+        while filled < capacity {
+            let count = bytes.withUnsafeMutableBytes { buffer in
+                read(fd, buffer.baseAddress.map { $0 + filled }, capacity - filled)
+            }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                SecureBytes.zero(&bytes)
+                throw CommandFailure(.usage, "cannot read passphrase file \(path)")
+            }
+            if count == 0 { break }
+            filled += count
         }
-        var bytes = [UInt8](data)
-        if bytes.last == 0x0A {
-            bytes.removeLast()
-            if bytes.last == 0x0D { bytes.removeLast() }
+        guard filled < capacity else {
+            SecureBytes.zero(&bytes)
+            throw CommandFailure(.usage, "passphrase file \(path) changed while it was read; try again")
         }
+        var length = filled
+        if length > 0, bytes[length - 1] == 0x0A {
+            length -= 1
+            if length > 0, bytes[length - 1] == 0x0D { length -= 1 }
+        }
+        // Shrinking in place keeps the storage; the cut-off bytes are zeroed first.
+        for index in length..<bytes.count { bytes[index] = 0 }
+        bytes.removeSubrange(length...)
         return bytes
     }
 }

@@ -47,8 +47,13 @@ struct VaultCommand: AsyncParsableCommand {
             Token.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, PruneNotifications.self, Export.self,
         ])
 
-    /// Parses, sets up logging, runs, and maps a failure to its exit code and message.
+    /// Hardens the process, parses, sets up logging, runs, and maps a failure to its exit code
+    /// and message.
     static func main() async {
+        // Before anything reads the environment or holds a secret (see ProcessHardening).
+        for problem in ProcessHardening.apply() {
+            Terminal.printError("vault: warning: \(problem)")
+        }
         let command: any ParsableCommand
         do {
             command = try await parse(Array(CommandLine.arguments.dropFirst()))
