@@ -68,22 +68,33 @@ struct CredentialOptions: ParsableArguments {
         return try .passphrase(bytes: first)
     }
 
-    /// The file's bytes less one trailing newline ("\n" or "\r\n"). Read with read(2) into one
-    /// array sized from the file, so no other copy of the bytes is left behind (Data, a grown
-    /// array's old storage); the caller zeroes it (``SecureBytes/zero(_:)``).
+    /// The file's bytes less one trailing newline ("\n" or "\r\n"), read with read(2) into an
+    /// array sized from the file (a pipe, `<(…)`, starts at 4 KiB and grows): every array the
+    /// bytes passed through is zeroed, and no Data copy is made. The caller zeroes the result
+    /// (``SecureBytes/zero(_:)``).
     static func readPassphraseFile(_ path: String) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
-        // One byte more than the size says, to see the end of a file that grew meanwhile.
-        let capacity = max(Int(info.st_size), 0) + 1
-        var bytes = [UInt8](repeating: 0, count: capacity)
+        let limit = 1 << 20
+        // One byte more than a regular file's size, to see its end without growing.
+        var bytes = [UInt8](repeating: 0, count: (info.st_mode & S_IFMT) == S_IFREG ? min(Int(info.st_size), limit) + 1 : 4096)
         var filled = 0
-        while filled < capacity {
+        while true {
+            if filled == bytes.count {
+                guard bytes.count < limit else {
+                    SecureBytes.zero(&bytes)
+                    throw CommandFailure(.usage, "passphrase file \(path) is larger than \(limit) bytes")
+                }
+                var larger = [UInt8](repeating: 0, count: min(bytes.count * 2, limit))
+                larger.withUnsafeMutableBytes { target in bytes.withUnsafeBytes { target.copyMemory(from: $0) } }
+                SecureBytes.zero(&bytes)
+                bytes = larger
+            }
             let count = bytes.withUnsafeMutableBytes { buffer in
-                read(fd, buffer.baseAddress.map { $0 + filled }, capacity - filled)
+                read(fd, buffer.baseAddress.map { $0 + filled }, buffer.count - filled)
             }
             if count < 0 && errno == EINTR { continue }
             guard count >= 0 else {
@@ -92,10 +103,6 @@ struct CredentialOptions: ParsableArguments {
             }
             if count == 0 { break }
             filled += count
-        }
-        guard filled < capacity else {
-            SecureBytes.zero(&bytes)
-            throw CommandFailure(.usage, "passphrase file \(path) changed while it was read; try again")
         }
         var length = filled
         if length > 0, bytes[length - 1] == 0x0A {
