@@ -25,6 +25,8 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // prctl(2) for the `vault` process (variadic in C, so Swift cannot call it): no core dumps.
+        .target(name: "CProcessControl"),
         // The one lock type, a pthread mutex that ThreadSanitizer can see (see Locked.swift).
         .target(name: "VaultSync"),
         .target(
@@ -74,7 +76,7 @@ let package = Package(
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
+                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -149,7 +151,7 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultOAuthTests",
-            dependencies: ["VaultSync", "VaultOAuth", "DevGateway"]
+            dependencies: ["VaultSync", "VaultOAuth", "DevGateway", "VaultTestSupport"]
         ),
         .testTarget(
             name: "VaultStoreTests",

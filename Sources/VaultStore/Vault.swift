@@ -85,7 +85,8 @@ public final class Vault: Sendable {
         }
         defer { kek.wipe() }
 
-        try VaultFile.createEmpty(url)
+        // The real file (symbolic links in the directory resolved) is the one checked and opened.
+        let url = try VaultFile.createEmpty(url)
         do {
             let pool = try openPool(url, options: options)
             let vaultID = try Random.bytes(16)
@@ -152,10 +153,9 @@ public final class Vault: Sendable {
         at url: URL, options: VaultOptions = VaultOptions(),
         credential choose: (VaultOpeningFacts) throws -> VaultCredential
     ) throws -> Vault {
+        // The real file (symbolic links resolved) is the one checked and opened.
+        let url = try VaultFile.checkedLocation(url)
         let path = url.path
-        _ = try VaultFile.inspect(url)
-        try VaultFile.checkDirectory(url.deletingLastPathComponent())
-        try VaultFile.checkFileMode(url)
 
         let migrator = Migrator(migrations: options.migrations)
         let unlocked: (meta: UnlockRecord, keys: (current: SymmetricKey, pending: SymmetricKey?), pending: [Migration])

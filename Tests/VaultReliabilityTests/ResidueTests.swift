@@ -43,7 +43,7 @@ import VaultTestSupport
             """, [alice.rawValue])
         #expect(sealed.count == 24)
 
-        #expect(try remover.removeAccount(alice))
+        #expect(try remover.removeAccount(alice).checkpoint == .completed)
         #expect(try RawDatabase.int(url, "PRAGMA freelist_count") ?? 0 > 0, "the removal freed pages")
         for suffix in ["", "-wal", "-shm"] {
             let file = URL(fileURLWithPath: url.path + suffix)
