@@ -20,12 +20,11 @@ build: deps
 	swift build
 
 # The `vault` to install: the Swift runtime and Foundation linked in, so no start loads and
-# relocates them (`vault token` runs before every API call of a script). Linking the static
-# FoundationNetworking needs libcurl's development files; running it needs libsqlite3-0,
-# libsodium23 and libcurl4.  Install: install -m 0755 .build/release/vault /usr/local/bin/vault
+# relocates them (`vault token` runs before every API call of a script). It sends HTTP through
+# SwiftNIO and does not link FoundationNetworking, so libcurl is needed neither to build nor to
+# run it; running it needs libsqlite3-0 and libsodium23.
+# Install: install -m 0755 .build/release/vault /usr/local/bin/vault
 release-deps: deps
-	@dpkg -s libcurl4-openssl-dev >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libcurl4-openssl-dev; }
 
 release: release-deps
 	swift build -c release --product vault --static-swift-stdlib

@@ -17,6 +17,13 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.1"),
         .package(url: "https://github.com/pointfreeco/swift-clocks", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        // The transport that can see the TLS chain (SPKI pinning) and bounds every request.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        // Tests only: keys for the self-signed chain of the loopback TLS server.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // libsodium, the only crypto implementation. Reached only through VaultCrypto.
@@ -51,9 +58,27 @@ let package = Package(
             plugins: ["EmbedMigrations"]
         ),
         // OAuth 2.0 token and revocation endpoints (RFC 6749 §6, RFC 7009) behind a transport protocol.
+        // Transports: URLSession, and HTTP/1.1 over SwiftNIO + NIOSSL, which checks SPKI pins
+        // against the validated chain (swift-certificates) before a byte of the request is sent.
         .target(
             name: "VaultOAuth",
-            dependencies: ["VaultSync", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "VaultSync", "VaultCrypto",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+        // URLSession as an HTTPTransport. Apart from VaultOAuth so that linking that never loads
+        // FoundationNetworking and libcurl; `vault` does not link it.
+        .target(
+            name: "VaultURLSession",
+            dependencies: ["VaultSync", "VaultOAuth"]
         ),
         // The development identity gateway: a real HTTP server on loopback for tests and the demo.
         .target(
@@ -96,6 +121,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Clocks", package: "swift-clocks"),
+                // The loopback TLS server and the certificate chain it presents.
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ],
             path: "Tests/VaultTestSupport"
         ),
@@ -112,13 +145,14 @@ let package = Package(
         // A child process for multi-process session tests: opens a vault and asks for tokens.
         .executableTarget(
             name: "SessionProbe",
-            dependencies: ["VaultSession", "VaultStore", "VaultOAuth"],
+            dependencies: ["VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession"],
             path: "Tests/SessionProbe"
         ),
         .testTarget(
             name: "VaultSessionTests",
             dependencies: [
-                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport", "SessionProbe",
+                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
+                "SessionProbe",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -133,7 +167,7 @@ let package = Package(
         .testTarget(
             name: "VaultDeviceTests",
             dependencies: [
-                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "DevGateway", "VaultTestSupport",
+                "VaultSync", "VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
@@ -151,7 +185,10 @@ let package = Package(
         ),
         .testTarget(
             name: "VaultOAuthTests",
-            dependencies: ["VaultSync", "VaultOAuth", "DevGateway", "VaultTestSupport"]
+            dependencies: [
+                "VaultSync", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
+                .product(name: "Clocks", package: "swift-clocks"),
+            ]
         ),
         .testTarget(
             name: "VaultStoreTests",

@@ -38,7 +38,12 @@ public struct HTTPRequest: Sendable, Hashable {
     /// The request body (empty for none).
     public var body: Data
     /// How long to wait without progress before giving up; `nil` uses the transport's default.
+    /// (``NIOTransport`` counts it from the start of the request to the end of the answer.)
     public var timeout: Duration?
+    /// SPKI pins of the server's TLS key. Non-empty: the request is sent only over TLS whose
+    /// validated chain holds one of them, by a transport that can see the chain; anything else
+    /// throws ``TransportError/pinningFailed(host:reason:)`` having sent nothing.
+    public var pins: [SPKIPin]
 
     /// Creates a request.
     public init(
@@ -46,13 +51,15 @@ public struct HTTPRequest: Sendable, Hashable {
         url: URL,
         headers: HTTPHeaderFields = [:],
         body: Data = Data(),
-        timeout: Duration? = nil
+        timeout: Duration? = nil,
+        pins: [SPKIPin] = []
     ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.pins = pins
     }
 }
 
@@ -60,6 +67,7 @@ extension HTTPRequest: CustomStringConvertible, CustomDebugStringConvertible, Cu
     /// A summary without header values or body, e.g. `POST https://host/oauth/token [Authorization, Content-Type] body: 93 bytes`.
     public var description: String {
         "\(method) \(url.redactedForLogging) [\(headers.names.joined(separator: ", "))] body: \(body.count) bytes"
+            + (pins.isEmpty ? "" : " pinned to \(pins.count) key(s)")
     }
 
     /// Same as ``description``: a request always carries credentials.

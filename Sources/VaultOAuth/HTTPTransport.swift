@@ -2,7 +2,11 @@
 ///
 /// Implementations throw ``TransportError`` when no HTTP response was received (timeout,
 /// refused connection, cancellation); an HTTP error status is a response, not an error.
-/// ``URLSessionTransport`` is the production implementation; tests may supply their own.
+/// They give up promptly when their task is cancelled (that is how
+/// ``send(_:deadline:clock:)`` ends a request at its deadline), and a request with
+/// ``HTTPRequest/pins`` is either checked against the server's TLS chain or not sent at all.
+/// ``NIOTransport`` is the production implementation (and the only one that can check pins);
+/// `URLSessionTransport` (module `VaultURLSession`) is the Foundation one; tests may supply their own.
 ///
 /// ```swift
 /// struct CannedTransport: HTTPTransport {

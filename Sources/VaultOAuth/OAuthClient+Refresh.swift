@@ -10,6 +10,11 @@ extension OAuthClient {
     /// If the result has no ``TokenResponse/refreshToken`` the server did not rotate it: keep
     /// using the one presented. Errors are classified by ``RefreshError``.
     ///
+    /// With `pins`, the request is sent only over TLS whose validated chain holds one of them
+    /// (else ``RefreshError/pinningFailed(host:reason:)``, nothing sent). The whole exchange,
+    /// from connecting to the last byte of the answer, ends by `deadline` (default
+    /// ``requestDeadline``) on ``clock``, or fails as `.transient(.timeout)`.
+    ///
     /// ```swift
     /// let tokens = try await client.refresh(refreshToken: stored, endpoint: tokenURL, client: credentials)
     /// store(tokens.refreshToken ?? stored)
@@ -18,7 +23,9 @@ extension OAuthClient {
         refreshToken: String,
         scope: String? = nil,
         endpoint: URL,
-        client: ClientCredentials
+        client: ClientCredentials,
+        pins: [SPKIPin] = [],
+        deadline: Duration? = nil
     ) async throws(RefreshError) -> TokenResponse {
         var logger = logger(for: endpoint, operation: "token")
         logger[metadataKey: "oauth.grant_type"] = "refresh_token"
@@ -29,6 +36,10 @@ extension OAuthClient {
             throw .clientMisconfigured(code: "insecure_endpoint",
                                        description: EndpointRule.violation(endpoint).map { "the token endpoint is refused: \($0)" })
         }
+        if let reason = EndpointRule.pinViolation(endpoint, pins: pins) {
+            logger.debug("token refresh refused", metadata: ["oauth.outcome": "pinning_failed"])
+            throw .pinningFailed(host: endpoint.hostForMessages, reason: reason)
+        }
         guard !Task.isCancelled else {
             logger.debug("token refresh not sent", metadata: ["oauth.outcome": "cancelled"])
             throw .cancelled
@@ -36,12 +47,12 @@ extension OAuthClient {
 
         var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope { form.append(("scope", scope)) }
-        let request = formRequest(to: endpoint, form: form, client: client)
+        let request = formRequest(to: endpoint, form: form, client: client, pins: pins)
 
-        logger.debug("sending token refresh")
+        logger.debug("sending token refresh", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
         let response: HTTPResponse
         do {
-            response = try await transport.send(request)
+            response = try await transport.send(request, deadline: deadline ?? requestDeadline, clock: clock)
         } catch {
             let failure = RefreshError(transportFailure: error)
             logger.debug("token refresh finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
@@ -99,7 +110,11 @@ extension OAuthClient {
 extension RefreshError {
     /// Classifies an error thrown by a transport.
     init(transportFailure error: any Error) {
-        self = TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
+        if case .pinningFailed(let host, let reason)? = error as? TransportError {
+            self = .pinningFailed(host: host, reason: reason)
+        } else {
+            self = TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
+        }
     }
 
     /// A short, secret-free name for log metadata.
@@ -111,6 +126,7 @@ extension RefreshError {
         case .unrecognizedError: "unrecognized_error"
         case .malformedResponse: "malformed_response"
         case .cancelled: "cancelled"
+        case .pinningFailed: "pinning_failed"
         }
     }
 }

@@ -9,6 +9,8 @@ extension OAuthClient {
     /// Returns normally on 200, which is also the answer for an unknown or already-invalid
     /// token. Revoking a refresh token usually revokes its whole grant.
     ///
+    /// `pins` and `deadline` work as for ``refresh(refreshToken:scope:endpoint:client:pins:deadline:)``.
+    ///
     /// ```swift
     /// try await client.revoke(token: refreshToken, hint: .refreshToken, endpoint: revokeURL, client: credentials)
     /// ```
@@ -16,7 +18,9 @@ extension OAuthClient {
         token: String,
         hint: TokenTypeHint,
         endpoint: URL,
-        client: ClientCredentials
+        client: ClientCredentials,
+        pins: [SPKIPin] = [],
+        deadline: Duration? = nil
     ) async throws(RevocationError) {
         var logger = logger(for: endpoint, operation: "revoke")
         logger[metadataKey: "oauth.token_type_hint"] = "\(hint.rawValue)"
@@ -27,16 +31,20 @@ extension OAuthClient {
             throw .clientMisconfigured(code: "insecure_endpoint",
                                        description: EndpointRule.violation(endpoint).map { "the revocation endpoint is refused: \($0)" })
         }
+        if let reason = EndpointRule.pinViolation(endpoint, pins: pins) {
+            logger.debug("token revocation refused", metadata: ["oauth.outcome": "pinning_failed"])
+            throw .pinningFailed(host: endpoint.hostForMessages, reason: reason)
+        }
         guard !Task.isCancelled else {
             logger.debug("token revocation not sent", metadata: ["oauth.outcome": "cancelled"])
             throw .cancelled
         }
 
-        let request = formRequest(to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client)
-        logger.debug("sending token revocation")
+        let request = formRequest(to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client, pins: pins)
+        logger.debug("sending token revocation", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
         let response: HTTPResponse
         do {
-            response = try await transport.send(request)
+            response = try await transport.send(request, deadline: deadline ?? requestDeadline, clock: clock)
         } catch {
             let failure = RevocationError(transportFailure: error)
             logger.debug("token revocation finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
@@ -84,7 +92,11 @@ extension OAuthClient {
 extension RevocationError {
     /// Classifies an error thrown by a transport.
     init(transportFailure error: any Error) {
-        self = TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
+        if case .pinningFailed(let host, let reason)? = error as? TransportError {
+            self = .pinningFailed(host: host, reason: reason)
+        } else {
+            self = TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
+        }
     }
 
     /// A short, secret-free name for log metadata.
@@ -95,6 +107,7 @@ extension RevocationError {
         case .transient(let failure): failure.outcomeName
         case .malformedResponse: "malformed_response"
         case .cancelled: "cancelled"
+        case .pinningFailed: "pinning_failed"
         }
     }
 }

@@ -8,7 +8,7 @@ import Logging
 /// token, a secret, or a request or response body.
 ///
 /// ```swift
-/// let client = OAuthClient(transport: URLSessionTransport(timeout: .seconds(15)), logger: logger)
+/// let client = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: logger)
 /// let tokens = try await client.refresh(
 ///     refreshToken: stored,
 ///     endpoint: URL(string: "https://id.example.com/oauth/token")!,
@@ -20,22 +20,32 @@ public struct OAuthClient: Sendable {
     public var transport: any HTTPTransport
     /// Where debug lines about requests and outcomes go.
     public var logger: Logger
+    /// The longest a request may take in all, from connecting to the last byte of the answer,
+    /// when the call does not give its own. A server that trickles its answer byte by byte never
+    /// trips an idle timeout; this it cannot outlast.
+    public var requestDeadline: Duration
+    /// What ``requestDeadline`` is measured on; tests pass a test clock.
+    public var clock: any Clock<Duration>
 
-    /// Creates a client that sends requests through `transport` and logs to `logger`.
-    public init(transport: any HTTPTransport = URLSessionTransport(), logger: Logger) {
+    /// Creates a client that sends requests through `transport` and logs to `logger`, each
+    /// request bounded by `requestDeadline` on `clock`.
+    public init(transport: any HTTPTransport = NIOTransport(), logger: Logger,
+                requestDeadline: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock()) {
         self.transport = transport
         self.logger = logger
+        self.requestDeadline = requestDeadline
+        self.clock = clock
     }
 
     /// Builds a form POST with JSON accepted, client authentication applied.
-    func formRequest(to endpoint: URL, form: [(String, String)], client: ClientCredentials) -> HTTPRequest {
+    func formRequest(to endpoint: URL, form: [(String, String)], client: ClientCredentials, pins: [SPKIPin] = []) -> HTTPRequest {
         var form = form
         var headers: HTTPHeaderFields = [
             "Content-Type": "application/x-www-form-urlencoded",
             "Accept": "application/json",
         ]
         client.apply(to: &headers, form: &form)
-        return HTTPRequest(method: .post, url: endpoint, headers: headers, body: Data(FormURLEncoding.encode(form).utf8))
+        return HTTPRequest(method: .post, url: endpoint, headers: headers, body: Data(FormURLEncoding.encode(form).utf8), pins: pins)
     }
 
     /// A logger carrying the endpoint's host and path, and the operation, as metadata.
@@ -50,4 +60,14 @@ public struct OAuthClient: Sendable {
 extension URL {
     /// Credentials may only travel over TLS, or over plain HTTP to this machine (``EndpointRule``).
     var isAcceptableOAuthEndpoint: Bool { EndpointRule.violation(self) == nil }
+}
+
+extension URL {
+    /// The host (and port, when given) for an error message: never user information, path or query.
+    public var hostForMessages: String {
+        let components = URLComponents(url: self, resolvingAgainstBaseURL: false)
+        var host = components?.host ?? "<no host>"
+        if let port = components?.port { host += ":\(port)" }
+        return host
+    }
 }

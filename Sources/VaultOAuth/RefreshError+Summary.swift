@@ -21,6 +21,9 @@ extension RefreshError {
             "the authorization server sent an invalid response (HTTP \(status))"
         case .cancelled:
             "token refresh was cancelled"
+        case .pinningFailed(let host, _):
+            // The host is the account's own (plain) endpoint; the reason is this build's own words.
+            "pinning failed: the TLS key of \(host) matches none of the account's pins"
         }
     }
 

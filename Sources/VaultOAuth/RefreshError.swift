@@ -34,6 +34,9 @@ public enum RefreshError: Error, Sendable, Hashable {
     case malformedResponse(status: Int, reason: String)
     /// The calling task was cancelled before an answer arrived; the outcome is unknown.
     case cancelled
+    /// The request carried SPKI pins and the server's TLS chain holds none of them: nothing was
+    /// sent, the refresh token is untouched. Not transient and never a sign of revocation.
+    case pinningFailed(host: String, reason: String)
 
     /// Whether retrying the same request later may succeed.
     public var isTransient: Bool {
@@ -58,6 +61,9 @@ extension RefreshError: CustomStringConvertible {
             "the authorization server sent an invalid response (HTTP \(status)): \(reason)"
         case .cancelled:
             "token refresh was cancelled"
+        case .pinningFailed(let host, let reason):
+            "the token endpoint \(host) did not present a pinned TLS key (\(reason)); nothing was sent: "
+                + "if the identity service changed its key, pin the new one, otherwise something on the network is impersonating it"
         }
     }
 }

@@ -23,6 +23,9 @@ public enum RevocationError: Error, Sendable, Hashable {
     case malformedResponse(status: Int, reason: String)
     /// The calling task was cancelled before an answer arrived; the token may still be valid.
     case cancelled
+    /// The request carried SPKI pins and the server's TLS chain holds none of them: nothing was
+    /// sent, the token may still be valid.
+    case pinningFailed(host: String, reason: String)
 
     /// Whether retrying the same request later may succeed.
     public var isTransient: Bool {
@@ -45,6 +48,8 @@ extension RevocationError: CustomStringConvertible {
             "the authorization server sent an invalid revocation response (HTTP \(status)): \(reason)"
         case .cancelled:
             "token revocation was cancelled; the token may still be valid"
+        case .pinningFailed(let host, let reason):
+            "the revocation endpoint \(host) did not present a pinned TLS key (\(reason)); nothing was sent, the token may still be valid"
         }
     }
 }

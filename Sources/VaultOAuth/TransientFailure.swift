@@ -30,13 +30,14 @@ extension TransientFailure: CustomStringConvertible {
 }
 
 extension TransientFailure {
-    /// Classifies a transport error; nil for cancellation, which is not a failure to retry.
+    /// Classifies a transport error; nil for cancellation and for a pinning failure, which
+    /// are not failures to retry (callers check ``TransportError/pinningFailed(host:reason:)`` first).
     init?(_ error: TransportError) {
         switch error {
         case .timedOut: self = .timeout
         case .connectionFailed(let reason): self = .network(message: reason)
         case .invalidResponse(let reason): self = .network(message: "invalid response: \(reason)")
-        case .cancelled: return nil
+        case .cancelled, .pinningFailed: return nil
         }
     }
 

@@ -15,6 +15,10 @@ public enum TransportError: Error, Sendable, Hashable {
     case invalidResponse(reason: String)
     /// The calling task was cancelled.
     case cancelled
+    /// The request carried SPKI pins and the server's TLS certificate chain holds none of them
+    /// (or the pins could not be checked: plain http, or a transport that cannot see the chain).
+    /// Nothing of the request was sent. Not transient: a retry meets the same key.
+    case pinningFailed(host: String, reason: String)
 }
 
 extension TransportError: CustomStringConvertible {
@@ -25,6 +29,7 @@ extension TransportError: CustomStringConvertible {
         case .connectionFailed(let reason): "could not reach the server: \(reason)"
         case .invalidResponse(let reason): "the server's answer was not valid HTTP: \(reason)"
         case .cancelled: "the request was cancelled"
+        case .pinningFailed(let host, let reason): "the TLS key of \(host) matches none of the pins (\(reason)); nothing was sent"
         }
     }
 }

@@ -6,11 +6,16 @@ import VaultStore
 public struct SessionConfiguration: Sendable {
     /// A served access token stays valid for at least this long; closer to expiry, it is refreshed first.
     public var leeway: Duration = .seconds(60)
-    /// How long a refresh lease holds before another process may take over. Keep it well above
-    /// the OAuth transport's timeout (`URLSessionTransport` waits 30 s by default, per stall):
-    /// a lease that lapses while its request is still out lets a second process present the
-    /// same refresh token, which a rotating server treats as reuse and revokes the grant.
+    /// How long a refresh lease holds before another process may take over. Keep it above
+    /// ``requestDeadline``: a lease that lapses while its request is still out lets a second
+    /// process present the same refresh token, which a rotating server treats as reuse and
+    /// revokes the grant. (The holder also renews its lease while the request is in flight.)
     public var leaseDuration: Duration = .seconds(60)
+    /// The longest any token, revocation or device request may take in all, from connecting to
+    /// the last byte of the answer, measured on the OAuth client's clock (`OAuthClient.clock`;
+    /// the device API's own). A server that trickles its answer is cut off here and the
+    /// failure is a transient timeout. Shorter than ``leaseDuration`` by default.
+    public var requestDeadline: Duration = .seconds(30)
     /// How often a caller waiting for another process's refresh takes another look at the
     /// lease. Meanwhile it watches SQLite's `data_version` every ``leaseWatchInterval``, so it
     /// sees the other process's commit within that time rather than this one.

@@ -20,6 +20,10 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     case temporarilyUnavailable(AccountID, reason: String, retryAt: Date?)
     /// The active account changed while the token was being fetched; ask again.
     case accountChanged(from: AccountID, to: AccountID?)
+    /// The account has SPKI pins and the identity service's TLS chain holds none of them:
+    /// nothing was sent, the tokens are untouched. Either the service changed its key (pin the
+    /// new one) or something on the network is impersonating it.
+    case pinningFailed(AccountID, host: String, reason: String)
     /// The vault failed (see its code and message).
     case vault(code: String, message: String)
 
@@ -36,6 +40,10 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .temporarilyUnavailable(let account, let reason, let retryAt):
             "no valid token for account \(account) right now (\(reason))\(retryAt.map { "; retrying after \($0)" } ?? "")"
         case .accountChanged(let from, let to): "the active account changed from \(from) to \(to.map(\.rawValue) ?? "none") during the request; ask again"
+        case .pinningFailed(let account, let host, let reason):
+            "the identity service \(host) of account \(account) did not present a pinned TLS key: \(reason). Nothing was sent. "
+                + "If the service changed its key, remove the account and add it again with the new pin; "
+                + "otherwise something on the network is impersonating it"
         case .vault(_, let message): message
         }
     }

@@ -1,10 +1,17 @@
 import Foundation
 import Logging
+import VaultOAuth
 import VaultStore
 
 // MARK: - Devices: the server revoked this device
 
 extension SessionService {
+    /// The account's SPKI pins, for requests made on its behalf (``HTTPDeviceNotificationAPI``).
+    func pins(for account: AccountID) throws -> [SPKIPin] {
+        guard let stored = try vaultCall({ try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
+        return try pins(of: stored)
+    }
+
     /// The identity service reported this device revoked for `account`: the session ends as
     /// expired(device revoked) with its tokens wiped (one transaction, like a revoked grant),
     /// and this device's registration is marked revoked. Returns the error to throw.

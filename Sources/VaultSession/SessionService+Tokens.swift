@@ -224,6 +224,13 @@ extension SessionService {
             try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "missing client secret", nextAttemptAt: nil) }
             throw error
         }
+        let pins: [SPKIPin]
+        do {
+            pins = try self.pins(of: account)
+        } catch {
+            try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "a stored pin is malformed", nextAttemptAt: nil) }
+            throw error
+        }
         let scope = account.client.scopes.isEmpty ? nil : account.client.scopes.joined(separator: " ")
         let answer: Result<TokenResponse, RefreshError>
         // The lease is renewed while the request is in flight, so no other process takes it over
@@ -232,7 +239,8 @@ extension SessionService {
         defer { renewal.cancel() }
         do {
             answer = .success(try await oauth.refresh(refreshToken: refreshToken, scope: scope,
-                                                      endpoint: account.client.tokenEndpoint, client: credentials))
+                                                      endpoint: account.client.tokenEndpoint, client: credentials,
+                                                      pins: pins, deadline: configuration.requestDeadline))
         } catch {
             answer = .failure(error)
         }
@@ -307,6 +315,16 @@ extension SessionService {
         case .cancelled:
             try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "cancelled", nextAttemptAt: nil) }
             throw CancellationError()
+        case .pinningFailed(let host, let reason):
+            // Nothing was sent, so the refresh token is as good as before: no back-off (the next
+            // call checks again and reports the same), no revocation, tokens kept.
+            try vaultCall {
+                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: error.description, nextAttemptAt: nil)
+            }
+            logger.warning("the identity service presented no pinned key; nothing was sent",
+                           metadata: ["account": "\(id)", "host": "\(host)"])
+            hub.emit(.refreshFailed(id, reason: error.summary, retryAt: nil))
+            throw SessionError.pinningFailed(id, host: host, reason: reason)
         case .transient, .unrecognizedError, .malformedResponse:
             var retryAfter: Duration?
             if case .transient(.rateLimited(let after)) = error { retryAfter = after }

@@ -122,13 +122,22 @@ public actor SessionService {
     }
 
     /// Stores a completed sign-in given as a ``TokenSet``.
-    @discardableResult
     ///
     /// Throws ``EndpointError`` (and stores nothing) when an endpoint may not receive a
-    /// credential: plain http anywhere but this machine by loopback literal, or user information.
+    /// credential: plain http anywhere but this machine by loopback literal, user information,
+    /// or plain http with pins. Throws ``PinError`` for a pin that is not `sha256/BASE64` of 32
+    /// bytes. Pins are stored in their canonical form, each once.
+    @discardableResult
     public func signIn(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy? = nil) async throws -> Account {
-        try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint")
-        if let revocation = account.client.revocationEndpoint { try EndpointRule.check(revocation, role: "revocation endpoint") }
+        var account = account
+        let pins = try SPKIPin.parse(account.client.pins)
+        try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint", pins: pins)
+        if let revocation = account.client.revocationEndpoint {
+            try EndpointRule.check(revocation, role: "revocation endpoint", pins: pins)
+        }
+        account.client.pins = pins.reduce(into: [String]()) { kept, pin in
+            if !kept.contains(pin.description) { kept.append(pin.description) }
+        }
         let record = try vaultCall { try vault.signIn(account, tokens: tokens, policy: policy ?? configuration.defaultPolicy) }
         let id = record.account.id
         warned[id] = nil
@@ -201,22 +210,24 @@ public actor SessionService {
         }
         var revokedGeneration: Int64?
         for _ in 0..<3 {
-            let request: (token: String, hint: TokenTypeHint, endpoint: URL, client: ClientCredentials, generation: Int64)
+            let request: (token: String, hint: TokenTypeHint, endpoint: URL, client: ClientCredentials, pins: [SPKIPin], generation: Int64)
             do {
                 guard let stored = try vault.account(id) else { return .notAttempted("the account is gone") }
                 guard let endpoint = stored.client.revocationEndpoint else { return .notAttempted("the account has no revocation endpoint") }
                 guard let tokens = try vault.tokens(for: id) else { return .notAttempted("the account holds no token") }
                 if tokens.generation == revokedGeneration { return .revoked }
                 let client = try clientCredentials(for: stored)
-                request = tokens.tokens.refreshToken.map { ($0, .refreshToken, endpoint, client, tokens.generation) }
-                    ?? (tokens.tokens.accessToken, .accessToken, endpoint, client, tokens.generation)
+                let pins = try pins(of: stored)
+                request = tokens.tokens.refreshToken.map { ($0, .refreshToken, endpoint, client, pins, tokens.generation) }
+                    ?? (tokens.tokens.accessToken, .accessToken, endpoint, client, pins, tokens.generation)
             } catch {
                 logger.warning("could not read what the revocation needs; removing the account without it",
                                metadata: ["account": "\(id)", "error": "\(error)"])
                 return .notAttempted("its token or client settings could not be read: \(error)")
             }
             do {
-                try await oauth.revoke(token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client)
+                try await oauth.revoke(token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
+                                       pins: request.pins, deadline: configuration.requestDeadline)
                 revokedGeneration = request.generation
             } catch {
                 logger.warning("could not revoke the token at the server; removing the account anyway",
@@ -254,6 +265,17 @@ public actor SessionService {
             return try body()
         } catch let error as VaultError {
             throw SessionError(error)
+        }
+    }
+
+    /// The account's SPKI pins. A stored pin that does not parse (only a tool writing the store
+    /// directly could put one there) fails closed: nothing is sent for the account.
+    func pins(of account: Account) throws -> [SPKIPin] {
+        do {
+            return try SPKIPin.parse(account.client.pins)
+        } catch {
+            throw SessionError.pinningFailed(account.id, host: account.client.tokenEndpoint.hostForMessages,
+                                             reason: "a stored pin is malformed (\(error.reason))")
         }
     }
 

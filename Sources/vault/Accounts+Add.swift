@@ -21,11 +21,21 @@ extension VaultCommand.Accounts {
                 not verified), else the client id. The issuer is --issuer, else the ID token's \
                 `iss`, else the token endpoint's origin.
 
+                Plain http is accepted only to this machine, named by a loopback IP literal \
+                (127.0.0.0/8, [::1]) or exactly `localhost`; a URL with user information is refused.
+
+                --pin sha256/BASE64 (repeatable) pins the identity service's TLS key (RFC 7469: \
+                the SHA-256 of a certificate's SubjectPublicKeyInfo). A request is then sent only \
+                when the server's validated certificate chain holds one of the pins; otherwise \
+                nothing is sent and the command exits 83. Give the current key's pin and the next \
+                one to allow a key rollover. Pinned endpoints must use https.
+
                 Example:
                   get-tokens | vault accounts add \\
                     --token-endpoint https://id.example.com/oauth/token \\
                     --revocation-endpoint https://id.example.com/oauth/revoke \\
-                    --client-id my-cli --label "Work"
+                    --client-id my-cli --label "Work" \\
+                    --pin sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -50,12 +60,23 @@ extension VaultCommand.Accounts {
         var idleTimeout: TimeLimit?
         @Option(help: ArgumentHelp("End the session this long after the import, whatever the activity. Default 12h.", valueName: "duration"))
         var lifetime: TimeLimit?
+        @Option(name: .customLong("pin"),
+                help: ArgumentHelp("An SPKI pin of the identity service's TLS key, sha256/BASE64 (repeatable, for key rollover).",
+                                   valueName: "sha256/base64"))
+        var pins: [String] = []
 
         func validate() throws {
+            let parsedPins: [SPKIPin]
+            do {
+                parsedPins = try SPKIPin.parse(pins)
+            } catch {
+                throw ValidationError("--pin: \(error)")
+            }
             for (name, value) in [("--token-endpoint", tokenEndpoint), ("--revocation-endpoint", revocationEndpoint)] {
                 guard let value else { continue }
                 guard let url = URL(string: value) else { throw ValidationError("\(name) is not a URL") }
                 if let reason = EndpointRule.violation(url) { throw ValidationError("\(name) is refused: \(reason)") }
+                if let reason = EndpointRule.pinViolation(url, pins: parsedPins) { throw ValidationError("\(name) is refused: \(reason)") }
             }
             if clientID.isEmpty { throw ValidationError("--client-id must not be empty") }
             if case .unlimited? = lifetime { throw ValidationError("--lifetime needs a duration such as 12h or 30d") }
@@ -77,7 +98,7 @@ extension VaultCommand.Accounts {
                 label: label,
                 client: OAuthClientSettings(
                     tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
-                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic),
+                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic, pins: pins),
                 clientSecret: clientSecret)
             var policy = SessionPolicy()
             if let idleTimeout { policy.idleTimeout = idleTimeout.duration }

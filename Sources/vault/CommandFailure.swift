@@ -39,6 +39,8 @@ enum ExitStatus: Int32, CaseIterable {
     case migrationNeeded = 81
     /// The vault or key file is readable by others, or sits in a directory others can write.
     case unsafePermissions = 82
+    /// The identity service's TLS chain holds none of the account's SPKI pins; nothing was sent.
+    case pinningFailed = 83
 }
 
 /// A failure turned into what the user sees: one message and an exit code. Every error
@@ -64,6 +66,8 @@ struct CommandFailure: Error, CustomStringConvertible {
         case let error as SessionError:
             self.init(Self.status(of: error), error.description)
         case let error as EndpointError:
+            self.init(.usage, error.description)
+        case let error as PinError:
             self.init(.usage, error.description)
         case let error as OAuthError:
             self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
@@ -100,6 +104,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .temporarilyUnavailable: .serverUnavailable
         case .clientMisconfigured: .clientRefused
         case .accountChanged: .busy
+        case .pinningFailed: .pinningFailed
         case .vault(let code, _):
             VaultErrorCodeName(rawValue: code).map { status(of: $0.code) } ?? .failure
         }

@@ -1,5 +1,9 @@
 import ArgumentParser
 import Foundation
+#if canImport(Glibc)
+import Glibc
+import CoreFoundation
+#endif
 import VaultCrypto
 import VaultStore
 

@@ -35,6 +35,7 @@ extension JSONValue {
             "client_id": .string(client.clientID),
             "authentication": .string(client.authentication.rawValue),
             "scopes": .strings(client.scopes),
+            "pins": .strings(client.pins),
         ]
     }
 

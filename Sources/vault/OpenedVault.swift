@@ -1,5 +1,4 @@
 import Foundation
-import VaultSync
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -32,7 +31,9 @@ struct OpenedVault {
             vault.close()
             throw CommandFailure(.failure, "\(url.path) was opened without a credential")
         }
-        let oauth = OAuthClient(transport: DeferredTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
+        // NIOTransport for every request: it can check pins, opens nothing until the first
+        // request, and keeps libcurl out of the process (see NIOTransport).
+        let oauth = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
         let opened = OpenedVault(
             vault: vault, session: SessionService(vault: vault, oauth: oauth, logger: global.logger("credentialvault.session")),
             url: url, credential: credential)
@@ -85,31 +86,5 @@ enum AccountReference {
         default:
             throw CommandFailure(.usage, "\(reference) names \(matches.count) accounts: give more of the id (`vault accounts list`)")
         }
-    }
-}
-
-/// A ``URLSessionTransport`` made on the first request rather than when a command starts.
-///
-/// Most commands, and `vault token` while the access token is valid, send no request at all,
-/// and making a `URLSession` starts libcurl: its global initialisation and its TLS configuration.
-final class DeferredTransport: HTTPTransport {
-    private let timeout: Duration
-    private let transport = Locked<URLSessionTransport?>(nil)
-
-    init(timeout: Duration) {
-        self.timeout = timeout
-    }
-
-    /// Whether a request was sent (the transport was made).
-    var started: Bool { transport.withLock { $0 != nil } }
-
-    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let transport = transport.withLock { current in
-            if let current { return current }
-            let made = URLSessionTransport(timeout: timeout)
-            current = made
-            return made
-        }
-        return try await transport.send(request)
     }
 }

@@ -18,7 +18,8 @@ extension VaultCommand {
 
                 Exit codes: 79 the session is locked (`vault sessions unlock`); 80 it expired, was \
                 revoked or there is no account (import a new sign-in); 69 the identity service \
-                cannot be reached and no valid token is left; 76 it refused the client settings.
+                cannot be reached and no valid token is left; 76 it refused the client settings; 83 the \
+                account has pins and the service's TLS key matches none of them (nothing was sent).
                 """)
 
         @OptionGroup var global: GlobalOptions

@@ -16,6 +16,7 @@ import Foundation
 import Logging
 import VaultCrypto
 import VaultOAuth
+import VaultURLSession
 import VaultSession
 @testable import VaultStore
 

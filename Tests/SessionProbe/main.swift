@@ -33,6 +33,7 @@ func kind(of error: any Error) -> String {
     case .clientMisconfigured(_, let code, _): return "clientMisconfigured \(code)"
     case .temporarilyUnavailable: return "temporarilyUnavailable"
     case .accountChanged: return "accountChanged"
+    case .pinningFailed: return "pinningFailed"
     case .vault(let code, _): return "vault \(code)"
     }
 }

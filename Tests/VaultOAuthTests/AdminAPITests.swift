@@ -2,6 +2,7 @@ import DevGateway
 import Foundation
 import Testing
 import VaultOAuth
+import VaultURLSession
 
 @Suite("The gateway's admin HTTP API")
 struct AdminAPITests {

@@ -4,6 +4,7 @@ import Logging
 import VaultSync
 import Testing
 import VaultOAuth
+import VaultURLSession
 
 // MARK: - Log capture
 

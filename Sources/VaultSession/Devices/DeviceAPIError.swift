@@ -47,6 +47,8 @@ public enum DeviceAPIError: Error, Sendable, Hashable, CustomStringConvertible {
     case unreachable(TransportError)
     /// The device API's URL may not receive a credential (``EndpointRule``): nothing was sent.
     case refusedEndpoint(EndpointError)
+    /// The account has SPKI pins and the server's TLS chain holds none of them: nothing was sent.
+    case pinningFailed(host: String, reason: String)
 
     public var description: String {
         switch self {
@@ -73,6 +75,8 @@ public enum DeviceAPIError: Error, Sendable, Hashable, CustomStringConvertible {
         case .malformedResponse(let reason): "the identity service's answer could not be read: \(reason)"
         case .unreachable(let error): "\(error)"
         case .refusedEndpoint(let error): "\(error)"
+        case .pinningFailed(let host, let reason):
+            "the identity service \(host) did not present a pinned TLS key (\(reason)); nothing was sent"
         }
     }
 }

@@ -13,6 +13,11 @@ import VaultStore
 /// ``SessionError/expired(_:_:)``. Logs name the method, path and status: never a token,
 /// body or activation code.
 ///
+/// Every request carries the account's SPKI pins (a pinned account's bearer token reaches only
+/// a server holding a pinned key; the default ``NIOTransport`` checks them) and ends by the
+/// session's ``SessionConfiguration/requestDeadline`` on `clock`, however slowly the server
+/// answers (``DeviceAPIError/unreachable(_:)`` with ``TransportError/timedOut``).
+///
 /// ```swift
 /// let api = HTTPDeviceNotificationAPI(baseURL: identityServiceURL, session: session)
 /// let inbox = NotificationInbox(session: session, api: api)
@@ -23,13 +28,15 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
     let session: SessionService
     let transport: any HTTPTransport
     let logger: Logger
+    let clock: any Clock<Duration>
 
-    public init(baseURL: URL, session: SessionService, transport: any HTTPTransport = URLSessionTransport(),
-                logger: Logger = Logger(label: "credentialvault.devices.http")) {
+    public init(baseURL: URL, session: SessionService, transport: any HTTPTransport = NIOTransport(),
+                logger: Logger = Logger(label: "credentialvault.devices.http"), clock: any Clock<Duration> = ContinuousClock()) {
         self.baseURL = baseURL
         self.session = session
         self.transport = transport
         self.logger = logger
+        self.clock = clock
     }
 
     // MARK: - This device's activation
@@ -115,6 +122,10 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
         do { try EndpointRule.check(url, role: "device API") } catch { throw DeviceAPIError.refusedEndpoint(error) }
         let payload = try body.map { try JSONEncoder().encode($0) } ?? Data()
         let route = "/" + path.joined(separator: "/")
+        let pins = try await session.pins(for: account)
+        if let reason = EndpointRule.pinViolation(url, pins: pins) {
+            throw DeviceAPIError.pinningFailed(host: url.hostForMessages, reason: reason)
+        }
         var token = try await session.validAccessToken(for: account)
         var refreshed = false
         while true {
@@ -122,7 +133,11 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
             if body != nil { headers["Content-Type"] = "application/json" }
             let response: HTTPResponse
             do {
-                response = try await transport.send(HTTPRequest(method: method, url: url, headers: headers, body: payload))
+                response = try await transport.send(HTTPRequest(method: method, url: url, headers: headers, body: payload, pins: pins),
+                                                    deadline: session.configuration.requestDeadline, clock: clock)
+            } catch TransportError.pinningFailed(let host, let reason) {
+                logger.warning("device API: no pinned key presented; nothing was sent", metadata: ["http.method": "\(method)", "http.route": "\(route)"])
+                throw DeviceAPIError.pinningFailed(host: host, reason: reason)
             } catch let error as TransportError {
                 logger.debug("device API unreachable", metadata: ["http.method": "\(method)", "http.route": "\(route)", "error": "\(error)"])
                 throw DeviceAPIError.unreachable(error)

@@ -72,4 +72,5 @@ enum Exit {
     static let sessionLocked: Int32 = 79
     static let sessionEnded: Int32 = 80
     static let migrationNeeded: Int32 = 81
+    static let pinningFailed: Int32 = 83
 }

@@ -2,6 +2,7 @@ import VaultTestSupport
 import Foundation
 import VaultSync
 import VaultOAuth
+import VaultURLSession
 
 /// A real `URLSessionTransport` that records the method and path of every request (never a
 /// header or body), and can hold requests to one path until the test releases them, so a

@@ -5,6 +5,7 @@ import Logging
 import VaultSync
 import Testing
 import VaultOAuth
+import VaultURLSession
 @testable import VaultSession
 import VaultStore
 import VaultTestSupport

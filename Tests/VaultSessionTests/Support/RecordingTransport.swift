@@ -2,6 +2,7 @@ import VaultTestSupport
 import Foundation
 import VaultSync
 import VaultOAuth
+import VaultURLSession
 
 /// Passes requests to a real `URLSessionTransport` and keeps every token exchange, so a
 /// test knows every token value that went over the wire and which grant each belongs to.

@@ -1,10 +1,16 @@
 import Foundation
+import VaultOAuth
 import VaultSync
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 
-/// An ``HTTPTransport`` over Foundation's `URLSession`: ephemeral, no cookies, no cache, no redirects.
+/// An `HTTPTransport` over Foundation's `URLSession`: ephemeral, no cookies, no cache, no redirects.
+///
+/// A module of its own: on Linux it pulls in FoundationNetworking and with it libcurl (about
+/// 30 shared libraries loaded at every start), which `vault` and anything else that only
+/// needs `VaultOAuth` (whose default is `NIOTransport`) should not pay for. It cannot check
+/// SPKI pins: a pinned request is refused, never sent unchecked.
 ///
 /// Redirects are not followed, so a request carrying a refresh token or client secret is never
 /// re-sent to another location: the 3xx response is returned as it is. A 401 is returned as a
@@ -47,7 +53,15 @@ public final class URLSessionTransport: HTTPTransport {
     }
 
     /// Sends `request`; throws ``TransportError`` when no HTTP response was received.
+    ///
+    /// A request with pins is refused (``TransportError/pinningFailed(host:reason:)``) without
+    /// connecting: on Linux, URLSession never shows the server's certificate chain.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        guard request.pins.isEmpty else {
+            throw TransportError.pinningFailed(
+                host: request.url.hostForMessages,
+                reason: "this transport (URLSession) cannot see the certificate chain, so it cannot check pins")
+        }
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method.rawValue
         urlRequest.timeoutInterval = Self.foundationTimeout(request.timeout ?? timeout)

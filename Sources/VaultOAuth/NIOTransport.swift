@@ -1,0 +1,337 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import VaultSync
+import SwiftASN1
+import X509
+
+/// An ``HTTPTransport`` over SwiftNIO: HTTP/1.1, one connection per request, TLS through NIOSSL.
+/// The transport that can check ``HTTPRequest/pins``, and the default of ``OAuthClient`` and
+/// the `vault` command: `URLSessionTransport` lives in its own module (`VaultURLSession`) so
+/// that linking this one never loads FoundationNetworking and libcurl (about 30 shared
+/// libraries, a third of a fresh `vault token`'s start-up).
+///
+/// Why not AsyncHTTPClient: up to 1.37 it builds its `NIOSSLClientHandler` itself
+/// (`HTTPConnectionPool+Factory.swift`) without a verification callback, and NIOSSL's
+/// `TLSConfiguration` carries none, so a request could not be tied to the chain that was
+/// checked. Here the handler is built per connection with NIOSSL's custom verification callback
+/// (``PinnedChainCheck``), and the request is written only after the handshake completed.
+///
+/// - A request without pins to an https URL gets NIOSSL's standard verification (BoringSSL:
+///   chain to ``TrustRoots``, validity, host name).
+/// - A request with pins gets the callback: swift-certificates validates the chain (RFC 5280,
+///   ``TrustRoots``, host name or IP) and the handshake succeeds only if the validated chain holds
+///   one of the pins; otherwise ``TransportError/pinningFailed(host:reason:)``, with no byte of
+///   the request written. Plain http with pins is refused before connecting.
+/// - Redirects are not followed and a 401 is returned as a response.
+/// - ``timeout`` (or the request's own) is a *total* deadline, not an idle one.
+///
+/// ```swift
+/// let transport = NIOTransport()
+/// let client = OAuthClient(transport: transport, logger: logger)
+/// let tokens = try await client.refresh(refreshToken: stored, endpoint: tokenURL, client: credentials,
+///                                       pins: [try SPKIPin("sha256/…")])
+/// ```
+public final class NIOTransport: HTTPTransport {
+    /// How long a request may take in all when it does not set ``HTTPRequest/timeout``.
+    public let timeout: Duration
+    /// The largest response body accepted; a longer one fails with ``TransportError/invalidResponse(reason:)``.
+    public let maximumResponseSize: Int
+    /// Where a server's chain must lead.
+    public let trustRoots: TrustRoots
+    /// The event loops to use; nil: NIO's shared group, started on the first request.
+    private let group: (any EventLoopGroup)?
+    /// Made on the first https request: loading trust roots is work a command that sends
+    /// nothing should not do.
+    private let tlsContext = Locked<NIOSSLContext?>(nil)
+
+    /// Creates a transport. Making one is cheap: no thread, socket or trust store is touched
+    /// before the first request, so a tool can make it at start and send nothing.
+    public init(timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20, trustRoots: TrustRoots = .system,
+                eventLoopGroup: (any EventLoopGroup)? = nil) {
+        self.timeout = timeout
+        self.maximumResponseSize = maximumResponseSize
+        self.trustRoots = trustRoots
+        self.group = eventLoopGroup
+    }
+
+    /// Sends `request` on a connection of its own; throws ``TransportError`` when no HTTP
+    /// response was received in time, or the pins did not match (nothing sent).
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let target = try HTTPTarget(request.url)
+        if !request.pins.isEmpty, !target.usesTLS {
+            throw TransportError.pinningFailed(host: target.hostForMessages, reason: "plain http cannot be pinned; the endpoint must use https")
+        }
+        return try await withDeadline(request.timeout ?? timeout, clock: ContinuousClock()) {
+            try await self.exchange(request, with: target)
+        }
+    }
+
+    // MARK: - One exchange
+
+    private typealias Connection = (channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>, secured: EventLoopFuture<Void>?)
+
+    private func exchange(_ request: HTTPRequest, with target: HTTPTarget) async throws -> HTTPResponse {
+        let check = request.pins.isEmpty ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: trustRoots)
+        let connection: Connection
+        do {
+            let context = try target.usesTLS ? sslContext() : nil
+            connection = try await ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
+                .connect(host: target.host, port: target.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try Self.configure(channel, target: target, context: context, check: check)
+                    }
+                }
+        } catch {
+            throw Self.transportError(for: error, target: target, check: check)
+        }
+
+        let channel = connection.channel
+        let head = Self.head(of: request, target: target)
+        let limit = maximumResponseSize
+        do {
+            return try await withTaskCancellationHandler {
+                try await channel.executeThenClose { inbound, outbound in
+                    // Nothing is written before the handshake, and with it the pin check, succeeded.
+                    if let secured = connection.secured { try await secured.get() }
+                    try await outbound.write(.head(head))
+                    if !request.body.isEmpty {
+                        try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: request.body))))
+                    }
+                    try await outbound.write(.end(nil))
+                    return try await Self.readResponse(from: inbound, limit: limit)
+                }
+            } onCancel: {
+                channel.channel.close(promise: nil)
+            }
+        } catch {
+            throw Self.transportError(for: error, target: target, check: check)
+        }
+    }
+
+    /// The pipeline: TLS (with the pin check when there are pins) and a gate that reports the
+    /// end of the handshake, then HTTP/1.1. Runs on the channel's event loop.
+    private static func configure(_ channel: any Channel, target: HTTPTarget, context: NIOSSLContext?,
+                                  check: PinnedChainCheck?) throws -> Connection {
+        let pipeline = channel.pipeline.syncOperations
+        var secured: EventLoopFuture<Void>?
+        if let context {
+            // SNI carries names only; for an IP literal NIOSSL checks the certificate against the peer's address.
+            let serverName = target.isIPLiteral ? nil : target.host
+            let tls = if let check {
+                try NIOSSLClientHandler(context: context, serverHostname: serverName, customVerificationCallback: check.verify)
+            } else {
+                try NIOSSLClientHandler(context: context, serverHostname: serverName)
+            }
+            let gate = HandshakeGate(channel.eventLoop.makePromise(of: Void.self))
+            try pipeline.addHandler(tls)
+            try pipeline.addHandler(gate)
+            secured = gate.completed
+        }
+        try pipeline.addHTTPClientHandlers()
+        return (try NIOAsyncChannel(wrappingChannelSynchronously: channel), secured)
+    }
+
+    private func sslContext() throws -> NIOSSLContext {
+        try tlsContext.withLock { current in
+            if let current { return current }
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.minimumTLSVersion = .tlsv12
+            // Also what makes NIOSSL check the host name after a pinned handshake.
+            configuration.certificateVerification = .fullVerification
+            configuration.trustRoots = trustRoots.nioSSLTrustRoots
+            let made = try NIOSSLContext(configuration: configuration)
+            current = made
+            return made
+        }
+    }
+
+    private static func head(of request: HTTPRequest, target: HTTPTarget) -> HTTPRequestHead {
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: target.hostHeader)
+        let framing: Set<String> = ["host", "content-length", "connection", "transfer-encoding"]
+        for field in request.headers where !framing.contains(field.name.lowercased()) {
+            headers.add(name: field.name, value: field.value)
+        }
+        if !request.body.isEmpty || request.method == .post {
+            headers.add(name: "Content-Length", value: String(request.body.count))
+        }
+        headers.add(name: "Connection", value: "close")
+        return HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue),
+                               uri: target.requestTarget, headers: headers)
+    }
+
+    private static func readResponse(from inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>,
+                                      limit: Int) async throws -> HTTPResponse {
+        var head: HTTPResponseHead?
+        var body: [UInt8] = []
+        for try await part in inbound {
+            switch part {
+            case .head(let received):
+                head = received
+            case .body(let buffer):
+                guard body.count + buffer.readableBytes <= limit else {
+                    throw TransportError.invalidResponse(reason: "response body exceeds \(limit) bytes")
+                }
+                body.append(contentsOf: buffer.readableBytesView)
+            case .end:
+                guard let received = head else { throw TransportError.invalidResponse(reason: "no status line") }
+                if (100..<200).contains(received.status.code) {
+                    head = nil  // an interim answer; the real one follows
+                    body = []
+                    continue
+                }
+                var headers = HTTPHeaderFields()
+                for (name, value) in received.headers { headers.append(name: name, value: value) }
+                return HTTPResponse(status: Int(received.status.code), headers: headers, body: Data(body))
+            }
+        }
+        throw TransportError.invalidResponse(reason: "the connection closed before the answer was complete")
+    }
+
+    // MARK: - Errors
+
+    /// What went wrong, in this build's words: never a header value or body, and a pin check's
+    /// verdict before anything NIOSSL says about the same handshake.
+    private static func transportError(for error: any Error, target: HTTPTarget, check: PinnedChainCheck?) -> TransportError {
+        if case .refused(let reason)? = check?.verdict {
+            return .pinningFailed(host: target.hostForMessages, reason: reason)
+        }
+        switch error {
+        case let error as TransportError:
+            return error
+        case is CancellationError:
+            return .cancelled
+        case let error as NIOSSLExtraError where error == .failedToValidateHostname:
+            return .connectionFailed(reason: "TLS handshake refused: the certificate is not for \(target.hostForMessages)")
+        case let error as NIOSSLError:
+            return .connectionFailed(reason: "TLS handshake failed: \(String(describing: error).prefix(240))")
+        case let error as ChannelError:
+            switch error {
+            case .connectTimeout: return .timedOut
+            case .eof, .ioOnClosedChannel, .alreadyClosed, .outputClosed, .inputClosed:
+                return .connectionFailed(reason: "connection lost")
+            default: return .connectionFailed(reason: "channel error")
+            }
+        case let error as IOError:
+            return .connectionFailed(reason: "\(error)")
+        case is NIOConnectionError:
+            return .connectionFailed(reason: "could not connect to \(target.hostForMessages)")
+        case is SocketAddressError:
+            return .connectionFailed(reason: "host not found")
+        case let error as HTTPParserError:
+            return .invalidResponse(reason: "\(error)")
+        default:
+            return .connectionFailed(reason: "\(type(of: error))")
+        }
+    }
+}
+
+// MARK: - Trust roots
+
+extension NIOTransport {
+    /// Which certificate authorities a server's chain must lead to.
+    ///
+    /// ```swift
+    /// NIOTransport(trustRoots: .system)                                   // the system's store
+    /// NIOTransport(trustRoots: try .init(derCertificates: [privateCA]))   // a private CA only
+    /// ```
+    public struct TrustRoots: Sendable {
+        enum Source: Sendable {
+            case system
+            case certificates([NIOSSLCertificate], CertificateStore)
+        }
+
+        let source: Source
+
+        /// The system's trust store (on Debian `/etc/ssl/certs/ca-certificates.crt`), read on
+        /// the first https request.
+        public static var system: TrustRoots { TrustRoots(source: .system) }
+
+        /// Only these DER-encoded certificates: a private certificate authority, or a test's own.
+        public init(derCertificates: [[UInt8]]) throws {
+            let nioSSL = try derCertificates.map { try NIOSSLCertificate(bytes: $0, format: .der) }
+            source = .certificates(nioSSL, CertificateStore(try derCertificates.map { try Certificate(derEncoded: $0) }))
+        }
+
+        private init(source: Source) { self.source = source }
+
+        var nioSSLTrustRoots: NIOSSLTrustRoots {
+            switch source {
+            case .system: .default
+            case .certificates(let certificates, _): .certificates(certificates)
+            }
+        }
+    }
+}
+
+// MARK: - Handshake gate
+
+/// Completes its future when the TLS handshake (certificate checks included) succeeded, and
+/// fails it when the handshake failed or the connection closed first. Passes everything on.
+private final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+
+    private let promise: EventLoopPromise<Void>
+    var completed: EventLoopFuture<Void> { promise.futureResult }
+
+    init(_ promise: EventLoopPromise<Void>) { self.promise = promise }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case .handshakeCompleted? = event as? TLSUserEvent { promise.succeed(()) }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        promise.fail(error)  // a second completion is ignored by NIO
+        context.fireErrorCaught(error)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        promise.fail(ChannelError.eof)
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        promise.fail(ChannelError.ioOnClosedChannel)
+    }
+}
+
+// MARK: - Target
+
+/// Where a request goes, taken apart once: scheme, host, port, and the request target.
+struct HTTPTarget: Sendable {
+    let usesTLS: Bool
+    /// The host without brackets, as it is connected to.
+    let host: String
+    let port: Int
+    let isIPLiteral: Bool
+    /// Path and query, percent-encoded as in the URL (`/oauth/token?x=1`).
+    let requestTarget: String
+    /// `host[:port]`, with brackets around an IPv6 literal.
+    let hostHeader: String
+
+    init(_ url: URL) throws(TransportError) {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+              let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
+              var host = components.host, !host.isEmpty else {
+            throw .invalidResponse(reason: "not an http(s) URL with a host")
+        }
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        usesTLS = scheme == "https"
+        self.host = host
+        port = components.port ?? (usesTLS ? 443 : 80)
+        isIPLiteral = (try? SocketAddress(ipAddress: host, port: 0)) != nil
+        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+        requestTarget = path + (components.percentEncodedQuery.map { "?" + $0 } ?? "")
+        let bracketed = host.contains(":") ? "[\(host)]" : host
+        hostHeader = components.port.map { "\(bracketed):\($0)" } ?? bracketed
+    }
+
+    /// `host[:port]` for messages.
+    var hostForMessages: String { hostHeader }
+}
