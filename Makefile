@@ -71,7 +71,11 @@ bench: release-deps
 STRESS_SCALE := $(if $(STRESS_QUICK),quick,full)
 # Issue 7's loops at large counts (STRESS_QUICK=1: small counts, short fuzzing), then fuzzing.
 FUZZ_SECONDS := $(if $(STRESS_QUICK),10,600)
-stress: stress-tests fuzz
+stress: stress-tests
+	$(MAKE) fuzz STRESS_RESULTS=$(CURDIR)/.stress/results.json
+	@echo; echo "== make stress ($(STRESS_SCALE)), every case: .stress/results.json"; \
+	awk -F'\t' 'BEGIN { printf "%-60s %10s %10s %6s %7s\n", "case", "tried", "passed", "lost", "leaked" } \
+		{ printf "%-60s %10s %10s %6s %7s\n", $$1, $$2, $$3, $$4, $$5 }' .stress/results.tsv
 
 # Issue 7 case 16: the whole suite under ThreadSanitizer, then AddressSanitizer (with leak
 # checks), in the two steps of `test`; fails on any failing test or any sanitizer report from

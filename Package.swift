@@ -32,6 +32,8 @@ let package = Package(
             pkgConfig: "libsodium",
             providers: [.apt(["libsodium-dev"])]
         ),
+        // prctl(2) for the `vault` process (variadic in C, so Swift cannot call it): no core dumps.
+        .target(name: "CProcessControl"),
         // The one lock type, a pthread mutex that ThreadSanitizer can see (see Locked.swift).
         .target(name: "VaultSync"),
         .target(
@@ -99,7 +101,7 @@ let package = Package(
         .executableTarget(
             name: "vault",
             dependencies: [
-                "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
+                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

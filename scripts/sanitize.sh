@@ -87,5 +87,21 @@ for sanitizer in "${sanitizers[@]}"; do
     else
         echo "== $sanitizer: no sanitizer report"
     fi
+
+    # Case 16's counts for `make stress` when STRESS_RESULTS names its JSON list: tests run under
+    # this sanitizer, and the processes that left a report.
+    if [ -n "${STRESS_RESULTS:-}" ]; then
+        tests=$(grep -hoE "Test run with [0-9]+ tests" "$out/main.log" "$out/reliability.log" | grep -oE "[0-9]+" | awk '{ s += $1 } END { print s + 0 }')
+        found=$(printf '%s\n' $reports $inline | grep -c . || true)
+        python3 - "$STRESS_RESULTS" "16 the whole suite under $sanitizer sanitizer" "${tests:-0}" "$found" <<'PY'
+import json, sys, os
+path, case, tests, found = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+rows = json.load(open(path)) if os.path.exists(path) else []
+rows.append({"case": case, "tried": tests, "passed": tests if found == 0 else 0, "lost": 0, "leaked": found})
+json.dump(rows, open(path, "w"), indent=2, sort_keys=True)
+with open(os.path.splitext(path)[0] + ".tsv", "w") as table:
+    table.writelines(f"{r['case']}\t{r['tried']}\t{r['passed']}\t{r['lost']}\t{r['leaked']}\n" for r in rows)
+PY
+    fi
 done
 exit "$failed"

@@ -97,11 +97,14 @@ enum AdminJSON {
         let retryAfter: Int?
         let error: String?
         let body: String?
+        let echoRequest: Bool?
 
-        var fault: TokenFault { TokenFault(status: status, retryAfter: retryAfter, error: error, body: body) }
+        var fault: TokenFault {
+            TokenFault(status: status, retryAfter: retryAfter, error: error, body: body, echoesRequest: echoRequest ?? false)
+        }
 
         enum CodingKeys: String, CodingKey {
-            case count, status, retryAfter = "retry_after", error, body
+            case count, status, retryAfter = "retry_after", error, body, echoRequest = "echo_request"
         }
     }
 

@@ -41,7 +41,7 @@ extension DevGateway {
         let response: HTTPResponse
         if let fault {
             logger.debug("token request", metadata: ["gateway.outcome": "injected_fault", "http.status": "\(fault.status)"])
-            response = .fault(fault)
+            response = .fault(fault, echoing: (body, request.headers[.authorization]))
         } else {
             response = refresh(request, form: form)
         }
@@ -108,7 +108,7 @@ extension DevGateway {
         if let fault = state.faults.takeRevocationFailure() {
             metadata["gateway.outcome"] = "injected_fault"
             logger.debug("revocation request", metadata: metadata)
-            return .fault(fault)
+            return .fault(fault, echoing: (body, request.headers[.authorization]))
         }
 
         let outcome: Result<Void, OAuthRejection> = {

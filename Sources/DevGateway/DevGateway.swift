@@ -35,7 +35,8 @@
 //   201 the token response above plus "grant_id"; 400 {"error":"invalid_request"} for bad JSON
 // POST /admin/grants/{subject}/revoke   revoke every grant of the (percent-encoded) subject
 //   200 {"revoked_grants": n}
-// POST /admin/faults/token-failures     JSON {"status", "count"? (default 1), "retry_after"?, "error"?, "body"?}
+// POST /admin/faults/token-failures     JSON {"status", "count"? (default 1), "retry_after"?, "error"?, "body"?,
+//                                       "echo_request"? (error_description repeats the request in many encodings)}
 // POST /admin/faults/revocation-failures  same, for /oauth/revoke
 //   204; the next `count` requests get `status` (with Retry-After, a JSON OAuth `error`, or a raw
 //   text body when given; plain text "injected failure" otherwise) and change no state

@@ -74,8 +74,8 @@ extension HTTPResponse {
         return HTTPResponse(statusCode: .gateway(status), headers: headers)
     }
 
-    /// The response for an injected fault.
-    static func fault(_ fault: TokenFault) -> HTTPResponse {
+    /// The response for an injected fault; an echoing one repeats `request` (see ``TokenFault/echo(body:authorization:)``).
+    static func fault(_ fault: TokenFault, echoing request: (body: Data, authorization: String?)? = nil) -> HTTPResponse {
         var headers: HTTPHeaders = [.cacheControl: "no-store"]
         if let retryAfter = fault.retryAfter { headers[HTTPHeader("Retry-After")] = String(retryAfter) }
         let body: Data
@@ -84,7 +84,10 @@ extension HTTPResponse {
             body = Data(raw.utf8)
         } else if let error = fault.error {
             headers[.contentType] = "application/json"
-            body = GatewayJSON.encode(GatewayJSON.Failure(error: error, errorDescription: "injected by DevGateway"))
+            let description = fault.echoesRequest
+                ? TokenFault.echo(body: request?.body ?? Data(), authorization: request?.authorization)
+                : "injected by DevGateway"
+            body = GatewayJSON.encode(GatewayJSON.Failure(error: error, errorDescription: description))
         } else {
             headers[.contentType] = "text/plain"
             body = Data("injected failure".utf8)

@@ -114,9 +114,10 @@ public struct KeyEncryptionKey: Sendable {
         return sodium_memcmp(mine, stored, mine.count) == 0
     }
 
-    /// Seals a key (normally the vault key) under this key-encryption key.
+    /// Seals a key (normally the vault key) under this key-encryption key, read straight from
+    /// its guarded memory.
     public func wrap(_ key: SymmetricKey, context: SealContext) throws -> [UInt8] {
-        try key.material.withUnsafeBytes { try wrapping.seal(Array($0), context: context) }
+        try wrapping.wrap(key, context: context)
     }
 
     /// Opens a key sealed by ``wrap(_:context:)``; `id` becomes the key's id.
@@ -142,4 +143,13 @@ public struct KeyEncryptionKey: Sendable {
             guard status == 0 else { throw CryptoError(.invalidKey, "subkey derivation failed") }
         }
     }
+}
+
+extension KeyEncryptionKey: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `KeyEncryptionKey(<redacted>)`.
+    public var description: String { "KeyEncryptionKey(<redacted>)" }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// A mirror without children, so `dump(kek)` cannot reach the key material.
+    public var customMirror: Mirror { Mirror(self, children: [:]) }
 }

@@ -48,10 +48,30 @@ public final class SecureBytes: Sendable {
         self.storage = Locked(Allocation(pointer: pointer))
     }
 
-    /// Copies `bytes` into guarded memory. The caller remains responsible for its own copy.
+    /// Copies `bytes` into guarded memory, straight from the collection (no intermediate copy
+    /// in ordinary memory). The caller remains responsible for its own copy.
     public convenience init(copying bytes: some Collection<UInt8>) throws {
-        let array = Array(bytes)
-        try self.init(count: array.count) { buffer in buffer.copyBytes(from: array) }
+        let count = bytes.count
+        try self.init(count: count) { buffer in
+            var index = 0
+            for byte in bytes.prefix(count) {
+                buffer[index] = byte
+                index += 1
+            }
+        }
+    }
+
+    /// Zeroes an ordinary array that held secret bytes (a passphrase read from a file, say)
+    /// with `sodium_memzero`, which the optimiser cannot drop as a dead store. Its count stays.
+    ///
+    /// ```swift
+    /// var bytes = try readPassphraseFile(path)
+    /// defer { SecureBytes.zero(&bytes) }
+    /// ```
+    public static func zero(_ bytes: inout [UInt8]) {
+        bytes.withUnsafeMutableBytes { buffer in
+            if let base = buffer.baseAddress { sodium_memzero(base, buffer.count) }
+        }
     }
 
     /// `count` bytes from libsodium's CSPRNG.
@@ -91,16 +111,27 @@ public final class SecureBytes: Sendable {
         }
     }
 
-    /// Whether the bytes equal `other`, compared in constant time (`sodium_memcmp`).
+    /// Whether the bytes equal `other`, compared in constant time (`sodium_memcmp`). `other`
+    /// is copied into guarded memory for the comparison, never into an ordinary array.
     public func constantTimeEquals(_ other: some Collection<UInt8>) throws -> Bool {
-        let other = Array(other)
+        let theirs = try SecureBytes(copying: other)
+        defer { theirs.wipe() }
         return try withUnsafeBytes { mine in
-            guard mine.count == other.count else { return false }
+            guard mine.count == theirs.count else { return false }
             guard let mineBase = mine.baseAddress else { return true }
-            return other.withUnsafeBytes { theirs in
+            return try theirs.withUnsafeBytes { theirs in
                 guard let theirBase = theirs.baseAddress else { return false }
                 return sodium_memcmp(mineBase, theirBase, mine.count) == 0
             }
         }
     }
+}
+
+extension SecureBytes: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `SecureBytes(32 bytes)` (or `wiped`): never the bytes.
+    public var description: String { isWiped ? "SecureBytes(wiped)" : "SecureBytes(\(count) bytes)" }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// A mirror without children, so `dump` shows neither the bytes nor where they live.
+    public var customMirror: Mirror { Mirror(self, children: [:]) }
 }

@@ -32,20 +32,37 @@ public struct SymmetricKey: Sendable {
 
     /// Seals `plaintext` for the place described by `context`.
     public func seal(_ plaintext: [UInt8], context: SealContext) throws -> [UInt8] {
+        try plaintext.withUnsafeBytes { try seal(bytes: $0, context: context) }
+    }
+
+    /// Seals the UTF-8 bytes of `text`, read in place: no copy of them is made in ordinary
+    /// memory (a `String` itself cannot be wiped; this adds no second copy to it).
+    public func seal(text: String, context: SealContext) throws -> [UInt8] {
+        var text = text
+        return try text.withUTF8 { try seal(bytes: UnsafeRawBufferPointer($0), context: context) }
+    }
+
+    /// Seals bytes read where they are: key wrapping passes guarded memory here.
+    func seal(bytes plaintext: UnsafeRawBufferPointer, context: SealContext) throws -> [UInt8] {
         let header = SealedBlob.header(keyID: id)
         var nonce = [UInt8](repeating: 0, count: SealedBlob.nonceLength)
         nonce.withUnsafeMutableBytes { if let base = $0.baseAddress { randombytes_buf(base, $0.count) } }
         let ad = header + context.associatedData
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count + SealedBlob.tagLength)
         var written: UInt64 = 0
-        let status = try material.withUnsafeBytes { key in
-            guard let keyBase = key.baseAddress else { return Int32(-1) }
-            return crypto_aead_xchacha20poly1305_ietf_encrypt(
-                &ciphertext, &written,
-                plaintext, UInt64(plaintext.count),
-                ad, UInt64(ad.count),
-                nil, nonce,
-                keyBase.assumingMemoryBound(to: UInt8.self))
+        // An empty plaintext may come without an address; libsodium is given a real one anyway.
+        var nothing: UInt8 = 0
+        let status = try withUnsafePointer(to: &nothing) { placeholder in
+            let message = plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? placeholder
+            return try material.withUnsafeBytes { key in
+                guard let keyBase = key.baseAddress else { return Int32(-1) }
+                return crypto_aead_xchacha20poly1305_ietf_encrypt(
+                    &ciphertext, &written,
+                    message, UInt64(plaintext.count),
+                    ad, UInt64(ad.count),
+                    nil, nonce,
+                    keyBase.assumingMemoryBound(to: UInt8.self))
+            }
         }
         guard status == 0, written == UInt64(ciphertext.count) else {
             throw CryptoError(.unavailable, "XChaCha20-Poly1305 encryption failed")
@@ -58,21 +75,58 @@ public struct SymmetricKey: Sendable {
     /// Throws ``CryptoError/Code/malformedBlob`` for a layout it cannot read,
     /// ``CryptoError/Code/keyMismatch`` when the blob names another key, and
     /// ``CryptoError/Code/authenticationFailed`` when any byte was changed or the blob
-    /// was moved to another place. Never returns partial plaintext.
+    /// was moved to another place. Never returns partial plaintext. The caller owns the
+    /// plaintext: zero it when done (``SecureBytes/zero(_:)``), or use ``openText(_:context:)``.
     public func open(_ bytes: [UInt8], context: SealContext) throws -> [UInt8] {
+        let blob = try opening(bytes)
+        var plaintext = [UInt8](repeating: 0, count: blob.ciphertext.count - SealedBlob.tagLength)
+        try plaintext.withUnsafeMutableBytes { try decrypt(blob, context: context, into: $0) }
+        return plaintext
+    }
+
+    /// Opens a sealed text: the plaintext bytes are zeroed as soon as the `String` is made.
+    /// Nil when the plaintext is not UTF-8.
+    public func openText(_ bytes: [UInt8], context: SealContext) throws -> String? {
+        var plaintext = try open(bytes, context: context)
+        defer { SecureBytes.zero(&plaintext) }
+        return String(validating: plaintext, as: UTF8.self)
+    }
+
+    /// Seals another key's material (key wrapping), read straight from its guarded memory.
+    public func wrap(_ key: SymmetricKey, context: SealContext) throws -> [UInt8] {
+        try key.material.withUnsafeBytes { try seal(bytes: $0, context: context) }
+    }
+
+    /// Opens a key wrapped by ``wrap(_:context:)`` straight into guarded memory: the key's
+    /// bytes are never in ordinary memory.
+    public func openKey(_ bytes: [UInt8], id: UInt32, context: SealContext) throws -> SymmetricKey {
+        let blob = try opening(bytes)
+        let material = try SecureBytes(count: blob.ciphertext.count - SealedBlob.tagLength) { buffer in
+            try decrypt(blob, context: context, into: buffer)
+        }
+        return try SymmetricKey(id: id, bytes: material)
+    }
+
+    /// Parses `bytes` and checks that this key sealed them.
+    private func opening(_ bytes: [UInt8]) throws -> SealedBlob {
         let blob = try SealedBlob(parsing: bytes)
         guard blob.keyID == id else {
             throw CryptoError(.keyMismatch, "sealed value names key \(blob.keyID), expected key \(id)")
         }
+        return blob
+    }
+
+    /// Decrypts `blob` into `output` (exactly the plaintext's length); on failure `output` is zeroed.
+    private func decrypt(_ blob: SealedBlob, context: SealContext, into output: UnsafeMutableRawBufferPointer) throws {
         let ad = Array(blob.header) + context.associatedData
         let ciphertext = Array(blob.ciphertext)
         let nonce = Array(blob.nonce)
-        var plaintext = [UInt8](repeating: 0, count: ciphertext.count - SealedBlob.tagLength)
         var written: UInt64 = 0
         let status = try material.withUnsafeBytes { key in
-            guard let keyBase = key.baseAddress else { return Int32(-1) }
+            guard let keyBase = key.baseAddress, let out = output.baseAddress, output.count == ciphertext.count - SealedBlob.tagLength
+            else { return Int32(-1) }
             return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                &plaintext, &written, nil,
+                out.assumingMemoryBound(to: UInt8.self), &written, nil,
                 ciphertext, UInt64(ciphertext.count),
                 ad, UInt64(ad.count),
                 nonce,
@@ -80,26 +134,22 @@ public struct SymmetricKey: Sendable {
         }
         guard status == 0 else {
             // libsodium leaves the output untouched on failure; clear it anyway.
-            plaintext.withUnsafeMutableBytes { if let base = $0.baseAddress { sodium_memzero(base, $0.count) } }
+            if let base = output.baseAddress { sodium_memzero(base, output.count) }
             throw CryptoError(.authenticationFailed, "sealed value failed authentication (altered, moved, or wrong key)")
         }
-        return plaintext
-    }
-
-    /// Seals another key's material (key wrapping).
-    public func wrap(_ key: SymmetricKey, context: SealContext) throws -> [UInt8] {
-        try key.material.withUnsafeBytes { try seal(Array($0), context: context) }
-    }
-
-    /// Opens a key wrapped by ``wrap(_:context:)`` straight into guarded memory.
-    public func openKey(_ bytes: [UInt8], id: UInt32, context: SealContext) throws -> SymmetricKey {
-        var plain = try open(bytes, context: context)
-        defer { plain.withUnsafeMutableBytes { if let base = $0.baseAddress { sodium_memzero(base, $0.count) } } }
-        return try SymmetricKey(id: id, bytes: SecureBytes(copying: plain))
     }
 
     /// Zeroes the key material now; later use throws ``CryptoError/Code/keyWiped``.
     public func wipe() { material.wipe() }
 
     public var isWiped: Bool { material.isWiped }
+}
+
+extension SymmetricKey: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// `SymmetricKey(id: 7)`: the id, never the material.
+    public var description: String { "SymmetricKey(id: \(id))" }
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+    /// Only the id, so `dump(key)` cannot reach the material.
+    public var customMirror: Mirror { Mirror(self, children: ["id": id], displayStyle: .struct) }
 }

@@ -42,21 +42,37 @@ public struct ClientCredentials: Sendable, Hashable {
         return "Basic " + Data(pair.utf8).base64EncodedString()
     }
 
-    /// Strings that must never be echoed back in an error or log: the secret, if any.
+    /// Strings that must never be echoed back in an error or log: the secret, if any, and the
+    /// `client_id:client_secret` pair the Basic credential encodes, both as it is and
+    /// form-encoded (RFC 6749 §2.3.1), so ``Redaction`` also catches each pair's base64.
     var secrets: [String] {
         switch authentication {
         case .none: []
-        case .clientSecretBasic(let secret): [secret.value]
+        case .clientSecretBasic(let secret):
+            [secret.value, clientID + ":" + secret.value,
+             FormURLEncoding.encode(clientID) + ":" + FormURLEncoding.encode(secret.value)]
         }
     }
 }
 
-extension ClientCredentials: CustomStringConvertible {
+extension ClientCredentials: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The client id and authentication method, never the secret.
     public var description: String {
         switch authentication {
         case .none: "ClientCredentials(clientID: \(clientID), authentication: none)"
         case .clientSecretBasic(let secret): "ClientCredentials(clientID: \(clientID), authentication: client_secret_basic \(secret))"
         }
+    }
+
+    /// Same as ``description``.
+    public var debugDescription: String { description }
+
+    /// The client id and the authentication method's name, so `dump(credentials)` cannot print the secret.
+    public var customMirror: Mirror {
+        let method = switch authentication {
+        case .none: "none"
+        case .clientSecretBasic: "client_secret_basic"
+        }
+        return Mirror(self, children: ["clientID": clientID, "authentication": method], displayStyle: .struct)
     }
 }

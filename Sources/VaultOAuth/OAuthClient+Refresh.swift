@@ -69,7 +69,8 @@ extension OAuthClient {
         return try result.get()
     }
 
-    /// Classifies a token endpoint response. `secrets` are scrubbed from any server text kept.
+    /// Classifies a token endpoint response. Every spelling of `secrets` is scrubbed from any
+    /// server text kept (``Redaction``).
     static func classifyRefresh(_ response: HTTPResponse, secrets: [String]) -> Result<TokenResponse, RefreshError> {
         let status = response.status
         switch status {
@@ -86,10 +87,10 @@ extension OAuthClient {
         case 500..<600:
             return .failure(.transient(.server(status: status)))
         case 400..<500:
-            guard let error = OAuthErrorResponse.parse(response.body) else {
+            guard let error = OAuthErrorResponse.parse(response.body, redaction: Redaction(secrets: secrets)) else {
                 return .failure(.malformedResponse(status: status, reason: "error response without a JSON error code"))
             }
-            let detail = error.errorDescription?.sanitized(removing: secrets)
+            let detail = error.errorDescription
             switch error.error {
             case "invalid_grant":
                 return .failure(.invalidGrant(description: detail))
@@ -98,7 +99,7 @@ extension OAuthClient {
             case "server_error", "temporarily_unavailable":
                 return .failure(.transient(.server(status: status)))
             default:
-                return .failure(.unrecognizedError(status: status, code: error.error.sanitized(removing: secrets), description: detail))
+                return .failure(.unrecognizedError(status: status, code: error.error, description: detail))
             }
         default:
             return .failure(.malformedResponse(status: status, reason: "unexpected HTTP status"))

@@ -58,7 +58,8 @@ extension OAuthClient {
         logger.debug("token revocation finished", metadata: ["oauth.outcome": "success", "http.status": "\(response.status)"])
     }
 
-    /// Classifies a revocation response: nil means revoked (or never valid).
+    /// Classifies a revocation response: nil means revoked (or never valid). Every spelling of
+    /// `secrets` is scrubbed from any server text kept (``Redaction``).
     static func classifyRevocation(_ response: HTTPResponse, secrets: [String]) -> RevocationError? {
         let status = response.status
         switch status {
@@ -71,7 +72,7 @@ extension OAuthClient {
         case 500..<600:
             return .transient(.server(status: status))
         case 400..<500:
-            guard let error = OAuthErrorResponse.parse(response.body) else {
+            guard let error = OAuthErrorResponse.parse(response.body, redaction: Redaction(secrets: secrets)) else {
                 return .malformedResponse(status: status, reason: "error response without a JSON error code")
             }
             switch error.error {
@@ -80,10 +81,7 @@ extension OAuthClient {
             case "server_error", "temporarily_unavailable":
                 return .transient(.server(status: status))
             default:
-                return .clientMisconfigured(
-                    code: error.error.sanitized(removing: secrets),
-                    description: error.errorDescription?.sanitized(removing: secrets)
-                )
+                return .clientMisconfigured(code: error.error, description: error.errorDescription)
             }
         default:
             return .malformedResponse(status: status, reason: "unexpected HTTP status")

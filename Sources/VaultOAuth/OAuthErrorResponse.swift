@@ -29,14 +29,20 @@ public struct OAuthErrorResponse: Sendable, Hashable {
     /// let failure = OAuthErrorResponse.parse(Data(#"{"error":"invalid_client"}"#.utf8))
     /// ```
     public static func parse(_ data: Data) -> OAuthErrorResponse? {
+        parse(data, redaction: .none)
+    }
+
+    /// Parses like ``parse(_:)``, replacing every spelling of the secrets the request carried
+    /// (``Redaction``) in each member before it is shortened, so no piece of one survives the cut.
+    static func parse(_ data: Data, redaction: Redaction) -> OAuthErrorResponse? {
         guard data.count <= TokenResponse.maximumBodySize, let fields = JSONFields.parse(data) else { return nil }
         guard case .string(let code)? = fields["error"] else { return nil }
-        let sanitizedCode = code.sanitized(limit: 128)
+        let sanitizedCode = redaction.apply(to: code, limit: 128)
         guard !sanitizedCode.isEmpty else { return nil }
         var description: String?
-        if case .string(let text)? = fields["error_description"] { description = text.sanitized() }
+        if case .string(let text)? = fields["error_description"] { description = redaction.apply(to: text) }
         var uri: String?
-        if case .string(let text)? = fields["error_uri"] { uri = text.sanitized() }
+        if case .string(let text)? = fields["error_uri"] { uri = redaction.apply(to: text) }
         return OAuthErrorResponse(error: sanitizedCode, errorDescription: description, errorURI: uri)
     }
 }

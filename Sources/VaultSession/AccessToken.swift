@@ -1,13 +1,14 @@
 import Foundation
 import VaultStore
 
-/// An access token ready to put in an `Authorization` header. Its description never shows the value.
+/// An access token ready to put in an `Authorization` header. Its description, debug
+/// description and mirror never show the value.
 ///
 /// ```swift
 /// let token = try await session.validAccessToken()
 /// request.setValue(token.authorizationHeader, forHTTPHeaderField: "Authorization")
 /// ```
-public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
+public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: AccountID
     /// The secret value.
     public var value: String
@@ -22,6 +23,16 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         "AccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
+    }
+
+    public var debugDescription: String { description }
+
+    /// Everything but the value, so `dump` cannot print it.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "account": account, "value": "<redacted>", "tokenType": tokenType, "expiresAt": expiresAt as Any,
+            "generation": generation,
+        ], displayStyle: .struct)
     }
 
     init(_ stored: StoredTokens) { self.init(StoredAccessToken(stored)) }

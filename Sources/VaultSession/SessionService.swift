@@ -164,51 +164,78 @@ public actor SessionService {
         try settle()
     }
 
-    /// Signs the account out (the active one by default): revokes its refresh token at the
-    /// server when it offers revocation (RFC 7009), after removing every record of it and its
-    /// key from the vault. A server that cannot be reached never keeps local data alive.
-    /// When it was the active account, the oldest remaining account becomes active.
-    public func signOut(_ account: AccountID? = nil) async throws {
+    /// Signs the account out (the active one by default), never stopping half-way:
+    ///
+    /// 1. Revokes its refresh token (or, without one, its access token) at the server when it
+    ///    offers revocation (RFC 7009) and `revoke` is true. A failure is reported in the result
+    ///    and logged as a warning; it does not stop the removal. Done first, while the account
+    ///    and its token are still there: should the removal fail, a retry finds both.
+    /// 2. Removes every record of the account and its key and, when it was the active account,
+    ///    makes the oldest remaining account active, in one transaction.
+    /// 3. Checkpoints the WAL; a checkpoint blocked by another process's reader is reported in
+    ///    ``SignOutReport/removal`` (the data is cleared by a later checkpoint).
+    ///
+    /// Until the removal the account is signed in: a token asked for meanwhile is served (and a
+    /// refresh that rotates the refresh token meanwhile is followed by a revocation of the new
+    /// one). A refresh still in flight then is cancelled with the removal, with no suspension
+    /// between them: whatever the server answers it, nothing is stored, served or announced.
+    @discardableResult
+    public func signOut(_ account: AccountID? = nil, revoke: Bool = true) async throws -> SignOutReport {
         guard let id = try account ?? activeAccount() else { throw SessionError.noActiveAccount }
         guard try vaultCall({ try vault.accountIDs() }).contains(id) else { throw SessionError.notSignedIn(id) }
-        let wasActive = try activeAccount() == id
-        // What the revocation needs, read before the account's records and key are gone.
-        // A locked vault cannot open the refresh token: the account is still removed.
-        var revocation: (token: String, endpoint: URL, client: ClientCredentials, pins: [SPKIPin])?
-        if let stored = try? vault.account(id), let endpoint = stored.client.revocationEndpoint,
-           let refreshToken = try? vault.tokens(for: id)?.tokens.refreshToken,
-           let client = try? clientCredentials(for: stored), let pins = try? pins(of: stored) {
-            revocation = (refreshToken, endpoint, client, pins)
-        } else if vault.isLocked {
-            logger.warning("the vault is locked: removing the account without revoking its refresh token at the server",
-                           metadata: ["account": "\(id)"])
-        }
-        // Local data goes first, before any round trip: a refresh still in flight then finds
-        // nothing to store or serve, and nothing the server says (or fails to say) keeps it.
+        let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
+
         refreshes[id]?.cancel()
-        _ = try vaultCall { try vault.removeAccount(id) }
+        let removal = try vaultCall { try vault.removeAccount(id) }
         warned[id] = nil
         lastActivityWrite[id] = nil
-        logger.info("signed out", metadata: ["account": "\(id)"])
-        hub.emit(.stateChanged(id, .signedOut))
-        if wasActive {
-            // Like removing the active user in the reference apps: the first remaining account
-            // (oldest sign-in) becomes active, if there is one.
-            if let next = try vaultCall({ try vault.accountIDs() }).first {
-                try vaultCall { try vault.setActiveAccount(next) }
-            }
-            hub.emit(.accountSwitched(from: id, to: try activeAccount()))
+        logger.info("signed out", metadata: ["account": "\(id)", "checkpoint": "\(removal.checkpoint.map { "\($0)" } ?? "none")"])
+        if removal.removed {
+            hub.emit(.stateChanged(id, .signedOut))
+            if removal.previousActive == id { hub.emit(.accountSwitched(from: id, to: removal.active)) }
         }
         try settle()
-        if let revocation {
+        return SignOutReport(account: id, revocation: revocation, removal: removal)
+    }
+
+    /// Asks the server to revoke the account's refresh token (its access token when it has
+    /// none). Should a refresh (here or in another process) store new tokens while the request
+    /// is out, the new ones are revoked too: a server may not end the grant for a rotated-away
+    /// token. Never throws: what happened is the result.
+    private func revokeAtServer(_ id: AccountID) async -> SignOutReport.Revocation {
+        if vault.isLocked {
+            logger.warning("the vault is locked: removing the account without revoking its token at the server",
+                           metadata: ["account": "\(id)"])
+            return .notAttempted("the vault is locked, so its token cannot be read")
+        }
+        var revokedGeneration: Int64?
+        for _ in 0..<3 {
+            let request: (token: String, hint: TokenTypeHint, endpoint: URL, client: ClientCredentials, pins: [SPKIPin], generation: Int64)
             do {
-                try await oauth.revoke(token: revocation.token, hint: .refreshToken, endpoint: revocation.endpoint,
-                                       client: revocation.client, pins: revocation.pins, deadline: configuration.requestDeadline)
+                guard let stored = try vault.account(id) else { return .notAttempted("the account is gone") }
+                guard let endpoint = stored.client.revocationEndpoint else { return .notAttempted("the account has no revocation endpoint") }
+                guard let tokens = try vault.tokens(for: id) else { return .notAttempted("the account holds no token") }
+                if tokens.generation == revokedGeneration { return .revoked }
+                let client = try clientCredentials(for: stored)
+                let pins = try pins(of: stored)
+                request = tokens.tokens.refreshToken.map { ($0, .refreshToken, endpoint, client, pins, tokens.generation) }
+                    ?? (tokens.tokens.accessToken, .accessToken, endpoint, client, pins, tokens.generation)
             } catch {
-                logger.warning("could not revoke the refresh token at the server; local data is already removed",
+                logger.warning("could not read what the revocation needs; removing the account without it",
                                metadata: ["account": "\(id)", "error": "\(error)"])
+                return .notAttempted("its token or client settings could not be read: \(error)")
+            }
+            do {
+                try await oauth.revoke(token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
+                                       pins: request.pins, deadline: configuration.requestDeadline)
+                revokedGeneration = request.generation
+            } catch {
+                logger.warning("could not revoke the token at the server; removing the account anyway",
+                               metadata: ["account": "\(id)", "error": "\(error)"])
+                return .failed("\(error)")
             }
         }
+        return .revoked
     }
 
     /// Where the account's session stands now (the active account by default), judged at this moment.

@@ -41,8 +41,9 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
     }
 }
 
-/// An account to add to a vault.
-public struct NewAccount: Sendable, CustomStringConvertible {
+/// An account to add to a vault. Its description, debug description and mirror never show
+/// the client secret.
+public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var issuer: String
     public var subject: String
     /// A display name; sealed at rest.
@@ -65,6 +66,16 @@ public struct NewAccount: Sendable, CustomStringConvertible {
 
     public var description: String {
         "NewAccount(issuer: \(issuer), subject: \(subject), client: \(client.clientID), secret: \(clientSecret == nil ? "none" : "<redacted>"))"
+    }
+
+    public var debugDescription: String { description }
+
+    /// Everything but the client secret's value, so `dump` cannot print it.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "issuer": issuer, "subject": subject, "label": label as Any, "email": email as Any, "client": client,
+            "clientSecret": clientSecret == nil ? "none" : "<redacted>",
+        ], displayStyle: .struct)
     }
 }
 

@@ -1,8 +1,8 @@
 import Foundation
 
-/// An account's tokens as the identity service issued them. Its description never shows
-/// a token value.
-public struct TokenSet: Sendable, Hashable, CustomStringConvertible {
+/// An account's tokens as the identity service issued them. Its description, debug
+/// description and mirror never show a token value (`print`, `dump`, `String(reflecting:)`).
+public struct TokenSet: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var accessToken: String
     public var refreshToken: String?
     public var idToken: String?
@@ -25,10 +25,22 @@ public struct TokenSet: Sendable, Hashable, CustomStringConvertible {
         let expiry = accessTokenExpiresAt.map { "\($0)" } ?? "unknown"
         return "TokenSet(access: <redacted>, refresh: \(refreshToken == nil ? "none" : "<redacted>"), id: \(idToken == nil ? "none" : "<redacted>"), expires: \(expiry))"
     }
+
+    public var debugDescription: String { description }
+
+    /// Which tokens are present, their type, expiry and scopes: never a value, so `dump` cannot print one.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "accessToken": "<redacted>", "refreshToken": refreshToken == nil ? "none" : "<redacted>",
+            "idToken": idToken == nil ? "none" : "<redacted>", "tokenType": tokenType,
+            "accessTokenExpiresAt": accessTokenExpiresAt as Any, "scopes": scopes,
+        ], displayStyle: .struct)
+    }
 }
 
 /// The tokens stored for an account, with the generation a refresh must name to replace them.
-public struct StoredTokens: Sendable, Hashable, CustomStringConvertible {
+/// Redacts its tokens like ``TokenSet``.
+public struct StoredTokens: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: AccountID
     /// Grows by one on every store. ``Vault/storeTokens(_:for:replacing:)`` names the generation it replaces.
     public var generation: Int64
@@ -36,6 +48,14 @@ public struct StoredTokens: Sendable, Hashable, CustomStringConvertible {
     public var updatedAt: Date
 
     public var description: String { "StoredTokens(account: \(account), generation: \(generation), \(tokens))" }
+
+    public var debugDescription: String { description }
+
+    /// The tokens' own redacting mirror stands in for them.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["account": account, "generation": generation, "tokens": tokens, "updatedAt": updatedAt],
+               displayStyle: .struct)
+    }
 }
 
 /// What is known about an account's tokens without opening them: presence and expiry.
@@ -51,8 +71,9 @@ public struct TokenMetadata: Sendable, Hashable {
 }
 
 /// An account's access token without its refresh and ID tokens: what serving an API call
-/// needs (``Vault/accessSnapshot(for:)``). Its description never shows the value.
-public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible {
+/// needs (``Vault/accessSnapshot(for:)``). Its description, debug description and mirror
+/// never show the value.
+public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: AccountID
     /// The generation of the stored tokens it belongs to.
     public var generation: Int64
@@ -79,5 +100,15 @@ public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible {
 
     public var description: String {
         "StoredAccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
+    }
+
+    public var debugDescription: String { description }
+
+    /// Everything but the value, so `dump` cannot print it.
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "account": account, "generation": generation, "accessToken": "<redacted>", "tokenType": tokenType,
+            "expiresAt": expiresAt as Any, "scopes": scopes,
+        ], displayStyle: .struct)
     }
 }

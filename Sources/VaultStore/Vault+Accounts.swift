@@ -128,25 +128,47 @@ extension Vault {
     }
 
     /// Removes the account and every record of it (tokens, sessions, devices, notifications,
-    /// its data key) in one transaction, then checkpoints the WAL so none of its ciphertext
-    /// or its wrapped key remains in the database file or the WAL.
+    /// its data key) and, when it was the active account, makes the oldest remaining account
+    /// active, all in one transaction. Then checkpoints the WAL so none of its ciphertext or
+    /// its wrapped key remains in the database file or the WAL.
     ///
-    /// Returns whether an account was removed.
+    /// Never stops half-way: once the transaction committed, the removal is reported as done
+    /// even when the checkpoint is blocked by another connection's read transaction (waiting
+    /// at most `checkpointWait` for it) or fails; ``AccountRemoval/checkpoint`` says so, and the
+    /// data is cleared by a later checkpoint (``compact(at:options:)``, `vault compact`).
+    ///
+    /// ```swift
+    /// let removal = try vault.removeAccount(id)
+    /// ```
     @discardableResult
-    public func removeAccount(_ id: AccountID) throws -> Bool {
-        let removed = try write("removing an account") { db -> Bool in
-            // Deleting the active account clears `vault_meta.active_account_id` (ON DELETE SET NULL).
+    public func removeAccount(_ id: AccountID, checkpointWait: Duration = .seconds(1)) throws -> AccountRemoval {
+        let (removed, previous, active) = try write("removing an account") { db -> (Bool, String?, String?) in
+            // The header is checked before it is read, and authenticated again after the delete
+            // (which clears `active_account_id` through ON DELETE SET NULL) and the new choice.
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                let previous = try self.activeAccountID(db)?.rawValue
                 try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
-                return db.changesCount > 0
+                guard db.changesCount > 0 else { return (false, previous, previous) }
+                guard previous == id.rawValue else { return (true, previous, previous) }
+                // Like removing the active user in the reference apps, the oldest remaining
+                // account takes over, in this transaction.
+                let next = try String.fetchOne(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid LIMIT 1")
+                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [next])
+                return (true, previous, next)
             }
         }
         keyring.forget(account: id.rawValue)
-        if removed {
-            try checkpoint()
-            logger.info("removed account", metadata: ["account": "\(id)"])
+        var removal = AccountRemoval(account: id, removed: removed, previousActive: previous.map(AccountID.init(rawValue:)),
+                                     active: active.map(AccountID.init(rawValue:)), checkpoint: nil)
+        guard removed else { return removal }
+        logger.info("removed account", metadata: ["account": "\(id)", "active": "\(active ?? "none")"])
+        let checkpoint = try attemptCheckpoint(waitingAtMost: checkpointWait)
+        if !checkpoint.isComplete {
+            logger.warning("the removed account's encrypted data stays on disk until a checkpoint completes",
+                           metadata: ["account": "\(id)", "checkpoint": "\(checkpoint)"])
         }
-        return removed
+        removal.checkpoint = checkpoint
+        return removal
     }
 
     /// Copies the WAL into the database file and truncates the WAL to zero bytes.
@@ -154,17 +176,15 @@ extension Vault {
     /// With `secure_delete=ON`, deleted rows are overwritten in the database pages, so after
     /// this returns no removed value remains in either file. Waits (busy timeout) for readers
     /// in other processes; throws ``VaultError/Code/storage`` when they keep the WAL busy.
+    /// ``attemptCheckpoint(waitingAtMost:)`` reports that instead of throwing.
     public func checkpoint() throws {
-        try ensureOpen()
-        do {
-            try pool.writeWithoutTransaction { db in
-                let result = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)")
-                if let busy: Int = result?[0], busy != 0 {
-                    throw VaultError(.storage, "the checkpoint could not finish: another process is reading the vault; try again", path: self.path)
-                }
-            }
-        } catch {
-            throw VaultError.storage(error, while: "checkpointing", path: path)
+        switch try attemptCheckpoint() {
+        case .completed:
+            return
+        case .blockedByReader:
+            throw VaultError(.storage, "the checkpoint could not finish: another process is reading the vault; try again", path: path)
+        case .failed(let message):
+            throw VaultError(.storage, message, path: path)
         }
     }
 
@@ -245,7 +265,7 @@ extension Vault {
               account: AccountID, row: String, version: String = "") throws -> Data {
         let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
                                   account: account.rawValue, row: row, version: version)
-        return Data(try key.seal(Array(value.utf8), context: context))
+        return Data(try key.seal(text: value, context: context))
     }
 
     func seal(_ value: String?, table: String, column: String, account: AccountID, row: String,
@@ -270,8 +290,8 @@ extension Vault {
         let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
                                   account: account.rawValue, row: row, version: version)
         do {
-            let plain = try key.open(bytes, context: context)
-            guard let text = String(validating: plain, as: UTF8.self) else {
+            // The plaintext bytes are zeroed once the String is made.
+            guard let text = try key.openText(bytes, context: context) else {
                 throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
             }
             return text

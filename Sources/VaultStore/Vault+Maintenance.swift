@@ -271,7 +271,7 @@ private struct SealedValueChecker {
         let context = SealContext(vaultID: vaultID, table: table, column: column, account: account.rawValue, row: key, version: version)
         do {
             var plain = try dataKey.open(bytes, context: context)
-            defer { for index in plain.indices { plain[index] = 0 } }
+            defer { SecureBytes.zero(&plain) }
             guard String(validating: plain, as: UTF8.self) != nil else {
                 damaged.append(DamagedValue(table: table, row: key, column: column, reason: "opens but is not text"))
                 return
@@ -318,6 +318,8 @@ extension Vault {
     /// ``inspect(at:options:)`` checks it.
     public static func backup(of url: URL, to destination: URL, options: VaultOptions = VaultOptions(),
                               progress: ((MaintenanceProgress) -> Void)? = nil) throws {
+        // The file itself, links resolved: the copy comes from where the checks looked.
+        let url = try VaultFile.checkedLocation(url)
         _ = try readPlain(at: url, options: options) { _ in () }
         try withReadOnlyQueue(url, options: options) { queue in
             try copy(from: queue, to: destination, sourcePath: url.path, progress: progress, logger: options.logger)

@@ -35,10 +35,8 @@ extension Vault {
     /// `progress` counts steps: the backup, then each migration.
     public static func migrate(at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions(),
                                progress: ((MaintenanceProgress) -> Void)? = nil) throws -> MigrationReport {
+        let url = try VaultFile.checkedLocation(url)
         let path = url.path
-        _ = try VaultFile.inspect(url)
-        try VaultFile.checkDirectory(url.deletingLastPathComponent())
-        try VaultFile.checkFileMode(url)
         let migrator = Migrator(migrations: options.migrations)
         let (pending, fromVersion, backupURL, keyring) = try withReadOnlyQueue(url, options: options) { queue in
             let (pending, meta, version) = try queue.read { db -> ([Migration], UnlockRecord?, Int) in

@@ -85,7 +85,8 @@ public final class Vault: Sendable {
         }
         defer { kek.wipe() }
 
-        try VaultFile.createEmpty(url)
+        // The real file (symbolic links in the directory resolved) is the one checked and opened.
+        let url = try VaultFile.createEmpty(url)
         do {
             let pool = try openPool(url, options: options)
             let vaultID = try Random.bytes(16)
@@ -152,10 +153,9 @@ public final class Vault: Sendable {
         at url: URL, options: VaultOptions = VaultOptions(),
         credential choose: (VaultOpeningFacts) throws -> VaultCredential
     ) throws -> Vault {
+        // The real file (symbolic links resolved) is the one checked and opened.
+        let url = try VaultFile.checkedLocation(url)
         let path = url.path
-        _ = try VaultFile.inspect(url)
-        try VaultFile.checkDirectory(url.deletingLastPathComponent())
-        try VaultFile.checkFileMode(url)
 
         let migrator = Migrator(migrations: options.migrations)
         let unlocked: (meta: UnlockRecord, keys: (current: SymmetricKey, pending: SymmetricKey?), pending: [Migration])
@@ -242,8 +242,14 @@ public final class Vault: Sendable {
         // GRDB commits when it opens a pool on an empty WAL (no row, no secret), and the next
         // open finds the WAL non-empty and writes nothing. Checkpointing it here would cost two
         // to four fsyncs on every read-only open, `vault token` included.
+        // Waits at most a second for another process's read transaction (not the whole busy
+        // timeout: every writing command closes, and a long reader elsewhere would add ten
+        // seconds to each); a checkpoint that cannot finish is left to the next one.
         if wroteWhileOpening || localWrites.load(ordering: .acquiring) > 0 {
-            _ = try? pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+            let outcome = try? pool.writeWithoutTransaction { try Self.checkpoint($0, waitingAtMost: .seconds(1)) }
+            if let outcome, !outcome.isComplete {
+                logger.info("the vault's WAL was not folded back on close: another process is reading", metadata: ["path": "\(path)"])
+            }
         }
         do {
             try pool.close()

@@ -7,7 +7,7 @@ import VaultCrypto
 /// let byPassphrase = try VaultCredential.passphrase("correct horse battery staple")
 /// let byKeyFile = VaultCredential.keyFile(URL(fileURLWithPath: "/etc/mytool/vault.key"))
 /// ```
-public enum VaultCredential: Sendable {
+public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// Passphrase bytes, already in guarded memory. Any bytes are accepted (UTF-8 or not).
     case passphraseBytes(SecureBytes)
     /// A file holding exactly 32 random bytes, readable only by its owner.
@@ -15,12 +15,30 @@ public enum VaultCredential: Sendable {
 
     /// A passphrase given as text; its UTF-8 bytes are copied into guarded memory.
     public static func passphrase(_ text: String) throws -> VaultCredential {
-        .passphraseBytes(try SecureBytes(copying: Array(text.utf8)))
+        .passphraseBytes(try SecureBytes(copying: text.utf8))
     }
 
     /// A passphrase given as raw bytes (which need not be UTF-8).
     public static func passphrase(bytes: some Collection<UInt8>) throws -> VaultCredential {
         .passphraseBytes(try SecureBytes(copying: bytes))
+    }
+
+    /// `passphrase(<redacted>)` or `keyFile(PATH)`: never the passphrase.
+    public var description: String {
+        switch self {
+        case .passphraseBytes: "VaultCredential.passphrase(<redacted>)"
+        case .keyFile(let url): "VaultCredential.keyFile(\(url.path))"
+        }
+    }
+
+    public var debugDescription: String { description }
+
+    /// The kind and, for a key file, its path: `dump(credential)` cannot reach the passphrase.
+    public var customMirror: Mirror {
+        switch self {
+        case .passphraseBytes: Mirror(self, children: ["passphrase": "<redacted>"], displayStyle: .enum)
+        case .keyFile(let url): Mirror(self, children: ["keyFile": url.path], displayStyle: .enum)
+        }
     }
 
     var kind: String {

@@ -2,7 +2,8 @@ import Foundation
 import GRDB
 
 /// What can be learned about a vault file without SQLite touching it, and the file-system
-/// rules a vault lives by: mode 0600, in a directory no other user can write.
+/// rules a vault lives by: mode 0600, owned by this user, in a directory no other user can
+/// write. The rules apply to the real file, every symbolic link resolved (``checkedLocation(_:)``).
 enum VaultFile {
     /// 'CVLT', set by migration 1 in the SQLite header's application_id field.
     static let applicationID: UInt32 = 0x43564C54
@@ -14,6 +15,49 @@ enum VaultFile {
         var applicationID: UInt32
         var userVersion: Int
     }
+
+    // MARK: - Where the vault really is
+
+    /// Resolves every symbolic link in `url` (realpath(3)), then checks the real file: its
+    /// header (``inspect(_:)``), its directory (``checkDirectory(_:)``) and its owner and mode
+    /// (``checkFileMode(_:)``). Returns the real location, the one SQLite must open: a link in a
+    /// private directory to a vault in a directory others can write is refused, and the
+    /// `-wal`/`-shm` files are created next to the file that was checked.
+    ///
+    /// ```swift
+    /// let url = try VaultFile.checkedLocation(url)   // then open SQLite at url.path
+    /// ```
+    static func checkedLocation(_ url: URL) throws -> URL {
+        let real = try realLocation(url)
+        _ = try inspect(real)
+        try checkDirectory(real.deletingLastPathComponent())
+        try checkFileMode(real)
+        return real
+    }
+
+    /// `url` with every symbolic link resolved. Throws `.notFound` for a missing file (or a
+    /// link to one).
+    static func realLocation(_ url: URL) throws -> URL {
+        let path = url.path
+        guard let resolved = realpath(path, nil) else {
+            if errno == ENOENT || errno == ENOTDIR {
+                throw VaultError(.notFound, "no vault at \(path): create one with `vault init`", path: path)
+            }
+            throw VaultError(.storage, "cannot resolve \(path): \(String(cString: strerror(errno)))", path: path)
+        }
+        defer { free(resolved) }
+        return URL(fileURLWithPath: String(cString: resolved))
+    }
+
+    /// Where a file about to be created at `url` will really be: its directory with every
+    /// symbolic link resolved, and its own name. (The name itself is never followed:
+    /// ``createEmpty(_:)`` creates with `O_EXCL`, which refuses a link.)
+    static func realLocation(forNew url: URL) throws -> URL {
+        let directory = try realLocation(url.deletingLastPathComponent())
+        return directory.appendingPathComponent(url.lastPathComponent, isDirectory: false)
+    }
+
+    // MARK: - Checks
 
     /// Reads and checks the first 100 bytes: a SQLite database with the vault's application id,
     /// not shorter than its header says. Throws `.notFound`, `.notAVault` or `.damaged`.
@@ -116,9 +160,11 @@ enum VaultFile {
         }
     }
 
-    /// Creates the parent directory (0700) if missing, then an empty vault file with mode 0600.
-    /// SQLite gives the -wal and -shm files the same mode as the database file.
-    static func createEmpty(_ url: URL) throws {
+    /// Creates the parent directory (0700) if missing, then an empty vault file with mode 0600
+    /// in its real directory (symbolic links resolved, then checked). Returns the file's real
+    /// location. SQLite gives the -wal and -shm files the same mode as the database file.
+    @discardableResult
+    static func createEmpty(_ url: URL) throws -> URL {
         let directory = url.deletingLastPathComponent()
         if !FileManager.default.fileExists(atPath: directory.path) {
             do {
@@ -128,8 +174,9 @@ enum VaultFile {
                 throw VaultError(.storage, "cannot create directory \(directory.path): \(error.localizedDescription)", path: url.path)
             }
         }
-        try checkDirectory(directory)
-        let fd = open(url.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        let url = try realLocation(forNew: url)
+        try checkDirectory(url.deletingLastPathComponent())
+        let fd = open(url.path, O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             if errno == EEXIST {
                 throw VaultError(.alreadyExists, "a file already exists at \(url.path); open it, or choose another path", path: url.path)
@@ -139,12 +186,17 @@ enum VaultFile {
         // open(2) applies the umask; make the mode exactly 0600 whatever the umask.
         fchmod(fd, 0o600)
         close(fd)
+        return url
     }
 
-    /// Refuses a vault file that other users can read or write.
+    /// Refuses a vault file that other users can read or write, or that belongs to another
+    /// user (root's files excepted, as for directories).
     static func checkFileMode(_ url: URL) throws {
         var info = stat()
         guard stat(url.path, &info) == 0 else { return }
+        if info.st_uid != geteuid() && info.st_uid != 0 {
+            throw VaultError(.unsafeLocation, "refusing \(url.path): the file belongs to another user", path: url.path)
+        }
         if info.st_mode & 0o077 != 0 {
             throw VaultError(
                 .unsafeLocation,

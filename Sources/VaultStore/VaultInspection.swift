@@ -85,6 +85,8 @@ extension Vault {
     /// Throws what ``open(at:credential:options:)`` throws before unlocking: `.notFound`,
     /// `.notAVault`, `.damaged`, `.unsafeLocation`, `.schemaTooNew`, `.migrationChecksumMismatch`.
     public static func inspect(at url: URL, options: VaultOptions = VaultOptions()) throws -> VaultInspection {
+        // The real file: its -wal is next to it, not next to a link to it.
+        let url = try VaultFile.realLocation(url)
         let migrator = Migrator(migrations: options.migrations)
         return try readPlain(at: url, options: options) { db in
             let path = url.path
@@ -159,10 +161,8 @@ extension Vault {
     /// the same checks as ``open(at:credential:options:)`` (header, location, mode, application
     /// id, schema not newer than this build).
     static func readPlain<T>(at url: URL, options: VaultOptions, _ body: (Database) throws -> T) throws -> T {
+        let url = try VaultFile.checkedLocation(url)
         let path = url.path
-        _ = try VaultFile.inspect(url)
-        try VaultFile.checkDirectory(url.deletingLastPathComponent())
-        try VaultFile.checkFileMode(url)
         let migrator = Migrator(migrations: options.migrations)
         return try withReadOnlyQueue(url, options: options) { queue in
             try queue.read { db in

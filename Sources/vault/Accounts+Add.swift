@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultCrypto
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -88,7 +89,7 @@ extension VaultCommand.Accounts {
             var clientSecret: String?
             if let clientSecretFile {
                 var bytes = try CredentialOptions.readPassphraseFile(clientSecretFile)
-                defer { for index in bytes.indices { bytes[index] = 0 } }
+                defer { SecureBytes.zero(&bytes) }
                 clientSecret = String(decoding: bytes, as: UTF8.self)
             }
             let account = NewAccount(

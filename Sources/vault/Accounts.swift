@@ -90,11 +90,14 @@ extension VaultCommand.Accounts {
             commandName: "remove",
             abstract: "Sign an account out and delete every record of it.",
             discussion: """
-                Revokes the account's refresh token at the identity service when it has a \
-                revocation endpoint (RFC 7009; a server that cannot be reached does not stop the \
-                removal), then deletes the account, its tokens, sessions, devices, notifications \
-                and its key in one transaction. Asks for confirmation on a terminal; elsewhere \
-                pass --yes.
+                First revokes the account's refresh token at the identity service when it has a \
+                revocation endpoint (RFC 7009); a server that refuses or cannot be reached is a \
+                warning and does not stop the removal. Then deletes the account, its tokens, \
+                sessions, devices, notifications and its key, and makes the oldest remaining \
+                account active if it was the active one, in one transaction. Then folds the \
+                write-ahead log into the file; if another process is reading the vault, a warning \
+                says so and `vault compact` finishes it later. Asks for confirmation on a \
+                terminal; elsewhere pass --yes.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -107,7 +110,7 @@ extension VaultCommand.Accounts {
         var yes = false
 
         func run() async throws {
-            let removed = try await OpenedVault.with(global, credentials) { opened in
+            let (removed, report, next) = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
                 guard let stored = try opened.vault.account(id) else { throw CommandFailure(.noRecord, "no account \(id)") }
                 if !yes {
@@ -118,14 +121,25 @@ extension VaultCommand.Accounts {
                         throw CommandFailure(.failure, "nothing was removed")
                     }
                 }
-                if noRevoke {
-                    try opened.vault.removeAccount(id)
-                } else {
-                    try await opened.session.signOut(id)
-                }
-                return stored
+                let report = try await opened.session.signOut(id, revoke: !noRevoke)
+                let next = try report.removal.active.flatMap { try opened.vault.account($0) }
+                return (stored, report, next)
+            }
+            if case .failed(let why) = report.revocation {
+                Terminal.printError(
+                    "vault: warning: the identity service did not revoke the refresh token (\(why)); it may accept it until it expires: revoke the sign-in there if you can")
             }
             print("Removed account \(removed.id) (\(removed.subject) at \(removed.issuer)).")
+            if report.removal.previousActive == removed.id {
+                print(next.map { "Active account: \($0.id) (\($0.subject) at \($0.issuer))." } ?? "No account is active now.")
+            }
+            switch report.removal.checkpoint {
+            case .blockedByReader?, .failed?:
+                Terminal.printError(
+                    "vault: warning: \(report.removal.checkpoint.map { "\($0)" } ?? ""); the removed account's encrypted data stays in the vault file and its -wal until a checkpoint completes (the next one runs when a process that wrote to the vault closes it); run `vault compact` once the other process has finished to clear it now")
+            case .completed?, nil:
+                break
+            }
         }
     }
 }

@@ -1,5 +1,9 @@
 import ArgumentParser
 import Foundation
+#if canImport(Glibc)
+import Glibc
+import CoreFoundation
+#endif
 import VaultCrypto
 import VaultStore
 
@@ -45,11 +49,12 @@ struct CredentialOptions: ParsableArguments {
     static func passphrase(file: String?, environmentVariable: String, prompt: String, confirm: Bool) throws -> VaultCredential {
         if let file {
             var bytes = try readPassphraseFile(file)
-            defer { for index in bytes.indices { bytes[index] = 0 } }
+            defer { SecureBytes.zero(&bytes) }
             return try .passphrase(bytes: bytes)
         }
-        if let value = ProcessInfo.processInfo.environment[environmentVariable], !value.isEmpty {
-            return try .passphrase(value)
+        // Taken out of the environment when the process started (ProcessHardening).
+        if let value = try ProcessHardening.passphrase(from: environmentVariable) {
+            return .passphraseBytes(value)
         }
         guard let reader = PassphraseReader() else {
             throw CommandFailure(
@@ -57,26 +62,60 @@ struct CredentialOptions: ParsableArguments {
                 "no passphrase: there is no terminal to ask on; use --passphrase-file FILE or set \(environmentVariable)")
         }
         var first = try reader.read(prompt: prompt)
-        defer { for index in first.indices { first[index] = 0 } }
+        defer { SecureBytes.zero(&first) }
         if confirm {
             var second = try reader.read(prompt: "Repeat to confirm: ")
-            defer { for index in second.indices { second[index] = 0 } }
+            defer { SecureBytes.zero(&second) }
             guard first == second else { throw CommandFailure(.usage, "the two passphrases differ; nothing was changed") }
         }
         guard !first.isEmpty else { throw CommandFailure(.usage, "an empty passphrase cannot protect a vault") }
         return try .passphrase(bytes: first)
     }
 
-    /// The file's bytes less one trailing newline ("\n" or "\r\n").
+    /// The file's bytes less one trailing newline ("\n" or "\r\n"), read with read(2) into an
+    /// array sized from the file (a pipe, `<(…)`, starts at 4 KiB and grows): every array the
+    /// bytes passed through is zeroed, and no Data copy is made. The caller zeroes the result
+    /// (``SecureBytes/zero(_:)``).
     static func readPassphraseFile(_ path: String) throws -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw CommandFailure(.usage, "cannot read passphrase file \(path)")
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
+        let limit = 1 << 20
+        // One byte more than a regular file's size, to see its end without growing.
+        var bytes = [UInt8](repeating: 0, count: (info.st_mode & S_IFMT) == S_IFREG ? min(Int(info.st_size), limit) + 1 : 4096)
+        var filled = 0
+        while true {
+            if filled == bytes.count {
+                guard bytes.count < limit else {
+                    SecureBytes.zero(&bytes)
+                    throw CommandFailure(.usage, "passphrase file \(path) is larger than \(limit) bytes")
+                }
+                var larger = [UInt8](repeating: 0, count: min(bytes.count * 2, limit))
+                larger.withUnsafeMutableBytes { target in bytes.withUnsafeBytes { target.copyMemory(from: $0) } }
+                SecureBytes.zero(&bytes)
+                bytes = larger
+            }
+            let count = bytes.withUnsafeMutableBytes { buffer in
+                read(fd, buffer.baseAddress.map { $0 + filled }, buffer.count - filled)
+            }
+            if count < 0 && errno == EINTR { continue }
+            guard count >= 0 else {
+                SecureBytes.zero(&bytes)
+                throw CommandFailure(.usage, "cannot read passphrase file \(path)")
+            }
+            if count == 0 { break }
+            filled += count
         }
-        var bytes = [UInt8](data)
-        if bytes.last == 0x0A {
-            bytes.removeLast()
-            if bytes.last == 0x0D { bytes.removeLast() }
+        var length = filled
+        if length > 0, bytes[length - 1] == 0x0A {
+            length -= 1
+            if length > 0, bytes[length - 1] == 0x0D { length -= 1 }
         }
+        // Shrinking in place keeps the storage; the cut-off bytes are zeroed first.
+        for index in length..<bytes.count { bytes[index] = 0 }
+        bytes.removeSubrange(length...)
         return bytes
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,6 +13,8 @@ import Glibc
 /// var bytes = try reader.read(prompt: "Passphrase: ")
 /// ```
 final class PassphraseReader {
+    /// The longest passphrase read from the terminal, in bytes.
+    static let capacity = 4096
     private let fd: Int32
 
     /// Nil when the process has no controlling terminal (cron, CI, a pipe from another program).
@@ -39,12 +42,20 @@ final class PassphraseReader {
             InterruptedRead.release()
             write("\n")
         }
+        // Room for any passphrase a person types, so the array never grows: growing would leave
+        // the bytes read so far in freed storage no one zeroes.
         var line: [UInt8] = []
+        line.reserveCapacity(Self.capacity)
         var byte: UInt8 = 0
         while true {
             let count = Glibc.read(fd, &byte, 1)
             if count < 0 && errno == EINTR { continue }
             if count <= 0 || byte == 0x0A { break }
+            guard line.count < Self.capacity else {
+                SecureBytes.zero(&line)
+                byte = 0
+                throw CommandFailure(.usage, "the passphrase is longer than \(Self.capacity) bytes; use --passphrase-file")
+            }
             line.append(byte)
         }
         if line.last == 0x0D { line.removeLast() }

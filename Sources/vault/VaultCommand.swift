@@ -29,7 +29,7 @@ struct VaultCommand: AsyncParsableCommand {
             Commands that open sealed values ask for the passphrase on the terminal without \
             echo; for scripts use --passphrase-file FILE or the VAULT_PASSPHRASE environment \
             variable, or --key-file FILE ($VAULT_KEY_FILE) for a vault unlocked by a key file. \
-            status, sessions list, export, backup and migrate --dry-run need no passphrase.
+            status, sessions list, export, backup, compact and migrate --dry-run need no passphrase.
 
             Read commands take --json for a stable machine-readable shape (see the README). \
             Only `vault token` ever prints a secret.
@@ -44,11 +44,16 @@ struct VaultCommand: AsyncParsableCommand {
         version: "1.0.0",
         subcommands: [
             Init.self, Status.self, Accounts.self, Sessions.self, Devices.self, Notifications.self,
-            Token.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, PruneNotifications.self, Export.self,
+            Token.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])
 
-    /// Parses, sets up logging, runs, and maps a failure to its exit code and message.
+    /// Hardens the process, parses, sets up logging, runs, and maps a failure to its exit code
+    /// and message.
     static func main() async {
+        // Before anything reads the environment or holds a secret (see ProcessHardening).
+        for problem in ProcessHardening.apply() {
+            Terminal.printError("vault: warning: \(problem)")
+        }
         let command: any ParsableCommand
         do {
             command = try await parse(Array(CommandLine.arguments.dropFirst()))

@@ -60,6 +60,23 @@ struct InitAndStatusTests {
         #expect(opened.status == 0, "\(opened)")
     }
 
+    @Test("a passphrase file that is a pipe is read to its end, past the first 4 KiB")
+    func passphraseFromAPipe() async throws {
+        let cli = try VaultCLI()
+        // Longer than the first read, so the buffer grows; made up, as every test value.
+        let passphrase = String(repeating: "made up pipe passphrase ", count: 300)
+        let passphraseFile = cli.file("passphrase.txt")
+        try Data((passphrase + "\n").utf8).write(to: passphraseFile)
+        #expect(try await cli.run(["init", "--passphrase-file", passphraseFile.path]).status == 0)
+
+        let child = try ChildProgram(try BuiltProgram.url(named: "vault"), ["accounts", "list", "--passphrase-file", "/dev/stdin"],
+                                     environment: ["PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path])
+        child.write(passphrase + "\n")
+        child.closeInput()
+        let lines = try await child.finish()
+        #expect(lines.first?.hasPrefix("No accounts") == true, "\(lines)")
+    }
+
     @Test("init refuses --kdf with a key file")
     func kdfNeedsAPassphrase() async throws {
         let cli = try VaultCLI()

@@ -33,6 +33,27 @@ import VaultCrypto
         #expect(parsed.version == SealedBlob.currentVersion && parsed.keyID == 3)
     }
 
+    static let texts = ["", "a refresh token", "é ✓ 🔑", String(repeating: "z", count: 70_000)]
+
+    @Test("text sealed in place opens as the same text, and as the same bytes", arguments: texts)
+    func textRoundTrip(text: String) throws {
+        let key = try SymmetricKey.generate(id: 3)
+        let blob = try key.seal(text: text, context: Self.context)
+        #expect(blob.count == SealedBlob.minimumLength + text.utf8.count)
+        #expect(try key.openText(blob, context: Self.context) == text)
+        #expect(try key.open(blob, context: Self.context) == Array(text.utf8))
+        expectCryptoError(.authenticationFailed) {
+            try key.openText(blob, context: SealContext(vaultID: [], table: "tokens", column: "refresh_token", row: "other"))
+        }
+    }
+
+    @Test("bytes that are not UTF-8 open as no text")
+    func notText() throws {
+        let key = try SymmetricKey.generate(id: 3)
+        let blob = try key.seal([0xff, 0xfe, 0x00], context: Self.context)
+        #expect(try key.openText(blob, context: Self.context) == nil)
+    }
+
     @Test("sealing the same value twice gives different blobs (random nonce)")
     func noncesDiffer() throws {
         let key = try SymmetricKey.generate(id: 1)

@@ -108,9 +108,11 @@ struct DiskFullTests {
         vault.close()
         vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
-        #expect(try vault.tokens(for: account)?.tokens == second)
-        #expect(try vault.notificationCount() == 60)
-        #expect(try vault.verify().passed)
+        let kept = try vault.tokens(for: account)?.tokens == second && vault.notificationCount() == 60
+        #expect(kept)
+        let sound = try vault.verify().passed
+        #expect(sound)
+        Self.record(tried: 2, refused: [storeError, checkpointError].compactMap { $0 }.count, kept: kept && sound)
         LogHygiene.check(logs, texts: texts, secrets: secrets(credential, first, second))
     }
 
@@ -131,8 +133,11 @@ struct DiskFullTests {
         defer { vault.close() }
         #expect(try vault.tokens(for: account)?.tokens == first)
         try vault.rotateKeys(credential: credential)
-        #expect(try vault.tokens(for: account)?.tokens == first)
-        #expect(try vault.verify().passed)
+        let kept = try vault.tokens(for: account)?.tokens == first
+        #expect(kept)
+        let sound = try vault.verify().passed
+        #expect(sound)
+        Self.record(tried: 1, refused: error == nil ? 0 : 1, kept: kept && sound)
         LogHygiene.check(logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: secrets(credential, first))
     }
 
@@ -160,10 +165,20 @@ struct DiskFullTests {
         _ = try Vault.migrate(at: url, credential: credential, options: options)
         let vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
-        #expect(try FixtureV1.differences(in: vault) == [])
-        #expect(try vault.verify().passed)
+        let kept = try FixtureV1.differences(in: vault, laterAccounts: 0).isEmpty
+        #expect(kept)
+        let sound = try vault.verify().passed
+        #expect(sound)
+        Self.record(tried: 1, refused: error == nil ? 0 : 1, kept: kept && sound)
         LogHygiene.check(logs, texts: [error.map(String.init(describing:)) ?? ""],
                          secrets: [FixtureV1.passphrase] + FixtureV1.accounts.flatMap { [$0.tokens.accessToken, $0.tokens.refreshToken ?? ""] })
+    }
+
+    /// Case 5's counts: disk-full moments tried, each refused as a storage error with every
+    /// committed value kept (`lost` otherwise) and the vault sound afterwards.
+    static func record(tried: Int, refused: Int, kept: Bool) {
+        StressResults.record(StressCount(case: "5 disk full (token rotation, checkpoint, key rotation, migration)", tried: tried,
+                                         passed: kept ? refused : 0, lost: kept ? 0 : tried, leaked: tried - refused))
     }
 
     func secrets(_ credential: VaultCredential, _ tokens: TokenSet...) -> [String] {

@@ -79,7 +79,8 @@ import VaultTestSupport
                 try Vault.open(at: test.url, credential: credential, options: test.options())
             }
         }
-        #expect(files.map(FileProbe.fingerprint) == before, "the vault and its WAL are unchanged")
+        let untouched = files.map(FileProbe.fingerprint) == before
+        #expect(untouched, "the vault and its WAL are unchanged")
         #expect(derivations.count.load(ordering: .relaxed) == (attempt.isPassphrase ? 1 : 0),
                 "Argon2id derivations made while refusing")
 
@@ -90,6 +91,10 @@ import VaultTestSupport
         // The right credential still opens it, with everything in place.
         let reopened = try test.open()
         defer { reopened.close() }
-        #expect(try reopened.tokens(for: account.id)?.tokens == tokens)
+        let survived = try reopened.tokens(for: account.id)?.tokens == tokens
+        #expect(survived)
+        StressResults.record(StressCount(case: "6 bad passphrases and key files", tried: 1,
+                                         passed: error?.code == attempt.expected && untouched && survived ? 1 : 0,
+                                         lost: survived ? 0 : 1, leaked: error?.code == attempt.expected && untouched ? 0 : 1))
     }
 }

@@ -45,12 +45,17 @@ enum LogHygiene {
                       sourceLocation: SourceLocation = #_sourceLocation) {
         #expect(!logs.lines.isEmpty || !texts.isEmpty, "nothing was captured to check", sourceLocation: sourceLocation)
         let haystacks = logs.lines + texts
+        var (searched, leaked) = (0, 0)
         for secret in secrets where !secret.isEmpty {
             let leaks = haystacks.filter { $0.contains(secret) }.count
+            searched += 1
+            if leaks > 0 { leaked += 1 }
             // Never print the secret itself: only where it leaked.
             #expect(leaks == 0, "a secret (\(secret.count) characters) appears in \(leaks) captured line(s)",
                     sourceLocation: sourceLocation)
         }
+        StressResults.record(StressCount(case: "11 secrets searched in every captured log and output", tried: searched,
+                                         passed: searched - leaked, lost: 0, leaked: leaked))
     }
 
     /// The secrets of a ``TestVault``: its passphrase or its key file.

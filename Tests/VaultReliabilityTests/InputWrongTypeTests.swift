@@ -144,6 +144,9 @@ import VaultTestSupport
             // when the vault opens, and an edited one refuses to open, naming the column.
             let error = expectRefusal(.damaged) { try test.open() }
             #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
+            StressResults.record(StressCount(case: "9 files hand-edited to wrong types", tried: 1,
+                                             passed: error?.message.contains(edit.place) == true ? 1 : 0,
+                                             lost: 0, leaked: error == nil ? 1 : 0))
             #expect(error?.message.contains(test.url.path) == true, "the message names the file")
             if edit.readByMetadata {
                 expectRefusal(.damaged) { try Vault.metadata(at: test.url, options: test.options()) }
@@ -203,7 +206,11 @@ import VaultTestSupport
         // authenticated row, and the row's MAC names the column.
         let report = try vault.verify()
         #expect(!report.passed)
-        #expect(report.damaged.contains { "\($0.table).\($0.column)" == edit.place }, "\(report.damaged) \(report.databaseProblems)")
+        let named = report.damaged.contains { "\($0.table).\($0.column)" == edit.place }
+        #expect(named, "\(report.damaged) \(report.databaseProblems)")
+        StressResults.record(StressCount(case: "9 files hand-edited to wrong types", tried: 1,
+                                         passed: error?.message.contains(edit.place) == true && named ? 1 : 0,
+                                         lost: 0, leaked: named ? 0 : 1))
 
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
                          secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])

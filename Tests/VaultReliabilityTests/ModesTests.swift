@@ -44,6 +44,10 @@ import VaultTestSupport
             let bak = try #require(report.backup)
             #expect(FileProbe.mode(bak) == 0o600, "\(bak.lastPathComponent)")
             #expect(FileProbe.mode(old) == 0o600)
+            let files = ["", "-wal", "-shm"].map { URL(fileURLWithPath: test.url.path + $0) } + [backup, bak, old]
+            let open = files.filter { FileProbe.mode($0) != 0o600 }.count
+            StressResults.record(StressCount(case: "12 file modes under umask 022 (vault, WAL, shm, backups)", tried: files.count,
+                                             passed: files.count - open, lost: 0, leaked: open))
             LogHygiene.check(test.logs, secrets: LogHygiene.secrets(of: test) + [FixtureV1.passphrase, "RT-modes-1-fedcba9876543210"])
         }
     }

@@ -104,7 +104,7 @@ struct MutationSweepTests {
         }
         #expect(missed.isEmpty, "\(missed.count) of \(tried) edits went unnoticed: \(missed)")
         #expect(tried > 150, "the sweep tried \(tried) edits")
-        StressResults.record(StressCount(case: "12.1: one stored value edited without the key (every column, 3 ways)",
+        StressResults.record(StressCount(case: "issue 12: a stored value edited without the key (every column, 3 ways)",
                                          tried: tried, passed: tried - missed.count, lost: 0, leaked: missed.count))
     }
 

@@ -46,12 +46,63 @@ struct AccountChangeDuringRefreshTests {
         }
     }
 
+    @Test("the revocation is sent while the account is still in the vault, and removal follows it")
+    func revocationComesFirst() async throws {
+        try await SessionHarness.run { h in
+            let bob = try await h.signIn("bob", policy: .tokensOnly)
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            h.transport.holdNextResponse()
+            let service = h.service
+            let signOut = Task { try await service.signOut(alice) }
+            #expect(await h.transport.waitUntilHolding())
+            // The server has the revocation request; locally nothing has changed yet.
+            #expect(await h.gateway.stats().revocationRequests == 1)
+            #expect(try h.vault.account(alice) != nil)
+            #expect(try h.vault.activeAccountID() == alice)
+            h.transport.releaseHeldResponse()
+            let report = try await signOut.value
+            #expect(report.revocation == .revoked)
+            #expect(report.removal.removed && report.removal.active == bob && report.removal.checkpoint == .completed)
+            #expect(try h.vault.account(alice) == nil)
+            #expect(try h.vault.activeAccountID() == bob)
+        }
+    }
+
+    @Test("sign-out under another connection's long read: revoked, removed, the other account active, the checkpoint reported")
+    func signOutUnderLongReader() async throws {
+        try await SessionHarness.run { h in
+            let bob = try await h.signIn("bob", policy: .tokensOnly)
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            let reader = try LongReader(h.store.url)
+            let mark = h.events.mark
+            let report = try await h.service.signOut()
+            #expect(report.account == alice)
+            #expect(await h.gateway.stats().revocationRequests == 1, "the revocation reached the server")
+            #expect(report.revocation == .revoked)
+            #expect(report.removal.removed && report.removal.active == bob)
+            guard case .blockedByReader? = report.removal.checkpoint else {
+                Issue.record("the blocked checkpoint was not reported: \(String(describing: report.removal.checkpoint))")
+                return
+            }
+            #expect(try h.vault.account(alice) == nil)
+            #expect(try await h.service.activeAccount() == bob)
+            #expect(await h.events.next(after: mark) { $0 == .accountSwitched(from: alice, to: bob) } != nil)
+            try reader.finish()
+            #expect(try h.vault.attemptCheckpoint() == .completed)
+        }
+    }
+
     @Test("a failing revocation endpoint does not keep local data alive")
     func signOutWithServerDown() async throws {
         try await SessionHarness.run { h in
             let alice = try await h.signIn("alice", policy: .tokensOnly)
             await h.gateway.failNextRevocationRequests(1, with: TokenFault(status: 503))
-            try await h.service.signOut()
+            let report = try await h.service.signOut()
+            guard case .failed = report.revocation else {
+                Issue.record("the failed revocation was not reported: \(report.revocation)")
+                return
+            }
+            #expect(h.logs.lines.contains { $0.contains("could not revoke the token at the server") })
             #expect(await h.gateway.stats().revocationRequests == 1)
             #expect(try h.vault.account(alice) == nil)
             #expect(try h.vault.tokenMetadata(for: alice) == nil)

@@ -67,8 +67,8 @@ import VaultTestSupport
         #expect(scan.found(in: url) == Set(sealed.indices))
         #expect(FileProbe.contains(url, Array(aliceID.utf8)))
 
-        #expect(try vault.removeAccount(alice.id))
-        #expect(try vault.removeAccount(alice.id) == false, "a second removal finds nothing")
+        #expect(try vault.removeAccount(alice.id).removed)
+        #expect(try vault.removeAccount(alice.id).removed == false, "a second removal finds nothing")
 
         let files = ["", "-wal", "-shm"].map { URL(fileURLWithPath: url.path + $0) }
         for file in files {
@@ -84,7 +84,7 @@ import VaultTestSupport
         #expect(try vault.notificationCount(account: alice.id) == 0)
         #expect(try vault.devices(for: alice.id).isEmpty)
         #expect(try vault.sessions(for: alice.id).isEmpty)
-        #expect(try vault.activeAccountID() == nil, "the removed account is no longer the active one")
+        #expect(try vault.activeAccountID() == bob.id, "the oldest remaining account took over from the removed active one")
 
         // Bob is untouched, before and after reopening.
         #expect(try vault.tokens(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
@@ -95,5 +95,60 @@ import VaultTestSupport
         #expect(try reopened.accounts().map(\.id) == [bob.id])
         #expect(try reopened.tokens(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
         #expect(try reopened.notifications(NotificationQuery(account: bob.id)).items.count == 5)
+    }
+}
+
+/// Removing an account while another connection holds a read transaction: the removal
+/// completes in full (account gone, next account active), the blocked checkpoint is reported,
+/// and `compact` clears what it left on disk once the reader is done.
+@Suite struct RemovalUnderReaderTests {
+    @Test("a reader blocks only the checkpoint: the account is gone, the other active, and compact finishes later")
+    func removalUnderLongReader() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.addAccount(Samples.account("alice")).id
+        let bob = try vault.addAccount(Samples.account("bob")).id
+        try vault.storeTokens(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
+        try vault.storeTokens(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
+        #expect(try vault.activeAccountID() == alice)
+        let sealed = try RawDatabase.blobs(test.url, """
+            SELECT access_token FROM tokens WHERE account_id = ?1 UNION ALL SELECT refresh_token FROM tokens WHERE account_id = ?1
+            UNION ALL SELECT wrapped_data_key FROM accounts WHERE account_id = ?1
+            """, [alice.rawValue])
+        try vault.checkpoint()  // alice's values are in the database file itself now
+        let scan = LeftoverScan(sealed)
+        #expect(scan.found(in: test.url) == Set(sealed.indices))
+
+        let reader = try LongReader(test.url)
+        let removal = try vault.removeAccount(alice, checkpointWait: .zero)
+        #expect(removal.removed)
+        #expect(removal.previousActive == alice && removal.active == bob, "bob became active in the removal's transaction")
+        guard case .blockedByReader? = removal.checkpoint else {
+            Issue.record("the checkpoint was not reported blocked: \(String(describing: removal.checkpoint))")
+            return
+        }
+        #expect(try vault.account(alice) == nil)
+        #expect(try vault.activeAccountID() == bob)
+        #expect(test.logs.lines.contains { $0.contains("stays on disk until a checkpoint completes") })
+        // The reader's snapshot still needs the old pages: the removed values are still on disk.
+        #expect(!scan.found(in: test.url).isEmpty, "the reader kept the old pages in the file")
+        #expect(try Vault.compact(at: test.url, options: test.options().with(busyTimeout: .zero)) != .completed,
+                "compact cannot finish while the reader is there either")
+
+        try reader.finish()
+        #expect(try Vault.compact(at: test.url, options: test.options()) == .completed)
+        for suffix in ["", "-wal", "-shm"] {
+            #expect(scan.found(in: URL(fileURLWithPath: test.url.path + suffix)).isEmpty, "removed values left in vault.db\(suffix)")
+        }
+        #expect(try vault.tokens(for: bob)?.tokens == Samples.fixedTokens("bob-reader-5e6f"))
+    }
+}
+
+extension VaultOptions {
+    func with(busyTimeout: Duration) -> VaultOptions {
+        var options = self
+        options.busyTimeout = busyTimeout
+        return options
     }
 }

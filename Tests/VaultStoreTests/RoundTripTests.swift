@@ -124,7 +124,7 @@ import VaultTestSupport
         #expect(try reopened.tokens(for: account.id)?.tokens.accessToken == Samples.fixedTokens("e2e").accessToken)
         let next = try reopened.storeTokens(Samples.fixedTokens("e2e-2"), for: account.id, replacing: generation)
         #expect(try reopened.tokens(for: account.id)?.generation == next)
-        #expect(try reopened.removeAccount(account.id))
+        #expect(try reopened.removeAccount(account.id).removed)
         #expect(try reopened.accounts().isEmpty)
     }
 

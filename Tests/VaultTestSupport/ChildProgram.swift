@@ -3,7 +3,7 @@ import Foundation
 /// A child program a test drives while it runs — `SessionProbe`, say: every line it printed
 /// so far, its standard error, and its exit once it ended. The test can write to its standard
 /// input and kill it with SIGKILL at any moment. The child inherits this process's
-/// environment, a sanitizer's settings included.
+/// environment (or is given one), a sanitizer's settings included.
 ///
 /// ```swift
 /// let child = try ChildProgram(BuiltProgram.url(named: "SessionProbe"), [vault.path, key.path, "rotate-loop", "1000"])
@@ -24,20 +24,26 @@ public final class ChildProgram: Sendable {
 
     /// What the child printed so far, and its exit status once it ended.
     public let output = Watched(Output())
-    private let pid: Int32
+    /// The child's process id (to read its `/proc/PID/…` while it runs).
+    public let processIdentifier: Int32
     private let input: FileHandle
 
-    /// Starts `executable ARGUMENTS`; throws if it could not be started.
-    public init(_ executable: URL, _ arguments: [String]) throws {
+    /// Starts `executable ARGUMENTS`, with exactly `environment` when given (plus a sanitizer's
+    /// settings), else this process's; throws if it could not be started.
+    public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        if let environment {
+            let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
+            process.environment = environment.merging(sanitizerSettings) { given, _ in given }
+        }
         let standardInput = Pipe(), standardOutput = Pipe(), standardError = Pipe()
         process.standardInput = standardInput
         process.standardOutput = standardOutput
         process.standardError = standardError
         try process.run()
-        pid = process.processIdentifier
+        processIdentifier = process.processIdentifier
         input = standardInput.fileHandleForWriting
         let output = self.output
         let errorsRead = DispatchSemaphore(value: 0)
@@ -73,7 +79,7 @@ public final class ChildProgram: Sendable {
     }
 
     deinit {
-        if output.value.exitStatus == nil { Foundation.kill(pid, SIGKILL) }
+        if output.value.exitStatus == nil { Foundation.kill(processIdentifier, SIGKILL) }
     }
 
     /// Writes `text` to the child's standard input.
@@ -90,7 +96,7 @@ public final class ChildProgram: Sendable {
     public func kill() async {
         if output.value.exitStatus == nil {
             output.update { $0.killed = true }
-            Foundation.kill(pid, SIGKILL)
+            Foundation.kill(processIdentifier, SIGKILL)
         }
         await output.wait(upTo: .seconds(30)) { $0.exitStatus != nil }
     }

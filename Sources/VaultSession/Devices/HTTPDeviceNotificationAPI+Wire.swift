@@ -15,8 +15,13 @@ struct WireRegister: Encodable {
     }
 }
 
-struct WireCode: Encodable {
+/// An activation code on its way to the server; a secret, so it never describes itself.
+struct WireCode: Encodable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     let code: String
+
+    var description: String { "WireCode(<redacted>)" }
+    var debugDescription: String { description }
+    var customMirror: Mirror { Mirror(self, children: [:]) }
 }
 
 struct WireCancel: Encodable {

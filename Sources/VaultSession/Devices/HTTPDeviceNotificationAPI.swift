@@ -159,7 +159,9 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
                 token = try await session.reportUnauthorized(token)
                 continue
             }
-            throw Self.error(status: response.status, failure)
+            // The server's words may echo the request: the bearer token, an activation code.
+            let secrets = [token.value] + ((body as? WireCode).map { [$0.code] } ?? [])
+            throw Self.error(status: response.status, failure, redaction: Redaction(secrets: secrets))
         }
     }
 
@@ -182,16 +184,18 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
         return url
     }
 
-    /// The error for a refused request, from its status and the server's error code.
-    static func error(status: Int, _ failure: WireFailure?) -> DeviceAPIError {
+    /// The error for a refused request, from its status and the server's error code. The
+    /// server's free text (its description, an unknown code) is kept only through `redaction`.
+    static func error(status: Int, _ failure: WireFailure?, redaction: Redaction = .none) -> DeviceAPIError {
         let deviceStatus = failure?.status.flatMap(DeviceStatus.init(rawValue:))
+        let detail = failure?.errorDescription.map { redaction.apply(to: $0) }
         switch failure?.error {
         case "device_revoked": return .deviceRevoked
-        case "invalid_token": return .unauthorized(failure?.errorDescription)
+        case "invalid_token": return .unauthorized(detail)
         case "device_not_registered": return .notRegistered
         case "device_not_active": return .notActive(deviceStatus)
         case "not_this_device": return .notThisDevice
-        case "not_found": return .notFound(failure?.errorDescription)
+        case "not_found": return .notFound(detail)
         case "not_pending": return .notPending(deviceStatus)
         case "no_active_device": return .noApprovingDevice
         case "fallback_not_started": return .fallbackNotStarted
@@ -202,7 +206,7 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
         case "expired": return .notificationExpired(at: failure?.expiredAt.map(Date.init(milliseconds:)))
         case "dismissed": return .notificationDismissed
         case "unknown_action": return .actionNotOffered(offered: failure?.offeredActions ?? [])
-        case let code?: return .rejected(status: status, error: code, description: failure?.errorDescription)
+        case let code?: return .rejected(status: status, error: redaction.apply(to: code, limit: 128), description: detail)
         case nil: return .rejected(status: status, error: "http_\(status)", description: nil)
         }
     }

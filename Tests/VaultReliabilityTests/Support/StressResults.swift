@@ -38,7 +38,15 @@ enum StressResults {
         flock(lock, LOCK_EX)
         defer { flock(lock, LOCK_UN) }
         var list = (try? JSONDecoder().decode([StressCount].self, from: Data(contentsOf: url))) ?? []
-        list.append(count)
+        // A parameterized test records once per argument under one case name: the counts add up.
+        if let index = list.firstIndex(where: { $0.case == count.case }) {
+            list[index].tried += count.tried
+            list[index].passed += count.passed
+            list[index].lost += count.lost
+            list[index].leaked += count.leaked
+        } else {
+            list.append(count)
+        }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
         if let data = try? encoder.encode(list) { try? data.write(to: url, options: .atomic) }

@@ -1,0 +1,108 @@
+import Foundation
+import GRDB
+
+/// How a checkpoint of the vault's write-ahead log ended.
+///
+/// A completed checkpoint (`PRAGMA wal_checkpoint(TRUNCATE)`) has copied every committed
+/// change into the database file and emptied the WAL: with `secure_delete`, nothing removed
+/// is left in either. Another connection's read transaction, in this process or another,
+/// stops it: SQLite may not overwrite pages that reader may still read, nor reset a log it
+/// is reading. What was removed then stays on disk (old pages in the file, old frames in the
+/// WAL) until a later checkpoint completes: the next close of a vault value that wrote, or
+/// ``Vault/compact(at:options:)`` (`vault compact`).
+///
+/// ```swift
+/// if case .blockedByReader = try vault.attemptCheckpoint(waitingAtMost: .seconds(1)) {
+///     print("another process is reading; run `vault compact` later")
+/// }
+/// ```
+public enum WALCheckpoint: Sendable, Hashable {
+    /// Everything is in the database file and the WAL is empty.
+    case completed
+    /// A reader kept the checkpoint from finishing: the WAL held `walFrames` frames, of which
+    /// `checkpointedFrames` reached the database file.
+    case blockedByReader(walFrames: Int, checkpointedFrames: Int)
+    /// The checkpoint failed for another reason (I/O, a closed vault): the message.
+    case failed(String)
+
+    /// Whether the checkpoint completed.
+    public var isComplete: Bool { self == .completed }
+}
+
+extension WALCheckpoint: CustomStringConvertible {
+    /// What happened, in one line.
+    public var description: String {
+        switch self {
+        case .completed:
+            "checkpoint complete: everything is in the database file and the WAL is empty"
+        case .blockedByReader(let frames, let copied):
+            "checkpoint blocked by another connection's read transaction (\(copied) of \(frames) WAL frames copied)"
+        case .failed(let message):
+            "checkpoint failed: \(message)"
+        }
+    }
+}
+
+// MARK: - Checkpointing
+
+extension Vault {
+    /// Runs `PRAGMA wal_checkpoint(TRUNCATE)`, waiting at most `wait` for readers in other
+    /// connections to finish (SQLite's busy handler; nil: the vault's ``VaultOptions/busyTimeout``),
+    /// and says how it ended instead of throwing when a reader blocks it. Throws only when the
+    /// vault is closed.
+    ///
+    /// ```swift
+    /// let outcome = try vault.attemptCheckpoint(waitingAtMost: .zero)
+    /// ```
+    public func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
+        try ensureOpen()
+        do {
+            return try pool.writeWithoutTransaction { db in try Self.checkpoint(db, waitingAtMost: wait) }
+        } catch {
+            return .failed(VaultError.storage(error, while: "checkpointing", path: path).message)
+        }
+    }
+
+    /// Checkpoints the vault at `url` without unlocking it (a checkpoint needs no key), after
+    /// the checks ``inspect(at:options:)`` makes; waits for readers up to
+    /// ``VaultOptions/busyTimeout``. What `vault compact` runs.
+    ///
+    /// ```swift
+    /// guard try Vault.compact(at: url).isComplete else { print("still in use; try again later"); return }
+    /// ```
+    public static func compact(at url: URL, options: VaultOptions = VaultOptions()) throws -> WALCheckpoint {
+        let url = try VaultFile.checkedLocation(url)
+        _ = try readPlain(at: url, options: options) { _ in () }
+        let pool: DatabasePool
+        do {
+            pool = try openPool(url, options: options)
+        } catch {
+            throw classify(error, path: url.path)
+        }
+        defer { try? pool.close() }
+        do {
+            return try pool.writeWithoutTransaction { db in try checkpoint(db, waitingAtMost: nil) }
+        } catch {
+            return .failed(VaultError.storage(error, while: "checkpointing", path: url.path).message)
+        }
+    }
+
+    /// One TRUNCATE checkpoint on `db`, with its busy timeout set to `wait` meanwhile (nil:
+    /// the connection's own).
+    static func checkpoint(_ db: Database, waitingAtMost wait: Duration?) throws -> WALCheckpoint {
+        let previous = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? 0
+        if let wait {
+            let (seconds, attoseconds) = max(wait, .zero).components
+            let milliseconds = min(seconds, Int64(Int32.max) / 1000) * 1000 + attoseconds / 1_000_000_000_000_000
+            try db.execute(sql: "PRAGMA busy_timeout = \(milliseconds)")
+        }
+        defer { if wait != nil { try? db.execute(sql: "PRAGMA busy_timeout = \(previous)") } }
+        // busy, log, checkpointed: busy is 1 when a reader (or writer) kept it from finishing.
+        guard let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") else {
+            return .failed("SQLite returned no checkpoint result")
+        }
+        let busy: Int = row[0] ?? 1
+        guard busy != 0 else { return .completed }
+        return .blockedByReader(walFrames: row[1] ?? -1, checkpointedFrames: row[2] ?? -1)
+    }
+}

@@ -1,0 +1,58 @@
+import DevGateway
+import Foundation
+import Testing
+import VaultTestSupport
+
+@Suite("vault accounts remove never stops half-way")
+struct AccountRemovalTests {
+    @Test("removal under another process's long read: revoked at the gateway, removed, the other account active, a warning; compact finishes later")
+    func removeUnderLongReader() async throws {
+        let gateway = try await DevGateway.start()
+        let fixture = try await AccountsAndTokenTests.Fixture()
+        let bobTokens = await gateway.issueGrant(subject: "bob", clientID: "vault-cli")
+        let aliceTokens = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
+        #expect(try await fixture.add(bobTokens, gateway: gateway, subject: "bob").status == 0)
+        #expect(try await fixture.add(aliceTokens, gateway: gateway, subject: "alice").status == 0)
+
+        let reader = try LongReader(fixture.cli.vault)
+        let removed = try await fixture.run(["accounts", "remove", "alice", "--yes"])
+        #expect(removed.status == 0, "\(removed)")
+        #expect(removed.stdout.contains("Removed account"))
+        #expect(removed.stdout.contains("Active account:") && removed.stdout.contains("(bob at"), "\(removed.stdout)")
+        #expect(removed.stderr.contains("warning") && removed.stderr.contains("vault compact"), "\(removed.stderr)")
+        #expect(await gateway.stats().revocationRequests == 1, "the revocation reached the gateway")
+
+        let listed = try await fixture.run(["accounts", "list", "--json"]).jsonArray()
+        #expect(listed.map { $0["subject"] as? String } == ["bob"])
+        #expect(listed.first?["active"] as? Bool == true)
+
+        try reader.finish()
+        let compacted = try await fixture.run(["compact"])
+        #expect(compacted.status == 0, "\(compacted)")
+        #expect(compacted.stdout.contains("write-ahead log is empty"))
+        #expect(FileProbe.bytes(URL(fileURLWithPath: fixture.cli.vault.path + "-wal")).isEmpty)
+
+        // Without revocation, the last account: nothing is sent, nothing stays active.
+        let last = try await fixture.run(["accounts", "remove", "bob", "--yes", "--no-revoke"])
+        #expect(last.status == 0, "\(last)")
+        #expect(last.stdout.contains("No account is active now."))
+        #expect(last.stderr.isEmpty, "\(last.stderr)")
+        #expect(await gateway.stats().revocationRequests == 1)
+        await gateway.stop()
+    }
+
+    @Test("a refused revocation is a warning; the account is removed anyway")
+    func refusedRevocationIsAWarning() async throws {
+        let gateway = try await DevGateway.start()
+        let fixture = try await AccountsAndTokenTests.Fixture()
+        let tokens = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
+        #expect(try await fixture.add(tokens, gateway: gateway, subject: "alice").status == 0)
+        await gateway.failNextRevocationRequests(1, with: TokenFault(status: 503))
+        let removed = try await fixture.run(["accounts", "remove", "alice", "--yes"])
+        #expect(removed.status == 0, "\(removed)")
+        #expect(removed.stderr.contains("did not revoke"), "\(removed.stderr)")
+        #expect(await gateway.stats().revocationRequests == 1)
+        #expect(try await fixture.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
+        await gateway.stop()
+    }
+}
