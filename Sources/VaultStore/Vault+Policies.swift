@@ -16,16 +16,17 @@ extension Vault {
             try db.execute(
                 sql: """
                     INSERT INTO session_policies (account_id, idle_timeout_ms, warning_ms, max_extensions,
-                        absolute_lifetime_ms, background_timeout_ms, idle_action) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        absolute_lifetime_ms, background_timeout_ms, idle_action, activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (account_id) DO UPDATE SET idle_timeout_ms = excluded.idle_timeout_ms,
                         warning_ms = excluded.warning_ms, max_extensions = excluded.max_extensions,
                         absolute_lifetime_ms = excluded.absolute_lifetime_ms,
-                        background_timeout_ms = excluded.background_timeout_ms, idle_action = excluded.idle_action
+                        background_timeout_ms = excluded.background_timeout_ms, idle_action = excluded.idle_action,
+                        activity = excluded.activity
                     """,
                 arguments: [
                     account.rawValue, policy.idleTimeout?.milliseconds, policy.warningBefore.milliseconds,
-                    policy.maxExtensions, policy.absoluteLifetime.milliseconds, policy.backgroundTimeout?.milliseconds,
-                    policy.idleAction.rawValue,
+                    policy.maxExtensions, policy.absoluteLifetime?.milliseconds, policy.backgroundTimeout?.milliseconds,
+                    policy.idleAction.rawValue, policy.activity == .any ? nil : policy.activity.rawValue,
                 ])
         }
     }
@@ -60,13 +61,16 @@ extension Vault {
             try row.storedIfPresent(column, table: "session_policies", row: key, path: path, as: Int64.self).map { .milliseconds($0) }
         }
         let idleAction: String = try row.stored("idle_action", table: "session_policies", row: key, path: path)
+        // NULL (every policy stored before schema 4, and the default since) is `any`.
+        let activity: String? = try row.storedIfPresent("activity", table: "session_policies", row: key, path: path)
         return SessionPolicy(
             idleTimeout: try optionalMilliseconds("idle_timeout_ms"),
             warningBefore: try milliseconds("warning_ms"),
             maxExtensions: try row.stored("max_extensions", table: "session_policies", row: key, path: path),
-            absoluteLifetime: try milliseconds("absolute_lifetime_ms"),
+            absoluteLifetime: try optionalMilliseconds("absolute_lifetime_ms"),
             backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
-            idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock)
+            idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock,
+            activity: activity.flatMap(SessionPolicy.Activity.init(rawValue:)) ?? .any)
     }
 
     /// A number that changes whenever another connection (in this or another process)

@@ -20,6 +20,9 @@ public struct RefreshState: Sendable, Hashable {
     /// The server's own account of the last failure (its `error_description`, redacted), kept
     /// sealed; nil when there was none or the vault is locked.
     public var lastFailureDetail: String?
+    /// Consecutive refusals whose meaning the vault does not know (an unknown 4xx error code, a
+    /// 400/401 without JSON) since the last success; past a bound the account is `refused`.
+    public var refusals: Int = 0
 
     public init(leaseHolder: String? = nil, leaseGeneration: Int64? = nil, leaseExpiresAt: Date? = nil, failures: Int,
                 nextAttemptAt: Date? = nil, lastFailure: String? = nil, lastFailureAt: Date? = nil,
@@ -147,7 +150,8 @@ extension Vault {
                 try db.execute(
                     sql: """
                         UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
-                            lease_expires_at = NULL, lease_process = NULL, failures = 0, next_attempt_at = NULL WHERE account_id = ?
+                            lease_expires_at = NULL, lease_process = NULL, failures = 0, next_attempt_at = NULL, refusals = NULL
+                        WHERE account_id = ?
                         """,
                     arguments: [account.rawValue])
             }
@@ -160,8 +164,10 @@ extension Vault {
     ///
     /// `failure` is the vault's own classification, kept in a plain column (`vault status`
     /// shows it without the key); `detail`, the server's words, is sealed.
+    /// `refusal`: the server refused for a reason the vault does not know, counted in
+    /// ``RefreshState/refusals`` (any other failure sets that count back to zero).
     public func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
-                            nextAttemptAt: Date?) throws {
+                            nextAttemptAt: Date?, refusal: Bool = false) throws {
         try write("recording a refresh failure") { db in
             let sealed = try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
                                        account: account, row: account.rawValue, db)
@@ -170,11 +176,12 @@ extension Vault {
                     sql: """
                         UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
                             lease_expires_at = NULL, lease_process = NULL, failures = failures + 1, next_attempt_at = ?,
-                            last_failure = ?, last_failure_detail = ?, last_failure_at = ?
+                            last_failure = ?, last_failure_detail = ?, last_failure_at = ?,
+                            refusals = CASE WHEN ? THEN coalesce(refusals, 0) + 1 ELSE NULL END
                         WHERE account_id = ? AND lease_holder = ?
                         """,
                     arguments: [nextAttemptAt?.millisecondsSince1970, failure, sealed, self.clock.now().millisecondsSince1970,
-                                account.rawValue, holder])
+                                refusal, account.rawValue, holder])
             }
         }
     }
@@ -193,7 +200,8 @@ extension Vault {
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
                 try db.execute(
                     sql: """
-                        UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?
+                        UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?, version = coalesce(version, 0) + 1,
+                            extension_holder = NULL, extension_deadline = NULL
                         WHERE account_id = ? AND state IN ('active', 'locked')
                         """,
                     arguments: [reason, now, account.rawValue])
@@ -208,7 +216,7 @@ extension Vault {
                         INSERT INTO refresh_state (account_id, last_failure, last_failure_detail, last_failure_at) VALUES (?, ?, ?, ?)
                         ON CONFLICT (account_id) DO UPDATE SET lease_holder = NULL, lease_generation = NULL,
                             lease_acquired_at = NULL, lease_expires_at = NULL, lease_process = NULL, next_attempt_at = NULL,
-                            last_failure = excluded.last_failure, last_failure_detail = excluded.last_failure_detail,
+                            refusals = NULL, last_failure = excluded.last_failure, last_failure_detail = excluded.last_failure_detail,
                             last_failure_at = excluded.last_failure_at
                         """,
                     arguments: [account.rawValue, reason, sealed, now])
@@ -254,11 +262,14 @@ extension Vault {
         func date(_ column: String) throws -> Date? {
             try row.storedDateIfPresent(column, table: "refresh_state", row: key, path: path)
         }
-        return RefreshState(
+        var state = RefreshState(
             leaseHolder: try optional("lease_holder"), leaseGeneration: try optional("lease_generation"),
             leaseExpiresAt: try date("lease_expires_at"), failures: try value("failures"),
             nextAttemptAt: try date("next_attempt_at"), lastFailure: try optional("last_failure"),
             lastFailureAt: try date("last_failure_at"), interruptedRefreshes: try value("interrupted_refreshes"))
+        // NULL in rows written before schema 4 and after any other outcome.
+        state.refusals = try optional("refusals") ?? 0
+        return state
     }
 }
 

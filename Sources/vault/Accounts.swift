@@ -205,7 +205,7 @@ struct AccountView {
                 rows.append(("Ends at latest", "\(Format.iso8601(absolute)) (\(Format.relative(absolute)))"))
             }
         }
-        rows.append(("Policy", "idle timeout \(policy.idleTimeout.map(Format.span) ?? "none") (then \(policy.idleAction.rawValue)), lifetime \(Format.span(policy.absoluteLifetime)), background timeout \(policy.backgroundTimeout.map(Format.span) ?? "none")"))
+        rows.append(("Policy", "idle timeout \(policy.idleTimeout.map(Format.span) ?? "none") (then \(policy.idleAction.rawValue)), lifetime \(policy.absoluteLifetime.map(Format.span) ?? "none"), background timeout \(policy.backgroundTimeout.map(Format.span) ?? "none"), activity: \(policy.activity == .any ? "any token use" : "interactive use only")"))
         return rows.map { "\($0.0.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.1)" }.joined(separator: "\n")
     }
 }
