@@ -31,6 +31,9 @@ public struct SessionConfiguration: Sendable {
     public var activityWriteInterval: Duration = .seconds(1)
     /// How often a long-running process checks whether another process changed the vault.
     public var observationInterval: Duration = .seconds(1)
+    /// How long the vault's event log keeps entries (``Vault/events(after:account:limit:)``,
+    /// `vault events`): at most this many, none older than this.
+    public var eventRetention = EventRetention()
     /// The policy for accounts signed in without one.
     public var defaultPolicy = SessionPolicy()
 

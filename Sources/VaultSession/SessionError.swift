@@ -24,15 +24,19 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// nothing was sent, the tokens are untouched. Either the service changed its key (pin the
     /// new one) or something on the network is impersonating it.
     case pinningFailed(AccountID, host: String, reason: String)
-    /// The vault failed (see its code and message).
-    case vault(code: String, message: String)
+    /// The vault failed: its error, with its code (``VaultError/code``) and message.
+    case vault(VaultError)
 
     public var description: String {
         switch self {
         case .noActiveAccount: "no account is signed in"
         case .notSignedIn(let account): "account \(account) is not signed in"
-        case .locked(let account, let reason): "the session of account \(account) is locked (\(reason)): unlock it with the passphrase or key file"
-        case .expired(let account, let reason): "the session of account \(account) expired (\(reason)): sign in again"
+        case .locked(let account, let reason):
+            "the session of account \(account) is locked (\(reason)): unlock it with `vault sessions unlock`"
+                + (reason == .idleTimeout ? "; to keep scripts from idling out, see `vault accounts set-policy` (--idle-timeout, --activity)" : "")
+        case .expired(let account, let reason):
+            "the session of account \(account) expired (\(reason)): sign in again (`vault accounts add`)"
+                + (reason == .absoluteTimeout ? "; a longer or no lifetime: `vault accounts set-policy --lifetime`" : "")
         case .revoked(let account, let description):
             "the identity service revoked the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
         case .clientMisconfigured(let account, let code, let description):
@@ -44,11 +48,20 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
             "the identity service \(host) of account \(account) did not present a pinned TLS key: \(reason). Nothing was sent. "
                 + "If the service changed its key, remove the account and add it again with the new pin; "
                 + "otherwise something on the network is impersonating it"
-        case .vault(_, let message): message
+        case .vault(let error): error.message
         }
     }
 
     init(_ error: VaultError) {
-        self = .vault(code: error.code.description, message: error.message)
+        self = .vault(error)
+    }
+
+    /// Runs `body`, turning a ``VaultError`` it throws into ``SessionError/vault(_:)``.
+    static func wrapping<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as VaultError {
+            throw SessionError(error)
+        }
     }
 }

@@ -29,8 +29,6 @@ public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStri
 
 /// Where an account's session stands, as the codelab and article name the states.
 public enum SessionStatus: Sendable, Hashable {
-    /// Being judged (cold start) or refreshed.
-    case loading
     /// No session: never signed in, signed out, or removed.
     case signedOut
     /// Tokens are served.

@@ -11,6 +11,34 @@ extension Vault {
         try write("storing a session policy") { db in try self.setSessionPolicy(policy, for: account, db) }
     }
 
+    /// Changes an existing account's session policy and, in the same transaction, the deadlines
+    /// of its open (active or locked) session to match: the absolute deadline becomes start +
+    /// the new lifetime (none without one), the idle deadline last activity + the new idle
+    /// timeout (never past the absolute deadline). A deadline the new policy puts in the past
+    /// takes effect at the next use, as any passed deadline does. Returns the open session as it
+    /// now stands (nil when none is open).
+    @discardableResult
+    package func changeSessionPolicy(_ policy: SessionPolicy, for account: AccountID) throws -> SessionRecord? {
+        try policy.validate()
+        return try write("changing a session policy") { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
+                throw self.accountNotFound(account)
+            }
+            try self.setSessionPolicy(policy, for: account, db)
+            guard let current = try self.currentSession(for: account, db), current.state == .active || current.state == .locked else {
+                return nil
+            }
+            var session = current
+            session.absoluteDeadline = policy.absoluteLifetime.map { current.startedAt.addingTimeInterval($0.timeInterval) }
+            session.idleDeadline = policy.idleTimeout.map { idle in
+                let deadline = current.lastActivityAt.addingTimeInterval(idle.timeInterval)
+                return session.absoluteDeadline.map { min(deadline, $0) } ?? deadline
+            }
+            guard session != current else { return current }
+            return try self.write(session, over: current, db)
+        }
+    }
+
     func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID, _ db: Database) throws {
         try integrity.rewrite(.sessionPolicies, where: "account_id = ?", [account.rawValue], db) {
             try db.execute(

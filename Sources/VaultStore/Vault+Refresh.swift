@@ -68,7 +68,7 @@ extension Vault {
     /// see ``LeaseProcess``) or its lease lapsed without being renewed. A lease or back-off
     /// reaching further ahead than it ever can (`leaseDuration`, `maximumBackoff`) is stale,
     /// whatever wrote it, and ignored: no stored time can block refreshing for longer.
-    public func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
+    package func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
                              leaseDuration: Duration, maximumBackoff: Duration = .seconds(3600)) throws -> RefreshLeaseOutcome {
         let now = clock.now()
         // A second of slack for clocks that step between processes.
@@ -112,7 +112,7 @@ extension Vault {
     /// Extends the caller's lease to `leaseDuration` from now, while its request is in flight.
     /// Returns false when the caller no longer holds it (nothing is written then).
     @discardableResult
-    public func renewLease(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
+    package func renewLease(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
         let until = clock.now().addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970
         return try write("renewing the refresh lease") { db in
             try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
@@ -135,7 +135,7 @@ extension Vault {
     ///
     /// Returns the stored tokens, or nil when the result was discarded: the account was
     /// removed or its lease was lost (it expired and another caller took it).
-    public func completeRefresh(for account: AccountID, holder: String, tokens: TokenSet) throws -> StoredTokens? {
+    package func completeRefresh(for account: AccountID, holder: String, tokens: TokenSet) throws -> StoredTokens? {
         try write("storing refreshed tokens") { db in
             let state = try self.refreshState(for: account, db)
             guard state.leaseHolder == holder, let generation = state.leaseGeneration,
@@ -166,7 +166,7 @@ extension Vault {
     /// shows it without the key); `detail`, the server's words, is sealed.
     /// `refusal`: the server refused for a reason the vault does not know, counted in
     /// ``RefreshState/refusals`` (any other failure sets that count back to zero).
-    public func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
+    package func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
                             nextAttemptAt: Date?, refusal: Bool = false) throws {
         try write("recording a refresh failure") { db in
             let sealed = try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
@@ -190,11 +190,22 @@ extension Vault {
     /// `reason`, records the verdict (`reason` in plain, `detail` — the server's error
     /// description, say — sealed) and releases any lease, in one transaction. Other processes
     /// then find no tokens and nothing to retry, and read the same verdict.
-    public func endGrant(for account: AccountID, reason: String, detail: String? = nil) throws {
+    ///
+    /// With `condition`, only when it holds for the account's current session and policy as they
+    /// are inside the transaction (a timeout judged on an earlier read is judged again, so
+    /// activity recorded meanwhile by another process is never overruled). Returns whether the
+    /// grant was ended.
+    @discardableResult
+    package func endGrant(for account: AccountID, reason: String, detail: String? = nil,
+                          onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil) throws -> Bool {
         let now = clock.now().millisecondsSince1970
-        try write("ending a grant") { db in
+        return try write("ending a grant") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
-                return  // removed meanwhile: nothing left to end
+                return false  // removed meanwhile: nothing left to end
+            }
+            if let condition {
+                guard let session = try self.currentSession(for: account, db),
+                      condition(session, try self.sessionPolicy(for: account, db)) else { return false }
             }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
@@ -221,6 +232,7 @@ extension Vault {
                         """,
                     arguments: [account.rawValue, reason, sealed, now])
             }
+            return true
         }
     }
 

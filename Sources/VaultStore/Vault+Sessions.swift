@@ -8,7 +8,7 @@ extension Vault {
     /// still active or locked ends as replaced, in the same transaction: only the newest session
     /// is ever open, so deleting a newer row from the file can never bring an older one back.
     @discardableResult
-    public func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
+    package func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("starting a session") { db in
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
@@ -105,7 +105,7 @@ extension Vault {
     }
 
     /// Writes `session` over `current` (read in this transaction), moving the version on.
-    private func write(_ session: SessionRecord, over current: SessionRecord, _ db: Database) throws -> SessionRecord {
+    func write(_ session: SessionRecord, over current: SessionRecord, _ db: Database) throws -> SessionRecord {
         var written = session
         written.version = current.version + 1
         try integrity.rewrite(.sessions, where: "session_id = ?", [session.id], db) {

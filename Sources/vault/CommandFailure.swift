@@ -105,23 +105,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .clientMisconfigured: .clientRefused
         case .accountChanged: .busy
         case .pinningFailed: .pinningFailed
-        case .vault(let code, _):
-            VaultErrorCodeName(rawValue: code).map { status(of: $0.code) } ?? .failure
+        case .vault(let error): status(of: error.code)
         }
-    }
-}
-
-/// `SessionError.vault` carries the vault's code by name; this finds the code again.
-private struct VaultErrorCodeName {
-    let code: VaultError.Code
-
-    init?(rawValue: String) {
-        let known: [VaultError.Code] = [
-            .wrongCredential, .invalidCredential, .notAVault, .damaged, .schemaTooNew, .migrationChecksumMismatch,
-            .migrationFailed, .unsafeLocation, .alreadyExists, .notFound, .recordNotFound, .staleGeneration,
-            .invalidArgument, .closed, .storage,
-        ]
-        guard let code = known.first(where: { $0.description == rawValue }) else { return nil }
-        self.code = code
     }
 }

@@ -246,7 +246,7 @@ struct SessionSummary {
 
     init(_ status: SessionStatus) {
         switch status {
-        case .active, .loading: (state, reason) = ("active", nil)
+        case .active: (state, reason) = ("active", nil)
         case .signedOut: (state, reason) = ("signed_out", nil)
         case .locked(let why): (state, reason) = ("locked", why.rawValue)
         case .expired(let why): (state, reason) = ("expired", why.rawValue)

@@ -34,7 +34,7 @@ func kind(of error: any Error) -> String {
     case .temporarilyUnavailable: return "temporarilyUnavailable"
     case .accountChanged: return "accountChanged"
     case .pinningFailed: return "pinningFailed"
-    case .vault(let code, _): return "vault \(code)"
+    case .vault(let error): return "vault \(error.code)"
     }
 }
 
