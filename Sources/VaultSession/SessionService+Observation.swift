@@ -63,10 +63,18 @@ extension SessionService {
     /// log, where every other process's session service sees it. The log is written in order by
     /// one task, off the path of the caller (a refresh's waiters do not wait for it); ``stop()``
     /// waits until everything queued is written.
-    func publish(_ event: SessionEvent) {
+    ///
+    /// `session`: the session as the transition behind the event left it; its id and version go
+    /// into the log entry, so a reader can order transitions made by different processes.
+    func publish(_ event: SessionEvent, session: SessionRecord? = nil) {
         hub.emit(event)
         startEventWriter()
-        logQueue.continuation.yield(.entry(event.logged))
+        var entry = event.logged
+        if let session {
+            entry.data["session"] = String(session.id)
+            entry.data["session_version"] = String(session.version)
+        }
+        logQueue.continuation.yield(.entry(entry))
     }
 
     /// Returns once every event published before the call is written to the log (or could not be).

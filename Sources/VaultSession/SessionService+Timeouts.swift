@@ -91,7 +91,7 @@ extension SessionService {
         warned[id] = nil
         logger.info("session locked", metadata: ["account": "\(id)", "reason": "\(reason)"])
         if timedOut { publish(.hardTimeout(id, reason)) }
-        publish(.stateChanged(id, .locked(reason)))
+        publish(.stateChanged(id, .locked(reason)), session: locked.session)
         try await settle()
         return true
     }
@@ -108,11 +108,11 @@ extension SessionService {
                     : session.state == .active || session.state == .locked
             }
         }
-        guard ended else { return false }
+        guard ended.ended else { return false }
         warned[id] = nil
         logger.info("session expired", metadata: ["account": "\(id)", "reason": "\(reason)"])
         if timedOut { publish(.hardTimeout(id, reason)) }
-        publish(.stateChanged(id, .expired(reason)))
+        publish(.stateChanged(id, .expired(reason)), session: ended.session)
         try await settle()
         return true
     }
@@ -195,8 +195,8 @@ extension SessionService {
     @discardableResult
     public func extendSession(for account: AccountID? = nil) async throws -> ExtensionResult {
         let id = try await resolve(account)
-        let result = try await extensionOutcome(id)
-        publish(.extensionResult(id, result))
+        let (result, session) = try await extensionOutcome(id)
+        publish(.extensionResult(id, result), session: session)
         return result
     }
 
@@ -211,8 +211,8 @@ extension SessionService {
     /// to be asked, the in-flight marker set, all in one transition. Step two asks the server.
     /// Step three, in the vault again: the extension is applied only if this request's marker
     /// is still there (the session did not end, the marker did not lapse and get taken over).
-    private func extensionOutcome(_ id: AccountID) async throws -> ExtensionResult {
-        guard (try? await servableSession(id)) != nil else { return .refused(.sessionOver) }
+    private func extensionOutcome(_ id: AccountID) async throws -> (ExtensionResult, SessionRecord?) {
+        guard (try? await servableSession(id)) != nil else { return (.refused(.sessionOver), nil) }
         let marker = SessionRecord.ExtensionMarker(
             holder: "\(holderID)/\(UUID().uuidString.lowercased())",
             deadline: now().addingTimeInterval(configuration.requestDeadline.timeInterval + 1))
@@ -232,9 +232,9 @@ extension SessionService {
         }
         let sessionID: Int64
         switch first.result {
-        case .refused(let reason): return .refused(reason)
-        case .ignored: return .ignored
-        case .extended(let session, let remaining): return extended(session, remaining: remaining)
+        case .refused(let reason): return (.refused(reason), nil)
+        case .ignored: return (.ignored, nil)
+        case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
         case .marked(let id): sessionID = id
         }
         let confirmed = await extensionHandler?(id) ?? true
@@ -249,9 +249,9 @@ extension SessionService {
             return .extended(session, remaining: policy.maxExtensions - session.extensionsUsed)
         }
         switch last.result {
-        case .extended(let session, let remaining): return extended(session, remaining: remaining)
-        case .refused(let reason): return .refused(reason)
-        case .ignored, .marked: return .ignored
+        case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
+        case .refused(let reason): return (.refused(reason), nil)
+        case .ignored, .marked: return (.ignored, nil)
         }
     }
 
@@ -326,8 +326,8 @@ extension SessionService {
                 session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
                 return true
             }
-            guard resumed?.result == true else { continue }
-            publish(.stateChanged(account.id, .active))
+            guard let resumed, resumed.result else { continue }
+            publish(.stateChanged(account.id, .active), session: resumed.session)
             _ = try? await servableSession(account.id)
         }
         logger.info("unlocked")

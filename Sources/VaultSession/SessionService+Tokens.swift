@@ -298,7 +298,7 @@ extension SessionService {
                 ? "refused after a refresh interrupted by a crash; the server may have rotated the token then"
                 : description
             // One transaction: tokens wiped, session expired(revoked), verdict and lease recorded.
-            try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail) }
+            _ = try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail) }
             warned[id] = nil
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
             publish(.revoked(id, description: detail))

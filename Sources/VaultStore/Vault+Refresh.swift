@@ -194,18 +194,19 @@ extension Vault {
     /// With `condition`, only when it holds for the account's current session and policy as they
     /// are inside the transaction (a timeout judged on an earlier read is judged again, so
     /// activity recorded meanwhile by another process is never overruled). Returns whether the
-    /// grant was ended.
+    /// grant was ended, and the session it ended (nil when none was open).
     @discardableResult
     package func endGrant(for account: AccountID, reason: String, detail: String? = nil,
-                          onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil) throws -> Bool {
+                          onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil) throws -> (ended: Bool, session: SessionRecord?) {
         let now = clock.now().millisecondsSince1970
         return try write("ending a grant") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
-                return false  // removed meanwhile: nothing left to end
+                return (false, nil)  // removed meanwhile: nothing left to end
             }
+            let open = try self.currentSession(for: account, db).flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
             if let condition {
                 guard let session = try self.currentSession(for: account, db),
-                      condition(session, try self.sessionPolicy(for: account, db)) else { return false }
+                      condition(session, try self.sessionPolicy(for: account, db)) else { return (false, nil) }
             }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
@@ -232,7 +233,7 @@ extension Vault {
                         """,
                     arguments: [account.rawValue, reason, sealed, now])
             }
-            return true
+            return (true, try open.flatMap { try self.session(id: $0.id, account: account, db) })
         }
     }
 
