@@ -14,6 +14,9 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     case expired(AccountID, SessionEndReason)
     /// The server revoked the grant (`invalid_grant`); the session is expired(revoked).
     case revoked(AccountID, description: String?)
+    /// The server kept refusing to refresh for a reason the vault does not know (an unknown
+    /// error code, a 400/401 without JSON); the session is expired(refused), the tokens wiped.
+    case refused(AccountID, description: String?)
     /// The OAuth client settings are wrong (`invalid_client`, `unauthorized_client`…): fix the configuration.
     case clientMisconfigured(AccountID, code: String, description: String?)
     /// Refreshing failed for a reason that may pass and no valid access token is left; retry after `retryAt`.
@@ -39,6 +42,8 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
                 + (reason == .absoluteTimeout ? "; a longer or no lifetime: `vault accounts set-policy --lifetime`" : "")
         case .revoked(let account, let description):
             "the identity service revoked the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
+        case .refused(let account, let description):
+            "the identity service kept refusing to refresh the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again (`vault accounts add`)"
         case .clientMisconfigured(let account, let code, let description):
             "the OAuth client settings of account \(account) were refused (\(code)\(description.map { ": \($0)" } ?? "")): fix the client configuration"
         case .temporarilyUnavailable(let account, let reason, let retryAt):

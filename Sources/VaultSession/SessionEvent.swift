@@ -15,6 +15,9 @@ public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStri
     public static let backgroundTimeout = SessionEndReason(rawValue: "background_timeout")
     /// The server refused the refresh token with `invalid_grant`: revoked, reused, password changed…
     public static let revoked = SessionEndReason(rawValue: "revoked")
+    /// The server kept refusing the refresh for a reason the vault does not know (an unknown
+    /// error code, a 400/401 without JSON), ``SessionConfiguration/maximumRefusals`` times in a row.
+    public static let refused = SessionEndReason(rawValue: "refused")
     /// The server reported this device revoked.
     public static let deviceRevoked = SessionEndReason(rawValue: "device_revoked")
     /// The access token expired and there is no refresh token to renew it.

@@ -60,6 +60,9 @@ extension SessionService {
         case .expired where reason == .revoked:
             let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
             return .revoked(id, description: state.lastFailureDetail ?? state.lastFailure)
+        case .expired where reason == .refused:
+            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+            return .refused(id, description: state.lastFailureDetail ?? state.lastFailure)
         case .expired: return .expired(id, reason ?? .absoluteTimeout)
         }
     }

@@ -324,6 +324,30 @@ extension SessionService {
                            metadata: ["account": "\(id)", "host": "\(host)"])
             publish(.refreshFailed(id, reason: error.summary, retryAt: nil))
             throw SessionError.pinningFailed(id, host: host, reason: reason)
+        case .unrecognizedError(let status, _, _) where (400..<500).contains(status),
+             .malformedResponse(let status, _) where (400..<500).contains(status):
+            // A refusal whose meaning is unknown: backed off like a transient failure, but only so
+            // many times in a row; then the verdict, as for invalid_grant.
+            let refusals = try await vaultCall { [vault] in try vault.refreshState(for: id) }.refusals + 1
+            let reason = "\(error)"
+            guard refusals >= configuration.maximumRefusals else {
+                let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
+                let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures).timeInterval)
+                try await vaultCall { [vault, holder = holderID] in
+                    try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true)
+                }
+                logger.warning("the server refused the refresh for a reason the vault does not know; backing off",
+                               metadata: ["account": "\(id)", "refusals": "\(refusals)", "reason": "\(error.summary)"])
+                publish(.refreshFailed(id, reason: reason, retryAt: retryAt))
+                if isUnexpired(stored.tokens) { return stored }
+                throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
+            }
+            let ended = try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason) }
+            warned[id] = nil
+            logger.notice("the server kept refusing the refresh; tokens wiped", metadata: ["account": "\(id)", "refusals": "\(refusals)"])
+            publish(.stateChanged(id, .expired(.refused)), session: ended.session)
+            try await settle()
+            throw SessionError.refused(id, description: reason)
         case .transient, .unrecognizedError, .malformedResponse:
             var retryAfter: Duration?
             if case .transient(.rateLimited(let after)) = error { retryAfter = after }

@@ -314,6 +314,7 @@ public actor SessionService {
             case .locked(_, let reason): return .locked(reason)
             case .expired(_, let reason): return .expired(reason)
             case .revoked: return .expired(.revoked)
+            case .refused: return .expired(.refused)
             case .notSignedIn, .noActiveAccount: return .signedOut
             default: throw error
             }
@@ -373,7 +374,36 @@ public actor SessionService {
             refreshToken: response.refreshToken ?? previous?.refreshToken,
             idToken: response.idToken ?? previous?.idToken,
             tokenType: response.tokenType,
-            accessTokenExpiresAt: response.expiresIn.map { now().addingTimeInterval(TimeInterval($0)) },
+            accessTokenExpiresAt: accessTokenExpiry(response),
             scopes: response.scope.map { $0.split(separator: " ").map(String.init) } ?? previous?.scopes ?? client.scopes)
+    }
+
+    /// When an access token stops being trusted: `expires_in` when the response has it; else
+    /// the token's own `exp` claim when it is a JWT (decoded, not verified: it only ever
+    /// shortens how long the vault trusts its copy, and an `exp` already past or more than a
+    /// year ahead is ignored); else ``SessionConfiguration/defaultTokenLifetime`` from now. A
+    /// token is never fresh forever.
+    func accessTokenExpiry(_ response: TokenResponse) -> Date {
+        let now = now()
+        if let seconds = response.expiresIn { return now.addingTimeInterval(TimeInterval(seconds)) }
+        let fallback = now.addingTimeInterval(configuration.defaultTokenLifetime.timeInterval)
+        guard let exp = Self.jwtExpiry(response.accessToken), exp > now, exp < now.addingTimeInterval(366 * 86_400) else {
+            return fallback
+        }
+        return exp
+    }
+
+    /// The `exp` claim of a JWT (RFC 7519 §4.1.4), nil when the token is not a JWT or has none.
+    static func jwtExpiry(_ token: String) -> Date? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[1].utf8.count <= 16_384 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+              let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let exp = claims["exp"] as? NSNumber else { return nil }
+        let seconds = exp.doubleValue
+        guard seconds.isFinite, seconds > 0 else { return nil }
+        return Date(timeIntervalSince1970: seconds)
     }
 }

@@ -100,7 +100,7 @@ struct CommandFailure: Error, CustomStringConvertible {
     static func status(of error: SessionError) -> ExitStatus {
         switch error {
         case .locked: .sessionLocked
-        case .expired, .revoked, .notSignedIn, .noActiveAccount: .sessionEnded
+        case .expired, .revoked, .refused, .notSignedIn, .noActiveAccount: .sessionEnded
         case .temporarilyUnavailable: .serverUnavailable
         case .clientMisconfigured: .clientRefused
         case .accountChanged: .busy

@@ -34,6 +34,7 @@ func kind(of error: any Error) -> String {
     case .locked(_, let reason): return "locked \(reason)"
     case .expired(_, let reason): return "expired \(reason)"
     case .revoked: return "revoked"
+    case .refused: return "refused"
     case .clientMisconfigured(_, let code, _): return "clientMisconfigured \(code)"
     case .temporarilyUnavailable: return "temporarilyUnavailable"
     case .accountChanged: return "accountChanged"
