@@ -29,12 +29,12 @@ release-deps: deps
 release: release-deps
 	swift build -c release --product vault --static-swift-stdlib
 
-# The heavy multi-process reliability cases run after the rest, in their own test process, so
-# their child processes and blocking waits never starve the loopback servers of other tests.
+# The whole suite in one test process: the session layer runs every vault call (SQLite,
+# fsync, busy waits) on NIO's blocking-I/O threads, so nothing starves the cooperative pool
+# the loopback servers and the tests share.
 test: deps
 	swift build --build-tests
-	swift test --skip-build --skip VaultReliabilityTests
-	swift test --skip-build --filter VaultReliabilityTests
+	swift test --skip-build
 
 # The main job: the whole product on a fresh vault in ./.demo/ against the development
 # gateway on loopback, told in plain words; then the vault command on the result.

@@ -95,6 +95,8 @@ let package = Package(
             dependencies: [
                 "VaultSync", "VaultStore", "VaultCrypto", "VaultOAuth",
                 .product(name: "Logging", package: "swift-log"),
+                // NIOThreadPool: the blocking-I/O threads every vault call runs on.
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The admin command: inspects, verifies, migrates, re-keys and repairs a vault. Thin.

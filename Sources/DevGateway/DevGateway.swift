@@ -155,12 +155,7 @@ public actor DevGateway {
     /// ```
     public static func start(logger: Logger = Logger(label: "DevGateway")) async throws -> DevGateway {
         let server = try LoopbackServer.make(logger: logger)
-        let executor = GatewayExecutor(label: "DevGateway")
-        let run = Task(executorPreference: executor) {
-            // The task holds the executor for as long as the server runs on it.
-            defer { withExtendedLifetime(executor) {} }
-            try await server.run()
-        }
+        let run = Task { try await server.run() }
         do {
             // A bound, not a wait: on a loaded 2-core machine the default 5 s was seen to run out.
             try await server.waitUntilListening(timeout: 60)

@@ -64,11 +64,32 @@ extension TransientFailure {
     }
 
     /// Reads `Retry-After` as delay-seconds (RFC 9110 §10.2.3); an HTTP-date gives nil.
-    static func retryAfter(in headers: HTTPHeaderFields) -> Duration? {
+    ///
+    /// Both forms of RFC 9110 §10.2.3: delta-seconds, or an HTTP date, taken relative to the
+    /// response's own `Date` header when it has one (the server's clock against the server's
+    /// clock: no skew), else to `now`. A date in the past means now. The caller caps it.
+    static func retryAfter(in headers: HTTPHeaderFields, now: Date = Date()) -> Duration? {
         guard let raw = headers["Retry-After"] else { return nil }
         let text = raw.trimmingCharacters(in: .whitespaces)
-        guard !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-              let seconds = Int(text) else { return nil }
-        return .seconds(seconds)
+        if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text) {
+            return .seconds(seconds)
+        }
+        guard let date = httpDate(text) else { return nil }
+        let reference = headers["Date"].flatMap { httpDate($0.trimmingCharacters(in: .whitespaces)) } ?? now
+        let seconds = date.timeIntervalSince(reference)
+        return .seconds(max(0, Int64(min(seconds, 1e9).rounded(.up))))
+    }
+
+    /// An HTTP date: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), or the obsolete RFC 850
+    /// and asctime forms RFC 9110 §5.6.7 says a recipient must accept.
+    static func httpDate(_ text: String) -> Date? {
+        for format in ["EEE, dd MMM yyyy HH:mm:ss 'GMT'", "EEEE, dd-MMM-yy HH:mm:ss 'GMT'", "EEE MMM d HH:mm:ss yyyy"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
     }
 }

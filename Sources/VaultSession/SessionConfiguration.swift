@@ -31,6 +31,16 @@ public struct SessionConfiguration: Sendable {
     public var activityWriteInterval: Duration = .seconds(1)
     /// How often a long-running process checks whether another process changed the vault.
     public var observationInterval: Duration = .seconds(1)
+    /// How long the vault's event log keeps entries (``Vault/events(after:account:limit:)``,
+    /// `vault events`): at most this many, none older than this.
+    public var eventRetention = EventRetention()
+    /// How long an access token is trusted when its token response has no `expires_in` and it
+    /// is not a JWT with an `exp` (RFC 6749 §5.1 makes `expires_in` only recommended).
+    public var defaultTokenLifetime: Duration = .seconds(3600)
+    /// How many refusals in a row whose meaning the vault does not know (an unknown 4xx error
+    /// code, a 400/401 without a JSON body) end the grant with the `refused` verdict, as
+    /// `invalid_grant` ends it with `revoked`. Until then they back off like transient failures.
+    public var maximumRefusals = 3
     /// The policy for accounts signed in without one.
     public var defaultPolicy = SessionPolicy()
 

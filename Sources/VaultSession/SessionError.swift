@@ -14,6 +14,9 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     case expired(AccountID, SessionEndReason)
     /// The server revoked the grant (`invalid_grant`); the session is expired(revoked).
     case revoked(AccountID, description: String?)
+    /// The server kept refusing to refresh for a reason the vault does not know (an unknown
+    /// error code, a 400/401 without JSON); the session is expired(refused), the tokens wiped.
+    case refused(AccountID, description: String?)
     /// The OAuth client settings are wrong (`invalid_client`, `unauthorized_client`…): fix the configuration.
     case clientMisconfigured(AccountID, code: String, description: String?)
     /// Refreshing failed for a reason that may pass and no valid access token is left; retry after `retryAt`.
@@ -24,17 +27,23 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// nothing was sent, the tokens are untouched. Either the service changed its key (pin the
     /// new one) or something on the network is impersonating it.
     case pinningFailed(AccountID, host: String, reason: String)
-    /// The vault failed (see its code and message).
-    case vault(code: String, message: String)
+    /// The vault failed: its error, with its code (``VaultError/code``) and message.
+    case vault(VaultError)
 
     public var description: String {
         switch self {
         case .noActiveAccount: "no account is signed in"
         case .notSignedIn(let account): "account \(account) is not signed in"
-        case .locked(let account, let reason): "the session of account \(account) is locked (\(reason)): unlock it with the passphrase or key file"
-        case .expired(let account, let reason): "the session of account \(account) expired (\(reason)): sign in again"
+        case .locked(let account, let reason):
+            "the session of account \(account) is locked (\(reason)): unlock it with `vault sessions unlock`"
+                + (reason == .idleTimeout ? "; to keep scripts from idling out, see `vault accounts set-policy` (--idle-timeout, --activity)" : "")
+        case .expired(let account, let reason):
+            "the session of account \(account) expired (\(reason)): sign in again (`vault accounts add`)"
+                + (reason == .absoluteTimeout ? "; a longer or no lifetime: `vault accounts set-policy --lifetime`" : "")
         case .revoked(let account, let description):
             "the identity service revoked the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
+        case .refused(let account, let description):
+            "the identity service kept refusing to refresh the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again (`vault accounts add`)"
         case .clientMisconfigured(let account, let code, let description):
             "the OAuth client settings of account \(account) were refused (\(code)\(description.map { ": \($0)" } ?? "")): fix the client configuration"
         case .temporarilyUnavailable(let account, let reason, let retryAt):
@@ -44,11 +53,20 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
             "the identity service \(host) of account \(account) did not present a pinned TLS key: \(reason). Nothing was sent. "
                 + "If the service changed its key, remove the account and add it again with the new pin; "
                 + "otherwise something on the network is impersonating it"
-        case .vault(_, let message): message
+        case .vault(let error): error.message
         }
     }
 
     init(_ error: VaultError) {
-        self = .vault(code: error.code.description, message: error.message)
+        self = .vault(error)
+    }
+
+    /// Runs `body`, turning a ``VaultError`` it throws into ``SessionError/vault(_:)``.
+    static func wrapping<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as VaultError {
+            throw SessionError(error)
+        }
     }
 }

@@ -15,6 +15,9 @@ public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStri
     public static let backgroundTimeout = SessionEndReason(rawValue: "background_timeout")
     /// The server refused the refresh token with `invalid_grant`: revoked, reused, password changed…
     public static let revoked = SessionEndReason(rawValue: "revoked")
+    /// The server kept refusing the refresh for a reason the vault does not know (an unknown
+    /// error code, a 400/401 without JSON), ``SessionConfiguration/maximumRefusals`` times in a row.
+    public static let refused = SessionEndReason(rawValue: "refused")
     /// The server reported this device revoked.
     public static let deviceRevoked = SessionEndReason(rawValue: "device_revoked")
     /// The access token expired and there is no refresh token to renew it.
@@ -29,8 +32,6 @@ public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStri
 
 /// Where an account's session stands, as the codelab and article name the states.
 public enum SessionStatus: Sendable, Hashable {
-    /// Being judged (cold start) or refreshed.
-    case loading
     /// No session: never signed in, signed out, or removed.
     case signedOut
     /// Tokens are served.

@@ -7,20 +7,18 @@ import VaultStore
 
 extension SessionService {
     /// The account's SPKI pins, for requests made on its behalf (``HTTPDeviceNotificationAPI``).
-    func pins(for account: AccountID) throws -> [SPKIPin] {
-        guard let stored = try vaultCall({ try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
+    func pins(for account: AccountID) async throws -> [SPKIPin] {
+        guard let stored = try await vaultCall({ [vault] in try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
         return try pins(of: stored)
     }
 
     /// The identity service reported this device revoked for `account`: the session ends as
     /// expired(device revoked) with its tokens wiped (one transaction, like a revoked grant),
     /// and this device's registration is marked revoked. Returns the error to throw.
-    func deviceWasRevoked(_ account: AccountID) -> SessionError {
+    func deviceWasRevoked(_ account: AccountID) async -> SessionError {
         do {
-            if let session = try vaultCall({ try vault.currentSession(for: account) }),
-               session.state == .active || session.state == .locked {
-                refreshes[account]?.cancel()
-                try applyExpiry(session, reason: .deviceRevoked, timedOut: false)
+            refreshes[account]?.cancel()
+            if try await applyExpiry(account, reason: .deviceRevoked, timedOut: false) {
                 logger.notice("the identity service revoked this device; tokens wiped", metadata: ["account": "\(account)"])
             }
         } catch {
@@ -28,12 +26,14 @@ extension SessionService {
         }
         // The registration's name is sealed: while the vault is locked it cannot be rewritten,
         // and the next sync of the devices screen records the revocation instead.
-        if var device = try? vault.devices(for: account).first(where: { $0.deviceID == vault.deviceID }), device.status != .revoked {
+        let vault = self.vault
+        if var device = try? await vaultCall({ try vault.devices(for: account).first(where: { $0.deviceID == vault.deviceID }) }),
+           device.status != .revoked {
             device.status = .revoked
             device.statusReason = "revoked by the identity service"
             device.updatedAt = now()
             do {
-                try vault.saveDevice(device)
+                try await vaultCall { [device] in try vault.saveDevice(device) }
             } catch {
                 logger.debug("could not mark this device revoked", metadata: ["account": "\(account)", "error": "\(error)"])
             }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import VaultStore
 
 // MARK: - Seeing other processes
@@ -16,16 +17,22 @@ extension SessionService {
     /// Each account's current session is read on its own: one whose row fails its check
     /// (edited without the key) keeps the state last seen, and reports `damaged` where that
     /// account is used; it never stops the others.
-    func snapshot() throws -> Snapshot {
-        var snapshot = Snapshot(active: try activeAccount())
-        for account in try vaultCall({ try vault.accountIDs() }) {
+    func snapshot() async throws -> Snapshot {
+        let vault = self.vault
+        let (active, sessions) = try await vaultCall { () -> (AccountID?, [(AccountID, Result<SessionRecord?, VaultError>)]) in
+            (try vault.activeAccountID(), try vault.accountIDs().map { id in
+                do { return (id, .success(try vault.currentSession(for: id))) } catch let error as VaultError { return (id, .failure(error)) }
+            })
+        }
+        var snapshot = Snapshot(active: active)
+        for (account, read) in sessions {
             do {
-                if let session = try vault.currentSession(for: account) {
+                if let session = try read.get() {
                     snapshot.states[account] = Self.status(of: session)
                 }
-            } catch let error as VaultError where error.code == .damaged {
+            } catch where error.code == .damaged {
                 snapshot.states[account] = observed.states[account]
-            } catch let error as VaultError {
+            } catch {
                 throw SessionError(error)
             }
         }
@@ -43,24 +50,76 @@ extension SessionService {
         }
     }
 
-    /// Records the state this process just produced (so the watch does not announce it
-    /// again) and re-plans the timer.
-    func settle() throws {
-        observed = try snapshot()
+    /// Records the state this process just produced and re-plans the timer.
+    /// Waits until the events published so far are in the vault's log, so another process that
+    /// sees this change also finds its events.
+    func settle() async throws {
+        await flushEvents()
+        observed = try await snapshot()
         scheduleTimer()
     }
 
+    /// Sends `event` to this process's subscribers now, and queues it for the vault's event
+    /// log, where every other process's session service sees it. The log is written in order by
+    /// one task, off the path of the caller (a refresh's waiters do not wait for it); ``stop()``
+    /// waits until everything queued is written.
+    ///
+    /// `session`: the session as the transition behind the event left it; its id and version go
+    /// into the log entry, so a reader can order transitions made by different processes.
+    func publish(_ event: SessionEvent, session: SessionRecord? = nil) {
+        hub.emit(event)
+        startEventWriter()
+        var entry = event.logged
+        if let session {
+            entry.data["session"] = String(session.id)
+            entry.data["session_version"] = String(session.version)
+        }
+        logQueue.continuation.yield(.entry(entry))
+    }
+
+    /// Returns once every event published before the call is written to the log (or could not be).
+    func flushEvents() async {
+        guard eventWriter != nil else { return }
+        await withCheckedContinuation { done in
+            if case .terminated = logQueue.continuation.yield(.flush(done)) { done.resume() }
+        }
+    }
+
+    /// Starts the task that writes queued events to the log, oldest first.
+    func startEventWriter() {
+        guard eventWriter == nil else { return }
+        let (vault, origin, retention, logger) = (self.vault, holderID, configuration.eventRetention, self.logger)
+        let entries = logQueue.stream
+        eventWriter = Task {
+            for await item in entries {
+                guard case .entry(let entry) = item else {
+                    if case .flush(let done) = item { done.resume() }
+                    continue
+                }
+                do {
+                    _ = try await Self.offPool {
+                        try vault.appendEvent(kind: entry.kind, account: entry.account, data: entry.data, detail: entry.detail,
+                                              origin: origin, retention: retention)
+                    }
+                } catch {
+                    logger.warning("could not record a session event in the vault's log",
+                                   metadata: ["event": "\(entry.kind)", "error": "\(error)"])
+                }
+            }
+        }
+    }
+
     /// Checks SQLite's `data_version` every ``SessionConfiguration/observationInterval``:
-    /// one cheap pragma, and a reload only when another connection committed.
+    /// one cheap pragma, and a look at the event log only when another connection committed.
     func startWatching() {
         watcher?.cancel()
         let (clock, vault, interval) = (self.clock, self.vault, configuration.observationInterval)
         // Holds the service weakly between checks, like the timer.
         watcher = Task { [weak self] in
-            var version = try? vault.dataVersion()
+            var version = try? await Self.offPool { try vault.dataVersion() }
             while !Task.isCancelled {
                 do { try await clock.sleep(for: interval) } catch { return }
-                let current = try? vault.dataVersion()
+                let current = try? await Self.offPool { try vault.dataVersion() }
                 guard current != version else { continue }
                 version = current
                 guard let self else { return }
@@ -69,20 +128,55 @@ extension SessionService {
         }
     }
 
-    /// Announces what other processes changed since the last snapshot.
-    func reconcile() {
-        guard let fresh = try? snapshot() else { return }
-        let old = observed
-        observed = fresh
-        if fresh.active != old.active {
-            hub.emit(.accountSwitched(from: old.active, to: fresh.active))
+    /// Delivers what other processes recorded in the event log since the last look, in order,
+    /// and re-plans the timer for what they changed. An entry that fails its check (written
+    /// without the key) is never delivered.
+    func reconcile() async {
+        let after = lastEventSeq
+        let origin = holderID
+        guard let entries = try? await Self.offPool({ try self.vault.events(after: after, limit: 1000) }) else { return }
+        for entry in entries {
+            lastEventSeq = max(lastEventSeq, entry.seq)
+            guard entry.origin != origin else { continue }
+            guard entry.authentic else {
+                logger.warning("skipped an event log entry that fails its check", metadata: ["seq": "\(entry.seq)"])
+                continue
+            }
+            guard let event = SessionEvent(entry) else { continue }
+            deliver(event)
         }
-        for (account, status) in fresh.states where old.states[account] != status {
-            hub.emit(.stateChanged(account, status))
+        if entries.count == 1000 { await reconcile() }
+        guard let fresh = try? await snapshot() else { return }
+        if fresh != observed {
+            observed = fresh
+            tokenCache = nil
+            scheduleTimer()
         }
-        for account in old.states.keys where fresh.states[account] == nil {
-            hub.emit(.stateChanged(account, .signedOut))
+    }
+
+    /// Hands another process's event to this process's subscribers. An idle warning this
+    /// process already raised for the same deadline is not raised twice.
+    private func deliver(_ event: SessionEvent) {
+        if case .idleWarning(let id, _, let deadline, _) = event {
+            guard warned[id] != deadline else { return }
+            warned[id] = deadline
         }
-        if fresh != old { scheduleTimer() }
+        hub.emit(event)
+    }
+}
+
+/// The queue between ``SessionService/publish(_:)`` and the task writing the event log: the
+/// entries to write, and the flushes waiting for the entries before them.
+struct EventLogQueue: Sendable {
+    enum Item: Sendable {
+        case entry(LoggedEvent)
+        case flush(CheckedContinuation<Void, Never>)
+    }
+
+    let stream: AsyncStream<Item>
+    let continuation: AsyncStream<Item>.Continuation
+
+    init() {
+        (stream, continuation) = AsyncStream.makeStream(of: Item.self, bufferingPolicy: .unbounded)
     }
 }

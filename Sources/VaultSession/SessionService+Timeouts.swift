@@ -8,174 +8,294 @@ extension SessionService {
     /// The account's session if tokens may be served now; otherwise applies whatever deadline
     /// passed (lock or expire, persisted and announced) and throws why not.
     func servableSession(_ id: AccountID) async throws -> SessionRecord {
-        try await servableSession(id, current: try vaultCall { try vault.currentSession(for: id) },
-                                  policy: try vaultCall { try vault.sessionPolicy(for: id) })
+        try await servableSession(id, current: try await vaultCall { [vault] in try vault.currentSession(for: id) },
+                                  policy: try await vaultCall { [vault] in try vault.sessionPolicy(for: id) })
     }
 
-    /// The same, judging a session and policy the caller read.
+    /// The same, judging a session and policy the caller read. A lock or expiry is decided again
+    /// on the row as it is when it is written: should another process have recorded activity
+    /// meanwhile, nothing is applied and the session is judged afresh.
     func servableSession(_ id: AccountID, current: SessionRecord?, policy: SessionPolicy) async throws -> SessionRecord {
-        guard let session = current else { throw SessionError.notSignedIn(id) }
-        switch SessionJudge.judge(session, policy: policy, now: now()) {
-        case .active(let warning, _):
-            if let lockReason, vault.isLocked { throw SessionError.locked(id, lockReason) }
-            if let warning { announce(warning, for: id) }
-            return session
-        case .lock(let reason):
-            try await applyLock(session, reason: reason, timedOut: true)
-            throw SessionError.locked(id, reason)
-        case .expire(let reason):
-            try applyExpiry(session, reason: reason, timedOut: true)
-            throw SessionError.expired(id, reason)
-        case .over(let state, let reason):
-            throw try endedError(id, state: state, reason: reason)
+        var current = current
+        var policy = policy
+        for _ in 0..<Self.transitionAttempts {
+            guard let session = current else { throw SessionError.notSignedIn(id) }
+            switch SessionJudge.judge(session, policy: policy, now: now()) {
+            case .active(let warning, _):
+                if let lockReason, vault.isLocked { throw SessionError.locked(id, lockReason) }
+                if let warning { announce(warning, for: id) }
+                return session
+            case .lock(let reason):
+                if try await applyLock(id, reason: reason, timedOut: true) { throw SessionError.locked(id, reason) }
+            case .expire(let reason):
+                if try await applyExpiry(id, reason: reason, timedOut: true) { throw SessionError.expired(id, reason) }
+            case .over(let state, let reason):
+                throw try await endedError(id, state: state, reason: reason)
+            }
+            // Another process changed the session first: judge it as it is now.
+            current = try await vaultCall { [vault] in try vault.currentSession(for: id) }
+            policy = try await vaultCall { [vault] in try vault.sessionPolicy(for: id) }
         }
+        throw SessionError.vault(VaultError(.staleGeneration, "the session of account \(id) kept changing while it was judged; try again"))
     }
+
+    /// How often a transition decided on a read that another process overtook is decided again.
+    static let transitionAttempts = 8
 
     /// Applies an expiry that is due (never a lock) to the account's session.
-    func expireIfDue(_ id: AccountID) throws {
-        guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { return }
-        let policy = try vaultCall { try vault.sessionPolicy(for: id) }
+    func expireIfDue(_ id: AccountID) async throws {
+        guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { return }
+        let policy = try await vaultCall { [vault] in try vault.sessionPolicy(for: id) }
         if case .expire(let reason) = SessionJudge.judge(session, policy: policy, now: now()) {
-            try applyExpiry(session, reason: reason, timedOut: true)
+            try await applyExpiry(id, reason: reason, timedOut: true)
         }
     }
 
     /// The error for a session that is already over.
-    func endedError(_ id: AccountID, state: SessionState, reason: SessionEndReason?) throws -> SessionError {
+    func endedError(_ id: AccountID, state: SessionState, reason: SessionEndReason?) async throws -> SessionError {
         switch state {
         case .active: return SessionError.notSignedIn(id)
         case .locked: return .locked(id, reason ?? .lockedByUser)
         case .signedOut: return .notSignedIn(id)
         case .expired where reason == .revoked:
-            let state = try vaultCall { try vault.refreshState(for: id) }
+            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
             return .revoked(id, description: state.lastFailureDetail ?? state.lastFailure)
+        case .expired where reason == .refused:
+            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+            return .refused(id, description: state.lastFailureDetail ?? state.lastFailure)
         case .expired: return .expired(id, reason ?? .absoluteTimeout)
         }
     }
 
-    /// Locks: marks the session locked in the vault, waits for in-flight refreshes so no
-    /// rotated token is lost, then drops the vault's keys from memory.
-    func applyLock(_ session: SessionRecord, reason: SessionEndReason, timedOut: Bool) async throws {
-        var locked = session
-        locked.state = .locked
-        locked.endReason = reason.rawValue
-        try vaultCall { try vault.updateSession(locked) }
+    /// Locks the account's session in the vault: a timeout (`timedOut`) only if the session,
+    /// judged again inside the write, still calls for exactly that; a lock on request only if
+    /// it is active. Then waits for in-flight refreshes, so no rotated token is lost, and drops
+    /// the vault's keys from memory. Returns false when nothing was locked (the session moved
+    /// on: another process recorded activity, locked or ended it first).
+    @discardableResult
+    func applyLock(_ id: AccountID, reason: SessionEndReason, timedOut: Bool) async throws -> Bool {
+        let now = now()
+        let locked = try await transition(id, "locking a session") { session, policy -> Bool in
+            if timedOut {
+                guard SessionJudge.judge(session, policy: policy, now: now) == .lock(reason) else { return false }
+            } else {
+                guard session.state == .active else { return false }
+            }
+            session.state = .locked
+            session.endReason = reason.rawValue
+            session.extensionInFlight = nil
+            return true
+        }
+        guard locked.result else { return false }
         for task in refreshes.values { _ = try? await task.value }
         lockReason = reason
         tokenCache = nil
         vault.lock()
-        warned[session.account] = nil
-        logger.info("session locked", metadata: ["account": "\(session.account)", "reason": "\(reason)"])
-        if timedOut { hub.emit(.hardTimeout(session.account, reason)) }
-        hub.emit(.stateChanged(session.account, .locked(reason)))
-        try settle()
+        warned[id] = nil
+        logger.info("session locked", metadata: ["account": "\(id)", "reason": "\(reason)"])
+        if timedOut { publish(.hardTimeout(id, reason)) }
+        publish(.stateChanged(id, .locked(reason)), session: locked.session)
+        try await settle()
+        return true
     }
 
-    /// Expires: wipes the account's tokens and ends its session with `reason`, in one transaction.
-    func applyExpiry(_ session: SessionRecord, reason: SessionEndReason, timedOut: Bool) throws {
-        try vaultCall { try vault.endGrant(for: session.account, reason: reason.rawValue) }
-        warned[session.account] = nil
-        logger.info("session expired", metadata: ["account": "\(session.account)", "reason": "\(reason)"])
-        if timedOut { hub.emit(.hardTimeout(session.account, reason)) }
-        hub.emit(.stateChanged(session.account, .expired(reason)))
-        try settle()
+    /// Expires: wipes the account's tokens and ends its session with `reason`, in one
+    /// transaction; a timeout only if the session, judged again inside it, still calls for
+    /// that. Returns false when nothing was ended.
+    @discardableResult
+    func applyExpiry(_ id: AccountID, reason: SessionEndReason, timedOut: Bool) async throws -> Bool {
+        let now = now()
+        let ended = try await vaultCall { [vault] in
+            try vault.endGrant(for: id, reason: reason.rawValue) { session, policy in
+                timedOut ? SessionJudge.judge(session, policy: policy, now: now) == .expire(reason)
+                    : session.state == .active || session.state == .locked
+            }
+        }
+        guard ended.ended else { return false }
+        warned[id] = nil
+        logger.info("session expired", metadata: ["account": "\(id)", "reason": "\(reason)"])
+        if timedOut { publish(.hardTimeout(id, reason)) }
+        publish(.stateChanged(id, .expired(reason)), session: ended.session)
+        try await settle()
+        return true
     }
 
     /// Raises the idle warning once per idle deadline.
     func announce(_ warning: SessionJudge.Warning, for id: AccountID) {
         guard warned[id] != warning.deadline else { return }
         warned[id] = warning.deadline
-        hub.emit(.idleWarning(id, secondsLeft: warning.secondsLeft, deadline: warning.deadline, canExtend: warning.canExtend))
+        publish(.idleWarning(id, secondsLeft: warning.secondsLeft, deadline: warning.deadline, canExtend: warning.canExtend))
     }
 
-    func resolve(_ account: AccountID?) throws -> AccountID {
-        guard let id = try account ?? activeAccount() else { throw SessionError.noActiveAccount }
+    func resolve(_ account: AccountID?) async throws -> AccountID {
+        guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
         return id
+    }
+
+    /// Runs `change` on the account's session as the vault holds it, in one immediate
+    /// transaction (``Vault/transitionSession(for:_:_:)``): every session transition is decided
+    /// on the current row, never on an earlier read, so no process undoes another's lock or end.
+    func transition<T: Sendable>(_ id: AccountID, _ action: String,
+                                 _ change: @escaping @Sendable (inout SessionRecord, SessionPolicy) throws -> T) async throws -> (session: SessionRecord, result: T) {
+        guard let outcome = try await vaultCall({ [vault] in try vault.transitionSession(for: id, action, change) }) else {
+            throw SessionError.notSignedIn(id)
+        }
+        return outcome
     }
 }
 
 // MARK: - Activity, extension, background
 
 extension SessionService {
-    /// Records user activity: the idle deadline moves to now + the idle timeout (never past
-    /// the absolute deadline). Written to the vault at most once per
-    /// ``SessionConfiguration/activityWriteInterval``.
+    /// Records the user's activity: the idle deadline moves to now + the idle timeout (never
+    /// past the absolute deadline). Written at most once per ``activityInterval(_:)``.
     public func recordActivity(for account: AccountID? = nil) async throws {
-        let id = try resolve(account)
-        var session = try await servableSession(id)
+        let id = try await resolve(account)
+        let session = try await servableSession(id)
+        try await touch(session, policy: try await vaultCall { [vault] in try vault.sessionPolicy(for: id) })
+    }
+
+    /// Moves the idle deadline for activity now, unless the session's stored last activity is
+    /// more recent than ``activityInterval(_:)`` (so a script asking for a token every second
+    /// writes once in a while, not every time). The write is a transition: it happens only if the
+    /// session is still active and not due, as it is in the vault at that moment.
+    ///
+    /// Returns the session as written, nil when nothing was written.
+    @discardableResult
+    func touch(_ session: SessionRecord, policy: SessionPolicy) async throws -> SessionRecord? {
+        guard activityIsDue(session, policy: policy) else { return nil }
         let now = now()
-        if let last = lastActivityWrite[id], now.timeIntervalSince(last) < configuration.activityWriteInterval.timeInterval {
-            return
+        let moved = try await transition(session.account, "recording activity") { session, policy -> Bool in
+            guard case .active = SessionJudge.judge(session, policy: policy, now: now) else { return false }
+            session.lastActivityAt = now
+            session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
+            return true
         }
-        let policy = try vaultCall { try vault.sessionPolicy(for: id) }
-        session.lastActivityAt = now
-        session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
-        try vaultCall { try vault.updateSession(session) }
-        lastActivityWrite[id] = now
-        warned[id] = nil
+        guard moved.result else { return nil }
+        warned[session.account] = nil
         scheduleTimer()
+        return moved.session
+    }
+
+    /// Whether activity now should be written (see ``touch(_:policy:)``).
+    func activityIsDue(_ session: SessionRecord, policy: SessionPolicy) -> Bool {
+        policy.idleTimeout != nil && now().timeIntervalSince(session.lastActivityAt) >= activityInterval(policy).timeInterval
+    }
+
+    /// How stale the stored last activity may get before activity is written again: a
+    /// twentieth of the idle timeout (45 s of a 15 min timeout: the session idles out at most
+    /// that early), at least ``SessionConfiguration/activityWriteInterval``, never more than a
+    /// quarter of the idle timeout.
+    func activityInterval(_ policy: SessionPolicy) -> Duration {
+        guard let idle = policy.idleTimeout else { return configuration.activityWriteInterval }
+        return min(max(configuration.activityWriteInterval, idle / 20), idle / 4)
     }
 
     /// Asks for more time after an idle warning. At most ``SessionPolicy/maxExtensions`` per
-    /// session, never past the absolute lifetime; while one request is in flight, another is
-    /// ignored. The answer is also sent as ``SessionEvent/extensionResult(_:_:)``.
+    /// session, never past the absolute lifetime; while one request is in flight (in any
+    /// process: the vault holds a marker with its own deadline) another is ignored. The answer
+    /// is also sent as ``SessionEvent/extensionResult(_:_:)``.
     @discardableResult
     public func extendSession(for account: AccountID? = nil) async throws -> ExtensionResult {
-        let id = try resolve(account)
-        guard !extensionsInFlight.contains(id) else { return .ignored }
-        extensionsInFlight.insert(id)
-        defer { extensionsInFlight.remove(id) }
-        let result = try await extensionOutcome(id)
-        hub.emit(.extensionResult(id, result))
+        let id = try await resolve(account)
+        let (result, session) = try await extensionOutcome(id)
+        publish(.extensionResult(id, result), session: session)
         return result
     }
 
-    private func extensionOutcome(_ id: AccountID) async throws -> ExtensionResult {
-        let policy = try vaultCall { try vault.sessionPolicy(for: id) }
-        func refusal(_ session: SessionRecord) -> ExtensionRefusal? {
-            if policy.idleTimeout == nil { return .noIdleTimeout }
-            if session.extensionsUsed >= policy.maxExtensions { return .limitReached }
-            if let idle = session.idleDeadline, let absolute = session.absoluteDeadline, idle >= absolute { return .absoluteLifetimeReached }
-            return nil
-        }
-        guard let session = try? await servableSession(id) else { return .refused(.sessionOver) }
-        if let reason = refusal(session) { return .refused(reason) }
-        if let extensionHandler {
-            guard await extensionHandler(id) else { return .refused(.serverRefused) }
-        }
-        // The session may have moved on while the server was asked.
-        guard var current = try? await servableSession(id), current.id == session.id else { return .refused(.sessionOver) }
-        if let reason = refusal(current) { return .refused(reason) }
+    private static func refusal(_ session: SessionRecord, _ policy: SessionPolicy) -> ExtensionRefusal? {
+        if policy.idleTimeout == nil { return .noIdleTimeout }
+        if session.extensionsUsed >= policy.maxExtensions { return .limitReached }
+        if let idle = session.idleDeadline, let absolute = session.absoluteDeadline, idle >= absolute { return .absoluteLifetimeReached }
+        return nil
+    }
+
+    /// Step one, in the vault: the session is judged, the limit checked and, when the server is
+    /// to be asked, the in-flight marker set, all in one transition. Step two asks the server.
+    /// Step three, in the vault again: the extension is applied only if this request's marker
+    /// is still there (the session did not end, the marker did not lapse and get taken over).
+    private func extensionOutcome(_ id: AccountID) async throws -> (ExtensionResult, SessionRecord?) {
+        guard (try? await servableSession(id)) != nil else { return (.refused(.sessionOver), nil) }
+        let marker = SessionRecord.ExtensionMarker(
+            holder: "\(holderID)/\(UUID().uuidString.lowercased())",
+            deadline: now().addingTimeInterval(configuration.requestDeadline.timeInterval + 1))
+        let asksServer = extensionHandler != nil
+        enum Step { case refused(ExtensionRefusal), ignored, marked(sessionID: Int64), extended(SessionRecord, remaining: Int) }
         let now = now()
-        current.extensionsUsed += 1
-        current.lastActivityAt = now
-        current.idleDeadline = SessionJudge.idleDeadline(after: now, session: current, policy: policy)
-        try vaultCall { try vault.updateSession(current) }
-        warned[id] = nil
+        let first = try await transition(id, "extending a session") { session, policy -> Step in
+            guard case .active = SessionJudge.judge(session, policy: policy, now: now) else { return .refused(.sessionOver) }
+            if let reason = Self.refusal(session, policy) { return .refused(reason) }
+            if let pending = session.extensionInFlight, pending.deadline > now { return .ignored }
+            guard !asksServer else {
+                session.extensionInFlight = marker
+                return .marked(sessionID: session.id)
+            }
+            Self.extend(&session, policy: policy, now: now)
+            return .extended(session, remaining: policy.maxExtensions - session.extensionsUsed)
+        }
+        let sessionID: Int64
+        switch first.result {
+        case .refused(let reason): return (.refused(reason), nil)
+        case .ignored: return (.ignored, nil)
+        case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
+        case .marked(let id): sessionID = id
+        }
+        let confirmed = await extensionHandler?(id) ?? true
+        let later = self.now()
+        let last = try await transition(id, "extending a session") { session, policy -> Step in
+            guard session.id == sessionID, session.extensionInFlight?.holder == marker.holder else { return .refused(.sessionOver) }
+            session.extensionInFlight = nil
+            guard confirmed else { return .refused(.serverRefused) }
+            guard case .active = SessionJudge.judge(session, policy: policy, now: later) else { return .refused(.sessionOver) }
+            if let reason = Self.refusal(session, policy) { return .refused(reason) }
+            Self.extend(&session, policy: policy, now: later)
+            return .extended(session, remaining: policy.maxExtensions - session.extensionsUsed)
+        }
+        switch last.result {
+        case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
+        case .refused(let reason): return (.refused(reason), nil)
+        case .ignored, .marked: return (.ignored, nil)
+        }
+    }
+
+    private static func extend(_ session: inout SessionRecord, policy: SessionPolicy, now: Date) {
+        session.extensionsUsed += 1
+        session.lastActivityAt = now
+        session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
+    }
+
+    private func extended(_ session: SessionRecord, remaining: Int) -> ExtensionResult {
+        warned[session.account] = nil
         scheduleTimer()
-        logger.info("session extended", metadata: ["account": "\(id)", "extensions": "\(current.extensionsUsed)"])
-        return .extended(idleDeadline: current.idleDeadline ?? now, remaining: policy.maxExtensions - current.extensionsUsed)
+        logger.info("session extended", metadata: ["account": "\(session.account)", "extensions": "\(session.extensionsUsed)"])
+        return .extended(idleDeadline: session.idleDeadline ?? now(), remaining: remaining)
     }
 
     /// The tool went to the background (hidden, suspended, screen locked): the time is
     /// recorded in the vault and judged on return.
     public func enterBackground() async throws {
-        let id = try resolve(nil)
-        var session = try await servableSession(id)
-        guard session.backgroundEnteredAt == nil else { return }
-        session.backgroundEnteredAt = now()
-        try vaultCall { try vault.updateSession(session) }
-        try settle()
+        let id = try await resolve(nil)
+        _ = try await servableSession(id)
+        let now = now()
+        _ = try await transition(id, "recording the background") { session, policy in
+            guard case .active = SessionJudge.judge(session, policy: policy, now: now), session.backgroundEnteredAt == nil else { return }
+            session.backgroundEnteredAt = now
+        }
+        try await settle()
     }
 
     /// Back in the foreground: past the background timeout the session locks before any token
     /// is served; otherwise it carries on, and a pending warning's countdown counts the time away.
     public func enterForeground() async throws {
-        let id = try resolve(nil)
-        var session = try await servableSession(id)
-        guard session.backgroundEnteredAt != nil else { return }
-        session.backgroundEnteredAt = nil
-        try vaultCall { try vault.updateSession(session) }
+        let id = try await resolve(nil)
+        _ = try await servableSession(id)
+        let now = now()
+        let back = try await transition(id, "recording the foreground") { session, policy -> Bool in
+            guard case .active = SessionJudge.judge(session, policy: policy, now: now), session.backgroundEnteredAt != nil else { return false }
+            session.backgroundEnteredAt = nil
+            return true
+        }
+        guard back.result else { return }
         warned[id] = nil
         _ = try await servableSession(id)
         scheduleTimer()
@@ -183,41 +303,44 @@ extension SessionService {
 
     /// Locks the active account's session now and drops the vault's keys.
     public func lock() async throws {
-        let id = try resolve(nil)
-        let session = try await servableSession(id)
-        try await applyLock(session, reason: .lockedByUser, timedOut: false)
+        let id = try await resolve(nil)
+        _ = try await servableSession(id)
+        guard try await applyLock(id, reason: .lockedByUser, timedOut: false) else {
+            _ = try await servableSession(id)  // locked or ended meanwhile: say so
+            return
+        }
     }
 
     /// Unlocks with the passphrase or key file: the keys come back (one key derivation) and
     /// every locked session resumes with a fresh idle deadline, unless its absolute lifetime passed.
     /// A wrong credential throws and changes nothing.
     public func unlock(with credential: VaultCredential) async throws {
-        try vaultCall { try vault.unlock(with: credential) }
+        try await Self.offPool { [vault] in try SessionError.wrapping { try vault.unlock(with: credential) } }
         lockReason = nil
         let now = now()
-        for account in try accounts() {
-            guard var session = try vaultCall({ try vault.currentSession(for: account.id) }), session.state == .locked else { continue }
-            let policy = try vaultCall { try vault.sessionPolicy(for: account.id) }
-            session.state = .active
-            session.endReason = nil
-            session.backgroundEnteredAt = nil
-            session.lastActivityAt = now
-            session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
-            try vaultCall { try vault.updateSession(session) }
-            hub.emit(.stateChanged(account.id, .active))
+        for account in try await accounts() {
+            let resumed = try? await transition(account.id, "unlocking a session") { session, policy -> Bool in
+                guard session.state == .locked else { return false }
+                session.state = .active
+                session.endReason = nil
+                session.backgroundEnteredAt = nil
+                session.extensionInFlight = nil
+                session.lastActivityAt = now
+                session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
+                return true
+            }
+            guard let resumed, resumed.result else { continue }
+            publish(.stateChanged(account.id, .active), session: resumed.session)
             _ = try? await servableSession(account.id)
         }
         logger.info("unlocked")
-        try settle()
+        try await settle()
     }
 
     /// Ends the account's session now (signed out locally, tokens wiped) without removing the account.
     public func endSession(for account: AccountID? = nil) async throws {
-        let id = try resolve(account)
-        guard let session = try vaultCall({ try vault.currentSession(for: id) }), session.state == .active || session.state == .locked else {
-            return
-        }
-        try applyExpiry(session, reason: .endedByUser, timedOut: false)
+        let id = try await resolve(account)
+        try await applyExpiry(id, reason: .endedByUser, timedOut: false)
     }
 }
 
@@ -246,9 +369,10 @@ extension SessionService {
 
     /// Judges the active account now (raising warnings, locking, expiring) and returns when to look again.
     private func nextDeadline() async -> Date? {
-        guard let id = try? activeAccount(),
-              let session = try? vault.currentSession(for: id),
-              let policy = try? vault.sessionPolicy(for: id) else { return nil }
+        let vault = self.vault
+        guard let id = try? await activeAccount(),
+              let (session, policy) = try? await vaultCall({ (try vault.currentSession(for: id), try vault.sessionPolicy(for: id)) }),
+              let session else { return nil }
         switch SessionJudge.judge(session, policy: policy, now: now()) {
         case .active(let warning, let nextCheck):
             if let warning { announce(warning, for: id) }

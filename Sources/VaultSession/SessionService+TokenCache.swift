@@ -49,6 +49,8 @@ extension SessionService {
         guard (account ?? entry.activeAccount) == entry.account else { return .miss(stamp) }
         guard case .active(let warning, _) = SessionJudge.judge(entry.session, policy: entry.policy, now: now()),
               isFresh(entry.token.expiresAt) else { return .miss(stamp) }
+        // A token served counts as activity: when it is time to write that, the slow path does.
+        if entry.policy.activity == .any, activityIsDue(entry.session, policy: entry.policy) { return .miss(stamp) }
         if let warning { announce(warning, for: entry.account) }
         return .hit(AccessToken(entry.token))
     }

@@ -76,12 +76,15 @@ extension SessionService {
         let stamp = stamp ?? (try? vault.changeStamp())
         if vault.isLocked {
             // No sealed value opens: the session's state says why (locked, expired, signed out).
-            _ = try await servableSession(try resolve(account))
+            _ = try await servableSession(try await resolve(account))
         }
-        guard let snapshot = try vaultCall({ try vault.accessSnapshot(for: account) }) else { throw SessionError.noActiveAccount }
+        guard let snapshot = try await vaultCall({ [vault] in try vault.accessSnapshot(for: account) }) else { throw SessionError.noActiveAccount }
         let id = snapshot.account
-        let session = try await servableSession(id, current: snapshot.session, policy: snapshot.policy)
-        guard let token = snapshot.token else { throw try noTokensError(id) }
+        var session = try await servableSession(id, current: snapshot.session, policy: snapshot.policy)
+        guard let token = snapshot.token else { throw try await noTokensError(id) }
+        if snapshot.policy.activity == .any, let touched = try await touch(session, policy: snapshot.policy) {
+            session = touched  // a token served is activity (a script's session lives while it works)
+        }
         if isFresh(token.expiresAt) {
             cacheAccessToken(token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil)
             return AccessToken(token)
@@ -90,8 +93,8 @@ extension SessionService {
         // Judged again on the vault as it is after the wait (another process may have switched
         // the active account or ended the session), and cached for the callers after this one.
         let after = try? vault.changeStamp()
-        guard let now = try vaultCall({ try vault.accessSnapshot(for: account) }), now.account == id else {
-            throw SessionError.accountChanged(from: id, to: try activeAccount())
+        guard let now = try await vaultCall({ [vault] in try vault.accessSnapshot(for: account) }), now.account == id else {
+            throw SessionError.accountChanged(from: id, to: try await activeAccount())
         }
         if let current = now.token, current.generation == refreshed.generation, let session = now.session,
            case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt) {
@@ -105,8 +108,8 @@ extension SessionService {
     /// when the server refuses the refresh token.
     public func reportUnauthorized(_ token: AccessToken) async throws -> AccessToken {
         _ = try await servableSession(token.account)
-        guard let stored = try vaultCall({ try vault.tokens(for: token.account) }) else {
-            throw try noTokensError(token.account)
+        guard let stored = try await vaultCall({ [vault] in try vault.tokens(for: token.account) }) else {
+            throw try await noTokensError(token.account)
         }
         if stored.generation != token.generation { return AccessToken(stored) }
         logger.debug("API refused an access token; refreshing once", metadata: ["account": "\(token.account)"])
@@ -127,10 +130,10 @@ extension SessionService {
         return expiry > now()
     }
 
-    func noTokensError(_ id: AccountID) throws -> SessionError {
-        guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { return .notSignedIn(id) }
+    func noTokensError(_ id: AccountID) async throws -> SessionError {
+        guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { return .notSignedIn(id) }
         if session.state == .active { return .expired(id, .tokenExpired) }
-        return try endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
+        return try await endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
     }
 
     /// One refresh per account in this process; callers arriving meanwhile share its result.
@@ -150,9 +153,9 @@ extension SessionService {
         do {
             return try await task.value
         } catch is CancellationError {
-            guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
+            guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
             if session.state != .active {
-                throw try endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
+                throw try await endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
             }
             throw CancellationError()
         }
@@ -164,13 +167,13 @@ extension SessionService {
         var seen = seen
         while true {
             try Task.checkCancellation()
-            let outcome = try vaultCall {
-                try vault.beginRefresh(for: id, holder: holderID, seenGeneration: seen, leaseDuration: configuration.leaseDuration,
-                                       maximumBackoff: configuration.backoffCap)
+            let (vault, holder, lease, cap, seenNow) = (self.vault, holderID, configuration.leaseDuration, configuration.backoffCap, seen)
+            let outcome = try await vaultCall {
+                try vault.beginRefresh(for: id, holder: holder, seenGeneration: seenNow, leaseDuration: lease, maximumBackoff: cap)
             }
             switch outcome {
             case .noTokens:
-                throw try noTokensError(id)
+                throw try await noTokensError(id)
             case .changed(let tokens):
                 // Someone else refreshed (or signed in again) since we looked.
                 if force || isFresh(tokens) { return tokens }
@@ -179,15 +182,15 @@ extension SessionService {
                 try await waitForCommit(upTo: configuration.leasePollInterval)
             case .backingOff(let until, let tokens):
                 if isUnexpired(tokens.tokens) && !force { return tokens }
-                let state = try vaultCall { try vault.refreshState(for: id) }
+                let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
                 throw SessionError.temporarilyUnavailable(id, reason: state.lastFailure ?? "refresh backing off", retryAt: until)
             case .acquired(let tokens, let interrupted):
                 if let stored = try await refreshHoldingLease(id, from: tokens, interrupted: interrupted) {
                     return stored
                 }
                 // Discarded: the lease was lost. Look again.
-                guard try vaultCall({ try vault.account(id) }) != nil else { throw SessionError.notSignedIn(id) }
-                seen = try vaultCall { try vault.tokens(for: id) }?.generation ?? seen
+                guard try await vaultCall({ [vault] in try vault.account(id) }) != nil else { throw SessionError.notSignedIn(id) }
+                seen = try await vaultCall { [vault] in try vault.tokens(for: id) }?.generation ?? seen
             }
         }
     }
@@ -196,6 +199,7 @@ extension SessionService {
     /// result, usually) or `limit` passes, whichever comes first.
     private func waitForCommit(upTo limit: Duration) async throws {
         let step = max(.milliseconds(1), min(configuration.leaseWatchInterval, limit))
+        // One pragma on the writer connection, cheap and not waiting on any lock: read inline.
         let seen = try? vault.dataVersion()
         var waited = Duration.zero
         while waited < limit {
@@ -208,27 +212,27 @@ extension SessionService {
     /// Sends the refresh request and records its outcome. Returns nil when the result was
     /// discarded (account removed or lease lost meanwhile).
     private func refreshHoldingLease(_ id: AccountID, from stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
-        guard let account = try vaultCall({ try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+        guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
         guard let refreshToken = stored.tokens.refreshToken else {
             if isUnexpired(stored.tokens) {
-                try vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "no refresh token", nextAttemptAt: nil) }
+                try await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "no refresh token", nextAttemptAt: nil) }
                 return stored
             }
-            try applyExpiry(try servableOrCurrent(id), reason: .tokenExpired, timedOut: false)
+            try await applyExpiry(id, reason: .tokenExpired, timedOut: false)
             throw SessionError.expired(id, .tokenExpired)
         }
         let credentials: ClientCredentials
         do {
-            credentials = try clientCredentials(for: account)
+            credentials = try await clientCredentials(for: account)
         } catch {
-            try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "missing client secret", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "missing client secret", nextAttemptAt: nil) }
             throw error
         }
         let pins: [SPKIPin]
         do {
             pins = try self.pins(of: account)
         } catch {
-            try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "a stored pin is malformed", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "a stored pin is malformed", nextAttemptAt: nil) }
             throw error
         }
         let scope = account.client.scopes.isEmpty ? nil : account.client.scopes.joined(separator: " ")
@@ -247,21 +251,21 @@ extension SessionService {
         renewal.cancel()
         // Signed out while the request was in flight: whatever the server answered, nothing
         // of it is stored, announced or served (not even the old, still-valid access token).
-        guard try vaultCall({ try vault.currentSession(for: id) }) != nil else {
+        guard try await vaultCall({ [vault] in try vault.currentSession(for: id) }) != nil else {
             logger.debug("discarded a refresh outcome: the account was signed out meanwhile", metadata: ["account": "\(id)"])
             throw SessionError.notSignedIn(id)
         }
         switch answer {
         case .success(let response):
             let tokens = tokenSet(from: response, previous: stored.tokens, account: account.client)
-            guard let saved = try vaultCall({ try vault.completeRefresh(for: id, holder: holderID, tokens: tokens) }) else {
+            guard let saved = try await vaultCall({ [vault, holder = holderID] in try vault.completeRefresh(for: id, holder: holder, tokens: tokens) }) else {
                 logger.warning("discarded a refresh result: the account was removed or another process took over",
                                metadata: ["account": "\(id)"])
                 return nil
             }
             logger.info("refreshed tokens", metadata: ["account": "\(id)", "generation": "\(saved.generation)",
                                                        "rotated": "\(response.refreshToken != nil)"])
-            hub.emit(.tokenRefreshed(id, generation: saved.generation))
+            publish(.tokenRefreshed(id, generation: saved.generation))
             return saved
         case .failure(let error):
             return try await handle(error, for: id, stored: stored, interrupted: interrupted)
@@ -276,7 +280,7 @@ extension SessionService {
             while !Task.isCancelled {
                 do {
                     try await clock.sleep(for: duration / 3)
-                    guard try vault.renewLease(for: id, holder: holder, leaseDuration: duration) else { return }
+                    guard try await Self.offPool({ try vault.renewLease(for: id, holder: holder, leaseDuration: duration) }) else { return }
                 } catch is CancellationError {
                     return
                 } catch {
@@ -287,11 +291,6 @@ extension SessionService {
         }
     }
 
-    private func servableOrCurrent(_ id: AccountID) throws -> SessionRecord {
-        guard let session = try vaultCall({ try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
-        return session
-    }
-
     private func handle(_ error: RefreshError, for id: AccountID, stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
         switch error {
         case .invalidGrant(let description):
@@ -299,44 +298,68 @@ extension SessionService {
                 ? "refused after a refresh interrupted by a crash; the server may have rotated the token then"
                 : description
             // One transaction: tokens wiped, session expired(revoked), verdict and lease recorded.
-            try vaultCall { try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail) }
+            _ = try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail) }
             warned[id] = nil
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
-            hub.emit(.revoked(id, description: detail))
-            hub.emit(.stateChanged(id, .expired(.revoked)))
-            try settle()
+            publish(.revoked(id, description: detail))
+            publish(.stateChanged(id, .expired(.revoked)))
+            try await settle()
             throw SessionError.revoked(id, description: detail)
         case .clientMisconfigured(let code, let description):
-            try vaultCall {
-                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: error.description,
-                                      nextAttemptAt: now().addingTimeInterval(configuration.backoffCap.timeInterval))
+            let retryAt = now().addingTimeInterval(configuration.backoffCap.timeInterval)
+            try await vaultCall { [vault, holder = holderID] in
+                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: retryAt)
             }
             throw SessionError.clientMisconfigured(id, code: code, description: description)
         case .cancelled:
-            try? vaultCall { try vault.failRefresh(for: id, holder: holderID, failure: "cancelled", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "cancelled", nextAttemptAt: nil) }
             throw CancellationError()
         case .pinningFailed(let host, let reason):
             // Nothing was sent, so the refresh token is as good as before: no back-off (the next
             // call checks again and reports the same), no revocation, tokens kept.
-            try vaultCall {
-                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: error.description, nextAttemptAt: nil)
+            try await vaultCall { [vault, holder = holderID] in
+                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: nil)
             }
             logger.warning("the identity service presented no pinned key; nothing was sent",
                            metadata: ["account": "\(id)", "host": "\(host)"])
-            hub.emit(.refreshFailed(id, reason: error.summary, retryAt: nil))
+            publish(.refreshFailed(id, reason: error.summary, retryAt: nil))
             throw SessionError.pinningFailed(id, host: host, reason: reason)
+        case .unrecognizedError(let status, _, _) where (400..<500).contains(status),
+             .malformedResponse(let status, _) where (400..<500).contains(status):
+            // A refusal whose meaning is unknown: backed off like a transient failure, but only so
+            // many times in a row; then the verdict, as for invalid_grant.
+            let refusals = try await vaultCall { [vault] in try vault.refreshState(for: id) }.refusals + 1
+            let reason = "\(error)"
+            guard refusals >= configuration.maximumRefusals else {
+                let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
+                let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures).timeInterval)
+                try await vaultCall { [vault, holder = holderID] in
+                    try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true)
+                }
+                logger.warning("the server refused the refresh for a reason the vault does not know; backing off",
+                               metadata: ["account": "\(id)", "refusals": "\(refusals)", "reason": "\(error.summary)"])
+                publish(.refreshFailed(id, reason: reason, retryAt: retryAt))
+                if isUnexpired(stored.tokens) { return stored }
+                throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
+            }
+            let ended = try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason) }
+            warned[id] = nil
+            logger.notice("the server kept refusing the refresh; tokens wiped", metadata: ["account": "\(id)", "refusals": "\(refusals)"])
+            publish(.stateChanged(id, .expired(.refused)), session: ended.session)
+            try await settle()
+            throw SessionError.refused(id, description: reason)
         case .transient, .unrecognizedError, .malformedResponse:
             var retryAfter: Duration?
             if case .transient(.rateLimited(let after)) = error { retryAfter = after }
-            let failures = try vaultCall { try vault.refreshState(for: id) }.failures + 1
+            let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
             let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
             let reason = "\(error)"
             // In plain: the vault's classification; the server's words (in `reason`) sealed.
-            try vaultCall {
-                try vault.failRefresh(for: id, holder: holderID, failure: error.summary, detail: reason, nextAttemptAt: retryAt)
+            try await vaultCall { [vault, holder = holderID] in
+                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt)
             }
             logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(error.summary)"])
-            hub.emit(.refreshFailed(id, reason: reason, retryAt: retryAt))
+            publish(.refreshFailed(id, reason: reason, retryAt: retryAt))
             if isUnexpired(stored.tokens) { return stored }
             throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
         }

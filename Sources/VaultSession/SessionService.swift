@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import VaultOAuth
 import VaultStore
 
@@ -37,8 +38,6 @@ public actor SessionService {
 
     /// In-flight refreshes, one per account, shared by every caller in this process.
     var refreshes: [AccountID: Task<StoredTokens, any Error>] = [:]
-    var extensionsInFlight: Set<AccountID> = []
-    var lastActivityWrite: [AccountID: Date] = [:]
     /// The idle deadline a warning was already raised for, per account.
     var warned: [AccountID: Date] = [:]
     /// Why this process dropped the vault's keys (nil while unlocked).
@@ -50,6 +49,11 @@ public actor SessionService {
     var tokenCache: TokenCacheEntry?
     /// Callers of ``validAccessToken(for:)`` waiting for the answer another caller is getting.
     var tokenWaiters: [TokenRequest: [CheckedContinuation<AccessToken, any Error>]] = [:]
+    /// Events on their way to the vault's log, and the task writing them.
+    let logQueue = EventLogQueue()
+    var eventWriter: Task<Void, Never>?
+    /// The newest event log entry this process has seen.
+    var lastEventSeq: Int64 = 0
 
     /// - Parameters:
     ///   - clock: drives timers and waits; tests pass a `TestClock`.
@@ -89,26 +93,30 @@ public actor SessionService {
     /// when they are used, as a long-running process does, because a lock drops the vault's
     /// keys for every account.
     public func start() async throws {
-        let active = try activeAccount()
-        for account in try snapshot().states.keys {
+        lastEventSeq = try await vaultCall { [vault] in try vault.lastEventSeq() }
+        let active = try await activeAccount()
+        for account in try await snapshot().states.keys {
             if account == active {
                 _ = try? await servableSession(account)
             } else {
-                try? expireIfDue(account)
+                try? await expireIfDue(account)
             }
         }
-        observed = try snapshot()
+        observed = try await snapshot()
         scheduleTimer()
         startWatching()
     }
 
-    /// Stops timers and the watch, and ends every event stream.
-    public func stop() {
+    /// Stops timers and the watch, writes the events still queued for the vault's log, and
+    /// ends every event stream.
+    public func stop() async {
         timer?.cancel()
         watcher?.cancel()
         timer = nil
         watcher = nil
         tokenCache = nil
+        logQueue.continuation.finish()
+        if let eventWriter { await eventWriter.value }
         hub.finish()
     }
 
@@ -138,30 +146,84 @@ public actor SessionService {
         account.client.pins = pins.reduce(into: [String]()) { kept, pin in
             if !kept.contains(pin.description) { kept.append(pin.description) }
         }
-        let record = try vaultCall { try vault.signIn(account, tokens: tokens, policy: policy ?? configuration.defaultPolicy) }
+        let (vault, stored, policy) = (self.vault, account, policy ?? configuration.defaultPolicy)
+        let record = try await vaultCall { [vault] in try vault.signIn(stored, tokens: tokens, policy: policy) }
         let id = record.account.id
         warned[id] = nil
         logger.info("signed in", metadata: ["account": "\(id)", "replaced": "\(record.replacedExisting)"])
-        if record.previousActive != id { hub.emit(.accountSwitched(from: record.previousActive, to: id)) }
-        hub.emit(.stateChanged(id, .active))
-        try settle()
+        if record.previousActive != id { publish(.accountSwitched(from: record.previousActive, to: id)) }
+        publish(.stateChanged(id, .active))
+        if let replaced = record.replacedTokens, replaced.refreshToken != tokens.refreshToken {
+            // Replaced on purpose (the same issuer and subject): the grant it replaces ends at
+            // the server too, so no second holder of that user's refresh token is left behind.
+            await revokeReplaced(replaced, of: record.account)
+        }
+        try await settle()
         return record.account
     }
 
+    /// Revokes the grant a sign-in replaced, best effort: a failure is logged, never thrown
+    /// (the new sign-in is stored).
+    private func revokeReplaced(_ replaced: TokenSet, of account: Account) async {
+        guard let endpoint = account.client.revocationEndpoint else {
+            logger.notice("the replaced grant cannot be revoked: the account has no revocation endpoint",
+                          metadata: ["account": "\(account.id)"])
+            return
+        }
+        do {
+            let client = try await clientCredentials(for: account)
+            let (token, hint) = replaced.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (replaced.accessToken, .accessToken)
+            try await oauth.revoke(token: token, hint: hint, endpoint: endpoint, client: client, pins: try pins(of: account),
+                                   deadline: configuration.requestDeadline)
+            logger.info("revoked the grant the sign-in replaced", metadata: ["account": "\(account.id)"])
+        } catch {
+            logger.warning("could not revoke the grant the sign-in replaced", metadata: ["account": "\(account.id)", "error": "\(error)"])
+        }
+    }
+
     /// Every account in the vault.
-    public func accounts() throws -> [Account] { try vaultCall { try vault.accounts() } }
+    public func accounts() async throws -> [Account] { try await vaultCall { [vault] in try vault.accounts() } }
 
     /// The active account (persisted: every process sees the same one).
-    public func activeAccount() throws -> AccountID? { try vaultCall { try vault.activeAccountID() } }
+    public func activeAccount() async throws -> AccountID? { try await vaultCall { [vault] in try vault.activeAccountID() } }
+
+    /// Changes an account's session policy (the active account's by default); its open
+    /// session's deadlines follow at once (``Vault/changeSessionPolicy(_:for:)``).
+    ///
+    /// ```swift
+    /// var policy = try await session.sessionPolicy()
+    /// policy.absoluteLifetime = nil       // a daemon: the session lasts as long as its grant
+    /// try await session.setSessionPolicy(policy)
+    /// ```
+    public func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID? = nil) async throws {
+        guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
+        try await vaultCall { [vault] in try vault.changeSessionPolicy(policy, for: id) }
+        tokenCache = nil
+        warned[id] = nil
+        logger.info("changed the session policy", metadata: ["account": "\(id)"])
+        try await settle()
+    }
+
+    /// The account's session policy (the active account's by default).
+    public func sessionPolicy(for account: AccountID? = nil) async throws -> SessionPolicy {
+        guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
+        return try await vaultCall { [vault] in try vault.sessionPolicy(for: id) }
+    }
+
+    /// `account`, or the active account when nil.
+    func accountOrActive(_ account: AccountID?) async throws -> AccountID? {
+        if let account { return account }
+        return try await activeAccount()
+    }
 
     /// Makes another signed-in account active.
     public func switchAccount(to id: AccountID) async throws {
-        let previous = try activeAccount()
+        let previous = try await activeAccount()
         guard previous != id else { return }
-        try vaultCall { try vault.setActiveAccount(id) }
+        try await vaultCall { [vault] in try vault.setActiveAccount(id) }
         logger.info("switched account", metadata: ["from": "\(previous.map(\.rawValue) ?? "none")", "to": "\(id)"])
-        hub.emit(.accountSwitched(from: previous, to: id))
-        try settle()
+        publish(.accountSwitched(from: previous, to: id))
+        try await settle()
     }
 
     /// Signs the account out (the active one by default), never stopping half-way:
@@ -181,20 +243,21 @@ public actor SessionService {
     /// between them: whatever the server answers it, nothing is stored, served or announced.
     @discardableResult
     public func signOut(_ account: AccountID? = nil, revoke: Bool = true) async throws -> SignOutReport {
-        guard let id = try account ?? activeAccount() else { throw SessionError.noActiveAccount }
-        guard try vaultCall({ try vault.accountIDs() }).contains(id) else { throw SessionError.notSignedIn(id) }
+        guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
+        guard try await vaultCall({ [vault] in try vault.accountIDs() }).contains(id) else { throw SessionError.notSignedIn(id) }
         let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
 
         refreshes[id]?.cancel()
-        let removal = try vaultCall { try vault.removeAccount(id) }
+        // Removed on this actor's turn, with no suspension after the cancellation above: a
+        // refresh that completes now finds the account gone (see the method's discussion).
+        let removal = try vaultCallBlocking { try vault.removeAccount(id) }
         warned[id] = nil
-        lastActivityWrite[id] = nil
         logger.info("signed out", metadata: ["account": "\(id)", "checkpoint": "\(removal.checkpoint.map { "\($0)" } ?? "none")"])
         if removal.removed {
-            hub.emit(.stateChanged(id, .signedOut))
-            if removal.previousActive == id { hub.emit(.accountSwitched(from: id, to: removal.active)) }
+            publish(.stateChanged(id, .signedOut))
+            if removal.previousActive == id { publish(.accountSwitched(from: id, to: removal.active)) }
         }
-        try settle()
+        try await settle()
         return SignOutReport(account: id, revocation: revocation, removal: removal)
     }
 
@@ -212,11 +275,13 @@ public actor SessionService {
         for _ in 0..<3 {
             let request: (token: String, hint: TokenTypeHint, endpoint: URL, client: ClientCredentials, pins: [SPKIPin], generation: Int64)
             do {
-                guard let stored = try vault.account(id) else { return .notAttempted("the account is gone") }
+                let vault = self.vault
+                let (account, held) = try await vaultCall { (try vault.account(id), try vault.tokens(for: id)) }
+                guard let stored = account else { return .notAttempted("the account is gone") }
                 guard let endpoint = stored.client.revocationEndpoint else { return .notAttempted("the account has no revocation endpoint") }
-                guard let tokens = try vault.tokens(for: id) else { return .notAttempted("the account holds no token") }
+                guard let tokens = held else { return .notAttempted("the account holds no token") }
                 if tokens.generation == revokedGeneration { return .revoked }
-                let client = try clientCredentials(for: stored)
+                let client = try await clientCredentials(for: stored)
                 let pins = try pins(of: stored)
                 request = tokens.tokens.refreshToken.map { ($0, .refreshToken, endpoint, client, pins, tokens.generation) }
                     ?? (tokens.tokens.accessToken, .accessToken, endpoint, client, pins, tokens.generation)
@@ -240,7 +305,7 @@ public actor SessionService {
 
     /// Where the account's session stands now (the active account by default), judged at this moment.
     public func status(of account: AccountID? = nil) async throws -> SessionStatus {
-        guard let id = try account ?? activeAccount() else { return .signedOut }
+        guard let id = try await accountOrActive(account) else { return .signedOut }
         do {
             _ = try await servableSession(id)
             return .active
@@ -249,6 +314,7 @@ public actor SessionService {
             case .locked(_, let reason): return .locked(reason)
             case .expired(_, let reason): return .expired(reason)
             case .revoked: return .expired(.revoked)
+            case .refused: return .expired(.refused)
             case .notSignedIn, .noActiveAccount: return .signedOut
             default: throw error
             }
@@ -259,13 +325,24 @@ public actor SessionService {
 
     func now() -> Date { wallClock.now() }
 
-    /// Runs a vault call, turning its errors into ``SessionError``.
-    func vaultCall<T>(_ body: () throws -> T) throws -> T {
-        do {
-            return try body()
-        } catch let error as VaultError {
-            throw SessionError(error)
-        }
+    /// Runs a vault call on NIO's blocking-I/O thread pool, never on the cooperative pool
+    /// (SQLite fsyncs and may wait up to its busy timeout for another process's lock), turning
+    /// its errors into ``SessionError``. The actor is free for other callers meanwhile; every
+    /// decision that must not rest on a stale read is made inside the call (a transition).
+    func vaultCall<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await Self.offPool(body)
+    }
+
+    /// The same, on the calling thread: only where no suspension may come between this call and
+    /// what came before it on the actor (``signOut(_:revoke:)`` cancelling a refresh).
+    func vaultCallBlocking<T>(_ body: () throws -> T) throws -> T {
+        try SessionError.wrapping(body)
+    }
+
+    /// Runs `body` on NIO's blocking-I/O thread pool (`NIOThreadPool.singleton`), turning
+    /// ``VaultError`` into ``SessionError``.
+    static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive { try SessionError.wrapping(body) }
     }
 
     /// The account's SPKI pins. A stored pin that does not parse (only a tool writing the store
@@ -279,12 +356,12 @@ public actor SessionService {
         }
     }
 
-    func clientCredentials(for account: Account) throws -> ClientCredentials {
+    func clientCredentials(for account: Account) async throws -> ClientCredentials {
         switch account.client.authentication {
         case .none:
             return ClientCredentials(clientID: account.client.clientID)
         case .clientSecretBasic:
-            guard let secret = try vaultCall({ try vault.clientSecret(for: account.id) }) else {
+            guard let secret = try await vaultCall({ [vault] in try vault.clientSecret(for: account.id) }) else {
                 throw SessionError.clientMisconfigured(account.id, code: "missing_client_secret", description: "no client secret is stored")
             }
             return ClientCredentials(clientID: account.client.clientID, authentication: .clientSecretBasic(ClientSecret(secret)))
@@ -297,7 +374,36 @@ public actor SessionService {
             refreshToken: response.refreshToken ?? previous?.refreshToken,
             idToken: response.idToken ?? previous?.idToken,
             tokenType: response.tokenType,
-            accessTokenExpiresAt: response.expiresIn.map { now().addingTimeInterval(TimeInterval($0)) },
+            accessTokenExpiresAt: accessTokenExpiry(response),
             scopes: response.scope.map { $0.split(separator: " ").map(String.init) } ?? previous?.scopes ?? client.scopes)
+    }
+
+    /// When an access token stops being trusted: `expires_in` when the response has it; else
+    /// the token's own `exp` claim when it is a JWT (decoded, not verified: it only ever
+    /// shortens how long the vault trusts its copy, and an `exp` already past or more than a
+    /// year ahead is ignored); else ``SessionConfiguration/defaultTokenLifetime`` from now. A
+    /// token is never fresh forever.
+    func accessTokenExpiry(_ response: TokenResponse) -> Date {
+        let now = now()
+        if let seconds = response.expiresIn { return now.addingTimeInterval(TimeInterval(seconds)) }
+        let fallback = now.addingTimeInterval(configuration.defaultTokenLifetime.timeInterval)
+        guard let exp = Self.jwtExpiry(response.accessToken), exp > now, exp < now.addingTimeInterval(366 * 86_400) else {
+            return fallback
+        }
+        return exp
+    }
+
+    /// The `exp` claim of a JWT (RFC 7519 §4.1.4), nil when the token is not a JWT or has none.
+    static func jwtExpiry(_ token: String) -> Date? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[1].utf8.count <= 16_384 else { return nil }
+        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        guard let data = Data(base64Encoded: base64),
+              let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let exp = claims["exp"] as? NSNumber else { return nil }
+        let seconds = exp.doubleValue
+        guard seconds.isFinite, seconds > 0 else { return nil }
+        return Date(timeIntervalSince1970: seconds)
     }
 }

@@ -27,9 +27,12 @@ struct AuthenticatedTable: Sendable, Hashable {
     static let refreshState = AuthenticatedTable(name: "refresh_state", keyColumn: "account_id")
     static let devices = AuthenticatedTable(name: "devices", keyColumn: "registration_id")
     static let notifications = AuthenticatedTable(name: "notifications", keyColumn: "seq", nameColumn: "uuid")
+    static let events = AuthenticatedTable(name: "events", keyColumn: "seq")
 
+    /// The tables schema 3 authenticated (its migration authenticates their rows).
+    static let schema3: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
     /// Every authenticated table; `vault_meta` first.
-    static let all: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
+    static let all: [AuthenticatedTable] = schema3 + [events]
 }
 
 /// The row MAC of one row, as stored in `row_mac`:

@@ -15,5 +15,6 @@ struct SealedColumns: Sendable {
         SealedColumns(table: "refresh_state", columns: ["last_failure_detail"], rowColumn: "account_id"),
         SealedColumns(table: "devices", columns: ["name", "status_detail"], rowColumn: "registration_id"),
         SealedColumns(table: "notifications", columns: ["subject", "message", "actions", "action_taken"], rowColumn: "uuid"),
+        SealedColumns(table: "events", columns: ["detail"], rowColumn: "seq"),
     ]
 }

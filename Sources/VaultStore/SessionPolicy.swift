@@ -7,6 +7,7 @@ import Foundation
 /// var policy = SessionPolicy()            // 15 min idle, 60 s warning, 3 extensions, 12 h absolute
 /// policy.idleTimeout = nil                // a daemon that never idles out
 /// policy.backgroundTimeout = .seconds(60)
+/// policy.activity = .interactive          // only the user's own activity keeps the session
 /// ```
 public struct SessionPolicy: Sendable, Hashable, Codable {
     /// What an idle timeout does to the session.
@@ -17,33 +18,50 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
         case expire
     }
 
+    /// Which uses of the session count as activity (move the idle deadline).
+    public enum Activity: String, Sendable, Hashable, Codable {
+        /// Every token served counts, as does reported activity: a script or daemon that asks
+        /// for a token keeps its session alive. The default.
+        case any
+        /// Only what the tool reports as the user's own activity
+        /// (``SessionService/recordActivity(for:)``, an extension): an interactive tool that
+        /// wants its session to lock while the person is away, however often it polls.
+        case interactive
+    }
+
     /// Inactivity after which the session ends (nil: never).
     public var idleTimeout: Duration?
     /// How long before the idle deadline the warning is raised.
     public var warningBefore: Duration
     /// How many times the idle deadline may be extended by ``SessionPolicy`` extension requests.
     public var maxExtensions: Int
-    /// Lifetime from sign-in after which the session expires, whatever the activity. Not extendable.
-    public var absoluteLifetime: Duration
+    /// Lifetime from sign-in after which the session expires, whatever the activity. Not
+    /// extendable. Nil: none, the session lasts as long as its grant (a daemon's); a stolen
+    /// unlocked vault then serves tokens until the grant is revoked at the server.
+    public var absoluteLifetime: Duration?
     /// Time in the background after which the session locks on return (nil: never).
     public var backgroundTimeout: Duration?
     public var idleAction: IdleAction
+    /// Which uses count as activity (``Activity/any`` by default).
+    public var activity: Activity
 
     public init(idleTimeout: Duration? = .seconds(15 * 60), warningBefore: Duration = .seconds(60),
-                maxExtensions: Int = 3, absoluteLifetime: Duration = .seconds(12 * 3600),
-                backgroundTimeout: Duration? = .seconds(5 * 60), idleAction: IdleAction = .lock) {
+                maxExtensions: Int = 3, absoluteLifetime: Duration? = .seconds(12 * 3600),
+                backgroundTimeout: Duration? = .seconds(5 * 60), idleAction: IdleAction = .lock,
+                activity: Activity = .any) {
         self.idleTimeout = idleTimeout
         self.warningBefore = warningBefore
         self.maxExtensions = maxExtensions
         self.absoluteLifetime = absoluteLifetime
         self.backgroundTimeout = backgroundTimeout
         self.idleAction = idleAction
+        self.activity = activity
     }
 
     /// Throws ``VaultError/Code/invalidArgument`` for a policy that cannot be applied.
     public func validate() throws {
         func positive(_ d: Duration?) -> Bool { d.map { $0 > .zero } ?? true }
-        guard positive(idleTimeout), positive(backgroundTimeout), absoluteLifetime > .zero,
+        guard positive(idleTimeout), positive(backgroundTimeout), positive(absoluteLifetime),
               warningBefore >= .zero, maxExtensions >= 0 else {
             throw VaultError(.invalidArgument, "session policy durations must be positive and the extension limit not negative")
         }

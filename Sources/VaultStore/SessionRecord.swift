@@ -27,10 +27,27 @@ public struct SessionRecord: Sendable, Hashable, Identifiable {
     public var extensionsUsed: Int
     public var backgroundEnteredAt: Date?
     public var endedAt: Date?
+    /// The row's version: every transition is a compare-and-swap on it, so a write based on a
+    /// stale read (in this or another process) changes nothing.
+    public var version: Int64
+    /// The extension request in flight at the server for this session, in any process: who
+    /// asked and until when the marker holds. Nil when none is.
+    public var extensionInFlight: ExtensionMarker?
+
+    /// See ``SessionRecord/extensionInFlight``.
+    public struct ExtensionMarker: Sendable, Hashable {
+        public var holder: String
+        public var deadline: Date
+        public init(holder: String, deadline: Date) {
+            self.holder = holder
+            self.deadline = deadline
+        }
+    }
 
     public init(id: Int64, account: AccountID, state: SessionState, endReason: String? = nil,
                 startedAt: Date, lastActivityAt: Date, idleDeadline: Date?, absoluteDeadline: Date?,
-                extensionsUsed: Int = 0, backgroundEnteredAt: Date? = nil, endedAt: Date? = nil) {
+                extensionsUsed: Int = 0, backgroundEnteredAt: Date? = nil, endedAt: Date? = nil,
+                version: Int64 = 0, extensionInFlight: ExtensionMarker? = nil) {
         self.id = id
         self.account = account
         self.state = state
@@ -42,5 +59,7 @@ public struct SessionRecord: Sendable, Hashable, Identifiable {
         self.extensionsUsed = extensionsUsed
         self.backgroundEnteredAt = backgroundEnteredAt
         self.endedAt = endedAt
+        self.version = version
+        self.extensionInFlight = extensionInFlight
     }
 }

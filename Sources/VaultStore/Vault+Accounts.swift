@@ -149,6 +149,8 @@ extension Vault {
                 let previous = try self.activeAccountID(db)?.rawValue
                 try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
                 guard db.changesCount > 0 else { return (false, previous, previous) }
+                // Its events go with it (their sealed details could no longer be opened).
+                try db.execute(sql: "DELETE FROM events WHERE account_id = ?", arguments: [id.rawValue])
                 guard previous == id.rawValue else { return (true, previous, previous) }
                 // Like removing the active user in the reference apps, the oldest remaining
                 // account takes over, in this transaction.

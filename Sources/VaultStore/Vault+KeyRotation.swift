@@ -185,14 +185,15 @@ extension Vault {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM \(table.name) WHERE rowid = ?", arguments: [rowKey]) else { continue }
             var assignments: [String] = []
             var arguments: [(any DatabaseValueConvertible)?] = []
-            if let sealed {
+            // An event of the whole vault (no account) holds nothing sealed.
+            if let sealed, row.holdsValue("account_id") {
                 // Every read names its place when the value has the wrong type (a hand-edited file).
                 let key = row.storedKey(sealed.rowColumn)
                 func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T {
                     try row.stored(column, table: sealed.table, row: key, path: path)
                 }
                 let account = AccountID(rawValue: try value("account_id"))
-                let rowName: String = try value(sealed.rowColumn)
+                let rowName = key
                 let version = try sealed.versionColumn.map { "\(try value($0, as: Int64.self))" } ?? ""
                 let target = try dataKey(for: account, db)
                 for column in sealed.columns {

@@ -118,7 +118,8 @@ extension Vault {
     func completeMigration(_ migration: Migration, _ db: Database) throws {
         guard migration.version == RowIntegrity.introducedInVersion else { return }
         try sealServerText(db)
-        for table in AuthenticatedTable.all { try integrity.authenticateAll(table, db) }
+        // The tables as schema 3 has them: later ones do not exist yet in this transaction.
+        for table in AuthenticatedTable.schema3 { try integrity.authenticateAll(table, db) }
     }
 
     /// Moves a device's status reason into its sealed `status_detail`, and a refresh failure

@@ -11,21 +11,50 @@ extension Vault {
         try write("storing a session policy") { db in try self.setSessionPolicy(policy, for: account, db) }
     }
 
+    /// Changes an existing account's session policy and, in the same transaction, the deadlines
+    /// of its open (active or locked) session to match: the absolute deadline becomes start +
+    /// the new lifetime (none without one), the idle deadline last activity + the new idle
+    /// timeout (never past the absolute deadline). A deadline the new policy puts in the past
+    /// takes effect at the next use, as any passed deadline does. Returns the open session as it
+    /// now stands (nil when none is open).
+    @discardableResult
+    package func changeSessionPolicy(_ policy: SessionPolicy, for account: AccountID) throws -> SessionRecord? {
+        try policy.validate()
+        return try write("changing a session policy") { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
+                throw self.accountNotFound(account)
+            }
+            try self.setSessionPolicy(policy, for: account, db)
+            guard let current = try self.currentSession(for: account, db), current.state == .active || current.state == .locked else {
+                return nil
+            }
+            var session = current
+            session.absoluteDeadline = policy.absoluteLifetime.map { current.startedAt.addingTimeInterval($0.timeInterval) }
+            session.idleDeadline = policy.idleTimeout.map { idle in
+                let deadline = current.lastActivityAt.addingTimeInterval(idle.timeInterval)
+                return session.absoluteDeadline.map { min(deadline, $0) } ?? deadline
+            }
+            guard session != current else { return current }
+            return try self.write(session, over: current, db)
+        }
+    }
+
     func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID, _ db: Database) throws {
         try integrity.rewrite(.sessionPolicies, where: "account_id = ?", [account.rawValue], db) {
             try db.execute(
                 sql: """
                     INSERT INTO session_policies (account_id, idle_timeout_ms, warning_ms, max_extensions,
-                        absolute_lifetime_ms, background_timeout_ms, idle_action) VALUES (?, ?, ?, ?, ?, ?, ?)
+                        absolute_lifetime_ms, background_timeout_ms, idle_action, activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (account_id) DO UPDATE SET idle_timeout_ms = excluded.idle_timeout_ms,
                         warning_ms = excluded.warning_ms, max_extensions = excluded.max_extensions,
                         absolute_lifetime_ms = excluded.absolute_lifetime_ms,
-                        background_timeout_ms = excluded.background_timeout_ms, idle_action = excluded.idle_action
+                        background_timeout_ms = excluded.background_timeout_ms, idle_action = excluded.idle_action,
+                        activity = excluded.activity
                     """,
                 arguments: [
                     account.rawValue, policy.idleTimeout?.milliseconds, policy.warningBefore.milliseconds,
-                    policy.maxExtensions, policy.absoluteLifetime.milliseconds, policy.backgroundTimeout?.milliseconds,
-                    policy.idleAction.rawValue,
+                    policy.maxExtensions, policy.absoluteLifetime?.milliseconds, policy.backgroundTimeout?.milliseconds,
+                    policy.idleAction.rawValue, policy.activity == .any ? nil : policy.activity.rawValue,
                 ])
         }
     }
@@ -60,13 +89,16 @@ extension Vault {
             try row.storedIfPresent(column, table: "session_policies", row: key, path: path, as: Int64.self).map { .milliseconds($0) }
         }
         let idleAction: String = try row.stored("idle_action", table: "session_policies", row: key, path: path)
+        // NULL (every policy stored before schema 4, and the default since) is `any`.
+        let activity: String? = try row.storedIfPresent("activity", table: "session_policies", row: key, path: path)
         return SessionPolicy(
             idleTimeout: try optionalMilliseconds("idle_timeout_ms"),
             warningBefore: try milliseconds("warning_ms"),
             maxExtensions: try row.stored("max_extensions", table: "session_policies", row: key, path: path),
-            absoluteLifetime: try milliseconds("absolute_lifetime_ms"),
+            absoluteLifetime: try optionalMilliseconds("absolute_lifetime_ms"),
             backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
-            idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock)
+            idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock,
+            activity: activity.flatMap(SessionPolicy.Activity.init(rawValue:)) ?? .any)
     }
 
     /// A number that changes whenever another connection (in this or another process)

@@ -20,6 +20,9 @@ public struct RefreshState: Sendable, Hashable {
     /// The server's own account of the last failure (its `error_description`, redacted), kept
     /// sealed; nil when there was none or the vault is locked.
     public var lastFailureDetail: String?
+    /// Consecutive refusals whose meaning the vault does not know (an unknown 4xx error code, a
+    /// 400/401 without JSON) since the last success; past a bound the account is `refused`.
+    public var refusals: Int = 0
 
     public init(leaseHolder: String? = nil, leaseGeneration: Int64? = nil, leaseExpiresAt: Date? = nil, failures: Int,
                 nextAttemptAt: Date? = nil, lastFailure: String? = nil, lastFailureAt: Date? = nil,
@@ -65,7 +68,7 @@ extension Vault {
     /// see ``LeaseProcess``) or its lease lapsed without being renewed. A lease or back-off
     /// reaching further ahead than it ever can (`leaseDuration`, `maximumBackoff`) is stale,
     /// whatever wrote it, and ignored: no stored time can block refreshing for longer.
-    public func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
+    package func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
                              leaseDuration: Duration, maximumBackoff: Duration = .seconds(3600)) throws -> RefreshLeaseOutcome {
         let now = clock.now()
         // A second of slack for clocks that step between processes.
@@ -109,7 +112,7 @@ extension Vault {
     /// Extends the caller's lease to `leaseDuration` from now, while its request is in flight.
     /// Returns false when the caller no longer holds it (nothing is written then).
     @discardableResult
-    public func renewLease(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
+    package func renewLease(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
         let until = clock.now().addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970
         return try write("renewing the refresh lease") { db in
             try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
@@ -132,7 +135,7 @@ extension Vault {
     ///
     /// Returns the stored tokens, or nil when the result was discarded: the account was
     /// removed or its lease was lost (it expired and another caller took it).
-    public func completeRefresh(for account: AccountID, holder: String, tokens: TokenSet) throws -> StoredTokens? {
+    package func completeRefresh(for account: AccountID, holder: String, tokens: TokenSet) throws -> StoredTokens? {
         try write("storing refreshed tokens") { db in
             let state = try self.refreshState(for: account, db)
             guard state.leaseHolder == holder, let generation = state.leaseGeneration,
@@ -147,7 +150,8 @@ extension Vault {
                 try db.execute(
                     sql: """
                         UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
-                            lease_expires_at = NULL, lease_process = NULL, failures = 0, next_attempt_at = NULL WHERE account_id = ?
+                            lease_expires_at = NULL, lease_process = NULL, failures = 0, next_attempt_at = NULL, refusals = NULL
+                        WHERE account_id = ?
                         """,
                     arguments: [account.rawValue])
             }
@@ -160,8 +164,10 @@ extension Vault {
     ///
     /// `failure` is the vault's own classification, kept in a plain column (`vault status`
     /// shows it without the key); `detail`, the server's words, is sealed.
-    public func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
-                            nextAttemptAt: Date?) throws {
+    /// `refusal`: the server refused for a reason the vault does not know, counted in
+    /// ``RefreshState/refusals`` (any other failure sets that count back to zero).
+    package func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
+                            nextAttemptAt: Date?, refusal: Bool = false) throws {
         try write("recording a refresh failure") { db in
             let sealed = try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
                                        account: account, row: account.rawValue, db)
@@ -170,11 +176,12 @@ extension Vault {
                     sql: """
                         UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
                             lease_expires_at = NULL, lease_process = NULL, failures = failures + 1, next_attempt_at = ?,
-                            last_failure = ?, last_failure_detail = ?, last_failure_at = ?
+                            last_failure = ?, last_failure_detail = ?, last_failure_at = ?,
+                            refusals = CASE WHEN ? THEN coalesce(refusals, 0) + 1 ELSE NULL END
                         WHERE account_id = ? AND lease_holder = ?
                         """,
                     arguments: [nextAttemptAt?.millisecondsSince1970, failure, sealed, self.clock.now().millisecondsSince1970,
-                                account.rawValue, holder])
+                                refusal, account.rawValue, holder])
             }
         }
     }
@@ -183,17 +190,30 @@ extension Vault {
     /// `reason`, records the verdict (`reason` in plain, `detail` — the server's error
     /// description, say — sealed) and releases any lease, in one transaction. Other processes
     /// then find no tokens and nothing to retry, and read the same verdict.
-    public func endGrant(for account: AccountID, reason: String, detail: String? = nil) throws {
+    ///
+    /// With `condition`, only when it holds for the account's current session and policy as they
+    /// are inside the transaction (a timeout judged on an earlier read is judged again, so
+    /// activity recorded meanwhile by another process is never overruled). Returns whether the
+    /// grant was ended, and the session it ended (nil when none was open).
+    @discardableResult
+    package func endGrant(for account: AccountID, reason: String, detail: String? = nil,
+                          onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil) throws -> (ended: Bool, session: SessionRecord?) {
         let now = clock.now().millisecondsSince1970
-        try write("ending a grant") { db in
+        return try write("ending a grant") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
-                return  // removed meanwhile: nothing left to end
+                return (false, nil)  // removed meanwhile: nothing left to end
+            }
+            let open = try self.currentSession(for: account, db).flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
+            if let condition {
+                guard let session = try self.currentSession(for: account, db),
+                      condition(session, try self.sessionPolicy(for: account, db)) else { return (false, nil) }
             }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
                 try db.execute(
                     sql: """
-                        UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?
+                        UPDATE sessions SET state = 'expired', end_reason = ?, ended_at = ?, version = coalesce(version, 0) + 1,
+                            extension_holder = NULL, extension_deadline = NULL
                         WHERE account_id = ? AND state IN ('active', 'locked')
                         """,
                     arguments: [reason, now, account.rawValue])
@@ -208,11 +228,12 @@ extension Vault {
                         INSERT INTO refresh_state (account_id, last_failure, last_failure_detail, last_failure_at) VALUES (?, ?, ?, ?)
                         ON CONFLICT (account_id) DO UPDATE SET lease_holder = NULL, lease_generation = NULL,
                             lease_acquired_at = NULL, lease_expires_at = NULL, lease_process = NULL, next_attempt_at = NULL,
-                            last_failure = excluded.last_failure, last_failure_detail = excluded.last_failure_detail,
+                            refusals = NULL, last_failure = excluded.last_failure, last_failure_detail = excluded.last_failure_detail,
                             last_failure_at = excluded.last_failure_at
                         """,
                     arguments: [account.rawValue, reason, sealed, now])
             }
+            return (true, try open.flatMap { try self.session(id: $0.id, account: account, db) })
         }
     }
 
@@ -254,11 +275,14 @@ extension Vault {
         func date(_ column: String) throws -> Date? {
             try row.storedDateIfPresent(column, table: "refresh_state", row: key, path: path)
         }
-        return RefreshState(
+        var state = RefreshState(
             leaseHolder: try optional("lease_holder"), leaseGeneration: try optional("lease_generation"),
             leaseExpiresAt: try date("lease_expires_at"), failures: try value("failures"),
             nextAttemptAt: try date("next_attempt_at"), lastFailure: try optional("last_failure"),
             lastFailureAt: try date("last_failure_at"), interruptedRefreshes: try value("interrupted_refreshes"))
+        // NULL in rows written before schema 4 and after any other outcome.
+        state.refusals = try optional("refusals") ?? 0
+        return state
     }
 }
 

@@ -8,13 +8,14 @@ extension Vault {
     /// still active or locked ends as replaced, in the same transaction: only the newest session
     /// is ever open, so deleting a newer row from the file can never bring an older one back.
     @discardableResult
-    public func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
+    package func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("starting a session") { db in
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
                 try db.execute(
                     sql: """
-                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?
+                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?, version = coalesce(version, 0) + 1,
+                            extension_holder = NULL, extension_deadline = NULL
                         WHERE account_id = ? AND state IN ('active', 'locked')
                         """,
                     arguments: [now.millisecondsSince1970, account.rawValue])
@@ -62,27 +63,79 @@ extension Vault {
         }
     }
 
-    /// Writes every field of `session` back to its row.
-    public func updateSession(_ session: SessionRecord) throws {
+    /// Writes every field of `session` back to its row, as a compare-and-swap: only when the
+    /// row is still at `session.version` (nothing else wrote it since it was read), and the
+    /// row's version moves on by one. Returns the session as written; throws
+    /// ``VaultError/Code/staleGeneration`` when the row moved on (read it again and decide again).
+    @discardableResult
+    package func updateSession(_ session: SessionRecord) throws -> SessionRecord {
         try write("updating a session") { db in
-            try self.integrity.rewrite(.sessions, where: "session_id = ? AND account_id = ?", [session.id, session.account.rawValue], db) {
+            guard let current = try self.session(id: session.id, account: session.account, db) else {
+                throw VaultError(.recordNotFound, "no session \(session.id) for account \(session.account)", path: self.path)
+            }
+            guard current.version == session.version else {
+                throw VaultError(.staleGeneration, "session \(session.id) changed since it was read (version \(current.version), not \(session.version))",
+                                 path: self.path)
+            }
+            return try self.write(session, over: current, db)
+        }
+    }
+
+    /// A session transition, decided on the row as it is, inside one immediate transaction:
+    /// reads the account's current session and its policy, lets `change` decide (it may change
+    /// the session, throw, or leave it be), and writes the result back as a compare-and-swap on
+    /// the row's version. No other process can write in between, so nothing decided here rests
+    /// on a stale read; `change` must not wait on anything (it runs inside the write lock).
+    ///
+    /// Returns nil when the account has no session; otherwise the session as it now stands
+    /// (unchanged when `change` changed nothing) and what `change` returned.
+    package func transitionSession<T>(for account: AccountID, _ action: String = "changing a session",
+                                      _ change: (inout SessionRecord, SessionPolicy) throws -> T) throws -> (session: SessionRecord, result: T)? {
+        try write(action) { db in
+            guard let current = try self.currentSession(for: account, db) else { return nil }
+            let policy = try self.sessionPolicy(for: account, db)
+            var next = current
+            let result = try change(&next, policy)
+            next.id = current.id
+            next.account = current.account
+            next.version = current.version
+            guard next != current else { return (current, result) }
+            return (try self.write(next, over: current, db), result)
+        }
+    }
+
+    /// Writes `session` over `current` (read in this transaction), moving the version on.
+    func write(_ session: SessionRecord, over current: SessionRecord, _ db: Database) throws -> SessionRecord {
+        var written = session
+        written.version = current.version + 1
+        try integrity.rewrite(.sessions, where: "session_id = ?", [session.id], db) {
             try db.execute(
                 sql: """
                     UPDATE sessions SET state = ?, end_reason = ?, last_activity_at = ?, idle_deadline = ?,
-                        absolute_deadline = ?, extensions_used = ?, background_entered_at = ?, ended_at = ?
-                    WHERE session_id = ? AND account_id = ?
+                        absolute_deadline = ?, extensions_used = ?, background_entered_at = ?, ended_at = ?,
+                        version = ?, extension_holder = ?, extension_deadline = ?
+                    WHERE session_id = ? AND account_id = ? AND coalesce(version, 0) = ?
                     """,
                 arguments: [
-                    session.state.rawValue, session.endReason, session.lastActivityAt.millisecondsSince1970,
-                    session.idleDeadline?.millisecondsSince1970, session.absoluteDeadline?.millisecondsSince1970,
-                    session.extensionsUsed, session.backgroundEnteredAt?.millisecondsSince1970,
-                    session.endedAt?.millisecondsSince1970, session.id, session.account.rawValue,
+                    written.state.rawValue, written.endReason, written.lastActivityAt.millisecondsSince1970,
+                    written.idleDeadline?.millisecondsSince1970, written.absoluteDeadline?.millisecondsSince1970,
+                    written.extensionsUsed, written.backgroundEnteredAt?.millisecondsSince1970,
+                    written.endedAt?.millisecondsSince1970, written.version, written.extensionInFlight?.holder,
+                    written.extensionInFlight?.deadline.millisecondsSince1970,
+                    session.id, session.account.rawValue, current.version,
                 ])
             guard db.changesCount == 1 else {
-                throw VaultError(.recordNotFound, "no session \(session.id) for account \(session.account)", path: self.path)
-            }
+                throw VaultError(.staleGeneration, "session \(session.id) changed while it was written", path: self.path)
             }
         }
+        // Stored in whole milliseconds: return what a read gives back.
+        return try self.session(id: session.id, account: session.account, db) ?? written
+    }
+
+    /// One session of the account by id, checked against its MAC.
+    func session(id: Int64, account: AccountID, _ db: Database) throws -> SessionRecord? {
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?"),
+                         arguments: [id, account.rawValue]).map { try self.session(from: $0, db) }
     }
 
     static func session(from row: Row, path: String?) throws -> SessionRecord {
@@ -92,6 +145,11 @@ extension Vault {
             try row.storedDateIfPresent(column, table: "sessions", row: key, path: path)
         }
         let state: String = try row.stored("state", table: "sessions", row: key, path: path)
+        func extensionMarker() throws -> SessionRecord.ExtensionMarker? {
+            guard let holder: String = try row.storedIfPresent("extension_holder", table: "sessions", row: key, path: path),
+                  let deadline = try optionalDate("extension_deadline") else { return nil }
+            return SessionRecord.ExtensionMarker(holder: holder, deadline: deadline)
+        }
         return SessionRecord(
             id: try row.stored("session_id", table: "sessions", row: key, path: path),
             account: AccountID(rawValue: try row.stored("account_id", table: "sessions", row: key, path: path)),
@@ -103,6 +161,9 @@ extension Vault {
             absoluteDeadline: try optionalDate("absolute_deadline"),
             extensionsUsed: try row.stored("extensions_used", table: "sessions", row: key, path: path),
             backgroundEnteredAt: try optionalDate("background_entered_at"),
-            endedAt: try optionalDate("ended_at"))
+            endedAt: try optionalDate("ended_at"),
+            // NULL in rows written before schema 4.
+            version: try row.storedIfPresent("version", table: "sessions", row: key, path: path) ?? 0,
+            extensionInFlight: try extensionMarker())
     }
 }

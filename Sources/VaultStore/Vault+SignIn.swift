@@ -10,6 +10,8 @@ public struct SignInRecord: Sendable, Hashable {
     public var replacedExisting: Bool
     /// The account that was active before (nil when none).
     public var previousActive: AccountID?
+    /// The tokens the sign-in replaced (``replacedExisting``), so their grant can be revoked.
+    package var replacedTokens: TokenSet?
 }
 
 // MARK: - Sign-in
@@ -25,7 +27,7 @@ extension Vault {
         try policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
-        let absoluteDeadline = now.addingTimeInterval(policy.absoluteLifetime.timeInterval)
+        let absoluteDeadline = policy.absoluteLifetime.map { now.addingTimeInterval($0.timeInterval) }
         return try write("signing in") { db in
             // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
             // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
@@ -33,12 +35,16 @@ extension Vault {
             let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
                                             arguments: [new.issuer, new.subject])
             let account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
+            // The grant being replaced, for the caller to revoke (a sign-in on purpose ends it).
+            // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
+            let replaced = existing == nil ? nil : (try? self.tokens(for: account.id, db)) ?? nil
             let current = try self.tokenGeneration(for: account.id, db)
             let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.id.rawValue], db) {
                 try db.execute(
                     sql: """
-                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?
+                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?, version = coalesce(version, 0) + 1,
+                            extension_holder = NULL, extension_deadline = NULL
                         WHERE account_id = ? AND state IN ('active', 'locked')
                         """,
                     arguments: [now.millisecondsSince1970, account.id.rawValue])
@@ -49,7 +55,7 @@ extension Vault {
                     VALUES (?, 'active', ?, ?, ?, ?)
                     """,
                 arguments: [account.id.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
-                            idleDeadline?.millisecondsSince1970, absoluteDeadline.millisecondsSince1970])
+                            idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970])
             try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
             let session = SessionRecord(
                 id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: now, lastActivityAt: now,
@@ -60,7 +66,8 @@ extension Vault {
                 try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
             }
             return SignInRecord(account: account, session: session, generation: generation,
-                                replacedExisting: existing != nil, previousActive: previousActive)
+                                replacedExisting: existing != nil, previousActive: previousActive,
+                                replacedTokens: replaced?.tokens)
         }
     }
 }

@@ -14,7 +14,7 @@ import VaultCrypto
 ///     print("Wrong passphrase for \(url.path)")
 /// }
 /// ```
-public struct VaultError: Error, Sendable, CustomStringConvertible {
+public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
     /// What kind of failure this is. Extensible: new codes may be added.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String

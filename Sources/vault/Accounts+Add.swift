@@ -18,7 +18,10 @@ extension VaultCommand.Accounts {
                 new session.
 
                 The subject is --subject, else the `sub` claim of the response's ID token (read, \
-                not verified), else the client id. The issuer is --issuer, else the ID token's \
+                not verified). When neither names the user, the import never replaces an account: \
+                it is added as a distinct account (subject `unnamed-…`), and the command says so. \
+                Replacing an account's tokens (the same issuer and subject) revokes the grant they \
+                replace at --revocation-endpoint. The issuer is --issuer, else the ID token's \
                 `iss`, else the token endpoint's origin.
 
                 Plain http is accepted only to this machine, named by a loopback IP literal \
@@ -58,7 +61,7 @@ extension VaultCommand.Accounts {
         var label: String?
         @Option(help: ArgumentHelp("Lock the session after this much inactivity, or `none`. Default 15m.", valueName: "duration"))
         var idleTimeout: TimeLimit?
-        @Option(help: ArgumentHelp("End the session this long after the import, whatever the activity. Default 12h.", valueName: "duration"))
+        @Option(help: ArgumentHelp("End the session this long after the import, whatever the activity, or `none` (the session then lasts as long as its grant). Default 12h.", valueName: "duration"))
         var lifetime: TimeLimit?
         @Option(name: .customLong("pin"),
                 help: ArgumentHelp("An SPKI pin of the identity service's TLS key, sha256/BASE64 (repeatable, for key rollover).",
@@ -79,13 +82,15 @@ extension VaultCommand.Accounts {
                 if let reason = EndpointRule.pinViolation(url, pins: parsedPins) { throw ValidationError("\(name) is refused: \(reason)") }
             }
             if clientID.isEmpty { throw ValidationError("--client-id must not be empty") }
-            if case .unlimited? = lifetime { throw ValidationError("--lifetime needs a duration such as 12h or 30d") }
         }
 
         func run() async throws {
             let response = try TokenResponse.parse(Self.readStandardInput())
             let claims = IDTokenClaims(response.idToken)
-            let endpoint = URL(string: tokenEndpoint)!
+            guard let endpoint = URL(string: tokenEndpoint) else { throw ValidationError("--token-endpoint is not a URL") }
+            // Nothing names the user: a distinct account, never a guess that replaces another's.
+            let unnamed = "unnamed-" + UUID().uuidString.lowercased().prefix(8)
+            let named = subject != nil || claims.subject != nil
             var clientSecret: String?
             if let clientSecretFile {
                 var bytes = try CredentialOptions.readPassphraseFile(clientSecretFile)
@@ -94,7 +99,7 @@ extension VaultCommand.Accounts {
             }
             let account = NewAccount(
                 issuer: issuer ?? claims.issuer ?? Self.origin(of: endpoint),
-                subject: subject ?? claims.subject ?? clientID,
+                subject: subject ?? claims.subject ?? unnamed,
                 label: label,
                 client: OAuthClientSettings(
                     tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
@@ -102,7 +107,7 @@ extension VaultCommand.Accounts {
                 clientSecret: clientSecret)
             var policy = SessionPolicy()
             if let idleTimeout { policy.idleTimeout = idleTimeout.duration }
-            if let lifetime, let duration = lifetime.duration { policy.absoluteLifetime = duration }
+            if let lifetime { policy.absoluteLifetime = lifetime.duration }
             if let idle = policy.idleTimeout, policy.warningBefore >= idle { policy.warningBefore = idle / 2 }
 
             let view = try await OpenedVault.with(global, credentials) { opened in
@@ -113,6 +118,10 @@ extension VaultCommand.Accounts {
                 print(view.json.rendered, terminator: "")
             } else {
                 print("Added account \(view.account.id) (\(view.account.subject) at \(view.account.issuer)), now active.")
+                if !named {
+                    print("  The token response names no user (no ID token) and no --subject was given, so this is a new account; "
+                          + "to replace an account's tokens instead, import with --subject.")
+                }
                 print("  \(view.tokenText)")
             }
         }

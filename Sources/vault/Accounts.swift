@@ -14,7 +14,7 @@ extension VaultCommand {
                 for when they name none. Commands take an account as its id, a unique prefix of the \
                 id (4+ characters) or its subject.
                 """,
-            subcommands: [Add.self, List.self, Show.self, Switch.self, Remove.self])
+            subcommands: [Add.self, List.self, Show.self, Switch.self, SetPolicy.self, Remove.self])
     }
 }
 
@@ -205,7 +205,7 @@ struct AccountView {
                 rows.append(("Ends at latest", "\(Format.iso8601(absolute)) (\(Format.relative(absolute)))"))
             }
         }
-        rows.append(("Policy", "idle timeout \(policy.idleTimeout.map(Format.span) ?? "none") (then \(policy.idleAction.rawValue)), lifetime \(Format.span(policy.absoluteLifetime)), background timeout \(policy.backgroundTimeout.map(Format.span) ?? "none")"))
+        rows.append(("Policy", Format.policy(policy)))
         return rows.map { "\($0.0.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.1)" }.joined(separator: "\n")
     }
 }

@@ -100,28 +100,12 @@ struct CommandFailure: Error, CustomStringConvertible {
     static func status(of error: SessionError) -> ExitStatus {
         switch error {
         case .locked: .sessionLocked
-        case .expired, .revoked, .notSignedIn, .noActiveAccount: .sessionEnded
+        case .expired, .revoked, .refused, .notSignedIn, .noActiveAccount: .sessionEnded
         case .temporarilyUnavailable: .serverUnavailable
         case .clientMisconfigured: .clientRefused
         case .accountChanged: .busy
         case .pinningFailed: .pinningFailed
-        case .vault(let code, _):
-            VaultErrorCodeName(rawValue: code).map { status(of: $0.code) } ?? .failure
+        case .vault(let error): status(of: error.code)
         }
-    }
-}
-
-/// `SessionError.vault` carries the vault's code by name; this finds the code again.
-private struct VaultErrorCodeName {
-    let code: VaultError.Code
-
-    init?(rawValue: String) {
-        let known: [VaultError.Code] = [
-            .wrongCredential, .invalidCredential, .notAVault, .damaged, .schemaTooNew, .migrationChecksumMismatch,
-            .migrationFailed, .unsafeLocation, .alreadyExists, .notFound, .recordNotFound, .staleGeneration,
-            .invalidArgument, .closed, .storage,
-        ]
-        guard let code = known.first(where: { $0.description == rawValue }) else { return nil }
-        self.code = code
     }
 }

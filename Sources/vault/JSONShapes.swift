@@ -72,9 +72,10 @@ extension JSONValue {
             "idle_timeout_seconds": .number(policy.idleTimeout.map { $0.components.seconds }),
             "warning_seconds": .int(policy.warningBefore.components.seconds),
             "max_extensions": .number(policy.maxExtensions),
-            "absolute_lifetime_seconds": .int(policy.absoluteLifetime.components.seconds),
+            "absolute_lifetime_seconds": .number(policy.absoluteLifetime.map { $0.components.seconds }),
             "background_timeout_seconds": .number(policy.backgroundTimeout.map { $0.components.seconds }),
             "idle_action": .string(policy.idleAction.rawValue),
+            "activity": .string(policy.activity.rawValue),
         ]
     }
 
@@ -245,7 +246,7 @@ struct SessionSummary {
 
     init(_ status: SessionStatus) {
         switch status {
-        case .active, .loading: (state, reason) = ("active", nil)
+        case .active: (state, reason) = ("active", nil)
         case .signedOut: (state, reason) = ("signed_out", nil)
         case .locked(let why): (state, reason) = ("locked", why.rawValue)
         case .expired(let why): (state, reason) = ("expired", why.rawValue)

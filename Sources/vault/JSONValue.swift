@@ -32,6 +32,23 @@ enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
         return out + "\n"
     }
 
+    /// One line, no spaces: a JSON Lines record.
+    var compact: String {
+        switch self {
+        case .array(let items): return "[" + items.map(\.compact).joined(separator: ",") + "]"
+        case .object(let members):
+            return "{" + members.map { key, value in
+                var out = ""
+                Self.escape(key, into: &out)
+                return out + ":" + value.compact
+            }.joined(separator: ",") + "}"
+        default:
+            var out = ""
+            write(to: &out, indent: 0)
+            return out
+        }
+    }
+
     private func write(to out: inout String, indent: Int) {
         let pad = String(repeating: "  ", count: indent + 1)
         let close = String(repeating: "  ", count: indent)

@@ -8,6 +8,25 @@ enum Terminal {
     static var standardErrorIsTerminal: Bool { isatty(STDERR_FILENO) == 1 }
     static var standardInputIsTerminal: Bool { isatty(STDIN_FILENO) == 1 }
 
+    /// `text` with control characters (terminal escape sequences among them) shown as `\u{…}`,
+    /// for values the vault did not choose: a server's words, a subject, a label.
+    static func printable(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format {
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// Writes what `print` buffered (a follower's lines reach a pipe as they come).
+    static func flushOutput() {
+        fflush(nil)
+    }
+
     static func printError(_ line: String) {
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }

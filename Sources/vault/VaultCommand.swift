@@ -43,7 +43,7 @@ struct VaultCommand: AsyncParsableCommand {
             """,
         version: "1.0.0",
         subcommands: [
-            Init.self, Status.self, Accounts.self, Sessions.self, Devices.self, Notifications.self,
+            Init.self, Status.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
             Token.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])
 

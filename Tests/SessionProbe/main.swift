@@ -4,6 +4,9 @@
 //
 //     SessionProbe VAULT KEYFILE tokens N [--now MS]   N concurrent validAccessToken() calls
 //     SessionProbe VAULT KEYFILE switch ID [--now MS]  make ID the active account
+//     SessionProbe VAULT KEYFILE race ROUNDS:SEED      ROUNDS random session transitions
+//         (activity, extension, lock, unlock, rarely end) on the active account, the choices
+//         drawn from SEED; prints `extended N` (extensions granted here) and `done`
 //     (and the reliability suite's operations, see ReliabilityOperations.swift)
 //
 // `--now MS` fixes the wall clock (milliseconds since 1970) so the child judges deadlines
@@ -12,6 +15,7 @@
 // (`revoked`, `locked idle_timeout`, `expired absolute_timeout`, …), never a token.
 import Foundation
 import Logging
+import Synchronization
 import VaultCrypto
 import VaultOAuth
 import VaultSession
@@ -30,11 +34,12 @@ func kind(of error: any Error) -> String {
     case .locked(_, let reason): return "locked \(reason)"
     case .expired(_, let reason): return "expired \(reason)"
     case .revoked: return "revoked"
+    case .refused: return "refused"
     case .clientMisconfigured(_, let code, _): return "clientMisconfigured \(code)"
     case .temporarilyUnavailable: return "temporarilyUnavailable"
     case .accountChanged: return "accountChanged"
     case .pinningFailed: return "pinningFailed"
-    case .vault(let code, _): return "vault \(code)"
+    case .vault(let error): return "vault \(error.code)"
     }
 }
 
@@ -83,6 +88,17 @@ do {
     case "switch":
         try await service.switchAccount(to: AccountID(rawValue: argument))
         emit("switched")
+    case "race":
+        let parts = argument.split(separator: ":").compactMap { UInt64($0) }
+        // Time moves 50 ms at every reading, so activity is written now and then (a fixed clock
+        // would never let the stored last activity grow stale).
+        let ticks = Mutex<Int64>(0)
+        let start = wallClock.now()
+        let moving = WallClock { start.addingTimeInterval(TimeInterval(ticks.withLock { $0 += 50; return $0 }) / 1000) }
+        let extended = try await race(vault: vault, keyFile: keyFile, wallClock: moving,
+                                      rounds: Int(parts.first ?? 100), seed: parts.last ?? 1)
+        emit("extended \(extended)")
+        emit("done")
     default:
         emit("error unknown operation \(operation)")
     }
@@ -91,4 +107,42 @@ do {
 } catch {
     emit("error \(kind(of: error))")
     exit(1)
+}
+
+/// SplitMix64: a seeded generator, so a failing race can be run again with the seed it printed.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Random transitions on the active account's session through a service of its own, whose
+/// extensions go through the server path (the in-flight marker): refusals are expected and
+/// ignored; what the parent checks is the vault and its event log afterwards.
+func race(vault: Vault, keyFile: URL, wallClock: WallClock, rounds: Int, seed: UInt64) async throws -> Int {
+    let service = SessionService(vault: vault, oauth: OAuthClient(logger: Logger(label: "probe")), wallClock: wallClock,
+                                 extensionHandler: { _ in await Task.yield(); return true })
+    var random = SeededGenerator(state: seed)
+    var extended = 0
+    for _ in 0..<rounds {
+        let draw = random.next() % 10_000
+        do {
+            switch draw {
+            case 0..<3500: try await service.recordActivity()
+            case 3500..<6000: if case .extended = try await service.extendSession() { extended += 1 }
+            case 6000..<8000: try await service.lock()
+            case 8000..<9999: try await service.unlock(with: .keyFile(keyFile))
+            default: try await service.endSession()
+            }
+        } catch {
+            continue  // locked, expired, another process first: the race's ordinary refusals
+        }
+    }
+    await service.stop()
+    return extended
 }

@@ -208,4 +208,44 @@ struct AccountsAndTokenTests {
         #expect(badURL.status == Exit.usage)
         #expect(try await fixture.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
     }
+
+    @Test("two imports naming no user: two accounts, none replaced by a guess, and the command says so")
+    func importsWithoutSubjectNeverReplace() async throws {
+        let fixture = try await Fixture()
+        let base = ["accounts", "add", "--token-endpoint", "https://id.example.test/oauth/token", "--client-id", "c"]
+        let alice = try await fixture.run(base, stdin: #"{"access_token": "alice-at", "token_type": "Bearer", "refresh_token": "alice-rt"}"#)
+        #expect(alice.status == 0, "\(alice)")
+        #expect(alice.stdout.contains("--subject"), "the command says how to replace on purpose")
+        let bob = try await fixture.run(base, stdin: #"{"access_token": "bob-at", "token_type": "Bearer", "refresh_token": "bob-rt"}"#)
+        #expect(bob.status == 0, "\(bob)")
+        let accounts = try await fixture.run(["accounts", "list", "--json"]).jsonArray()
+        #expect(accounts.count == 2, "alice's account was not replaced by bob's tokens")
+        #expect(Set(accounts.compactMap { $0["subject"] as? String }).count == 2)
+    }
+
+    @Test("--lifetime none is accepted; set-policy changes an existing account and its open session")
+    func lifetimeNoneAndSetPolicy() async throws {
+        let fixture = try await Fixture()
+        let base = ["accounts", "add", "--token-endpoint", "https://id.example.test/oauth/token", "--client-id", "c", "--subject", "alice"]
+        let added = try await fixture.run(base + ["--lifetime", "none"], stdin: #"{"access_token": "a", "token_type": "Bearer"}"#)
+        #expect(added.status == 0, "\(added)")
+        let shown = try await fixture.run(["accounts", "show", "alice", "--json"]).jsonObject()
+        let policy = try #require(shown["policy"] as? [String: Any])
+        #expect(policy["absolute_lifetime_seconds"] is NSNull)
+        #expect(policy["activity"] as? String == "any")
+
+        let changed = try await fixture.run(["accounts", "set-policy", "alice", "--lifetime", "2h", "--idle-timeout", "none",
+                                             "--activity", "interactive", "--json"])
+        #expect(changed.status == 0, "\(changed)")
+        let after = try #require(try changed.jsonObject()["policy"] as? [String: Any])
+        #expect(after["absolute_lifetime_seconds"] as? Int == 7200)
+        #expect(after["idle_timeout_seconds"] is NSNull)
+        #expect(after["activity"] as? String == "interactive")
+        let sessions = try await fixture.run(["sessions", "list", "--json"]).jsonArray()
+        #expect(sessions.first?["absolute_deadline"] is String, "the open session's deadline follows the new lifetime")
+        #expect(sessions.first?["idle_deadline"] is NSNull)
+
+        let nothing = try await fixture.run(["accounts", "set-policy", "alice"])
+        #expect(nothing.status == Exit.usage)
+    }
 }

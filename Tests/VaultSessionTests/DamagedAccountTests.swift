@@ -26,11 +26,12 @@ struct DamagedAccountTests {
             let token = try await service.validAccessToken(for: alice)
             #expect(token.account == alice)
             let error = await sessionError { try await service.validAccessToken(for: bob) }
-            guard case .vault(let code, let message)? = error else {
+            guard case .vault(let vaultError)? = error else {
                 Issue.record("expected a vault error, got \(String(describing: error))")
                 return
             }
-            #expect(code == "damaged")
+            let message = vaultError.message
+            #expect(vaultError.code == .damaged)
             #expect(message.contains("sessions.absolute_deadline") || message.contains("accounts.token_endpoint"), "\(message)")
             await h.expectTokenRequests(0)
         }

@@ -22,9 +22,13 @@ struct LeaseRenewalTests {
             #expect(await h.gateway.waitForStats(upTo: TestTimeScale.scaled(.seconds(10))) { $0.tokenRequests == 1 })
 
             // Three lease durations pass while the server holds its answer; the holder renews
-            // every third of one (it sleeps on the test clock between renewals).
-            for _ in 0..<9 {
-                #expect(await h.time.advanceWhenSleeping(by: .seconds(1)), "the holder is renewing: \(h.time.sleepingUntil)")
+            // every third of one (it sleeps on the test clock between renewals, and the clock
+            // moves only once it sleeps again: its renewal is written in between).
+            let started = h.time.now()
+            for second in 1...9 {
+                let next = started.addingTimeInterval(TimeInterval(second))
+                #expect(await h.time.waitForSleeper(until: next), "the holder is renewing: \(h.time.sleepingUntil)")
+                await h.time.advance(to: next)
             }
             let other = try h.openAnotherVault()
             let state = try other.refreshState(for: alice)

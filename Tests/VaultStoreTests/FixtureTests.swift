@@ -73,6 +73,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-4 fixture opens with the newest code, every record survives and every row is authentic")
+    func schemaFourFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV4.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV4.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV4.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -40,7 +40,7 @@ import VaultTestSupport
         updated.extensionsUsed = 2
         updated.backgroundEnteredAt = Times.at(30)
         updated.endedAt = Times.at(120)
-        try vault.updateSession(updated)
+        updated = try vault.updateSession(updated)
         let second = try vault.startSession(for: confidential.id, idleDeadline: nil, absoluteDeadline: nil)
 
         // Devices: save, then update the same registration.

@@ -37,8 +37,9 @@ public enum FixtureV3 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV2.differences(in: vault, laterAccounts: 1)
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV2.differences(in: vault, laterAccounts: 1 + laterAccounts)
         guard let carol = try vault.accounts().first(where: { $0.subject == "carol" }) else {
             return problems + ["carol missing"]
         }

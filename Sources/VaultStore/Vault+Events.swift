@@ -1,0 +1,148 @@
+import Foundation
+import GRDB
+
+/// One entry of the vault's session event log (schema 4): what a process did to a session,
+/// in the order it was recorded. Every process using the vault appends to it and tails it,
+/// so a subscriber in one process sees what another caused.
+public struct StoredEvent: Sendable, Hashable {
+    /// The entry's place in the log; later entries have larger numbers.
+    public var seq: Int64
+    public var at: Date
+    /// The account concerned; nil for events of the whole vault.
+    public var account: AccountID?
+    /// What happened, as the session layer names it (`token_refreshed`, `locked`…).
+    public var kind: String
+    /// The plain description of the event (reasons, times, generations): never personal.
+    public var data: [String: String]
+    /// The server's words, opened; nil when there were none, the vault is locked, or the
+    /// account is gone (its key with it).
+    public var detail: String?
+    /// Who recorded it: the recording session service's name in this vault (`pid1234-…`).
+    public var origin: String
+    /// False for an entry that fails its row MAC (written or changed without the key): its
+    /// `kind` and `data` are what the file says, untrusted, and nothing must act on it.
+    public var authentic: Bool
+
+    public init(seq: Int64, at: Date, account: AccountID?, kind: String, data: [String: String] = [:],
+                detail: String? = nil, origin: String, authentic: Bool = true) {
+        self.seq = seq
+        self.at = at
+        self.account = account
+        self.kind = kind
+        self.data = data
+        self.detail = detail
+        self.origin = origin
+        self.authentic = authentic
+    }
+}
+
+/// How long the event log keeps its entries: at most `count`, none older than `age`.
+public struct EventRetention: Sendable, Hashable {
+    public var count: Int
+    public var age: Duration
+
+    public init(count: Int = 10_000, age: Duration = .seconds(30 * 86_400)) {
+        self.count = max(count, 1)
+        self.age = age
+    }
+}
+
+// MARK: - The event log
+
+extension Vault {
+    /// Appends an event and applies `retention`, in one transaction. `detail` (the server's
+    /// words) is sealed with the account's data key; it is dropped when there is no account
+    /// or the account is gone. Returns the new entry's `seq`.
+    @discardableResult
+    package func appendEvent(kind: String, account: AccountID?, data: [String: String], detail: String?,
+                             origin: String, retention: EventRetention) throws -> Int64 {
+        let now = clock.now()
+        let json = Self.eventJSON(data)
+        return try write("recording a session event") { db in
+            let exists = try account.map {
+                try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
+            } ?? false
+            let accountID = exists ? account : nil
+            try db.execute(sql: "INSERT INTO events (at, account_id, kind, data, origin) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [now.millisecondsSince1970, accountID?.rawValue, kind, json, origin])
+            let seq = db.lastInsertedRowID
+            if let accountID, !self.isLocked, let detail {
+                let sealed = try self.seal(detail, table: "events", column: "detail", account: accountID, row: String(seq), db)
+                try db.execute(sql: "UPDATE events SET detail = ? WHERE seq = ?", arguments: [sealed, seq])
+            }
+            try self.integrity.authenticate(.events, where: "seq = ?", [seq], db)
+            // Bounded by count, then by age (seq grows with time, so the oldest are first).
+            try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [seq - Int64(retention.count)])
+            let cutoff = now.addingTimeInterval(-retention.age.timeInterval).millisecondsSince1970
+            try db.execute(sql: "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)",
+                           arguments: [cutoff])
+            return seq
+        }
+    }
+
+    /// Up to `limit` entries after `seq`, oldest first (of one account when given). An entry
+    /// that fails its check is returned with ``StoredEvent/authentic`` false and no detail.
+    public func events(after seq: Int64 = 0, account: AccountID? = nil, limit: Int = 1000) throws -> [StoredEvent] {
+        try read("reading session events") { db in
+            let rows: [Row]
+            if let account {
+                rows = try Row.fetchAll(
+                    db.cachedStatement(sql: "SELECT * FROM events WHERE account_id = ? AND seq > ? ORDER BY seq LIMIT ?"),
+                    arguments: [account.rawValue, seq, limit])
+            } else {
+                rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?"),
+                                        arguments: [seq, limit])
+            }
+            return try rows.map { try self.event(from: $0, db) }
+        }
+    }
+
+    /// The newest entries (up to `limit`), oldest first: where `vault events` starts.
+    public func latestEvents(account: AccountID? = nil, limit: Int) throws -> [StoredEvent] {
+        let last = try lastEventSeq()
+        guard account == nil else {
+            return try read("reading session events") { db in
+                try Row.fetchAll(db, sql: "SELECT * FROM (SELECT * FROM events WHERE account_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                                 arguments: [account?.rawValue, limit]).map { try self.event(from: $0, db) }
+            }
+        }
+        return try events(after: max(0, last - Int64(limit)), limit: limit)
+    }
+
+    /// The `seq` of the newest entry; 0 when the log is empty. A tail starts after it.
+    public func lastEventSeq() throws -> Int64 {
+        try read("reading session events") { db in
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(seq), 0) FROM events")) ?? 0
+        }
+    }
+
+    private func event(from row: Row, _ db: Database) throws -> StoredEvent {
+        let key = row.storedKey("seq")
+        let seq: Int64 = try row.stored("seq", table: "events", row: key, path: path)
+        let account: AccountID? = try row.storedIfPresent("account_id", table: "events", row: key, path: path).map(AccountID.init(rawValue:))
+        let json: String = try row.stored("data", table: "events", row: key, path: path)
+        var event = StoredEvent(
+            seq: seq, at: try row.storedDate("at", table: "events", row: key, path: path), account: account,
+            kind: try row.stored("kind", table: "events", row: key, path: path),
+            data: Self.eventData(json), origin: try row.stored("origin", table: "events", row: key, path: path))
+        guard try integrity.verdict(row, in: .events, db) == .authentic else {
+            event.authentic = false
+            return event
+        }
+        if let account, !isLocked {
+            event.detail = try? open(row.storedIfPresent("detail", table: "events", row: key, path: path),
+                                     table: "events", column: "detail", account: account, row: key, db)
+        }
+        return event
+    }
+
+    static func eventJSON(_ data: [String: String]) -> String {
+        guard let encoded = try? JSONSerialization.data(withJSONObject: data, options: [.sortedKeys]) else { return "{}" }
+        return String(decoding: encoded, as: UTF8.self)
+    }
+
+    static func eventData(_ json: String) -> [String: String] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        return object.compactMapValues { $0 as? String }
+    }
+}
