@@ -26,6 +26,7 @@ struct VerdictTests {
         try await SessionHarness.run { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
             await h.gateway.failNextTokenRequests(3, with: refusal.fault)
+            let mark = h.events.mark
             for attempt in 1...2 {
                 // Still valid for 30 s: served while the refusals are counted and backed off.
                 _ = try await h.service.validAccessToken()
@@ -44,6 +45,40 @@ struct VerdictTests {
             #expect(try h.vault.tokens(for: alice) == nil)
             #expect(await sessionError { try await h.service.validAccessToken() } == error)
             await h.expectTokenRequests(3)
+
+            // Subscribers heard each refusal, then the verdict; the message says what to do.
+            #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .expired(.refused)) } != nil)
+            #expect(h.events.events(after: mark) { $0.refreshFailure?.account == alice }.count == 2)
+            let message = try #require(error).description
+            #expect(message.contains("kept refusing") && message.contains("sign in again"), "message: \(message)")
+            // Another instance on the same file reads the same verdict, without a request.
+            let other = h.makeService(on: try h.openAnotherVault())
+            guard case .refused(alice, _)? = await sessionError({ try await other.validAccessToken() }) else {
+                Issue.record("another instance did not read the refused verdict")
+                return
+            }
+            await h.expectTokenRequests(3)
+            h.expectNoTokenInLogs()
+        }
+    }
+
+    @Test("a 404 page without JSON is no refusal: the session outlives more of them than maximumRefusals")
+    func pageFromInFrontIsNoRefusal() async throws {
+        try await SessionHarness.run { h in
+            // Valid for 30 s, less than the leeway: every call wants a refresh; four back-offs
+            // (1 + 2 + 4 + 8 s at most) pass while it is still served.
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            await h.gateway.failNextTokenRequests(4, with: TokenFault(status: 404, body: "<html>Not Found</html>"))
+            for attempt in 1...4 {
+                _ = try await h.service.validAccessToken()
+                await h.expectTokenRequests(attempt)
+                #expect(try h.vault.refreshState(for: alice).refusals == 0)
+                let retryAt = try #require(try h.vault.refreshState(for: alice).nextAttemptAt)
+                await h.time.advance(to: retryAt.addingTimeInterval(0.001))
+            }
+            #expect(try await h.service.status() == .active)
+            let refreshed = try await h.service.validAccessToken()
+            #expect(refreshed.value != (try h.firstTokens(of: "alice").accessToken))
         }
     }
 
