@@ -349,8 +349,9 @@ extension SessionService {
             try await settle()
             throw SessionError.refused(id, description: reason)
         case .transient, .unrecognizedError, .malformedResponse:
+            // The server's Retry-After (a 429's or a 503's), capped by the back-off.
             var retryAfter: Duration?
-            if case .transient(.rateLimited(let after)) = error { retryAfter = after }
+            if case .transient(let failure) = error { retryAfter = failure.retryAfter }
             let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
             let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
             let reason = "\(error)"

@@ -33,7 +33,7 @@ struct RefusalClassificationTests {
 
     @Test("counted as a refusal only when the token endpoint itself refused without known words", arguments: answers)
     func classification(_ answer: Answer) throws {
-        let result = OAuthClient.classifyRefresh(HTTPResponse(status: answer.status, body: Data(answer.body.utf8)), secrets: [])
+        let result = OAuthClient.classifyRefresh(HTTPResponse(status: answer.status, body: Data(answer.body.utf8)), secrets: [], now: Date())
         guard case .failure(let error) = result else {
             Issue.record("\(answer.name) was taken for tokens")
             return
