@@ -390,9 +390,9 @@ public actor SessionService {
     ///   decoded, not verified. That is enough here: the token came from the token endpoint like
     ///   `expires_in` would have, the claim only decides when the vault refreshes its own copy,
     ///   the resource server still checks the token, and an API's 401, reported
-    ///   (``reportUnauthorized(_:)``), makes the vault refresh at once. Never later than `exp`. An `exp` already past
-    ///   (a server clock behind this one; believed, every call would refresh) or more than
-    ///   ``longestBelievedJWTLifetime`` ahead is ignored;
+    ///   (``reportUnauthorized(_:)``), makes the vault refresh at once. Never later than `exp`.
+    ///   An `exp` already past (a server clock behind this one; believed, every call would
+    ///   refresh) or more than ``longestBelievedJWTLifetime`` ahead is ignored;
     /// - else ``SessionConfiguration/defaultTokenLifetime`` from now.
     func accessTokenExpiry(_ response: TokenResponse) -> Date {
         let now = now()
