@@ -92,6 +92,7 @@ extension HTTPResponse {
             headers[.contentType] = "text/plain"
             body = Data("injected failure".utf8)
         }
+        for (name, value) in fault.headers { headers[HTTPHeader(name)] = value }
         return HTTPResponse(statusCode: .gateway(fault.status), headers: headers, body: body)
     }
 }

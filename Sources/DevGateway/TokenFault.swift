@@ -18,14 +18,19 @@ public struct TokenFault: Sendable, Hashable {
     /// Whether the JSON error's `error_description` repeats the request, as a careless server
     /// does: see ``echo(body:authorization:)``. Needs `error`.
     public var echoesRequest: Bool
+    /// Header fields to send as given, set last (so they win): a `Retry-After` date with the
+    /// server's `Date`, a `Content-Type` for a raw `body`.
+    public var headers: [String: String]
 
     /// Creates a fault.
-    public init(status: Int, retryAfter: Int? = nil, error: String? = nil, body: String? = nil, echoesRequest: Bool = false) {
+    public init(status: Int, retryAfter: Int? = nil, error: String? = nil, body: String? = nil, echoesRequest: Bool = false,
+                headers: [String: String] = [:]) {
         self.status = status
         self.retryAfter = retryAfter
         self.error = error
         self.body = body
         self.echoesRequest = echoesRequest
+        self.headers = headers
     }
 
     /// What an echoing fault says about a request: its body as sent (form-encoded), decoded, and

@@ -59,7 +59,7 @@ extension OAuthClient {
             throw failure
         }
 
-        let result = Self.classifyRefresh(response, secrets: [refreshToken] + client.secrets)
+        let result = Self.classifyRefresh(response, secrets: [refreshToken] + client.secrets, now: now())
         switch result {
         case .success:
             logger.debug("token refresh finished", metadata: ["oauth.outcome": "success", "http.status": "\(response.status)"])
@@ -70,8 +70,8 @@ extension OAuthClient {
     }
 
     /// Classifies a token endpoint response. Every spelling of `secrets` is scrubbed from any
-    /// server text kept (``Redaction``).
-    static func classifyRefresh(_ response: HTTPResponse, secrets: [String]) -> Result<TokenResponse, RefreshError> {
+    /// server text kept (``Redaction``). `now` is when it arrived, for a `Retry-After` date.
+    static func classifyRefresh(_ response: HTTPResponse, secrets: [String], now: Date) -> Result<TokenResponse, RefreshError> {
         let status = response.status
         switch status {
         case 200..<300:
@@ -83,7 +83,9 @@ extension OAuthClient {
         case 408:
             return .failure(.transient(.timeout))
         case 429:
-            return .failure(.transient(.rateLimited(retryAfter: TransientFailure.retryAfter(in: response.headers))))
+            return .failure(.transient(.rateLimited(retryAfter: TransientFailure.retryAfter(in: response.headers, now: now))))
+        case 503:
+            return .failure(.transient(.server(status: status, retryAfter: TransientFailure.retryAfter(in: response.headers, now: now))))
         case 500..<600:
             return .failure(.transient(.server(status: status)))
         case 400..<500:

@@ -51,7 +51,7 @@ extension OAuthClient {
             throw failure
         }
 
-        if let failure = Self.classifyRevocation(response, secrets: [token] + client.secrets) {
+        if let failure = Self.classifyRevocation(response, secrets: [token] + client.secrets, now: now()) {
             logger.debug("token revocation finished", metadata: ["oauth.outcome": "\(failure.outcomeName)", "http.status": "\(response.status)"])
             throw failure
         }
@@ -59,8 +59,9 @@ extension OAuthClient {
     }
 
     /// Classifies a revocation response: nil means revoked (or never valid). Every spelling of
-    /// `secrets` is scrubbed from any server text kept (``Redaction``).
-    static func classifyRevocation(_ response: HTTPResponse, secrets: [String]) -> RevocationError? {
+    /// `secrets` is scrubbed from any server text kept (``Redaction``). `now` is when it
+    /// arrived, for a `Retry-After` date.
+    static func classifyRevocation(_ response: HTTPResponse, secrets: [String], now: Date) -> RevocationError? {
         let status = response.status
         switch status {
         case 200..<300:
@@ -68,7 +69,9 @@ extension OAuthClient {
         case 408:
             return .transient(.timeout)
         case 429:
-            return .transient(.rateLimited(retryAfter: TransientFailure.retryAfter(in: response.headers)))
+            return .transient(.rateLimited(retryAfter: TransientFailure.retryAfter(in: response.headers, now: now)))
+        case 503:
+            return .transient(.server(status: status, retryAfter: TransientFailure.retryAfter(in: response.headers, now: now)))
         case 500..<600:
             return .transient(.server(status: status))
         case 400..<500:

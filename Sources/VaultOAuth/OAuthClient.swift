@@ -26,15 +26,20 @@ public struct OAuthClient: Sendable {
     public var requestDeadline: Duration
     /// What ``requestDeadline`` is measured on; tests pass a test clock.
     public var clock: any Clock<Duration>
+    /// The wall-clock time now: a `Retry-After` HTTP date in a response without a `Date`
+    /// header is measured against it. Tests pass the wall clock their vault uses.
+    public var now: @Sendable () -> Date
 
     /// Creates a client that sends requests through `transport` and logs to `logger`, each
     /// request bounded by `requestDeadline` on `clock`.
     public init(transport: any HTTPTransport = NIOTransport(), logger: Logger,
-                requestDeadline: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock()) {
+                requestDeadline: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock(),
+                now: @escaping @Sendable () -> Date = { Date() }) {
         self.transport = transport
         self.logger = logger
         self.requestDeadline = requestDeadline
         self.clock = clock
+        self.now = now
     }
 
     /// Builds a form POST with JSON accepted, client authentication applied.

@@ -7,6 +7,8 @@ import Foundation
 ///   grant, report it, don't retry.
 /// - ``transient(_:)``: try again later (``isTransient`` is true).
 /// - ``malformedResponse(status:reason:)``: the server answered nonsense — a server bug.
+/// - ``unrecognizedError(status:code:description:)``, and a 400/401 without JSON: refused, the
+///   meaning unknown (``isUnexplainedRefusal``) — retry, but only a few times in a row.
 ///
 /// ```swift
 /// do {
@@ -42,6 +44,26 @@ public enum RefreshError: Error, Sendable, Hashable {
     public var isTransient: Bool {
         if case .transient = self { return true }
         return false
+    }
+
+    /// Whether the authorization server refused the refresh without saying why in words this
+    /// client knows: a 4xx JSON error with an unregistered code (`interaction_required`, a
+    /// vendor's own), or a 400 or 401 without a JSON error body. RFC 6749 §5.2 has the token
+    /// endpoint answer every error with 400 (401 for client authentication) and a JSON `error`,
+    /// so those two statuses come from the endpoint itself; another 4xx page without JSON (a
+    /// 403 from a firewall, a 404 during a deployment) more likely comes from something in
+    /// front of it, and stays a plain failure. The grant may be alive or dead: a caller retries,
+    /// but not forever.
+    ///
+    /// ```swift
+    /// if error.isUnexplainedRefusal { refusals += 1 }  // past a bound: sign in again
+    /// ```
+    public var isUnexplainedRefusal: Bool {
+        switch self {
+        case .unrecognizedError(let status, _, _): (400..<500).contains(status)
+        case .malformedResponse(let status, _): status == 400 || status == 401
+        default: false
+        }
     }
 }
 

@@ -3,17 +3,26 @@ import Foundation
 /// A failure that may go away if the same request is retried later.
 ///
 /// ```swift
-/// case .transient(.rateLimited(let retryAfter)): try await clock.sleep(for: retryAfter ?? .seconds(30))
+/// case .transient(let failure): try await clock.sleep(for: failure.retryAfter ?? .seconds(30))
 /// ```
 public enum TransientFailure: Sendable, Hashable {
     /// The server could not be reached, or the connection broke (refused, unreachable, TLS).
     case network(message: String)
     /// No response arrived in time (the transport's timeout, or HTTP 408).
     case timeout
-    /// HTTP 429; `retryAfter` is the server's `Retry-After` in seconds, when it gave one.
+    /// HTTP 429; `retryAfter` is the server's `Retry-After` as a delay, when it gave one.
     case rateLimited(retryAfter: Duration?)
-    /// The server failed: a 5xx status, or a `server_error` / `temporarily_unavailable` error code.
-    case server(status: Int)
+    /// The server failed: a 5xx status, or a `server_error` / `temporarily_unavailable` error
+    /// code. `retryAfter`: a 503's `Retry-After` as a delay, when it gave one (RFC 9110 §15.6.4).
+    case server(status: Int, retryAfter: Duration? = nil)
+
+    /// How long the server asked the client to wait (`Retry-After`), when it did.
+    public var retryAfter: Duration? {
+        switch self {
+        case .rateLimited(let retryAfter), .server(_, let retryAfter): retryAfter
+        case .network, .timeout: nil
+        }
+    }
 }
 
 extension TransientFailure: CustomStringConvertible {
@@ -24,7 +33,8 @@ extension TransientFailure: CustomStringConvertible {
         case .timeout: "the server did not answer in time"
         case .rateLimited(let retryAfter?): "rate limited by the server; retry after \(retryAfter.components.seconds) s"
         case .rateLimited(nil): "rate limited by the server"
-        case .server(let status): "server error (HTTP \(status))"
+        case .server(let status, let retryAfter?): "server error (HTTP \(status)); retry after \(retryAfter.components.seconds) s"
+        case .server(let status, nil): "server error (HTTP \(status))"
         }
     }
 }
@@ -63,21 +73,29 @@ extension TransientFailure {
         }
     }
 
-    /// Reads `Retry-After` as delay-seconds (RFC 9110 §10.2.3); an HTTP-date gives nil.
+    /// The longest `Retry-After` read, about 31 years: a longer one is taken as this, so adding
+    /// it to a date never overflows. Callers cap it far lower (the session: its back-off cap).
+    static let longestRetryAfter: Int64 = 1_000_000_000
+
+    /// Reads `Retry-After` in both forms of RFC 9110 §10.2.3 as a delay from now: delta-seconds,
+    /// or an HTTP date, taken against the response's own `Date` header when it has one (the
+    /// server's clock against the server's clock: no skew), else against `now`. A date in the
+    /// past means now (zero); anything else unreadable gives nil. The caller caps the delay.
     ///
-    /// Both forms of RFC 9110 §10.2.3: delta-seconds, or an HTTP date, taken relative to the
-    /// response's own `Date` header when it has one (the server's clock against the server's
-    /// clock: no skew), else to `now`. A date in the past means now. The caller caps it.
-    static func retryAfter(in headers: HTTPHeaderFields, now: Date = Date()) -> Duration? {
+    /// ```swift
+    /// TransientFailure.retryAfter(in: ["Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"], now: now)
+    /// ```
+    static func retryAfter(in headers: HTTPHeaderFields, now: Date) -> Duration? {
         guard let raw = headers["Retry-After"] else { return nil }
         let text = raw.trimmingCharacters(in: .whitespaces)
-        if !text.isEmpty, text.utf8.count <= 9, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(text) {
-            return .seconds(seconds)
+        if !text.isEmpty, text.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            // Digits only: too many for an Int64 is still "a very long time", not nothing.
+            return .seconds(min(Int64(text) ?? longestRetryAfter, longestRetryAfter))
         }
         guard let date = httpDate(text) else { return nil }
         let reference = headers["Date"].flatMap { httpDate($0.trimmingCharacters(in: .whitespaces)) } ?? now
         let seconds = date.timeIntervalSince(reference)
-        return .seconds(max(0, Int64(min(seconds, 1e9).rounded(.up))))
+        return .seconds(max(0, Int64(min(seconds, Double(longestRetryAfter)).rounded(.up))))
     }
 
     /// An HTTP date: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), or the obsolete RFC 850

@@ -35,7 +35,8 @@ public struct SessionConfiguration: Sendable {
     /// `vault events`): at most this many, none older than this.
     public var eventRetention = EventRetention()
     /// How long an access token is trusted when its token response has no `expires_in` and it
-    /// is not a JWT with an `exp` (RFC 6749 §5.1 makes `expires_in` only recommended).
+    /// is not a JWT with a believable `exp`: one ahead, by at most a year (RFC 6749 §5.1 makes
+    /// `expires_in` only recommended). Refreshed ``leeway`` before that, as always.
     public var defaultTokenLifetime: Duration = .seconds(3600)
     /// How many refusals in a row whose meaning the vault does not know (an unknown 4xx error
     /// code, a 400/401 without a JSON body) end the grant with the `refused` verdict, as

@@ -324,14 +324,14 @@ extension SessionService {
                            metadata: ["account": "\(id)", "host": "\(host)"])
             publish(.refreshFailed(id, reason: error.summary, retryAt: nil))
             throw SessionError.pinningFailed(id, host: host, reason: reason)
-        case .unrecognizedError(let status, _, _) where (400..<500).contains(status),
-             .malformedResponse(let status, _) where (400..<500).contains(status):
+        case _ where error.isUnexplainedRefusal:
             // A refusal whose meaning is unknown: backed off like a transient failure, but only so
             // many times in a row; then the verdict, as for invalid_grant.
-            let refusals = try await vaultCall { [vault] in try vault.refreshState(for: id) }.refusals + 1
+            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+            let refusals = state.refusals + 1
             let reason = "\(error)"
             guard refusals >= configuration.maximumRefusals else {
-                let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
+                let failures = state.failures + 1
                 let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures).timeInterval)
                 try await vaultCall { [vault, holder = holderID] in
                     try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true)
@@ -349,8 +349,9 @@ extension SessionService {
             try await settle()
             throw SessionError.refused(id, description: reason)
         case .transient, .unrecognizedError, .malformedResponse:
+            // The server's Retry-After (a 429's or a 503's), capped by the back-off.
             var retryAfter: Duration?
-            if case .transient(.rateLimited(let after)) = error { retryAfter = after }
+            if case .transient(let failure) = error { retryAfter = failure.retryAfter }
             let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
             let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
             let reason = "\(error)"

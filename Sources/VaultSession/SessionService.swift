@@ -378,32 +378,28 @@ public actor SessionService {
             scopes: response.scope.map { $0.split(separator: " ").map(String.init) } ?? previous?.scopes ?? client.scopes)
     }
 
-    /// When an access token stops being trusted: `expires_in` when the response has it; else
-    /// the token's own `exp` claim when it is a JWT (decoded, not verified: it only ever
-    /// shortens how long the vault trusts its copy, and an `exp` already past or more than a
-    /// year ahead is ignored); else ``SessionConfiguration/defaultTokenLifetime`` from now. A
-    /// token is never fresh forever.
+    /// The longest a JWT's own `exp` is believed ahead: a year. Beyond it the claim is taken for
+    /// a mistake (milliseconds for seconds, say) and the default lifetime applies instead.
+    static let longestBelievedJWTLifetime: TimeInterval = 365 * 86_400
+
+    /// When the vault stops trusting its copy of an access token and refreshes ahead of it (less
+    /// ``SessionConfiguration/leeway``). A token is never fresh forever:
+    ///
+    /// - the response's `expires_in`, when it has one;
+    /// - else the token's own `exp` when it is a JWT (``TokenResponse/unverifiedAccessTokenExpiry``):
+    ///   decoded, not verified. That is enough here: the token came from the token endpoint like
+    ///   `expires_in` would have, the claim only decides when the vault refreshes its own copy,
+    ///   the resource server still checks the token, and an API's 401, reported
+    ///   (``reportUnauthorized(_:)``), makes the vault refresh at once. Never later than `exp`.
+    ///   An `exp` already past (a server clock behind this one; believed, every call would
+    ///   refresh) or more than ``longestBelievedJWTLifetime`` ahead is ignored;
+    /// - else ``SessionConfiguration/defaultTokenLifetime`` from now.
     func accessTokenExpiry(_ response: TokenResponse) -> Date {
         let now = now()
         if let seconds = response.expiresIn { return now.addingTimeInterval(TimeInterval(seconds)) }
-        let fallback = now.addingTimeInterval(configuration.defaultTokenLifetime.timeInterval)
-        guard let exp = Self.jwtExpiry(response.accessToken), exp > now, exp < now.addingTimeInterval(366 * 86_400) else {
-            return fallback
+        if let exp = response.unverifiedAccessTokenExpiry, exp > now, exp <= now.addingTimeInterval(Self.longestBelievedJWTLifetime) {
+            return exp
         }
-        return exp
-    }
-
-    /// The `exp` claim of a JWT (RFC 7519 §4.1.4), nil when the token is not a JWT or has none.
-    static func jwtExpiry(_ token: String) -> Date? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[1].utf8.count <= 16_384 else { return nil }
-        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64),
-              let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              let exp = claims["exp"] as? NSNumber else { return nil }
-        let seconds = exp.doubleValue
-        guard seconds.isFinite, seconds > 0 else { return nil }
-        return Date(timeIntervalSince1970: seconds)
+        return now.addingTimeInterval(configuration.defaultTokenLifetime.timeInterval)
     }
 }

@@ -33,7 +33,8 @@ enum ExitStatus: Int32, CaseIterable {
     case schemaTooNew = 78
     /// The session is locked: `vault sessions unlock`.
     case sessionLocked = 79
-    /// The session expired, was revoked or was never signed in: import a new sign-in.
+    /// The session expired, was revoked or refused, or was never signed in: import a new sign-in.
+    /// (`refused` shares the code of `revoked`: the same next step; the messages differ.)
     case sessionEnded = 80
     /// The vault's schema is older than this tool: `vault migrate`.
     case migrationNeeded = 81

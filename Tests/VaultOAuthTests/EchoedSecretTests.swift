@@ -65,7 +65,7 @@ struct EchoedSecretTests {
         let secret = Sample.urlSafeToken.value
         for filler in 490..<512 {
             let body = #"{"error":"invalid_grant","error_description":"\#(String(repeating: "x", count: filler))\#(secret) tail"}"#
-            let result = OAuthClient.classifyRefresh(HTTPResponse(status: 400, body: Data(body.utf8)), secrets: [secret])
+            let result = OAuthClient.classifyRefresh(HTTPResponse(status: 400, body: Data(body.utf8)), secrets: [secret], now: Date())
             guard case .failure(.invalidGrant(let description?)) = result else {
                 Issue.record("expected invalid_grant with a description, got \(result)")
                 return

@@ -63,7 +63,7 @@ struct RevocationTests {
                 try await client.revoke(token: token, hint: .refreshToken, endpoint: gateway.revocationEndpoint, client: credentials)
                 Issue.record("revocation unexpectedly succeeded")
             } catch {
-                #expect(error == .transient(.server(status: 503)))
+                #expect(error == .transient(.server(status: 503, retryAfter: .seconds(5))))
                 #expect(error.isTransient)
             }
             let refreshed = try await client.refresh(refreshToken: token, endpoint: gateway.tokenEndpoint, client: credentials)

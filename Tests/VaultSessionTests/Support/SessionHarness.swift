@@ -47,7 +47,7 @@ final class SessionHarness: Sendable {
             store = try TestVault(.keyFile)
             time = TestTime()
             transport = RecordingTransport(timeout: transportTimeout)
-            oauth = OAuthClient(transport: transport, logger: store.logs.logger(label: "oauth"))
+            oauth = OAuthClient(transport: transport, logger: store.logs.logger(label: "oauth"), now: time.wallClock.now)
             self.configuration = configuration
             vault = try store.create(clock: time.wallClock)
             service = SessionService(vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
