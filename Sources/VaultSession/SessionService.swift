@@ -197,7 +197,7 @@ public actor SessionService {
     /// ```
     public func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID? = nil) async throws {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
-        try await vaultCall { [vault] in try vault.changeSessionPolicy(policy, for: id) }
+        _ = try await vaultCall { [vault] in try vault.changeSessionPolicy(policy, for: id) }
         tokenCache = nil
         warned[id] = nil
         logger.info("changed the session policy", metadata: ["account": "\(id)"])

@@ -38,7 +38,7 @@ struct VaultCommand: AsyncParsableCommand {
             66 no vault, 67 no such record, 69 identity server unavailable, 70 migration failed, \
             73 already exists, 74 storage error, 75 busy (try again), 76 client refused by the \
             identity server, 77 wrong passphrase or key file, 78 schema newer than this tool, \
-            79 session locked, 80 session expired or revoked (sign in again), 81 migration \
+            79 session locked, 80 session expired, revoked or refused (sign in again), 81 migration \
             needed, 82 unsafe file permissions.
             """,
         version: "1.0.0",
