@@ -129,14 +129,18 @@ func race(vault: Vault, keyFile: URL, wallClock: WallClock, rounds: Int, seed: U
                                  extensionHandler: { _ in await Task.yield(); return true })
     var random = SeededGenerator(state: seed)
     var extended = 0
-    for _ in 0..<rounds {
+    // The end is drawn only in the last fifth of the rounds: drawn earlier, it would leave the
+    // processes nothing to race over but refusals.
+    let endsFrom = rounds * 4 / 5
+    for round in 0..<rounds {
         let draw = random.next() % 10_000
         do {
             switch draw {
             case 0..<3500: try await service.recordActivity()
             case 3500..<6000: if case .extended = try await service.extendSession() { extended += 1 }
             case 6000..<8000: try await service.lock()
-            case 8000..<9999: try await service.unlock(with: .keyFile(keyFile))
+            case 8000..<9990: try await service.unlock(with: .keyFile(keyFile))
+            case _ where round < endsFrom: try await service.unlock(with: .keyFile(keyFile))
             default: try await service.endSession()
             }
         } catch {
