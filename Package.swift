@@ -147,7 +147,7 @@ let package = Package(
         // A child process for multi-process session tests: opens a vault and asks for tokens.
         .executableTarget(
             name: "SessionProbe",
-            dependencies: ["VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession"],
+            dependencies: ["VaultSession", "VaultStore", "VaultOAuth", "VaultURLSession", "VaultTestSupport"],
             path: "Tests/SessionProbe"
         ),
         .testTarget(

@@ -8,8 +8,13 @@ extension SessionService {
     /// The account's session if tokens may be served now; otherwise applies whatever deadline
     /// passed (lock or expire, persisted and announced) and throws why not.
     func servableSession(_ id: AccountID) async throws -> SessionRecord {
-        try await servableSession(id, current: try await vaultCall { [vault] in try vault.currentSession(for: id) },
-                                  policy: try await vaultCall { [vault] in try vault.sessionPolicy(for: id) })
+        let (session, policy) = try await sessionAndPolicy(id)
+        return try await servableSession(id, current: session, policy: policy)
+    }
+
+    /// The account's current session and its policy, in one read (one trip to the I/O threads).
+    func sessionAndPolicy(_ id: AccountID) async throws -> (SessionRecord?, SessionPolicy) {
+        try await vaultCall { [vault] in try (vault.currentSession(for: id), vault.sessionPolicy(for: id)) }
     }
 
     /// The same, judging a session and policy the caller read. A lock or expiry is decided again
@@ -33,8 +38,7 @@ extension SessionService {
                 throw try await endedError(id, state: state, reason: reason)
             }
             // Another process changed the session first: judge it as it is now.
-            current = try await vaultCall { [vault] in try vault.currentSession(for: id) }
-            policy = try await vaultCall { [vault] in try vault.sessionPolicy(for: id) }
+            (current, policy) = try await sessionAndPolicy(id)
         }
         throw SessionError.vault(VaultError(.staleGeneration, "the session of account \(id) kept changing while it was judged; try again"))
     }
@@ -44,8 +48,8 @@ extension SessionService {
 
     /// Applies an expiry that is due (never a lock) to the account's session.
     func expireIfDue(_ id: AccountID) async throws {
-        guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { return }
-        let policy = try await vaultCall { [vault] in try vault.sessionPolicy(for: id) }
+        let (current, policy) = try await sessionAndPolicy(id)
+        guard let session = current else { return }
         if case .expire(let reason) = SessionJudge.judge(session, policy: policy, now: now()) {
             try await applyExpiry(id, reason: reason, timedOut: true)
         }
@@ -151,8 +155,9 @@ extension SessionService {
     /// past the absolute deadline). Written at most once per ``activityInterval(_:)``.
     public func recordActivity(for account: AccountID? = nil) async throws {
         let id = try await resolve(account)
-        let session = try await servableSession(id)
-        try await touch(session, policy: try await vaultCall { [vault] in try vault.sessionPolicy(for: id) })
+        let (current, policy) = try await sessionAndPolicy(id)
+        let session = try await servableSession(id, current: current, policy: policy)
+        try await touch(session, policy: policy)
     }
 
     /// Moves the idle deadline for activity now, unless the session's stored last activity is
@@ -369,10 +374,8 @@ extension SessionService {
 
     /// Judges the active account now (raising warnings, locking, expiring) and returns when to look again.
     private func nextDeadline() async -> Date? {
-        let vault = self.vault
-        guard let id = try? await activeAccount(),
-              let (session, policy) = try? await vaultCall({ (try vault.currentSession(for: id), try vault.sessionPolicy(for: id)) }),
-              let session else { return nil }
+        guard let id = try? await activeAccount(), let (current, policy) = try? await sessionAndPolicy(id),
+              let session = current else { return nil }
         switch SessionJudge.judge(session, policy: policy, now: now()) {
         case .active(let warning, let nextCheck):
             if let warning { announce(warning, for: id) }

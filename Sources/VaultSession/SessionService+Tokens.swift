@@ -199,13 +199,15 @@ extension SessionService {
     /// result, usually) or `limit` passes, whichever comes first.
     private func waitForCommit(upTo limit: Duration) async throws {
         let step = max(.milliseconds(1), min(configuration.leaseWatchInterval, limit))
-        // One pragma on the writer connection, cheap and not waiting on any lock: read inline.
-        let seen = try? vault.dataVersion()
+        // Read on the I/O threads: the pragma runs on the writer connection, which may be busy
+        // with (or waiting for the lock for) another write of this process.
+        let vault = self.vault
+        let seen = try? await Self.offPool { try vault.dataVersion() }
         var waited = Duration.zero
         while waited < limit {
             try await clock.sleep(for: step)
             waited += step
-            if let seen, let now = try? vault.dataVersion(), now != seen { return }
+            if let seen, let now = try? await Self.offPool({ try vault.dataVersion() }), now != seen { return }
         }
     }
 

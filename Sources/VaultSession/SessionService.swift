@@ -171,10 +171,7 @@ public actor SessionService {
             return
         }
         do {
-            let client = try await clientCredentials(for: account)
-            let (token, hint) = replaced.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (replaced.accessToken, .accessToken)
-            try await oauth.revoke(token: token, hint: hint, endpoint: endpoint, client: client, pins: try pins(of: account),
-                                   deadline: configuration.requestDeadline)
+            try await send(try await revocationRequest(for: replaced, of: account, at: endpoint))
             logger.info("revoked the grant the sign-in replaced", metadata: ["account": "\(account.id)"])
         } catch {
             logger.warning("could not revoke the grant the sign-in replaced", metadata: ["account": "\(account.id)", "error": "\(error)"])
@@ -273,7 +270,8 @@ public actor SessionService {
         }
         var revokedGeneration: Int64?
         for _ in 0..<3 {
-            let request: (token: String, hint: TokenTypeHint, endpoint: URL, client: ClientCredentials, pins: [SPKIPin], generation: Int64)
+            let request: RevocationRequest
+            let generation: Int64
             do {
                 let vault = self.vault
                 let (account, held) = try await vaultCall { (try vault.account(id), try vault.tokens(for: id)) }
@@ -281,19 +279,16 @@ public actor SessionService {
                 guard let endpoint = stored.client.revocationEndpoint else { return .notAttempted("the account has no revocation endpoint") }
                 guard let tokens = held else { return .notAttempted("the account holds no token") }
                 if tokens.generation == revokedGeneration { return .revoked }
-                let client = try await clientCredentials(for: stored)
-                let pins = try pins(of: stored)
-                request = tokens.tokens.refreshToken.map { ($0, .refreshToken, endpoint, client, pins, tokens.generation) }
-                    ?? (tokens.tokens.accessToken, .accessToken, endpoint, client, pins, tokens.generation)
+                request = try await revocationRequest(for: tokens.tokens, of: stored, at: endpoint)
+                generation = tokens.generation
             } catch {
                 logger.warning("could not read what the revocation needs; removing the account without it",
                                metadata: ["account": "\(id)", "error": "\(error)"])
                 return .notAttempted("its token or client settings could not be read: \(error)")
             }
             do {
-                try await oauth.revoke(token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
-                                       pins: request.pins, deadline: configuration.requestDeadline)
-                revokedGeneration = request.generation
+                try await send(request)
+                revokedGeneration = generation
             } catch {
                 logger.warning("could not revoke the token at the server; removing the account anyway",
                                metadata: ["account": "\(id)", "error": "\(error)"])
@@ -301,6 +296,27 @@ public actor SessionService {
             }
         }
         return .revoked
+    }
+
+    /// What revoking `tokens` sends (RFC 7009): the refresh token, or the access token when
+    /// there is none, with the account's client credentials and SPKI pins.
+    private struct RevocationRequest {
+        var token: String
+        var hint: TokenTypeHint
+        var endpoint: URL
+        var client: ClientCredentials
+        var pins: [SPKIPin]
+    }
+
+    private func revocationRequest(for tokens: TokenSet, of account: Account, at endpoint: URL) async throws -> RevocationRequest {
+        let (token, hint) = tokens.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (tokens.accessToken, .accessToken)
+        return RevocationRequest(token: token, hint: hint, endpoint: endpoint, client: try await clientCredentials(for: account),
+                                 pins: try pins(of: account))
+    }
+
+    private func send(_ request: RevocationRequest) async throws {
+        try await oauth.revoke(token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
+                               pins: request.pins, deadline: configuration.requestDeadline)
     }
 
     /// Where the account's session stands now (the active account by default), judged at this moment.

@@ -203,11 +203,11 @@ extension Vault {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
                 return (false, nil)  // removed meanwhile: nothing left to end
             }
-            let open = try self.currentSession(for: account, db).flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
+            let current = try self.currentSession(for: account, db)
             if let condition {
-                guard let session = try self.currentSession(for: account, db),
-                      condition(session, try self.sessionPolicy(for: account, db)) else { return (false, nil) }
+                guard let current, condition(current, try self.sessionPolicy(for: account, db)) else { return (false, nil) }
             }
+            let open = current.flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
                 try db.execute(

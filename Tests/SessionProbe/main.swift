@@ -20,6 +20,7 @@ import VaultCrypto
 import VaultOAuth
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 func emit(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
@@ -109,25 +110,13 @@ do {
     exit(1)
 }
 
-/// SplitMix64: a seeded generator, so a failing race can be run again with the seed it printed.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Random transitions on the active account's session through a service of its own, whose
 /// extensions go through the server path (the in-flight marker): refusals are expected and
 /// ignored; what the parent checks is the vault and its event log afterwards.
 func race(vault: Vault, keyFile: URL, wallClock: WallClock, rounds: Int, seed: UInt64) async throws -> Int {
     let service = SessionService(vault: vault, oauth: OAuthClient(logger: Logger(label: "probe")), wallClock: wallClock,
                                  extensionHandler: { _ in await Task.yield(); return true })
-    var random = SeededGenerator(state: seed)
+    var random = SplitMix64(seed: seed)
     var extended = 0
     // The end is drawn only in the last fifth of the rounds: drawn earlier, it would leave the
     // processes nothing to race over but refusals.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultTestSupport
 import VaultOAuth
 
 @Suite("TokenResponse.parse")
@@ -149,18 +150,5 @@ struct TokenResponseParserTests {
             == OAuthErrorResponse(error: "invalid_grant", errorDescription: "revoked"))
         #expect(OAuthErrorResponse.parse(Data(#"{"error_description":"no code"}"#.utf8)) == nil)
         #expect(OAuthErrorResponse.parse(Data("Service Unavailable".utf8)) == nil)
-    }
-}
-
-/// A small deterministic generator, so a fuzz failure reproduces.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -33,7 +33,7 @@ struct EventLogTests {
             let seen = h.events.events(after: mark) { _ in true }
             let kinds = seen.compactMap { event -> String? in
                 switch event {
-                case .accountSwitched(_, to: alice): "switched"
+                case .accountSwitched(from: bob, to: alice): "switched"
                 case .tokenRefreshed(alice, _): "refreshed"
                 case .stateChanged(alice, .locked(.lockedByUser)): "locked"
                 case .stateChanged(alice, .active): "unlocked"
