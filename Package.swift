@@ -24,6 +24,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         // Tests only: keys for the self-signed chain of the loopback TLS server.
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        // ID-token signatures (JWS over JWKS: RS256, ES256, EdDSA) — verified in VaultOAuth, made
+        // by the development gateway. No hand-written signature code.
+        .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
     ],
     targets: [
         // libsodium, the only crypto implementation. Reached only through VaultCrypto.
@@ -72,6 +75,7 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "JWTKit", package: "jwt-kit"),
             ]
         ),
         // URLSession as an HTTPTransport. Apart from VaultOAuth so that linking that never loads
@@ -87,6 +91,8 @@ let package = Package(
                 .product(name: "FlyingFox", package: "FlyingFox"),
                 .product(name: "FlyingSocks", package: "FlyingFox"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // The session service: refresh, revocation, timeouts, accounts. What client tools call.
