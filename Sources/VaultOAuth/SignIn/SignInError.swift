@@ -1,0 +1,130 @@
+import Foundation
+
+/// Why a sign-in (discovery, device authorization, authorization code, guest registration, or
+/// the ID-token check) stopped. Every case means nothing was stored.
+///
+/// Server text kept in a case (`description:` values) is the server's `error_description`,
+/// sanitised and stripped of every secret the request carried (``Redaction``); the vault seals
+/// it before storing. ``summary`` is this build's words only.
+///
+/// ```swift
+/// do {
+///     tokens = try await oauth.pollDeviceAuthorization(authorization, tokenEndpoint: metadata.tokenEndpoint, client: client)
+/// } catch .authorizationDenied {
+///     print("the sign-in was declined")
+/// }
+/// ```
+public enum SignInError: Error, Sendable, Hashable {
+    /// The provider's metadata could not be found or read at either well-known address.
+    case discoveryFailed(issuer: String, reason: String)
+    /// The metadata names another issuer than the one asked for (OIDC Discovery §4.3, RFC 8414 §3.3):
+    /// it may be an impostor's document, so nothing from it is used.
+    case issuerMismatch(expected: String, found: String)
+    /// The flow needs an endpoint (or value) the provider does not publish and that was not given.
+    case missingMetadata(field: String)
+    /// An endpoint would receive a credential over plain HTTP off this machine, or is not a URL.
+    case insecureEndpoint(field: String, reason: String)
+    /// The user (or the provider on their behalf) declined: `access_denied` (RFC 6749 §4.1.2.1,
+    /// RFC 8628 §3.5).
+    case authorizationDenied(description: String?)
+    /// The authorization or device authorization endpoint answered with another error code.
+    case authorizationFailed(code: String, description: String?)
+    /// The redirect's `state` is not the one sent (RFC 6749 §10.12): another site's or an old
+    /// tab's answer. Not used.
+    case stateMismatch
+    /// The redirect's `iss` is not the provider's (RFC 9207 §2.4): a mix-up. Not used.
+    case issuerParameterMismatch
+    /// The device code expired before the user approved it (`expired_token`, or its `expires_in`).
+    case deviceCodeExpired
+    /// Nothing came back to the loopback redirect within the time allowed.
+    case timedOut(seconds: Int)
+    /// The loopback redirect listener could not start.
+    case listenerFailed(reason: String)
+    /// The token endpoint refused or failed the exchange.
+    case tokenRequestFailed(RefreshError)
+    /// A response that is not what the RFC says (device authorization, guest endpoint).
+    case malformedResponse(endpoint: String, reason: String)
+    /// `openid` was asked for and the token response has no `id_token`.
+    case missingIDToken
+    /// The ID token failed a check (OIDC Core §3.1.3.7); which one is in the failure.
+    case idTokenRejected(IDTokenFailure)
+    /// Signed in as someone else than the account being signed in again.
+    case wrongAccount(expected: String, signedInAs: String)
+    /// The calling task was cancelled; nothing was stored.
+    case cancelled
+
+    /// A stable, secret-free name, for log metadata and the command's JSON output.
+    public var code: String {
+        switch self {
+        case .discoveryFailed: "discovery_failed"
+        case .issuerMismatch: "issuer_mismatch"
+        case .missingMetadata: "missing_metadata"
+        case .insecureEndpoint: "insecure_endpoint"
+        case .authorizationDenied: "access_denied"
+        case .authorizationFailed: "authorization_failed"
+        case .stateMismatch: "state_mismatch"
+        case .issuerParameterMismatch: "issuer_parameter_mismatch"
+        case .deviceCodeExpired: "expired_token"
+        case .timedOut: "timed_out"
+        case .listenerFailed: "listener_failed"
+        case .tokenRequestFailed: "token_request_failed"
+        case .malformedResponse: "malformed_response"
+        case .missingIDToken: "missing_id_token"
+        case .idTokenRejected(let failure): "id_token_\(failure.check)"
+        case .wrongAccount: "wrong_account"
+        case .cancelled: "cancelled"
+        }
+    }
+}
+
+extension SignInError: CustomStringConvertible {
+    /// What went wrong and what to do, in one line.
+    public var description: String {
+        switch self {
+        case .discoveryFailed(let issuer, let reason):
+            "cannot read the provider metadata of \(issuer): \(reason); give the endpoints with --token-endpoint and friends"
+        case .issuerMismatch(let expected, let found):
+            "the provider metadata names the issuer \(found), not \(expected); nothing from it was used"
+        case .missingMetadata(let field):
+            "the provider publishes no \(field); give it explicitly"
+        case .insecureEndpoint(let field, let reason):
+            "the \(field) is refused: \(reason)"
+        case .authorizationDenied(let detail):
+            "the sign-in was declined (access_denied\(detail.map { ": \($0)" } ?? ""))"
+        case .authorizationFailed(let code, let detail):
+            "the provider refused the sign-in (\(code)\(detail.map { ": \($0)" } ?? ""))"
+        case .stateMismatch:
+            "the browser came back with another sign-in's state; it was ignored and nothing was stored — sign in again"
+        case .issuerParameterMismatch:
+            "the browser came back with an answer from another issuer (RFC 9207); nothing was stored"
+        case .deviceCodeExpired:
+            "the code expired before the sign-in was approved; run the command again for a new code"
+        case .timedOut(let seconds):
+            "the browser did not come back within \(seconds) s; nothing was stored (raise --timeout, or use --device)"
+        case .listenerFailed(let reason):
+            "cannot listen for the browser's redirect on 127.0.0.1: \(reason); use --device"
+        case .tokenRequestFailed(let failure):
+            "the token request failed: \(failure)"
+        case .malformedResponse(let endpoint, let reason):
+            "the \(endpoint) sent an invalid response: \(reason)"
+        case .missingIDToken:
+            "the provider sent no ID token although openid was asked for; nothing was stored"
+        case .idTokenRejected(let failure):
+            "the ID token was rejected: \(failure); nothing was stored"
+        case .wrongAccount(let expected, let signedInAs):
+            "signed in as \(signedInAs), this account is \(expected)'s; nothing was stored"
+        case .cancelled:
+            "the sign-in was cancelled; nothing was stored"
+        }
+    }
+
+    /// This build's words only: no text the server chose (its `error_description`).
+    public var summary: String {
+        switch self {
+        case .authorizationDenied: "the sign-in was declined (access_denied)"
+        case .authorizationFailed: "the provider refused the sign-in"
+        case .tokenRequestFailed(let failure): "the token request failed: \(failure.summary)"
+        default: description
+        }
+    }
+}
