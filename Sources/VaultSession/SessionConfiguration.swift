@@ -42,6 +42,9 @@ public struct SessionConfiguration: Sendable {
     /// code, a 400/401 without a JSON body) end the grant with the `refused` verdict, as
     /// `invalid_grant` ends it with `revoked`. Until then they back off like transient failures.
     public var maximumRefusals = 3
+    /// How far this machine's clock may be from the identity provider's when an ID token's
+    /// `exp`, `iat` and `auth_time` are checked.
+    public var idTokenClockSkew: Duration = .seconds(120)
     /// The policy for accounts signed in without one.
     public var defaultPolicy = SessionPolicy()
 

@@ -27,6 +27,9 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// nothing was sent, the tokens are untouched. Either the service changed its key (pin the
     /// new one) or something on the network is impersonating it.
     case pinningFailed(AccountID, host: String, reason: String)
+    /// The last authentication (``SessionRecord/lastAuthentication``) is older than the caller
+    /// allows for this action: the user signs in again with `max_age` (step-up).
+    case authenticationTooOld(AccountID, authenticatedAt: Date, maximumAge: Duration)
     /// The vault failed: its error, with its code (``VaultError/code``) and message.
     case vault(VaultError)
 
@@ -53,6 +56,8 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
             "the identity service \(host) of account \(account) did not present a pinned TLS key: \(reason). Nothing was sent. "
                 + "If the service changed its key, remove the account and add it again with the new pin; "
                 + "otherwise something on the network is impersonating it"
+        case .authenticationTooOld(let account, let at, let maximum):
+            "the last sign-in of account \(account) was at \(at.formatted(.iso8601)), longer ago than the \(maximum.components.seconds) s this action allows; sign in again with `vault login --account \(account) --max-age 0`"
         case .vault(let error): error.message
         }
     }

@@ -28,6 +28,9 @@ public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStri
     public static let endedByUser = SessionEndReason(rawValue: "ended_by_user")
     /// A new sign-in to the same account replaced it.
     public static let replaced = SessionEndReason(rawValue: "replaced")
+    /// A guest session whose account a registered account took over (a sign-in while the guest
+    /// was active, or `vault login --upgrade-guest`).
+    public static let upgraded = SessionEndReason(rawValue: "upgraded")
 }
 
 /// Where an account's session stands, as the codelab and article name the states.

@@ -54,6 +54,8 @@ public actor SessionService {
     var eventWriter: Task<Void, Never>?
     /// The newest event log entry this process has seen.
     var lastEventSeq: Int64 = 0
+    /// Checks ID tokens at sign-in; caches each provider's JWKS.
+    let idTokenVerifier: IDTokenVerifier
 
     /// - Parameters:
     ///   - clock: drives timers and waits; tests pass a `TestClock`.
@@ -79,6 +81,7 @@ public actor SessionService {
         self.backoff = RefreshBackoff(base: configuration.backoffBase, cap: configuration.backoffCap)
         self.extensionHandler = extensionHandler
         self.holderID = "pid\(getpid())-\(UUID().uuidString.lowercased())"
+        self.idTokenVerifier = IDTokenVerifier(oauth: oauth)
     }
 
     /// A stream of everything that happens to sessions from now on. Each call makes a new
@@ -137,6 +140,11 @@ public actor SessionService {
     /// bytes. Pins are stored in their canonical form, each once.
     @discardableResult
     public func signIn(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy? = nil) async throws -> Account {
+        try await store(account, tokens: tokens, policy: policy, authTime: nil).account
+    }
+
+    /// Stores a sign-in; `authTime` is when the user authenticated (nil: now).
+    func store(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy?, authTime: Date?) async throws -> SignInRecord {
         var account = account
         let pins = try SPKIPin.parse(account.client.pins)
         try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint", pins: pins)
@@ -147,7 +155,7 @@ public actor SessionService {
             if !kept.contains(pin.description) { kept.append(pin.description) }
         }
         let (vault, stored, policy) = (self.vault, account, policy ?? configuration.defaultPolicy)
-        let record = try await vaultCall { [vault] in try vault.signIn(stored, tokens: tokens, policy: policy) }
+        let record = try await vaultCall { [vault] in try vault.signIn(stored, tokens: tokens, policy: policy, authTime: authTime) }
         let id = record.account.id
         warned[id] = nil
         logger.info("signed in", metadata: ["account": "\(id)", "replaced": "\(record.replacedExisting)"])
@@ -159,12 +167,12 @@ public actor SessionService {
             await revokeReplaced(replaced, of: record.account)
         }
         try await settle()
-        return record.account
+        return record
     }
 
     /// Revokes the grant a sign-in replaced, best effort: a failure is logged, never thrown
     /// (the new sign-in is stored).
-    private func revokeReplaced(_ replaced: TokenSet, of account: Account) async {
+    func revokeReplaced(_ replaced: TokenSet, of account: Account) async {
         guard let endpoint = account.client.revocationEndpoint else {
             logger.notice("the replaced grant cannot be revoked: the account has no revocation endpoint",
                           metadata: ["account": "\(account.id)"])

@@ -41,6 +41,24 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
     }
 }
 
+/// How an account's subject is known.
+public enum SubjectSource: String, Sendable, Hashable, Codable {
+    /// The `sub` of an ID token whose signature and claims were verified.
+    case verified
+    /// The `sub` of an ID token read without checking its signature.
+    case unverified
+    /// Given by whoever added the account (`--subject`).
+    case given
+    /// Made up by the vault (`unnamed-…`): no subject was known.
+    case generated
+}
+
+/// A registered user's account, or a guest's (the identity service's guest endpoint).
+public enum AccountKind: String, Sendable, Hashable, Codable {
+    case registered
+    case guest
+}
+
 /// An account to add to a vault. Its description, debug description and mirror never show
 /// the client secret.
 public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
@@ -53,15 +71,24 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     public var client: OAuthClientSettings
     /// The client secret of a confidential client; sealed at rest.
     public var clientSecret: String?
+    /// The provider metadata the sign-in used (JSON with RFC 8414 member names), if any.
+    public var providerMetadata: String?
+    /// How the subject is known; nil: not said.
+    public var subjectSource: SubjectSource?
+    public var kind: AccountKind
 
     public init(issuer: String, subject: String, label: String? = nil, email: String? = nil,
-                client: OAuthClientSettings, clientSecret: String? = nil) {
+                client: OAuthClientSettings, clientSecret: String? = nil, providerMetadata: String? = nil,
+                subjectSource: SubjectSource? = nil, kind: AccountKind = .registered) {
         self.issuer = issuer
         self.subject = subject
         self.label = label
         self.email = email
         self.client = client
         self.clientSecret = clientSecret
+        self.providerMetadata = providerMetadata
+        self.subjectSource = subjectSource
+        self.kind = kind
     }
 
     public var description: String {
@@ -90,4 +117,12 @@ public struct Account: Sendable, Hashable, Identifiable {
     /// Whether a client secret is stored (read it with ``Vault/clientSecret(for:)``).
     public var hasClientSecret: Bool
     public var createdAt: Date
+    /// The provider metadata the last sign-in used (JSON, RFC 8414 member names); nil when the
+    /// account was imported or added before schema 5.
+    public var providerMetadata: String?
+    /// How the subject is known; nil for accounts added before schema 5.
+    public var subjectSource: SubjectSource?
+    public var kind: AccountKind = .registered
+    /// For an upgraded guest: the registered account that took it over.
+    public var upgradedTo: AccountID?
 }

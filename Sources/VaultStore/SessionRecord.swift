@@ -33,6 +33,13 @@ public struct SessionRecord: Sendable, Hashable, Identifiable {
     /// The extension request in flight at the server for this session, in any process: who
     /// asked and until when the marker holds. Nil when none is.
     public var extensionInFlight: ExtensionMarker?
+    /// When the user last authenticated for this session, as the sign-in recorded it (the
+    /// verified ID token's `auth_time`, else the sign-in time); nil for sessions stored before
+    /// schema 5 — ``lastAuthentication`` then falls back to ``startedAt``.
+    public var authTime: Date?
+
+    /// When the user last authenticated: ``authTime``, else ``startedAt``.
+    public var lastAuthentication: Date { authTime ?? startedAt }
 
     /// See ``SessionRecord/extensionInFlight``.
     public struct ExtensionMarker: Sendable, Hashable {
@@ -47,7 +54,7 @@ public struct SessionRecord: Sendable, Hashable, Identifiable {
     public init(id: Int64, account: AccountID, state: SessionState, endReason: String? = nil,
                 startedAt: Date, lastActivityAt: Date, idleDeadline: Date?, absoluteDeadline: Date?,
                 extensionsUsed: Int = 0, backgroundEnteredAt: Date? = nil, endedAt: Date? = nil,
-                version: Int64 = 0, extensionInFlight: ExtensionMarker? = nil) {
+                version: Int64 = 0, extensionInFlight: ExtensionMarker? = nil, authTime: Date? = nil) {
         self.id = id
         self.account = account
         self.state = state
@@ -61,5 +68,6 @@ public struct SessionRecord: Sendable, Hashable, Identifiable {
         self.endedAt = endedAt
         self.version = version
         self.extensionInFlight = extensionInFlight
+        self.authTime = authTime
     }
 }

@@ -37,8 +37,9 @@ extension Vault {
             try db.execute(
                 sql: """
                     INSERT INTO accounts (account_id, issuer, subject, label, email, token_endpoint, revocation_endpoint,
-                        client_id, client_auth, client_secret, scopes, pins, data_key_id, wrapped_data_key, created_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        client_id, client_auth, client_secret, scopes, pins, data_key_id, wrapped_data_key, created_at,
+                        provider_metadata, subject_source, kind)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id.rawValue, new.issuer, new.subject, try seal("label", new.label), try seal("email", new.email),
@@ -46,6 +47,7 @@ extension Vault {
                     new.client.clientID, new.client.authentication.rawValue, try seal("client_secret", new.clientSecret),
                     new.client.scopes.joined(separator: " "), new.client.pins.isEmpty ? nil : new.client.pins.joined(separator: " "),
                     Int64(keyID), Data(wrapped), now.millisecondsSince1970,
+                    new.providerMetadata, new.subjectSource?.rawValue, new.kind == .guest ? "guest" : nil,
                 ])
             try self.integrity.authenticate(.accounts, where: "account_id = ?", [id.rawValue], db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
@@ -56,7 +58,8 @@ extension Vault {
             self.logger.info("added account", metadata: ["account": "\(id)", "issuer": "\(new.issuer)"])
             return Account(
                 id: id, issuer: new.issuer, subject: new.subject, label: new.label, email: new.email,
-                client: new.client, hasClientSecret: new.clientSecret != nil, createdAt: Date(millisecondsSince1970: now.millisecondsSince1970))
+                client: new.client, hasClientSecret: new.clientSecret != nil, createdAt: Date(millisecondsSince1970: now.millisecondsSince1970),
+                providerMetadata: new.providerMetadata, subjectSource: new.subjectSource, kind: new.kind)
         }
     }
 
@@ -331,6 +334,16 @@ extension Vault {
                 scopes: scopes.split(separator: " ").map(String.init),
                 pins: pins?.split(separator: " ").map(String.init) ?? []),
             hasClientSecret: !(row["client_secret"] as DatabaseValue).isNull,
-            createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path))
+            createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
+            // The columns below are NULL in rows written before schema 5.
+            providerMetadata: try optional("provider_metadata"),
+            subjectSource: try (optional("subject_source") as String?).map { text in
+                guard let source = SubjectSource(rawValue: text) else {
+                    throw VaultError(.damaged, "account \(id) has an unknown subject source", path: path)
+                }
+                return source
+            },
+            kind: (try optional("kind") as String?) == "guest" ? .guest : .registered,
+            upgradedTo: (try optional("upgraded_to") as String?).map(AccountID.init(rawValue:)))
     }
 }

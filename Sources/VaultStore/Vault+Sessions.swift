@@ -164,6 +164,8 @@ extension Vault {
             endedAt: try optionalDate("ended_at"),
             // NULL in rows written before schema 4.
             version: try row.storedIfPresent("version", table: "sessions", row: key, path: path) ?? 0,
-            extensionInFlight: try extensionMarker())
+            extensionInFlight: try extensionMarker(),
+            // NULL in rows written before schema 5.
+            authTime: try optionalDate("auth_time"))
     }
 }

@@ -22,19 +22,27 @@ extension Vault {
     /// a clean refresh state, and the account made active. A crash leaves all of it or none.
     ///
     /// Signing in again to an account already in the vault replaces its tokens and ends its
-    /// previous session ("replaced").
-    public func signIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy) throws -> SignInRecord {
+    /// previous session ("replaced"); the account keeps its id and history, and takes the new
+    /// sign-in's provider metadata, endpoints and (when stronger) subject source.
+    ///
+    /// `authTime` is when the user authenticated (a verified ID token's `auth_time`); nil: now.
+    public func signIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, authTime: Date? = nil) throws -> SignInRecord {
         try policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
         let absoluteDeadline = policy.absoluteLifetime.map { now.addingTimeInterval($0.timeInterval) }
+        // Never later than now: a provider's clock ahead of ours must not make the authentication look fresher.
+        let authenticated = Date(millisecondsSince1970: min(authTime ?? now, now).millisecondsSince1970)
         return try write("signing in") { db in
             // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
             // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
             let previousActive = try self.activeAccountID(db)
             let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
                                             arguments: [new.issuer, new.subject])
-            let account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
+            var account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
+            if existing != nil {
+                account = try self.refreshSettings(of: account, from: new, db)
+            }
             // The grant being replaced, for the caller to revoke (a sign-in on purpose ends it).
             // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
             let replaced = existing == nil ? nil : (try? self.tokens(for: account.id, db)) ?? nil
@@ -51,15 +59,16 @@ extension Vault {
             }
             try db.execute(
                 sql: """
-                    INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
-                    VALUES (?, 'active', ?, ?, ?, ?)
+                    INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline, auth_time)
+                    VALUES (?, 'active', ?, ?, ?, ?, ?)
                     """,
                 arguments: [account.id.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
-                            idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970])
+                            idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970,
+                            authenticated.millisecondsSince1970])
             try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
             let session = SessionRecord(
                 id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: now, lastActivityAt: now,
-                idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline)
+                idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline, authTime: authenticated)
             try self.setSessionPolicy(policy, for: account.id, db)
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
@@ -69,5 +78,34 @@ extension Vault {
                                 replacedExisting: existing != nil, previousActive: previousActive,
                                 replacedTokens: replaced?.tokens)
         }
+    }
+}
+
+extension Vault {
+    /// A sign-in into an existing account brings what it learned: the provider metadata and
+    /// endpoints it used, and a subject source that is stronger than the stored one.
+    func refreshSettings(of account: Account, from new: NewAccount, _ db: Database) throws -> Account {
+        var updated = account
+        var assignments: [String] = []
+        var arguments: [(any DatabaseValueConvertible)?] = []
+        if let metadata = new.providerMetadata, metadata != account.providerMetadata {
+            assignments += ["provider_metadata = ?", "token_endpoint = ?", "revocation_endpoint = ?"]
+            arguments += [metadata, new.client.tokenEndpoint.absoluteString, new.client.revocationEndpoint?.absoluteString]
+            updated.providerMetadata = metadata
+            updated.client.tokenEndpoint = new.client.tokenEndpoint
+            updated.client.revocationEndpoint = new.client.revocationEndpoint
+        }
+        if let source = new.subjectSource, source != account.subjectSource,
+           source == .verified || account.subjectSource == nil {
+            assignments.append("subject_source = ?")
+            arguments.append(source.rawValue)
+            updated.subjectSource = source
+        }
+        guard !assignments.isEmpty else { return account }
+        try integrity.rewrite(.accounts, where: "account_id = ?", [account.id.rawValue], db) {
+            try db.execute(sql: "UPDATE accounts SET \(assignments.joined(separator: ", ")) WHERE account_id = ?",
+                           arguments: StatementArguments(arguments + [account.id.rawValue]))
+        }
+        return updated
     }
 }

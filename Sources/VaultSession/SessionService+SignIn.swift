@@ -1,0 +1,355 @@
+import Foundation
+import Logging
+import VaultOAuth
+import VaultStore
+
+/// How ``SessionService/signIn(using:)`` gets the user's tokens.
+public enum SignInMethod: Sendable {
+    /// The device authorization grant (RFC 8628): `present` shows the user code and the
+    /// verification URI (it returns at once; polling starts when it has).
+    case device(present: @Sendable (DeviceAuthorization) async -> Void)
+    /// The authorization code grant with PKCE and a loopback redirect (RFC 7636, RFC 8252):
+    /// `open` opens (or prints) the authorization URL; the browser must come back within `timeout`.
+    case browser(open: @Sendable (URL) async -> Void, timeout: Duration = .seconds(300))
+    /// A new guest account from the provider's guest endpoint.
+    case guest
+}
+
+/// What to sign in to, as whom, and how.
+public struct SignInRequest: Sendable {
+    /// The provider's endpoints: discovered (``SessionService/discoverProvider(issuer:pins:)``),
+    /// or built by hand (``ProviderMetadata/Source/explicit``).
+    public var provider: ProviderMetadata
+    public var clientID: String
+    /// A confidential client's secret (HTTP Basic, RFC 6749 §2.3.1).
+    public var clientSecret: String?
+    public var scopes: [String]
+    /// SPKI pins of the provider's TLS key, `sha256/BASE64`.
+    public var pins: [String]
+    public var method: SignInMethod
+    /// Sign this account in again: the user who signs in must be its subject.
+    public var account: AccountID?
+    /// OpenID Connect `max_age` (``Duration/zero``: authenticate again now, with `prompt=login`).
+    public var maxAge: Duration?
+    /// The session policy; nil keeps the account's (or the service's default).
+    public var policy: SessionPolicy?
+    /// A display name; nil takes the ID token's name, username or e-mail.
+    public var label: String?
+    /// The guest account to upgrade. Nil: the active account when it is a guest of this provider.
+    public var upgrading: AccountID?
+
+    public init(provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
+                pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
+                policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil) {
+        self.provider = provider
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.scopes = scopes
+        self.pins = pins
+        self.method = method
+        self.account = account
+        self.maxAge = maxAge
+        self.policy = policy
+        self.label = label
+        self.upgrading = upgrading
+    }
+}
+
+/// What a sign-in stored.
+public struct SignInResult: Sendable {
+    public var account: Account
+    /// The verified ID token's claims; nil when `openid` was not asked for.
+    public var idToken: VerifiedIDToken?
+    /// The account was in the vault already (same issuer and subject): same id, new session.
+    public var replacedExisting: Bool
+    /// The guest account this sign-in took over, if any.
+    public var upgradedGuest: GuestUpgrade?
+    /// Whether the provider converted the guest itself (its conversion endpoint) rather than
+    /// the vault linking it locally and revoking the guest's grant.
+    public var convertedAtProvider: Bool
+}
+
+extension SessionService {
+    /// Reads the provider's metadata from its issuer identifier (OpenID Connect Discovery,
+    /// then RFC 8414). See `OAuthClient.discover(issuer:pins:)`.
+    public func discoverProvider(issuer: URL, pins: [String] = []) async throws -> ProviderMetadata {
+        try await oauth.discover(issuer: issuer, pins: try SPKIPin.parse(pins))
+    }
+
+    /// Signs the user in, verifies who they are, and stores the account and its session — the
+    /// same code `vault login` runs.
+    ///
+    /// With `openid` in the scopes, the ID token is required and verified against the
+    /// provider's JWKS (signature, `iss`, `aud`/`azp`, `exp`/`iat`, `nonce`, `auth_time` when
+    /// `maxAge` is set); the account's subject is its `sub`, and the session's last
+    /// authentication its `auth_time`. Any failure stores nothing, and tokens already obtained
+    /// are revoked at the provider (best effort) so no grant is left behind.
+    ///
+    /// ```swift
+    /// let provider = try await session.discoverProvider(issuer: URL(string: "https://id.example.com")!)
+    /// let result = try await session.signIn(using: SignInRequest(
+    ///     provider: provider, clientID: "vault-cli", scopes: ["openid", "offline_access"],
+    ///     method: .device { print("Open \($0.verificationURI) and enter \($0.userCode)") }))
+    /// ```
+    @discardableResult
+    public func signIn(using request: SignInRequest) async throws -> SignInResult {
+        let provider = request.provider
+        try provider.checkEndpoints()
+        let pins = try SPKIPin.parse(request.pins)
+        let client = ClientCredentials(
+            clientID: request.clientID,
+            authentication: request.clientSecret.map { .clientSecretBasic(ClientSecret($0)) } ?? .none)
+        var existing: Account?
+        if let id = request.account {
+            guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+            existing = account
+        }
+        if let existing, existing.issuer != provider.issuer {
+            throw SignInError.wrongAccount(expected: Self.name(of: existing), signedInAs: "a user of \(provider.issuer)")
+        }
+
+        // 1. The user's tokens.
+        var nonce: String?
+        let response: TokenResponse
+        switch request.method {
+        case .device(let present):
+            guard let endpoint = provider.deviceAuthorizationEndpoint else { throw SignInError.missingMetadata(field: "device_authorization_endpoint") }
+            let authorization = try await oauth.requestDeviceAuthorization(endpoint: endpoint, client: client, scopes: request.scopes, pins: pins)
+            await present(authorization)
+            response = try await oauth.pollDeviceAuthorization(authorization, tokenEndpoint: provider.tokenEndpoint, client: client, pins: pins)
+        case .browser(let open, let timeout):
+            guard let endpoint = provider.authorizationEndpoint else { throw SignInError.missingMetadata(field: "authorization_endpoint") }
+            let (tokens, sent) = try await browserSignIn(endpoint: endpoint, provider: provider, client: client, request: request,
+                                                         pins: pins, open: open, timeout: timeout)
+            response = tokens
+            nonce = sent
+        case .guest:
+            guard let endpoint = provider.guestEndpoint else { throw SignInError.missingMetadata(field: "guest_endpoint") }
+            response = try await oauth.registerGuest(endpoint: endpoint, client: client, scopes: request.scopes, pins: pins)
+        }
+
+        // 2. Who signed in. From here on a failure revokes what the provider just granted.
+        let verified: VerifiedIDToken?
+        let subject: String
+        let source: SubjectSource
+        do {
+            verified = try await verifyIDToken(in: response, provider: provider, request: request, nonce: nonce, pins: pins)
+            if let verified {
+                (subject, source) = (verified.subject, .verified)
+            } else if let existing {
+                (subject, source) = (existing.subject, existing.subjectSource ?? .given)
+            } else {
+                (subject, source) = (try Self.generatedSubject(), .generated)
+            }
+            if let existing, existing.subject != subject {
+                throw SignInError.wrongAccount(expected: Self.name(of: existing),
+                                               signedInAs: verified.map(Self.name(of:)) ?? subject)
+            }
+        } catch {
+            await revokeUnstored(response, provider: provider, client: client, pins: pins)
+            throw error
+        }
+
+        // 3. Store it (and take over a guest).
+        let isGuest = { if case .guest = request.method { true } else { false } }()
+        let settings = OAuthClientSettings(
+            tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint, clientID: request.clientID,
+            authentication: request.clientSecret == nil ? .none : .clientSecretBasic, scopes: request.scopes, pins: request.pins)
+        let new = NewAccount(
+            issuer: provider.issuer, subject: subject,
+            label: request.label ?? existing?.label ?? verified.flatMap { $0.name ?? $0.preferredUsername ?? $0.email },
+            email: verified?.email ?? existing?.email, client: settings, clientSecret: request.clientSecret,
+            providerMetadata: provider.encoded(), subjectSource: source, kind: isGuest ? .guest : .registered)
+        let guest = isGuest ? nil : try await guestToUpgrade(request, provider: provider)
+        let tokens = tokenSet(from: response, previous: nil, account: settings)
+        let policy: SessionPolicy?
+        if let policyGiven = request.policy {
+            policy = policyGiven
+        } else if let existing {
+            policy = try? await sessionPolicy(for: existing.id)
+        } else {
+            policy = nil
+        }
+        let record = try await store(new, tokens: tokens, policy: policy, authTime: verified?.authTime)
+        logger.info("signed in", metadata: [
+            "account": "\(record.account.id)", "subject_source": "\(source.rawValue)", "guest": "\(isGuest)",
+            "method": "\(Self.methodName(request.method))"])
+
+        var upgrade: GuestUpgrade?
+        var converted = false
+        if let guest, guest.id != record.account.id {
+            (upgrade, converted) = try await takeOver(guest, by: record.account, userAccessToken: response.accessToken,
+                                                      provider: provider, client: client, pins: pins)
+        }
+        return SignInResult(account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
+                            upgradedGuest: upgrade, convertedAtProvider: converted)
+    }
+
+    /// Upgrades a guest account to a registered one already in the vault, without signing in
+    /// (`vault login --upgrade-guest` after the sign-in, or a tool that signed the user in itself).
+    @discardableResult
+    public func upgradeGuest(_ guest: AccountID, to registered: AccountID) async throws -> GuestUpgrade {
+        guard let guestAccount = try await vaultCall({ [vault] in try vault.account(guest) }) else { throw SessionError.notSignedIn(guest) }
+        guard let user = try await vaultCall({ [vault] in try vault.account(registered) }) else { throw SessionError.notSignedIn(registered) }
+        let token = try? await validAccessToken(for: registered)
+        let metadata = user.providerMetadata.flatMap(ProviderMetadata.decoded)
+        let client = try await clientCredentials(for: user)
+        return try await takeOver(guestAccount, by: user, userAccessToken: token?.value, provider: metadata,
+                                  client: client, pins: try pins(of: user)).0
+    }
+
+    // MARK: - Steps
+
+    private func browserSignIn(endpoint: URL, provider: ProviderMetadata, client: ClientCredentials, request: SignInRequest,
+                               pins: [SPKIPin], open: @Sendable (URL) async -> Void,
+                               timeout: Duration) async throws -> (TokenResponse, String?) {
+        let listener = try await LoopbackRedirectListener.start()
+        do {
+            let authorization = try AuthorizationRequest(
+                endpoint: endpoint, clientID: request.clientID, redirectURI: listener.redirectURI, scopes: request.scopes,
+                maxAge: request.maxAge, prompt: request.maxAge == .zero ? "login" : nil)
+            await open(authorization.url)
+            let query = try await withThrowingTaskGroup(of: [URLQueryItem]?.self) { group in
+                group.addTask { try await listener.nextRedirect() }
+                group.addTask { [clock] in
+                    try await clock.sleep(for: timeout)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let query = first else {
+                    throw SignInError.timedOut(seconds: Int(timeout.components.seconds))
+                }
+                return query
+            }
+            await listener.close()
+            let code = try authorization.code(from: query, issuer: provider.issuer, issuerRequired: provider.issuesIssuerParameter)
+            let tokens = try await oauth.exchangeCode(code, of: authorization, tokenEndpoint: provider.tokenEndpoint, client: client, pins: pins)
+            return (tokens, authorization.nonce)
+        } catch {
+            await listener.close()
+            if Task.isCancelled { throw SignInError.cancelled }
+            throw error
+        }
+    }
+
+    /// Verifies the ID token when `openid` was asked for (required then), or when one came and
+    /// the provider publishes its keys. Nil: no ID token to verify.
+    private func verifyIDToken(in response: TokenResponse, provider: ProviderMetadata, request: SignInRequest,
+                               nonce: String?, pins: [SPKIPin]) async throws -> VerifiedIDToken? {
+        let asked = request.scopes.contains("openid")
+        guard let idToken = response.idToken else {
+            if asked { throw SignInError.missingIDToken }
+            return nil
+        }
+        guard let jwksURI = provider.jwksURI else {
+            if asked { throw SignInError.missingMetadata(field: "jwks_uri") }
+            return nil
+        }
+        let expectations = IDTokenExpectations(
+            issuer: provider.issuer, clientID: request.clientID, nonce: nonce, maxAge: request.maxAge,
+            skew: configuration.idTokenClockSkew, now: now(),
+            algorithms: provider.idTokenSigningAlgorithms.isEmpty ? IDTokenExpectations.supportedAlgorithms : Set(provider.idTokenSigningAlgorithms))
+        do {
+            return try await idTokenVerifier.verify(idToken, jwksURI: jwksURI, expecting: expectations, pins: pins)
+        } catch {
+            logger.notice("ID token rejected", metadata: ["check": "\(error.check)"])
+            throw SignInError.idTokenRejected(error)
+        }
+    }
+
+    /// The guest this sign-in takes over: the one asked for, else the active account when it
+    /// is a guest of the same provider.
+    private func guestToUpgrade(_ request: SignInRequest, provider: ProviderMetadata) async throws -> Account? {
+        if let id = request.upgrading {
+            guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+            guard account.kind == .guest, account.upgradedTo == nil else {
+                throw SessionError.vault(VaultError(.invalidArgument, "account \(id) is not a guest account"))
+            }
+            return account
+        }
+        guard let active = try await activeAccount(),
+              let account = try await vaultCall({ [vault] in try vault.account(active) }),
+              account.kind == .guest, account.upgradedTo == nil, account.issuer == provider.issuer else { return nil }
+        return account
+    }
+
+    /// Converts the guest at the provider when it can, else revokes the guest's grant; then
+    /// links it locally in one transaction.
+    private func takeOver(_ guest: Account, by user: Account, userAccessToken: String?, provider: ProviderMetadata?,
+                          client: ClientCredentials, pins: [SPKIPin]) async throws -> (GuestUpgrade, Bool) {
+        let guestTokens = try? await vaultCall { [vault] in try vault.tokens(for: guest.id) }
+        var converted = false
+        if let endpoint = provider?.guestConversionEndpoint, let userAccessToken,
+           let guestRefresh = guestTokens?.tokens.refreshToken {
+            do {
+                try await oauth.convertGuest(endpoint: endpoint, userAccessToken: userAccessToken, guestRefreshToken: guestRefresh,
+                                             client: client, pins: pins)
+                converted = true
+            } catch {
+                logger.warning("the provider did not convert the guest; linking it locally", metadata: ["account": "\(guest.id)", "error": "\(error)"])
+            }
+        }
+        let upgrade = try await vaultCall { [vault] in try vault.upgradeGuest(guest.id, to: user.id) }
+        if !converted, let tokens = upgrade.guestTokens {
+            await revokeReplaced(tokens, of: guest)
+        }
+        publish(.stateChanged(guest.id, .signedOut))
+        try await settle()
+        logger.info("guest upgraded", metadata: [
+            "account": "\(guest.id)", "registered": "\(user.id)", "converted_at_provider": "\(converted)"])
+        return (upgrade, converted)
+    }
+
+    /// Revokes tokens that were obtained but will not be stored (a failed check), best effort.
+    private func revokeUnstored(_ response: TokenResponse, provider: ProviderMetadata, client: ClientCredentials, pins: [SPKIPin]) async {
+        guard let endpoint = provider.revocationEndpoint else { return }
+        let (token, hint) = response.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (response.accessToken, .accessToken)
+        do {
+            try await oauth.revoke(token: token, hint: hint, endpoint: endpoint, client: client, pins: pins, deadline: configuration.requestDeadline)
+        } catch {
+            logger.notice("could not revoke the tokens of a sign-in that was not stored", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: - Step-up
+
+    /// A valid access token, only if the user authenticated within `maxAuthenticationAge`
+    /// (the session's ``SessionRecord/lastAuthentication``); otherwise throws
+    /// ``SessionError/authenticationTooOld(_:authenticatedAt:maximumAge:)`` and serves nothing —
+    /// the user signs in again with `max_age` (step-up) before a sensitive action.
+    public func validAccessToken(for account: AccountID? = nil, maxAuthenticationAge: Duration) async throws -> AccessToken {
+        guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
+        let session = try await vaultCall { [vault] in try vault.currentSession(for: id) }
+        guard let session else { throw SessionError.notSignedIn(id) }
+        let age = now().timeIntervalSince(session.lastAuthentication)
+        let limit = Double(maxAuthenticationAge.components.seconds) + Double(maxAuthenticationAge.components.attoseconds) / 1e18
+        guard age <= limit else {
+            throw SessionError.authenticationTooOld(id, authenticatedAt: session.lastAuthentication, maximumAge: maxAuthenticationAge)
+        }
+        let token = try await validAccessToken(for: id)
+        return token
+    }
+
+    // MARK: - Names
+
+    static func name(of account: Account) -> String {
+        account.label ?? account.email ?? account.subject
+    }
+
+    static func name(of token: VerifiedIDToken) -> String {
+        token.preferredUsername ?? token.name ?? token.email ?? token.subject
+    }
+
+    static func generatedSubject() throws -> String {
+        "unnamed-" + UUID().uuidString.lowercased().prefix(8)
+    }
+
+    static func methodName(_ method: SignInMethod) -> String {
+        switch method {
+        case .device: "device"
+        case .browser: "browser"
+        case .guest: "guest"
+        }
+    }
+}
+
