@@ -42,6 +42,18 @@ enum ExitStatus: Int32, CaseIterable {
     case unsafePermissions = 82
     /// The identity service's TLS chain holds none of the account's SPKI pins; nothing was sent.
     case pinningFailed = 83
+    /// The last authentication is older than the action allows: `vault login --account A --max-age 0`.
+    case stepUpRequired = 84
+    /// The sign-in was declined (`access_denied`) at the provider.
+    case signInDeclined = 85
+    /// The sign-in ran out of time: the device code expired, or the browser never came back.
+    case signInTimedOut = 86
+    /// The provider's answer failed a check (ID token, state, issuer); nothing was stored.
+    case signInRejected = 87
+    /// Signed in as another user than the account's; nothing was stored.
+    case wrongAccount = 88
+    /// Interrupted (Ctrl-C); nothing was stored.
+    case interrupted = 130
 }
 
 /// A failure turned into what the user sees: one message and an exit code. Every error
@@ -70,6 +82,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(.usage, error.description)
         case let error as PinError:
             self.init(.usage, error.description)
+        case let error as SignInError:
+            self.init(Self.status(of: error), error.description)
         case let error as OAuthError:
             self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
         case is CancellationError:
@@ -106,7 +120,30 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .clientMisconfigured: .clientRefused
         case .accountChanged: .busy
         case .pinningFailed: .pinningFailed
+        case .authenticationTooOld: .stepUpRequired
         case .vault(let error): status(of: error.code)
+        }
+    }
+
+    static func status(of error: SignInError) -> ExitStatus {
+        switch error {
+        case .discoveryFailed: .serverUnavailable
+        case .missingMetadata, .insecureEndpoint: .usage
+        case .authorizationDenied: .signInDeclined
+        case .deviceCodeExpired, .timedOut: .signInTimedOut
+        case .issuerMismatch, .stateMismatch, .issuerParameterMismatch, .missingIDToken, .idTokenRejected, .malformedResponse: .signInRejected
+        case .authorizationFailed: .clientRefused
+        case .wrongAccount: .wrongAccount
+        case .cancelled: .interrupted
+        case .listenerFailed: .storage
+        case .tokenRequestFailed(let failure):
+            switch failure {
+            case .transient, .malformedResponse: .serverUnavailable
+            case .clientMisconfigured, .unrecognizedError: .clientRefused
+            case .invalidGrant: .signInRejected
+            case .pinningFailed: .pinningFailed
+            case .cancelled: .interrupted
+            }
         }
     }
 }

@@ -39,11 +39,14 @@ struct VaultCommand: AsyncParsableCommand {
             73 already exists, 74 storage error, 75 busy (try again), 76 client refused by the \
             identity server, 77 wrong passphrase or key file, 78 schema newer than this tool, \
             79 session locked, 80 session expired, revoked or refused (sign in again), 81 migration \
-            needed, 82 unsafe file permissions.
+            needed, 82 unsafe file permissions, 83 TLS pinning failed, 84 step-up needed (sign in \
+            again with --max-age 0), 85 sign-in declined, 86 sign-in timed out (device code expired, \
+            browser did not come back), 87 the provider's answer failed a check (ID token, state, \
+            issuer), 88 signed in as another user than the account's, 130 interrupted.
             """,
         version: "1.0.0",
         subcommands: [
-            Init.self, Status.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
+            Init.self, Status.self, Login.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
             Token.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])
 

@@ -40,6 +40,7 @@ func kind(of error: any Error) -> String {
     case .temporarilyUnavailable: return "temporarilyUnavailable"
     case .accountChanged: return "accountChanged"
     case .pinningFailed: return "pinningFailed"
+    case .authenticationTooOld: return "authenticationTooOld"
     case .vault(let error): return "vault \(error.code)"
     }
 }

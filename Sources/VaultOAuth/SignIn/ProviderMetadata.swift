@@ -35,6 +35,8 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     public var codeChallengeMethods: [String]
     /// `id_token_signing_alg_values_supported`; empty when not published.
     public var idTokenSigningAlgorithms: [String]
+    /// `scopes_supported`; empty when not published.
+    public var scopesSupported: [String] = []
     /// `authorization_response_iss_parameter_supported` (RFC 9207).
     public var issuesIssuerParameter: Bool
     public var source: Source
@@ -69,7 +71,25 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         case codeChallengeMethods = "code_challenge_methods_supported"
         case idTokenSigningAlgorithms = "id_token_signing_alg_values_supported"
         case issuesIssuerParameter = "authorization_response_iss_parameter_supported"
+        case scopesSupported = "scopes_supported"
         case source = "x_credentialvault_source"
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        issuer = try container.decode(String.self, forKey: .issuer)
+        tokenEndpoint = try container.decode(URL.self, forKey: .tokenEndpoint)
+        authorizationEndpoint = try container.decodeIfPresent(URL.self, forKey: .authorizationEndpoint)
+        revocationEndpoint = try container.decodeIfPresent(URL.self, forKey: .revocationEndpoint)
+        deviceAuthorizationEndpoint = try container.decodeIfPresent(URL.self, forKey: .deviceAuthorizationEndpoint)
+        jwksURI = try container.decodeIfPresent(URL.self, forKey: .jwksURI)
+        guestEndpoint = try container.decodeIfPresent(URL.self, forKey: .guestEndpoint)
+        guestConversionEndpoint = try container.decodeIfPresent(URL.self, forKey: .guestConversionEndpoint)
+        codeChallengeMethods = try container.decodeIfPresent([String].self, forKey: .codeChallengeMethods) ?? []
+        idTokenSigningAlgorithms = try container.decodeIfPresent([String].self, forKey: .idTokenSigningAlgorithms) ?? []
+        scopesSupported = try container.decodeIfPresent([String].self, forKey: .scopesSupported) ?? []
+        issuesIssuerParameter = try container.decodeIfPresent(Bool.self, forKey: .issuesIssuerParameter) ?? false
+        source = try container.decodeIfPresent(Source.self, forKey: .source) ?? .explicit
     }
 
     /// The endpoints, by metadata member name, for checking and for messages.
@@ -154,5 +174,6 @@ extension ProviderMetadata {
             idTokenSigningAlgorithms: try strings("id_token_signing_alg_values_supported"),
             issuesIssuerParameter: (object["authorization_response_iss_parameter_supported"] as? Bool) ?? false,
             source: source)
+        scopesSupported = try strings("scopes_supported")
     }
 }
