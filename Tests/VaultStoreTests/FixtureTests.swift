@@ -85,6 +85,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-5 fixture opens with the newest code: sign-in metadata, verified subject, auth_time and the upgraded guest survive")
+    func schemaFiveFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV5.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV5.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV5.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -51,8 +51,9 @@ public enum FixtureV4 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV3.differences(in: vault, laterAccounts: 1)
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV3.differences(in: vault, laterAccounts: 1 + laterAccounts)
         guard let dave = try vault.accounts().first(where: { $0.subject == "dave" }) else {
             return problems + ["dave missing"]
         }
