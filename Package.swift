@@ -196,6 +196,10 @@ let package = Package(
             dependencies: [
                 "VaultSync", "VaultOAuth", "VaultURLSession", "DevGateway", "VaultTestSupport",
                 .product(name: "Clocks", package: "swift-clocks"),
+                // ID tokens signed by keys the tests make, for a test per verifier check.
+                .product(name: "JWTKit", package: "jwt-kit"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .testTarget(
