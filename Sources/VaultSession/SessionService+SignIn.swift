@@ -198,6 +198,34 @@ extension SessionService {
                                   client: client, pins: try pins(of: user)).0
     }
 
+    /// Verifies the ID token of a token response obtained elsewhere (`vault accounts add`),
+    /// when the provider's metadata and keys can be reached: its claims, or nil when they
+    /// could not be (the subject then stays unverified). A token that reaches the keys and
+    /// fails a check throws ``SignInError/idTokenRejected(_:)``. Its expiry is not held against
+    /// it: it may have been received a while ago, and its signature still says whom it names.
+    public func verifyImportedIDToken(_ idToken: String, issuer: String, clientID: String, pins: [String] = []) async throws -> VerifiedIDToken? {
+        guard let url = URL(string: issuer), url.scheme != nil, url.host != nil else { return nil }
+        let provider: ProviderMetadata
+        do {
+            provider = try await discoverProvider(issuer: url, pins: pins)
+        } catch {
+            logger.notice("the imported ID token is not verified: no provider metadata", metadata: ["error": "\(error)"])
+            return nil
+        }
+        guard let jwksURI = provider.jwksURI else { return nil }
+        var expectations = IDTokenExpectations(issuer: provider.issuer, clientID: clientID, skew: configuration.idTokenClockSkew, now: now())
+        expectations.checksExpiry = false
+        let parsedPins = try SPKIPin.parse(pins)
+        do {
+            return try await idTokenVerifier.verify(idToken, jwksURI: jwksURI, expecting: expectations, pins: parsedPins)
+        } catch .keySetUnavailable {
+            logger.notice("the imported ID token is not verified: the provider's keys cannot be read")
+            return nil
+        } catch {
+            throw SignInError.idTokenRejected(error)
+        }
+    }
+
     // MARK: - Steps
 
     private func browserSignIn(endpoint: URL, provider: ProviderMetadata, client: ClientCredentials, request: SignInRequest,

@@ -97,20 +97,30 @@ extension VaultCommand.Accounts {
                 defer { SecureBytes.zero(&bytes) }
                 clientSecret = String(decoding: bytes, as: UTF8.self)
             }
-            let account = NewAccount(
+            var account = NewAccount(
                 issuer: issuer ?? claims.issuer ?? Self.origin(of: endpoint),
                 subject: subject ?? claims.subject ?? unnamed,
                 label: label,
                 client: OAuthClientSettings(
                     tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
                     clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic, pins: pins),
-                clientSecret: clientSecret)
+                clientSecret: clientSecret,
+                subjectSource: subject != nil ? .given : claims.subject != nil ? .unverified : .generated)
             var policy = SessionPolicy()
             if let idleTimeout { policy.idleTimeout = idleTimeout.duration }
             if let lifetime { policy.absoluteLifetime = lifetime.duration }
             if let idle = policy.idleTimeout, policy.warningBefore >= idle { policy.warningBefore = idle / 2 }
 
             let view = try await OpenedVault.with(global, credentials) { opened in
+                // The ID token names the user for sure only once its signature is checked.
+                if let idToken = response.idToken,
+                   let verified = try await opened.session.verifyImportedIDToken(idToken, issuer: account.issuer, clientID: clientID, pins: pins) {
+                    if let subject, subject != verified.subject {
+                        throw CommandFailure(.usage, "--subject \(Terminal.printable(subject)) is not the user the verified ID token names (\(Terminal.printable(verified.subject))); nothing was stored")
+                    }
+                    account.subject = verified.subject
+                    account.subjectSource = .verified
+                }
                 let added = try await opened.session.signIn(account, tokens: response, policy: policy)
                 return try await AccountView.load(added.id, in: opened)
             }

@@ -178,15 +178,27 @@ struct AccountView {
     }
 
     var summary: String {
-        let label = account.label.map { " \"\($0)\"" } ?? ""
-        return "\(active ? "*" : " ") \(account.id)  \(account.subject) at \(account.issuer)\(label)\n"
+        let label = account.label.map { " \"\(Terminal.printable($0))\"" } ?? ""
+        let kind = account.kind == .guest ? (account.upgradedTo.map { " [guest, upgraded to \($0)]" } ?? " [guest]") : ""
+        return "\(active ? "*" : " ") \(account.id)  \(Terminal.printable(account.subject)) at \(Terminal.printable(account.issuer))\(label)\(kind)\n"
             + "    session \(status.text); \(tokenText)"
+    }
+
+    static func subjectNote(_ source: SubjectSource?) -> String {
+        switch source {
+        case .verified?: " (verified ID token)"
+        case .unverified?: " (from an unverified ID token)"
+        case .given?: " (given at import)"
+        case .generated?: " (made up: no user was named)"
+        case nil: ""
+        }
     }
 
     var detail: String {
         var rows: [(String, String)] = [
             ("Account", account.id.rawValue + (active ? " (active)" : "")),
-            ("Subject", account.subject),
+            ("Subject", Terminal.printable(account.subject) + Self.subjectNote(account.subjectSource)),
+            ("Kind", account.kind == .guest ? "guest" + (account.upgradedTo.map { ", upgraded to \($0)" } ?? "") : "registered"),
             ("Issuer", account.issuer),
             ("Label", account.label ?? "none"),
             ("E-mail", account.email ?? "none"),
@@ -200,6 +212,7 @@ struct AccountView {
         ]
         if let session {
             rows.append(("Started", Format.iso8601(session.startedAt)))
+            rows.append(("Authenticated", "\(Format.iso8601(session.lastAuthentication)) (\(Format.relative(session.lastAuthentication)))"))
             if let idle = session.idleDeadline { rows.append(("Idle deadline", "\(Format.iso8601(idle)) (\(Format.relative(idle)))")) }
             if let absolute = session.absoluteDeadline {
                 rows.append(("Ends at latest", "\(Format.iso8601(absolute)) (\(Format.relative(absolute)))"))

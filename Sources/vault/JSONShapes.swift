@@ -16,6 +16,9 @@ extension JSONValue {
             "subject": .string(account.subject),
             "label": .text(account.label),
             "email": .text(account.email),
+            "kind": .string(account.kind.rawValue),
+            "subject_source": .text(account.subjectSource?.rawValue),
+            "upgraded_to": .text(account.upgradedTo?.rawValue),
             "active": .bool(active),
             "status": .string(status.state),
             "status_reason": .text(status.reason),
@@ -64,6 +67,7 @@ extension JSONValue {
             "extensions_used": .number(session.extensionsUsed),
             "background_entered_at": .date(session.backgroundEnteredAt),
             "ended_at": .date(session.endedAt),
+            "authenticated_at": .date(session.lastAuthentication),
         ]
     }
 

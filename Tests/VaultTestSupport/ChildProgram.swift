@@ -71,9 +71,17 @@ public final class ChildProgram: Sendable {
             output.update { $0.exitStatus = status }
         }
         // Standard error on its own thread, so a child that writes much there never blocks.
+        // Read as it comes, so a test can wait for a prompt the child writes there.
         Thread.detachNewThread {
-            let text = String(decoding: standardError.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            output.update { $0.standardError = text }
+            let handle = standardError.fileHandleForReading
+            var received = Data()
+            while true {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                received += chunk
+                let text = String(decoding: received, as: UTF8.self)
+                output.update { $0.standardError = text }
+            }
             errorsRead.signal()
         }
     }

@@ -103,6 +103,9 @@ public struct IDTokenExpectations: Sendable, Hashable {
     public var now: Date
     /// Accepted `alg` values: RS256, ES256, EdDSA at most.
     public var algorithms: Set<String>
+    /// Whether `exp` is checked. Off only for an ID token imported with a token response some
+    /// other program received earlier: its signature still proves who it names.
+    public var checksExpiry = true
 
     /// The algorithms this client can accept: asymmetric, with keys published in a JWKS.
     public static let supportedAlgorithms: Set<String> = ["RS256", "ES256", "EdDSA"]

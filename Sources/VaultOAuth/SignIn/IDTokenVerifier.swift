@@ -148,7 +148,7 @@ public actor IDTokenVerifier {
         guard let exp = claims.exp else { throw .missingClaim("exp") }
         guard let iat = claims.iat else { throw .missingClaim("iat") }
         let skew = expected.skew.seconds
-        guard expected.now.timeIntervalSince(exp) < skew else { throw .expired(at: exp) }
+        guard !expected.checksExpiry || expected.now.timeIntervalSince(exp) < skew else { throw .expired(at: exp) }
         guard iat.timeIntervalSince(expected.now) <= skew else { throw .issuedInFuture(at: iat) }
         if let nonce = expected.nonce {
             guard let got = claims.nonce, Self.constantTimeEquals(got, nonce) else { throw .nonce }
