@@ -57,13 +57,13 @@ extension DevGateway {
     }
 
     /// `POST /admin/grants`: like ``issueGrant(subject:clientID:clientSecret:scope:accessTokenLifetime:rotatesRefreshTokens:)``.
-    func handleCreateGrant(body: Data) -> HTTPResponse {
+    func handleCreateGrant(body: Data) async -> HTTPResponse {
         guard let grant = AdminJSON.decode(AdminJSON.Grant.self, from: body),
               !grant.subject.isEmpty, !grant.clientID.isEmpty,
               (grant.accessTokenLifetime ?? 0) >= 0 else {
             return AdminJSON.badRequest
         }
-        let tokens = issueGrant(
+        let tokens = await issueGrant(
             subject: grant.subject,
             clientID: grant.clientID,
             clientSecret: grant.clientSecret,

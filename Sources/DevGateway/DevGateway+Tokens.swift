@@ -16,7 +16,7 @@ extension DevGateway {
         ]
     }
 
-    /// `POST /oauth/token`: counts the request, applies faults and latency, then refreshes.
+    /// `POST /oauth/token`: counts the request, applies faults and latency, then runs the grant.
     func handleTokenRequest(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
         let form = Self.isForm(request) ? FormBody.parse(body) : .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
         state.stats.tokenRequests += 1
@@ -43,16 +43,18 @@ extension DevGateway {
             logger.debug("token request", metadata: ["gateway.outcome": "injected_fault", "http.status": "\(fault.status)"])
             response = .fault(fault, echoing: (body, request.headers[.authorization]))
         } else {
-            response = refresh(request, form: form)
+            response = await exchange(request, form: form)
         }
         state.stats.tokenResponses += 1
         statsDidChange()
         return response
     }
 
-    /// The refresh itself: client authentication, grant type, then rotation or reuse detection.
-    private func refresh(_ request: HTTPRequest, form: Result<FormBody, OAuthRejection>) -> HTTPResponse {
+    /// The grant itself: client authentication, then the grant type's rules.
+    private func exchange(_ request: HTTPRequest, form: Result<FormBody, OAuthRejection>) async -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/token"]
+        // The nonce of the authorization request, for the ID token of a code exchange only.
+        var nonce: String?
         let outcome: Result<IssuedTokens, OAuthRejection> = {
             let parameters: FormBody
             switch form {
@@ -69,34 +71,71 @@ extension DevGateway {
             case .failure(let rejection): return .failure(rejection)
             }
             metadata["gateway.client_id"] = "\(clientID)"
-            guard grantType == "refresh_token" else {
-                return .failure(.unsupportedGrantType("only grant_type=refresh_token is supported"))
-            }
-            guard let refreshToken = parameters["refresh_token"], !refreshToken.isEmpty else {
-                return .failure(.invalidRequest("refresh_token is required"))
-            }
-            switch state.tokens.refresh(refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"]) {
-            case .issued(let tokens):
-                return .success(tokens)
-            case .rejected(let rejection, let reuseDetected):
-                if reuseDetected {
-                    state.stats.reuseDetections += 1
-                    metadata["gateway.reuse_detected"] = "true"
-                }
-                return .failure(rejection)
+            switch grantType {
+            case "refresh_token":
+                return refresh(parameters, clientID: clientID, metadata: &metadata)
+            case "authorization_code":
+                return redeemCode(parameters, clientID: clientID, nonce: &nonce, metadata: &metadata)
+            case DeviceGrantLedger.grantType:
+                return pollDeviceCode(parameters, clientID: clientID)
+            default:
+                return .failure(.unsupportedGrantType(
+                    "supported grant types: refresh_token, authorization_code, \(DeviceGrantLedger.grantType)"))
             }
         }()
 
         switch outcome {
         case .success(let tokens):
             metadata["gateway.outcome"] = "issued"
+            metadata["gateway.grant_id"] = "\(tokens.grantID)"
             metadata["gateway.rotated"] = "\(tokens.refreshToken != nil)"
             logger.debug("token request", metadata: metadata)
-            return .json(GatewayJSON.Tokens(tokens, includeGrantID: false))
+            return .json(GatewayJSON.Tokens(await attachingIDToken(to: tokens, nonce: nonce), includeGrantID: false))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("token request", metadata: metadata)
             return .oauthError(rejection)
+        }
+    }
+
+    /// `grant_type=refresh_token` (RFC 6749 §6): rotation, or reuse detection.
+    private func refresh(_ parameters: FormBody, clientID: String, metadata: inout Logger.Metadata) -> Result<IssuedTokens, OAuthRejection> {
+        guard let refreshToken = parameters["refresh_token"], !refreshToken.isEmpty else {
+            return .failure(.invalidRequest("refresh_token is required"))
+        }
+        switch state.tokens.refresh(refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"]) {
+        case .issued(let tokens):
+            return .success(tokens)
+        case .rejected(let rejection, let reuseDetected):
+            if reuseDetected {
+                state.stats.reuseDetections += 1
+                metadata["gateway.reuse_detected"] = "true"
+            }
+            return .failure(rejection)
+        }
+    }
+
+    /// `grant_type=authorization_code` (RFC 6749 §4.1.3, RFC 7636 §4.5): a code presented
+    /// again revokes the grant it opened.
+    private func redeemCode(_ parameters: FormBody, clientID: String, nonce: inout String?,
+                            metadata: inout Logger.Metadata) -> Result<IssuedTokens, OAuthRejection> {
+        guard let code = parameters["code"], !code.isEmpty else {
+            return .failure(.invalidRequest("code is required"))
+        }
+        switch state.authorization.redeem(code: code, clientID: clientID, redirectURI: parameters["redirect_uri"],
+                                          codeVerifier: parameters["code_verifier"], now: signInNow()) {
+        case .redeemed(let record):
+            let tokens = state.tokens.openGrant(subject: record.subject, clientID: clientID, scope: record.scope,
+                                                authTime: record.authTime)
+            state.authorization.recordGrant(tokens.grantID, forCode: code)
+            nonce = record.nonce
+            return .success(tokens)
+        case .rejected(let rejection, let grantID):
+            if let grantID {
+                state.tokens.revokeGrant(grantID)
+                metadata["gateway.code_reuse_revoked"] = "\(grantID)"
+            }
+            return .failure(rejection)
         }
     }
 

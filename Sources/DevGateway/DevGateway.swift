@@ -5,22 +5,76 @@
 // Every JSON response carries `Content-Type: application/json` and `Cache-Control: no-store`.
 // OAuth errors are RFC 6749 §5.2 bodies: `{"error": "<code>", "error_description": "<text>"}`.
 //
-// POST /oauth/token                     (application/x-www-form-urlencoded, RFC 6749 §6)
-//   grant_type=refresh_token (required), refresh_token (required), scope (optional, a subset of the grant's).
+// Times of the sign-in endpoints (ID tokens, codes, device codes, polling) come from the token
+// clock, `setClock(_:)`; the issuer is `baseURL` exactly, e.g. `http://127.0.0.1:41234`.
+//
+// GET  /.well-known/openid-configuration   OpenID Provider metadata (OpenID Connect Discovery 1.0 §4)
+// GET  /.well-known/oauth-authorization-server  the same document (RFC 8414 §3)
+//   200 {"issuer", "authorization_endpoint", "token_endpoint", "revocation_endpoint",
+//   "device_authorization_endpoint", "jwks_uri", "response_types_supported": ["code"],
+//   "response_modes_supported": ["query"], "grant_types_supported", "code_challenge_methods_supported":
+//   ["S256"], "subject_types_supported", "id_token_signing_alg_values_supported" (of the published keys),
+//   "token_endpoint_auth_methods_supported": ["none", "client_secret_basic"], "scopes_supported",
+//   "claims_supported", "prompt_values_supported", "authorization_response_iss_parameter_supported": true,
+//   "guest_endpoint", "guest_conversion_endpoint" (absent when conversion is off)}
+//   /admin/discovery can turn the first into a 404, publish another issuer, or leave fields out.
+// GET  /oauth/jwks                      200 {"keys": [{"kty", "kid", "alg", "use": "sig", "crv"?, "x"?, "y"?,
+//                                       "n"?, "e"?}]}: the current signing key and earlier unretired ones
+//
+// GET  /oauth/authorize?response_type=code&client_id&redirect_uri&scope&state&code_challenge
+//      &code_challenge_method=S256[&nonce][&max_age][&prompt=login|none]   (RFC 6749 §4.1, RFC 7636)
+//   400 text/html               unknown client, missing redirect_uri, or one that is not
+//                               http://127.0.0.1:<any port>/<path> or http://[::1]:… (RFC 8252 §7.3): never redirected
+//   200 text/html               nobody is signed in at the browser session: a sign-in page, no redirect
+//   302 redirect_uri?code=…&state=…&iss=<issuer>       the browser user approves (RFC 9207 `iss`)
+//   302 redirect_uri?error=…&error_description=…&state=…&iss=…   access_denied (the user denies),
+//       invalid_request (no PKCE from a public client, a method other than S256, bad max_age),
+//       unsupported_response_type, login_required (prompt=none and a sign-in would be needed)
+//   max_age=N (N seconds since the last authentication passed, or N == 0) or prompt=login makes
+//   the user authenticate again: auth_time moves to now. A code is single use, lives 60 s, and is
+//   bound to client, redirect_uri, code_challenge, nonce, scope, subject and auth_time.
+//
+// POST /oauth/device_authorization      (form: client_id or HTTP Basic, scope; RFC 8628 §3.1)
+//   200 {"device_code", "user_code": "BCDF-GHJK", "verification_uri": <base>/device,
+//        "verification_uri_complete", "expires_in" (600), "interval" (5)}
+// GET  /device                          text/html naming the admin endpoint that approves a user code
+//
+// POST /guest/register                  (form: client_id or HTTP Basic, scope)
+//   200 a token response for a new subject `guest-<hex>`; its ID token has "guest": true
+// POST /guest/convert                   `Authorization: Bearer <registered user's access token>`,
+//                                       form guest_refresh_token (+ client_id of the same client)
+//   200 {"converted": true, "guest_subject", "subject"}: the guest's grants are revoked
+//   400 invalid_grant (unknown, revoked or rotated guest token), 400 invalid_request,
+//   401 invalid_token (bad bearer), 404 when conversion is turned off
+//
+// POST /oauth/token                     (application/x-www-form-urlencoded, RFC 6749 §4.1.3, §6; RFC 8628 §3.4)
+//   grant_type=refresh_token: refresh_token (required), scope (optional, a subset of the grant's).
+//   grant_type=authorization_code: code, redirect_uri (as in the authorization request), code_verifier
+//     (BASE64URL(SHA256(verifier)) must be the code_challenge). Any attempt spends the code; a code
+//     presented again revokes the grant it opened.
+//   grant_type=urn:ietf:params:oauth:grant-type:device_code: device_code. 400 authorization_pending
+//     until the user answers, 400 slow_down when polled sooner than `interval` after the previous poll
+//     (the code's interval then grows by 5 s), 400 access_denied, 400 expired_token; tokens once, then
+//     invalid_grant.
 //   Client authentication: public clients send client_id in the body; confidential clients send
 //   `Authorization: Basic base64(formEncode(client_id) ":" formEncode(secret))` (RFC 6749 §2.3.1).
-//   200 {"access_token","token_type":"Bearer","expires_in","refresh_token"?,"scope","id_token"}
+//   200 {"access_token","token_type":"Bearer","expires_in","refresh_token"?,"scope","id_token"?}
 //       The presented refresh token is rotated: a new one is returned and the old one is spent.
 //       With rotation off (per grant or globally) no refresh_token is returned: keep the old one.
+//       id_token (scope with openid only): a JWS {alg, kid, typ: "JWT"} signed by the current key with
+//       iss, sub, aud = azp = client_id, iat, exp (iat + 10 min), auth_time, nonce (code grant, when
+//       the authorization request had one), "guest": true for guests. Refreshes get a fresh one.
 //   400 invalid_request         missing/repeated parameter, body not form-encoded
 //   401 invalid_client          unknown client, wrong or missing secret (with WWW-Authenticate: Basic)
-//   400 unsupported_grant_type  any grant_type but refresh_token
+//   400 unsupported_grant_type  any other grant_type
 //   400 invalid_grant           unknown token, token of another client, revoked grant, or a spent
 //                               (rotated) token presented again — which revokes the whole family
-//                               (RFC 9700 §4.14.2), so every token of that grant fails from then on
+//                               (RFC 9700 §4.14.2), so every token of that grant fails from then on;
+//                               unknown, used, expired or other client's code, wrong code_verifier,
+//                               redirect_uri mismatch
 //   400 invalid_scope           scope wider than the grant
-//   Injected faults and latency (see /admin/faults) apply here. A delayed request is processed
-//   after the delay even if the client has given up, like a real server whose answer is lost.
+//   Injected faults and latency (see /admin/faults) apply here, to every grant type. A delayed request
+//   is processed after the delay even if the client has given up, like a real server whose answer is lost.
 //
 // POST /oauth/revoke                    (application/x-www-form-urlencoded, RFC 7009)
 //   token (required), token_type_hint (optional: refresh_token | access_token); client auth as above.
@@ -45,7 +99,26 @@
 // POST /admin/settings                  JSON {"rotate_refresh_tokens": bool} — default for grants
 //                                       that did not choose; 204
 // GET  /admin/stats                     200 {"token_requests", "token_responses", "revocation_requests",
-//                                       "reuse_detections", "presented_refresh_tokens": [...]}
+//                                       "reuse_detections", "presented_refresh_tokens": [...],
+//                                       "authorization_requests", "reauthentications", "device_authorizations",
+//                                       "device_polls", "slow_downs", "guest_registrations", "guest_conversions"}
+//
+// Sign-in admin (no authentication)
+// POST /admin/clients                   {"client_id", "client_secret"?}: register a client; 204
+// POST /admin/browser-user              {"subject": string | null, "mode"?: "approve" | "deny"}: who is signed
+//                                       in at the browser session (their last authentication is now); 204
+// POST /admin/discovery                 {"openid_configuration"? (default true), "issuer"?, "omit"?: [field]};
+//                                       replaces the discovery settings; 204
+// POST /admin/keys/rotate               {"algorithm"?: "ES256" | "RS256" | "EdDSA", "retire_previous"?: bool}
+//                                       200 {"kid"}: a new signing key; earlier ones stay published unless retired
+// POST /admin/faults/id-token           {"fault", "count"?}: defects for the next ID tokens; fault is one of
+//                                       bad_signature, alg_none, hs256, unknown_key, wrong_issuer, wrong_audience,
+//                                       expired, issued_in_future, wrong_nonce, omitted; 204
+// POST /admin/device-grant              {"interval"? (s, 0 = no slow_down), "expires_in"? (s)}; 204
+// POST /admin/device/approve            {"user_code", "subject"}: the user approves (and authenticates)
+// POST /admin/device/deny               {"user_code"}
+// POST /admin/device/expire             {"user_code"}
+//   200 {"ok": true} | 404 {"ok": false} (unknown, already answered or expired code)
 //
 // Devices and notifications                (JSON; times are milliseconds since 1970)
 // Every call sends `Authorization: Bearer <access token>` issued by this gateway; the token's
@@ -105,8 +178,9 @@ import FlyingFox
 import Foundation
 import Logging
 
-/// A development identity server on 127.0.0.1: OAuth token and revocation endpoints over real
-/// HTTP, with rotation, reuse detection, fault injection and counters for tests.
+/// A development identity server on 127.0.0.1: OpenID Connect discovery, signed ID tokens, the
+/// authorization-code (PKCE) and device grants, token and revocation endpoints over real HTTP,
+/// with rotation, reuse detection, fault injection and counters for tests.
 ///
 /// ```swift
 /// let gateway = try await DevGateway.start(logger: logger)
@@ -187,6 +261,7 @@ public actor DevGateway {
     // MARK: - Grants
 
     /// Opens a grant for `subject` and returns its first tokens; registers (or updates) the client.
+    /// With `openid` in `scope` the tokens carry a signed ID token whose `auth_time` is now.
     ///
     /// A `clientSecret` makes the client confidential (HTTP Basic); without one it is public.
     /// `rotatesRefreshTokens` overrides the gateway-wide setting for this grant.
@@ -201,17 +276,18 @@ public actor DevGateway {
         scope: String = "openid profile",
         accessTokenLifetime: Duration = .seconds(3600),
         rotatesRefreshTokens: Bool? = nil
-    ) -> IssuedTokens {
+    ) async -> IssuedTokens {
         let tokens = state.tokens.issueGrant(
             subject: subject,
             clientID: clientID,
             clientSecret: clientSecret,
             scope: scope,
             accessTokenLifetime: accessTokenLifetime,
-            rotatesRefreshTokens: rotatesRefreshTokens
+            rotatesRefreshTokens: rotatesRefreshTokens,
+            authTime: signInNow()
         )
         logger.debug("grant issued", metadata: ["gateway.grant_id": "\(tokens.grantID)", "gateway.client_id": "\(clientID)"])
-        return tokens
+        return await attachingIDToken(to: tokens)
     }
 
     /// Revokes every grant of `subject`, as an administrator signing them out; returns how many.

@@ -7,12 +7,19 @@ struct FaultPlan: Sendable {
     var pendingRevocationFailures: [TokenFault] = []
     /// Delay before each token response.
     var tokenLatency: Duration = .zero
+    /// Defects for the next ID tokens issued, first one first.
+    var pendingIDTokenFaults: [IDTokenFault] = []
     /// Whether token requests, once counted, wait for ``DevGateway/releaseTokenResponses()``.
     var holdsTokenResponses = false
 
     /// Takes the failure for the token request that just arrived, if one is queued.
     mutating func takeTokenFailure() -> TokenFault? {
         pendingTokenFailures.isEmpty ? nil : pendingTokenFailures.removeFirst()
+    }
+
+    /// Takes the defect for the ID token about to be issued, if one is queued.
+    mutating func takeIDTokenFault() -> IDTokenFault? {
+        pendingIDTokenFaults.isEmpty ? nil : pendingIDTokenFaults.removeFirst()
     }
 
     /// Takes the failure for the revocation request that just arrived, if one is queued.

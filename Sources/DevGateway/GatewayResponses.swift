@@ -68,6 +68,29 @@ extension HTTPResponse {
         return .json(GatewayJSON.Failure(error: rejection.error, errorDescription: rejection.description), status: rejection.status, headers: extra)
     }
 
+    /// A small HTML page (`text/html`) that caches must not store.
+    static func html(title: String, paragraphs: [String], status: Int = 200) -> HTTPResponse {
+        let escapedTitle = htmlEscaped(title)
+        let body = paragraphs.map { "<p>\(htmlEscaped($0))</p>" }.joined(separator: "\n")
+        let page = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>\(escapedTitle)</title></head>\n"
+            + "<body><h1>\(escapedTitle)</h1>\n\(body)\n</body></html>\n"
+        let headers: HTTPHeaders = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
+        return HTTPResponse(statusCode: .gateway(status), headers: headers, body: Data(page.utf8))
+    }
+
+    /// `302 Found` to `location` (RFC 6749 §4.1.2).
+    static func redirect(to location: String) -> HTTPResponse {
+        let headers: HTTPHeaders = [.location: location, .cacheControl: "no-store"]
+        return HTTPResponse(statusCode: .found, headers: headers)
+    }
+
+    /// `text` with `&`, `<`, `>` and quotes escaped for HTML.
+    static func htmlEscaped(_ text: String) -> String {
+        text.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
+            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+            .replacingOccurrences(of: "'", with: "&#39;")
+    }
+
     /// An empty response that caches must not store.
     static func empty(status: Int) -> HTTPResponse {
         let headers: HTTPHeaders = [.cacheControl: "no-store"]
@@ -101,7 +124,7 @@ extension HTTPStatusCode {
     /// A status for any code, with a reason phrase for the common ones.
     static func gateway(_ code: Int) -> HTTPStatusCode {
         let known: [HTTPStatusCode] = [
-            .ok, .created, .noContent, .badRequest, .unauthorized, .notFound, .methodNotAllowed,
+            .ok, .created, .noContent, .found, .badRequest, .unauthorized, .notFound, .methodNotAllowed,
             .requestTimeout, .tooManyRequests, .internalServerError, .badGateway, .serviceUnavailable, .gatewayTimeout,
         ]
         return known.first { $0.code == code } ?? HTTPStatusCode(code, phrase: "Status \(code)")

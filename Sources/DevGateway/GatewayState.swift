@@ -15,4 +15,14 @@ struct GatewayState: Sendable {
     var notifications = NotificationLedger()
     /// The device area's clock offset, approval lifetime and request log.
     var deviceArea = DeviceAreaSettings()
+    /// ID-token signing keys, current and published.
+    var signingKeys = SigningKeyRing()
+    /// The browser session, each subject's last authentication, authorization codes.
+    var authorization = AuthorizationLedger()
+    /// Device codes of the device authorization grant.
+    var deviceGrants = DeviceGrantLedger()
+    /// Guest conversions.
+    var guests = GuestLedger()
+    /// The sign-in clock, discovery settings and guest conversion switch.
+    var signIn = SignInSettings()
 }

@@ -17,6 +17,20 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     public var reuseDetections = 0
     /// Every `refresh_token` parameter received on `/oauth/token`, in arrival order.
     public var presentedRefreshTokens: [String] = []
+    /// Requests received on `/oauth/authorize`, rejected ones included.
+    public var authorizationRequests = 0
+    /// Times `max_age` or `prompt=login` made a signed-in subject authenticate again.
+    public var reauthentications = 0
+    /// Device codes issued by `/oauth/device_authorization`.
+    public var deviceAuthorizations = 0
+    /// Token requests with the device_code grant type.
+    public var devicePolls = 0
+    /// Device-code polls answered `slow_down`.
+    public var slowDowns = 0
+    /// Guest accounts created by `/guest/register`.
+    public var guestRegistrations = 0
+    /// Guests converted by `/guest/convert`.
+    public var guestConversions = 0
 
     /// Empty statistics.
     public init() {}
@@ -27,13 +41,23 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case revocationRequests = "revocation_requests"
         case reuseDetections = "reuse_detections"
         case presentedRefreshTokens = "presented_refresh_tokens"
+        case authorizationRequests = "authorization_requests"
+        case reauthentications
+        case deviceAuthorizations = "device_authorizations"
+        case devicePolls = "device_polls"
+        case slowDowns = "slow_downs"
+        case guestRegistrations = "guest_registrations"
+        case guestConversions = "guest_conversions"
     }
 }
 
 extension GatewayStats: CustomStringConvertible, CustomReflectable {
     /// Counters only; presented refresh tokens are redacted.
     public var description: String {
-        "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted)"
+        "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
+            + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
+            + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
+            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions))"
     }
 
     /// A mirror without token values.
@@ -41,6 +65,9 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
         Mirror(self, children: [
             "tokenRequests": tokenRequests, "tokenResponses": tokenResponses,
             "revocationRequests": revocationRequests, "reuseDetections": reuseDetections,
+            "authorizationRequests": authorizationRequests, "reauthentications": reauthentications,
+            "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
+            "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
         ], displayStyle: .struct)
     }
 }

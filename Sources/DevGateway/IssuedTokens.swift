@@ -17,17 +17,27 @@ public struct IssuedTokens: Sendable, Hashable {
     public let expiresIn: Int
     /// The new refresh token; nil when the gateway does not rotate (keep the old one).
     public let refreshToken: String?
-    /// An opaque stand-in for an OpenID Connect ID token.
+    /// The OpenID Connect ID token, a JWS signed by the gateway's current key (see
+    /// ``DevGateway/jwksURL``); nil when the scope lacks `openid`.
     public let idToken: String?
     /// The granted scope.
     public let scope: String
+}
+
+extension IssuedTokens {
+    /// The same tokens with `idToken` in place of the ID token.
+    func with(idToken: String?) -> IssuedTokens {
+        IssuedTokens(grantID: grantID, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+                     refreshToken: refreshToken, idToken: idToken, scope: scope)
+    }
 }
 
 extension IssuedTokens: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// Grant, lifetime and scope, with every token redacted.
     public var description: String {
         let refresh = refreshToken.map(redacted) ?? "none"
-        return "IssuedTokens(grant: \(grantID), access: \(redacted(accessToken)), expiresIn: \(expiresIn), refresh: \(refresh), scope: \(scope))"
+        let id = idToken.map(redacted) ?? "none"
+        return "IssuedTokens(grant: \(grantID), access: \(redacted(accessToken)), expiresIn: \(expiresIn), refresh: \(refresh), id: \(id), scope: \(scope))"
     }
 
     /// Same as ``description``.

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The token area's state: registered clients, grants, and every token issued.
 ///
 /// A grant is one refresh token family (RFC 9700 §4.14.2). Refreshing rotates the family's
@@ -14,6 +16,10 @@ struct TokenLedger: Sendable {
         let clientID: String
         let scope: String
         let accessTokenLifetime: Duration
+        /// When the subject last authenticated for this grant (the ID token's `auth_time`).
+        let authTime: Date
+        /// A guest account's grant (its ID tokens say `"guest": true`).
+        let isGuest: Bool
         /// nil follows ``TokenLedger/rotatesRefreshTokens``.
         var rotatesRefreshTokens: Bool?
         var revoked = false
@@ -45,20 +51,46 @@ struct TokenLedger: Sendable {
         clientSecret: String?,
         scope: String,
         accessTokenLifetime: Duration,
-        rotatesRefreshTokens: Bool?
+        rotatesRefreshTokens: Bool?,
+        authTime: Date
     ) -> IssuedTokens {
         clients[clientID] = Client(secret: clientSecret)
+        return openGrant(subject: subject, clientID: clientID, scope: scope, authTime: authTime,
+                         accessTokenLifetime: accessTokenLifetime, rotatesRefreshTokens: rotatesRefreshTokens)
+    }
+
+    /// Opens a new grant for a registered client (a redeemed code, an approved device code, a
+    /// guest) and returns its first tokens.
+    mutating func openGrant(
+        subject: String,
+        clientID: String,
+        scope: String,
+        authTime: Date,
+        isGuest: Bool = false,
+        accessTokenLifetime: Duration = .seconds(3600),
+        rotatesRefreshTokens: Bool? = nil
+    ) -> IssuedTokens {
         let grant = Grant(
             id: TokenMint.identifier(prefix: "grant_"),
             subject: subject,
             clientID: clientID,
             scope: scope,
             accessTokenLifetime: accessTokenLifetime,
+            authTime: authTime,
+            isGuest: isGuest,
             rotatesRefreshTokens: rotatesRefreshTokens
         )
         grants[grant.id] = grant
         return mintTokens(for: grant, scope: scope, withRefreshToken: true)
     }
+
+    /// Registers (or updates) a client: confidential with a secret, public without.
+    mutating func registerClient(id: String, secret: String?) {
+        clients[id] = Client(secret: secret)
+    }
+
+    /// Whether `clientID` is registered.
+    func isRegistered(_ clientID: String) -> Bool { clients[clientID] != nil }
 
     /// Revokes every grant of `subject` (admin sign-out); returns how many were still live.
     mutating func revokeGrants(subject: String) -> Int {
@@ -144,6 +176,13 @@ struct TokenLedger: Sendable {
         accessTokens[accessToken].flatMap { grants[$0] }
     }
 
+    /// The grant of a refresh token that can still be used: issued, not rotated, grant not revoked.
+    func liveGrant(forRefreshToken refreshToken: String) -> Grant? {
+        guard let record = refreshTokens[refreshToken], record.status == .active,
+              let grant = grants[record.grantID], !grant.revoked else { return nil }
+        return grant
+    }
+
     /// Revokes one grant's whole family (a terminated device's sign-in).
     mutating func revokeGrant(_ grantID: String) {
         revokeFamily(grantID)
@@ -170,7 +209,7 @@ struct TokenLedger: Sendable {
             tokenType: "Bearer",
             expiresIn: max(0, Int(grant.accessTokenLifetime.components.seconds)),
             refreshToken: refreshToken,
-            idToken: TokenMint.token(prefix: "idt_"),
+            idToken: nil,
             scope: scope
         )
     }

@@ -1,3 +1,5 @@
+import Foundation
+
 /// Random opaque tokens and identifiers, and a timing-safe comparison for secrets.
 enum TokenMint {
     /// `prefix` followed by 256 random bits in base64url without padding.
@@ -25,12 +27,13 @@ enum TokenMint {
         return difference == 0 && a.count == b.count
     }
 
-    private static func randomBytes(_ count: Int) -> [UInt8] {
+    static func randomBytes(_ count: Int) -> [UInt8] {
         var generator = SystemRandomNumberGenerator()
         return (0..<count).map { _ in UInt8.random(in: .min ... .max, using: &generator) }
     }
 
-    private static func base64URL(_ bytes: [UInt8]) -> String {
+    /// Base64url without padding (RFC 4648 §5).
+    static func base64URL(_ bytes: [UInt8]) -> String {
         let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
         var output = ""
         var index = 0
@@ -45,5 +48,14 @@ enum TokenMint {
             index += 3
         }
         return output
+    }
+}
+
+extension TokenMint {
+    /// Decodes base64url with or without padding; nil if malformed.
+    static func base64URLDecode(_ text: some StringProtocol) -> [UInt8]? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
+        return Data(base64Encoded: base64).map(Array.init)
     }
 }
