@@ -93,6 +93,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "JWTKit", package: "jwt-kit"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
             ]
         ),
         // The session service: refresh, revocation, timeouts, accounts. What client tools call.
@@ -169,6 +170,8 @@ let package = Package(
             name: "VaultCommandTests",
             dependencies: [
                 "vault", "VaultStore", "VaultTestSupport", "DevGateway",
+                // NIOTransport plays the browser in the `vault login --browser` tests.
+                "VaultOAuth",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

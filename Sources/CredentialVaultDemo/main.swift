@@ -39,16 +39,18 @@ func runDemo() async throws {
                                absoluteLifetime: .seconds(120), backgroundTimeout: .seconds(2), idleAction: .lock)
     var configuration = SessionConfiguration()
     configuration.observationInterval = .milliseconds(250)
-    configuration.leeway = .seconds(2)  // alice's demo tokens live 4 s; real tokens live an hour
+    configuration.leeway = .seconds(2)  // bob's demo tokens live 4 s; real tokens live an hour
     let session = SessionService(vault: vault, oauth: OAuthClient(logger: quiet), configuration: configuration, logger: quiet)
     try await session.start()
 
-    narrator.chapter("Two accounts sign in")
     var accounts: [String: AccountID] = [:]
-    for subject in ["alice", "bob"] {
-        // The interactive grant is the tool's job; the gateway hands out its result directly.
-        // alice's access tokens live 4 s, so the story can show a refresh ahead of expiry.
-        let lifetime: Duration = subject == "alice" ? .seconds(4) : .seconds(3600)
+    accounts["alice"] = try await SignInChapter.run(gateway: gateway, session: session, narrator: narrator)
+
+    narrator.chapter("bob's sign-in, done by another program, is imported")
+    for subject in ["bob"] {
+        // A sign-in another program did: its token response is imported (`vault accounts add`).
+        // bob's access tokens live 4 s, so the story can show a refresh ahead of expiry.
+        let lifetime: Duration = .seconds(4)
         let issued = await gateway.issueGrant(subject: subject, clientID: "vault-demo", accessTokenLifetime: lifetime)
         let response = TokenResponse(accessToken: issued.accessToken, tokenType: issued.tokenType, expiresIn: issued.expiresIn,
                                      refreshToken: issued.refreshToken, scope: issued.scope, idToken: issued.idToken)
@@ -57,22 +59,21 @@ func runDemo() async throws {
                        email: "\(subject)@demo.test",
                        client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
                                                    clientID: "vault-demo", scopes: ["openid", "profile"])),
-            tokens: response, policy: subject == "alice" ? policy : SessionPolicy())
+            tokens: response, policy: SessionPolicy())
         accounts[subject] = account.id
         narrator.say("\(subject) signed in as account \(account.id); access token \(Narrator.fingerprint(issued.accessToken)) expires in \(issued.expiresIn) s")
     }
     guard let alice = accounts["alice"], let bob = accounts["bob"] else { return }
-    try await session.switchAccount(to: alice)
-    narrator.say("active account: alice")
+    narrator.say("active account: bob")
 
     narrator.chapter("Tokens refresh ahead of expiry, with rotation")
-    let before = try vault.tokens(for: alice)
+    let before = try vault.tokens(for: bob)
     let first = try await session.validAccessToken()
-    narrator.say("alice's token \(Narrator.fingerprint(first.value)) is served as is: it is fresh")
+    narrator.say("bob's token \(Narrator.fingerprint(first.value)) is served as is: it is fresh")
     narrator.say("waiting 2.5 s: the token nears its expiry…")
     try await Task.sleep(for: .milliseconds(2500))
     let token = try await session.validAccessToken()
-    let after = try vault.tokens(for: alice)
+    let after = try vault.tokens(for: bob)
     narrator.say("with less than the 2 s leeway left, it was refreshed before being served")
     narrator.say("access token \(Narrator.fingerprint(before?.tokens.accessToken ?? "")) -> \(Narrator.fingerprint(token.value)) (generation \(token.generation))")
     narrator.say("refresh token rotated \(Narrator.fingerprint(before?.tokens.refreshToken ?? "")) -> \(Narrator.fingerprint(after?.tokens.refreshToken ?? "")); the old one is now refused by the server")
@@ -81,6 +82,11 @@ func runDemo() async throws {
         return try await group.reduce(into: Set<Int64>()) { $0.insert($1) }
     }
     narrator.say("50 concurrent callers got generation(s) \(try await concurrent.sorted()); server saw \(await gateway.tokenRequestCount()) refresh request(s) in all")
+
+    try await session.switchAccount(to: alice)
+    try await session.recordActivity()
+    try await session.setSessionPolicy(policy, for: alice)
+    narrator.say("active account: alice again, with short demo timeouts")
 
     narrator.chapter("Idle warning, a live countdown, and an extension")
     let events = session.events()  // from now on

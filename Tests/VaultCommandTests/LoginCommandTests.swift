@@ -1,0 +1,197 @@
+import DevGateway
+import Foundation
+import Testing
+import VaultOAuth
+import VaultTestSupport
+
+/// `vault login` as a user runs it, against the development gateway on loopback: the binary in
+/// a child process, the test playing the user at the gateway.
+@Suite("vault login: device code, browser, bare token, re-login, step-up, Ctrl-C")
+struct LoginCommandTests {
+    struct World {
+        let gateway: DevGateway
+        let cli: VaultCLI
+        let key: URL
+
+        init() async throws {
+            gateway = try await DevGateway.start()
+            await gateway.registerClient(id: "vault-cli")
+            await gateway.setDeviceGrantSettings(interval: 1, lifetime: 600)
+            var cli = try VaultCLI()
+            key = cli.file("vault.key")
+            cli.environment["VAULT_KEY_FILE"] = key.path
+            self.cli = cli
+            try #require(try await cli.run(["init", "--key-file", key.path]).status == 0)
+        }
+
+        var issuer: String { gateway.baseURL.absoluteString }
+
+        /// Starts `vault ARGUMENTS` as a child that keeps running (its standard input open).
+        func start(_ arguments: [String]) throws -> ChildProgram {
+            try ChildProgram(try BuiltProgram.url(named: "vault"), arguments, environment: [
+                "PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path, "VAULT_KEY_FILE": key.path,
+            ])
+        }
+
+        /// Waits for the child's device authorization to reach the gateway; the user code it shows.
+        func userCode() async throws -> String {
+            #expect(await gateway.waitForStats(upTo: TestTimeScale.scaled(.seconds(60))) { $0.deviceAuthorizations >= 1 })
+            return try #require(await gateway.pendingUserCodes().last)
+        }
+
+        func end(_ child: ChildProgram) async -> ChildProgram.Output {
+            _ = await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { $0.exitStatus != nil }
+            await child.kill()
+            return child.output.value
+        }
+
+        func device(_ extra: [String] = []) -> [String] {
+            ["login", "--issuer", issuer, "--client-id", "vault-cli", "--device"] + extra
+        }
+    }
+
+    @Test("--device: the code and where to enter it are shown, the user approves, the account is stored verified and `vault token` works")
+    func deviceLogin() async throws {
+        let world = try await World()
+        let child = try world.start(world.device())
+        let code = try await world.userCode()
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains(code) })
+        #expect(child.output.value.standardError.contains("/device"))
+        #expect(await world.gateway.approveDeviceCode(userCode: code, subject: "alice"))
+        let output = await world.end(child)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
+        #expect(output.lines.contains { $0.contains("Signed in as alice") }, "\(output.lines)")
+        let list = try await world.cli.run(["accounts", "list", "--json"])
+        let accounts = try list.jsonArray()
+        #expect(accounts.map { $0["subject"] as? String } == ["alice"])
+        let token = try await world.cli.run(["token"])
+        #expect(token.status == 0, "\(token)")
+        await world.gateway.stop()
+    }
+
+    @Test("--device: Ctrl-C while waiting stops cleanly (exit 130), nothing stored")
+    func interrupted() async throws {
+        let world = try await World()
+        let child = try world.start(world.device())
+        _ = try await world.userCode()
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("Ctrl-C") })
+        kill(child.processIdentifier, SIGINT)
+        let output = await world.end(child)
+        #expect(output.exitStatus == 130, "\(output.standardError)")
+        #expect(output.standardError.contains("nothing was stored"))
+        let list = try await world.cli.run(["accounts", "list", "--json"])
+        #expect(try list.jsonArray().isEmpty)
+        await world.gateway.stop()
+    }
+
+    @Test("--device: the user declines (exit 85) or the code expires (exit 86); nothing stored", arguments: [true, false])
+    func declinedOrExpired(declined: Bool) async throws {
+        let world = try await World()
+        let child = try world.start(world.device())
+        let code = try await world.userCode()
+        if declined {
+            #expect(await world.gateway.denyDeviceCode(userCode: code))
+        } else {
+            #expect(await world.gateway.expireDeviceCode(userCode: code))
+        }
+        let output = await world.end(child)
+        #expect(output.exitStatus == (declined ? 85 : 86), "\(output.standardError)")
+        #expect(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
+        await world.gateway.stop()
+    }
+
+    @Test("--browser --no-open: the URL is printed alone on a line of standard error; following it signs in")
+    func browserLogin() async throws {
+        let world = try await World()
+        await world.gateway.signInBrowserUser("bob")
+        let child = try world.start(["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--browser", "--no-open"])
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { output in
+            output.standardError.split(separator: "\n").contains { $0.hasPrefix("http://") && !$0.contains(" ") }
+        })
+        let line = try #require(child.output.value.standardError.split(separator: "\n").first { $0.hasPrefix("http://") && !$0.contains(" ") })
+        let url = try #require(URL(string: String(line)))
+        let page = try await Self.browse(url)  // the browser: follows the redirect to 127.0.0.1
+        #expect(page.contains("close this tab"), "\(page)")
+        let output = await world.end(child)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
+        #expect(output.lines.contains { $0.contains("Signed in as bob") })
+        await world.gateway.stop()
+    }
+
+    @Test("--account: signing in as another user is refused (exit 88) and the account keeps its session")
+    func wrongUser() async throws {
+        let world = try await World()
+        var child = try world.start(world.device())
+        #expect(await world.gateway.approveDeviceCode(userCode: try await world.userCode(), subject: "alice"))
+        #expect(await world.end(child).exitStatus == 0)
+        let before = try await world.cli.run(["sessions", "list", "--json"]).stdout
+
+        child = try world.start(["login", "--account", "alice", "--device"])
+        #expect(await world.gateway.waitForStats(upTo: TestTimeScale.scaled(.seconds(60))) { $0.deviceAuthorizations >= 2 })
+        let code = try #require(await world.gateway.pendingUserCodes().last)
+        #expect(await world.gateway.approveDeviceCode(userCode: code, subject: "bob"))
+        let output = await world.end(child)
+        #expect(output.exitStatus == 88, "\(output.standardError)")
+        #expect(output.standardError.contains("signed in as bob"))
+        #expect(try await world.cli.run(["sessions", "list", "--json"]).stdout == before)
+        await world.gateway.stop()
+    }
+
+    @Test("an ID token with a bad signature: exit 87 naming the check, nothing stored")
+    func badIDToken() async throws {
+        let world = try await World()
+        await world.gateway.corruptNextIDTokens(1, with: .badSignature)
+        let child = try world.start(world.device())
+        #expect(await world.gateway.approveDeviceCode(userCode: try await world.userCode(), subject: "alice"))
+        let output = await world.end(child)
+        #expect(output.exitStatus == 87, "\(output.standardError)")
+        #expect(output.standardError.contains("signature"))
+        #expect(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
+        await world.gateway.stop()
+    }
+
+    @Test("`vault token --max-auth-age`: an old authentication exits 84 naming the step-up; a recent one prints the token")
+    func stepUp() async throws {
+        let world = try await World()
+        // The provider's clock says alice authenticated ten minutes ago.
+        await world.gateway.setClock { Date().addingTimeInterval(-600) }
+        let child = try world.start(world.device())
+        #expect(await world.gateway.approveDeviceCode(userCode: try await world.userCode(), subject: "alice"))
+        #expect(await world.end(child).exitStatus == 0)
+        let refused = try await world.cli.run(["token", "--max-auth-age", "5m"])
+        #expect(refused.status == 84, "\(refused)")
+        #expect(refused.stderr.contains("--max-age 0"))
+        #expect(refused.stdout.isEmpty)
+        let allowed = try await world.cli.run(["token", "--max-auth-age", "15m"])
+        #expect(allowed.status == 0, "\(allowed)")
+        await world.gateway.stop()
+    }
+
+    @Test("--with-token: a bare access token on standard input becomes an account without refresh; `vault token` prints it")
+    func withToken() async throws {
+        let world = try await World()
+        let token = "bare-token-0123456789"
+        let added = try await world.cli.run(["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--with-token",
+                                              "--expires-in", "3600"], stdin: token + "\n")
+        #expect(added.status == 0, "\(added)")
+        #expect(!added.allOutput.contains(token))
+        let printed = try await world.cli.run(["token"])
+        #expect(printed.stdout == token + "\n")
+        await world.gateway.stop()
+    }
+
+    /// A browser: GETs `url` and follows redirects; the last page's text.
+    static func browse(_ url: URL) async throws -> String {
+        let transport = NIOTransport(timeout: TestTimeScale.scaled(.seconds(30)))
+        var next = url
+        for _ in 0..<5 {
+            let response = try await transport.send(HTTPRequest(method: .get, url: next))
+            guard (300..<400).contains(response.status), let location = response.headers["Location"],
+                  let target = URL(string: location, relativeTo: next)?.absoluteURL else {
+                return String(decoding: response.body, as: UTF8.self)
+            }
+            next = target
+        }
+        return ""
+    }
+}

@@ -1,0 +1,401 @@
+import DevGateway
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logging
+import Testing
+import VaultOAuth
+import VaultSession
+import VaultStore
+import VaultSync
+import VaultTestSupport
+
+/// `SessionService.signIn(using:)` end to end against the development gateway on loopback:
+/// discovery, the device grant, the browser flow with PKCE and a loopback redirect, verified ID
+/// tokens, re-login, step-up and guests. Time is a test clock shared by the gateway (ID-token
+/// and device-code times), the vault and the client's polling; nothing sleeps on real time.
+@Suite("Sign-in: device, browser, guest, verified ID tokens, step-up")
+struct SignInTests {
+    static let clientID = "vault-cli"
+
+    /// One test's world: the gateway on the test clock, a vault, and a service whose OAuth
+    /// client polls and times out on that clock.
+    final class World: Sendable {
+        let gateway: DevGateway
+        let store: TestVault
+        let time = TestTime()
+        let vault: Vault
+        let service: SessionService
+        let presented = Watched<DeviceAuthorization?>(nil)
+
+        init() async throws {
+            store = try TestVault(.keyFile)
+            gateway = try await DevGateway.start(logger: Logger(label: "gateway", factory: { _ in SwiftLogNoOpLogHandler() }))
+            let time = self.time
+            await gateway.setClock { time.now() }
+            await gateway.registerClient(id: SignInTests.clientID)
+            await gateway.setDeviceGrantSettings(interval: 5, lifetime: 600)
+            let oauth = OAuthClient(transport: NIOTransport(timeout: TestTimeScale.scaled(.seconds(10))), logger: store.logs.logger(label: "oauth"),
+                                    clock: time.clock, now: time.wallClock.now)
+            vault = try store.create(clock: time.wallClock)
+            service = SessionService(vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
+                                     logger: store.logs.logger(label: "session"))
+        }
+
+        func close() async {
+            await service.stop()
+            vault.close()
+            await gateway.stop()
+        }
+
+        func provider() async throws -> ProviderMetadata {
+            try await service.discoverProvider(issuer: gateway.baseURL)
+        }
+
+        func request(_ method: SignInMethod, scopes: [String] = ["openid", "offline_access"], account: AccountID? = nil,
+                     maxAge: Duration? = nil) async throws -> SignInRequest {
+            SignInRequest(provider: try await provider(), clientID: SignInTests.clientID, scopes: scopes, method: method,
+                          account: account, maxAge: maxAge)
+        }
+
+        /// The device method: remembers what the user was shown.
+        var device: SignInMethod {
+            .device { [presented] authorization in presented.update { $0 = authorization } }
+        }
+
+        /// Runs a device sign-in, playing the user with `user` once the code is shown, and the
+        /// clock until the sign-in ends.
+        func deviceSignIn(_ request: SignInRequest, user: @escaping @Sendable (DevGateway, String) async -> Void) async -> Result<SignInResult, any Error> {
+            let service = self.service
+            let task = Task { try await service.signIn(using: request) }
+            guard await presented.wait(upTo: TestTimeScale.scaled(.seconds(20)), until: { $0 != nil }),
+                  let code = presented.value?.userCode else {
+                task.cancel()
+                return .failure(SignInError.cancelled)
+            }
+            await user(gateway, code)
+            // Play the clock poll by poll until the sign-in ends (bounded: 40 polls).
+            for _ in 0..<40 {
+                if await time.advanceWhenSleeping(by: .seconds(5), timeout: TestTimeScale.scaled(.seconds(2))) == false { break }
+            }
+            return await task.result
+        }
+
+        var accountCount: Int { (try? vault.accounts().count) ?? -1 }
+    }
+
+    static func withWorld(_ body: (World) async throws -> Void) async throws {
+        let world = try await World()
+        do {
+            try await body(world)
+        } catch {
+            await world.close()
+            throw error
+        }
+        await world.close()
+    }
+
+    // MARK: - Device grant
+
+    @Test("device flow: the code is shown, the user approves, the account is stored with a verified subject and the provider's metadata")
+    func deviceFlow() async throws {
+        try await Self.withWorld { world in
+            let result = try await world.deviceSignIn(try await world.request(world.device)) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "alice")
+            }.get()
+            #expect(result.account.subject == "alice")
+            #expect(result.account.subjectSource == .verified)
+            #expect(result.account.kind == .registered)
+            let stored = try #require(result.account.providerMetadata.flatMap(ProviderMetadata.decoded))
+            #expect(stored.issuer == world.gateway.baseURL.absoluteString)
+            #expect(stored.deviceAuthorizationEndpoint != nil)
+            #expect(try world.vault.activeAccountID() == result.account.id)
+            // The session's authentication time is the one the provider reported (auth_time).
+            let session = try #require(try world.vault.currentSession(for: result.account.id))
+            let authenticated = try #require(await world.gateway.lastAuthentication(of: "alice"))
+            #expect(abs(session.lastAuthentication.timeIntervalSince(authenticated)) < 1)
+            // And the tokens work: a refresh at the gateway.
+            let token = try await world.service.validAccessToken()
+            #expect(!token.value.isEmpty)
+        }
+    }
+
+    @Test("device flow: access_denied stops with its own error and stores nothing")
+    func deviceDenied() async throws {
+        try await Self.withWorld { world in
+            let result = await world.deviceSignIn(try await world.request(world.device)) { gateway, code in
+                _ = await gateway.denyDeviceCode(userCode: code)
+            }
+            guard case .failure(let error) = result, case .authorizationDenied? = error as? SignInError else {
+                Issue.record("expected access_denied, got \(result)")
+                return
+            }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    @Test("device flow: an expired code stops with its own error and stores nothing")
+    func deviceExpired() async throws {
+        try await Self.withWorld { world in
+            let result = await world.deviceSignIn(try await world.request(world.device)) { gateway, code in
+                _ = await gateway.expireDeviceCode(userCode: code)
+            }
+            guard case .failure(let error) = result, case .deviceCodeExpired? = error as? SignInError else {
+                Issue.record("expected expired_token, got \(result)")
+                return
+            }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    @Test("device flow: slow_down makes every later poll wait five seconds more")
+    func slowDown() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.failNextTokenRequests(1, with: TokenFault(status: 400, error: "slow_down"))
+            let service = world.service
+            let request = try await world.request(world.device)
+            let task = Task { try await service.signIn(using: request) }
+            #expect(await world.presented.wait(upTo: TestTimeScale.scaled(.seconds(20))) { $0 != nil })
+            let start = world.time.now()
+            #expect(await world.time.waitForSleeper(until: start.addingTimeInterval(5)))
+            await world.time.advance(by: .seconds(5))  // first poll: slow_down
+            #expect(await world.time.waitForSleeper(until: start.addingTimeInterval(15)), "next poll after 5 + 10 s: \(world.time.sleepingUntil)")
+            task.cancel()
+            _ = await task.result
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    @Test("device flow: cancelling the task (Ctrl-C) stops polling and stores nothing")
+    func deviceCancelled() async throws {
+        try await Self.withWorld { world in
+            let service = world.service
+            let request = try await world.request(world.device)
+            let task = Task { try await service.signIn(using: request) }
+            #expect(await world.presented.wait(upTo: TestTimeScale.scaled(.seconds(20))) { $0 != nil })
+            task.cancel()
+            guard case .failure(let error) = await task.result, case .cancelled? = error as? SignInError else {
+                Issue.record("expected cancelled")
+                return
+            }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    // MARK: - ID token failures
+
+    @Test("an ID token that fails a check stores nothing, names the check, and the grant is revoked at the provider",
+          arguments: [(IDTokenFault.badSignature, "signature"), (.wrongIssuer, "issuer"), (.wrongAudience, "audience"),
+                      (.expired, "exp"), (.issuedInFuture, "iat"), (.algNone, "algorithm"), (.hs256, "algorithm"), (.unknownKey, "kid")])
+    func rejectedIDToken(fault: IDTokenFault, check: String) async throws {
+        try await Self.withWorld { world in
+            await world.gateway.corruptNextIDTokens(1, with: fault)
+            let result = await world.deviceSignIn(try await world.request(world.device)) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "alice")
+            }
+            guard case .failure(let error) = result, case .idTokenRejected(let failure)? = error as? SignInError else {
+                Issue.record("expected an ID-token rejection, got \(result)")
+                return
+            }
+            #expect(failure.check == check)
+            #expect(world.accountCount == 0)
+            #expect(await world.gateway.stats().revocationRequests == 1)
+        }
+    }
+
+    @Test("openid asked and no id_token in the response: refused, nothing stored")
+    func missingIDToken() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.corruptNextIDTokens(1, with: .omitted)
+            let result = await world.deviceSignIn(try await world.request(world.device)) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "alice")
+            }
+            guard case .failure(let error) = result, case .missingIDToken? = error as? SignInError else {
+                Issue.record("expected missing_id_token, got \(result)")
+                return
+            }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    @Test("a nonce other than the one sent (a replayed ID token) is refused in the browser flow")
+    func wrongNonce() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.signInBrowserUser("bob")
+            await world.gateway.corruptNextIDTokens(1, with: .wrongNonce)
+            let request = try await world.request(.browser(open: Self.followRedirects, timeout: .seconds(300)))
+            await #expect(throws: SignInError.idTokenRejected(.nonce)) { try await world.service.signIn(using: request) }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    // MARK: - Discovery
+
+    @Test("discovery falls back to RFC 8414 metadata when there is no OpenID configuration")
+    func discoveryFallback() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.setDiscovery(DiscoverySettings(openIDConfiguration: false))
+            let metadata = try await world.provider()
+            #expect(metadata.source == .authorizationServer)
+            #expect(metadata.tokenEndpoint == world.gateway.tokenEndpoint)
+        }
+    }
+
+    @Test("metadata naming another issuer is refused; metadata without a token endpoint too")
+    func discoveryRefusals() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.setDiscovery(DiscoverySettings(issuer: "https://impostor.example.test"))
+            await #expect(throws: SignInError.issuerMismatch(expected: world.gateway.baseURL.absoluteString, found: "https://impostor.example.test")) {
+                _ = try await world.provider()
+            }
+            await world.gateway.setDiscovery(DiscoverySettings(omit: ["token_endpoint"]))
+            await #expect(throws: SignInError.missingMetadata(field: "token_endpoint")) { _ = try await world.provider() }
+        }
+    }
+
+    // MARK: - Browser
+
+    /// A browser: GETs the authorization URL, follows the redirect to the loopback listener.
+    static let followRedirects: @Sendable (URL) async -> Void = { url in
+        Task.detached { _ = try? await URLSession.shared.data(from: url) }
+    }
+
+    @Test("browser flow: PKCE, state and nonce checked, the redirect lands on 127.0.0.1, the account is stored verified")
+    func browserFlow() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.signInBrowserUser("bob")
+            let result = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects)))
+            #expect(result.account.subject == "bob")
+            #expect(result.account.subjectSource == .verified)
+            #expect(await world.gateway.stats().authorizationRequests == 1)
+        }
+    }
+
+    @Test("browser flow: a redirect with another state is refused and nothing is stored")
+    func browserWrongState() async throws {
+        try await Self.withWorld { world in
+            let forged: @Sendable (URL) async -> Void = { url in
+                let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+                guard let redirect = items.first(where: { $0.name == "redirect_uri" })?.value,
+                      let target = URL(string: redirect + "?code=stolen&state=not-ours") else { return }
+                Task.detached { _ = try? await URLSession.shared.data(from: target) }
+            }
+            await #expect(throws: SignInError.stateMismatch) {
+                try await world.service.signIn(using: try await world.request(.browser(open: forged)))
+            }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    @Test("browser flow: the user declines at the provider (error=access_denied)")
+    func browserDenied() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.signInBrowserUser("bob", mode: .deny)
+            do {
+                _ = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects)))
+                Issue.record("signed in although the user declined")
+            } catch let error as SignInError {
+                guard case .authorizationDenied = error else { Issue.record("got \(error)"); return }
+            }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    @Test("browser flow: a browser that never comes back times out on the clock, nothing stored")
+    func browserTimeout() async throws {
+        try await Self.withWorld { world in
+            let service = world.service
+            let request = try await world.request(.browser(open: { _ in }, timeout: .seconds(120)))
+            let task = Task { try await service.signIn(using: request) }
+            #expect(await world.time.advanceWhenSleeping(by: .seconds(120)))
+            await #expect(throws: SignInError.timedOut(seconds: 120)) { try await task.value }
+            #expect(world.accountCount == 0)
+        }
+    }
+
+    // MARK: - Re-login and step-up
+
+    @Test("signing an account in again keeps its id and history; another user is refused and the account is untouched")
+    func reLogin() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.signInBrowserUser("alice")
+            let first = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects)))
+            let again = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects), account: first.account.id))
+            #expect(again.account.id == first.account.id)
+            #expect(again.replacedExisting)
+            #expect(try world.vault.sessions(for: first.account.id).count == 2)
+
+            await world.gateway.signInBrowserUser("bob")
+            let before = try world.vault.currentSession(for: first.account.id)
+            do {
+                _ = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects), account: first.account.id))
+                Issue.record("bob signed into alice's account")
+            } catch let error as SignInError {
+                #expect(error.code == "wrong_account")
+                #expect(error.description.contains("signed in as bob"))
+            }
+            #expect(try world.vault.accounts().count == 1)
+            #expect(try world.vault.currentSession(for: first.account.id) == before)
+        }
+    }
+
+    @Test("step-up: a token for a sensitive action needs a recent authentication; max_age 0 re-authenticates the same account")
+    func stepUp() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.signInBrowserUser("alice")
+            let first = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects)))
+            await world.time.advance(by: .seconds(600))
+            await #expect(throws: SessionError.self) {
+                _ = try await world.service.validAccessToken(maxAuthenticationAge: .seconds(300))
+            }
+            let reauthentications = await world.gateway.stats().reauthentications
+            let again = try await world.service.signIn(using: try await world.request(
+                .browser(open: Self.followRedirects), account: first.account.id, maxAge: .zero))
+            #expect(again.account.id == first.account.id)
+            #expect(await world.gateway.stats().reauthentications == reauthentications + 1)
+            let token = try await world.service.validAccessToken(maxAuthenticationAge: .seconds(300))
+            #expect(token.account == first.account.id)
+        }
+    }
+
+    // MARK: - Guests
+
+    @Test("a guest upgraded by signing in: devices, notifications and history move, the guest session ends upgraded, nothing is left behind",
+          arguments: [true, false])
+    func guestUpgrade(conversionAtProvider: Bool) async throws {
+        try await Self.withWorld { world in
+            await world.gateway.setGuestConversion(enabled: conversionAtProvider)
+            let guest = try await world.service.signIn(using: try await world.request(.guest)).account
+            #expect(guest.kind == .guest)
+            try world.vault.saveDevice(DeviceRegistration(
+                id: "reg-guest", account: guest.id, deviceID: world.vault.deviceID, name: "Guest laptop", platform: "linux",
+                status: .active, activationMethod: .primary, createdAt: world.time.now(), updatedAt: world.time.now()))
+            try world.vault.upsertNotification(NotificationRecord(
+                uuid: "n-guest", account: guest.id, subject: "Hello", message: "sealed words", actions: [],
+                createdAt: world.time.now(), expiresAt: nil))
+            let revocationsBefore = await world.gateway.stats().revocationRequests
+
+            let result = try await world.deviceSignIn(try await world.request(world.device)) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "carol")
+            }.get()
+            let upgrade = try #require(result.upgradedGuest)
+            #expect(upgrade.guest == guest.id)
+            #expect(upgrade.devicesMoved == 1 && upgrade.notificationsMoved == 1)
+            #expect(result.convertedAtProvider == conversionAtProvider)
+            #expect(try world.vault.devices(for: result.account.id).map(\.name) == ["Guest laptop"])
+            #expect(try world.vault.notification("n-guest", account: result.account.id)?.message == "sealed words")
+            #expect(try world.vault.devices(for: guest.id).isEmpty)
+            #expect(try world.vault.tokens(for: guest.id) == nil)
+            #expect(try world.vault.currentSession(for: guest.id)?.endReason == "upgraded")
+            #expect(try world.vault.account(guest.id)?.upgradedTo == result.account.id)
+            let stats = await world.gateway.stats()
+            if conversionAtProvider {
+                #expect(stats.guestConversions == 1)
+            } else {
+                #expect(stats.revocationRequests == revocationsBefore + 1)
+            }
+            #expect(try world.vault.verify().passed)
+        }
+    }
+}
