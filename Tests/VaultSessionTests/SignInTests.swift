@@ -121,6 +121,33 @@ struct SignInTests {
         }
     }
 
+    @Test("a confidential client signs in with HTTP Basic on both flows; its secret is stored sealed and never logged", arguments: [true, false])
+    func confidentialClient(device: Bool) async throws {
+        try await Self.withWorld { world in
+            let secret = "confidential-client-secret-0123456789"
+            await world.gateway.registerClient(id: "vault-confidential", secret: secret)
+            await world.gateway.signInBrowserUser("dora")
+            var request = try await world.request(device ? world.device : .browser(open: Self.followRedirects))
+            request.clientID = "vault-confidential"
+            request.clientSecret = secret
+            let result: SignInResult
+            if device {
+                result = try await world.deviceSignIn(request) { gateway, code in
+                    _ = await gateway.approveDeviceCode(userCode: code, subject: "dora")
+                }.get()
+            } else {
+                result = try await world.service.signIn(using: request)
+            }
+            #expect(result.account.subject == "dora")
+            #expect(result.account.hasClientSecret)
+            #expect(try world.vault.clientSecret(for: result.account.id) == secret)
+            // Without the secret the same client is refused by the provider.
+            request.clientSecret = nil
+            await #expect(throws: SignInError.self) { _ = try await world.service.signIn(using: request) }
+            #expect(!world.store.logs.lines.joined(separator: "\n").contains(secret))
+        }
+    }
+
     @Test("device flow: access_denied stops with its own error and stores nothing")
     func deviceDenied() async throws {
         try await Self.withWorld { world in
