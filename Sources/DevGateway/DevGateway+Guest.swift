@@ -41,17 +41,9 @@ extension DevGateway {
     func handleGuestRegistration(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/guest/register"]
         let outcome: Result<IssuedTokens, OAuthRejection> = {
-            guard Self.isForm(request) else {
-                return .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
-            }
-            let parameters: FormBody
-            switch FormBody.parse(body) {
-            case .success(let value): parameters = value
-            case .failure(let rejection): return .failure(rejection)
-            }
-            let clientID: String
-            switch authenticateClient(request, parameters) {
-            case .success(let id): clientID = id
+            let parameters: FormBody, clientID: String
+            switch authenticatedForm(request, body: body) {
+            case .success(let form): (parameters, clientID) = form
             case .failure(let rejection): return .failure(rejection)
             }
             metadata["gateway.client_id"] = "\(clientID)"

@@ -151,17 +151,9 @@ extension DevGateway {
         }
 
         let outcome: Result<Void, OAuthRejection> = {
-            guard Self.isForm(request) else {
-                return .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
-            }
-            let parameters: FormBody
-            switch FormBody.parse(body) {
-            case .success(let value): parameters = value
-            case .failure(let rejection): return .failure(rejection)
-            }
-            let clientID: String
-            switch authenticateClient(request, parameters) {
-            case .success(let id): clientID = id
+            let parameters: FormBody, clientID: String
+            switch authenticatedForm(request, body: body) {
+            case .success(let form): (parameters, clientID) = form
             case .failure(let rejection): return .failure(rejection)
             }
             metadata["gateway.client_id"] = "\(clientID)"
@@ -192,6 +184,20 @@ extension DevGateway {
     }
 
     // MARK: - Client authentication (RFC 6749 §2.3)
+
+    /// A form body and the client it authenticates: the first step of every form endpoint
+    /// but the token endpoint (which counts the request before it reads it).
+    func authenticatedForm(_ request: HTTPRequest, body: Data) -> Result<(FormBody, String), OAuthRejection> {
+        guard Self.isForm(request) else {
+            return .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
+        }
+        switch FormBody.parse(body) {
+        case .success(let parameters):
+            return authenticateClient(request, parameters).map { (parameters, $0) }
+        case .failure(let rejection):
+            return .failure(rejection)
+        }
+    }
 
     /// The authenticated client id: HTTP Basic for confidential clients, `client_id` for public ones.
     func authenticateClient(_ request: HTTPRequest, _ parameters: FormBody) -> Result<String, OAuthRejection> {

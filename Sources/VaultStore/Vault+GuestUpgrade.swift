@@ -80,16 +80,7 @@ extension Vault {
             upgrade.guestTokens = (try? self.tokens(for: guest, db))?.map(\.tokens) ?? nil
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [guest.rawValue])
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [guest.rawValue])
-            try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [guest.rawValue], db) {
-                try db.execute(
-                    sql: """
-                        UPDATE sessions SET state = 'signed_out', end_reason = 'upgraded', ended_at = ?, version = coalesce(version, 0) + 1,
-                            extension_holder = NULL, extension_deadline = NULL
-                        WHERE account_id = ? AND state IN ('active', 'locked')
-                        """,
-                    arguments: [now.millisecondsSince1970, guest.rawValue])
-                upgrade.endedSession = db.changesCount > 0
-            }
+            upgrade.endedSession = try self.endOpenSessions(of: guest, reason: "upgraded", at: now, db)
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [guest.rawValue], db) {
                 try db.execute(sql: "UPDATE accounts SET upgraded_to = ? WHERE account_id = ?",
                                arguments: [registered.rawValue, guest.rawValue])

@@ -11,15 +11,7 @@ extension Vault {
     package func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("starting a session") { db in
-            try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
-                try db.execute(
-                    sql: """
-                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?, version = coalesce(version, 0) + 1,
-                            extension_holder = NULL, extension_deadline = NULL
-                        WHERE account_id = ? AND state IN ('active', 'locked')
-                        """,
-                    arguments: [now.millisecondsSince1970, account.rawValue])
-            }
+            try self.endOpenSessions(of: account, reason: "replaced", at: now, db)
             try db.execute(
                 sql: """
                     INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
@@ -33,6 +25,24 @@ extension Vault {
                 idleDeadline: idleDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) },
                 absoluteDeadline: absoluteDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) })
         }
+    }
+
+    /// Ends the account's open (active or locked) session as `signed_out` with `reason`, moving
+    /// its version on and clearing an extension marker; whether there was one.
+    @discardableResult
+    func endOpenSessions(of account: AccountID, reason: String, at now: Date, _ db: Database) throws -> Bool {
+        var ended = false
+        try integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
+            try db.execute(
+                sql: """
+                    UPDATE sessions SET state = 'signed_out', end_reason = ?, ended_at = ?, version = coalesce(version, 0) + 1,
+                        extension_holder = NULL, extension_deadline = NULL
+                    WHERE account_id = ? AND state IN ('active', 'locked')
+                    """,
+                arguments: [reason, now.millisecondsSince1970, account.rawValue])
+            ended = db.changesCount > 0
+        }
+        return ended
     }
 
     /// The account's most recent session, whatever its state.

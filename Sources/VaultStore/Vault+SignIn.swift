@@ -48,15 +48,7 @@ extension Vault {
             let replaced = existing == nil ? nil : (try? self.tokens(for: account.id, db)) ?? nil
             let current = try self.tokenGeneration(for: account.id, db)
             let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
-            try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.id.rawValue], db) {
-                try db.execute(
-                    sql: """
-                        UPDATE sessions SET state = 'signed_out', end_reason = 'replaced', ended_at = ?, version = coalesce(version, 0) + 1,
-                            extension_holder = NULL, extension_deadline = NULL
-                        WHERE account_id = ? AND state IN ('active', 'locked')
-                        """,
-                    arguments: [now.millisecondsSince1970, account.id.rawValue])
-            }
+            try self.endOpenSessions(of: account.id, reason: "replaced", at: now, db)
             try db.execute(
                 sql: """
                     INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline, auth_time)
