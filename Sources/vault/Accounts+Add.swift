@@ -17,8 +17,10 @@ extension VaultCommand.Accounts {
                 Importing again for the same issuer and subject replaces its tokens and starts a \
                 new session.
 
-                The subject is --subject, else the `sub` claim of the response's ID token (read, \
-                not verified). When neither names the user, the import never replaces an account: \
+                The subject is --subject, else the `sub` claim of the response's ID token, whose \
+                signature and claims are checked against the issuer's published keys when they can \
+                be reached (a token that fails a check is refused; one that cannot be checked is \
+                stored with its subject marked unverified). When neither names the user, the import never replaces an account: \
                 it is added as a distinct account (subject `unnamed-…`), and the command says so. \
                 Replacing an account's tokens (the same issuer and subject) revokes the grant they \
                 replace at --revocation-endpoint. The issuer is --issuer, else the ID token's \

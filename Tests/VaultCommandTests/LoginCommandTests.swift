@@ -180,6 +180,27 @@ struct LoginCommandTests {
         await world.gateway.stop()
     }
 
+    @Test("accounts add verifies an imported ID token against the issuer's keys: a sound one marks the subject verified, a forged one is refused")
+    func importVerifies() async throws {
+        let world = try await World()
+        let sound = await world.gateway.issueGrant(subject: "erin", clientID: "vault-cli")
+        let added = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
+                                             "--client-id", "vault-cli", "--json"], stdin: AccountsAndTokenTests.tokenResponse(sound))
+        #expect(added.status == 0, "\(added)")
+        let account = try added.jsonObject()
+        #expect(account["subject"] as? String == "erin")
+        #expect(account["subject_source"] as? String == "verified")
+
+        await world.gateway.corruptNextIDTokens(1, with: .badSignature)
+        let forged = await world.gateway.issueGrant(subject: "mallory", clientID: "vault-cli")
+        let refused = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
+                                               "--client-id", "vault-cli"], stdin: AccountsAndTokenTests.tokenResponse(forged))
+        #expect(refused.status == 87, "\(refused)")
+        #expect(refused.stderr.contains("signature"))
+        #expect(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().count == 1)
+        await world.gateway.stop()
+    }
+
     /// A browser: GETs `url` and follows redirects; the last page's text.
     static func browse(_ url: URL) async throws -> String {
         let transport = NIOTransport(timeout: TestTimeScale.scaled(.seconds(30)))
