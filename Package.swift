@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "VaultOAuth", targets: ["VaultOAuth"]),
         .library(name: "DevGateway", targets: ["DevGateway"]),
         .library(name: "VaultSession", targets: ["VaultSession"]),
+        .library(name: "VaultAgent", targets: ["VaultAgent"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -106,11 +107,17 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
+        // The agent's wire protocol, its Unix-socket server (peers checked with SO_PEERCRED) and
+        // the client a tool links to ask a running agent for a token without holding the key.
+        .target(
+            name: "VaultAgent",
+            dependencies: ["CProcessControl", "VaultSync", "VaultCrypto"]
+        ),
         // The admin command: inspects, verifies, migrates, re-keys and repairs a vault. Thin.
         .executableTarget(
             name: "vault",
             dependencies: [
-                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth",
+                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "VaultAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -103,6 +103,21 @@ extension SessionService {
         return AccessToken(StoredAccessToken(refreshed))
     }
 
+    /// A valid token that stays valid for at least `minimumValidity` (`vault token --min-ttl`,
+    /// `vault exec`): the usual token when it does, else refreshed first (one refresh, shared
+    /// with every other caller and process like any other). A token that still falls short
+    /// after the refresh (the server issues shorter ones) is returned as it is.
+    public func validAccessToken(for account: AccountID? = nil, minimumValidity: Duration) async throws -> AccessToken {
+        let token = try await validAccessToken(for: account)
+        guard let expiry = token.expiresAt, expiry.timeIntervalSince(now()) < minimumValidity.timeInterval else { return token }
+        guard let stored = try await vaultCall({ [vault] in try vault.tokens(for: token.account) }) else {
+            throw try await noTokensError(token.account)
+        }
+        if stored.generation != token.generation { return AccessToken(stored) }
+        logger.debug("token valid for less than asked; refreshing", metadata: ["account": "\(token.account)"])
+        return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
+    }
+
     /// Reports that an API answered 401 to `token`. Refreshes once (unless the token was
     /// already replaced) and returns the new token; throws ``SessionError/revoked(_:description:)``
     /// when the server refuses the refresh token.

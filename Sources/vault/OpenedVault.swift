@@ -18,25 +18,7 @@ struct OpenedVault {
     /// (keys wiped), whether `body` succeeded or not.
     static func with<T>(_ global: GlobalOptions, _ credentials: CredentialOptions,
                         _ body: (OpenedVault) async throws -> T) async throws -> T {
-        let url = global.url
-        // One read-only pass over the file both checks it and tells which credential to ask for.
-        var chosen: VaultCredential?
-        let vault = try Vault.open(at: url, options: global.storeOptions()) { facts in
-            try refuseOutdated(facts)
-            let credential = try credentials.credential(for: url, unlock: facts.unlockMethod)
-            chosen = credential
-            return credential
-        }
-        guard let credential = chosen else {
-            vault.close()
-            throw CommandFailure(.failure, "\(url.path) was opened without a credential")
-        }
-        // NIOTransport for every request: it can check pins, opens nothing until the first
-        // request, and keeps libcurl out of the process (see NIOTransport).
-        let oauth = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
-        let opened = OpenedVault(
-            vault: vault, session: SessionService(vault: vault, oauth: oauth, logger: global.logger("credentialvault.session")),
-            url: url, credential: credential)
+        let opened = try open(global) { url, method in try credentials.credential(for: url, unlock: method) }
         do {
             let result = try await body(opened)
             await opened.close()
@@ -47,6 +29,32 @@ struct OpenedVault {
         }
     }
 
+    /// Opens the vault with the credential `credential` chooses (it learns the unlock method
+    /// from the one read-only pass that also checks the file) and makes its session service.
+    /// The caller closes it (``close()``).
+    static func open(_ global: GlobalOptions, configuration: SessionConfiguration = SessionConfiguration(),
+                     credential choose: (URL, VaultUnlockMethod) throws -> VaultCredential) throws -> OpenedVault {
+        let url = global.url
+        var chosen: VaultCredential?
+        let vault = try Vault.open(at: url, options: global.storeOptions()) { facts in
+            try refuseOutdated(facts)
+            let credential = try choose(url, facts.unlockMethod)
+            chosen = credential
+            return credential
+        }
+        guard let credential = chosen else {
+            vault.close()
+            throw CommandFailure(.failure, "\(url.path) was opened without a credential")
+        }
+        // NIOTransport for every request: it can check pins, opens nothing until the first
+        // request, and keeps libcurl out of the process (see NIOTransport).
+        let oauth = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
+        return OpenedVault(
+            vault: vault,
+            session: SessionService(vault: vault, oauth: oauth, configuration: configuration, logger: global.logger("credentialvault.session")),
+            url: url, credential: credential)
+    }
+
     static func refuseOutdated(_ facts: VaultOpeningFacts) throws {
         guard let last = facts.pendingMigrations.last else { return }
         throw CommandFailure(
@@ -54,7 +62,7 @@ struct OpenedVault {
             "\(facts.url.path) is at schema \(facts.schemaVersion), older than this tool (\(last.version)): run `vault migrate` (it shows the steps and backs up first)")
     }
 
-    private func close() async {
+    func close() async {
         await session.stop()
         vault.close()
     }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultAgent
 import VaultSession
 import VaultStore
 
@@ -31,16 +32,57 @@ extension VaultCommand {
         @Option(name: .customLong("max-auth-age"),
                 help: ArgumentHelp("Refuse (exit 84) unless the user signed in within this long, e.g. 5m (step-up before a sensitive action).", valueName: "duration"))
         var maxAuthAge: AgeLimit?
+        @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Refresh first unless the token stays valid this long, e.g. 10m.", valueName: "duration"))
+        var minTTL: TimeLimit?
+        @Flag(help: "Print {token, type, expires_at, account, scopes} as JSON instead of the bare token.")
+        var json = false
+        @Flag(help: "Open the vault directly even when an agent serves it.")
+        var noAgent = false
 
         func run() async throws {
-            let token = try await OpenedVault.with(global, credentials) { opened in
-                let id = try account.map { try opened.account($0) }
-                if let maxAuthAge {
-                    return try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge.duration)
-                }
-                return try await opened.session.validAccessToken(for: id)
+            let token = try await Self.fetch(global: global, credentials: credentials, account: account,
+                                             minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent)
+            if json {
+                let object: JSONValue = [
+                    "token": .string(token.value), "type": .string(token.type),
+                    "expires_at": .date(token.expiry), "account": .string(token.account), "scopes": .strings(token.scopes),
+                ]
+                print(object.rendered, terminator: "")
+            } else {
+                print(token.value)
             }
-            print(token.value)
+        }
+
+        /// A token from the vault's agent when one serves it (no passphrase, no key derivation),
+        /// else from the vault opened here. `--max-auth-age` always opens the vault: the step-up
+        /// check reads the session's authentication time, which the agent protocol does not carry.
+        static func fetch(global: GlobalOptions, credentials: CredentialOptions, account: String?, minimumValidity: Duration?,
+                          maxAuthAge: Duration?, noAgent: Bool) async throws -> AgentToken {
+            if !noAgent, maxAuthAge == nil {
+                do {
+                    return try await AgentClient(vault: global.url).token(account: account, minimumValidity: minimumValidity)
+                } catch let failure as AgentFailure {
+                    throw CommandFailure(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+                } catch AgentConnectionError.notRunning {
+                    // No agent: open the vault here.
+                } catch {
+                    Terminal.printError("vault: warning: \(error); opening the vault directly")
+                }
+            }
+            return try await OpenedVault.with(global, credentials) { opened in
+                let id = try account.map { try opened.account($0) }
+                let token: AccessToken
+                if let maxAuthAge {
+                    token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
+                } else if let minimumValidity {
+                    token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
+                } else {
+                    token = try await opened.session.validAccessToken(for: id)
+                }
+                let scopes = (try? opened.vault.tokenMetadata(for: token.account))??.scopes ?? []
+                return AgentToken(value: token.value, type: token.tokenType, expiresAt: token.expiresAt,
+                                  account: token.account.rawValue, scopes: scopes)
+            }
         }
     }
 }

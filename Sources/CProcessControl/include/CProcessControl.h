@@ -14,4 +14,10 @@ int cv_disable_core_dumps(void);
 /// (`explicit_bzero`).
 void cv_wipe(void *bytes, size_t count);
 
+/// The uid and pid of the process at the other end of a connected Unix-domain socket
+/// (`getsockopt(SO_PEERCRED)`, filled by the kernel at connect time, so a client cannot lie).
+/// Returns 0, or -1 with errno set. `struct ucred` needs _GNU_SOURCE, which Swift's Glibc
+/// module does not define: this is why it is here.
+int cv_peer_credentials(int fd, unsigned int *uid, int *pid);
+
 #endif

@@ -1,0 +1,160 @@
+import Foundation
+
+// The agent's wire protocol, version 1.
+//
+// One request per connection over the agent's Unix-domain socket: the client writes one JSON
+// object on one line (at most `AgentProtocol.maximumRequestSize` bytes, newline included), the
+// agent answers with one JSON object on one line and closes the connection.
+//
+// Request:  {"v": 1, "op": "token" | "status" | "lock" | "unlock" | "stop",
+//            "account": "<id, id prefix or subject>"?, "min_ttl": <seconds>?,
+//            "passphrase": "…"? | "key_file": "/path"? (unlock only)}
+// Response: {"v": 1, "ok": true, "token": {"value", "type", "expires_at" (seconds since 1970)?,
+//            "account", "scopes"}?, "status": {…}?}
+//        or {"v": 1, "ok": false, "error": {"code", "exit", "message"}}
+//
+// `exit` is the `vault` exit code the failure maps to (79 locked, 80 ended, 69 unavailable…),
+// so a client reports it as the command would. Error codes of the protocol itself:
+// `unsupported_version`, `malformed_request`, `request_too_large`, `peer_refused` (another uid),
+// `unknown_op`. A peer of another uid is refused before anything is read.
+
+/// The protocol's constants.
+public enum AgentProtocol {
+    public static let version = 1
+    /// The largest request the agent reads, newline included; a longer one is refused.
+    public static let maximumRequestSize = 64 * 1024
+    /// The largest response a client reads.
+    public static let maximumResponseSize = 1 << 20
+}
+
+/// One request to the agent. Its description never shows the passphrase.
+public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
+    public enum Operation: String, Codable, Sendable {
+        case token, status, lock, unlock, stop
+    }
+
+    public var v: Int
+    public var op: Operation
+    public var account: String?
+    /// Seconds the token must stay valid (`--min-ttl`); nil: the agent's leeway.
+    public var minTTL: Int?
+    public var passphrase: String?
+    public var keyFile: String?
+
+    public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
+        self.v = AgentProtocol.version
+        self.op = op
+        self.account = account
+        self.minTTL = minTTL
+        self.passphrase = passphrase
+        self.keyFile = keyFile
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case v, op, account, passphrase
+        case minTTL = "min_ttl"
+        case keyFile = "key_file"
+    }
+
+    public var description: String {
+        "AgentRequest(op: \(op.rawValue), account: \(account ?? "active"), minTTL: \(minTTL.map(String.init) ?? "default"), credential: \(passphrase != nil || keyFile != nil ? "<redacted>" : "none"))"
+    }
+}
+
+/// A token the agent handed out. Its description never shows the value.
+public struct AgentToken: Codable, Sendable, Hashable, CustomStringConvertible {
+    public var value: String
+    public var type: String
+    /// Seconds since 1970.
+    public var expiresAt: Double?
+    public var account: String
+    public var scopes: [String]
+
+    public init(value: String, type: String, expiresAt: Date?, account: String, scopes: [String]) {
+        self.value = value
+        self.type = type
+        self.expiresAt = expiresAt?.timeIntervalSince1970
+        self.account = account
+        self.scopes = scopes
+    }
+
+    public var expiry: Date? { expiresAt.map(Date.init(timeIntervalSince1970:)) }
+
+    enum CodingKeys: String, CodingKey {
+        case value, type, account, scopes
+        case expiresAt = "expires_at"
+    }
+
+    public var description: String { "AgentToken(account: \(account), type: \(type), value: <redacted \(value.utf8.count) bytes>)" }
+}
+
+/// What `status` answers.
+public struct AgentStatus: Codable, Sendable, Hashable {
+    public var vault: String
+    public var pid: Int32
+    public var locked: Bool
+    /// Seconds of no use after which the agent drops the keys.
+    public var lockAfter: Int?
+    /// Seconds since 1970 of the last request served.
+    public var lastUse: Double?
+    public var startedAt: Double
+    public var socket: String
+
+    public init(vault: String, pid: Int32, locked: Bool, lockAfter: Int?, lastUse: Date?, startedAt: Date, socket: String) {
+        self.vault = vault
+        self.pid = pid
+        self.locked = locked
+        self.lockAfter = lockAfter
+        self.lastUse = lastUse?.timeIntervalSince1970
+        self.startedAt = startedAt.timeIntervalSince1970
+        self.socket = socket
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case vault, pid, locked, socket
+        case lockAfter = "lock_after_seconds"
+        case lastUse = "last_use"
+        case startedAt = "started_at"
+    }
+}
+
+/// A failure, with the `vault` exit code it maps to.
+public struct AgentFailure: Codable, Sendable, Hashable, Error, CustomStringConvertible {
+    public var code: String
+    public var exit: Int32
+    public var message: String
+
+    public init(code: String, exit: Int32, message: String) {
+        self.code = code
+        self.exit = exit
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// One response from the agent.
+public struct AgentResponse: Codable, Sendable {
+    public var v: Int
+    public var ok: Bool
+    public var token: AgentToken?
+    public var status: AgentStatus?
+    public var error: AgentFailure?
+
+    public init(token: AgentToken? = nil, status: AgentStatus? = nil) {
+        v = AgentProtocol.version
+        ok = true
+        self.token = token
+        self.status = status
+    }
+
+    public init(failure: AgentFailure) {
+        v = AgentProtocol.version
+        ok = false
+        error = failure
+    }
+
+    public static func failure(_ code: String, exit: Int32 = 1, _ message: String) -> AgentResponse {
+        AgentResponse(failure: AgentFailure(code: code, exit: exit, message: message))
+    }
+}

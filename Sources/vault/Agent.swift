@@ -1,0 +1,232 @@
+import ArgumentParser
+import Foundation
+import VaultAgent
+import VaultCrypto
+import VaultStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension VaultCommand {
+    struct Agent: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "agent",
+            abstract: "Unlock the vault once and serve tokens to every command and tool of this user.",
+            discussion: """
+                The agent holds the vault's keys in locked memory and runs the session service \
+                (refreshes, timeouts, events) for the vault; `vault token` and the other commands \
+                then ask it over a Unix socket instead of deriving the key each time. Its socket is \
+                $XDG_RUNTIME_DIR/credentialvault/agent-<id>.sock (a private /tmp/credentialvault-UID \
+                directory without a runtime directory); a connection from another user is refused. \
+                It drops the keys after --lock-after without use (default 1h), on `vault lock`, and \
+                when the session service locks a session; `vault unlock` unlocks it again.
+                """,
+            subcommands: [Run.self, Start.self, Stop.self, Status.self])
+
+        struct Options: ParsableArguments {
+            @Option(help: ArgumentHelp("Drop the keys after this long without a request, or `none`. Default 1h.", valueName: "duration"))
+            var lockAfter: TimeLimit?
+
+            var lockDuration: Duration? {
+                guard let lockAfter else { return .seconds(3600) }
+                return lockAfter.duration
+            }
+        }
+
+        struct Run: AsyncParsableCommand, VaultSubcommand {
+            static let configuration = CommandConfiguration(
+                commandName: "run", abstract: "Run the agent in the foreground (for systemd).")
+            @OptionGroup var global: GlobalOptions
+            @OptionGroup var credentials: CredentialOptions
+            @OptionGroup var options: Options
+            @Flag(help: .hidden) var daemon = false
+
+            func run() async throws {
+                let socket = AgentSocket.path(forVault: global.url)
+                let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration)
+                // Unlock first: a wrong passphrase ends here, before anything listens.
+                try await host.unlock { url, method in try credentials.credential(for: url, unlock: method) }
+                let server: AgentServer
+                do {
+                    server = try AgentServer(path: socket, handler: { request, _ in await host.handle(request) },
+                                             onRefusedPeer: { peer in
+                                                 Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")
+                                             })
+                } catch {
+                    await host.lock(because: "could not listen")
+                    throw error
+                }
+                server.run()
+                let signals = Self.stopOnSignals { Task { await host.requestStop() } }
+                if daemon {
+                    // Detached: a session of its own, no terminal, nothing on the inherited streams.
+                    setsid()
+                    print("ready \(socket.path)")
+                    Terminal.flushOutput()
+                    let null = open("/dev/null", O_RDWR)
+                    if null >= 0 {
+                        dup2(null, STDIN_FILENO)
+                        dup2(null, STDOUT_FILENO)
+                        dup2(null, STDERR_FILENO)
+                        close(null)
+                    }
+                } else {
+                    Terminal.printError("vault agent: serving \(global.url.path) on \(socket.path)")
+                }
+                await host.waitForStop()
+                server.stop()
+                await host.lock(because: "stopped")
+                for source in signals { source.cancel() }
+            }
+
+            /// SIGTERM and SIGINT stop the agent cleanly (the keys wiped, the socket removed).
+            static func stopOnSignals(_ stop: @escaping @Sendable () -> Void) -> [any DispatchSourceSignal] {
+                [SIGTERM, SIGINT, SIGHUP].map { number in
+                    signal(number, SIG_IGN)
+                    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+                    source.setEventHandler(handler: stop)
+                    source.resume()
+                    return source
+                }
+            }
+        }
+
+        struct Start: AsyncParsableCommand, VaultSubcommand {
+            static let configuration = CommandConfiguration(
+                commandName: "start", abstract: "Start the agent in the background; returns once it serves.")
+            @OptionGroup var global: GlobalOptions
+            @OptionGroup var credentials: CredentialOptions
+            @OptionGroup var options: Options
+
+            func run() async throws {
+                let client = AgentClient(vault: global.url)
+                if await client.isRunning() {
+                    throw CommandFailure(.alreadyExists, "an agent is already running for \(global.url.path) (socket \(client.socketPath.path))")
+                }
+                var arguments = ["agent", "run", "--daemon", "--vault", global.url.path]
+                if let file = credentials.passphraseFile { arguments += ["--passphrase-file", file] }
+                if let file = credentials.keyFile { arguments += ["--key-file", file] }
+                if let lockAfter = options.lockAfter {
+                    arguments += ["--lock-after", lockAfter.duration.map { "\($0.components.seconds)s" } ?? "none"]
+                }
+                if global.verbose { arguments.append("--verbose") }
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+                process.arguments = arguments
+                let output = Pipe()
+                process.standardOutput = output
+                try process.run()
+                // The agent prompts on the terminal if it must, then prints "ready PATH" and detaches.
+                let line = Self.firstLine(output.fileHandleForReading)
+                guard let line, line.hasPrefix("ready ") else {
+                    process.waitUntilExit()
+                    throw CommandFailure(ExitStatus(rawValue: process.terminationStatus) ?? .failure,
+                                         "the agent did not start (exit \(process.terminationStatus)); run `vault agent run` to see why")
+                }
+                print("Agent started for \(global.url.path) (pid \(process.processIdentifier)); socket \(line.dropFirst("ready ".count))")
+            }
+
+            static func firstLine(_ handle: FileHandle) -> String? {
+                var bytes: [UInt8] = []
+                while true {
+                    let chunk = handle.readData(ofLength: 1)
+                    guard let byte = chunk.first else { break }
+                    if byte == 0x0A { break }
+                    bytes.append(byte)
+                    if bytes.count > 4096 { break }
+                }
+                return bytes.isEmpty ? nil : String(decoding: bytes, as: UTF8.self)
+            }
+        }
+
+        struct Stop: AsyncParsableCommand, VaultSubcommand {
+            static let configuration = CommandConfiguration(commandName: "stop", abstract: "Stop the vault's agent (its keys are wiped).")
+            @OptionGroup var global: GlobalOptions
+
+            func run() async throws {
+                _ = try await AgentCall.send(.stop, global: global)
+                print("Agent for \(global.url.path) stopped.")
+            }
+        }
+
+        struct Status: AsyncParsableCommand, VaultSubcommand {
+            static let configuration = CommandConfiguration(commandName: "status", abstract: "Whether an agent serves the vault, and whether it is locked.")
+            @OptionGroup var global: GlobalOptions
+            @OptionGroup var output: OutputOptions
+
+            func run() async throws {
+                guard let status = try await AgentCall.send(.status, global: global).status else {
+                    throw CommandFailure(.failure, "the agent sent no status")
+                }
+                if output.json {
+                    let json: JSONValue = [
+                        "vault": .string(status.vault), "socket": .string(status.socket), "pid": .int(Int64(status.pid)),
+                        "locked": .bool(status.locked), "lock_after_seconds": .number(status.lockAfter),
+                        "last_use": .date(status.lastUse.map(Date.init(timeIntervalSince1970:))),
+                        "started_at": .date(Date(timeIntervalSince1970: status.startedAt)),
+                    ]
+                    print(json.rendered, terminator: "")
+                } else {
+                    print("Agent for \(status.vault): pid \(status.pid), \(status.locked ? "locked (`vault unlock`)" : "unlocked"), socket \(status.socket)")
+                    if let lockAfter = status.lockAfter { print("  drops the keys after \(Format.span(.seconds(lockAfter))) without use") }
+                }
+            }
+        }
+    }
+
+    struct Lock: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(commandName: "lock", abstract: "Make the vault's agent drop its keys now.")
+        @OptionGroup var global: GlobalOptions
+
+        func run() async throws {
+            _ = try await AgentCall.send(.lock, global: global)
+            print("Agent locked: its keys are wiped. `vault unlock` unlocks it again.")
+        }
+    }
+
+    struct Unlock: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock the vault's agent again (prompt, --passphrase-file or --key-file).")
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+
+        func run() async throws {
+            let url = global.url
+            let facts = try Vault.inspect(at: url, options: global.storeOptions())
+            var request = AgentRequest(.unlock)
+            let keyFile = credentials.keyFile ?? {
+                if case .keyFile = facts.unlockMethod { return ProcessInfo.processInfo.environment["VAULT_KEY_FILE"] }
+                return nil
+            }()
+            if let keyFile {
+                // The agent reads the key file itself: its bytes never cross the socket.
+                request.keyFile = URL(fileURLWithPath: keyFile).standardizedFileURL.path
+            } else {
+                guard case .passphraseBytes(let bytes) = try credentials.passphrase(prompt: "Passphrase for \(url.path): ", confirm: false) else {
+                    throw CommandFailure(.usage, "no passphrase")
+                }
+                request.passphrase = try bytes.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+            }
+            _ = try await AgentCall.send(request, global: global)
+            print("Agent unlocked.")
+        }
+    }
+}
+
+/// One request to the vault's agent from a command, its failures as the command's.
+enum AgentCall {
+    static func send(_ op: AgentRequest.Operation, global: GlobalOptions) async throws -> AgentResponse {
+        try await send(AgentRequest(op), global: global)
+    }
+
+    static func send(_ request: AgentRequest, global: GlobalOptions) async throws -> AgentResponse {
+        do {
+            return try await AgentClient(vault: global.url).send(request)
+        } catch let failure as AgentFailure {
+            throw CommandFailure(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+        } catch AgentConnectionError.notRunning {
+            throw CommandFailure(.noRecord, "no agent is running for \(global.url.path): `vault agent start`")
+        } catch let error as AgentConnectionError {
+            throw CommandFailure(.failure, "\(error)")
+        }
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import Logging
+import VaultAgent
+import VaultSession
+import VaultStore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The running agent: the unlocked vault and its session service (or none, locked), the rules
+/// that drop the keys, and the answer to every request.
+///
+/// Keys are dropped (the vault closed, which wipes them) after `lockAfter` without a request,
+/// on `lock`, when the session service locks a session (idle or background timeout), and when
+/// the vault file is replaced or removed under the agent — it never serves from a stale key.
+actor AgentHost {
+    let global: GlobalOptions
+    let url: URL
+    let socket: URL
+    let lockAfter: Duration?
+    let logger: Logger
+    let startedAt = Date()
+    private var opened: OpenedVault?
+    /// The vault file the keys belong to (device and inode when it was opened).
+    private var identity: (dev: UInt64, ino: UInt64)?
+    private var lastUse: Date?
+    private var lockTimer: Task<Void, Never>?
+    private var watcher: Task<Void, Never>?
+    private var stopRequested: CheckedContinuation<Void, Never>?
+
+    init(global: GlobalOptions, socket: URL, lockAfter: Duration?) {
+        self.global = global
+        self.url = global.url
+        self.socket = socket
+        self.lockAfter = lockAfter
+        self.logger = global.logger("credentialvault.agent")
+    }
+
+    /// Opens the vault with `credential` (the service started, the lock timer armed).
+    func unlock(_ choose: (URL, VaultUnlockMethod) throws -> VaultCredential) async throws {
+        guard opened == nil else { return }
+        let vault = try OpenedVault.open(global, credential: choose)
+        try await vault.session.start()
+        opened = vault
+        identity = Self.identity(of: url)
+        lastUse = Date()
+        armLockTimer()
+        let events = vault.session.events()
+        watcher = Task { [weak self] in
+            for await event in events {
+                switch event {
+                case .hardTimeout, .stateChanged(_, .locked):
+                    await self?.lock(because: "the session service locked a session")
+                    return
+                default:
+                    continue
+                }
+            }
+        }
+        logger.info("agent unlocked", metadata: ["vault": "\(url.path)"])
+    }
+
+    /// Drops the keys: stops the service and closes the vault (its keys are wiped).
+    func lock(because reason: String) async {
+        guard let current = opened else { return }
+        opened = nil
+        identity = nil
+        lockTimer?.cancel()
+        watcher?.cancel()
+        await current.close()
+        logger.info("agent locked", metadata: ["reason": "\(reason)"])
+    }
+
+    /// Suspends until a `stop` request (or ``requestStop()``).
+    func waitForStop() async {
+        await withCheckedContinuation { stopRequested = $0 }
+    }
+
+    func requestStop() {
+        stopRequested?.resume()
+        stopRequested = nil
+    }
+
+    // MARK: - Requests
+
+    func handle(_ request: AgentRequest) async -> AgentResponse {
+        switch request.op {
+        case .status:
+            return AgentResponse(status: status)
+        case .stop:
+            await lock(because: "stopped")
+            requestStop()
+            return AgentResponse(status: status)
+        case .lock:
+            await lock(because: "`vault lock`")
+            return AgentResponse(status: status)
+        case .unlock:
+            do {
+                try await unlock { _, method in
+                    if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
+                    guard let passphrase = request.passphrase else {
+                        if case .keyFile = method {
+                            throw CommandFailure(.usage, "the vault is unlocked with a key file: `vault unlock --key-file PATH`")
+                        }
+                        throw CommandFailure(.usage, "no passphrase was sent")
+                    }
+                    return try .passphrase(bytes: Array(passphrase.utf8))
+                }
+                return AgentResponse(status: status)
+            } catch {
+                return Self.failure(error)
+            }
+        case .token:
+            return await token(request)
+        }
+    }
+
+    private func token(_ request: AgentRequest) async -> AgentResponse {
+        guard let current = opened else {
+            return .failure("locked", exit: ExitStatus.sessionLocked.rawValue,
+                            "the agent for \(url.path) is locked: run `vault unlock`")
+        }
+        guard let identity, let now = Self.identity(of: url), now == identity else {
+            await lock(because: "the vault file was replaced or removed")
+            return .failure("vault_replaced", exit: ExitStatus.noVault.rawValue,
+                            "\(url.path) was replaced or removed while the agent held its keys; the agent locked itself: `vault agent stop`, then start it again")
+        }
+        lastUse = Date()
+        armLockTimer()
+        do {
+            let account = try request.account.map { try current.account($0) }
+            let token = if let ttl = request.minTTL {
+                try await current.session.validAccessToken(for: account, minimumValidity: .seconds(max(0, ttl)))
+            } else {
+                try await current.session.validAccessToken(for: account)
+            }
+            let scopes = (try? current.vault.tokenMetadata(for: token.account))??.scopes ?? []
+            return AgentResponse(token: AgentToken(value: token.value, type: token.tokenType, expiresAt: token.expiresAt,
+                                                   account: token.account.rawValue, scopes: scopes))
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    var status: AgentStatus {
+        AgentStatus(vault: url.path, pid: getpid(), locked: opened == nil, lockAfter: lockAfter.map { Int($0.components.seconds) },
+                    lastUse: lastUse, startedAt: startedAt, socket: socket.path)
+    }
+
+    // MARK: - Rules
+
+    private func armLockTimer() {
+        lockTimer?.cancel()
+        guard let lockAfter else { return }
+        lockTimer = Task { [weak self] in
+            do {
+                try await Task.sleep(for: lockAfter)
+            } catch {
+                return  // re-armed by a request, or locked
+            }
+            await self?.lock(because: "no use for \(lockAfter.components.seconds) s (--lock-after)")
+        }
+    }
+
+    static func identity(of url: URL) -> (dev: UInt64, ino: UInt64)? {
+        AgentSocket.fileIdentity(url)
+    }
+
+    static func failure(_ error: any Error) -> AgentResponse {
+        let failure = CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+        return .failure("\(failure.code)", exit: failure.code.rawValue, failure.message)
+    }
+}
