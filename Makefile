@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps release-deps build release test demo bench stress stress-tests fuzz sanitize fixtures clean
+.PHONY: deps test-deps release-deps build release test demo bench stress stress-tests fuzz sanitize fixtures clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -32,7 +32,16 @@ release: release-deps
 # The whole suite in one test process: the session layer runs every vault call (SQLite,
 # fsync, busy waits) on NIO's blocking-I/O threads, so nothing starves the cooperative pool
 # the loopback servers and the tests share.
-test: deps
+# The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3.
+TEST_PACKAGES := python3 util-linux
+test-deps: deps
+	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing:$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+test: test-deps
 	swift build --build-tests
 	swift test --skip-build
 

@@ -1,0 +1,218 @@
+import DevGateway
+import Foundation
+import Testing
+import VaultTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `vault agent` end to end with the built binary: a real daemon, a real Unix socket.
+@Suite("vault agent, lock, unlock, token through the agent, exec")
+struct AgentCommandTests {
+    /// A passphrase vault with one account imported from the gateway; the passphrase only in a
+    /// file the agent is started with.
+    struct World {
+        let gateway: DevGateway
+        let cli: VaultCLI
+        let passphraseFile: URL
+
+        init() async throws {
+            gateway = try await DevGateway.start()
+            cli = try VaultCLI()
+            passphraseFile = cli.file("passphrase")
+            try Data("agent test passphrase\n".utf8).write(to: passphraseFile)
+            chmod(passphraseFile.path, 0o600)
+            let passphrase = ["--passphrase-file", passphraseFile.path]
+            try #require(try await cli.run(["init", "--kdf", "interactive"] + passphrase).status == 0)
+            let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
+            let added = try await cli.run(
+                ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                 "--subject", "alice"] + passphrase, stdin: AccountsAndTokenTests.tokenResponse(issued))
+            try #require(added.status == 0, "\(added)")
+        }
+
+        func start(_ extra: [String] = []) async throws -> CommandResult {
+            try await cli.run(["agent", "start", "--passphrase-file", passphraseFile.path] + extra)
+        }
+
+        /// Stops the agent whatever happened in the test.
+        func finish() async {
+            _ = try? await cli.run(["agent", "stop"])
+            await gateway.stop()
+        }
+
+        func status() async throws -> [String: Any] {
+            try await cli.run(["agent", "status", "--json"]).jsonObject()
+        }
+    }
+
+    static func withWorld(_ body: (World) async throws -> Void) async throws {
+        let world = try await World()
+        do {
+            try await body(world)
+        } catch {
+            await world.finish()
+            throw error
+        }
+        await world.finish()
+    }
+
+    @Test("started once, the agent serves tokens with no passphrase anywhere; lock and unlock; a second start is refused")
+    func tokensWithoutPassphrase() async throws {
+        try await Self.withWorld { world in
+            let started = try await world.start()
+            #expect(started.status == 0, "\(started)")
+            #expect(started.stdout.contains("socket"))
+            let token = try await world.cli.run(["token"])  // no VAULT_PASSPHRASE, no file, no terminal
+            #expect(token.status == 0, "\(token)")
+            let direct = try await world.cli.run(["token", "--no-agent", "--passphrase-file", world.passphraseFile.path])
+            #expect(direct.stdout == token.stdout)
+            let json = try await world.cli.run(["token", "--json"]).jsonObject()
+            #expect(json["token"] as? String == token.stdout.trimmingCharacters(in: .newlines))
+            #expect(json["expires_at"] is String)
+
+            #expect(try await world.start().status == 73)
+
+            #expect(try await world.cli.run(["lock"]).status == 0)
+            let locked = try await world.cli.run(["token"])
+            #expect(locked.status == 79, "\(locked)")
+            #expect(locked.stderr.contains("vault unlock"))
+            #expect(locked.stdout.isEmpty)
+            #expect(try await world.cli.run(["unlock", "--passphrase-file", world.passphraseFile.path]).status == 0)
+            #expect(try await world.cli.run(["token"]).stdout == token.stdout)
+        }
+    }
+
+    @Test("--lock-after: the agent drops its keys after that long without use")
+    func lockAfter() async throws {
+        try await Self.withWorld { world in
+            let started = try await world.start(["--lock-after", "1s"])
+            #expect(started.status == 0, "\(started)")
+            // The agent's own timer runs on real time: the test asks its status until it reports
+            // the lock (bounded), it does not sleep.
+            let deadline = ContinuousClock.now.advanced(by: TestTimeScale.scaled(.seconds(30)))
+            var status = try await world.status()
+            while status["locked"] as? Bool != true, ContinuousClock.now < deadline {
+                status = try await world.status()
+            }
+            #expect(status["locked"] as? Bool == true)
+            #expect(try await world.cli.run(["token"]).status == 79)
+        }
+    }
+
+    @Test("a killed agent leaves a stale socket: commands fall back to the vault, and a new agent replaces it")
+    func staleSocket() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let pid = try #require(try await world.status()["pid"] as? Int)
+            kill(pid_t(pid), SIGKILL)
+            let fallback = try await world.cli.run(["token", "--passphrase-file", world.passphraseFile.path])
+            #expect(fallback.status == 0, "\(fallback)")
+            #expect(try await world.start().status == 0)
+            #expect(try await world.cli.run(["token"]).status == 0)
+        }
+    }
+
+    @Test("malformed, oversized and cut-off requests get an error or a closed connection; the agent keeps serving")
+    func badRequests() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let socket = try #require(try await world.status()["socket"] as? String)
+            let malformed = try RawSocket.exchange(socket, Data("this is not json\n".utf8))
+            #expect(malformed.contains("malformed_request"), "\(malformed)")
+            let version = try RawSocket.exchange(socket, Data(#"{"v": 99, "op": "token"}"#.utf8 + [0x0A]))
+            #expect(version.contains("unsupported_version"))
+            let huge = try RawSocket.exchange(socket, Data(repeating: 0x61, count: 70 * 1024))
+            #expect(huge.contains("request_too_large"))
+            let cut = try RawSocket.exchange(socket, Data(#"{"v": 1, "op": "tok"#.utf8), closeAfterWrite: true)
+            #expect(cut.isEmpty)
+            #expect(try await world.cli.run(["token"]).status == 0)
+        }
+    }
+
+    @Test("a client of another uid is refused (SO_PEERCRED) even when the socket is reachable")
+    func otherUser() async throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv"),
+              FileManager.default.isExecutableFile(atPath: "/usr/bin/python3") else {
+            print("skipped: needs root, setpriv and python3 (`make test` installs them) to act as another uid")
+            return
+        }
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let socket = try #require(try await world.status()["socket"] as? String)
+            // Open the way on purpose, as a misconfiguration would: the uid check still holds, and
+            // the refusal comes before the agent reads a byte (so the client only listens).
+            let directory = URL(fileURLWithPath: socket).deletingLastPathComponent().path
+            chmod(directory, 0o755)
+            chmod(socket, 0o666)
+            defer { chmod(directory, 0o700) }
+            let python = #"import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30); print(s.recv(65536).decode())"#
+            let output = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
+                                                    ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", python, socket],
+                                                    environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: world.cli.directory)
+            #expect(output.stdout.contains("peer_refused"), "\(output.status) \(output.stdout) \(output.stderr)")
+            #expect(!output.stdout.contains("\"token\""))
+        }
+    }
+
+    @Test("the vault replaced under a running agent: it refuses and locks itself, never serving the old key")
+    func vaultReplaced() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let copy = world.cli.file("copy.db")
+            #expect(try await world.cli.run(["backup", copy.path]).status == 0)
+            try FileManager.default.removeItem(at: world.cli.vault)
+            try FileManager.default.moveItem(at: copy, to: world.cli.vault)
+            let refused = try await world.cli.run(["token"])
+            #expect(refused.status == 66, "\(refused)")
+            #expect(refused.stderr.contains("replaced"))
+            #expect(try await world.status()["locked"] as? Bool == true)
+        }
+    }
+
+    @Test("exec: the command gets the token in --env, its status is ours, and a signal reaches it")
+    func exec() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let token = try await world.cli.run(["token"]).stdout.trimmingCharacters(in: .newlines)
+            let ran = try await world.cli.run(["exec", "--env", "TOK", "--", "/bin/sh", "-c", #"printf %s "$TOK"; exit 7"#])
+            #expect(ran.status == 7)
+            #expect(ran.stdout == token)
+
+            let child = try ChildProgram(try BuiltProgram.url(named: "vault"),
+                                         ["exec", "--", "/bin/sh", "-c", #"trap 'exit 42' TERM; echo ready; while :; do sleep 1; done"#],
+                                         environment: ["PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path])
+            #expect(await child.waitForLine(timeout: TestTimeScale.scaled(.seconds(60))) { $0 == "ready" })
+            kill(child.processIdentifier, SIGTERM)
+            #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.exitStatus != nil })
+            #expect(child.output.value.exitStatus == 42)
+        }
+    }
+}
+
+/// Talks to the agent's socket byte by byte, as a broken or hostile client would.
+enum RawSocket {
+    static func exchange(_ path: String, _ bytes: Data, closeAfterWrite: Bool = false) throws -> String {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        _ = [UInt8](bytes).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+        if closeAfterWrite { shutdown(fd, Int32(SHUT_WR)) }
+        var received = [UInt8]()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            guard count > 0 else { break }
+            received += buffer.prefix(count)
+        }
+        return String(decoding: received, as: UTF8.self)
+    }
+}
