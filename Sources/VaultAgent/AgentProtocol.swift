@@ -6,11 +6,14 @@ import Foundation
 // object on one line (at most `AgentProtocol.maximumRequestSize` bytes, newline included), the
 // agent answers with one JSON object on one line and closes the connection.
 //
-// Request:  {"v": 1, "op": "token" | "status" | "lock" | "unlock" | "stop",
+// Request:  {"v": 1, "op": "token" | "credential" | "unauthorized" | "status" | "lock" | "unlock" | "stop",
 //            "account": "<id, id prefix or subject>"?, "min_ttl": <seconds>?,
+//            "protocol", "host", "path"? (credential: the account whose credential hosts match),
+//            "presented": "<token>"? (unauthorized: an API refused it; refreshed once if current),
 //            "passphrase": "…"? | "key_file": "/path"? (unlock only)}
 // Response: {"v": 1, "ok": true, "token": {"value", "type", "expires_at" (seconds since 1970)?,
-//            "account", "scopes"}?, "status": {…}?}
+//            "account", "scopes", "username"?}?, "status": {…}?}
+//        (credential with no matching host: ok, no token; hosts: "hosts": {"host[/path]": "username"})
 //        or {"v": 1, "ok": false, "error": {"code", "exit", "message"}}
 //
 // `exit` is the `vault` exit code the failure maps to (79 locked, 80 ended, 69 unavailable…),
@@ -30,7 +33,7 @@ public enum AgentProtocol {
 /// One request to the agent. Its description never shows the passphrase.
 public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     public enum Operation: String, Codable, Sendable {
-        case token, status, lock, unlock, stop
+        case token, credential, unauthorized, hosts, status, lock, unlock, stop
     }
 
     public var v: Int
@@ -40,6 +43,10 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     public var minTTL: Int?
     public var passphrase: String?
     public var keyFile: String?
+    public var `protocol`: String?
+    public var host: String?
+    public var path: String?
+    public var presented: String?
 
     public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
         self.v = AgentProtocol.version
@@ -51,7 +58,8 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     }
 
     enum CodingKeys: String, CodingKey {
-        case v, op, account, passphrase
+        case v, op, account, passphrase, host, path, presented
+        case `protocol`
         case minTTL = "min_ttl"
         case keyFile = "key_file"
     }
@@ -69,19 +77,22 @@ public struct AgentToken: Codable, Sendable, Hashable, CustomStringConvertible {
     public var expiresAt: Double?
     public var account: String
     public var scopes: [String]
+    /// The user name a credential helper answers with (credential requests only).
+    public var username: String?
 
-    public init(value: String, type: String, expiresAt: Date?, account: String, scopes: [String]) {
+    public init(value: String, type: String, expiresAt: Date?, account: String, scopes: [String], username: String? = nil) {
         self.value = value
         self.type = type
         self.expiresAt = expiresAt?.timeIntervalSince1970
         self.account = account
         self.scopes = scopes
+        self.username = username
     }
 
     public var expiry: Date? { expiresAt.map(Date.init(timeIntervalSince1970:)) }
 
     enum CodingKeys: String, CodingKey {
-        case value, type, account, scopes
+        case value, type, account, scopes, username
         case expiresAt = "expires_at"
     }
 
@@ -139,13 +150,16 @@ public struct AgentResponse: Codable, Sendable {
     public var ok: Bool
     public var token: AgentToken?
     public var status: AgentStatus?
+    /// `hosts`: every credential host and the user name it answers with.
+    public var hosts: [String: String]?
     public var error: AgentFailure?
 
-    public init(token: AgentToken? = nil, status: AgentStatus? = nil) {
+    public init(token: AgentToken? = nil, status: AgentStatus? = nil, hosts: [String: String]? = nil) {
         v = AgentProtocol.version
         ok = true
         self.token = token
         self.status = status
+        self.hosts = hosts
     }
 
     public init(failure: AgentFailure) {

@@ -125,4 +125,8 @@ public struct Account: Sendable, Hashable, Identifiable {
     public var kind: AccountKind = .registered
     /// For an upgraded guest: the registered account that took it over.
     public var upgradedTo: AccountID?
+    /// Where the git and docker credential helpers hand this account's token: `host[:port][/path]`.
+    public var credentialHosts: [String] = []
+    /// The user name the helpers answer with; nil: `oauth2`.
+    public var credentialUsername: String?
 }

@@ -344,6 +344,36 @@ extension Vault {
                 return source
             },
             kind: (try optional("kind") as String?) == "guest" ? .guest : .registered,
-            upgradedTo: (try optional("upgraded_to") as String?).map(AccountID.init(rawValue:)))
+            upgradedTo: (try optional("upgraded_to") as String?).map(AccountID.init(rawValue:)),
+            // NULL in rows written before schema 6.
+            credentialHosts: (try optional("credential_hosts") as String?)?.split(separator: " ").map(String.init) ?? [],
+            credentialUsername: try optional("credential_username"))
+    }
+}
+
+// MARK: - Credential helper hosts
+
+extension Vault {
+    /// Sets the hosts (`host[:port][/path]`) whose git and docker credential requests get this
+    /// account's token, and the user name they answer with (nil: `oauth2`). An empty list
+    /// removes them all. A host another account already has is refused (`.alreadyExists`): one
+    /// host, one account, so a token never goes to a host chosen by a guess.
+    public func setCredentialHosts(_ hosts: [String], username: String?, for id: AccountID) throws {
+        try write("setting credential hosts") { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false else {
+                throw VaultError(.recordNotFound, "no account \(id) in the vault", path: self.path)
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
+                                        arguments: [id.rawValue]) {
+                let other = try self.account(from: row, db)
+                if let taken = hosts.first(where: other.credentialHosts.contains) {
+                    throw VaultError(.alreadyExists, "\(taken) is already handed to account \(other.id)", path: self.path)
+                }
+            }
+            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+                try db.execute(sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",
+                               arguments: [hosts.isEmpty ? nil : hosts.joined(separator: " "), username, id.rawValue])
+            }
+        }
     }
 }

@@ -14,7 +14,7 @@ extension VaultCommand {
                 for when they name none. Commands take an account as its id, a unique prefix of the \
                 id (4+ characters) or its subject.
                 """,
-            subcommands: [Add.self, List.self, Show.self, Switch.self, SetPolicy.self, Remove.self])
+            subcommands: [Add.self, List.self, Show.self, Switch.self, SetPolicy.self, SetHost.self, Remove.self])
     }
 }
 

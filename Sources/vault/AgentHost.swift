@@ -112,18 +112,27 @@ actor AgentHost {
             }
         case .token:
             return await token(request)
+        case .credential, .unauthorized:
+            return await credential(request)
+        case .hosts:
+            switch usable() {
+            case .success(let current):
+                do {
+                    return AgentResponse(hosts: try CredentialAnswers.hosts(in: current))
+                } catch {
+                    return Self.failure(error)
+                }
+            case .failure(let refusal):
+                return await refused(refusal)
+            }
         }
     }
 
     private func token(_ request: AgentRequest) async -> AgentResponse {
-        guard let current = opened else {
-            return .failure("locked", exit: ExitStatus.sessionLocked.rawValue,
-                            "the agent for \(url.path) is locked: run `vault unlock`")
-        }
-        guard let identity, let now = Self.identity(of: url), now == identity else {
-            await lock(because: "the vault file was replaced or removed")
-            return .failure("vault_replaced", exit: ExitStatus.noVault.rawValue,
-                            "\(url.path) was replaced or removed while the agent held its keys; the agent locked itself: `vault agent stop`, then start it again")
+        let current: OpenedVault
+        switch usable() {
+        case .success(let opened): current = opened
+        case .failure(let refusal): return await refused(refusal)
         }
         lastUse = Date()
         armLockTimer()
@@ -139,6 +148,51 @@ actor AgentHost {
                                                    account: token.account.rawValue, scopes: scopes))
         } catch {
             return Self.failure(error)
+        }
+    }
+
+    private func credential(_ request: AgentRequest) async -> AgentResponse {
+        let current: OpenedVault
+        switch usable() {
+        case .success(let opened): current = opened
+        case .failure(let refusal): return await refused(refusal)
+        }
+        guard let scheme = request.protocol, let host = request.host else {
+            return .failure("malformed_request", exit: ExitStatus.usage.rawValue, "a credential request names a protocol and a host")
+        }
+        lastUse = Date()
+        armLockTimer()
+        do {
+            if request.op == .unauthorized {
+                try await CredentialAnswers.unauthorized(in: current, scheme: scheme, host: host, path: request.path,
+                                                         presented: request.presented ?? "")
+                return AgentResponse()
+            }
+            let token = try await CredentialAnswers.credential(in: current, scheme: scheme, host: host, path: request.path,
+                                                               minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
+            return AgentResponse(token: token)
+        } catch {
+            return Self.failure(error)
+        }
+    }
+
+    private enum Refusal: Error { case locked, replaced }
+
+    /// The open vault, unless locked or its file was replaced.
+    private func usable() -> Result<OpenedVault, Refusal> {
+        guard let current = opened else { return .failure(.locked) }
+        guard let identity, let now = Self.identity(of: url), now == identity else { return .failure(.replaced) }
+        return .success(current)
+    }
+
+    private func refused(_ refusal: Refusal) async -> AgentResponse {
+        switch refusal {
+        case .locked:
+            return .failure("locked", exit: ExitStatus.sessionLocked.rawValue, "the agent for \(url.path) is locked: run `vault unlock`")
+        case .replaced:
+            await lock(because: "the vault file was replaced or removed")
+            return .failure("vault_replaced", exit: ExitStatus.noVault.rawValue,
+                            "\(url.path) was replaced or removed while the agent held its keys; the agent locked itself: `vault agent stop`, then start it again")
         }
     }
 

@@ -47,7 +47,7 @@ struct VaultCommand: AsyncParsableCommand {
         version: "1.0.0",
         subcommands: [
             Init.self, Status.self, Login.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
-            Token.self, Exec.self, Agent.self, Lock.self, Unlock.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
+            Token.self, Exec.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])
 
     /// Hardens the process, parses, sets up logging, runs, and maps a failure to its exit code
@@ -59,7 +59,12 @@ struct VaultCommand: AsyncParsableCommand {
         }
         let command: any ParsableCommand
         do {
-            command = try await parse(Array(CommandLine.arguments.dropFirst()))
+            var arguments = Array(CommandLine.arguments.dropFirst())
+            // Installed as docker-credential-vault, docker runs it with the operation alone.
+            if URL(fileURLWithPath: CommandLine.arguments.first ?? "").lastPathComponent == "docker-credential-vault" {
+                arguments.insert("docker-credential", at: 0)
+            }
+            command = try await parse(arguments)
         } catch {
             exit(withError: error)
         }

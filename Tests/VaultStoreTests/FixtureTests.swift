@@ -97,6 +97,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-6 fixture opens with the newest code: the credential hosts survive")
+    func schemaSixFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV6.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV6.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV6.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

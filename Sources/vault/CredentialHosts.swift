@@ -1,0 +1,120 @@
+import Foundation
+import VaultAgent
+import VaultOAuth
+import VaultSession
+import VaultStore
+
+/// Which account's token a git or docker credential request gets: the account whose
+/// credential hosts (`vault accounts set-host`) match the request's host, and path prefix when
+/// the entry has one (the longest prefix wins). Only https, or http to this machine.
+enum CredentialHosts {
+    /// `host[:port][/path]` normalised: host lowercase, no scheme, no trailing slash; nil when
+    /// it is not one.
+    static func normalise(_ text: String) -> String? {
+        var rest = text.trimmingCharacters(in: .whitespaces)
+        for scheme in ["https://", "http://"] where rest.lowercased().hasPrefix(scheme) { rest = String(rest.dropFirst(scheme.count)) }
+        let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let authority = parts.first?.lowercased(), !authority.isEmpty,
+              authority.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" || $0 == "[" || $0 == "]") })
+        else { return nil }
+        let path = parts.count > 1 ? parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "/")) : ""
+        guard path.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else { return nil }
+        return path.isEmpty ? authority : "\(authority)/\(path)"
+    }
+
+    /// The account to answer `host` (and `path`) over `scheme`, or nil.
+    static func match(_ accounts: [Account], scheme: String, host: String, path: String?) -> Account? {
+        let host = host.lowercased()
+        let scheme = scheme.lowercased()
+        guard scheme == "https" || (scheme == "http" && EndpointRule.violation(URL(string: "http://\(host)/") ?? URL(fileURLWithPath: "/")) == nil)
+        else { return nil }
+        let requestPath = (path ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        var best: (account: Account, length: Int)?
+        for account in accounts where account.upgradedTo == nil {
+            for entry in account.credentialHosts {
+                let parts = entry.split(separator: "/", maxSplits: 1)
+                guard parts.first.map(String.init) == host else { continue }
+                let prefix = parts.count > 1 ? String(parts[1]) : ""
+                guard prefix.isEmpty || requestPath == prefix || requestPath.hasPrefix(prefix + "/") else { continue }
+                if best == nil || prefix.count > (best?.length ?? -1) { best = (account, prefix.count) }
+            }
+        }
+        return best?.account
+    }
+}
+
+/// The credential helpers' two questions, answered in the process that holds the key (the
+/// agent, or this command with the vault opened here).
+enum CredentialAnswers {
+    /// A token for the account whose hosts match, valid at least `minimumValidity`; nil when none matches.
+    static func credential(in opened: OpenedVault, scheme: String, host: String, path: String?,
+                           minimumValidity: Duration) async throws -> AgentToken? {
+        guard let account = CredentialHosts.match(try opened.vault.accounts(), scheme: scheme, host: host, path: path) else { return nil }
+        let token = try await opened.session.validAccessToken(for: account.id, minimumValidity: minimumValidity)
+        let scopes = (try? opened.vault.tokenMetadata(for: token.account))??.scopes ?? []
+        return AgentToken(value: token.value, type: token.tokenType, expiresAt: token.expiresAt,
+                                account: token.account.rawValue, scopes: scopes, username: account.credentialUsername ?? "oauth2")
+    }
+
+    /// Every credential host and the user name it answers with.
+    static func hosts(in opened: OpenedVault) throws -> [String: String] {
+        var hosts: [String: String] = [:]
+        for account in try opened.vault.accounts() where account.upgradedTo == nil {
+            for host in account.credentialHosts { hosts[host] = account.credentialUsername ?? "oauth2" }
+        }
+        return hosts
+    }
+
+    /// An API (git, docker) refused `presented`: when it is the account's current token, refresh once.
+    static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, presented: String) async throws {
+        guard let account = CredentialHosts.match(try opened.vault.accounts(), scheme: scheme, host: host, path: path) else { return }
+        let current = try await opened.session.validAccessToken(for: account.id)
+        guard current.value == presented else { return }  // not ours, or already replaced
+        _ = try await opened.session.reportUnauthorized(current)
+    }
+}
+
+/// A credential helper's request, asked of the agent when one serves the vault, else answered
+/// with the vault opened here.
+struct CredentialRequest {
+    var global: GlobalOptions
+    var credentials: CredentialOptions
+    var noAgent: Bool
+
+    func send(_ request: AgentRequest, direct: (OpenedVault) async throws -> AgentResponse) async throws -> AgentResponse {
+        if !noAgent {
+            do {
+                return try await AgentClient(vault: global.url).send(request)
+            } catch let failure as AgentFailure {
+                throw CommandFailure(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+            } catch AgentConnectionError.notRunning {
+                // No agent: open the vault here.
+            } catch {
+                Terminal.printError("vault: warning: \(error); opening the vault directly")
+            }
+        }
+        return try await OpenedVault.with(global, credentials, direct)
+    }
+
+    func credential(scheme: String, host: String, path: String?) async throws -> AgentToken? {
+        var request = AgentRequest(.credential, minTTL: 60)
+        (request.protocol, request.host, request.path) = (scheme, host, path)
+        return try await send(request) { opened in
+            AgentResponse(token: try await CredentialAnswers.credential(in: opened, scheme: scheme, host: host, path: path,
+                                                                        minimumValidity: .seconds(60)))
+        }.token
+    }
+
+    func unauthorized(scheme: String, host: String, path: String?, presented: String) async throws {
+        var request = AgentRequest(.unauthorized)
+        (request.protocol, request.host, request.path, request.presented) = (scheme, host, path, presented)
+        _ = try await send(request) { opened in
+            try await CredentialAnswers.unauthorized(in: opened, scheme: scheme, host: host, path: path, presented: presented)
+            return AgentResponse()
+        }
+    }
+
+    func hosts() async throws -> [String: String] {
+        try await send(AgentRequest(.hosts)) { opened in AgentResponse(hosts: try CredentialAnswers.hosts(in: opened)) }.hosts ?? [:]
+    }
+}
