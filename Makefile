@@ -32,8 +32,9 @@ release: release-deps
 # The whole suite in one test process: the session layer runs every vault call (SQLite,
 # fsync, busy waits) on NIO's blocking-I/O threads, so nothing starves the cooperative pool
 # the loopback servers and the tests share.
-# The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3.
-TEST_PACKAGES := python3 util-linux
+# The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3;
+# the credential helper test has git drive `vault git-credential`.
+TEST_PACKAGES := python3 util-linux git
 test-deps: deps
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -65,6 +65,8 @@ extension VaultCommand.Accounts {
         var idleTimeout: TimeLimit?
         @Option(help: ArgumentHelp("End the session this long after the import, whatever the activity, or `none` (the session then lasts as long as its grant). Default 12h.", valueName: "duration"))
         var lifetime: TimeLimit?
+        @Option(name: .customLong("host"), help: ArgumentHelp("Hand the account's token to git and docker for this host[:port][/path] (repeatable; see `accounts set-host`).", valueName: "host"))
+        var credentialHosts: [String] = []
         @Option(name: .customLong("pin"),
                 help: ArgumentHelp("An SPKI pin of the identity service's TLS key, sha256/BASE64 (repeatable, for key rollover).",
                                    valueName: "sha256/base64"))
@@ -84,6 +86,7 @@ extension VaultCommand.Accounts {
                 if let reason = EndpointRule.pinViolation(url, pins: parsedPins) { throw ValidationError("\(name) is refused: \(reason)") }
             }
             if clientID.isEmpty { throw ValidationError("--client-id must not be empty") }
+            for host in credentialHosts where CredentialHosts.normalise(host) == nil { throw ValidationError("--host \(host) is not host[:port][/path]") }
         }
 
         func run() async throws {
@@ -124,6 +127,9 @@ extension VaultCommand.Accounts {
                     account.subjectSource = .verified
                 }
                 let added = try await opened.session.signIn(account, tokens: response, policy: policy)
+                if !credentialHosts.isEmpty {
+                    try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: added.id)
+                }
                 return try await AccountView.load(added.id, in: opened)
             }
             if output.json {

@@ -80,6 +80,8 @@ extension VaultCommand {
         @Option(name: .customLong("jwks-uri"), help: ArgumentHelp("Override where the provider's keys are.", valueName: "url")) var jwksURI: String?
         @Option(help: ArgumentHelp("Override the guest endpoint.", valueName: "url")) var guestEndpoint: String?
 
+        @Option(name: .customLong("host"), help: ArgumentHelp("Hand the account's token to git and docker for this host[:port][/path] (repeatable; see `accounts set-host`).", valueName: "host"))
+        var credentialHosts: [String] = []
         @Option(help: ArgumentHelp("A name to show for the account (default: the name in the ID token).", valueName: "text"))
         var label: String?
         @Option(help: ArgumentHelp("Lock the session after this much inactivity, or `none`. Default 15m (or the account's).", valueName: "duration"))
@@ -106,6 +108,7 @@ extension VaultCommand {
             }
             do { _ = try SPKIPin.parse(pins) } catch { throw ValidationError("--pin: \(error)") }
             if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be a positive number of seconds") }
+            for host in credentialHosts where CredentialHosts.normalise(host) == nil { throw ValidationError("--host \(host) is not host[:port][/path]") }
         }
 
         func run() async throws {
@@ -155,6 +158,7 @@ extension VaultCommand {
                 scopes: scopes, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, method: method(),
                 account: existing?.id, maxAge: maxAge?.duration, policy: policy, label: label, upgrading: upgrading)
             let result = try await opened.session.signIn(using: request)
+            try setHosts(result.account.id, opened)
             return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))
         }
 
@@ -253,7 +257,13 @@ extension VaultCommand {
                 clientSecret: secret, providerMetadata: provider.encoded(),
                 subjectSource: existing?.subjectSource ?? (claims.subject != nil ? .unverified : .generated))
             let added = try await opened.session.signIn(account, tokens: response, policy: policy)
+            try setHosts(added.id, opened)
             return LoginOutcome(result: nil, view: try await AccountView.load(added.id, in: opened))
+        }
+
+        private func setHosts(_ id: AccountID, _ opened: OpenedVault) throws {
+            guard !credentialHosts.isEmpty else { return }
+            try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: id)
         }
 
         static func readSecret(_ path: String) throws -> String {
