@@ -1,4 +1,5 @@
 import ArgumentParser
+internal import CProcessControl
 import Foundation
 import VaultAgent
 #if canImport(Glibc)
@@ -55,17 +56,15 @@ extension VaultCommand {
             var environment = ProcessInfo.processInfo.environment
             environment[variable] = token.value
             process.environment = environment
-            try process.run()
-            let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH].map { number in
-                signal(number, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-                let pid = process.processIdentifier
-                source.setEventHandler { kill(pid, number) }
-                source.resume()
-                return source
+            // Handlers before the child exists: a signal in between is kept, not lost, and the
+            // child still starts with default dispositions.
+            let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
+            guard forwarded.withUnsafeBufferPointer({ cv_forward_signals($0.baseAddress, Int32($0.count)) }) == 0 else {
+                throw CommandFailure(.failure, "cannot install the signal handlers")
             }
+            try process.run()
+            cv_set_forward_target(process.processIdentifier)
             process.waitUntilExit()
-            for source in forwarded { source.cancel() }
             let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
             Foundation.exit(status)
         }

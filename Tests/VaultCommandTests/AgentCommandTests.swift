@@ -18,7 +18,13 @@ struct AgentCommandTests {
 
         init() async throws {
             gateway = try await DevGateway.start()
-            cli = try VaultCLI()
+            // A runtime directory of this test's own: agents of tests running side by side
+            // never share a socket directory (and one test may open its up on purpose).
+            var cli = try VaultCLI()
+            let runtime = cli.file("run")
+            try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            cli.environment["XDG_RUNTIME_DIR"] = runtime.path
+            self.cli = cli
             passphraseFile = cli.file("passphrase")
             try Data("agent test passphrase\n".utf8).write(to: passphraseFile)
             chmod(passphraseFile.path, 0o600)
@@ -32,7 +38,9 @@ struct AgentCommandTests {
         }
 
         func start(_ extra: [String] = []) async throws -> CommandResult {
-            try await cli.run(["agent", "start", "--passphrase-file", passphraseFile.path] + extra)
+            let result = try await cli.run(["agent", "start", "--passphrase-file", passphraseFile.path] + extra)
+            if result.status != 0 && result.status != 73 { Issue.record("agent start: \(result)") }
+            return result
         }
 
         /// Stops the agent whatever happened in the test.
@@ -142,10 +150,11 @@ struct AgentCommandTests {
             let socket = try #require(try await world.status()["socket"] as? String)
             // Open the way on purpose, as a misconfiguration would: the uid check still holds, and
             // the refusal comes before the agent reads a byte (so the client only listens).
-            let directory = URL(fileURLWithPath: socket).deletingLastPathComponent().path
-            chmod(directory, 0o755)
+            let directory = URL(fileURLWithPath: socket).deletingLastPathComponent()
+            let opened = [world.cli.directory.url, directory.deletingLastPathComponent(), directory]
+            for step in opened { chmod(step.path, 0o711) }
             chmod(socket, 0o666)
-            defer { chmod(directory, 0o700) }
+            defer { for step in opened { chmod(step.path, 0o700) } }
             let python = #"import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30); print(s.recv(65536).decode())"#
             let output = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
                                                     ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", python, socket],
@@ -181,7 +190,8 @@ struct AgentCommandTests {
 
             let child = try ChildProgram(try BuiltProgram.url(named: "vault"),
                                          ["exec", "--", "/bin/sh", "-c", #"trap 'exit 42' TERM; echo ready; while :; do sleep 1; done"#],
-                                         environment: ["PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path])
+                                         environment: ["PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
+                                                       "XDG_RUNTIME_DIR": world.cli.environment["XDG_RUNTIME_DIR"] ?? ""])
             #expect(await child.waitForLine(timeout: TestTimeScale.scaled(.seconds(60))) { $0 == "ready" })
             kill(child.processIdentifier, SIGTERM)
             #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.exitStatus != nil })

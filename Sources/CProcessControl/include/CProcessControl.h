@@ -20,4 +20,13 @@ void cv_wipe(void *bytes, size_t count);
 /// module does not define: this is why it is here.
 int cv_peer_credentials(int fd, unsigned int *uid, int *pid);
 
+/// Installs a handler for each of `signals` that forwards it to the process set with
+/// `cv_set_forward_target`; one that arrives before a target is set is kept and forwarded when
+/// it is. A handler, not SIG_IGN: a child started afterwards begins with default dispositions
+/// (exec resets handlers but keeps ignored signals ignored). Returns 0 or -1 with errno.
+int cv_forward_signals(const int *signals, int count);
+
+/// Sets where forwarded signals go, and forwards those that arrived before.
+void cv_set_forward_target(int pid);
+
 #endif
