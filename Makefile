@@ -42,9 +42,13 @@ test-deps: deps
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
+# Real-time bounds in the tests (a request to a loopback server) are written for a quiet machine;
+# the whole suite runs its suites side by side with dozens of child processes on 2 cores, where a
+# 10 s bound was seen to run out (see TestTimeScale). Only bounds scale, never an outcome.
+TEST_TIME_SCALE ?= 3
 test: test-deps
 	swift build --build-tests
-	swift test --skip-build
+	TEST_TIME_SCALE=$(TEST_TIME_SCALE) swift test --skip-build
 
 # The main job: the whole product on a fresh vault in ./.demo/ against the development
 # gateway on loopback, told in plain words; then the vault command on the result.

@@ -43,7 +43,10 @@ extension VaultCommand {
 
             func run() async throws {
                 let socket = AgentSocket.path(forVault: global.url)
-                let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration)
+                let foreground = !daemon
+                let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration) { line in
+                    if foreground { Terminal.printError("vault agent: \(line)") }
+                }
                 // Unlock first: a wrong passphrase ends here, before anything listens.
                 try await host.unlock { url, method in try credentials.credential(for: url, unlock: method) }
                 let server: AgentServer

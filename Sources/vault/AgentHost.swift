@@ -28,7 +28,11 @@ actor AgentHost {
     private var watcher: Task<Void, Never>?
     private var stopRequested: CheckedContinuation<Void, Never>?
 
-    init(global: GlobalOptions, socket: URL, lockAfter: Duration?) {
+    /// Where lock and unlock are told (standard error in the foreground; nowhere detached).
+    let report: @Sendable (String) -> Void
+
+    init(global: GlobalOptions, socket: URL, lockAfter: Duration?, report: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.report = report
         self.global = global
         self.url = global.url
         self.socket = socket
@@ -69,6 +73,7 @@ actor AgentHost {
         watcher?.cancel()
         await current.close()
         logger.info("agent locked", metadata: ["reason": "\(reason)"])
+        report("locked: \(reason)")
     }
 
     /// Suspends until a `stop` request (or ``requestStop()``).

@@ -9,12 +9,12 @@ import Glibc
 /// `vault agent` end to end with the built binary: a real daemon, a real Unix socket.
 @Suite("vault agent, lock, unlock, token through the agent, exec")
 struct AgentCommandTests {
-    /// A passphrase vault with one account imported from the gateway; the passphrase only in a
-    /// file the agent is started with.
+    /// A key-file vault with one account imported from the gateway; the key file named only
+    /// when the agent starts (and for `--no-agent`), never in the commands' environment.
     struct World {
         let gateway: DevGateway
         let cli: VaultCLI
-        let passphraseFile: URL
+        let keyFile: URL
 
         init() async throws {
             gateway = try await DevGateway.start()
@@ -25,20 +25,18 @@ struct AgentCommandTests {
             try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
             cli.environment["XDG_RUNTIME_DIR"] = runtime.path
             self.cli = cli
-            passphraseFile = cli.file("passphrase")
-            try Data("agent test passphrase\n".utf8).write(to: passphraseFile)
-            chmod(passphraseFile.path, 0o600)
-            let passphrase = ["--passphrase-file", passphraseFile.path]
-            try #require(try await cli.run(["init", "--kdf", "interactive"] + passphrase).status == 0)
+            keyFile = cli.file("vault.key")
+            let credential = ["--key-file", keyFile.path]
+            try #require(try await cli.run(["init"] + credential).status == 0)
             let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
             let added = try await cli.run(
                 ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-                 "--subject", "alice"] + passphrase, stdin: AccountsAndTokenTests.tokenResponse(issued))
+                 "--subject", "alice"] + credential, stdin: AccountsAndTokenTests.tokenResponse(issued))
             try #require(added.status == 0, "\(added)")
         }
 
         func start(_ extra: [String] = []) async throws -> CommandResult {
-            let result = try await cli.run(["agent", "start", "--passphrase-file", passphraseFile.path] + extra)
+            let result = try await cli.run(["agent", "start", "--key-file", keyFile.path] + extra)
             if result.status != 0 && result.status != 73 { Issue.record("agent start: \(result)") }
             return result
         }
@@ -47,6 +45,12 @@ struct AgentCommandTests {
         func finish() async {
             _ = try? await cli.run(["agent", "stop"])
             await gateway.stop()
+        }
+
+        /// The environment of a `vault` child started by hand.
+        var environment: [String: String] {
+            ["PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path,
+             "XDG_RUNTIME_DIR": cli.environment["XDG_RUNTIME_DIR"] ?? ""]
         }
 
         func status() async throws -> [String: Any] {
@@ -65,7 +69,7 @@ struct AgentCommandTests {
         await world.finish()
     }
 
-    @Test("started once, the agent serves tokens with no passphrase anywhere; lock and unlock; a second start is refused")
+    @Test("started once, the agent serves tokens with no credential anywhere; lock and unlock; a second start is refused")
     func tokensWithoutPassphrase() async throws {
         try await Self.withWorld { world in
             let started = try await world.start()
@@ -73,7 +77,7 @@ struct AgentCommandTests {
             #expect(started.stdout.contains("socket"))
             let token = try await world.cli.run(["token"])  // no VAULT_PASSPHRASE, no file, no terminal
             #expect(token.status == 0, "\(token)")
-            let direct = try await world.cli.run(["token", "--no-agent", "--passphrase-file", world.passphraseFile.path])
+            let direct = try await world.cli.run(["token", "--no-agent", "--key-file", world.keyFile.path])
             #expect(direct.stdout == token.stdout)
             let json = try await world.cli.run(["token", "--json"]).jsonObject()
             #expect(json["token"] as? String == token.stdout.trimmingCharacters(in: .newlines))
@@ -86,7 +90,7 @@ struct AgentCommandTests {
             #expect(locked.status == 79, "\(locked)")
             #expect(locked.stderr.contains("vault unlock"))
             #expect(locked.stdout.isEmpty)
-            #expect(try await world.cli.run(["unlock", "--passphrase-file", world.passphraseFile.path]).status == 0)
+            #expect(try await world.cli.run(["unlock", "--key-file", world.keyFile.path]).status == 0)
             #expect(try await world.cli.run(["token"]).stdout == token.stdout)
         }
     }
@@ -94,17 +98,18 @@ struct AgentCommandTests {
     @Test("--lock-after: the agent drops its keys after that long without use")
     func lockAfter() async throws {
         try await Self.withWorld { world in
-            let started = try await world.start(["--lock-after", "1s"])
-            #expect(started.status == 0, "\(started)")
-            // The agent's own timer runs on real time: the test asks its status until it reports
-            // the lock (bounded), it does not sleep.
-            let deadline = ContinuousClock.now.advanced(by: TestTimeScale.scaled(.seconds(30)))
-            var status = try await world.status()
-            while status["locked"] as? Bool != true, ContinuousClock.now < deadline {
-                status = try await world.status()
-            }
-            #expect(status["locked"] as? Bool == true)
+            // In the foreground, as systemd runs it: it says on standard error when it locks.
+            let agent = try ChildProgram(try BuiltProgram.url(named: "vault"),
+                                         ["agent", "run", "--key-file", world.keyFile.path, "--lock-after", "1s"],
+                                         environment: world.environment)
+            #expect(await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("serving") })
+            #expect(try await world.cli.run(["token"]).status == 0)
+            // The agent's own timer runs on real time: the test waits for its report, bounded.
+            #expect(await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("locked: no use") },
+                    "\(agent.output.value.standardError)")
+            #expect(try await world.status()["locked"] as? Bool == true)
             #expect(try await world.cli.run(["token"]).status == 79)
+            await agent.kill()
         }
     }
 
@@ -114,7 +119,7 @@ struct AgentCommandTests {
             #expect(try await world.start().status == 0)
             let pid = try #require(try await world.status()["pid"] as? Int)
             kill(pid_t(pid), SIGKILL)
-            let fallback = try await world.cli.run(["token", "--passphrase-file", world.passphraseFile.path])
+            let fallback = try await world.cli.run(["token", "--key-file", world.keyFile.path])
             #expect(fallback.status == 0, "\(fallback)")
             #expect(try await world.start().status == 0)
             #expect(try await world.cli.run(["token"]).status == 0)
@@ -190,8 +195,7 @@ struct AgentCommandTests {
 
             let child = try ChildProgram(try BuiltProgram.url(named: "vault"),
                                          ["exec", "--", "/bin/sh", "-c", #"trap 'exit 42' TERM; echo ready; while :; do sleep 1; done"#],
-                                         environment: ["PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
-                                                       "XDG_RUNTIME_DIR": world.cli.environment["XDG_RUNTIME_DIR"] ?? ""])
+                                         environment: world.environment)
             #expect(await child.waitForLine(timeout: TestTimeScale.scaled(.seconds(60))) { $0 == "ready" })
             kill(child.processIdentifier, SIGTERM)
             #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.exitStatus != nil })

@@ -6,16 +6,18 @@ import VaultTestSupport
 /// The git and docker credential helpers with the built binary; git itself drives its helper.
 @Suite("vault git-credential and docker-credential")
 struct CredentialHelperTests {
-    static let passphrase = "helper test passphrase"
-
     struct World {
         let gateway: DevGateway
         let cli: VaultCLI
 
         init() async throws {
             gateway = try await DevGateway.start()
-            cli = try VaultCLI(environment: ["VAULT_PASSPHRASE": CredentialHelperTests.passphrase])
-            try #require(try await cli.run(["init", "--kdf", "interactive"]).status == 0)
+            // A key file, not a passphrase: no Argon2id in every helper call of a suite that
+            // runs beside CPU-bound ones.
+            var cli = try VaultCLI()
+            cli.environment["VAULT_KEY_FILE"] = cli.file("vault.key").path
+            self.cli = cli
+            try #require(try await cli.run(["init", "--key-file", cli.file("vault.key").path]).status == 0)
             let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
             let added = try await cli.run(
                 ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli", "--subject", "alice",
@@ -44,7 +46,7 @@ struct CredentialHelperTests {
         let vault = try BuiltProgram.url(named: "vault").path
         try Data("[credential]\n\thelper = !\(vault) git-credential\n\tuseHttpPath = true\n".utf8).write(to: config)
         let environment = ["PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
-                           "VAULT_PASSPHRASE": Self.passphrase, "GIT_CONFIG_GLOBAL": config.path, "GIT_CONFIG_NOSYSTEM": "1",
+                           "VAULT_KEY_FILE": world.cli.file("vault.key").path, "GIT_CONFIG_GLOBAL": config.path, "GIT_CONFIG_NOSYSTEM": "1",
                            "GIT_TERMINAL_PROMPT": "0"]
         let filled = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["credential", "fill"], environment: environment,
                                                 stdin: "protocol=https\nhost=git.example.test\npath=team/app.git\n\n", in: world.cli.directory)
@@ -109,7 +111,7 @@ struct CredentialHelperTests {
         let link = world.cli.file("docker-credential-vault")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
         let linked = try await BuiltProgram.run(link, ["get"], environment: [
-            "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path, "VAULT_PASSPHRASE": Self.passphrase,
+            "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path, "VAULT_KEY_FILE": world.cli.file("vault.key").path,
         ], stdin: "registry.example.test:5000\n", in: world.cli.directory)
         #expect(linked.status == 0, "\(linked.stderr)")
         #expect(linked.stdout.contains(token))
