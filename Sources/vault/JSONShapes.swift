@@ -19,6 +19,8 @@ extension JSONValue {
             "kind": .string(account.kind.rawValue),
             "subject_source": .text(account.subjectSource?.rawValue),
             "upgraded_to": .text(account.upgradedTo?.rawValue),
+            "credential_hosts": .strings(account.credentialHosts),
+            "credential_username": .text(account.credentialUsername),
             "active": .bool(active),
             "status": .string(status.state),
             "status_reason": .text(status.reason),
