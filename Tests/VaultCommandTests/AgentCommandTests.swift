@@ -103,8 +103,9 @@ struct AgentCommandTests {
                                          ["agent", "run", "--key-file", world.keyFile.path, "--lock-after", "1s"],
                                          environment: world.environment)
             #expect(await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("serving") })
-            #expect(try await world.cli.run(["token"]).status == 0)
-            // The agent's own timer runs on real time: the test waits for its report, bounded.
+            // The agent's own timer runs on real time (from the unlock, its last use): the test
+            // waits for its report, bounded. (Serving a token meanwhile is not asserted: on a
+            // loaded machine a second can pass before the request arrives.)
             #expect(await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("locked: no use") },
                     "\(agent.output.value.standardError)")
             #expect(try await world.status()["locked"] as? Bool == true)
