@@ -32,7 +32,7 @@ extension VaultCommand {
         var minTTL: TimeLimit?
         @Flag(help: "Open the vault directly even when an agent serves it.")
         var noAgent = false
-        @Argument(parsing: .captureForPassthrough, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
+        @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
         var command: [String] = []
 
         func validate() throws {

@@ -10,7 +10,9 @@ struct ExitCodeAndHelpTests {
         ["accounts", "switch"], ["accounts", "remove"], ["sessions"], ["sessions", "list"], ["sessions", "end"],
         ["sessions", "unlock"], ["devices"], ["devices", "list"], ["devices", "revoke"], ["notifications"],
         ["notifications", "list"], ["token"], ["verify"], ["migrate"], ["passwd"], ["rotate-key"], ["backup"], ["prune-notifications"],
-        ["export"],
+        ["export"], ["login"], ["accounts", "set-host"], ["accounts", "set-policy"], ["events"], ["exec"], ["agent"],
+        ["agent", "run"], ["agent", "start"], ["agent", "stop"], ["agent", "status"], ["lock"], ["unlock"],
+        ["git-credential"], ["docker-credential"],
     ]
 
     @Test("--help for every command exits 0 and explains it", arguments: commands)
