@@ -119,6 +119,8 @@ let package = Package(
             dependencies: [
                 "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "VaultAgent",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                // NIOThreadPool: the agent's blocking vault work (key derivation, SQLite) runs there.
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

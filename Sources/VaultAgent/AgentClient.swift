@@ -38,8 +38,8 @@ public struct AgentClient: Sendable {
         let path = socketPath.path
         let timeout = timeoutSeconds
         let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AgentResponse, any Error>) in
-            // Blocking socket I/O on a thread of its own, never on the cooperative pool.
-            Thread.detachNewThread {
+            // Blocking socket I/O off the cooperative pool (no thread made per request).
+            DispatchQueue.global().async {
                 continuation.resume(with: Result { try Self.exchange(request, path: path, timeoutSeconds: timeout) })
             }
         }

@@ -17,6 +17,8 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDe
     /// The token generation it came from; ``SessionService/reportUnauthorized(_:)`` uses it to
     /// tell a stale token from one the server rejected.
     public var generation: Int64
+    /// The token's scopes, as granted.
+    public var scopes: [String]
 
     /// `"Bearer <value>"` (or the server's token type).
     public var authorizationHeader: String { "\(tokenType) \(value)" }
@@ -43,5 +45,6 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDe
         tokenType = stored.tokenType
         expiresAt = stored.expiresAt
         generation = stored.generation
+        scopes = stored.scopes
     }
 }

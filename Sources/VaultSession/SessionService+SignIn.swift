@@ -139,7 +139,7 @@ extension SessionService {
             } else if let existing {
                 (subject, source) = (existing.subject, existing.subjectSource ?? .given)
             } else {
-                (subject, source) = (try Self.generatedSubject(), .generated)
+                (subject, source) = (NewAccount.unnamedSubject(), .generated)
             }
             if let existing, existing.subject != subject {
                 throw SignInError.wrongAccount(expected: Self.name(of: existing),
@@ -350,8 +350,7 @@ extension SessionService {
         let session = try await vaultCall { [vault] in try vault.currentSession(for: id) }
         guard let session else { throw SessionError.notSignedIn(id) }
         let age = now().timeIntervalSince(session.lastAuthentication)
-        let limit = Double(maxAuthenticationAge.components.seconds) + Double(maxAuthenticationAge.components.attoseconds) / 1e18
-        guard age <= limit else {
+        guard age <= maxAuthenticationAge.timeInterval else {
             throw SessionError.authenticationTooOld(id, authenticatedAt: session.lastAuthentication, maximumAge: maxAuthenticationAge)
         }
         let token = try await validAccessToken(for: id)
@@ -366,10 +365,6 @@ extension SessionService {
 
     static func name(of token: VerifiedIDToken) -> String {
         token.preferredUsername ?? token.name ?? token.email ?? token.subject
-    }
-
-    static func generatedSubject() throws -> String {
-        "unnamed-" + UUID().uuidString.lowercased().prefix(8)
     }
 
     static func methodName(_ method: SignInMethod) -> String {

@@ -91,6 +91,12 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
         self.kind = kind
     }
 
+    /// A subject for an account whose user nobody named (`unnamed-` and 8 hex digits): a new,
+    /// distinct account, never a guess that replaces another's.
+    public static func unnamedSubject() -> String {
+        "unnamed-" + UUID().uuidString.lowercased().prefix(8)
+    }
+
     public var description: String {
         "NewAccount(issuer: \(issuer), subject: \(subject), client: \(client.clientID), secret: \(clientSecret == nil ? "none" : "<redacted>"))"
     }

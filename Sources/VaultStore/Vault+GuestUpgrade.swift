@@ -51,11 +51,10 @@ extension Vault {
                 guard let columns = SealedColumns.all.first(where: { $0.table == sealed }) else { continue }
                 let rows = try Row.fetchAll(db, sql: "SELECT * FROM \(table.name) WHERE account_id = ?", arguments: [guest.rawValue])
                 for row in rows {
-                    // Checked before it moves: a row changed without the key is never given a fresh MAC.
-                    try self.integrity.check(row, in: table, db)
                     let rowid = row[table.keyColumn] as DatabaseValue
                     let key = row.storedKey(columns.rowColumn)
                     if try self.isDuplicate(row, table: table.name, for: registered, db) {
+                        try self.integrity.check(row, in: table, db)
                         try db.execute(sql: "DELETE FROM \(table.name) WHERE \(table.keyColumn) = ?", arguments: [rowid])
                         upgrade.duplicatesDropped += 1
                         continue
@@ -69,6 +68,8 @@ extension Vault {
                         arguments.append(try self.seal(plain, with: targetKey, table: table.name, column: column,
                                                        account: registered, row: key))
                     }
+                    // `rewrite` checks the row before it moves: one changed without the key is
+                    // never given a fresh MAC (and its sealed values would not open anyway).
                     try self.integrity.rewrite(table, where: "\(table.keyColumn) = ?", [rowid], db) {
                         try db.execute(sql: "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE \(table.keyColumn) = ?",
                                        arguments: StatementArguments(arguments + [rowid]))

@@ -94,14 +94,9 @@ extension VaultCommand.Accounts {
             let claims = IDTokenClaims(response.idToken)
             guard let endpoint = URL(string: tokenEndpoint) else { throw ValidationError("--token-endpoint is not a URL") }
             // Nothing names the user: a distinct account, never a guess that replaces another's.
-            let unnamed = "unnamed-" + UUID().uuidString.lowercased().prefix(8)
+            let unnamed = NewAccount.unnamedSubject()
             let named = subject != nil || claims.subject != nil
-            var clientSecret: String?
-            if let clientSecretFile {
-                var bytes = try CredentialOptions.readPassphraseFile(clientSecretFile)
-                defer { SecureBytes.zero(&bytes) }
-                clientSecret = String(decoding: bytes, as: UTF8.self)
-            }
+            let clientSecret = try clientSecretFile.map(CredentialOptions.readClientSecret)
             var account = NewAccount(
                 issuer: issuer ?? claims.issuer ?? Self.origin(of: endpoint),
                 subject: subject ?? claims.subject ?? unnamed,

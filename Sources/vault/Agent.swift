@@ -215,6 +215,13 @@ extension VaultCommand {
     }
 }
 
+extension CommandFailure {
+    /// The agent's failure as the command reports it: its message, its exit code.
+    init(_ failure: AgentFailure) {
+        self.init(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+    }
+}
+
 /// One request to the vault's agent from a command, its failures as the command's.
 enum AgentCall {
     static func send(_ op: AgentRequest.Operation, global: GlobalOptions) async throws -> AgentResponse {
@@ -225,7 +232,7 @@ enum AgentCall {
         do {
             return try await AgentClient(vault: global.url).send(request)
         } catch let failure as AgentFailure {
-            throw CommandFailure(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+            throw CommandFailure(failure)
         } catch AgentConnectionError.notRunning {
             throw CommandFailure(.noRecord, "no agent is running for \(global.url.path): `vault agent start`")
         } catch let error as AgentConnectionError {

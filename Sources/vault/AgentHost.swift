@@ -41,9 +41,15 @@ actor AgentHost {
     }
 
     /// Opens the vault with `credential` (the service started, the lock timer armed).
-    func unlock(_ choose: (URL, VaultUnlockMethod) throws -> VaultCredential) async throws {
+    func unlock(_ choose: @escaping @Sendable (URL, VaultUnlockMethod) throws -> VaultCredential) async throws {
         guard opened == nil else { return }
-        let vault = try OpenedVault.open(global, credential: choose)
+        // Key derivation and SQLite off the cooperative pool, and off this actor's thread.
+        let global = self.global
+        let vault = try await OpenedVault.blocking { try OpenedVault.open(global, credential: choose) }
+        guard opened == nil else {
+            await vault.close()  // another unlock got there first
+            return
+        }
         try await vault.session.start()
         opened = vault
         identity = Self.identity(of: url)
@@ -71,7 +77,8 @@ actor AgentHost {
         identity = nil
         lockTimer?.cancel()
         watcher?.cancel()
-        await current.close()
+        await current.session.stop()
+        try? await OpenedVault.blocking { current.vault.close() }
         logger.info("agent locked", metadata: ["reason": "\(reason)"])
         report("locked: \(reason)")
     }
@@ -123,7 +130,7 @@ actor AgentHost {
             switch usable() {
             case .success(let current):
                 do {
-                    return AgentResponse(hosts: try CredentialAnswers.hosts(in: current))
+                    return AgentResponse(hosts: try await CredentialAnswers.hosts(in: current))
                 } catch {
                     return Self.failure(error)
                 }
@@ -142,15 +149,13 @@ actor AgentHost {
         lastUse = Date()
         armLockTimer()
         do {
-            let account = try request.account.map { try current.account($0) }
+            let account = try await request.account.asyncMap { reference in try await OpenedVault.blocking { try current.account(reference) } }
             let token = if let ttl = request.minTTL {
                 try await current.session.validAccessToken(for: account, minimumValidity: .seconds(max(0, ttl)))
             } else {
                 try await current.session.validAccessToken(for: account)
             }
-            let scopes = (try? current.vault.tokenMetadata(for: token.account))??.scopes ?? []
-            return AgentResponse(token: AgentToken(value: token.value, type: token.tokenType, expiresAt: token.expiresAt,
-                                                   account: token.account.rawValue, scopes: scopes))
+            return AgentResponse(token: AgentToken(token))
         } catch {
             return Self.failure(error)
         }
@@ -228,5 +233,12 @@ actor AgentHost {
     static func failure(_ error: any Error) -> AgentResponse {
         let failure = CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
         return .failure("\(failure.code)", exit: failure.code.rawValue, failure.message)
+    }
+}
+
+extension Optional where Wrapped: Sendable {
+    func asyncMap<T>(_ transform: (Wrapped) async throws -> T) async rethrows -> T? {
+        guard let value = self else { return nil }
+        return try await transform(value)
     }
 }

@@ -68,7 +68,7 @@ extension VaultCommand {
 
         func run() async throws {
             let attributes = try Self.readAttributes()
-            let client = CredentialRequest(global: global, credentials: credentials, noAgent: noAgent)
+            let client = AgentOrVault(global: global, credentials: credentials, noAgent: noAgent)
             guard let scheme = attributes["protocol"], let host = attributes["host"] else { return }
             switch operation {
             case "get":
@@ -122,7 +122,7 @@ extension VaultCommand {
         static let notFound = "credentials not found in native keychain"
 
         func run() async throws {
-            let client = CredentialRequest(global: global, credentials: credentials, noAgent: noAgent)
+            let client = AgentOrVault(global: global, credentials: credentials, noAgent: noAgent)
             let input = FileHandle.standardInput.readData(ofLength: 64 * 1024)
             switch operation {
             case "get":

@@ -43,23 +43,30 @@ enum CredentialHosts {
     }
 }
 
+extension AgentToken {
+    /// What the agent (or this command) hands out for `token`.
+    init(_ token: AccessToken, username: String? = nil) {
+        self.init(value: token.value, type: token.tokenType, expiresAt: token.expiresAt, account: token.account.rawValue,
+                  scopes: token.scopes, username: username)
+    }
+}
+
 /// The credential helpers' two questions, answered in the process that holds the key (the
 /// agent, or this command with the vault opened here).
 enum CredentialAnswers {
     /// A token for the account whose hosts match, valid at least `minimumValidity`; nil when none matches.
     static func credential(in opened: OpenedVault, scheme: String, host: String, path: String?,
                            minimumValidity: Duration) async throws -> AgentToken? {
-        guard let account = CredentialHosts.match(try opened.vault.accounts(), scheme: scheme, host: host, path: path) else { return nil }
+        let accounts = try await OpenedVault.blocking { try opened.vault.accounts() }
+        guard let account = CredentialHosts.match(accounts, scheme: scheme, host: host, path: path) else { return nil }
         let token = try await opened.session.validAccessToken(for: account.id, minimumValidity: minimumValidity)
-        let scopes = (try? opened.vault.tokenMetadata(for: token.account))??.scopes ?? []
-        return AgentToken(value: token.value, type: token.tokenType, expiresAt: token.expiresAt,
-                                account: token.account.rawValue, scopes: scopes, username: account.credentialUsername ?? "oauth2")
+        return AgentToken(token, username: account.credentialUsername ?? "oauth2")
     }
 
     /// Every credential host and the user name it answers with.
-    static func hosts(in opened: OpenedVault) throws -> [String: String] {
+    static func hosts(in opened: OpenedVault) async throws -> [String: String] {
         var hosts: [String: String] = [:]
-        for account in try opened.vault.accounts() where account.upgradedTo == nil {
+        for account in try await OpenedVault.blocking({ try opened.vault.accounts() }) where account.upgradedTo == nil {
             for host in account.credentialHosts { hosts[host] = account.credentialUsername ?? "oauth2" }
         }
         return hosts
@@ -67,16 +74,17 @@ enum CredentialAnswers {
 
     /// An API (git, docker) refused `presented`: when it is the account's current token, refresh once.
     static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, presented: String) async throws {
-        guard let account = CredentialHosts.match(try opened.vault.accounts(), scheme: scheme, host: host, path: path) else { return }
+        let accounts = try await OpenedVault.blocking { try opened.vault.accounts() }
+        guard let account = CredentialHosts.match(accounts, scheme: scheme, host: host, path: path) else { return }
         let current = try await opened.session.validAccessToken(for: account.id)
         guard current.value == presented else { return }  // not ours, or already replaced
         _ = try await opened.session.reportUnauthorized(current)
     }
 }
 
-/// A credential helper's request, asked of the agent when one serves the vault, else answered
-/// with the vault opened here.
-struct CredentialRequest {
+/// A request asked of the vault's agent when one serves it (no passphrase, no key derivation),
+/// else answered with the vault opened here: `vault token`, `exec` and the credential helpers.
+struct AgentOrVault {
     var global: GlobalOptions
     var credentials: CredentialOptions
     var noAgent: Bool
@@ -86,7 +94,7 @@ struct CredentialRequest {
             do {
                 return try await AgentClient(vault: global.url).send(request)
             } catch let failure as AgentFailure {
-                throw CommandFailure(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+                throw CommandFailure(failure)
             } catch AgentConnectionError.notRunning {
                 // No agent: open the vault here.
             } catch {
@@ -115,6 +123,6 @@ struct CredentialRequest {
     }
 
     func hosts() async throws -> [String: String] {
-        try await send(AgentRequest(.hosts)) { opened in AgentResponse(hosts: try CredentialAnswers.hosts(in: opened)) }.hosts ?? [:]
+        try await send(AgentRequest(.hosts)) { opened in AgentResponse(hosts: try await CredentialAnswers.hosts(in: opened)) }.hosts ?? [:]
     }
 }

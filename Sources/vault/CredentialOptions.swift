@@ -76,12 +76,13 @@ struct CredentialOptions: ParsableArguments {
     /// array sized from the file (a pipe, `<(…)`, starts at 4 KiB and grows): every array the
     /// bytes passed through is zeroed, and no Data copy is made. The caller zeroes the result
     /// (``SecureBytes/zero(_:)``).
-    static func readPassphraseFile(_ path: String) throws -> [UInt8] {
+    /// `what` names the file in messages ("passphrase file", "client secret file").
+    static func readPassphraseFile(_ path: String, what: String = "passphrase file") throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
+        guard fd >= 0 else { throw CommandFailure(.usage, "cannot read \(what) \(path)") }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else { throw CommandFailure(.usage, "cannot read passphrase file \(path)") }
+        guard fstat(fd, &info) == 0 else { throw CommandFailure(.usage, "cannot read \(what) \(path)") }
         let limit = 1 << 20
         // One byte more than a regular file's size, to see its end without growing.
         var bytes = [UInt8](repeating: 0, count: (info.st_mode & S_IFMT) == S_IFREG ? min(Int(info.st_size), limit) + 1 : 4096)
@@ -90,7 +91,7 @@ struct CredentialOptions: ParsableArguments {
             if filled == bytes.count {
                 guard bytes.count < limit else {
                     SecureBytes.zero(&bytes)
-                    throw CommandFailure(.usage, "passphrase file \(path) is larger than \(limit) bytes")
+                    throw CommandFailure(.usage, "\(what) \(path) is larger than \(limit) bytes")
                 }
                 var larger = [UInt8](repeating: 0, count: min(bytes.count * 2, limit))
                 larger.withUnsafeMutableBytes { target in bytes.withUnsafeBytes { target.copyMemory(from: $0) } }
@@ -103,7 +104,7 @@ struct CredentialOptions: ParsableArguments {
             if count < 0 && errno == EINTR { continue }
             guard count >= 0 else {
                 SecureBytes.zero(&bytes)
-                throw CommandFailure(.usage, "cannot read passphrase file \(path)")
+                throw CommandFailure(.usage, "cannot read \(what) \(path)")
             }
             if count == 0 { break }
             filled += count
@@ -117,6 +118,13 @@ struct CredentialOptions: ParsableArguments {
         for index in length..<bytes.count { bytes[index] = 0 }
         bytes.removeSubrange(length...)
         return bytes
+    }
+
+    /// A confidential client's secret from `path` (`--client-secret-file`), its trailing newline dropped.
+    static func readClientSecret(_ path: String) throws -> String {
+        var bytes = try readPassphraseFile(path, what: "client secret file")
+        defer { SecureBytes.zero(&bytes) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

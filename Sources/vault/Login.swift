@@ -112,7 +112,7 @@ extension VaultCommand {
         }
 
         func run() async throws {
-            let secret = try clientSecretFile.map(Self.readSecret)
+            let secret = try clientSecretFile.map(CredentialOptions.readClientSecret)
             // Read before the vault is opened: the token, not the passphrase prompt, is on standard input.
             let bareToken = withToken ? try Self.readToken() : nil
             let command = self
@@ -221,7 +221,7 @@ extension VaultCommand {
             let open = !noOpen && Terminal.hasDisplay
             let wait = timeout?.duration ?? .seconds(300)
             return .browser(open: { url in
-                if open, Terminal.openInBrowser(url) {
+                if open, await Terminal.openInBrowser(url) {
                     Terminal.printError("Opened the browser to sign in. If it did not open, visit:")
                 } else {
                     Terminal.printError("Open this URL in a browser to sign in:")
@@ -244,7 +244,7 @@ extension VaultCommand {
         private func storeBareToken(_ token: String, opened: OpenedVault, provider: ProviderMetadata, clientID: String, scopes: [String],
                                     secret: String?, existing: Account?, policy: SessionPolicy?) async throws -> LoginOutcome {
             let claims = IDTokenClaims(token)
-            let subject = existing?.subject ?? claims.subject ?? ("unnamed-" + UUID().uuidString.lowercased().prefix(8))
+            let subject = existing?.subject ?? claims.subject ?? NewAccount.unnamedSubject()
             if let existing, let named = claims.subject, named != existing.subject {
                 throw CommandFailure(.wrongAccount, "the token is \(Terminal.printable(named))'s, this account is \(Terminal.printable(existing.label ?? existing.subject))'s; nothing was stored")
             }
@@ -264,16 +264,6 @@ extension VaultCommand {
         private func setHosts(_ id: AccountID, _ opened: OpenedVault) throws {
             guard !credentialHosts.isEmpty else { return }
             try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: id)
-        }
-
-        static func readSecret(_ path: String) throws -> String {
-            do {
-                var bytes = try CredentialOptions.readPassphraseFile(path)
-                defer { SecureBytes.zero(&bytes) }
-                return String(decoding: bytes, as: UTF8.self)
-            } catch let failure as CommandFailure {
-                throw CommandFailure(failure.code, failure.message.replacingOccurrences(of: "passphrase file", with: "client secret file"))
-            }
         }
 
         /// A bare access token: one line of visible ASCII on standard input (at most 16 KiB).

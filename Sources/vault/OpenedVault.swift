@@ -1,4 +1,5 @@
 import Foundation
+import NIOPosix
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -7,7 +8,7 @@ import VaultStore
 ///
 /// Opening never migrates: a vault older than this tool is refused with exit code 81 and a
 /// pointer to `vault migrate`, which shows the steps, backs up and applies them.
-struct OpenedVault {
+struct OpenedVault: Sendable {
     let vault: Vault
     let session: SessionService
     let url: URL
@@ -60,6 +61,12 @@ struct OpenedVault {
         throw CommandFailure(
             .migrationNeeded,
             "\(facts.url.path) is at schema \(facts.schemaVersion), older than this tool (\(last.version)): run `vault migrate` (it shows the steps and backs up first)")
+    }
+
+    /// Runs blocking vault work (key derivation, SQLite) on NIO's blocking-I/O threads, off the
+    /// cooperative pool: what a long-running process (the agent) must do with every vault call.
+    static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await NIOThreadPool.singleton.runIfActive(body)
     }
 
     func close() async {

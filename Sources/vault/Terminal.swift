@@ -33,21 +33,25 @@ enum Terminal {
         return !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
     }
 
-    /// Opens `url` with `xdg-open`; false when it could not be started or failed.
-    static func openInBrowser(_ url: URL) -> Bool {
+    /// Opens `url` with `xdg-open`; false when it could not be started or failed. Waits for it
+    /// without holding a thread (some setups keep xdg-open running while the browser starts).
+    static func openInBrowser(_ url: URL) async -> Bool {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["xdg-open", url.absoluteString]
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         process.standardInput = FileHandle.nullDevice
-        do {
-            try process.run()
-        } catch {
-            return false
+        let status: Int32? = await withCheckedContinuation { continuation in
+            process.terminationHandler = { ended in continuation.resume(returning: ended.terminationStatus) }
+            do {
+                try process.run()
+            } catch {
+                process.terminationHandler = nil
+                continuation.resume(returning: nil)
+            }
         }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        return status == 0
     }
 
     static func printError(_ line: String) {

@@ -58,31 +58,22 @@ extension VaultCommand {
         /// check reads the session's authentication time, which the agent protocol does not carry.
         static func fetch(global: GlobalOptions, credentials: CredentialOptions, account: String?, minimumValidity: Duration?,
                           maxAuthAge: Duration?, noAgent: Bool) async throws -> AgentToken {
-            if !noAgent, maxAuthAge == nil {
-                do {
-                    return try await AgentClient(vault: global.url).token(account: account, minimumValidity: minimumValidity)
-                } catch let failure as AgentFailure {
-                    throw CommandFailure(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
-                } catch AgentConnectionError.notRunning {
-                    // No agent: open the vault here.
-                } catch {
-                    Terminal.printError("vault: warning: \(error); opening the vault directly")
+            let request = AgentRequest(.token, account: account, minTTL: minimumValidity.map { Int($0.components.seconds) })
+            let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil)
+                .send(request) { opened in
+                    let id = try account.map { try opened.account($0) }
+                    let token: AccessToken
+                    if let maxAuthAge {
+                        token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
+                    } else if let minimumValidity {
+                        token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
+                    } else {
+                        token = try await opened.session.validAccessToken(for: id)
+                    }
+                    return AgentResponse(token: AgentToken(token))
                 }
-            }
-            return try await OpenedVault.with(global, credentials) { opened in
-                let id = try account.map { try opened.account($0) }
-                let token: AccessToken
-                if let maxAuthAge {
-                    token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
-                } else if let minimumValidity {
-                    token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
-                } else {
-                    token = try await opened.session.validAccessToken(for: id)
-                }
-                let scopes = (try? opened.vault.tokenMetadata(for: token.account))??.scopes ?? []
-                return AgentToken(value: token.value, type: token.tokenType, expiresAt: token.expiresAt,
-                                  account: token.account.rawValue, scopes: scopes)
-            }
+            guard let token = response.token else { throw CommandFailure(.failure, "the agent answered without a token") }
+            return token
         }
     }
 }

@@ -373,8 +373,11 @@ struct SignInTests {
             await world.gateway.signInBrowserUser("alice")
             let first = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects)))
             await world.time.advance(by: .seconds(600))
-            await #expect(throws: SessionError.self) {
+            do {
                 _ = try await world.service.validAccessToken(maxAuthenticationAge: .seconds(300))
+                Issue.record("a token was served for an authentication ten minutes old")
+            } catch SessionError.authenticationTooOld(let account, _, let maximum) {
+                #expect(account == first.account.id && maximum == .seconds(300))
             }
             let reauthentications = await world.gateway.stats().reauthentications
             let again = try await world.service.signIn(using: try await world.request(

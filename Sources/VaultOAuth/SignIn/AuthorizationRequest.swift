@@ -77,7 +77,7 @@ public struct AuthorizationRequest: Sendable, CustomStringConvertible {
     /// an `error` is the provider's refusal; else `code` is required.
     public func code(from query: [URLQueryItem], issuer: String?, issuerRequired: Bool = false) throws(SignInError) -> String {
         func value(_ name: String) -> String? { query.first { $0.name == name }?.value }
-        guard let returned = value("state"), IDTokenVerifier.constantTimeEquals(returned, state) else { throw .stateMismatch }
+        guard let returned = value("state"), ConstantTime.equals(returned, state) else { throw .stateMismatch }
         if let iss = value("iss") {
             guard let issuer, iss == issuer else { throw .issuerParameterMismatch }
         } else if issuerRequired {

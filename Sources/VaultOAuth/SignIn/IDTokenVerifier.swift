@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import Logging
+import VaultCrypto
 
 /// Checks ID tokens (OpenID Connect Core §3.1.3.7) against the provider's published keys.
 ///
@@ -18,8 +19,6 @@ import Logging
 public actor IDTokenVerifier {
     private let oauth: OAuthClient
     private var keySets: [URL: [PublishedKey]] = [:]
-    /// JWKS requests sent so far (tests check the refetch rule).
-    public private(set) var keySetFetches = 0
 
     struct PublishedKey: Sendable {
         var jwk: JWK
@@ -106,7 +105,6 @@ public actor IDTokenVerifier {
 
     private func fetch(_ jwksURI: URL, pins: [SPKIPin]) async throws(IDTokenFailure) -> [PublishedKey] {
         if let reason = EndpointRule.violation(jwksURI) { throw .keySetUnavailable(reason: "jwks_uri is refused: \(reason)") }
-        keySetFetches += 1
         let response: HTTPResponse
         do {
             let request = HTTPRequest(method: .get, url: jwksURI, headers: ["Accept": "application/json"], pins: pins)
@@ -151,7 +149,7 @@ public actor IDTokenVerifier {
         guard !expected.checksExpiry || expected.now.timeIntervalSince(exp) < skew else { throw .expired(at: exp) }
         guard iat.timeIntervalSince(expected.now) <= skew else { throw .issuedInFuture(at: iat) }
         if let nonce = expected.nonce {
-            guard let got = claims.nonce, Self.constantTimeEquals(got, nonce) else { throw .nonce }
+            guard let got = claims.nonce, ConstantTime.equals(got, nonce) else { throw .nonce }
         }
         if let maxAge = expected.maxAge {
             guard let authTime = claims.authTime,
@@ -163,14 +161,6 @@ public actor IDTokenVerifier {
             isGuest: claims.guest ?? false)
     }
 
-    static func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
-        let a = Array(lhs.utf8), b = Array(rhs.utf8)
-        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
-        for index in 0..<max(a.count, b.count) {
-            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
-        }
-        return difference == 0
-    }
 }
 
 /// An ID token's claims as sent, each optional so a missing one is reported by name, not as

@@ -24,12 +24,10 @@ public final class LoopbackRedirectListener: Sendable {
     public let redirectURI: URL
     private let channel: any Channel
     private let redirects: AsyncStream<[URLQueryItem]>
-    private let path: String
 
-    private init(channel: any Channel, redirectURI: URL, path: String, redirects: AsyncStream<[URLQueryItem]>) {
+    private init(channel: any Channel, redirectURI: URL, redirects: AsyncStream<[URLQueryItem]>) {
         self.channel = channel
         self.redirectURI = redirectURI
-        self.path = path
         self.redirects = redirects
     }
 
@@ -76,7 +74,7 @@ public final class LoopbackRedirectListener: Sendable {
             throw .listenerFailed(reason: "the listening socket has no port")
         }
         channel.closeFuture.whenComplete { _ in continuation.finish() }
-        return LoopbackRedirectListener(channel: channel, redirectURI: uri, path: path, redirects: stream)
+        return LoopbackRedirectListener(channel: channel, redirectURI: uri, redirects: stream)
     }
 
     /// The query of the first redirect to ``redirectURI``; waits for it. Throws `.cancelled`

@@ -4,8 +4,7 @@ import Foundation
 /// the ID-token check) stopped. Every case means nothing was stored.
 ///
 /// Server text kept in a case (`description:` values) is the server's `error_description`,
-/// sanitised and stripped of every secret the request carried (``Redaction``); the vault seals
-/// it before storing. ``summary`` is this build's words only.
+/// sanitised and stripped of every secret the request carried (``Redaction``).
 ///
 /// ```swift
 /// do {
@@ -118,13 +117,4 @@ extension SignInError: CustomStringConvertible {
         }
     }
 
-    /// This build's words only: no text the server chose (its `error_description`).
-    public var summary: String {
-        switch self {
-        case .authorizationDenied: "the sign-in was declined (access_denied)"
-        case .authorizationFailed: "the provider refused the sign-in"
-        case .tokenRequestFailed(let failure): "the token request failed: \(failure.summary)"
-        default: description
-        }
-    }
 }
