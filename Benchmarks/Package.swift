@@ -25,6 +25,7 @@ let package = Package(
                 .product(name: "VaultSession", package: root),
                 .product(name: "VaultCrypto", package: root),
                 .product(name: "VaultOAuth", package: root),
+                .product(name: "VaultAgent", package: root),
                 .product(name: "DevGateway", package: root),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -33,6 +33,9 @@ struct Scale {
     var bareRefreshes = 9
     var processes = 4
     var notificationSizes = [1_000, 100_000, 1_000_000]
+    var agentIterations = 5000
+    var agentClients = 64
+    var agentSeconds = 10
 }
 
 // MARK: - Token reads

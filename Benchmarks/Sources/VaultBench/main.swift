@@ -1,8 +1,9 @@
 // `make bench`: the vault's hot paths against baselines measured in the same run.
 //
 //     VaultBench --vault-binary PATH [--out .bench/results.json] [--rows 1000000] [--quick]
-//                [--only unlock,tokens,durable,process,refresh,pages,maintenance]
+//                [--only unlock,tokens,durable,process,agent,refresh,pages,maintenance]
 //     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
+//     VaultBench child-agent SOCKET SECONDS              (likewise: one load client of the agent)
 //     VaultBench profile cold|store|page N              (a loop for callgrind)
 //
 // Prints progress on standard error and one table on standard output; writes the same
@@ -12,6 +13,10 @@ import Foundation
 let arguments = Array(CommandLine.arguments.dropFirst())
 if arguments.first == "child-refresh" {
     await childRefresh(Array(arguments.dropFirst()))
+    exit(0)
+}
+if arguments.first == "child-agent" {
+    await childAgent(Array(arguments.dropFirst()))
     exit(0)
 }
 if arguments.first == "profile" {
@@ -35,10 +40,11 @@ if let rows = option("--rows").flatMap(Int.init), rows >= 10_000 {
 }
 if arguments.contains("--quick") {
     scale = Scale(hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
-                  processIterations: 6, callers: 100, bareRefreshes: 3, processes: 2, notificationSizes: [1_000, 5_000, 20_000])
+                  processIterations: 6, callers: 100, bareRefreshes: 3, processes: 2, notificationSizes: [1_000, 5_000, 20_000],
+                  agentIterations: 500, agentClients: 8, agentSeconds: 2)
 }
 // A subset of the groups, to re-measure one figure while working on it (`make bench` runs all).
-let groups = Set((option("--only") ?? "unlock,tokens,durable,process,refresh,pages,maintenance").split(separator: ",").map(String.init))
+let groups = Set((option("--only") ?? "unlock,tokens,durable,process,agent,refresh,pages,maintenance").split(separator: ",").map(String.init))
 let selfBinary = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-bench-\(getpid())")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -51,6 +57,10 @@ do {
     if groups.contains("tokens") || groups.contains("process") {
         let tokens = try await benchTokenReads(report, dir: dir, scale: scale, measure: groups.contains("tokens"))
         if groups.contains("process") { try await benchTokenProcess(report, bench: tokens, vaultBinary: vaultBinary, scale: scale) }
+    }
+    if groups.contains("agent") {
+        let bench = try makeVault(in: dir, name: "agent", tokenEndpoint: unusedEndpoint, tokens: sampleTokens(expiresIn: 7 * 24 * 3600))
+        try await benchAgent(report, bench: bench, vaultBinary: vaultBinary, selfBinary: selfBinary, dir: dir, scale: scale)
     }
     if groups.contains("durable") { try await benchDurableStore(report, dir: dir, scale: scale) }
     if groups.contains("refresh") { try await benchConcurrentRefresh(report, dir: dir, selfBinary: selfBinary, scale: scale) }
