@@ -40,6 +40,8 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .locked(let account, let reason):
             "the session of account \(account) is locked (\(reason)): unlock it with `vault sessions unlock`"
                 + (reason == .idleTimeout ? "; to keep scripts from idling out, see `vault accounts set-policy` (--idle-timeout, --activity)" : "")
+        case .expired(let account, .exported):
+            "the session of account \(account) was moved to another vault (`vault sessions export`): sign in again to use it here"
         case .expired(let account, let reason):
             "the session of account \(account) expired (\(reason)): sign in again (`vault accounts add`)"
                 + (reason == .absoluteTimeout ? "; a longer or no lifetime: `vault accounts set-policy --lifetime`" : "")

@@ -146,14 +146,7 @@ public actor SessionService {
     /// Stores a sign-in; `authTime` is when the user authenticated (nil: now).
     func store(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy?, authTime: Date?) async throws -> SignInRecord {
         var account = account
-        let pins = try SPKIPin.parse(account.client.pins)
-        try EndpointRule.check(account.client.tokenEndpoint, role: "token endpoint", pins: pins)
-        if let revocation = account.client.revocationEndpoint {
-            try EndpointRule.check(revocation, role: "revocation endpoint", pins: pins)
-        }
-        account.client.pins = pins.reduce(into: [String]()) { kept, pin in
-            if !kept.contains(pin.description) { kept.append(pin.description) }
-        }
+        account.client.pins = try checkedPins(of: account.client)
         let (vault, stored, policy) = (self.vault, account, policy ?? configuration.defaultPolicy)
         let record = try await vaultCall { [vault] in try vault.signIn(stored, tokens: tokens, policy: policy, authTime: authTime) }
         let id = record.account.id
@@ -168,6 +161,19 @@ public actor SessionService {
         }
         try await settle()
         return record
+    }
+
+    /// The client's pins in canonical form, each once, after checking that its endpoints may
+    /// receive a credential (``EndpointRule``) and its pins are well formed.
+    func checkedPins(of client: OAuthClientSettings) throws -> [String] {
+        let pins = try SPKIPin.parse(client.pins)
+        try EndpointRule.check(client.tokenEndpoint, role: "token endpoint", pins: pins)
+        if let revocation = client.revocationEndpoint {
+            try EndpointRule.check(revocation, role: "revocation endpoint", pins: pins)
+        }
+        return pins.reduce(into: [String]()) { kept, pin in
+            if !kept.contains(pin.description) { kept.append(pin.description) }
+        }
     }
 
     /// Revokes the grant a sign-in replaced, best effort: a failure is logged, never thrown

@@ -135,4 +135,7 @@ public struct Account: Sendable, Hashable, Identifiable {
     public var credentialHosts: [String] = []
     /// The user name the helpers answer with; nil: `oauth2`.
     public var credentialUsername: String?
+    /// Where the account came from when a session export brought it (schema 7); nil when it
+    /// was added or signed in here.
+    public var origin: AccountOrigin?
 }

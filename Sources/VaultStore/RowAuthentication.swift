@@ -28,11 +28,12 @@ struct AuthenticatedTable: Sendable, Hashable {
     static let devices = AuthenticatedTable(name: "devices", keyColumn: "registration_id")
     static let notifications = AuthenticatedTable(name: "notifications", keyColumn: "seq", nameColumn: "uuid")
     static let events = AuthenticatedTable(name: "events", keyColumn: "seq")
+    static let sessionTransfers = AuthenticatedTable(name: "session_transfers", keyColumn: "transfer_id")
 
     /// The tables schema 3 authenticated (its migration authenticates their rows).
     static let schema3: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
     /// Every authenticated table; `vault_meta` first.
-    static let all: [AuthenticatedTable] = schema3 + [events]
+    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers]
 }
 
 /// The row MAC of one row, as stored in `row_mac`:

@@ -347,7 +347,15 @@ extension Vault {
             upgradedTo: (try optional("upgraded_to") as String?).map(AccountID.init(rawValue:)),
             // NULL in rows written before schema 6.
             credentialHosts: (try optional("credential_hosts") as String?)?.split(separator: " ").map(String.init) ?? [],
-            credentialUsername: try optional("credential_username"))
+            credentialUsername: try optional("credential_username"),
+            // NULL in rows written before schema 7, and in accounts not imported.
+            origin: try (optional("origin") as String?).map { json in
+                do {
+                    return try JSONDecoder().decode(AccountOrigin.self, from: Data(json.utf8))
+                } catch {
+                    throw VaultError(.damaged, "account \(id) has an unreadable origin", path: path)
+                }
+            })
     }
 }
 

@@ -63,14 +63,11 @@ extension Vault {
                 try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
             } ?? false
             let accountID = exists ? account : nil
-            try db.execute(sql: "INSERT INTO events (at, account_id, kind, data, origin) VALUES (?, ?, ?, ?, ?)",
-                           arguments: [now.millisecondsSince1970, accountID?.rawValue, kind, json, origin])
-            let seq = db.lastInsertedRowID
-            if let accountID, !self.isLocked, let detail {
+            let seq = try self.insertEvent(kind: kind, account: accountID, json: json, origin: origin, at: now, db) { seq in
+                guard let accountID, !self.isLocked, let detail else { return }
                 let sealed = try self.seal(detail, table: "events", column: "detail", account: accountID, row: String(seq), db)
                 try db.execute(sql: "UPDATE events SET detail = ? WHERE seq = ?", arguments: [sealed, seq])
             }
-            try self.integrity.authenticate(.events, where: "seq = ?", [seq], db)
             // Bounded by count, then by age (seq grows with time, so the oldest are first).
             try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [seq - Int64(retention.count)])
             let cutoff = now.addingTimeInterval(-retention.age.timeInterval).millisecondsSince1970
@@ -82,6 +79,23 @@ extension Vault {
 
     /// Up to `limit` entries after `seq`, oldest first (of one account when given). An entry
     /// that fails its check is returned with ``StoredEvent/authentic`` false and no detail.
+    /// Appends an event inside the caller's transaction (one that also made the change it
+    /// records), authenticated; `account` must exist. Retention is left to the next ``appendEvent``.
+    @discardableResult
+    func insertEvent(kind: String, account: AccountID?, data: [String: String], origin: String, at now: Date, _ db: Database) throws -> Int64 {
+        try insertEvent(kind: kind, account: account, json: Self.eventJSON(data), origin: origin, at: now, db) { _ in }
+    }
+
+    private func insertEvent(kind: String, account: AccountID?, json: String, origin: String, at now: Date, _ db: Database,
+                             before authenticating: (Int64) throws -> Void) throws -> Int64 {
+        try db.execute(sql: "INSERT INTO events (at, account_id, kind, data, origin) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [now.millisecondsSince1970, account?.rawValue, kind, json, origin])
+        let seq = db.lastInsertedRowID
+        try authenticating(seq)
+        try integrity.authenticate(.events, where: "seq = ?", [seq], db)
+        return seq
+    }
+
     public func events(after seq: Int64 = 0, account: AccountID? = nil, limit: Int = 1000) throws -> [StoredEvent] {
         try read("reading session events") { db in
             let rows: [Row]

@@ -87,20 +87,8 @@ extension Vault {
                 return .backingOff(until: next, tokens: tokens)
             }
             let interrupted = state.leaseHolder != nil && state.leaseHolder != holder
-            try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
-                try db.execute(
-                    sql: """
-                        INSERT INTO refresh_state (account_id, lease_holder, lease_generation, lease_acquired_at, lease_expires_at,
-                            lease_process, interrupted_refreshes) VALUES (?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (account_id) DO UPDATE SET lease_holder = excluded.lease_holder,
-                            lease_generation = excluded.lease_generation, lease_acquired_at = excluded.lease_acquired_at,
-                            lease_expires_at = excluded.lease_expires_at, lease_process = excluded.lease_process,
-                            interrupted_refreshes = refresh_state.interrupted_refreshes + excluded.interrupted_refreshes
-                        """,
-                    arguments: [account.rawValue, holder, tokens.generation, now.millisecondsSince1970,
-                                now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970,
-                                LeaseProcess.current?.description, interrupted ? 1 : 0])
-            }
+            try self.writeLease(for: account, holder: holder, generation: tokens.generation, now: now,
+                                leaseDuration: leaseDuration, interrupted: interrupted, db)
             if interrupted {
                 self.logger.warning("took over a refresh lease left by a process that stopped mid-refresh",
                                     metadata: ["account": "\(account)"])
@@ -123,8 +111,27 @@ extension Vault {
         }
     }
 
+    /// Gives the account's refresh lease to `holder` (this process) until `leaseDuration` from now.
+    func writeLease(for account: AccountID, holder: String, generation: Int64, now: Date, leaseDuration: Duration,
+                    interrupted: Bool, _ db: Database) throws {
+        try integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
+            try db.execute(
+                sql: """
+                    INSERT INTO refresh_state (account_id, lease_holder, lease_generation, lease_acquired_at, lease_expires_at,
+                        lease_process, interrupted_refreshes) VALUES (?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (account_id) DO UPDATE SET lease_holder = excluded.lease_holder,
+                        lease_generation = excluded.lease_generation, lease_acquired_at = excluded.lease_acquired_at,
+                        lease_expires_at = excluded.lease_expires_at, lease_process = excluded.lease_process,
+                        interrupted_refreshes = refresh_state.interrupted_refreshes + excluded.interrupted_refreshes
+                    """,
+                arguments: [account.rawValue, holder, generation, now.millisecondsSince1970,
+                            now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970,
+                            LeaseProcess.current?.description, interrupted ? 1 : 0])
+        }
+    }
+
     /// The stored lease holder's process, as text (checked with the row by ``refreshState(for:_:)``).
-    private func leaseProcess(for account: AccountID, _ db: Database) throws -> String? {
+    func leaseProcess(for account: AccountID, _ db: Database) throws -> String? {
         try db.storedValue("SELECT lease_process FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue],
                            table: "refresh_state", column: "lease_process", row: account.rawValue, path: path, as: String.self)
     }

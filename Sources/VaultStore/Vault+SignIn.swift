@@ -29,47 +29,55 @@ extension Vault {
     public func signIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, authTime: Date? = nil) throws -> SignInRecord {
         try policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
-        let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
         let absoluteDeadline = policy.absoluteLifetime.map { now.addingTimeInterval($0.timeInterval) }
+        return try write("signing in") { db in
+            try self.storeSignIn(new, tokens: tokens, policy: policy, now: now, startedAt: now, absoluteDeadline: absoluteDeadline,
+                                 authTime: authTime, db)
+        }
+    }
+
+    /// The sign-in's transaction: also an import's, whose session keeps the start, the
+    /// authentication time and the absolute deadline it had in the vault it came from.
+    func storeSignIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, now: Date, startedAt: Date,
+                     absoluteDeadline: Date?, authTime: Date?, _ db: Database) throws -> SignInRecord {
+        let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
         // Never later than now: a provider's clock ahead of ours must not make the authentication look fresher.
         let authenticated = Date(millisecondsSince1970: min(authTime ?? now, now).millisecondsSince1970)
-        return try write("signing in") { db in
-            // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
-            // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
-            let previousActive = try self.activeAccountID(db)
-            let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
-                                            arguments: [new.issuer, new.subject])
-            var account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
-            if existing != nil {
-                account = try self.refreshSettings(of: account, from: new, db)
-            }
-            // The grant being replaced, for the caller to revoke (a sign-in on purpose ends it).
-            // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
-            let replaced = existing == nil ? nil : (try? self.tokens(for: account.id, db)) ?? nil
-            let current = try self.tokenGeneration(for: account.id, db)
-            let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
-            try self.endOpenSessions(of: account.id, reason: "replaced", at: now, db)
-            try db.execute(
-                sql: """
-                    INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline, auth_time)
-                    VALUES (?, 'active', ?, ?, ?, ?, ?)
-                    """,
-                arguments: [account.id.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
-                            idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970,
-                            authenticated.millisecondsSince1970])
-            try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
-            let session = SessionRecord(
-                id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: now, lastActivityAt: now,
-                idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline, authTime: authenticated)
-            try self.setSessionPolicy(policy, for: account.id, db)
-            try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
-            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
-            }
-            return SignInRecord(account: account, session: session, generation: generation,
-                                replacedExisting: existing != nil, previousActive: previousActive,
-                                replacedTokens: replaced?.tokens)
+        // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
+        // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
+        let previousActive = try self.activeAccountID(db)
+        let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
+                                        arguments: [new.issuer, new.subject])
+        var account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
+        if existing != nil {
+            account = try self.refreshSettings(of: account, from: new, db)
         }
+        // The grant being replaced, for the caller to revoke (a sign-in on purpose ends it).
+        // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
+        let replaced = existing == nil ? nil : (try? self.tokens(for: account.id, db)) ?? nil
+        let current = try self.tokenGeneration(for: account.id, db)
+        let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
+        try self.endOpenSessions(of: account.id, reason: "replaced", at: now, db)
+        try db.execute(
+            sql: """
+                INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline, auth_time)
+                VALUES (?, 'active', ?, ?, ?, ?, ?)
+                """,
+            arguments: [account.id.rawValue, startedAt.millisecondsSince1970, now.millisecondsSince1970,
+                        idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970,
+                        authenticated.millisecondsSince1970])
+        try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
+        let session = SessionRecord(
+            id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: startedAt, lastActivityAt: now,
+            idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline, authTime: authenticated)
+        try self.setSessionPolicy(policy, for: account.id, db)
+        try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
+        try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
+        }
+        return SignInRecord(account: account, session: session, generation: generation,
+                            replacedExisting: existing != nil, previousActive: previousActive,
+                            replacedTokens: replaced?.tokens)
     }
 }
 

@@ -560,6 +560,8 @@ extension Vault {
         defer { localWrites.add(1, ordering: .releasing) }
         do {
             return try pool.write(body)
+        } catch let refusal as SessionTransferError {
+            throw refusal  // a refusal decided inside the transaction, which rolled back
         } catch {
             throw VaultError.storage(error, while: action, path: path)
         }

@@ -207,6 +207,10 @@ struct AccountView {
             ("Client id", account.client.clientID),
             ("Client auth", account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")),
             ("Added", Format.iso8601(account.createdAt)),
+            ("Origin", account.origin.map { origin in
+                "imported \(Format.iso8601(origin.importedAt)) from \(origin.host.map(Terminal.printable) ?? "another machine") "
+                    + "(vault \(origin.vault), \(origin.mode == .move ? "moved" : "access token only"), transfer \(origin.transfer))"
+            } ?? "added or signed in here"),
             ("Session", status.text),
             ("Tokens", tokenText),
         ]

@@ -52,6 +52,9 @@ enum ExitStatus: Int32, CaseIterable {
     case signInRejected = 87
     /// Signed in as another user than the account's; nothing was stored.
     case wrongAccount = 88
+    /// A session export was refused: not one, sealed to another vault, changed, expired or
+    /// already imported; nothing was stored.
+    case transferRefused = 89
     /// Interrupted (Ctrl-C); nothing was stored.
     case interrupted = 130
 }
@@ -84,6 +87,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(.usage, error.description)
         case let error as SignInError:
             self.init(Self.status(of: error), error.description)
+        case let error as SessionTransferError:
+            self.init(Self.status(of: error.code), error.message)
         case let error as OAuthError:
             self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
         case is CancellationError:
@@ -92,6 +97,15 @@ struct CommandFailure: Error, CustomStringConvertible {
             return nil
         default:
             self.init(.failure, "\(error)")
+        }
+    }
+
+    static func status(of code: SessionTransferError.Code) -> ExitStatus {
+        switch code {
+        case .sessionNotActive: .sessionEnded
+        case .busy, .changed: .busy
+        case .conflict: .alreadyExists
+        default: .transferRefused
         }
     }
 

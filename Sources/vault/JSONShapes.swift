@@ -21,6 +21,10 @@ extension JSONValue {
             "upgraded_to": .text(account.upgradedTo?.rawValue),
             "credential_hosts": .strings(account.credentialHosts),
             "credential_username": .text(account.credentialUsername),
+            "origin": account.origin.map { origin in
+                ["kind": "imported", "transfer": .string(origin.transfer), "imported_at": .date(origin.importedAt),
+                 "mode": .string(origin.mode.rawValue), "host": .text(origin.host), "vault": .string(origin.vault)] as JSONValue
+            } ?? .null,
             "active": .bool(active),
             "status": .string(status.state),
             "status_reason": .text(status.reason),

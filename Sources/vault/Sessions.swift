@@ -7,13 +7,14 @@ extension VaultCommand {
     struct Sessions: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "sessions",
-            abstract: "List, end and unlock sign-in sessions.",
+            abstract: "List, end, unlock, export and import sign-in sessions.",
             discussion: """
                 Each sign-in starts a session with deadlines from the account's policy: an idle \
                 timeout (lock or expire), an absolute lifetime and a background timeout. A locked \
-                session resumes after `vault sessions unlock`; an expired one needs a new sign-in.
+                session resumes after `vault sessions unlock`; an expired one needs a new sign-in. \
+                `vault sessions export` hands a session to another vault without a new sign-in.
                 """,
-            subcommands: [List.self, End.self, Unlock.self])
+            subcommands: [List.self, End.self, Unlock.self, ExportSession.self, ImportSession.self])
     }
 }
 

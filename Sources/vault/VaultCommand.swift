@@ -42,12 +42,13 @@ struct VaultCommand: AsyncParsableCommand {
             needed, 82 unsafe file permissions, 83 TLS pinning failed, 84 step-up needed (sign in \
             again with --max-age 0), 85 sign-in declined, 86 sign-in timed out (device code expired, \
             browser did not come back), 87 the provider's answer failed a check (ID token, state, \
-            issuer), 88 signed in as another user than the account's, 130 interrupted.
+            issuer), 88 signed in as another user than the account's, 89 session export refused \
+            (not for this vault, changed, expired or already imported), 130 interrupted.
             """,
         version: "1.0.0",
         subcommands: [
             Init.self, Status.self, Login.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
-            Token.self, Exec.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
+            Token.self, Exec.self, Recipient.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])
 
     /// Hardens the process, parses, sets up logging, runs, and maps a failure to its exit code

@@ -12,7 +12,7 @@ struct ExitCodeAndHelpTests {
         ["notifications", "list"], ["token"], ["verify"], ["migrate"], ["passwd"], ["rotate-key"], ["backup"], ["prune-notifications"],
         ["export"], ["login"], ["accounts", "set-host"], ["accounts", "set-policy"], ["events"], ["exec"], ["agent"],
         ["agent", "run"], ["agent", "start"], ["agent", "stop"], ["agent", "status"], ["lock"], ["unlock"],
-        ["git-credential"], ["docker-credential"],
+        ["git-credential"], ["docker-credential"], ["recipient"], ["sessions", "export"], ["sessions", "import"],
     ]
 
     @Test("--help for every command exits 0 and explains it", arguments: commands)

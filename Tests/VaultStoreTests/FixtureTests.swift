@@ -109,6 +109,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-7 fixture opens with the newest code: the imported account, its origin and the remembered transfer survive")
+    func schemaSevenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV7.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV7.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV7.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

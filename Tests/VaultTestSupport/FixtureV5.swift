@@ -58,8 +58,9 @@ public enum FixtureV5 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV4.differences(in: vault, laterAccounts: 3)
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0, laterEventKinds: [String] = []) throws -> [String] {
+        var problems = try FixtureV4.differences(in: vault, laterAccounts: 3 + laterAccounts, laterEventKinds: laterEventKinds)
         let accounts = try vault.accounts()
         guard let erin = accounts.first(where: { $0.subject == "erin" }),
               let guest = accounts.first(where: { $0.subject == "guest-fixture" }),

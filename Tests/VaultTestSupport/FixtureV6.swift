@@ -21,8 +21,9 @@ public enum FixtureV6 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV5.differences(in: vault)
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0, laterEventKinds: [String] = []) throws -> [String] {
+        var problems = try FixtureV5.differences(in: vault, laterAccounts: laterAccounts, laterEventKinds: laterEventKinds)
         let accounts = try vault.accounts()
         guard let erin = accounts.first(where: { $0.subject == "erin" }) else { return problems + ["erin missing"] }
         if erin.credentialHosts != hosts || erin.credentialUsername != username { problems.append("erin: credential hosts differ") }

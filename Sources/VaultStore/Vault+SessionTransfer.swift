@@ -1,0 +1,358 @@
+import Foundation
+import GRDB
+import VaultCrypto
+
+/// Whether an export hands over the whole grant or only the access token.
+public enum SessionTransferMode: String, Sendable, Hashable, Codable {
+    /// The grant moves: the exporting vault wipes its tokens and ends its session (`exported`).
+    case move
+    /// Only the access token and its expiry go; the exporting vault keeps the grant.
+    case accessOnly = "access_only"
+}
+
+/// One export written or import stored (schema 7), remembered so a blob is taken at most once.
+public struct SessionTransferRecord: Sendable, Hashable {
+    public enum Direction: String, Sendable, Hashable { case export, `import` }
+    /// 32 lowercase hex digits, made by the exporting vault.
+    public var id: String
+    public var direction: Direction
+    public var mode: SessionTransferMode
+    public var account: AccountID
+    public var at: Date
+    /// When the blob stops being importable.
+    public var expiresAt: Date
+    /// The other vault's recipient fingerprint: the recipient of an export, the sender of an
+    /// import (as its blob claims: a sealed box does not prove who sealed it).
+    public var peer: String
+
+    public init(id: String, direction: Direction, mode: SessionTransferMode, account: AccountID, at: Date, expiresAt: Date, peer: String) {
+        self.id = id
+        self.direction = direction
+        self.mode = mode
+        self.account = account
+        self.at = at
+        self.expiresAt = expiresAt
+        self.peer = peer
+    }
+}
+
+/// Where an imported account came from (`accounts.origin`, schema 7).
+public struct AccountOrigin: Sendable, Hashable, Codable {
+    /// The transfer that brought it.
+    public var transfer: String
+    public var importedAt: Date
+    public var mode: SessionTransferMode
+    /// The exporting machine's host name and vault recipient fingerprint, as the blob claims them.
+    public var host: String?
+    public var vault: String
+
+    public init(transfer: String, importedAt: Date, mode: SessionTransferMode, host: String?, vault: String) {
+        self.transfer = transfer
+        self.importedAt = importedAt
+        self.mode = mode
+        self.host = host
+        self.vault = vault
+    }
+
+    private enum CodingKeys: String, CodingKey { case kind, transfer, at, mode, host, vault }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        guard try c.decode(String.self, forKey: .kind) == "imported" else {
+            throw DecodingError.dataCorruptedError(forKey: .kind, in: c, debugDescription: "unknown origin kind")
+        }
+        transfer = try c.decode(String.self, forKey: .transfer)
+        importedAt = Date(millisecondsSince1970: try c.decode(Int64.self, forKey: .at))
+        mode = try c.decode(SessionTransferMode.self, forKey: .mode)
+        host = try c.decodeIfPresent(String.self, forKey: .host)
+        vault = try c.decode(String.self, forKey: .vault)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode("imported", forKey: .kind)
+        try c.encode(transfer, forKey: .transfer)
+        try c.encode(importedAt.millisecondsSince1970, forKey: .at)
+        try c.encode(mode, forKey: .mode)
+        try c.encodeIfPresent(host, forKey: .host)
+        try c.encode(vault, forKey: .vault)
+    }
+}
+
+/// Why an export or import was refused. Nothing was stored or changed when one is thrown.
+public struct SessionTransferError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        public var description: String { name }
+
+        /// Not a session export, or not one this build reads.
+        public static let malformed = Code("malformed")
+        /// Sealed to another vault's recipient key.
+        public static let wrongRecipient = Code("wrongRecipient")
+        /// Changed after it was sealed (or sealed to another key with this one's fingerprint).
+        public static let tampered = Code("tampered")
+        /// Past its expiry, or the session it carries is past its absolute deadline.
+        public static let expired = Code("expired")
+        /// This vault already imported it.
+        public static let alreadyImported = Code("alreadyImported")
+        /// The account's session is not active (locked, ended, or none): nothing to export.
+        public static let sessionNotActive = Code("sessionNotActive")
+        /// Another process is refreshing the tokens: try again.
+        public static let busy = Code("busy")
+        /// The tokens changed between sealing the blob and letting go of the grant.
+        public static let changed = Code("changed")
+        /// The vault has an account of that issuer and subject with other client settings.
+        public static let conflict = Code("conflict")
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// An account's session as an export carries it: read under the refresh lease, so no other
+/// process rotates its refresh token until the export lets go.
+public struct SessionSnapshot: Sendable {
+    public var account: Account
+    public var clientSecret: String?
+    public var tokens: StoredTokens
+    public var session: SessionRecord
+    public var policy: SessionPolicy
+}
+
+/// A session to store from an import, already opened and checked.
+public struct SessionImport: Sendable {
+    public var account: NewAccount
+    public var credentialHosts: [String]
+    public var credentialUsername: String?
+    public var tokens: TokenSet
+    public var policy: SessionPolicy
+    public var startedAt: Date
+    public var authTime: Date?
+    /// The original session's absolute deadline: an imported session never outlives it.
+    public var absoluteDeadline: Date?
+    public var transfer: SessionTransferRecord
+    public var origin: AccountOrigin
+
+    public init(account: NewAccount, credentialHosts: [String], credentialUsername: String?, tokens: TokenSet,
+                policy: SessionPolicy, startedAt: Date, authTime: Date?, absoluteDeadline: Date?,
+                transfer: SessionTransferRecord, origin: AccountOrigin) {
+        self.account = account
+        self.credentialHosts = credentialHosts
+        self.credentialUsername = credentialUsername
+        self.tokens = tokens
+        self.policy = policy
+        self.startedAt = startedAt
+        self.authTime = authTime
+        self.absoluteDeadline = absoluteDeadline
+        self.transfer = transfer
+        self.origin = origin
+    }
+}
+
+/// What ``Vault/importSession(_:eventOrigin:)`` stored.
+public struct SessionImportRecord: Sendable {
+    public var signIn: SignInRecord
+    /// Credential hosts the blob named that another account of this vault already has (not set).
+    public var skippedHosts: [String]
+}
+
+extension Vault {
+    /// This vault's recipient key pair, derived from the vault key (a new key, a new pair).
+    public func recipientKey() throws -> RecipientKeyPair {
+        try RecipientKeyPair(derivedFrom: keyring.vaultKey())
+    }
+
+    /// Reads the account's session for an export and takes its refresh lease as `holder`, in one
+    /// transaction. Refused unless the session is active and has tokens, and while another
+    /// live process holds the lease (it is refreshing).
+    package func beginSessionExport(of id: AccountID, holder: String, leaseDuration: Duration) throws -> SessionSnapshot {
+        let now = clock.now()
+        let latestLease = now.addingTimeInterval(leaseDuration.timeInterval + 1)
+        return try write("preparing a session export") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+                throw self.accountNotFound(id)
+            }
+            let account = try self.account(from: row, db)
+            guard let session = try self.currentSession(for: id, db), session.state == .active else {
+                let state = try self.currentSession(for: id, db).map { "\($0.state.rawValue)" + ($0.endReason.map { " (\($0))" } ?? "") }
+                throw SessionTransferError(.sessionNotActive, "the session of account \(id) is \(state ?? "not started")"
+                                           + (state?.hasPrefix("locked") == true ? "; unlock it first (`vault sessions unlock`)" : "; nothing to export"))
+            }
+            guard let tokens = try self.tokens(for: id, db) else {
+                throw SessionTransferError(.sessionNotActive, "account \(id) has no tokens; nothing to export")
+            }
+            let state = try self.refreshState(for: id, db)
+            let holderGone = try self.leaseProcess(for: id, db).flatMap(LeaseProcess.init)?.isGone ?? false
+            if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now, until <= latestLease, !holderGone {
+                throw SessionTransferError(.busy, "another process is refreshing the tokens of account \(id); try again in a moment")
+            }
+            try self.writeLease(for: id, holder: holder, generation: tokens.generation, now: now, leaseDuration: leaseDuration, interrupted: false, db)
+            let clientSecret = try self.open(row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path, as: Data.self),
+                                             table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
+            return SessionSnapshot(account: account, clientSecret: clientSecret, tokens: tokens, session: session,
+                                   policy: try self.sessionPolicy(for: id, db))
+        }
+    }
+
+    /// Records an export once its blob was written, in one transaction: with `.move` the tokens
+    /// are wiped and the session ends (`exported`), so the refresh token has one holder; the
+    /// lease `holder` took is released; the transfer and an event are recorded. Throws
+    /// `.changed` (and changes nothing) when the lease was lost or the tokens changed since
+    /// the snapshot: the blob written then holds a refresh token that is no longer current.
+    /// Returns the session it ended (nil for `.accessOnly`).
+    package func finishSessionExport(_ snapshot: SessionSnapshot, holder: String?, transfer: SessionTransferRecord,
+                                     eventOrigin: String) throws -> SessionRecord? {
+        let id = snapshot.account.id
+        let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
+        return try write("recording a session export") { db in
+            var ended: SessionRecord?
+            if let holder {
+                if transfer.mode == .move {
+                    // The blob holds the refresh token of the snapshot: it must still be the current one.
+                    let state = try self.refreshState(for: id, db)
+                    guard state.leaseHolder == holder, try self.tokenGeneration(for: id, db) == snapshot.tokens.generation else {
+                        throw SessionTransferError(.changed, "the tokens of account \(id) changed while the export was written (another process refreshed them): do not import it; export again")
+                    }
+                    try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
+                    let open = try self.currentSession(for: id, db)
+                    try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [id.rawValue], db) {
+                        try db.execute(sql: """
+                            UPDATE sessions SET state = 'expired', end_reason = 'exported', ended_at = ?, version = coalesce(version, 0) + 1,
+                                extension_holder = NULL, extension_deadline = NULL
+                            WHERE account_id = ? AND state IN ('active', 'locked')
+                            """, arguments: [now.millisecondsSince1970, id.rawValue])
+                    }
+                    ended = try open.flatMap { try self.session(id: $0.id, account: id, db) }
+                }
+                try self.releaseLease(for: id, holder: holder, db)
+            }
+            try self.insertTransfer(transfer, db)
+            try self.insertEvent(kind: "session_exported", account: id, data: [
+                "transfer": transfer.id, "mode": transfer.mode.rawValue, "recipient": transfer.peer,
+                "expires_at": String(transfer.expiresAt.millisecondsSince1970),
+            ], origin: eventOrigin, at: now, db)
+            return ended
+        }
+    }
+
+    /// Releases the lease an export took, when its blob could not be written. Changes nothing else.
+    package func abandonSessionExport(of id: AccountID, holder: String) throws {
+        try write("abandoning a session export") { db in try self.releaseLease(for: id, holder: holder, db) }
+    }
+
+    /// Stores an imported session in one transaction: the account (added, or the one of that
+    /// issuer and subject, whose client id and token endpoint must match), its tokens and
+    /// policy, a session keeping the original start, authentication time and absolute
+    /// deadline, the account made active, the transfer remembered and an event recorded.
+    /// Refused (nothing stored) when the transfer was already imported.
+    public func importSession(_ imported: SessionImport, eventOrigin: String) throws -> SessionImportRecord {
+        try imported.policy.validate()
+        let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
+        return try write("importing a session") { db in
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM session_transfers WHERE transfer_id = ?", arguments: [imported.transfer.id]) ?? false {
+                throw SessionTransferError(.alreadyImported, "this export (\(imported.transfer.id)) was already imported; ask for a new one")
+            }
+            let new = imported.account
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?", arguments: [new.issuer, new.subject]) {
+                let existing = try self.account(from: row, db)
+                guard existing.client.clientID == new.client.clientID, existing.client.tokenEndpoint == new.client.tokenEndpoint else {
+                    throw SessionTransferError(.conflict, "account \(existing.id) has the same issuer and subject but another client id or token endpoint; remove it first to import this session")
+                }
+                if imported.tokens.refreshToken == nil, try self.tokens(for: existing.id, db)?.tokens.refreshToken != nil,
+                   try self.currentSession(for: existing.id, db)?.state == .active {
+                    throw SessionTransferError(.conflict, "account \(existing.id) is signed in here with its own refresh token; importing an access token alone would drop it")
+                }
+            }
+            let absolute = imported.absoluteDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) }
+            let record = try self.storeSignIn(new, tokens: imported.tokens, policy: imported.policy, now: now,
+                                              startedAt: Date(millisecondsSince1970: imported.startedAt.millisecondsSince1970),
+                                              absoluteDeadline: absolute, authTime: imported.authTime, db)
+            let id = record.account.id
+            let origin = String(decoding: try JSONEncoder().encode(imported.origin), as: UTF8.self)
+            // A new account takes the helper hosts the blob names, but never one another account
+            // of this vault has (one host, one account); an existing account keeps its own.
+            var skipped: [String] = []
+            var hosts: [String] = []
+            if !record.replacedExisting, !imported.credentialHosts.isEmpty {
+                var taken = Set<String>()
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
+                                            arguments: [id.rawValue]) {
+                    taken.formUnion(try self.account(from: row, db).credentialHosts)
+                }
+                for host in imported.credentialHosts where !hosts.contains(host) && !skipped.contains(host) {
+                    if taken.contains(host) { skipped.append(host) } else { hosts.append(host) }
+                }
+            }
+            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+                if record.replacedExisting {
+                    try db.execute(sql: "UPDATE accounts SET origin = ? WHERE account_id = ?", arguments: [origin, id.rawValue])
+                } else {
+                    try db.execute(sql: "UPDATE accounts SET origin = ?, credential_hosts = ?, credential_username = ? WHERE account_id = ?",
+                                   arguments: [origin, hosts.isEmpty ? nil : hosts.joined(separator: " "), imported.credentialUsername, id.rawValue])
+                }
+            }
+            var transfer = imported.transfer
+            transfer.account = id
+            try self.insertTransfer(transfer, db)
+            try self.insertEvent(kind: "session_imported", account: id, data: [
+                "transfer": transfer.id, "mode": transfer.mode.rawValue, "sender": transfer.peer,
+                "replaced": String(record.replacedExisting),
+            ], origin: eventOrigin, at: now, db)
+            var stored = record
+            stored.account = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
+                .map { try self.account(from: $0, db) } ?? record.account
+            return SessionImportRecord(signIn: stored, skippedHosts: skipped)
+        }
+    }
+
+    /// Every export and import this vault remembers, newest first.
+    public func sessionTransfers() throws -> [SessionTransferRecord] {
+        try read("reading session transfers") { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM session_transfers ORDER BY at DESC, transfer_id").map { row in
+                try self.integrity.check(row, in: .sessionTransfers, db)
+                let key = row.storedKey("transfer_id")
+                func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+                    try row.stored(column, table: "session_transfers", row: key, path: self.path)
+                }
+                let direction: String = try value("direction"), mode: String = try value("mode")
+                return SessionTransferRecord(
+                    id: try value("transfer_id"), direction: direction == "import" ? .import : .export,
+                    mode: SessionTransferMode(rawValue: mode) ?? .move, account: AccountID(rawValue: try value("account_id")),
+                    at: try row.storedDate("at", table: "session_transfers", row: key, path: self.path),
+                    expiresAt: try row.storedDate("expires_at", table: "session_transfers", row: key, path: self.path),
+                    peer: try value("peer"))
+            }
+        }
+    }
+
+    // MARK: Pieces
+
+    /// Remembers a transfer (authenticated), and forgets those whose blob expired 30 days ago.
+    private func insertTransfer(_ transfer: SessionTransferRecord, _ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO session_transfers (transfer_id, direction, mode, account_id, at, expires_at, peer) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [transfer.id, transfer.direction.rawValue, transfer.mode.rawValue, transfer.account.rawValue,
+                             transfer.at.millisecondsSince1970, transfer.expiresAt.millisecondsSince1970, transfer.peer])
+        try integrity.authenticate(.sessionTransfers, where: "transfer_id = ?", [transfer.id], db)
+        let cutoff = clock.now().addingTimeInterval(-30 * 86_400).millisecondsSince1970
+        try db.execute(sql: "DELETE FROM session_transfers WHERE expires_at < ?", arguments: [cutoff])
+    }
+
+    /// Drops `holder`'s refresh lease, if it still holds it.
+    private func releaseLease(for id: AccountID, holder: String, _ db: Database) throws {
+        try integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [id.rawValue, holder], db) {
+            try db.execute(sql: """
+                UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
+                    lease_expires_at = NULL, lease_process = NULL WHERE account_id = ? AND lease_holder = ?
+                """, arguments: [id.rawValue, holder])
+        }
+    }
+}
