@@ -62,7 +62,7 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
         }
         if info.st_mode & 0o077 != 0 {
             throw VaultError(
-                .invalidCredential,
+                .unsafeLocation,
                 "key file \(path) is accessible by other users (mode \(String(info.st_mode & 0o777, radix: 8))); run `chmod 600 \(path)`",
                 path: path)
         }

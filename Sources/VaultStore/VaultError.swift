@@ -51,6 +51,8 @@ public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let closed = Code("closed")
         /// The file system or SQLite failed (disk full, I/O error, permission denied).
         public static let storage = Code("storage")
+        /// Another connection held the vault's lock past the busy timeout: try again.
+        public static let busy = Code("busy")
     }
 
     public var code: Code
@@ -77,6 +79,12 @@ extension VaultError {
         if let databaseError = error as? DatabaseError, databaseError.resultCode == .SQLITE_CORRUPT {
             return VaultError(
                 .damaged, "\(action) failed: \(path ?? "the vault") is damaged (SQLite reports corruption); restore it from a backup",
+                path: path)
+        }
+        if let databaseError = error as? DatabaseError,
+           databaseError.resultCode == .SQLITE_BUSY || databaseError.resultCode == .SQLITE_LOCKED {
+            return VaultError(
+                .busy, "\(action) failed: \(path ?? "the vault") is busy (another process held its lock too long); try again",
                 path: path)
         }
         // GRDB's DatabaseError description hides statement arguments unless

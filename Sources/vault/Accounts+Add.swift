@@ -90,7 +90,9 @@ extension VaultCommand.Accounts {
         }
 
         func run() async throws {
-            let response = try TokenResponse.parse(Self.readStandardInput())
+            let input = try Self.readStandardInput()
+            if let refusal = Self.errorResponse(input) { throw refusal }
+            let response = try TokenResponse.parse(input)
             let claims = IDTokenClaims(response.idToken)
             guard let endpoint = URL(string: tokenEndpoint) else { throw ValidationError("--token-endpoint is not a URL") }
             // Nothing names the user: a distinct account, never a guess that replaces another's.
@@ -143,11 +145,21 @@ extension VaultCommand.Accounts {
             if Terminal.standardInputIsTerminal {
                 Terminal.printError("Paste the token response JSON, then press Ctrl-D:")
             }
-            let data = FileHandle.standardInput.readDataToEndOfFile()
+            // Refused as soon as the bound is crossed: `yes | vault accounts add` ends at once.
+            let data = try BoundedInput.read(limit: 1024 * 1024, what: "a token response")
             guard !data.isEmpty else {
                 throw CommandFailure(.usage, "standard input is empty: pipe the token response JSON into `vault accounts add`")
             }
             return data
+        }
+
+        /// An RFC 6749 §5.2 error response (`{"error": …}` without an access token), reported as
+        /// the server's refusal rather than as malformed input.
+        static func errorResponse(_ data: Data) -> CommandFailure? {
+            guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], object["access_token"] == nil,
+                  let refusal = OAuthErrorResponse.parse(data) else { return nil }
+            return CommandFailure(.clientRefused, "standard input is the identity service's error response, not tokens "
+                                  + "(\(Terminal.printable(refusal.description))); sign in again and pipe the token response")
         }
 
         static func origin(of url: URL) -> String {

@@ -23,6 +23,12 @@ extension VaultCommand {
         func run() async throws {
             let source = global.url
             let target = URL(fileURLWithPath: (destination as NSString).expandingTildeInPath)
+            // A typo in the path must not become a new directory holding a copy of the vault.
+            let parent = target.deletingLastPathComponent()
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: parent.path, isDirectory: &isDirectory), isDirectory.boolValue else {
+                throw CommandFailure(.usage, "directory \(parent.path) does not exist; create it first (`mkdir -m 700 \(parent.path)`)")
+            }
             let bar = ProgressBar("Backing up")
             try Vault.backup(of: source, to: target, options: global.storeOptions()) { bar.update($0.completed, of: $0.total) }
             bar.finish()

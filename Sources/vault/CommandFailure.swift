@@ -120,7 +120,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .unsafeLocation: .unsafePermissions
         case .alreadyExists: .alreadyExists
         case .recordNotFound: .noRecord
-        case .staleGeneration: .busy
+        case .staleGeneration, .busy: .busy
         case .storage: .storage
         default: .failure
         }

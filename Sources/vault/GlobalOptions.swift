@@ -40,6 +40,33 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
+extension GlobalOptions {
+    /// `arguments` with the global options given before the subcommand (`vault --vault x
+    /// status`, as git and gh take them) moved after it, where every subcommand reads them;
+    /// before a `--` terminator if there is one (`vault -v exec -- cmd`). Anything else before
+    /// the subcommand is left where it is, for the parser to report.
+    static func movedAfterSubcommand(_ arguments: [String]) -> [String] {
+        var leading: [String] = []
+        var index = 0
+        while index < arguments.count {
+            let argument = arguments[index]
+            if argument == "--vault", index + 1 < arguments.count {
+                leading += [argument, arguments[index + 1]]
+                index += 2
+            } else if argument.hasPrefix("--vault=") || argument == "-v" || argument == "--verbose" {
+                leading.append(argument)
+                index += 1
+            } else {
+                break
+            }
+        }
+        guard !leading.isEmpty, index < arguments.count else { return arguments }
+        var rest = Array(arguments[index...])
+        rest.insert(contentsOf: leading, at: rest.firstIndex(of: "--") ?? rest.count)
+        return rest
+    }
+}
+
 /// Options that say how to read the output.
 struct OutputOptions: ParsableArguments {
     @Flag(help: "Print JSON (shape documented in the README) instead of text.")

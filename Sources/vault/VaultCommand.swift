@@ -65,7 +65,7 @@ struct VaultCommand: AsyncParsableCommand {
             if URL(fileURLWithPath: CommandLine.arguments.first ?? "").lastPathComponent == "docker-credential-vault" {
                 arguments.insert("docker-credential", at: 0)
             }
-            command = try await parse(arguments)
+            command = try await parse(GlobalOptions.movedAfterSubcommand(arguments))
         } catch {
             exit(withError: error)
         }

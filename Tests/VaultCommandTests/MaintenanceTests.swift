@@ -160,6 +160,8 @@ struct MaintenanceTests {
     @Test("backup writes a 0600 copy that opens with the same key and holds the same records, and never overwrites")
     func backup() async throws {
         let filled = try await Filled()
+        try FileManager.default.createDirectory(at: filled.cli.file("copies"), withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
         let target = filled.cli.file("copies/vault-backup.db")
         let result = try await filled.cli.run(["backup", target.path])
         #expect(result.status == 0, "\(result)")

@@ -29,7 +29,8 @@ import VaultTestSupport
 
         var expected: VaultError.Code {
             switch self {
-            case .keyFileTooShort, .keyFileTooLong, .keyFileReadableByOthers, .missingKeyFile: .invalidCredential
+            case .keyFileTooShort, .keyFileTooLong, .missingKeyFile: .invalidCredential
+            case .keyFileReadableByOthers: .unsafeLocation
             default: .wrongCredential
             }
         }
@@ -215,7 +216,7 @@ import VaultTestSupport
         let keyURL = test.directory.file("loose.key")
         try VaultCredential.createKeyFile(at: keyURL)
         #expect(chmod(keyURL.path, 0o640) == 0)
-        expectVaultError(.invalidCredential) { try Vault.create(at: test.url, credential: .keyFile(keyURL), options: test.options()) }
+        expectVaultError(.unsafeLocation) { try Vault.create(at: test.url, credential: .keyFile(keyURL), options: test.options()) }
         #expect(!FileManager.default.fileExists(atPath: test.url.path))
     }
 
