@@ -16,7 +16,8 @@ ALTER TABLE accounts ADD COLUMN origin TEXT;
 -- One row per export written and per import stored. An import whose transfer id is here is
 -- refused (a replayed blob). No foreign key: the row outlives its account (a removed account
 -- must not reopen the door to a replay) and a cascade would change a row without its MAC.
--- Rows are pruned 30 days after their blob expired (an expired blob is refused anyway).
+-- Rows are never pruned (a few dozen bytes per transfer): deleting one is detected through
+-- `vault_meta.session_transfers`, the number of rows, which the header row's MAC covers.
 CREATE TABLE session_transfers (
     transfer_id  TEXT    PRIMARY KEY CHECK (length(transfer_id) = 32),
     direction    TEXT    NOT NULL CHECK (direction IN ('export', 'import')),
@@ -29,3 +30,7 @@ CREATE TABLE session_transfers (
     peer         TEXT    NOT NULL,
     row_mac      BLOB
 );
+
+-- How many rows session_transfers holds (NULL: none). A row deleted from the file (to let a
+-- captured blob be imported again) no longer matches it, and the import is refused.
+ALTER TABLE vault_meta ADD COLUMN session_transfers INTEGER CHECK (session_transfers IS NULL OR session_transfers >= 0);

@@ -74,6 +74,11 @@ public final class SecureBytes: Sendable {
         }
     }
 
+    /// Zeroes memory that held secret bytes (a `Data`'s, say) with `sodium_memzero`.
+    public static func zero(_ buffer: UnsafeMutableRawBufferPointer) {
+        if let base = buffer.baseAddress { sodium_memzero(base, buffer.count) }
+    }
+
     /// `count` bytes from libsodium's CSPRNG.
     public static func random(count: Int) throws -> SecureBytes {
         try SecureBytes(count: count) { buffer in

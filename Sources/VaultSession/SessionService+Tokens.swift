@@ -289,9 +289,9 @@ extension SessionService {
         }
     }
 
-    /// Renews this holder's lease every third of its duration until cancelled.
-    private func renewLeaseWhileRefreshing(_ id: AccountID) -> Task<Void, Never> {
-        let (vault, clock, holder, duration) = (self.vault, self.clock, holderID, configuration.leaseDuration)
+    /// Renews `holder`'s lease (this service's by default) every third of its duration until cancelled.
+    func renewLeaseWhileRefreshing(_ id: AccountID, holder: String? = nil) -> Task<Void, Never> {
+        let (vault, clock, holder, duration) = (self.vault, self.clock, holder ?? holderID, configuration.leaseDuration)
         let logger = self.logger
         return Task {
             while !Task.isCancelled {

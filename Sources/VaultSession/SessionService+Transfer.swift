@@ -85,17 +85,24 @@ extension SessionService {
         // Judged (and refreshed when due) first: a locked or ended session is refused with its
         // own error, and the recipient starts from a fresh access token.
         _ = try await validAccessToken(for: id)
+        let ours = try await recipient()
+        guard ours != request.recipient else {
+            throw SessionTransferError(.wrongRecipient, "that is this vault's own recipient key; pass the key `vault recipient` prints in the importing vault")
+        }
         let transferID = Digest.hex(try Random.bytes(16))
         let holder = "\(holderID)-export-\(transferID.prefix(8))"
         let vault = self.vault
         let lease = configuration.leaseDuration
         let snapshot = try await vaultCall { try vault.beginSessionExport(of: id, holder: holder, leaseDuration: lease) }
+        // Held until the export lets go: no other process rotates the refresh token meanwhile,
+        // however long writing the blob takes.
+        let renewal = renewLeaseWhileRefreshing(id, holder: holder)
+        defer { renewal.cancel() }
         let mode = request.mode ?? (snapshot.tokens.tokens.refreshToken == nil ? .accessOnly : .move)
         let sealed: String
         let record: SessionTransferRecord
-        let senderVault: String
+        let senderVault = ours.fingerprint
         do {
-            senderVault = try await recipient().fingerprint
             let now = Date(millisecondsSince1970: self.now().millisecondsSince1970)
             let expiresAt = now.addingTimeInterval(request.lifetime.timeInterval)
             record = SessionTransferRecord(id: transferID, direction: .export, mode: mode, account: id, at: now,
@@ -107,8 +114,17 @@ extension SessionService {
             try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
             throw error
         }
-        let ended = try await vaultCall { [holderID] in
-            try vault.finishSessionExport(snapshot, holder: holder, transfer: record, eventOrigin: holderID)
+        renewal.cancel()
+        let ended: SessionRecord?
+        do {
+            ended = try await vaultCall { [holderID] in
+                try vault.finishSessionExport(snapshot, holder: holder, transfer: record, eventOrigin: holderID)
+            }
+        } catch {
+            try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
+            if let refusal = error as? SessionTransferError { throw refusal }
+            throw SessionTransferError(.unfinished, "the export was written, but this vault could not record it"
+                                       + (mode == .move ? " or let go of the grant" : "") + " (\(error)): do not import it; export again")
         }
         logger.info("exported a session", metadata: ["account": "\(id)", "mode": "\(mode.rawValue)", "transfer": "\(transferID)"])
         if let ended {
@@ -141,7 +157,7 @@ extension SessionService {
         let vault = self.vault
         let hint = Array(bytes[1..<SessionArmor.headerLength])
         let box = Array(bytes[SessionArmor.headerLength...])
-        let (opened, ours) = try await vaultCall { () throws -> ([UInt8]?, SessionRecipient) in
+        var opened = try await vaultCall { () throws -> (json: [UInt8]?, ours: SessionRecipient) in
             let pair = try vault.recipientKey()
             defer { pair.wipe() }
             let ours = SessionRecipient(publicKey: pair.publicKey)
@@ -152,18 +168,30 @@ extension SessionService {
                 throw SessionTransferError(.tampered, "this export does not open with this vault's recipient key: it was changed after it was sealed")
             }
         }
-        guard var json = opened else {
+        let ours = opened.ours
+        guard var json = opened.json else {
             throw SessionTransferError(.wrongRecipient, "this export is sealed to another vault (recipient \(Digest.hex(hint))), not to this one "
                                        + "(\(ours.fingerprint)); ask for one sealed to the key `vault recipient` prints here")
         }
-        defer { SecureBytes.zero(&json) }
-        let payload: SessionPayload
-        do {
-            payload = try SessionPayload.decoder().decode(SessionPayload.self, from: Data(json))
-        } catch {
+        opened.json = nil  // `json` is now the plaintext's only reference: zeroing it zeroes the plaintext
+        let decoded: SessionPayload? = json.withUnsafeMutableBytes { buffer in
+            // Decoded in place (no copy of the tokens left behind), then zeroed.
+            defer { SecureBytes.zero(buffer) }
+            guard let base = buffer.baseAddress else { return nil }
+            return try? SessionPayload.decoder().decode(SessionPayload.self, from: Data(bytesNoCopy: base, count: buffer.count, deallocator: .none))
+        }
+        SecureBytes.zero(&json)
+        guard let payload = decoded else {
             throw SessionTransferError(.malformed, "the export opened but does not hold a session this build reads")
         }
-        let imported = try importable(payload, ours: ours)
+        let imported: SessionImport
+        do {
+            imported = try importable(payload, ours: ours)
+        } catch let refusal as SessionTransferError {
+            throw refusal
+        } catch {
+            throw SessionTransferError(.malformed, "the export holds settings this vault refuses: \(error)")
+        }
         let record = try await vaultCall { [holderID] in try vault.importSession(imported, eventOrigin: holderID) }
         let signIn = record.signIn
         let id = signIn.account.id
@@ -207,7 +235,9 @@ extension SessionService {
             tokens: SessionPayload.TokensPart(
                 accessToken: tokens.accessToken, refreshToken: whole ? tokens.refreshToken : nil, idToken: whole ? tokens.idToken : nil,
                 tokenType: tokens.tokenType, expiresAt: tokens.accessTokenExpiresAt?.millisecondsSince1970, scopes: tokens.scopes))
-        var json = [UInt8](try SessionPayload.encoder().encode(payload))
+        var encoded = try SessionPayload.encoder().encode(payload)
+        defer { encoded.withUnsafeMutableBytes { SecureBytes.zero($0) } }
+        var json = [UInt8](encoded)
         defer { SecureBytes.zero(&json) }
         let box = try RecipientKeyPair.seal(json, to: recipient.publicKey)
         return SessionArmor.prefix + SessionArmor.base64URLEncoded([SessionArmor.version] + recipient.hint + box)
@@ -229,10 +259,24 @@ extension SessionService {
             throw SessionTransferError(.malformed, "the export's id, sender or host is not in the form `vault sessions export` writes")
         }
         let now = self.now()
+        // Every time and duration in a range real ones have (years 2000 to 2200, ten years at
+        // most): nothing out of it reaches date arithmetic.
+        let times = [payload.createdAt, payload.expiresAt, payload.session.startedAt, payload.session.authTime,
+                     payload.session.absoluteDeadline, payload.tokens.expiresAt].compactMap { $0 }
+        let durations = [payload.policy.idleTimeoutMs, payload.policy.warningMs, payload.policy.absoluteLifetimeMs,
+                         payload.policy.backgroundTimeoutMs].compactMap { $0 }
+        guard times.allSatisfy({ (946_684_800_000...7_258_118_400_000).contains($0) }),
+              durations.allSatisfy({ (0...315_360_000_000).contains($0) }), (0...1000).contains(payload.policy.maxExtensions) else {
+            throw SessionTransferError(.malformed, "the export holds a time or duration out of any real range")
+        }
         let created = Date(millisecondsSince1970: payload.createdAt)
         let expires = Date(millisecondsSince1970: payload.expiresAt)
-        guard expires > created, expires.timeIntervalSince(created) <= 86_400 else {
-            throw SessionTransferError(.malformed, "the export's lifetime is not between nothing and a day")
+        // A few minutes of skew between the two machines' clocks, no more: the day-long bound
+        // on a blob's life holds whatever its maker claims.
+        let skew: TimeInterval = 300
+        guard expires > created, expires.timeIntervalSince(created) <= 86_400, created.timeIntervalSince(now) <= skew,
+              Date(millisecondsSince1970: payload.session.startedAt).timeIntervalSince(now) <= skew else {
+            throw SessionTransferError(.malformed, "the export's times do not add up (made in the future, or living longer than a day)")
         }
         guard now < expires else {
             throw SessionTransferError(.expired, "this export expired at \(Self.stamp(expires)); ask for a new one (`vault sessions export` makes one valid for 10 minutes)")

@@ -79,7 +79,8 @@ public struct AccountOrigin: Sendable, Hashable, Codable {
     }
 }
 
-/// Why an export or import was refused. Nothing was stored or changed when one is thrown.
+/// Why an export or import was refused. Nothing was stored or changed when one is thrown,
+/// except for ``Code-swift.struct/unfinished`` and ``Code-swift.struct/changed`` (the blob was written and must not be imported).
 public struct SessionTransferError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
@@ -102,8 +103,12 @@ public struct SessionTransferError: Error, Sendable, Hashable, CustomStringConve
         public static let busy = Code("busy")
         /// The tokens changed between sealing the blob and letting go of the grant.
         public static let changed = Code("changed")
-        /// The vault has an account of that issuer and subject with other client settings.
+        /// The vault has an account of that issuer and subject with other client settings, or
+        /// its own refresh token an access token alone would replace.
         public static let conflict = Code("conflict")
+        /// The blob was written, but recording the export (and, for a move, letting go of the
+        /// grant) failed: the blob must not be imported.
+        public static let unfinished = Code("unfinished")
     }
 
     public var code: Code
@@ -249,26 +254,38 @@ extension Vault {
     }
 
     /// Stores an imported session in one transaction: the account (added, or the one of that
-    /// issuer and subject, whose client id and token endpoint must match), its tokens and
-    /// policy, a session keeping the original start, authentication time and absolute
-    /// deadline, the account made active, the transfer remembered and an event recorded.
-    /// Refused (nothing stored) when the transfer was already imported.
+    /// issuer and subject, whose client and endpoints must match and which keeps its own
+    /// settings), its tokens and policy, a session keeping the original start, authentication
+    /// time and absolute deadline, the account made active, the transfer remembered and an
+    /// event recorded. Refused (nothing stored) when the transfer was already imported, when
+    /// a remembered transfer was deleted from the file (``VaultError/Code/damaged``), and when
+    /// an access token alone would replace the account's own refresh token.
     public func importSession(_ imported: SessionImport, eventOrigin: String) throws -> SessionImportRecord {
         try imported.policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("importing a session") { db in
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM session_transfers WHERE transfer_id = ?", arguments: [imported.transfer.id]) ?? false {
-                throw SessionTransferError(.alreadyImported, "this export (\(imported.transfer.id)) was already imported; ask for a new one")
+            let remembered = try self.rememberedTransfers(db)
+            if let earlier = remembered[imported.transfer.id] {
+                throw SessionTransferError(.alreadyImported, earlier == .import
+                    ? "this export (\(imported.transfer.id)) was already imported; ask for a new one"
+                    : "this export (\(imported.transfer.id)) was made by this vault; import it into the vault whose recipient key it was sealed to")
             }
-            let new = imported.account
+            var new = imported.account
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?", arguments: [new.issuer, new.subject]) {
+                // An existing account keeps its own settings: a blob (anyone can seal one to a
+                // public recipient key) never re-points where this vault sends its credentials.
                 let existing = try self.account(from: row, db)
-                guard existing.client.clientID == new.client.clientID, existing.client.tokenEndpoint == new.client.tokenEndpoint else {
-                    throw SessionTransferError(.conflict, "account \(existing.id) has the same issuer and subject but another client id or token endpoint; remove it first to import this session")
+                guard existing.client.clientID == new.client.clientID, existing.client.tokenEndpoint == new.client.tokenEndpoint,
+                      existing.client.revocationEndpoint == new.client.revocationEndpoint, existing.client.pins == new.client.pins,
+                      existing.client.authentication == new.client.authentication else {
+                    throw SessionTransferError(.conflict, "account \(existing.id) has the same issuer and subject but another client or other endpoints; remove it first (`vault accounts remove`) to import this session")
                 }
-                if imported.tokens.refreshToken == nil, try self.tokens(for: existing.id, db)?.tokens.refreshToken != nil,
-                   try self.currentSession(for: existing.id, db)?.state == .active {
-                    throw SessionTransferError(.conflict, "account \(existing.id) is signed in here with its own refresh token; importing an access token alone would drop it")
+                new.providerMetadata = existing.providerMetadata
+                new.subjectSource = existing.subjectSource
+                let held = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [existing.id.rawValue])
+                if let held { try self.integrity.check(held, in: .tokens, db) }
+                if imported.tokens.refreshToken == nil, held?.holdsValue("refresh_token") == true {
+                    throw SessionTransferError(.conflict, "account \(existing.id) holds its own refresh token here; importing an access token alone would drop it")
                 }
             }
             let absolute = imported.absoluteDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) }
@@ -335,15 +352,37 @@ extension Vault {
 
     // MARK: Pieces
 
-    /// Remembers a transfer (authenticated), and forgets those whose blob expired 30 days ago.
+    /// Every remembered transfer id and its direction, each row checked against its MAC and
+    /// their number against the header's count: a row deleted from the file (to import a
+    /// captured blob again) is ``VaultError/Code/damaged``, never a second import.
+    private func rememberedTransfers(_ db: Database) throws -> [String: SessionTransferRecord.Direction] {
+        var remembered: [String: SessionTransferRecord.Direction] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM session_transfers") {
+            try integrity.check(row, in: .sessionTransfers, db)
+            let id: String = try row.stored("transfer_id", table: "session_transfers", row: row.storedKey("transfer_id"), path: path)
+            let direction: String = try row.stored("direction", table: "session_transfers", row: id, path: path)
+            remembered[id] = direction == "import" ? .import : .export
+        }
+        let header = try header(db)
+        let expected = try header.storedIfPresent("session_transfers", table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0
+        guard Int64(remembered.count) == expected else {
+            throw VaultError(.damaged, "session_transfers holds \(remembered.count) rows where the vault header counts \(expected): a remembered session export or import was deleted from \(path); restore it from a backup", path: path)
+        }
+        return remembered
+    }
+
+    /// Remembers a transfer (authenticated) and counts it in the header, after checking the
+    /// rows already there.
     private func insertTransfer(_ transfer: SessionTransferRecord, _ db: Database) throws {
+        let count = try rememberedTransfers(db).count
         try db.execute(sql: """
             INSERT INTO session_transfers (transfer_id, direction, mode, account_id, at, expires_at, peer) VALUES (?, ?, ?, ?, ?, ?, ?)
             """, arguments: [transfer.id, transfer.direction.rawValue, transfer.mode.rawValue, transfer.account.rawValue,
                              transfer.at.millisecondsSince1970, transfer.expiresAt.millisecondsSince1970, transfer.peer])
         try integrity.authenticate(.sessionTransfers, where: "transfer_id = ?", [transfer.id], db)
-        let cutoff = clock.now().addingTimeInterval(-30 * 86_400).millisecondsSince1970
-        try db.execute(sql: "DELETE FROM session_transfers WHERE expires_at < ?", arguments: [cutoff])
+        try integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+            try db.execute(sql: "UPDATE vault_meta SET session_transfers = ? WHERE singleton = 1", arguments: [count + 1])
+        }
     }
 
     /// Drops `holder`'s refresh lease, if it still holds it.

@@ -103,7 +103,7 @@ struct CommandFailure: Error, CustomStringConvertible {
     static func status(of code: SessionTransferError.Code) -> ExitStatus {
         switch code {
         case .sessionNotActive: .sessionEnded
-        case .busy, .changed: .busy
+        case .busy, .changed, .unfinished: .busy
         case .conflict: .alreadyExists
         default: .transferRefused
         }

@@ -62,7 +62,14 @@ extension VaultCommand.Sessions {
         }
 
         func run() async throws {
-            let recipient = try SessionRecipient(parsing: self.recipient)
+            let recipient: SessionRecipient
+            do {
+                recipient = try SessionRecipient(parsing: self.recipient)
+            } catch let refusal as SessionTransferError {
+                throw CommandFailure(.usage, "--to: \(refusal.message)")
+            }
+            // A reader that goes away makes the write fail (and nothing is let go of), not the process die.
+            signal(SIGPIPE, SIG_IGN)
             let mode: SessionTransferMode? = move ? .move : accessOnly ? .accessOnly : nil
             let report = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)

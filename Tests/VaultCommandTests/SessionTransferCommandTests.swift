@@ -79,8 +79,12 @@ struct SessionTransferCommandTests {
         let tampered = try await b.run(["sessions", "import"], stdin: String(decoding: bytes, as: UTF8.self))
         #expect(tampered.status == 89)
         #expect(try await b.run(["accounts", "list", "--json"]).jsonArray().isEmpty, "nothing stored")
-        let typo = try await a.run(["sessions", "export", "--to", String(toB.dropLast()) + (toB.hasSuffix("A") ? "B" : "A")])
-        #expect(typo.status != 0 && typo.stdout.isEmpty, "a mistyped recipient is refused before anything is sealed")
+        // A character in the middle: the text still decodes, and only the checksum tells.
+        var mistyped = Array(toB.utf8)
+        mistyped[20] = mistyped[20] == UInt8(ascii: "k") ? UInt8(ascii: "m") : UInt8(ascii: "k")
+        let typo = try await a.run(["sessions", "export", "--to", String(decoding: mistyped, as: UTF8.self)])
+        #expect(typo.status == 64 && typo.stdout.isEmpty, "a mistyped recipient is refused before anything is sealed")
+        #expect(typo.stderr.contains("checksum"))
 
         let imported = try await b.run(["sessions", "import", "--json"], stdin: blob)
         #expect(imported.status == 0, "\(imported.stderr)")

@@ -1,5 +1,6 @@
 import DevGateway
 import Foundation
+import GRDB
 import Testing
 import VaultCrypto
 import VaultSession
@@ -214,6 +215,70 @@ struct SessionTransferTests {
             try h.vault.rotateKeys(credential: h.store.credential)
             #expect(try await h.service.recipient() != recipient)
         }
+    }
+
+    @Test("a blob is checked inside too: an existing account's endpoints are never replaced, times must add up, a deleted record does not reopen a replay, and a vault does not export to itself")
+    func craftedBlobsAndEditedFiles() async throws {
+        try await SessionHarness.run { h in
+            _ = try await h.signIn("alice", expiresIn: .seconds(3600), policy: .tokensOnly)
+            let b = try Receiver(h)
+            let toB = try await b.service.recipient()
+            #expect(await Self.refusal { try await Self.export(h.service, SessionExportRequest(recipient: try await h.service.recipient())) }
+                    == .wrongRecipient, "its own key")
+
+            // B already has alice, with the gateway's endpoints; a blob naming another
+            // revocation endpoint (anyone can seal to B's public key) is refused, not applied.
+            let (genuine, _) = try await Self.export(h.service, SessionExportRequest(recipient: toB, mode: .accessOnly))
+            let stored = try await b.service.importSession(genuine)
+            let (second, _) = try await Self.export(h.service, SessionExportRequest(recipient: toB, mode: .accessOnly))
+            let redirected = try Self.reseal(second, b) { payload in
+                var account = payload["account"] as? [String: Any] ?? [:]
+                account["revocation_endpoint"] = "https://attacker.example/revoke"
+                payload["account"] = account
+            }
+            #expect(await Self.refusal { try await b.service.importSession(redirected) } == .conflict)
+            #expect(try b.vault.account(stored.account.id)?.client.revocationEndpoint == h.gateway.revocationEndpoint)
+
+            let (third, _) = try await Self.export(h.service, SessionExportRequest(recipient: toB, mode: .accessOnly))
+            let future = try Self.reseal(third, b) { payload in
+                let created = ((payload["created_at"] as? NSNumber)?.int64Value ?? 0) + 3_600_000
+                payload["created_at"] = created
+                payload["expires_at"] = created + 600_000
+            }
+            #expect(await Self.refusal { try await b.service.importSession(future) } == .malformed)
+            let huge = try Self.reseal(third, b) { payload in payload["expires_at"] = Int64.max }
+            #expect(await Self.refusal { try await b.service.importSession(huge) } == .malformed)
+
+            // Someone who can edit B's file deletes the record of the genuine import.
+            let editor = try DatabaseQueue(path: b.store.url.path)
+            try await editor.write { try $0.execute(sql: "DELETE FROM session_transfers") }
+            try editor.close()
+            do {
+                _ = try await b.service.importSession(genuine)
+                Issue.record("a replay was taken after its record was deleted from the file")
+            } catch let error as SessionError {
+                guard case .vault(let vaultError) = error, vaultError.code == .damaged else {
+                    Issue.record("expected damaged, got \(error)")
+                    await b.close()
+                    return
+                }
+            }
+            await b.close()
+        }
+    }
+
+    /// The blob opened with `receiver`'s key, its JSON changed by `edit`, sealed again to it.
+    static func reseal(_ blob: String, _ receiver: Receiver, _ edit: (inout [String: Any]) -> Void) throws -> String {
+        let bytes = try #require(base64URL(String(blob.dropFirst("cvsession1:".count))))
+        let pair = try receiver.vault.recipientKey()
+        defer { pair.wipe() }
+        let json = try pair.open(Array(bytes[9...]))
+        var payload = try #require(try JSONSerialization.jsonObject(with: Data(json)) as? [String: Any])
+        edit(&payload)
+        let box = try RecipientKeyPair.seal([UInt8](try JSONSerialization.data(withJSONObject: payload)), to: pair.publicKey)
+        let armored = Data(Array(bytes[0..<9]) + box).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return "cvsession1:" + armored
     }
 
     static func base64URL(_ text: String) -> [UInt8]? {
