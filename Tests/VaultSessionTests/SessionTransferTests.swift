@@ -203,6 +203,32 @@ struct SessionTransferTests {
         }
     }
 
+    @Test("tokens replaced while the blob is written: the move is not finished, the vault keeps the new tokens, and says the blob must not be imported")
+    func tokensChangedDuringDelivery() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(3600), policy: .tokensOnly)
+            let b = try Receiver(h)
+            let other = try h.openAnotherVault()
+            let replacement = Samples.tokens("replacement")
+            do {
+                try await h.service.exportSession(SessionExportRequest(recipient: try await b.service.recipient())) { _ in
+                    // Another process stores tokens meanwhile (a sign-in ignores the lease).
+                    let generation = try other.tokens(for: alice)?.generation
+                    _ = try other.storeTokens(replacement, for: alice, replacing: generation)
+                }
+                Issue.record("the move finished although the tokens changed under it")
+            } catch let error as SessionTransferError {
+                #expect(error.code == .changed)
+                #expect(error.message.contains("do not import it"))
+            }
+            #expect(try h.vault.tokens(for: alice)?.tokens.accessToken == replacement.accessToken)
+            #expect(try h.vault.currentSession(for: alice)?.state == .active)
+            #expect(try h.vault.refreshState(for: alice).leaseHolder == nil)
+            #expect(try h.vault.sessionTransfers().isEmpty)
+            await b.close()
+        }
+    }
+
     @Test("a recipient key is checked: a typo is refused, and rotating the vault key gives a new one")
     func recipientKeys() async throws {
         try await SessionHarness.run { h in
