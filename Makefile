@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps release-deps build release test demo bench stress stress-tests fuzz sanitize fixtures clean
+.PHONY: deps test-deps release-deps build release test demo bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -115,6 +115,32 @@ stress-tests: deps
 # Regenerates nothing that has landed: writes the fixture for the CURRENT schema version only.
 fixtures: deps
 	Tests/Fixtures/make-fixture.sh
+
+# The man page, from the command's own help (swift-argument-parser's generate-manual plugin).
+MAN_PAGE := .build/plugins/GenerateManual/outputs/vault/vault.1
+man: deps
+	swift package plugin generate-manual
+	@test -s $(MAN_PAGE) && echo "wrote $(MAN_PAGE)"
+
+# make install [PREFIX=/usr/local] [DESTDIR=…]: the release binary, its man page and its bash,
+# zsh and fish completions where those shells look; make uninstall removes exactly those.
+PREFIX ?= /usr/local
+BIN_DIR := $(DESTDIR)$(PREFIX)/bin
+MAN_DIR := $(DESTDIR)$(PREFIX)/share/man/man1
+BASH_DIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+ZSH_DIR := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
+FISH_DIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+install: release man
+	install -d $(BIN_DIR) $(MAN_DIR) $(BASH_DIR) $(ZSH_DIR) $(FISH_DIR)
+	install -m 0755 .build/release/vault $(BIN_DIR)/vault
+	install -m 0644 $(MAN_PAGE) $(MAN_DIR)/vault.1
+	.build/release/vault --generate-completion-script bash > $(BASH_DIR)/vault
+	.build/release/vault --generate-completion-script zsh > $(ZSH_DIR)/_vault
+	.build/release/vault --generate-completion-script fish > $(FISH_DIR)/vault.fish
+	@echo "installed vault into $(BIN_DIR) with its man page and completions"
+
+uninstall:
+	rm -f $(BIN_DIR)/vault $(MAN_DIR)/vault.1 $(BASH_DIR)/vault $(ZSH_DIR)/_vault $(FISH_DIR)/vault.fish
 
 clean:
 	rm -rf .build .demo .bench .stress .sanitize .build-tsan .build-asan
