@@ -119,7 +119,7 @@ fixtures: deps
 # The man page, from the command's own help (swift-argument-parser's generate-manual plugin).
 MAN_PAGE := .build/plugins/GenerateManual/outputs/vault/vault.1
 man: deps
-	swift package plugin generate-manual
+	swift package plugin generate-manual --configuration debug
 	@test -s $(MAN_PAGE) && echo "wrote $(MAN_PAGE)"
 
 # make install [PREFIX=/usr/local] [DESTDIR=…]: the release binary, its man page and its bash,
