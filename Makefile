@@ -132,7 +132,7 @@ ZSH_DIR := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISH_DIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 install: release man
 	install -d $(BIN_DIR) $(MAN_DIR) $(BASH_DIR) $(ZSH_DIR) $(FISH_DIR)
-	install -m 0755 .build/release/vault $(BIN_DIR)/vault
+	install -s -m 0755 .build/release/vault $(BIN_DIR)/vault
 	install -m 0644 $(MAN_PAGE) $(MAN_DIR)/vault.1
 	.build/release/vault --generate-completion-script bash > $(BASH_DIR)/vault
 	.build/release/vault --generate-completion-script zsh > $(ZSH_DIR)/_vault

@@ -122,8 +122,11 @@ let package = Package(
                 // NIOThreadPool: the agent's blocking vault work (key derivation, SQLite) runs there.
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            plugins: ["StampVersion"]
         ),
+        // `vault --version` from the clone's git tags (`Plugins/StampVersion`).
+        .plugin(name: "StampVersion", capability: .buildTool()),
         // `make demo`: the whole product on a fresh vault against the development gateway.
         .executableTarget(
             name: "CredentialVaultDemo",

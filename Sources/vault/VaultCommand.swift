@@ -45,7 +45,7 @@ struct VaultCommand: AsyncParsableCommand {
             issuer), 88 signed in as another user than the account's, 89 session export refused \
             (not for this vault, changed, expired or already imported), 130 interrupted.
             """,
-        version: "1.0.0",
+        version: buildVersion,
         subcommands: [
             Init.self, Status.self, Login.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
             Token.self, Exec.self, Recipient.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self, Migrate.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,

@@ -26,6 +26,24 @@ struct CommandHabitsTests {
         }
     }
 
+    @Test("--version comes from the build (the clone's git tags or commit), not a constant in the source")
+    func versionFromTheBuild() async throws {
+        let cli = try VaultCLI()
+        let version = try await cli.run(["--version"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(version.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.+-]+)?$"#, options: .regularExpression) != nil, "\(version)")
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/git"),
+              FileManager.default.fileExists(atPath: root.appendingPathComponent(".git").path) else {
+            print("skipped the commit check: not a git clone")
+            return
+        }
+        let head = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "rev-parse", "--short=7", "HEAD"],
+                                              environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
+        let commit = head.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!commit.isEmpty && version.contains(commit) || version.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+$"#, options: .regularExpression) != nil,
+                "\(version) names neither a release tag nor the commit \(commit)")
+    }
+
     @Test("a key file others can read exits 82 (unsafe permissions), not 64")
     func exposedKeyFile() async throws {
         let cli = try await Self.keyFileVault()
