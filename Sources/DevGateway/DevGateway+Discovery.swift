@@ -77,6 +77,8 @@ extension DevGateway {
             "prompt_values_supported": .strings(["none", "login"]),
             "authorization_response_iss_parameter_supported": .bool(true),
             "guest_endpoint": endpoint("guest/register"),
+            // The device and notification API (`devices`, `notifications`… under it): an extension member.
+            "device_api_endpoint": .string(baseURL.absoluteString),
         ]
         if state.signIn.guestConversionEnabled {
             metadata["guest_conversion_endpoint"] = endpoint("guest/convert")

@@ -110,6 +110,8 @@ struct SignInTests {
             let stored = try #require(result.account.providerMetadata.flatMap(ProviderMetadata.decoded))
             #expect(stored.issuer == world.gateway.baseURL.absoluteString)
             #expect(stored.deviceAuthorizationEndpoint != nil)
+            // The device API's base (an extension member) is kept with the account, for the device commands.
+            #expect(stored.deviceAPIEndpoint == world.gateway.baseURL)
             #expect(try world.vault.activeAccountID() == result.account.id)
             // The session's authentication time is the one the provider reported (auth_time).
             let session = try #require(try world.vault.currentSession(for: result.account.id))

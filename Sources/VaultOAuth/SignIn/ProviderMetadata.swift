@@ -31,6 +31,9 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     /// The guest protocol's conversion endpoint (`guest_conversion_endpoint`); absent: a guest
     /// is upgraded by linking it locally.
     public var guestConversionEndpoint: URL?
+    /// Where the device and notification API lives (an extension member, `device_api_endpoint`:
+    /// `devices`, `notifications`… are appended to it); nil when not published.
+    public var deviceAPIEndpoint: URL?
     /// `code_challenge_methods_supported` (RFC 8414); empty when not published.
     public var codeChallengeMethods: [String]
     /// `id_token_signing_alg_values_supported`; empty when not published.
@@ -68,6 +71,7 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         case jwksURI = "jwks_uri"
         case guestEndpoint = "guest_endpoint"
         case guestConversionEndpoint = "guest_conversion_endpoint"
+        case deviceAPIEndpoint = "device_api_endpoint"
         case codeChallengeMethods = "code_challenge_methods_supported"
         case idTokenSigningAlgorithms = "id_token_signing_alg_values_supported"
         case issuesIssuerParameter = "authorization_response_iss_parameter_supported"
@@ -85,6 +89,7 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         jwksURI = try container.decodeIfPresent(URL.self, forKey: .jwksURI)
         guestEndpoint = try container.decodeIfPresent(URL.self, forKey: .guestEndpoint)
         guestConversionEndpoint = try container.decodeIfPresent(URL.self, forKey: .guestConversionEndpoint)
+        deviceAPIEndpoint = try container.decodeIfPresent(URL.self, forKey: .deviceAPIEndpoint)
         codeChallengeMethods = try container.decodeIfPresent([String].self, forKey: .codeChallengeMethods) ?? []
         idTokenSigningAlgorithms = try container.decodeIfPresent([String].self, forKey: .idTokenSigningAlgorithms) ?? []
         scopesSupported = try container.decodeIfPresent([String].self, forKey: .scopesSupported) ?? []
@@ -96,7 +101,8 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     var endpoints: [(field: String, url: URL?)] {
         [("token_endpoint", tokenEndpoint), ("authorization_endpoint", authorizationEndpoint),
          ("revocation_endpoint", revocationEndpoint), ("device_authorization_endpoint", deviceAuthorizationEndpoint),
-         ("jwks_uri", jwksURI), ("guest_endpoint", guestEndpoint), ("guest_conversion_endpoint", guestConversionEndpoint)]
+         ("jwks_uri", jwksURI), ("guest_endpoint", guestEndpoint), ("guest_conversion_endpoint", guestConversionEndpoint),
+         ("device_api_endpoint", deviceAPIEndpoint)]
     }
 
     /// Throws if an endpoint would carry a credential off this machine in plain HTTP.
@@ -175,5 +181,6 @@ extension ProviderMetadata {
             issuesIssuerParameter: (object["authorization_response_iss_parameter_supported"] as? Bool) ?? false,
             source: source)
         scopesSupported = try strings("scopes_supported")
+        deviceAPIEndpoint = try url("device_api_endpoint")
     }
 }
