@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultTestSupport
+@testable import vault
 
 @Suite("vault exit codes and help")
 struct ExitCodeAndHelpTests {
@@ -22,6 +23,21 @@ struct ExitCodeAndHelpTests {
         #expect(result.status == 0, "\(result)")
         #expect(result.stdout.contains("OVERVIEW:"))
         #expect(result.stdout.contains("USAGE: vault"))
+    }
+
+    @Test("the exit codes are one list: the command's own (ExitStatus), its --help and the README's table agree")
+    func exitCodeTable() async throws {
+        let declared = Set(ExitStatus.allCases.map(\.rawValue)).union([0])
+        let help = try await VaultCLI().run(["--help"]).stdout.replacingOccurrences(of: "\n", with: " ")
+        let paragraph = try #require(help.range(of: #"Exit codes:.*?interrupted\."#, options: .regularExpression).map { String(help[$0]) })
+        // Each code opens its entry ("…, 84 step-up needed (sign in again with --max-age 0), 85 …").
+        let inHelp = Set(paragraph.matches(of: #/(?:: |, )(\d{1,3}) /#).compactMap { Int32($0.1) })
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let table = try #require(readme.range(of: #"### Exit codes[\s\S]*?### "#, options: .regularExpression).map { String(readme[$0]) })
+        let inReadme = Set(table.matches(of: #/\n\| (\d{1,3}) \|/#).compactMap { Int32($0.1) })
+        #expect(inHelp == declared, "--help: missing \(declared.subtracting(inHelp).sorted()), extra \(inHelp.subtracting(declared).sorted())")
+        #expect(inReadme == declared, "README: missing \(declared.subtracting(inReadme).sorted()), extra \(inReadme.subtracting(declared).sorted())")
     }
 
     @Test("usage errors exit 64")
