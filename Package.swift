@@ -11,6 +11,8 @@ let package = Package(
         .library(name: "DevGateway", targets: ["DevGateway"]),
         .library(name: "VaultSession", targets: ["VaultSession"]),
         .library(name: "VaultAgent", targets: ["VaultAgent"]),
+        .library(name: "VaultURLSession", targets: ["VaultURLSession"]),
+        .executable(name: "vault", targets: ["vault"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
