@@ -214,6 +214,8 @@ extension DevGateway {
             registration.statusReason = "waiting for approval from an active device"
             registration.updatedAt = now
             state.devices.update(registration)
+            state.stats.approvalRequests += 1
+            statsDidChange()
             logger.debug("approval requested", metadata: ["gateway.registration": "\(registration.id)",
                                                           "gateway.notification": "\(notice.uuid)"])
             return .json(DeviceJSON.Verification(notificationUUID: notice.uuid, expiresAt: notice.expiresAt.map(DeviceJSON.milliseconds),

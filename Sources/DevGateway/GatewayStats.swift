@@ -31,6 +31,8 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     public var guestRegistrations = 0
     /// Guests converted by `/guest/convert`.
     public var guestConversions = 0
+    /// Approval requests posted to a subject's active devices (`POST /devices/{id}/verify`).
+    public var approvalRequests = 0
 
     /// Empty statistics.
     public init() {}
@@ -48,6 +50,7 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case slowDowns = "slow_downs"
         case guestRegistrations = "guest_registrations"
         case guestConversions = "guest_conversions"
+        case approvalRequests = "approval_requests"
     }
 }
 
@@ -57,7 +60,7 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
         "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
             + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
             + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
-            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions))"
+            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests))"
     }
 
     /// A mirror without token values.

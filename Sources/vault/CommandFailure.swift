@@ -89,6 +89,10 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(Self.status(of: error), error.description)
         case let error as SessionTransferError:
             self.init(Self.status(of: error.code), error.message)
+        case let error as DeviceAPIError:
+            self.init(error.exitStatus, error.description)
+        case let error as ActivationError:
+            self.init(.clientRefused, error.description)
         case let error as OAuthError:
             self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
         case is CancellationError:

@@ -1,13 +1,14 @@
 import ArgumentParser
 import Foundation
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
     struct Devices: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "devices",
-            abstract: "List and revoke the devices registered with accounts.",
-            subcommands: [List.self, Revoke.self])
+            abstract: "List, sync, activate, rename and revoke the devices of accounts.",
+            subcommands: [List.self, Sync.self, Activate.self, Rename.self, Revoke.self])
     }
 }
 
@@ -41,20 +42,208 @@ extension VaultCommand.Devices {
         }
     }
 
-    struct Revoke: AsyncParsableCommand, VaultSubcommand {
+    struct Sync: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
-            commandName: "revoke",
-            abstract: "Mark a device registration revoked in the vault.",
-            discussion: "Records the revocation locally (status revoked, with the reason); it does not contact the identity service.")
+            commandName: "sync",
+            abstract: "Fetch the account's device roster from the identity service into the vault.",
+            discussion: "Every device the server knows is stored (other devices with this_device false); the server's statuses are kept as it says them.")
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
-        @Argument(help: ArgumentHelp("The registration id (`vault devices list`).", valueName: "registration-id"))
+        @OptionGroup var output: OutputOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+
+        func run() async throws {
+            let (devices, thisDevice) = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                let roster = DeviceRoster(session: opened.session, api: try device.client(for: id, in: opened, global: global))
+                return (try await roster.refresh(account: id), opened.vault.deviceID)
+            }
+            if output.json {
+                print(JSONValue.array(devices.map { .device($0, thisDevice: thisDevice) }).rendered, terminator: "")
+                return
+            }
+            print("\(devices.count) device\(devices.count == 1 ? "" : "s") of the account:")
+            for device in devices { print(Self.line(device, thisDevice: thisDevice)) }
+        }
+
+        static func line(_ device: DeviceRegistration, thisDevice: String) -> String {
+            var line = "\(device.deviceID == thisDevice ? "*" : " ") \(Terminal.printable(device.deviceID))  \"\(Terminal.printable(device.name))\"  "
+                + "\(Terminal.printable(device.platform))  \(device.status.rawValue)"
+            if let reason = device.statusReason { line += " (\(Terminal.printable(reason)))" }
+            if let last = device.lastActivityAt { line += "  last active \(Format.iso8601(last))" }
+            return line
+        }
+    }
+
+    struct Activate: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            commandName: "activate",
+            abstract: "Register this machine as a device of the account and activate it.",
+            discussion: """
+                The account's first device is active at once. Any later one waits for an approval \
+                from an active device (`vault notifications answer UUID approve` there), with a live \
+                countdown; --fallback asks for the activation code the identity service sends out of \
+                band instead. Ctrl-C cancels the activation at the server.
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+        @Option(help: "This device's name, as other devices will see it.")
+        var name: String
+        @Flag(help: "Ask for the activation code instead of waiting for an approval.")
+        var fallback = false
+
+        func validate() throws {
+            guard !name.isEmpty, name.count <= 100, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw ValidationError("--name takes 1 to 100 characters, no control characters")
+            }
+        }
+
+        func run() async throws {
+            let outcome = try await OpenedVault.with(global, credentials) { opened -> String in
+                let id = try opened.account(account)
+                let activation = DeviceActivation(session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                                                  logger: global.logger("credentialvault.devices"))
+                switch try await activation.register(account: id, name: name) {
+                case .active(let registration):
+                    return "This device is active for account \(id) (\(registration.activationMethod?.rawValue ?? "primary"))."
+                case .pending:
+                    break
+                }
+                let ended: ActivationOutcome
+                do {
+                    ended = try await Interruptible.run { [fallback] in
+                        if fallback { return try await Self.byCode(activation, id) }
+                        return try await Self.byApproval(activation, id)
+                    }
+                } catch let failure as CommandFailure where failure.code == .interrupted {
+                    _ = try? await activation.cancel(account: id)
+                    throw CommandFailure(.interrupted, "interrupted; the activation was cancelled at the server")
+                }
+                switch ended {
+                case .activated(let registration):
+                    return "This device is active for account \(id) (\(registration.activationMethod?.rawValue ?? "approved"))."
+                case .rejected(let registration):
+                    throw CommandFailure(.signInDeclined, "the activation was rejected\(registration.statusReason.map { ": \(Terminal.printable($0))" } ?? "")")
+                case .expired(let registration):
+                    throw CommandFailure(.signInTimedOut, "the activation expired\(registration.statusReason.map { ": \(Terminal.printable($0))" } ?? "")")
+                case .cancelled:
+                    throw CommandFailure(.interrupted, "the activation was cancelled")
+                }
+            }
+            print(outcome)
+        }
+
+        /// Waits for an active device to approve, showing the countdown on standard error.
+        static func byApproval(_ activation: DeviceActivation, _ id: AccountID) async throws -> ActivationOutcome {
+            let events = activation.events()
+            let reporter = Task {
+                var lastShown = Int.max
+                for await event in events {
+                    switch event {
+                    case .approvalRequested(_, _, let deadline):
+                        Terminal.printError("Waiting for an active device of the account to approve (until \(Format.iso8601(deadline))): "
+                                            + "there, `vault notifications sync` and `vault notifications answer UUID approve`.")
+                    case .waitingForApproval(_, let secondsLeft) where secondsLeft / 30 != lastShown / 30:
+                        lastShown = secondsLeft
+                        Terminal.printError("  \(Format.span(TimeInterval(secondsLeft))) left")
+                    default:
+                        continue
+                    }
+                }
+            }
+            defer { reporter.cancel() }
+            return try await activation.verify(account: id)
+        }
+
+        /// Starts the fallback and asks for the code on the terminal (or reads it from standard input).
+        static func byCode(_ activation: DeviceActivation, _ id: AccountID) async throws -> ActivationOutcome {
+            let challenge = try await activation.startFallback(account: id)
+            while true {
+                Terminal.printError("Enter the activation code sent by \(Terminal.printable(challenge.method)) to \(Terminal.printable(challenge.delivery)):")
+                guard let line = readLine(strippingNewline: true), !line.isEmpty else {
+                    throw CommandFailure(.usage, "no activation code was entered")
+                }
+                do {
+                    return try await activation.activate(with: ActivationCode(line.trimmingCharacters(in: .whitespaces)), account: id)
+                } catch DeviceAPIError.invalidActivationCode(let left, let status) where status != .rejected {
+                    Terminal.printError("That code is wrong\(left.map { "; \($0) attempt(s) left" } ?? "").")
+                }
+            }
+        }
+    }
+
+    struct Rename: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            commandName: "rename", abstract: "Rename a device of the account at the identity service.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+        @Argument(help: ArgumentHelp("The device id (`vault devices sync` lists them).", valueName: "device-id"))
+        var deviceID: String
+        @Argument(help: "The new name.")
+        var name: String
+
+        func validate() throws {
+            guard !name.isEmpty, name.count <= 100, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw ValidationError("the name takes 1 to 100 characters, no control characters")
+            }
+        }
+
+        func run() async throws {
+            let renamed = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                let roster = DeviceRoster(session: opened.session, api: try device.client(for: id, in: opened, global: global))
+                return try await roster.rename(deviceID: deviceID, to: name, account: id)
+            }
+            print("Renamed device \(Terminal.printable(renamed.deviceID)) to \"\(Terminal.printable(renamed.name))\".")
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            commandName: "revoke",
+            abstract: "Revoke a device of the account at the identity service (this one included).",
+            discussion: """
+                Revoking this device ends its session (expired, device_revoked) and wipes its tokens. \
+                --local only marks a registration revoked in the vault, telling no server (for a \
+                vault whose identity service is gone).
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+        @Argument(help: ArgumentHelp("The device id (`vault devices sync`), or with --local the registration id (`vault devices list`).",
+                                     valueName: "device-id"))
         var registration: String
-        @Option(help: "Why, recorded with the revocation.")
+        @Flag(help: "Only record the revocation in the vault; no server is told.")
+        var local = false
+        @Option(help: "Why, recorded with a --local revocation.")
         var reason = "revoked by administrator"
 
         func run() async throws {
+            if local { return try await revokeLocally() }
+            let (revoked, itself) = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                let roster = DeviceRoster(session: opened.session, api: try device.client(for: id, in: opened, global: global))
+                return (try await roster.revoke(deviceID: registration, account: id), registration == opened.vault.deviceID)
+            }
+            print("Revoked device \(Terminal.printable(revoked.deviceID)) (\"\(Terminal.printable(revoked.name))\") at the identity service"
+                  + (itself ? "; it was this device: its session ended and its tokens were wiped." : "."))
+        }
+
+        func revokeLocally() async throws {
             let device = try await OpenedVault.with(global, credentials) { opened in
                 guard var device = try opened.vault.device(registration) else {
                     throw CommandFailure(.noRecord, "no device registration \(registration): `vault devices list` shows them")
@@ -65,7 +254,7 @@ extension VaultCommand.Devices {
                 try opened.vault.saveDevice(device)
                 return device
             }
-            print("Revoked device registration \(device.id) of account \(device.account).")
+            print("Revoked device registration \(device.id) of account \(device.account) in the vault (no server was told).")
         }
     }
 }

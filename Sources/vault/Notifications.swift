@@ -1,13 +1,14 @@
 import ArgumentParser
 import Foundation
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
     struct Notifications: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "notifications",
-            abstract: "Read the notification history.",
-            subcommands: [List.self])
+            abstract: "Sync, list and answer the account's notifications.",
+            subcommands: [List.self, Sync.self, Answer.self])
     }
 }
 
@@ -70,6 +71,77 @@ extension VaultCommand.Notifications {
                 print(line)
             }
             if let next = page.next { print("More: --after \(next)") }
+        }
+    }
+}
+
+extension VaultCommand.Notifications {
+    struct Sync: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            commandName: "sync",
+            abstract: "Fetch the account's notifications from the identity service into the vault.",
+            discussion: "Idempotent: a notification already stored is updated, never duplicated. Without --all, the newest page.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+        @Flag(help: "Every page, not only the newest.")
+        var all = false
+        @Option(help: "Notifications per page (1–100).")
+        var pageSize = 50
+
+        func validate() throws {
+            guard (1...100).contains(pageSize) else { throw ValidationError("--page-size must be between 1 and 100") }
+        }
+
+        func run() async throws {
+            let result = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                                              logger: global.logger("credentialvault.notifications"))
+                if all { return try await inbox.syncAll(account: id, pageSize: pageSize) }
+                return try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: pageSize, startIndex: 1))
+            }
+            print("Synced \(result.received) notification\(result.received == 1 ? "" : "s") (\(result.inserted) new) of \(result.totalCount) at the server"
+                  + (result.nextStartIndex != nil && !all ? "; more with --all." : "."))
+        }
+    }
+
+    struct Answer: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            commandName: "answer",
+            abstract: "Answer a notification with one of the actions it offers (approve a device, say).",
+            discussion: "An expired, already answered or unknown notification, or an action it does not offer, is refused without asking the server.")
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+        @Argument(help: ArgumentHelp("The notification's uuid (`vault notifications list --json`).", valueName: "uuid"))
+        var uuid: String
+        @Argument(help: ArgumentHelp("The action, as the notification names it (approve, deny…).", valueName: "action"))
+        var action: String
+
+        func run() async throws {
+            let outcome = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                                              logger: global.logger("credentialvault.notifications"))
+                return try await inbox.answer(uuid, action: action, account: id)
+            }
+            switch outcome {
+            case .answered(let record):
+                print("Answered \"\(Terminal.printable(record.subject))\" with \(Terminal.printable(action)).")
+            case .refused(let refusal):
+                switch refusal {
+                case .unknownNotification: throw CommandFailure(.noRecord, refusal.description)
+                case .answerInFlight: throw CommandFailure(.busy, refusal.description)
+                default: throw CommandFailure(.clientRefused, refusal.description)
+                }
+            }
         }
     }
 }

@@ -237,12 +237,12 @@ struct MaintenanceTests {
         let listed = try await filled.run(["devices", "list", "--json"]).jsonArray()
         #expect(listed.first?["name"] as? String == "carol's build box")
         #expect(listed.first?["this_device"] as? Bool == true)
-        let revoked = try await filled.run(["devices", "revoke", "registration-carol", "--reason", "laptop lost"])
+        let revoked = try await filled.run(["devices", "revoke", "--local", "registration-carol", "--reason", "laptop lost"])
         #expect(revoked.status == 0, "\(revoked)")
         let after = try await filled.run(["devices", "list", "--json"]).jsonArray()
         #expect(after.first?["status"] as? String == "revoked")
         #expect(after.first?["status_reason"] as? String == "laptop lost")
-        #expect(try await filled.run(["devices", "revoke", "no-such-registration"]).status == Exit.noRecord)
+        #expect(try await filled.run(["devices", "revoke", "--local", "no-such-registration"]).status == Exit.noRecord)
     }
 
     /// Changes the last byte of one sealed value with raw SQL, as damage or an edit would.
