@@ -37,11 +37,17 @@ struct CommandHabitsTests {
             print("skipped the commit check: not a git clone")
             return
         }
-        let head = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "rev-parse", "--short=7", "HEAD"],
-                                              environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
-        let commit = head.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(!commit.isEmpty && version.contains(commit) || version.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+$"#, options: .regularExpression) != nil,
-                "\(version) names neither a release tag nor the commit \(commit)")
+        // A release tag, or a commit of this clone (the one the binary was built from).
+        if version.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+$"#, options: .regularExpression) != nil {
+            let tag = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "rev-parse", "--verify", "refs/tags/v" + version],
+                                                 environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
+            #expect(tag.status == 0, "\(version) is not a release tag of this clone: a constant?")
+            return
+        }
+        let commit = try #require(version.firstMatch(of: #/g([0-9a-f]{7,40})/#).map { String($0.1) }, "\(version) names no commit")
+        let known = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "cat-file", "-e", commit + "^{commit}"],
+                                               environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
+        #expect(known.status == 0, "\(version) names \(commit), which is not a commit of this clone")
     }
 
     @Test("a key file others can read exits 82 (unsafe permissions), not 64")
