@@ -99,11 +99,7 @@ extension VaultCommand.Devices {
         @Flag(help: "Ask for the activation code instead of waiting for an approval.")
         var fallback = false
 
-        func validate() throws {
-            guard !name.isEmpty, name.count <= 100, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw ValidationError("--name takes 1 to 100 characters, no control characters")
-            }
-        }
+        func validate() throws { try DeviceName.check(name, "--name") }
 
         func run() async throws {
             let outcome = try await OpenedVault.with(global, credentials) { opened -> String in
@@ -193,11 +189,7 @@ extension VaultCommand.Devices {
         @Argument(help: "The new name.")
         var name: String
 
-        func validate() throws {
-            guard !name.isEmpty, name.count <= 100, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw ValidationError("the name takes 1 to 100 characters, no control characters")
-            }
-        }
+        func validate() throws { try DeviceName.check(name, "the name") }
 
         func run() async throws {
             let renamed = try await OpenedVault.with(global, credentials) { opened in
@@ -255,6 +247,16 @@ extension VaultCommand.Devices {
                 return device
             }
             print("Revoked device registration \(device.id) of account \(device.account) in the vault (no server was told).")
+        }
+    }
+}
+
+/// A device name as other devices will show it: 1 to 100 characters, none of them a control
+/// character (an escape sequence in a name would reach every terminal that lists it).
+enum DeviceName {
+    static func check(_ name: String, _ what: String) throws {
+        guard !name.isEmpty, name.count <= 100, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw ValidationError("\(what) takes 1 to 100 characters, no control characters")
         }
     }
 }

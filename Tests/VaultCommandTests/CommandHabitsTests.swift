@@ -6,16 +6,9 @@ import VaultTestSupport
 /// position, the documented exit codes, bounded input, and no directory made by a typo.
 @Suite("vault command habits")
 struct CommandHabitsTests {
-    static func keyFileVault() async throws -> VaultCLI {
-        var cli = try VaultCLI()
-        cli.environment["VAULT_KEY_FILE"] = cli.file("vault.key").path
-        try #require(try await cli.run(["init", "--key-file", cli.file("vault.key").path]).status == 0)
-        return cli
-    }
-
     @Test("--vault and -v work before the subcommand as after it")
     func globalOptionsInBothPositions() async throws {
-        let cli = try await Self.keyFileVault()
+        let cli = try await VaultCLI.keyFileVault()
         let other = cli.file("other.db")
         try #require(try await cli.run(["init", "--vault", other.path, "--key-file", cli.file("other.key").path]).status == 0)
         for arguments in [["--vault", other.path, "status", "--json"], ["status", "--json", "--vault", other.path],
@@ -52,7 +45,7 @@ struct CommandHabitsTests {
 
     @Test("a key file others can read exits 82 (unsafe permissions), not 64")
     func exposedKeyFile() async throws {
-        let cli = try await Self.keyFileVault()
+        let cli = try await VaultCLI.keyFileVault()
         #expect(chmod(cli.file("vault.key").path, 0o644) == 0)
         let result = try await cli.run(["token"])
         #expect(result.status == 82, "\(result.stderr)")
@@ -61,7 +54,7 @@ struct CommandHabitsTests {
 
     @Test("backup into a directory that does not exist is refused and makes no directory")
     func backupIntoMissingDirectory() async throws {
-        let cli = try await Self.keyFileVault()
+        let cli = try await VaultCLI.keyFileVault()
         let missing = cli.file("no-such-dir")
         let result = try await cli.run(["backup", missing.appendingPathComponent("copy.db").path])
         #expect(result.status == 64, "\(result.stderr)")
@@ -71,7 +64,7 @@ struct CommandHabitsTests {
 
     @Test("accounts add: input past 1 MiB is refused as such; an RFC 6749 §5.2 error response is reported as the server's refusal")
     func accountsAddInput() async throws {
-        let cli = try await Self.keyFileVault()
+        let cli = try await VaultCLI.keyFileVault()
         let arguments = ["accounts", "add", "--token-endpoint", "https://id.example.test/token", "--client-id", "cli", "--subject", "alice"]
         let huge = try await cli.run(arguments, stdin: String(repeating: "y\n", count: 1_100_000))
         #expect(huge.status == 64)

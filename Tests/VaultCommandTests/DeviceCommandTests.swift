@@ -10,9 +10,7 @@ import VaultTestSupport
 struct DeviceCommandTests {
     /// A key-file vault with alice's account from its own grant; the device API found by `--api`.
     static func machine(_ gateway: DevGateway) async throws -> VaultCLI {
-        var cli = try VaultCLI()
-        cli.environment["VAULT_KEY_FILE"] = cli.file("vault.key").path
-        try #require(try await cli.run(["init", "--key-file", cli.file("vault.key").path]).status == 0)
+        let cli = try await VaultCLI.keyFileVault()
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
         let added = try await cli.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
                                        "--subject", "alice"], stdin: AccountsAndTokenTests.tokenResponse(issued))

@@ -7,18 +7,10 @@ import VaultTestSupport
 /// two vault files, each used by its own processes, against the development gateway.
 @Suite("vault sessions export and import")
 struct SessionTransferCommandTests {
-    /// A key-file vault of its own (no Argon2id in every call).
-    static func vault() async throws -> VaultCLI {
-        var cli = try VaultCLI()
-        cli.environment["VAULT_KEY_FILE"] = cli.file("vault.key").path
-        try #require(try await cli.run(["init", "--key-file", cli.file("vault.key").path]).status == 0)
-        return cli
-    }
-
     @Test("export --move from vault A, import into vault B: B's `vault token` refreshes at the gateway; A's sends no request")
     func moveBetweenProcesses() async throws {
         let gateway = try await DevGateway.start()
-        let a = try await Self.vault(), b = try await Self.vault()
+        let a = try await VaultCLI.keyFileVault(), b = try await VaultCLI.keyFileVault()
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
         let added = try await a.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
                                      "--subject", "alice", "--label", "Alice"], stdin: AccountsAndTokenTests.tokenResponse(issued))
@@ -64,7 +56,7 @@ struct SessionTransferCommandTests {
     @Test("export --access-only keeps A working; B gets no refresh token; a tampered or wrongly addressed blob is refused")
     func accessOnlyAndRefusals() async throws {
         let gateway = try await DevGateway.start()
-        let a = try await Self.vault(), b = try await Self.vault(), c = try await Self.vault()
+        let a = try await VaultCLI.keyFileVault(), b = try await VaultCLI.keyFileVault(), c = try await VaultCLI.keyFileVault()
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
         try #require(try await a.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
                                       "--subject", "alice"], stdin: AccountsAndTokenTests.tokenResponse(issued)).status == 0)

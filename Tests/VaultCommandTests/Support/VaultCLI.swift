@@ -45,6 +45,15 @@ struct VaultCLI: Sendable {
 
     func file(_ name: String) -> URL { directory.file(name) }
 
+    /// A new key-file vault (no Argon2id in every call), `VAULT_KEY_FILE` set for every run.
+    static func keyFileVault() async throws -> VaultCLI {
+        var cli = try VaultCLI()
+        cli.environment["VAULT_KEY_FILE"] = cli.file("vault.key").path
+        let created = try await cli.run(["init", "--key-file", cli.file("vault.key").path])
+        try #require(created.status == 0, "\(created)")
+        return cli
+    }
+
     /// Runs `vault ARGUMENTS` with `VAULT_PATH` set to this vault and `stdin` as standard input.
     @discardableResult
     func run(_ arguments: [String], stdin: String? = nil, environment extra: [String: String] = [:]) async throws -> CommandResult {
