@@ -6,11 +6,21 @@ import GRDB
 extension Vault {
     /// Inserts or replaces a device registration (by its id).
     public func saveDevice(_ device: DeviceRegistration) throws {
-        try write("saving a device") { db in
-            let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
-            let detail = try self.seal(device.statusReason, table: "devices", column: "status_detail", account: device.account,
-                                       row: device.id, db)
-            try self.integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
+        try saveDevices([device])
+    }
+
+    /// Inserts or replaces several device registrations in one transaction: all or none.
+    public func saveDevices(_ devices: [DeviceRegistration]) throws {
+        try write("saving devices") { db in
+            for device in devices { try self.saveDevice(device, db) }
+        }
+    }
+
+    private func saveDevice(_ device: DeviceRegistration, _ db: Database) throws {
+        let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
+        let detail = try self.seal(device.statusReason, table: "devices", column: "status_detail", account: device.account,
+                                   row: device.id, db)
+        try integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
             try db.execute(
                 sql: """
                     INSERT INTO devices (registration_id, account_id, device_id, name, platform, status, activation_method,
@@ -30,7 +40,6 @@ extension Vault {
                 ])
             guard db.changesCount == 1 else {
                 throw VaultError(.invalidArgument, "device registration \(device.id) belongs to another account", path: self.path)
-            }
             }
         }
     }

@@ -34,14 +34,19 @@ extension Vault {
     /// the local row's id and creation time when the device is already known.
     @discardableResult
     func saveRemoteDevice(_ remote: RemoteDevice, account: AccountID, known: [DeviceRegistration]? = nil) throws -> DeviceRegistration {
-        let existing = try (known ?? devices(for: account)).first { $0.deviceID == remote.deviceID }
-        let record = DeviceRegistration(
+        let record = remoteDeviceRecord(remote, account: account, known: try known ?? devices(for: account))
+        try saveDevice(record)
+        return record
+    }
+
+    /// The registration to store for what the server said of a device.
+    func remoteDeviceRecord(_ remote: RemoteDevice, account: AccountID, known: [DeviceRegistration]) -> DeviceRegistration {
+        let existing = known.first { $0.deviceID == remote.deviceID }
+        return DeviceRegistration(
             id: existing?.id ?? remote.registrationID, account: account, deviceID: remote.deviceID, name: remote.name,
             platform: remote.platform, status: remote.status, activationMethod: remote.activationMethod,
             statusReason: remote.statusReason, createdAt: existing?.createdAt ?? remote.createdAt, updatedAt: remote.updatedAt,
             lastActivityAt: remote.lastActivityAt)
-        try saveDevice(record)
-        return record
     }
 }
 

@@ -29,19 +29,39 @@ public struct DeviceRoster: Sendable {
         return try storeCall { try session.vault.devices(for: id) }
     }
 
-    /// Fetches the account's devices from the server and stores them; returns them oldest first.
+    /// Fetches the account's devices from the server and stores them, in one transaction;
+    /// returns them oldest first. A device stored before that the server no longer lists is
+    /// kept, marked revoked ("no longer in the identity service's roster"), never deleted. A
+    /// roster naming one device twice is refused whole (``DeviceAPIError/malformedResponse(_:)``):
+    /// nothing is stored.
     @discardableResult
     public func refresh(account: AccountID? = nil) async throws -> [DeviceRegistration] {
         let id = try await session.resolve(account)
         let api = self.api
         let remote = try await deviceCall(session, id) { try await api.devices(account: id) }
+        var seen = Set<String>()
+        for device in remote where !seen.insert(device.deviceID).inserted {
+            throw DeviceAPIError.malformedResponse("the roster lists device \(device.deviceID) twice; nothing was stored")
+        }
         let vault = session.vault
+        let now = await session.now()
         try storeCall {
             let known = try vault.devices(for: id)
-            for device in remote { try vault.saveRemoteDevice(device, account: id, known: known) }
+            var records = remote.map { vault.remoteDeviceRecord($0, account: id, known: known) }
+            for gone in known where !seen.contains(gone.deviceID) && gone.status != .revoked {
+                var marked = gone
+                marked.status = .revoked
+                marked.statusReason = Self.goneReason
+                marked.updatedAt = now
+                records.append(marked)
+            }
+            try vault.saveDevices(records)
         }
         return try storeCall { try vault.devices(for: id) }
     }
+
+    /// Why a device the server stopped listing is marked revoked.
+    public static let goneReason = "no longer in the identity service's roster"
 
     /// Renames a device of the account.
     @discardableResult
