@@ -178,8 +178,17 @@ extension DevGateway {
     @discardableResult
     public func postNotification(subject: String, title: String, message: String,
                                  actions: [(label: String, action: String)], expiresIn: Duration? = nil) -> String {
+        postNotification(subject: subject, title: title, message: message,
+                         actions: actions.map { (label: $0.label, action: $0.action, authLevel: nil) }, expiresIn: expiresIn)
+    }
+
+    /// The same, with an authentication level on some actions (`"high"`: approving needs a
+    /// recent sign-in).
+    @discardableResult
+    public func postNotification(subject: String, title: String, message: String,
+                                 actions: [(label: String, action: String, authLevel: String?)], expiresIn: Duration? = nil) -> String {
         post(subject: subject, title: title, message: message,
-             actions: actions.map { NotificationLedger.Action(label: $0.label, action: $0.action, authLevel: nil) },
+             actions: actions.map { NotificationLedger.Action(label: $0.label, action: $0.action, authLevel: $0.authLevel) },
              expiresIn: expiresIn).uuid
     }
 

@@ -11,6 +11,9 @@ public struct SessionConfiguration: Sendable {
     /// process present the same refresh token, which a rotating server treats as reuse and
     /// revokes the grant. (The holder also renews its lease while the request is in flight.)
     public var leaseDuration: Duration = .seconds(60)
+    /// How recent the user's authentication must be to answer a notification with an action
+    /// that names an authentication level (``VaultStore/NotificationAction/authLevel``).
+    public var stepUpMaximumAge: Duration = .seconds(300)
     /// The longest any token, revocation or device request may take in all, from connecting to
     /// the last byte of the answer, measured on the OAuth client's clock (`OAuthClient.clock`;
     /// the device API's own). A server that trickles its answer is cut off here and the

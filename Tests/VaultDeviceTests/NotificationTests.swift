@@ -226,4 +226,31 @@ import VaultStore
             #expect(try await a.inbox.prune(olderThanDays: 5, keepNewest: 2) == 0)
         }
     }
+
+    @Test("an action with an authentication level needs a recent sign-in (step-up); one without does not")
+    func stepUpForSensitiveActions() async throws {
+        try await DeviceWorld.run { world in
+            let a = try await world.device("Desk")
+            _ = try await a.register()
+            let sensitive = await world.gateway.postNotification(
+                subject: "alice", title: "Sign in on the web?", message: "Firefox on Linux",
+                actions: [(label: "Allow", action: "allow", authLevel: "high"), (label: "Deny", action: "deny", authLevel: nil)])
+            let plain = await world.gateway.postNotification(subject: "alice", title: "New login", message: "Seen",
+                                                            actions: [(label: "Allow", action: "allow", authLevel: "high"),
+                                                                      (label: "OK", action: "ok", authLevel: nil)])
+            _ = try await a.inbox.syncAll(account: a.account)
+            await world.time.advance(by: .seconds(301))
+            await #expect {
+                _ = try await a.inbox.answer(sensitive, action: "allow", account: a.account)
+            } throws: { error in
+                guard case .authenticationTooOld? = error as? SessionError else { return false }
+                return true
+            }
+            #expect(try a.vault.notification(sensitive, account: a.account)?.status == .pending, "nothing was sent or recorded")
+            guard case .answered = try await a.inbox.answer(plain, action: "ok", account: a.account) else {
+                Issue.record("an action without an authentication level was not answered")
+                return
+            }
+        }
+    }
 }
