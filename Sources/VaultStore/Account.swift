@@ -138,4 +138,26 @@ public struct Account: Sendable, Hashable, Identifiable {
     /// Where the account came from when a session export brought it (schema 7); nil when it
     /// was added or signed in here.
     public var origin: AccountOrigin?
+    /// How much notification history the account keeps, applied on every sync (schema 8);
+    /// nil: all of it.
+    public var notificationRetention: NotificationRetention?
+}
+
+/// How much notification history an account keeps: none older than `days`, at most the newest
+/// `count`; either or both.
+public struct NotificationRetention: Sendable, Hashable, Codable {
+    public var days: Int?
+    public var count: Int?
+
+    public init(days: Int? = nil, count: Int? = nil) {
+        self.days = days
+        self.count = count
+    }
+
+    /// Throws ``VaultError/Code/invalidArgument`` unless each bound given is positive.
+    public func validate() throws {
+        guard days.map({ $0 > 0 && $0 <= 36_500 }) ?? true, count.map({ $0 > 0 }) ?? true else {
+            throw VaultError(.invalidArgument, "a notification retention keeps 1 to 36500 days and/or at least 1 notification")
+        }
+    }
 }

@@ -355,7 +355,34 @@ extension Vault {
                 } catch {
                     throw VaultError(.damaged, "account \(id) has an unreadable origin", path: path)
                 }
+            },
+            // NULL in rows written before schema 8, and while no policy is set.
+            notificationRetention: try (optional("notification_retention") as String?).map { json in
+                do {
+                    return try JSONDecoder().decode(NotificationRetention.self, from: Data(json.utf8))
+                } catch {
+                    throw VaultError(.damaged, "account \(id) has an unreadable notification retention", path: path)
+                }
             })
+    }
+}
+
+// MARK: - Notification retention
+
+extension Vault {
+    /// Sets (nil: removes) how much notification history the account keeps; applied by every
+    /// notification sync.
+    public func setNotificationRetention(_ retention: NotificationRetention?, for id: AccountID) throws {
+        try retention?.validate()
+        let json = try retention.map { String(decoding: try JSONEncoder().encode($0), as: UTF8.self) }
+        try write("setting notification retention") { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false else {
+                throw VaultError(.recordNotFound, "no account \(id) in the vault", path: self.path)
+            }
+            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+                try db.execute(sql: "UPDATE accounts SET notification_retention = ? WHERE account_id = ?", arguments: [json, id.rawValue])
+            }
+        }
     }
 }
 

@@ -223,6 +223,9 @@ struct AccountView {
             }
         }
         rows.append(("Policy", Format.policy(policy)))
+        rows.append(("Notifications", account.notificationRetention.map { retention in
+            "keeps " + [retention.days.map { "\($0) days" }, retention.count.map { "the newest \($0)" }].compactMap { $0 }.joined(separator: ", at most ")
+        } ?? "keeps all history"))
         return rows.map { "\($0.0.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.1)" }.joined(separator: "\n")
     }
 }

@@ -25,6 +25,9 @@ extension JSONValue {
                 ["kind": "imported", "transfer": .string(origin.transfer), "imported_at": .date(origin.importedAt),
                  "mode": .string(origin.mode.rawValue), "host": .text(origin.host), "vault": .string(origin.vault)] as JSONValue
             } ?? .null,
+            "notification_retention": account.notificationRetention.map { retention in
+                ["days": .number(retention.days), "count": .number(retention.count)] as JSONValue
+            } ?? .null,
             "active": .bool(active),
             "status": .string(status.state),
             "status_reason": .text(status.reason),

@@ -80,7 +80,11 @@ extension VaultCommand.Notifications {
         static let configuration = CommandConfiguration(
             commandName: "sync",
             abstract: "Fetch the account's notifications from the identity service into the vault.",
-            discussion: "Idempotent: a notification already stored is updated, never duplicated. Without --all, the newest page.")
+            discussion: """
+                Idempotent: a notification already stored is updated, never duplicated. Without --all, the newest page. \
+                --keep and --keep-count set the account's retention (stored; `--keep none` without --keep-count removes it), \
+                which every sync applies after storing.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
@@ -91,9 +95,25 @@ extension VaultCommand.Notifications {
         var all = false
         @Option(help: "Notifications per page (1–100).")
         var pageSize = 50
+        @Option(help: ArgumentHelp("Keep no notification older than this (whole days: 90d), or `none`; stored for the account.", valueName: "duration"))
+        var keep: TimeLimit?
+        @Option(help: ArgumentHelp("Keep at most the newest N notifications; stored for the account.", valueName: "N"))
+        var keepCount: Int?
 
         func validate() throws {
             guard (1...100).contains(pageSize) else { throw ValidationError("--page-size must be between 1 and 100") }
+            if let keepCount, keepCount < 1 { throw ValidationError("--keep-count must be at least 1") }
+            if let days = keep?.duration, days.components.seconds % 86_400 != 0 {
+                throw ValidationError("--keep takes whole days, like 90d, or none")
+            }
+        }
+
+        /// The retention to store: nil when neither option was given (the stored one stands).
+        var retention: NotificationRetention?? {
+            guard keep != nil || keepCount != nil else { return nil }
+            let days = keep?.duration.map { Int($0.components.seconds / 86_400) }
+            if days == nil, keepCount == nil { return .some(nil) }  // --keep none: no policy
+            return .some(NotificationRetention(days: days, count: keepCount))
         }
 
         func run() async throws {
@@ -101,6 +121,7 @@ extension VaultCommand.Notifications {
                 let id = try opened.account(account)
                 let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
                                               logger: global.logger("credentialvault.notifications"))
+                if let retention { try opened.vault.setNotificationRetention(retention, for: id) }
                 if all { return try await inbox.syncAll(account: id, pageSize: pageSize) }
                 return try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: pageSize, startIndex: 1))
             }

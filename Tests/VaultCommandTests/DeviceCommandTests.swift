@@ -47,6 +47,16 @@ struct DeviceCommandTests {
         let again = try await a.run(["notifications", "answer", approval, "approve"] + api)
         #expect(again.status == 76 && again.stderr.contains("already answered"), "\(again.stderr)")
 
+        // A retention set on the command line is stored and applied: the approval request was the
+        // only notification; one more arrives, and only the newest is kept.
+        await gateway.postNotification(subject: "alice", title: "Newer", message: "m", actions: [(label: "OK", action: "ok")])
+        let kept = try await a.run(["notifications", "sync", "--keep", "30d", "--keep-count", "1"] + api)
+        #expect(kept.status == 0, "\(kept.stderr)")
+        let history = try await a.run(["notifications", "list", "--json"])
+        #expect((try history.jsonObject()["notifications"] as? [[String: Any]])?.map { $0["subject"] as? String } == ["Newer"])
+        let shown = try await a.run(["accounts", "show", "--json"])
+        #expect((try shown.jsonObject()["notification_retention"] as? [String: Any])?["count"] as? Int == 1)
+
         let synced = try await a.run(["devices", "sync", "--json"] + api)
         #expect(synced.status == 0, "\(synced.stderr)")
         let devices = try synced.jsonArray()

@@ -121,6 +121,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-8 fixture opens with the newest code: alice's notification retention survives")
+    func schemaEightFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV8.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV8.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV8.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

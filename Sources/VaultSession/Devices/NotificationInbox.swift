@@ -51,6 +51,7 @@ public actor NotificationInbox {
         let page = try await deviceCall(session, id) { try await api.notifications(request, account: id) }
         let records = page.notifications.map { $0.record(for: id) }
         let inserted = try storeCall { try session.vault.upsertNotifications(records) }
+        try applyRetention(id)
         let end = page.startIndex + page.notifications.count
         let next = page.notifications.isEmpty || end > page.totalCount ? nil : end
         logger.debug("notifications synced", metadata: ["account": "\(id)", "received": "\(records.count)", "new": "\(inserted)"])
@@ -195,6 +196,12 @@ public actor NotificationInbox {
     }
 
     // MARK: - Prune
+
+    /// Applies the account's retention (``VaultStore/Account/notificationRetention``), if it has one.
+    func applyRetention(_ id: AccountID) throws {
+        guard let retention = try storeCall({ try session.vault.account(id) })?.notificationRetention else { return }
+        try prune(olderThanDays: retention.days, keepNewest: retention.count, account: id)
+    }
 
     /// Deletes history older than `olderThanDays` and/or beyond the newest `keepNewest` per
     /// account (one account, or every one); returns how many notifications were removed.
