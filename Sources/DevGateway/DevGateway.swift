@@ -164,6 +164,9 @@
 //   409 already_answered {"action_performed", "answered_by_device", "answered_at"}
 //   410 expired {"expired_at"}, 410 dismissed, 400 unknown_action {"offered_actions"}, 404 not_found
 // A pending notification past its expiry is expired (an approval request's device with it).
+// POST /sessions/extend                 (any valid access token) the codelab's extendSessionIdleTimeout:
+//   200 {"status_code": 200}; refused (DevGateway.setExtensionRefusal): 403 {"status_code": 403,
+//   "error_code", "error_message", "error", "error_description"}
 //
 // Device admin (no authentication)
 // POST /admin/devices/{subject}/{device_id}/revoke          200 {"revoked": bool}

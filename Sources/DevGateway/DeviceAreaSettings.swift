@@ -11,4 +11,6 @@ struct DeviceAreaSettings: Sendable {
     var approvalLifetime: Duration = .seconds(300)
     /// `METHOD /route` of every device-area request received, in order (no bodies, no tokens).
     var requests: [String] = []
+    /// What `POST /sessions/extend` answers: nil grants; else the error code and message it refuses with.
+    var extensionRefusal: (code: String, message: String)?
 }

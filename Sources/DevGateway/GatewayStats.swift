@@ -33,6 +33,8 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     public var guestConversions = 0
     /// Approval requests posted to a subject's active devices (`POST /devices/{id}/verify`).
     public var approvalRequests = 0
+    /// Session extension requests (`POST /sessions/extend`), granted or not.
+    public var extensionRequests = 0
 
     /// Empty statistics.
     public init() {}
@@ -51,6 +53,7 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case guestRegistrations = "guest_registrations"
         case guestConversions = "guest_conversions"
         case approvalRequests = "approval_requests"
+        case extensionRequests = "extension_requests"
     }
 }
 
@@ -60,7 +63,7 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
         "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
             + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
             + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
-            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests))"
+            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests))"
     }
 
     /// A mirror without token values.

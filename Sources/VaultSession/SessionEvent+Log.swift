@@ -35,6 +35,10 @@ extension SessionEvent {
                 return LoggedEvent(kind: "extension_result", account: id, data: ["result": "refused", "reason": reason.rawValue])
             case .ignored:
                 return LoggedEvent(kind: "extension_result", account: id, data: ["result": "ignored"])
+            case .refusedByServer(let code, let message):
+                var data = ["result": "refused_by_server"]
+                if let code { data["code"] = code }
+                return LoggedEvent(kind: "extension_result", account: id, data: data, detail: message)
             }
         case .hardTimeout(let id, let reason):
             return LoggedEvent(kind: "hard_timeout", account: id, data: ["reason": reason.rawValue])
@@ -84,6 +88,8 @@ extension SessionEvent {
                 self = .extensionResult(id, .refused(reason))
             case "ignored":
                 self = .extensionResult(id, .ignored)
+            case "refused_by_server":
+                self = .extensionResult(id, .refusedByServer(code: data["code"], message: entry.detail))
             default:
                 return nil
             }

@@ -53,6 +53,8 @@ public enum ExtensionResult: Sendable, Hashable {
     case extended(idleDeadline: Date, remaining: Int)
     /// Refused, with the reason.
     case refused(ExtensionRefusal)
+    /// The identity service refused (``SessionExtensionAPI``), with its error code and message.
+    case refusedByServer(code: String?, message: String?)
     /// Another extension for this session was in flight; this request was ignored.
     case ignored
 }
@@ -69,6 +71,8 @@ public enum ExtensionRefusal: String, Sendable, Hashable {
     case noIdleTimeout = "no_idle_timeout"
     /// The server did not confirm the extension.
     case serverRefused = "server_refused"
+    /// Asked before the idle warning: extensions are for the warning window.
+    case notInWarningWindow = "not_in_warning_window"
 }
 
 /// Everything a client tool may want to show, as typed values.

@@ -203,9 +203,31 @@ extension SessionService {
     @discardableResult
     public func extendSession(for account: AccountID? = nil) async throws -> ExtensionResult {
         let id = try await resolve(account)
-        let (result, session) = try await extensionOutcome(id)
+        let (result, session) = try await extensionOutcome(id, asking: extensionHandler.map(ServerAsk.handler), warningWindowOnly: false)
         publish(.extensionResult(id, result), session: session)
         return result
+    }
+
+    /// Asks the identity service through `api` (the codelab's extendSessionIdleTimeout) and
+    /// extends only when it grants; its refusal comes back as
+    /// ``ExtensionResult/refusedByServer(code:message:)``. With `onlyInWarningWindow` (the
+    /// default), a request before the idle warning is refused
+    /// (``ExtensionRefusal/notInWarningWindow``) without asking. The limits of
+    /// ``extendSession(for:)`` hold. Throws when the server could not be asked (the session
+    /// is left as it was).
+    @discardableResult
+    public func extendSession(for account: AccountID? = nil, askingServer api: any SessionExtensionAPI,
+                              onlyInWarningWindow: Bool = true) async throws -> ExtensionResult {
+        let id = try await resolve(account)
+        let (result, session) = try await extensionOutcome(id, asking: .api(api), warningWindowOnly: onlyInWarningWindow)
+        publish(.extensionResult(id, result), session: session)
+        return result
+    }
+
+    /// How an extension is confirmed with the identity service.
+    enum ServerAsk {
+        case handler(@Sendable (AccountID) async -> Bool)
+        case api(any SessionExtensionAPI)
     }
 
     private static func refusal(_ session: SessionRecord, _ policy: SessionPolicy) -> ExtensionRefusal? {
@@ -219,17 +241,23 @@ extension SessionService {
     /// to be asked, the in-flight marker set, all in one transition. Step two asks the server.
     /// Step three, in the vault again: the extension is applied only if this request's marker
     /// is still there (the session did not end, the marker did not lapse and get taken over).
-    private func extensionOutcome(_ id: AccountID) async throws -> (ExtensionResult, SessionRecord?) {
+    private func extensionOutcome(_ id: AccountID, asking ask: ServerAsk?, warningWindowOnly: Bool) async throws -> (ExtensionResult, SessionRecord?) {
         guard (try? await servableSession(id)) != nil else { return (.refused(.sessionOver), nil) }
         let marker = SessionRecord.ExtensionMarker(
             holder: "\(holderID)/\(UUID().uuidString.lowercased())",
             deadline: now().addingTimeInterval(configuration.requestDeadline.timeInterval + 1))
-        let asksServer = extensionHandler != nil
-        enum Step { case refused(ExtensionRefusal), ignored, marked(sessionID: Int64), extended(SessionRecord, remaining: Int) }
+        let asksServer = ask != nil
+        enum Step {
+            case refused(ExtensionRefusal), refusedByServer(String?, String?), ignored, marked(sessionID: Int64)
+            case extended(SessionRecord, remaining: Int)
+        }
         let now = now()
         let first = try await transition(id, "extending a session") { session, policy -> Step in
             guard case .active = SessionJudge.judge(session, policy: policy, now: now) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
+            if warningWindowOnly, let idle = session.idleDeadline, now < idle.addingTimeInterval(-policy.warningBefore.timeInterval) {
+                return .refused(.notInWarningWindow)
+            }
             if let pending = session.extensionInFlight, pending.deadline > now { return .ignored }
             guard !asksServer else {
                 session.extensionInFlight = marker
@@ -241,24 +269,35 @@ extension SessionService {
         let sessionID: Int64
         switch first.result {
         case .refused(let reason): return (.refused(reason), nil)
-        case .ignored: return (.ignored, nil)
+        case .refusedByServer, .ignored: return (.ignored, nil)
         case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
         case .marked(let id): sessionID = id
         }
-        let confirmed = await extensionHandler?(id) ?? true
+        // Asked outside any transaction; a server that cannot be asked leaves the session as it was.
+        let answer: Result<ExtensionResponse?, any Error>
+        switch ask {
+        case .handler(let handler)?: answer = .success(await handler(id) ? ExtensionResponse(statusCode: 200) : nil)
+        case .api(let api)?:
+            do { answer = .success(try await api.extendSessionIdleTimeout(account: id)) } catch { answer = .failure(error) }
+        case nil: answer = .success(ExtensionResponse(statusCode: 200))
+        }
         let later = self.now()
         let last = try await transition(id, "extending a session") { session, policy -> Step in
             guard session.id == sessionID, session.extensionInFlight?.holder == marker.holder else { return .refused(.sessionOver) }
             session.extensionInFlight = nil
-            guard confirmed else { return .refused(.serverRefused) }
+            guard case .success(let response) = answer else { return .ignored }
+            guard let response else { return .refused(.serverRefused) }
+            guard response.granted else { return .refusedByServer(response.errorCode, response.errorMessage) }
             guard case .active = SessionJudge.judge(session, policy: policy, now: later) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
             Self.extend(&session, policy: policy, now: later)
             return .extended(session, remaining: policy.maxExtensions - session.extensionsUsed)
         }
+        if case .failure(let error) = answer { throw error }
         switch last.result {
         case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
         case .refused(let reason): return (.refused(reason), nil)
+        case .refusedByServer(let code, let message): return (.refusedByServer(code: code, message: message), nil)
         case .ignored, .marked: return (.ignored, nil)
         }
     }

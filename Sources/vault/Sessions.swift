@@ -14,7 +14,7 @@ extension VaultCommand {
                 session resumes after `vault sessions unlock`; an expired one needs a new sign-in. \
                 `vault sessions export` hands a session to another vault without a new sign-in.
                 """,
-            subcommands: [List.self, End.self, Unlock.self, ExportSession.self, ImportSession.self])
+            subcommands: [List.self, End.self, Unlock.self, Extend.self, ExportSession.self, ImportSession.self])
     }
 }
 
@@ -75,6 +75,50 @@ extension VaultCommand.Sessions {
                 return id
             }
             print("Ended the session of account \(ended); its tokens were wiped.")
+        }
+    }
+
+    struct Extend: AsyncParsableCommand, VaultSubcommand {
+        static let configuration = CommandConfiguration(
+            commandName: "extend",
+            abstract: "Ask the identity service for more idle time, during the idle warning.",
+            discussion: """
+                The session's idle deadline moves by its idle timeout when the identity service grants \
+                it (the codelab's extendSessionIdleTimeout). Refused without asking before the warning \
+                window, at the policy's extension limit, or at the absolute lifetime (exit 1); refused \
+                by the server with its message (exit 76).
+                """)
+
+        @OptionGroup var global: GlobalOptions
+        @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var device: DeviceAPIOptions
+        @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
+        var account: String?
+
+        func run() async throws {
+            let result = try await OpenedVault.with(global, credentials) { opened in
+                let id = try opened.account(account)
+                return try await opened.session.extendSession(for: id, askingServer: try device.client(for: id, in: opened, global: global))
+            }
+            switch result {
+            case .extended(let deadline, let remaining):
+                print("Extended: the session now idles out at \(Format.iso8601(deadline)) (\(Format.relative(deadline))); "
+                      + "\(remaining) extension\(remaining == 1 ? "" : "s") left.")
+            case .refusedByServer(let code, let message):
+                throw CommandFailure(.clientRefused, "the identity service refused the extension"
+                                     + (code.map { " (\(Terminal.printable($0)))" } ?? "") + (message.map { ": \(Terminal.printable($0))" } ?? ""))
+            case .ignored:
+                throw CommandFailure(.busy, "another extension request for this session is in flight; try again")
+            case .refused(let reason):
+                switch reason {
+                case .sessionOver: throw CommandFailure(.sessionEnded, "the session is over: sign in again")
+                case .notInWarningWindow: throw CommandFailure(.failure, "not in the idle warning yet: extensions are asked for when the session is about to idle out")
+                case .limitReached: throw CommandFailure(.failure, "the session's policy allows no more extensions")
+                case .absoluteLifetimeReached: throw CommandFailure(.failure, "the session reached its absolute lifetime: it cannot be extended")
+                case .noIdleTimeout: throw CommandFailure(.failure, "the session has no idle timeout: there is nothing to extend")
+                case .serverRefused: throw CommandFailure(.clientRefused, "the identity service refused the extension")
+                }
+            }
         }
     }
 

@@ -73,4 +73,16 @@ struct DeviceCommandTests {
         #expect(stale.status == 80, "\(stale.stderr)")
         await gateway.stop()
     }
+
+    @Test("sessions extend before the idle warning is refused with its reason, and the server is not asked")
+    func extendOutsideTheWindow() async throws {
+        let gateway = try await DevGateway.start()
+        let a = try await Self.machine(gateway)
+        let policy = try await a.run(["accounts", "set-policy", "--idle-timeout", "10m", "--warning", "1m", "--activity", "interactive"])
+        #expect(policy.status == 0, "\(policy.stderr)")
+        let early = try await a.run(["sessions", "extend", "--api", gateway.baseURL.absoluteString])
+        #expect(early.status == 1 && early.stderr.contains("not in the idle warning"), "\(early.stderr)")
+        #expect(await gateway.stats().extensionRequests == 0)
+        await gateway.stop()
+    }
 }

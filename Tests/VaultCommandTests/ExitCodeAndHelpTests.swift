@@ -14,7 +14,7 @@ struct ExitCodeAndHelpTests {
         ["export"], ["login"], ["accounts", "set-host"], ["accounts", "set-policy"], ["events"], ["exec"], ["agent"],
         ["agent", "run"], ["agent", "start"], ["agent", "stop"], ["agent", "status"], ["lock"], ["unlock"],
         ["git-credential"], ["docker-credential"], ["recipient"], ["sessions", "export"], ["sessions", "import"],
-        ["devices", "sync"], ["devices", "activate"], ["devices", "rename"], ["notifications", "sync"], ["notifications", "answer"],
+        ["devices", "sync"], ["devices", "activate"], ["devices", "rename"], ["notifications", "sync"], ["notifications", "answer"], ["sessions", "extend"],
     ]
 
     @Test("--help for every command exits 0 and explains it", arguments: commands)

@@ -5,6 +5,16 @@ import VaultStore
 
 struct WireEmpty: Codable {}
 
+struct WireExtension: Decodable {
+    let statusCode: Int?
+    let errorCode: String?
+    let errorMessage: String?
+
+    enum CodingKeys: String, CodingKey {
+        case statusCode = "status_code", errorCode = "error_code", errorMessage = "error_message"
+    }
+}
+
 struct WireRegister: Encodable {
     let deviceID: String
     let name: String

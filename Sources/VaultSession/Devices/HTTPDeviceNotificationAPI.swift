@@ -22,7 +22,7 @@ import VaultStore
 /// let api = HTTPDeviceNotificationAPI(baseURL: identityServiceURL, session: session)
 /// let inbox = NotificationInbox(session: session, api: api)
 /// ```
-public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
+public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtensionAPI {
     /// Paths (`devices`, `notifications/{uuid}/answer`…) are appended to this URL.
     public let baseURL: URL
     let session: SessionService
@@ -101,6 +101,19 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI {
     public func answer(_ uuid: String, action: String, account: AccountID) async throws -> RemoteNotification {
         try await call(.post, ["notifications", uuid, "answer"], body: WireAnswer(action: action), account: account,
                        as: WireOneNotification.self).notification.value()
+    }
+
+    // MARK: - Session extension
+
+    /// `POST {base}/sessions/extend`: `{"status_code", "error_code"?, "error_message"?}`; a
+    /// refusal may come as a non-2xx status with the standard `error` / `error_description`.
+    public func extendSessionIdleTimeout(account: AccountID) async throws -> ExtensionResponse {
+        do {
+            let answer = try await call(.post, ["sessions", "extend"], body: WireEmpty(), account: account, as: WireExtension.self)
+            return ExtensionResponse(statusCode: answer.statusCode ?? 200, errorCode: answer.errorCode, errorMessage: answer.errorMessage)
+        } catch DeviceAPIError.rejected(let status, let error, let description) {
+            return ExtensionResponse(statusCode: status, errorCode: error.isEmpty ? nil : error, errorMessage: description)
+        }
     }
 
     // MARK: - Exchange
