@@ -64,7 +64,7 @@ public actor DeviceActivation {
     /// This device's registration with the account (the active one by default), as stored.
     public func registration(account: AccountID? = nil) async throws -> DeviceRegistration? {
         let id = try await session.resolve(account)
-        return try storeCall { try session.vault.thisDevice(for: id) }
+        return try await storeCall { [session] in try session.vault.thisDevice(for: id) }
     }
 
     // MARK: - Register
@@ -77,7 +77,7 @@ public actor DeviceActivation {
         let descriptor = DeviceDescriptor(deviceID: session.vault.deviceID, name: name, platform: platform)
         let api = self.api
         let enrollment = try await deviceCall(session, id) { try await api.register(descriptor, account: id) }
-        let stored = try store(enrollment.device, id)
+        let stored = try await store(enrollment.device, id)
         interruptions[id] = nil
         logger.info("device registered", metadata: ["account": "\(id)", "status": "\(stored.status.rawValue)"])
         switch stored.status {
@@ -112,7 +112,7 @@ public actor DeviceActivation {
     }
 
     private func runVerification(_ id: AccountID) async throws -> ActivationOutcome {
-        let registration = try pendingRegistration(id)
+        let registration = try await pendingRegistration(id)
         if let settled = settledOutcome(registration) { return settled }
         interruptions[id] = nil
         let api = self.api
@@ -163,7 +163,7 @@ public actor DeviceActivation {
     /// Usable at any time while pending, also while ``verify(account:)`` waits.
     public func startFallback(account: AccountID? = nil) async throws -> FallbackChallenge {
         let id = try await session.resolve(account)
-        let registration = try pendingRegistration(id)
+        let registration = try await pendingRegistration(id)
         guard registration.status == .pending else {
             throw ActivationError(.notPending, "this device is \(registration.status.rawValue), not waiting for activation")
         }
@@ -181,7 +181,7 @@ public actor DeviceActivation {
     /// attempt, which returns ``ActivationOutcome/rejected(_:)``.
     public func activate(with code: ActivationCode, account: AccountID? = nil) async throws -> ActivationOutcome {
         let id = try await session.resolve(account)
-        let registration = try pendingRegistration(id)
+        let registration = try await pendingRegistration(id)
         if let settled = settledOutcome(registration) { return settled }
         let api = self.api
         let deviceID = registration.deviceID
@@ -203,7 +203,7 @@ public actor DeviceActivation {
     @discardableResult
     public func cancel(account: AccountID? = nil) async throws -> ActivationOutcome {
         let id = try await session.resolve(account)
-        let registration = try pendingRegistration(id)
+        let registration = try await pendingRegistration(id)
         if let settled = settledOutcome(registration) { return settled }
         let api = self.api
         let deviceID = registration.deviceID
@@ -215,7 +215,7 @@ public actor DeviceActivation {
             let current = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
             return try interrupt(id, with: await conclude(current, id))
         }
-        let stored = try store(remote, id)
+        let stored = try await store(remote, id)
         logger.info("device activation cancelled", metadata: ["account": "\(id)"])
         hub.emit(.cancelled(id))
         return try interrupt(id, with: .cancelled(stored))
@@ -224,8 +224,8 @@ public actor DeviceActivation {
     // MARK: - Helpers
 
     /// This device's stored registration; throws when it never registered with the account.
-    private func pendingRegistration(_ id: AccountID) throws -> DeviceRegistration {
-        guard let registration = try storeCall({ try session.vault.thisDevice(for: id) }) else {
+    private func pendingRegistration(_ id: AccountID) async throws -> DeviceRegistration {
+        guard let registration = try await storeCall({ [session] in try session.vault.thisDevice(for: id) }) else {
             throw ActivationError(.notRegistered, "this device is not registered with account \(id): call register first")
         }
         return registration
@@ -245,7 +245,7 @@ public actor DeviceActivation {
     private func conclude(_ remote: RemoteDevice, _ id: AccountID) async throws -> ActivationOutcome? {
         if remote.status == .revoked, remote.deviceID == session.vault.deviceID { throw await session.deviceWasRevoked(id) }
         guard remote.status != .pending else { return nil }
-        let stored = try store(remote, id)
+        let stored = try await store(remote, id)
         let reason = stored.statusReason ?? stored.status.rawValue
         switch stored.status {
         case .active:
@@ -275,8 +275,8 @@ public actor DeviceActivation {
         return outcome
     }
 
-    private func store(_ remote: RemoteDevice, _ id: AccountID) throws -> DeviceRegistration {
-        try storeCall { try session.vault.saveRemoteDevice(remote, account: id) }
+    private func store(_ remote: RemoteDevice, _ id: AccountID) async throws -> DeviceRegistration {
+        try await storeCall { [session] in try session.vault.saveRemoteDevice(remote, account: id) }
     }
 
     /// Sleeps on the injected clock; ``interrupt(_:with:)`` wakes it early. Rethrows the

@@ -14,14 +14,12 @@ func deviceCall<T: Sendable>(_ session: SessionService, _ account: AccountID,
     }
 }
 
-/// Runs a vault call, turning its errors into ``SessionError`` like the session service does.
+/// Runs a vault call on NIO's blocking-I/O threads (SQLite may fsync or wait for another
+/// process's lock: never on the cooperative pool the flows' actors run on), turning its errors
+/// into ``SessionError`` like the session service does.
 @discardableResult
-func storeCall<T>(_ body: () throws -> T) throws -> T {
-    do {
-        return try body()
-    } catch let error as VaultError {
-        throw SessionError(error)
-    }
+func storeCall<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await SessionService.offPool(body)
 }
 
 extension Vault {

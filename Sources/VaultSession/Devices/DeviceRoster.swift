@@ -26,7 +26,7 @@ public struct DeviceRoster: Sendable {
     /// The devices as last stored in the vault (no server call), oldest first.
     public func devices(account: AccountID? = nil) async throws -> [DeviceRegistration] {
         let id = try await session.resolve(account)
-        return try storeCall { try session.vault.devices(for: id) }
+        return try await storeCall { [session] in try session.vault.devices(for: id) }
     }
 
     /// Fetches the account's devices from the server and stores them, in one transaction;
@@ -45,7 +45,7 @@ public struct DeviceRoster: Sendable {
         }
         let vault = session.vault
         let now = await session.now()
-        try storeCall {
+        try await storeCall { [seen] in
             let known = try vault.devices(for: id)
             var records = remote.map { vault.remoteDeviceRecord($0, account: id, known: known) }
             for gone in known where !seen.contains(gone.deviceID) && gone.status != .revoked {
@@ -57,7 +57,7 @@ public struct DeviceRoster: Sendable {
             }
             try vault.saveDevices(records)
         }
-        return try storeCall { try vault.devices(for: id) }
+        return try await storeCall { try vault.devices(for: id) }
     }
 
     /// Why a device the server stopped listing is marked revoked.
@@ -69,7 +69,7 @@ public struct DeviceRoster: Sendable {
         let id = try await session.resolve(account)
         let api = self.api
         let remote = try await deviceCall(session, id) { try await api.rename(deviceID, to: name, account: id) }
-        return try storeCall { try session.vault.saveRemoteDevice(remote, account: id) }
+        return try await storeCall { [session] in try session.vault.saveRemoteDevice(remote, account: id) }
     }
 
     /// Terminates a device of the account. Terminating this device ends its own session as
@@ -79,7 +79,7 @@ public struct DeviceRoster: Sendable {
         let id = try await session.resolve(account)
         let api = self.api
         let remote = try await deviceCall(session, id) { try await api.revoke(deviceID, account: id) }
-        let stored = try storeCall { try session.vault.saveRemoteDevice(remote, account: id) }
+        let stored = try await storeCall { [session] in try session.vault.saveRemoteDevice(remote, account: id) }
         logger.info("device terminated", metadata: ["account": "\(id)", "device": "\(deviceID)"])
         if deviceID == session.vault.deviceID {
             _ = await session.deviceWasRevoked(id)

@@ -50,8 +50,8 @@ public actor NotificationInbox {
         let api = self.api
         let page = try await deviceCall(session, id) { try await api.notifications(request, account: id) }
         let records = page.notifications.map { $0.record(for: id) }
-        let inserted = try storeCall { try session.vault.upsertNotifications(records) }
-        try applyRetention(id)
+        let inserted = try await storeCall { [session] in try session.vault.upsertNotifications(records) }
+        try await applyRetention(id)
         let end = page.startIndex + page.notifications.count
         let next = page.notifications.isEmpty || end > page.totalCount ? nil : end
         logger.debug("notifications synced", metadata: ["account": "\(id)", "received": "\(records.count)", "new": "\(inserted)"])
@@ -78,9 +78,9 @@ public actor NotificationInbox {
     /// A page of the stored history, newest first (keyset pagination: pass the page's `next`
     /// as `after`), filtered by account, pending-only and date range. No server call. Pending
     /// notifications whose expiry passed are recorded as expired first.
-    public func list(_ query: NotificationQuery = NotificationQuery()) throws -> NotificationPage {
-        try expireOverdue(account: query.account)
-        return try storeCall { try session.vault.notifications(query) }
+    public func list(_ query: NotificationQuery = NotificationQuery()) async throws -> NotificationPage {
+        try await expireOverdue(account: query.account)
+        return try await storeCall { [session] in try session.vault.notifications(query) }
     }
 
     // MARK: - Answer
@@ -90,14 +90,14 @@ public actor NotificationInbox {
     public func answer(_ uuid: String, action: String, account: AccountID? = nil) async throws -> AnswerOutcome {
         let id = try await session.resolve(account)
         let vault = session.vault
-        guard let stored = try storeCall({ try vault.notification(uuid, account: id) }) else {
+        guard let stored = try await storeCall({ try vault.notification(uuid, account: id) }) else {
             return refuse(.unknownNotification(uuid), uuid)
         }
         if let refusal = localRefusal(stored, action: action) {
             if case .expired = refusal, stored.status == .pending {
                 var expired = stored
                 expired.status = .expired
-                try storeCall { try vault.upsertNotification(expired) }
+                try await storeCall { [expired] in try vault.upsertNotification(expired) }
             }
             return refuse(refusal, uuid)
         }
@@ -114,22 +114,22 @@ public actor NotificationInbox {
         do {
             let confirmed = try await deviceCall(session, id) { try await api.answer(uuid, action: action, account: id) }
             let answeredAt = confirmed.answeredAt ?? wallClock.now()
-            let recorded = try storeCall {
+            let recorded = try await storeCall {
                 try vault.recordAnswer(to: uuid, account: id, action: action, byDevice: vault.deviceID, at: answeredAt)
             }
             if !recorded {
                 // A sync changed the stored copy meanwhile: the server's confirmation is the truth.
                 var record = confirmed.record(for: id)
                 record.answeredByDevice = record.answeredByDevice ?? vault.deviceID
-                try storeCall { try vault.upsertNotification(record) }
+                try await storeCall { [record] in try vault.upsertNotification(record) }
             }
             logger.info("notification answered", metadata: ["account": "\(id)", "notification": "\(uuid)"])
-            guard let record = try storeCall({ try vault.notification(uuid, account: id) }) else {
+            guard let record = try await storeCall({ try vault.notification(uuid, account: id) }) else {
                 return refuse(.unknownNotification(uuid), uuid)
             }
             return .answered(record)
         } catch let error as DeviceAPIError {
-            return try serverRefusal(error, stored: stored, action: action)
+            return try await serverRefusal(error, stored: stored, action: action)
         }
     }
 
@@ -149,7 +149,7 @@ public actor NotificationInbox {
     }
 
     /// Records what the server said of a refused answer and explains it.
-    private func serverRefusal(_ error: DeviceAPIError, stored: NotificationRecord, action: String) throws -> AnswerOutcome {
+    private func serverRefusal(_ error: DeviceAPIError, stored: NotificationRecord, action: String) async throws -> AnswerOutcome {
         var updated = stored
         let refusal: AnswerRefusal
         switch error {
@@ -170,7 +170,7 @@ public actor NotificationInbox {
         default:
             throw error
         }
-        if updated != stored { try storeCall { try session.vault.upsertNotification(updated) } }
+        if updated != stored { try await storeCall { [session, updated] in try session.vault.upsertNotification(updated) } }
         return refuse(refusal, stored.uuid)
     }
 
@@ -180,35 +180,36 @@ public actor NotificationInbox {
     }
 
     /// Records stored pending notifications whose expiry passed as expired.
-    private func expireOverdue(account: AccountID?) throws {
+    private func expireOverdue(account: AccountID?) async throws {
         let now = wallClock.now()
         let vault = session.vault
         var query = NotificationQuery(account: account, pendingOnly: true, limit: 200)
         var overdue: [NotificationRecord] = []
         while true {
-            let page = try storeCall { try vault.notifications(query) }
+            let page = try await storeCall { [query] in try vault.notifications(query) }
             overdue += page.items.filter { ($0.expiresAt.map { $0 <= now }) ?? false }
             guard let next = page.next else { break }
             query.after = next
         }
         guard !overdue.isEmpty else { return }
-        try storeCall { _ = try vault.upsertNotifications(overdue.map { var record = $0; record.status = .expired; return record }) }
+        let expired = overdue.map { var record = $0; record.status = .expired; return record }
+        try await storeCall { _ = try vault.upsertNotifications(expired) }
     }
 
     // MARK: - Prune
 
     /// Applies the account's retention (``VaultStore/Account/notificationRetention``), if it has one.
-    func applyRetention(_ id: AccountID) throws {
-        guard let retention = try storeCall({ try session.vault.account(id) })?.notificationRetention else { return }
-        try prune(olderThanDays: retention.days, keepNewest: retention.count, account: id)
+    func applyRetention(_ id: AccountID) async throws {
+        guard let retention = try await storeCall({ [session] in try session.vault.account(id) })?.notificationRetention else { return }
+        try await prune(olderThanDays: retention.days, keepNewest: retention.count, account: id)
     }
 
     /// Deletes history older than `olderThanDays` and/or beyond the newest `keepNewest` per
     /// account (one account, or every one); returns how many notifications were removed.
     @discardableResult
-    public func prune(olderThanDays: Int? = nil, keepNewest: Int? = nil, account: AccountID? = nil) throws -> Int {
+    public func prune(olderThanDays: Int? = nil, keepNewest: Int? = nil, account: AccountID? = nil) async throws -> Int {
         let cutoff = olderThanDays.map { wallClock.now().addingTimeInterval(-Double($0) * 86_400) }
-        let removed = try storeCall { try session.vault.pruneNotifications(olderThan: cutoff, keepNewest: keepNewest, account: account) }
+        let removed = try await storeCall { [session] in try session.vault.pruneNotifications(olderThan: cutoff, keepNewest: keepNewest, account: account) }
         logger.info("notification history pruned", metadata: ["removed": "\(removed)"])
         return removed
     }
