@@ -69,6 +69,12 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     }
 }
 
+extension AgentRequest: CustomDebugStringConvertible, CustomReflectable {
+    public var debugDescription: String { description }
+    /// The description alone, so `dump` cannot print the passphrase or a presented token.
+    public var customMirror: Mirror { Mirror(self, children: ["description": description], displayStyle: .struct) }
+}
+
 /// A token the agent handed out. Its description never shows the value.
 public struct AgentToken: Codable, Sendable, Hashable, CustomStringConvertible {
     public var value: String
@@ -97,6 +103,12 @@ public struct AgentToken: Codable, Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { "AgentToken(account: \(account), type: \(type), value: <redacted \(value.utf8.count) bytes>)" }
+}
+
+extension AgentToken: CustomDebugStringConvertible, CustomReflectable {
+    public var debugDescription: String { description }
+    /// The description alone, so `dump` cannot print the token.
+    public var customMirror: Mirror { Mirror(self, children: ["description": description], displayStyle: .struct) }
 }
 
 /// What `status` answers.

@@ -124,12 +124,19 @@ public struct SessionTransferError: Error, Sendable, Hashable, CustomStringConve
 
 /// An account's session as an export carries it: read under the refresh lease, so no other
 /// process rotates its refresh token until the export lets go.
-public struct SessionSnapshot: Sendable {
+public struct SessionSnapshot: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: Account
     public var clientSecret: String?
     public var tokens: StoredTokens
     public var session: SessionRecord
     public var policy: SessionPolicy
+
+    /// Never the client secret; the tokens' own redacting description.
+    public var description: String {
+        "SessionSnapshot(account: \(account.id), session: \(session.id), \(tokens), secret: \(clientSecret == nil ? "none" : "<redacted>"))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description], displayStyle: .struct) }
 }
 
 /// A session to store from an import, already opened and checked.

@@ -27,6 +27,7 @@ actor AgentHost {
     private var lockTimer: Task<Void, Never>?
     private var watcher: Task<Void, Never>?
     private var stopRequested: CheckedContinuation<Void, Never>?
+    private var stopWanted = false
 
     /// Where lock and unlock are told (standard error in the foreground; nowhere detached).
     let report: @Sendable (String) -> Void
@@ -50,8 +51,16 @@ actor AgentHost {
             await vault.close()  // another unlock got there first
             return
         }
-        try await vault.session.start()
+        // Claimed before the next suspension: a second unlock arriving meanwhile sees it and
+        // closes its own vault, so no opened vault (and its keys) is ever left unreferenced.
         opened = vault
+        do {
+            try await vault.session.start()
+        } catch {
+            if opened?.vault === vault.vault { opened = nil }
+            await vault.close()
+            throw error
+        }
         identity = Self.identity(of: url)
         lastUse = Date()
         armLockTimer()
@@ -83,12 +92,14 @@ actor AgentHost {
         report("locked: \(reason)")
     }
 
-    /// Suspends until a `stop` request (or ``requestStop()``).
+    /// Suspends until a `stop` request (or ``requestStop()``), at once if one came already.
     func waitForStop() async {
+        guard !stopWanted else { return }
         await withCheckedContinuation { stopRequested = $0 }
     }
 
     func requestStop() {
+        stopWanted = true
         stopRequested?.resume()
         stopRequested = nil
     }
@@ -129,6 +140,8 @@ actor AgentHost {
         case .hosts:
             switch usable() {
             case .success(let current):
+                lastUse = Date()
+                armLockTimer()
                 do {
                     return AgentResponse(hosts: try await CredentialAnswers.hosts(in: current))
                 } catch {

@@ -1,5 +1,6 @@
 import Foundation
 import VaultAgent
+import VaultCrypto
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -77,7 +78,7 @@ enum CredentialAnswers {
         let accounts = try await OpenedVault.blocking { try opened.vault.accounts() }
         guard let account = CredentialHosts.match(accounts, scheme: scheme, host: host, path: path) else { return }
         let current = try await opened.session.validAccessToken(for: account.id)
-        guard current.value == presented else { return }  // not ours, or already replaced
+        guard ConstantTime.equals(current.value, presented) else { return }  // not ours, or already replaced
         _ = try await opened.session.reportUnauthorized(current)
     }
 }

@@ -62,9 +62,13 @@ extension VaultCommand {
             let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil)
                 .send(request) { opened in
                     let id = try account.map { try opened.account($0) }
-                    let token: AccessToken
+                    var token: AccessToken
                     if let maxAuthAge {
                         token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
+                        // Both asked for: the step-up check, then a token valid that long.
+                        if let minimumValidity {
+                            token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
+                        }
                     } else if let minimumValidity {
                         token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
                     } else {

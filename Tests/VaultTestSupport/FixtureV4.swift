@@ -71,7 +71,7 @@ public enum FixtureV4 {
         let kinds = events.map(\.kind)
         if kinds != ["token_refreshed", "revoked", "account_switched"] + laterEventKinds { problems.append("events differ: \(kinds)") }
         if events.contains(where: { !$0.authentic }) { problems.append("an event fails its check") }
-        if events.count == 3 {
+        if events.count == 3 + laterEventKinds.count {
             if events[0].account != dave.id || events[0].data != ["generation": "1"] { problems.append("event 1 differs") }
             if events[1].detail != revokedDetail { problems.append("event 2: detail differs") }
             if events[2].account != nil || events[2].data != ["from": dave.id.rawValue] { problems.append("event 3 differs") }
