@@ -105,8 +105,9 @@ extension SessionService {
 
     /// A valid token that stays valid for at least `minimumValidity` (`vault token --min-ttl`,
     /// `vault exec`): the usual token when it does, else refreshed first (one refresh, shared
-    /// with every other caller and process like any other). A token that still falls short
-    /// after the refresh (the server issues shorter ones) is returned as it is.
+    /// with every other caller and process like any other). When the server issues tokens no
+    /// longer than `minimumValidity` (and half a minute), a refresh could not give one that
+    /// lasts: the token is returned as it is, without refreshing on every call.
     public func validAccessToken(for account: AccountID? = nil, minimumValidity: Duration) async throws -> AccessToken {
         let token = try await validAccessToken(for: account)
         guard let expiry = token.expiresAt, expiry.timeIntervalSince(now()) < minimumValidity.timeInterval else { return token }
@@ -114,9 +115,17 @@ extension SessionService {
             throw try await noTokensError(token.account)
         }
         if stored.generation != token.generation { return AccessToken(stored) }
+        // The lifetime the server gave this token, from when it was stored.
+        if expiry.timeIntervalSince(stored.updatedAt) < minimumValidity.timeInterval + Self.minimumValidityMargin {
+            logger.debug("the server's tokens do not live as long as asked; not refreshing", metadata: ["account": "\(token.account)"])
+            return token
+        }
         logger.debug("token valid for less than asked; refreshing", metadata: ["account": "\(token.account)"])
         return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
     }
+
+    /// How much longer than asked a server's tokens must live for `minimumValidity` to refresh.
+    static let minimumValidityMargin: TimeInterval = 30
 
     /// Reports that an API answered 401 to `token`. Refreshes once (unless the token was
     /// already replaced) and returns the new token; throws ``SessionError/revoked(_:description:)``

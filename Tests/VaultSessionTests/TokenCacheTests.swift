@@ -1,3 +1,4 @@
+import DevGateway
 import Foundation
 import Testing
 import VaultSession
@@ -80,6 +81,28 @@ struct TokenCacheTests {
             _ = try await h.service.validAccessToken()
             h.vault.close()
             await #expect(throws: SessionError.self) { try await h.service.validAccessToken() }
+        }
+    }
+}
+
+@Suite("A token valid for at least a given time")
+struct MinimumValidityTests {
+    @Test("refreshes once when the token falls short and the server's tokens live long enough; never when they cannot")
+    func minimumValidity() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(3600), policy: .tokensOnly)
+            // Asked for as long as the server's tokens live: a refresh could not help, so none is made.
+            for _ in 0..<3 { _ = try await h.service.validAccessToken(for: alice, minimumValidity: .seconds(3600)) }
+            await h.expectTokenRequests(0)
+            // Half an hour left and 2000 s asked for, from tokens that live an hour: one refresh, then none.
+            await h.time.advance(by: .seconds(1800))
+            _ = try await h.service.validAccessToken(for: alice, minimumValidity: .seconds(1000))
+            await h.expectTokenRequests(0)  // half an hour left covers 1000 s
+            let longer = try await h.service.validAccessToken(for: alice, minimumValidity: .seconds(2000))
+            await h.expectTokenRequests(1)
+            _ = try await h.service.validAccessToken(for: alice, minimumValidity: .seconds(2000))
+            await h.expectTokenRequests(1)
+            #expect(longer.value != (try h.firstTokens(of: "alice")).accessToken)
         }
     }
 }
