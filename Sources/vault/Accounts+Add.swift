@@ -91,8 +91,13 @@ extension VaultCommand.Accounts {
 
         func run() async throws {
             let input = try Self.readStandardInput()
-            if let refusal = Self.errorResponse(input) { throw refusal }
-            let response = try TokenResponse.parse(input)
+            let response: TokenResponse
+            do {
+                response = try TokenResponse.parse(input)
+            } catch {
+                // Not tokens: the server's RFC 6749 §5.2 refusal, said as such, or malformed input.
+                throw Self.errorResponse(input) ?? error
+            }
             let claims = IDTokenClaims(response.idToken)
             guard let endpoint = URL(string: tokenEndpoint) else { throw ValidationError("--token-endpoint is not a URL") }
             // Nothing names the user: a distinct account, never a guess that replaces another's.
@@ -113,10 +118,16 @@ extension VaultCommand.Accounts {
             if let lifetime { policy.absoluteLifetime = lifetime.duration }
             if let idle = policy.idleTimeout, policy.warningBefore >= idle { policy.warningBefore = idle / 2 }
 
+            // Whose keys may vouch for the token: the issuer the user named, or the token's own
+            // `iss` only when it is the token endpoint's origin. A token naming an issuer of its
+            // own choosing elsewhere would otherwise be checked against keys it chose.
+            let vouching = issuer ?? claims.issuer.flatMap { iss in
+                URL(string: iss).map(Self.origin(of:)) == Self.origin(of: endpoint) ? iss : nil
+            }
             let view = try await OpenedVault.with(global, credentials) { opened in
                 // The ID token names the user for sure only once its signature is checked.
-                if let idToken = response.idToken,
-                   let verified = try await opened.session.verifyImportedIDToken(idToken, issuer: account.issuer, clientID: clientID, pins: pins) {
+                if let idToken = response.idToken, let vouching,
+                   let verified = try await opened.session.verifyImportedIDToken(idToken, issuer: vouching, clientID: clientID, pins: pins) {
                     if let subject, subject != verified.subject {
                         throw CommandFailure(.usage, "--subject \(Terminal.printable(subject)) is not the user the verified ID token names (\(Terminal.printable(verified.subject))); nothing was stored")
                     }
@@ -156,8 +167,7 @@ extension VaultCommand.Accounts {
         /// An RFC 6749 §5.2 error response (`{"error": …}` without an access token), reported as
         /// the server's refusal rather than as malformed input.
         static func errorResponse(_ data: Data) -> CommandFailure? {
-            guard let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any], object["access_token"] == nil,
-                  let refusal = OAuthErrorResponse.parse(data) else { return nil }
+            guard let refusal = OAuthErrorResponse.parse(data) else { return nil }
             return CommandFailure(.clientRefused, "standard input is the identity service's error response, not tokens "
                                   + "(\(Terminal.printable(refusal.description))); sign in again and pipe the token response")
         }

@@ -62,7 +62,7 @@ struct VaultCommand: AsyncParsableCommand {
         do {
             var arguments = Array(CommandLine.arguments.dropFirst())
             // Installed as docker-credential-vault, docker runs it with the operation alone.
-            if URL(fileURLWithPath: CommandLine.arguments.first ?? "").lastPathComponent == "docker-credential-vault" {
+            if CommandLine.arguments.first?.split(separator: "/").last == "docker-credential-vault" {
                 arguments.insert("docker-credential", at: 0)
             }
             command = try await parse(GlobalOptions.movedAfterSubcommand(arguments))

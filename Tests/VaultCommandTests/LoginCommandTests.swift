@@ -198,6 +198,16 @@ struct LoginCommandTests {
         #expect(refused.status == 87, "\(refused)")
         #expect(refused.stderr.contains("signature"))
         #expect(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().count == 1)
+
+        // A token whose own `iss` names another server (with keys of its choosing) is not
+        // checked against them: imported through this token endpoint, its subject stays unverified.
+        let elsewhere = try await DevGateway.start()
+        let foreign = await elsewhere.issueGrant(subject: "mallory", clientID: "vault-cli")
+        let unvouched = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
+                                                 "--client-id", "vault-cli", "--json"], stdin: AccountsAndTokenTests.tokenResponse(foreign))
+        #expect(unvouched.status == 0, "\(unvouched)")
+        #expect(try unvouched.jsonObject()["subject_source"] as? String == "unverified")
+        await elsewhere.stop()
         await world.gateway.stop()
     }
 
