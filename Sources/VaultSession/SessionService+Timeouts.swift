@@ -203,7 +203,7 @@ extension SessionService {
     @discardableResult
     public func extendSession(for account: AccountID? = nil) async throws -> ExtensionResult {
         let id = try await resolve(account)
-        let (result, session) = try await extensionOutcome(id, asking: extensionHandler.map(ServerAsk.handler), warningWindowOnly: false)
+        let (result, session) = try await extensionOutcome(id, asking: extensionHandler.map(HandlerAsk.init), warningWindowOnly: false)
         publish(.extensionResult(id, result), session: session)
         return result
     }
@@ -219,15 +219,18 @@ extension SessionService {
     public func extendSession(for account: AccountID? = nil, askingServer api: any SessionExtensionAPI,
                               onlyInWarningWindow: Bool = true) async throws -> ExtensionResult {
         let id = try await resolve(account)
-        let (result, session) = try await extensionOutcome(id, asking: .api(api), warningWindowOnly: onlyInWarningWindow)
+        let (result, session) = try await extensionOutcome(id, asking: api, warningWindowOnly: onlyInWarningWindow)
         publish(.extensionResult(id, result), session: session)
         return result
     }
 
-    /// How an extension is confirmed with the identity service.
-    enum ServerAsk {
-        case handler(@Sendable (AccountID) async -> Bool)
-        case api(any SessionExtensionAPI)
+    /// The older yes/no extension handler, asked the way the extension protocol is: a no is a
+    /// refusal without the server's words (``ExtensionRefusal/serverRefused``).
+    struct HandlerAsk: SessionExtensionAPI {
+        let handler: @Sendable (AccountID) async -> Bool
+        func extendSessionIdleTimeout(account: AccountID) async throws -> ExtensionResponse {
+            ExtensionResponse(statusCode: await handler(account) ? 200 : 403)
+        }
     }
 
     private static func refusal(_ session: SessionRecord, _ policy: SessionPolicy) -> ExtensionRefusal? {
@@ -241,7 +244,7 @@ extension SessionService {
     /// to be asked, the in-flight marker set, all in one transition. Step two asks the server.
     /// Step three, in the vault again: the extension is applied only if this request's marker
     /// is still there (the session did not end, the marker did not lapse and get taken over).
-    private func extensionOutcome(_ id: AccountID, asking ask: ServerAsk?, warningWindowOnly: Bool) async throws -> (ExtensionResult, SessionRecord?) {
+    private func extensionOutcome(_ id: AccountID, asking ask: (any SessionExtensionAPI)?, warningWindowOnly: Bool) async throws -> (ExtensionResult, SessionRecord?) {
         guard (try? await servableSession(id)) != nil else { return (.refused(.sessionOver), nil) }
         let marker = SessionRecord.ExtensionMarker(
             holder: "\(holderID)/\(UUID().uuidString.lowercased())",
@@ -253,11 +256,9 @@ extension SessionService {
         }
         let now = now()
         let first = try await transition(id, "extending a session") { session, policy -> Step in
-            guard case .active = SessionJudge.judge(session, policy: policy, now: now) else { return .refused(.sessionOver) }
+            guard case .active(let warning, _) = SessionJudge.judge(session, policy: policy, now: now) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
-            if warningWindowOnly, let idle = session.idleDeadline, now < idle.addingTimeInterval(-policy.warningBefore.timeInterval) {
-                return .refused(.notInWarningWindow)
-            }
+            if warningWindowOnly, warning == nil { return .refused(.notInWarningWindow) }
             if let pending = session.extensionInFlight, pending.deadline > now { return .ignored }
             guard !asksServer else {
                 session.extensionInFlight = marker
@@ -269,25 +270,26 @@ extension SessionService {
         let sessionID: Int64
         switch first.result {
         case .refused(let reason): return (.refused(reason), nil)
-        case .refusedByServer, .ignored: return (.ignored, nil)
+        case .ignored, .refusedByServer: return (.ignored, nil)  // step one never refuses for the server
         case .extended(let session, let remaining): return (extended(session, remaining: remaining), session)
         case .marked(let id): sessionID = id
         }
+        let yesOrNo = ask is HandlerAsk
         // Asked outside any transaction; a server that cannot be asked leaves the session as it was.
-        let answer: Result<ExtensionResponse?, any Error>
-        switch ask {
-        case .handler(let handler)?: answer = .success(await handler(id) ? ExtensionResponse(statusCode: 200) : nil)
-        case .api(let api)?:
-            do { answer = .success(try await api.extendSessionIdleTimeout(account: id)) } catch { answer = .failure(error) }
-        case nil: answer = .success(ExtensionResponse(statusCode: 200))
+        let answer: Result<ExtensionResponse, any Error>
+        if let ask {
+            do { answer = .success(try await ask.extendSessionIdleTimeout(account: id)) } catch { answer = .failure(error) }
+        } else {
+            answer = .success(ExtensionResponse(statusCode: 200))
         }
         let later = self.now()
         let last = try await transition(id, "extending a session") { session, policy -> Step in
             guard session.id == sessionID, session.extensionInFlight?.holder == marker.holder else { return .refused(.sessionOver) }
             session.extensionInFlight = nil
             guard case .success(let response) = answer else { return .ignored }
-            guard let response else { return .refused(.serverRefused) }
-            guard response.granted else { return .refusedByServer(response.errorCode, response.errorMessage) }
+            guard response.granted else {
+                return yesOrNo ? .refused(.serverRefused) : .refusedByServer(response.errorCode, response.errorMessage)
+            }
             guard case .active = SessionJudge.judge(session, policy: policy, now: later) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
             Self.extend(&session, policy: policy, now: later)

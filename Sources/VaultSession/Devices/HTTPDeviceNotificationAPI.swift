@@ -109,8 +109,11 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
     /// refusal may come as a non-2xx status with the standard `error` / `error_description`.
     public func extendSessionIdleTimeout(account: AccountID) async throws -> ExtensionResponse {
         do {
-            let answer = try await call(.post, ["sessions", "extend"], body: WireEmpty(), account: account, as: WireExtension.self)
-            return ExtensionResponse(statusCode: answer.statusCode ?? 200, errorCode: answer.errorCode, errorMessage: answer.errorMessage)
+            let (answer, token) = try await callReturningToken(.post, ["sessions", "extend"], body: WireEmpty(), account: account, as: WireExtension.self)
+            // The server's words may echo the request's bearer token, on this path as on a refusal's.
+            let redaction = Redaction(secrets: [token])
+            return ExtensionResponse(statusCode: answer.statusCode ?? 200, errorCode: answer.errorCode.map { redaction.apply(to: $0, limit: 128) },
+                                     errorMessage: answer.errorMessage.map { redaction.apply(to: $0) })
         } catch DeviceAPIError.rejected(let status, let error, let description) {
             return ExtensionResponse(statusCode: status, errorCode: error.isEmpty ? nil : error, errorMessage: description)
         }
@@ -129,6 +132,15 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
         _ method: HTTPRequest.Method, _ path: [String], query: [URLQueryItem] = [], body: Body?,
         account: AccountID, as: Answer.Type
     ) async throws -> Answer {
+        try await callReturningToken(method, path, query: query, body: body, account: account, as: Answer.self).answer
+    }
+
+    /// ``call(_:_:query:body:account:as:)``, also returning the bearer token the answer came to
+    /// (to redact the server's words of it).
+    private func callReturningToken<Body: Encodable, Answer: Decodable>(
+        _ method: HTTPRequest.Method, _ path: [String], query: [URLQueryItem] = [], body: Body?,
+        account: AccountID, as: Answer.Type
+    ) async throws -> (answer: Answer, token: String) {
         let url = try endpoint(path, query: query)
         // Checked on every request, before a token is even asked for: the base URL may have been
         // configured by the tool, and a bearer token is a credential like any other.
@@ -158,7 +170,7 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             logger.debug("device API", metadata: ["http.method": "\(method)", "http.route": "\(route)", "http.status": "\(response.status)"])
             if response.isSuccess {
                 do {
-                    return try JSONDecoder().decode(Answer.self, from: response.body)
+                    return (try JSONDecoder().decode(Answer.self, from: response.body), token.value)
                 } catch {
                     throw DeviceAPIError.malformedResponse("\(route) answered JSON of another shape")
                 }
