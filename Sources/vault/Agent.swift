@@ -116,6 +116,14 @@ extension VaultCommand {
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
                 process.arguments = arguments
+                // ProcessHardening took $VAULT_PASSPHRASE out of this process's environment at
+                // start; the agent gets it back the way it was given (and takes it out in turn).
+                if credentials.passphraseFile == nil, credentials.keyFile == nil,
+                   let passphrase = try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") {
+                    var environment = ProcessInfo.processInfo.environment
+                    environment["VAULT_PASSPHRASE"] = try passphrase.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+                    process.environment = environment
+                }
                 let output = Pipe()
                 process.standardOutput = output
                 try process.run()

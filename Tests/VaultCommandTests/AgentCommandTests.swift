@@ -144,6 +144,20 @@ struct AgentCommandTests {
         }
     }
 
+    @Test("agent start with $VAULT_PASSPHRASE: the detached agent unlocks with it, though hardening took it out of the starter's environment")
+    func startWithPassphraseFromTheEnvironment() async throws {
+        var cli = try VaultCLI(environment: ["VAULT_PASSPHRASE": "agent passphrase"])
+        let runtime = cli.file("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        cli.environment["XDG_RUNTIME_DIR"] = runtime.path
+        try #require(try await cli.run(["init"]).status == 0)
+        let started = try await cli.run(["agent", "start"])
+        #expect(started.status == 0, "\(started)")
+        let status = try await cli.run(["agent", "status", "--json"])
+        #expect(try status.jsonObject()["locked"] as? Bool == false, "\(status)")
+        _ = try? await cli.run(["agent", "stop"])
+    }
+
     /// Acting as another uid needs root, setpriv and python3 (`make test` installs the tools; CI runs as root).
     static let canActAsAnotherUser = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
