@@ -105,9 +105,10 @@ extension SessionService {
 
     /// A valid token that stays valid for at least `minimumValidity` (`vault token --min-ttl`,
     /// `vault exec`): the usual token when it does, else refreshed first (one refresh, shared
-    /// with every other caller and process like any other). When the server issues tokens no
-    /// longer than `minimumValidity` (and half a minute), a refresh could not give one that
-    /// lasts: the token is returned as it is, without refreshing on every call.
+    /// with every other caller and process like any other). Once a refresh has shown that the
+    /// server's tokens do not live longer than `minimumValidity` (and half a minute), this
+    /// process stops refreshing for it: the token is returned as it is, not refreshed on every
+    /// call (a long-running process, the agent, learns it once; a one-shot process each time).
     public func validAccessToken(for account: AccountID? = nil, minimumValidity: Duration) async throws -> AccessToken {
         let token = try await validAccessToken(for: account)
         guard let expiry = token.expiresAt, expiry.timeIntervalSince(now()) < minimumValidity.timeInterval else { return token }
@@ -115,16 +116,17 @@ extension SessionService {
             throw try await noTokensError(token.account)
         }
         if stored.generation != token.generation { return AccessToken(stored) }
-        // The lifetime the server gave this token, from when it was stored.
-        if expiry.timeIntervalSince(stored.updatedAt) < minimumValidity.timeInterval + Self.minimumValidityMargin {
+        if let lifetime = observedLifetimes[token.account], lifetime < minimumValidity.timeInterval + Self.minimumValidityMargin {
             logger.debug("the server's tokens do not live as long as asked; not refreshing", metadata: ["account": "\(token.account)"])
             return token
         }
         logger.debug("token valid for less than asked; refreshing", metadata: ["account": "\(token.account)"])
-        return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
+        let refreshed = try await refresh(token.account, from: stored.generation, force: true)
+        if let expiry = refreshed.tokens.accessTokenExpiresAt { observedLifetimes[token.account] = expiry.timeIntervalSince(now()) }
+        return AccessToken(refreshed)
     }
 
-    /// How much longer than asked a server's tokens must live for `minimumValidity` to refresh.
+    /// How much longer than asked a server's tokens must live for `minimumValidity` to keep refreshing.
     static let minimumValidityMargin: TimeInterval = 30
 
     /// Reports that an API answered 401 to `token`. Refreshes once (unless the token was

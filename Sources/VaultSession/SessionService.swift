@@ -47,6 +47,9 @@ public actor SessionService {
     var observed = Snapshot()
     /// The last fresh token served and what it was judged on (``TokenCacheEntry``); dropped on lock.
     var tokenCache: TokenCacheEntry?
+    /// How long the identity service's tokens lived when this process last refreshed an
+    /// account's to meet a `minimumValidity` (``validAccessToken(for:minimumValidity:)``).
+    var observedLifetimes: [AccountID: TimeInterval] = [:]
     /// Callers of ``validAccessToken(for:)`` waiting for the answer another caller is getting.
     var tokenWaiters: [TokenRequest: [CheckedContinuation<AccessToken, any Error>]] = [:]
     /// Events on their way to the vault's log, and the task writing them.
