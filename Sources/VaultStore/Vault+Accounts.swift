@@ -367,6 +367,22 @@ extension Vault {
     }
 }
 
+extension Vault {
+    /// The credential-helper hosts accounts other than `id` have, each with its account: every
+    /// row checked against its MAC, and only that column read (no sealed value opened).
+    func credentialHostsTaken(except id: AccountID, _ db: Database) throws -> [String: AccountID] {
+        var taken: [String: AccountID] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
+                                    arguments: [id.rawValue]) {
+            try integrity.check(row, in: .accounts, db)
+            let key = row.storedKey("account_id")
+            let hosts: String = try row.stored("credential_hosts", table: "accounts", row: key, path: path)
+            for host in hosts.split(separator: " ") { taken[String(host)] = AccountID(rawValue: key) }
+        }
+        return taken
+    }
+}
+
 // MARK: - Notification retention
 
 extension Vault {
@@ -396,14 +412,11 @@ extension Vault {
     public func setCredentialHosts(_ hosts: [String], username: String?, for id: AccountID) throws {
         try write("setting credential hosts") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false else {
-                throw VaultError(.recordNotFound, "no account \(id) in the vault", path: self.path)
+                throw self.accountNotFound(id)
             }
-            for row in try Row.fetchAll(db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
-                                        arguments: [id.rawValue]) {
-                let other = try self.account(from: row, db)
-                if let taken = hosts.first(where: other.credentialHosts.contains) {
-                    throw VaultError(.alreadyExists, "\(taken) is already handed to account \(other.id)", path: self.path)
-                }
+            let taken = try self.credentialHostsTaken(except: id, db)
+            if let host = hosts.first(where: { taken[$0] != nil }), let other = taken[host] {
+                throw VaultError(.alreadyExists, "\(host) is already handed to account \(other)", path: self.path)
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
                 try db.execute(sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",

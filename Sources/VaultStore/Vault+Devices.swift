@@ -6,14 +6,7 @@ import GRDB
 extension Vault {
     /// Inserts or replaces a device registration (by its id).
     public func saveDevice(_ device: DeviceRegistration) throws {
-        try saveDevices([device])
-    }
-
-    /// Inserts or replaces several device registrations in one transaction: all or none.
-    public func saveDevices(_ devices: [DeviceRegistration]) throws {
-        try write("saving devices") { db in
-            for device in devices { try self.saveDevice(device, db) }
-        }
+        try write("saving a device") { db in try self.saveDevice(device, db) }
     }
 
     private func saveDevice(_ device: DeviceRegistration, _ db: Database) throws {
@@ -44,18 +37,47 @@ extension Vault {
         }
     }
 
+    /// Replaces the account's roster with what the identity service lists, in one transaction:
+    /// a device already stored keeps its registration id and creation time; one stored but no
+    /// longer listed is kept, marked revoked with `goneReason` (never deleted); a failure stores
+    /// nothing. Returns the account's devices as they now are, oldest first.
+    public func syncDevices(_ listed: [DeviceRegistration], for account: AccountID, goneReason: String,
+                            at now: Date) throws -> [DeviceRegistration] {
+        try write("syncing devices") { db in
+            let known = try self.devices(for: account, db)
+            let listedIDs = Set(listed.map(\.deviceID))
+            for var device in listed {
+                if let existing = known.first(where: { $0.deviceID == device.deviceID }) {
+                    device.id = existing.id
+                    device.createdAt = existing.createdAt
+                }
+                device.account = account
+                try self.saveDevice(device, db)
+            }
+            for var gone in known where !listedIDs.contains(gone.deviceID) && gone.status != .revoked {
+                gone.status = .revoked
+                gone.statusReason = goneReason
+                gone.updatedAt = now
+                try self.saveDevice(gone, db)
+            }
+            return try self.devices(for: account, db)
+        }
+    }
+
     /// The devices registered with an account (or with every account), oldest first.
     public func devices(for account: AccountID? = nil) throws -> [DeviceRegistration] {
-        try read("listing devices") { db in
-            let rows: [Row]
-            if let account {
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE account_id = ? ORDER BY created_at, registration_id",
-                                        arguments: [account.rawValue])
-            } else {
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id")
-            }
-            return try rows.map { try self.device(from: $0, db) }
+        try read("listing devices") { db in try self.devices(for: account, db) }
+    }
+
+    private func devices(for account: AccountID?, _ db: Database) throws -> [DeviceRegistration] {
+        let rows: [Row]
+        if let account {
+            rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE account_id = ? ORDER BY created_at, registration_id",
+                                    arguments: [account.rawValue])
+        } else {
+            rows = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id")
         }
+        return try rows.map { try self.device(from: $0, db) }
     }
 
     /// One device registration by its id.

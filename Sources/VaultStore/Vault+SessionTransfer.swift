@@ -246,7 +246,7 @@ extension Vault {
                 }
                 try self.releaseLease(for: id, holder: holder, db)
             }
-            try self.insertTransfer(transfer, db)
+            try self.insertTransfer(transfer, after: try self.rememberedTransferCount(db), db)
             try self.insertEvent(kind: "session_exported", account: id, data: [
                 "transfer": transfer.id, "mode": transfer.mode.rawValue, "recipient": transfer.peer,
                 "expires_at": String(transfer.expiresAt.millisecondsSince1970),
@@ -271,8 +271,8 @@ extension Vault {
         try imported.policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("importing a session") { db in
-            let remembered = try self.rememberedTransfers(db)
-            if let earlier = remembered[imported.transfer.id] {
+            let count = try self.rememberedTransferCount(db)
+            if let earlier = try self.rememberedTransfer(imported.transfer.id, db) {
                 throw SessionTransferError(.alreadyImported, earlier == .import
                     ? "this export (\(imported.transfer.id)) was already imported; ask for a new one"
                     : "this export (\(imported.transfer.id)) was made by this vault; import it into the vault whose recipient key it was sealed to")
@@ -306,13 +306,9 @@ extension Vault {
             var skipped: [String] = []
             var hosts: [String] = []
             if !record.replacedExisting, !imported.credentialHosts.isEmpty {
-                var taken = Set<String>()
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
-                                            arguments: [id.rawValue]) {
-                    taken.formUnion(try self.account(from: row, db).credentialHosts)
-                }
+                let taken = try self.credentialHostsTaken(except: id, db)
                 for host in imported.credentialHosts where !hosts.contains(host) && !skipped.contains(host) {
-                    if taken.contains(host) { skipped.append(host) } else { hosts.append(host) }
+                    if taken[host] != nil { skipped.append(host) } else { hosts.append(host) }
                 }
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
@@ -325,7 +321,7 @@ extension Vault {
             }
             var transfer = imported.transfer
             transfer.account = id
-            try self.insertTransfer(transfer, db)
+            try self.insertTransfer(transfer, after: count, db)
             try self.insertEvent(kind: "session_imported", account: id, data: [
                 "transfer": transfer.id, "mode": transfer.mode.rawValue, "sender": transfer.peer,
                 "replaced": String(record.replacedExisting),
@@ -359,29 +355,35 @@ extension Vault {
 
     // MARK: Pieces
 
-    /// Every remembered transfer id and its direction, each row checked against its MAC and
-    /// their number against the header's count: a row deleted from the file (to import a
-    /// captured blob again) is ``VaultError/Code/damaged``, never a second import.
-    private func rememberedTransfers(_ db: Database) throws -> [String: SessionTransferRecord.Direction] {
-        var remembered: [String: SessionTransferRecord.Direction] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT * FROM session_transfers") {
+    /// How many transfers are remembered, every row checked against its MAC and their number
+    /// against the header's count (which its MAC covers): a row deleted from the file (to
+    /// import a captured blob again), or one swapped for a forged one, is
+    /// ``VaultError/Code/damaged``, never a second import. One pass per transaction.
+    private func rememberedTransferCount(_ db: Database) throws -> Int {
+        var rows = 0
+        let cursor = try Row.fetchCursor(db, sql: "SELECT * FROM session_transfers")
+        while let row = try cursor.next() {
             try integrity.check(row, in: .sessionTransfers, db)
-            let id: String = try row.stored("transfer_id", table: "session_transfers", row: row.storedKey("transfer_id"), path: path)
-            let direction: String = try row.stored("direction", table: "session_transfers", row: id, path: path)
-            remembered[id] = direction == "import" ? .import : .export
+            rows += 1
         }
-        let header = try header(db)
-        let expected = try header.storedIfPresent("session_transfers", table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0
-        guard Int64(remembered.count) == expected else {
-            throw VaultError(.damaged, "session_transfers holds \(remembered.count) rows where the vault header counts \(expected): a remembered session export or import was deleted from \(path); restore it from a backup", path: path)
+        let expected = try header(db).storedIfPresent("session_transfers", table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0
+        guard Int64(rows) == expected else {
+            throw VaultError(.damaged, "session_transfers holds \(rows) rows where the vault header counts \(expected): a remembered session export or import was deleted from \(path); restore it from a backup", path: path)
         }
-        return remembered
+        return rows
     }
 
-    /// Remembers a transfer (authenticated) and counts it in the header, after checking the
-    /// rows already there.
-    private func insertTransfer(_ transfer: SessionTransferRecord, _ db: Database) throws {
-        let count = try rememberedTransfers(db).count
+    /// The direction of the remembered transfer `id`, its row checked against its MAC; nil when none.
+    private func rememberedTransfer(_ id: String, _ db: Database) throws -> SessionTransferRecord.Direction? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM session_transfers WHERE transfer_id = ?", arguments: [id]) else { return nil }
+        try integrity.check(row, in: .sessionTransfers, db)
+        let direction: String = try row.stored("direction", table: "session_transfers", row: id, path: path)
+        return direction == "import" ? .import : .export
+    }
+
+    /// Remembers a transfer (authenticated) and counts it in the header (`count` rows, checked
+    /// by ``rememberedTransferCount(_:)``, were there before).
+    private func insertTransfer(_ transfer: SessionTransferRecord, after count: Int, _ db: Database) throws {
         try db.execute(sql: """
             INSERT INTO session_transfers (transfer_id, direction, mode, account_id, at, expires_at, peer) VALUES (?, ?, ?, ?, ?, ?, ?)
             """, arguments: [transfer.id, transfer.direction.rawValue, transfer.mode.rawValue, transfer.account.rawValue,

@@ -45,19 +45,8 @@ public struct DeviceRoster: Sendable {
         }
         let vault = session.vault
         let now = await session.now()
-        try await storeCall { [seen] in
-            let known = try vault.devices(for: id)
-            var records = remote.map { vault.remoteDeviceRecord($0, account: id, known: known) }
-            for gone in known where !seen.contains(gone.deviceID) && gone.status != .revoked {
-                var marked = gone
-                marked.status = .revoked
-                marked.statusReason = Self.goneReason
-                marked.updatedAt = now
-                records.append(marked)
-            }
-            try vault.saveDevices(records)
-        }
-        return try await storeCall { try vault.devices(for: id) }
+        let listed = remote.map { vault.remoteDeviceRecord($0, account: id, known: []) }
+        return try await storeCall { try vault.syncDevices(listed, for: id, goneReason: Self.goneReason, at: now) }
     }
 
     /// Why a device the server stopped listing is marked revoked.

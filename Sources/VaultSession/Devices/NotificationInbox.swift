@@ -47,11 +47,17 @@ public actor NotificationInbox {
     public func sync(account: AccountID? = nil, page request: NotificationPageRequest = NotificationPageRequest()) async throws
         -> NotificationSyncResult {
         let id = try await session.resolve(account)
+        let result = try await syncPage(id, request)
+        try await applyRetention(id)
+        return result
+    }
+
+    /// One page stored, without the retention (``syncAll(account:pageSize:startDate:endDate:)`` applies it once, at the end).
+    private func syncPage(_ id: AccountID, _ request: NotificationPageRequest) async throws -> NotificationSyncResult {
         let api = self.api
         let page = try await deviceCall(session, id) { try await api.notifications(request, account: id) }
         let records = page.notifications.map { $0.record(for: id) }
         let inserted = try await storeCall { [session] in try session.vault.upsertNotifications(records) }
-        try await applyRetention(id)
         let end = page.startIndex + page.notifications.count
         let next = page.notifications.isEmpty || end > page.totalCount ? nil : end
         logger.debug("notifications synced", metadata: ["account": "\(id)", "received": "\(records.count)", "new": "\(inserted)"])
@@ -65,11 +71,12 @@ public actor NotificationInbox {
         let id = try await session.resolve(account)
         var total = NotificationSyncResult(received: 0, inserted: 0, totalCount: 0, nextStartIndex: 1)
         while let start = total.nextStartIndex {
-            let page = try await sync(account: id, page: NotificationPageRequest(recordCount: max(1, pageSize), startIndex: start,
-                                                                                 startDate: startDate, endDate: endDate))
+            let page = try await syncPage(id, NotificationPageRequest(recordCount: max(1, pageSize), startIndex: start,
+                                                                      startDate: startDate, endDate: endDate))
             total = NotificationSyncResult(received: total.received + page.received, inserted: total.inserted + page.inserted,
                                            totalCount: page.totalCount, nextStartIndex: page.nextStartIndex)
         }
+        try await applyRetention(id)
         return total
     }
 
