@@ -13,27 +13,47 @@ extension Vault {
         let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
         let detail = try self.seal(device.statusReason, table: "devices", column: "status_detail", account: device.account,
                                    row: device.id, db)
+        // Only a pending device waits on a request; any other status drops it.
+        let approvalJSON = try device.status == .pending ? device.pendingApproval.map {
+            String(decoding: try JSONEncoder().encode($0), as: UTF8.self)
+        } : nil
         try integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
             try db.execute(
                 sql: """
                     INSERT INTO devices (registration_id, account_id, device_id, name, platform, status, activation_method,
-                        status_detail, created_at, updated_at, last_activity_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        status_detail, created_at, updated_at, last_activity_at, approval_request)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (registration_id) DO UPDATE SET
                         device_id = excluded.device_id, name = excluded.name, platform = excluded.platform,
                         status = excluded.status, activation_method = excluded.activation_method,
                         status_detail = excluded.status_detail, updated_at = excluded.updated_at,
-                        last_activity_at = excluded.last_activity_at
+                        last_activity_at = excluded.last_activity_at, approval_request = excluded.approval_request
                     WHERE devices.account_id = excluded.account_id
                     """,
                 arguments: [
                     device.id, device.account.rawValue, device.deviceID, name, device.platform, device.status.rawValue,
                     device.activationMethod?.rawValue, detail, device.createdAt.millisecondsSince1970,
                     device.updatedAt.millisecondsSince1970, device.lastActivityAt?.millisecondsSince1970,
+                    approvalJSON,
                 ])
             guard db.changesCount == 1 else {
                 throw VaultError(.invalidArgument, "device registration \(device.id) belongs to another account", path: self.path)
             }
+        }
+    }
+
+    /// Records the approval request a pending registration waits on (see ``PendingApproval``).
+    /// Returns false, storing nothing, when the registration is no longer pending.
+    public func recordPendingApproval(_ approval: PendingApproval, registration id: String) throws -> Bool {
+        try write("recording an approval request") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]) else {
+                throw VaultError(.recordNotFound, "no device registration \(id)", path: self.path)
+            }
+            var device = try self.device(from: row, db)
+            guard device.status == .pending else { return false }
+            device.pendingApproval = approval
+            try self.saveDevice(device, db)
+            return true
         }
     }
 
@@ -50,6 +70,7 @@ extension Vault {
                 if let existing = known.first(where: { $0.deviceID == device.deviceID }) {
                     device.id = existing.id
                     device.createdAt = existing.createdAt
+                    device.pendingApproval = existing.pendingApproval   // dropped by saveDevice unless still pending
                 }
                 device.account = account
                 try self.saveDevice(device, db)
@@ -96,10 +117,18 @@ extension Vault {
         }
         let detail = try open(row.storedIfPresent("status_detail", table: "devices", row: plain.id, path: path, as: Data.self),
                               table: "devices", column: "status_detail", account: plain.account, row: plain.id, db)
+        let approval = try (row.storedIfPresent("approval_request", table: "devices", row: plain.id, path: path) as String?).map { json in
+            do {
+                return try JSONDecoder().decode(PendingApproval.self, from: Data(json.utf8))
+            } catch {
+                throw VaultError(.damaged, "device \(plain.id) has an unreadable approval request", path: path)
+            }
+        }
         return DeviceRegistration(
             id: plain.id, account: plain.account, deviceID: plain.deviceID, name: name, platform: plain.platform,
             status: plain.status, activationMethod: plain.activationMethod, statusReason: detail ?? plain.statusReason,
-            createdAt: plain.createdAt, updatedAt: plain.updatedAt, lastActivityAt: plain.lastActivityAt)
+            createdAt: plain.createdAt, updatedAt: plain.updatedAt, lastActivityAt: plain.lastActivityAt,
+            pendingApproval: approval)
     }
 
     /// The plain columns of a `devices` row; `.damaged` naming the column when one holds a

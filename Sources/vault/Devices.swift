@@ -34,8 +34,9 @@ extension VaultCommand.Devices {
             }
             guard !devices.isEmpty else { print("No devices."); return }
             for device in devices {
-                var line = "\(device.deviceID == thisDevice ? "*" : " ") \(device.id)  \"\(device.name)\"  \(device.platform)  \(device.status.rawValue)"
-                if let reason = device.statusReason { line += " (\(reason))" }
+                var line = "\(device.deviceID == thisDevice ? "*" : " ") \(Terminal.printable(device.id))  \"\(Terminal.printable(device.name))\"  "
+                    + "\(Terminal.printable(device.platform))  \(device.status.rawValue)"
+                if let reason = device.statusReason { line += " (\(Terminal.printable(reason)))" }
                 line += "  account \(device.account)"
                 print(line)
             }
@@ -94,23 +95,37 @@ extension VaultCommand.Devices {
         @OptionGroup var device: DeviceAPIOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
-        @Option(help: "This device's name, as other devices will see it.")
-        var name: String
+        @Option(help: "This device's name, as other devices will see it (not needed with --resume).")
+        var name: String?
         @Flag(help: "Ask for the activation code instead of waiting for an approval.")
         var fallback = false
+        @Flag(help: ArgumentHelp("Continue this device's pending activation instead of registering again.",
+                                 discussion: "The approval request and its deadline are stored in the vault: a wait interrupted by a crash, a reboot or a closed terminal goes on until the same deadline, and an approval given meanwhile is seen at once."))
+        var resume = false
 
-        func validate() throws { try DeviceName.check(name, "--name") }
+        func validate() throws {
+            if let name {
+                try DeviceName.check(name, "--name")
+            } else if !resume {
+                throw ValidationError("--name is required (or --resume, to continue a pending activation)")
+            }
+        }
 
         func run() async throws {
             let outcome = try await OpenedVault.with(global, credentials) { opened -> String in
                 let id = try opened.account(account)
+                let who = opened.name(of: id)
                 let activation = DeviceActivation(session: opened.session, api: try device.client(for: id, in: opened, global: global),
                                                   logger: global.logger("credentialvault.devices"))
-                switch try await activation.register(account: id, name: name) {
-                case .active(let registration):
-                    return "This device is active for account \(id) (\(registration.activationMethod?.rawValue ?? "primary"))."
-                case .pending:
-                    break
+                if resume {
+                    if let settled = try await Self.resumable(activation, id, who) { return settled }
+                } else if let name {
+                    switch try await activation.register(account: id, name: name) {
+                    case .active(let registration):
+                        return "This device is active for \(who) (\(registration.activationMethod?.rawValue ?? "primary"))."
+                    case .pending(let registration, _):
+                        if let approval = registration.pendingApproval, !fallback { Self.continuing(approval) }
+                    }
                 }
                 let ended: ActivationOutcome
                 do {
@@ -124,7 +139,7 @@ extension VaultCommand.Devices {
                 }
                 switch ended {
                 case .activated(let registration):
-                    return "This device is active for account \(id) (\(registration.activationMethod?.rawValue ?? "approved"))."
+                    return "This device is active for \(who) (\(registration.activationMethod?.rawValue ?? "approved"))."
                 case .rejected(let registration):
                     throw CommandFailure(.signInDeclined, "the activation was rejected\(registration.statusReason.map { ": \(Terminal.printable($0))" } ?? "")")
                 case .expired(let registration):
@@ -134,6 +149,28 @@ extension VaultCommand.Devices {
                 }
             }
             print(outcome)
+        }
+
+        /// Nil when there is a pending activation to continue; the answer when it already ended well.
+        static func resumable(_ activation: DeviceActivation, _ id: AccountID, _ who: String) async throws -> String? {
+            guard let registration = try await activation.registration(account: id) else {
+                throw CommandFailure(.noRecord, "this device has no activation to resume with \(who): `vault devices activate --name NAME` starts one")
+            }
+            switch registration.status {
+            case .pending:
+                if let approval = registration.pendingApproval { continuing(approval) }
+                return nil
+            case .active:
+                return "This device is already active for \(who)."
+            case .rejected, .expired, .revoked:
+                throw CommandFailure(.noRecord, "this device's activation with \(who) ended (\(registration.status.rawValue)"
+                                     + "\(registration.statusReason.map { ": \(Terminal.printable($0))" } ?? "")): "
+                                     + "`vault devices activate --name NAME` starts a new one")
+            }
+        }
+
+        static func continuing(_ approval: PendingApproval) {
+            Terminal.printError("Continuing the approval request sent at \(Format.iso8601(approval.requestedAt)).")
         }
 
         /// Waits for an active device to approve, showing the countdown on standard error.

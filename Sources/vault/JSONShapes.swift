@@ -94,10 +94,18 @@ extension JSONValue {
 
     /// A device with its name (the name is omitted from `export`).
     static func device(_ device: DeviceRegistration, thisDevice: String) -> JSONValue {
-        deviceFields(id: device.id, account: device.account, deviceID: device.deviceID, name: .text(device.name),
-                     platform: device.platform, status: device.status, method: device.activationMethod,
-                     reason: device.statusReason, created: device.createdAt, updated: device.updatedAt,
-                     lastActivity: device.lastActivityAt, thisDevice: thisDevice)
+        var shape = deviceFields(id: device.id, account: device.account, deviceID: device.deviceID, name: .text(device.name),
+                                 platform: device.platform, status: device.status, method: device.activationMethod,
+                                 reason: device.statusReason, created: device.createdAt, updated: device.updatedAt,
+                                 lastActivity: device.lastActivityAt, thisDevice: thisDevice)
+        if case .object(var fields) = shape, let approval = device.pendingApproval {
+            fields.append(("approval_request", .object([
+                ("notification", .string(approval.notification)), ("requested_at", .date(approval.requestedAt)),
+                ("deadline", .date(approval.deadline)),
+            ])))
+            shape = .object(fields)
+        }
+        return shape
     }
 
     static func device(_ device: DeviceMetadata, thisDevice: String) -> JSONValue {

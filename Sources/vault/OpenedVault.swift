@@ -84,12 +84,29 @@ struct OpenedVault: Sendable {
         }
         return try AccountReference.resolve(reference, among: try vault.accounts().map { ($0.id, $0.subject) })
     }
+
+    /// How messages name an account: its label or subject, escaped, with a short id.
+    func name(of id: AccountID) -> String {
+        AccountReference.name(of: id, account: try? vault.account(id))
+    }
 }
 
 /// How commands name an account: its id, a unique prefix of the id (at least 4 characters),
 /// or its subject when only one account has it.
 enum AccountReference {
     static let help = "An account id, a unique prefix of one (4+ characters), or a subject."
+
+    /// `"Work" (alice, 1a2b3c4d)`: the label (or the subject alone) as the user knows the
+    /// account, control characters escaped, and the first 8 characters of its id.
+    static func name(of id: AccountID, account: Account?) -> String {
+        let short = String(id.rawValue.prefix(8))
+        guard let account else { return "account \(short)" }
+        let subject = Terminal.printable(account.subject)
+        if let label = account.label, !label.isEmpty {
+            return "account \"\(Terminal.printable(label))\" (\(subject), \(short))"
+        }
+        return "account \(subject) (\(short))"
+    }
 
     static func resolve(_ reference: String, among accounts: [(id: AccountID, subject: String)]) throws -> AccountID {
         if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact.id }

@@ -74,6 +74,113 @@ struct DeviceCommandTests {
         await gateway.stop()
     }
 
+    /// A is the account's first device; B is registered and waits, in a child that keeps running.
+    static func waitingSecondDevice(_ gateway: DevGateway, _ extra: [String] = [])
+        async throws -> (a: VaultCLI, b: VaultCLI, child: ChildProgram, api: [String]) {
+        let a = try await Self.machine(gateway), b = try await Self.machine(gateway)
+        let api = ["--api", gateway.baseURL.absoluteString]
+        let first = try await a.run(["devices", "activate", "--name", "Desk"] + api)
+        try #require(first.status == 0, "\(first.stderr)")
+        let child = try b.start(["devices", "activate", "--name", "Laptop"] + extra + api)
+        return (a, b, child, api)
+    }
+
+    /// Waits for the child to end (killing it after a minute) and returns what it printed.
+    static func end(_ child: ChildProgram) async -> ChildProgram.Output {
+        _ = await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { $0.exitStatus != nil }
+        await child.kill()
+        return child.output.value
+    }
+
+    /// This install's device id, as `vault devices list` shows it.
+    static func thisDevice(_ cli: VaultCLI) async throws -> [String: Any] {
+        let listed = try await cli.run(["devices", "list", "--json"])
+        return try #require(try listed.jsonArray().first { $0["this_device"] as? Bool == true }, "\(listed)")
+    }
+
+    @Test("activate --resume after the waiting process was killed: the same request, its deadline, an approval given meanwhile; no second request")
+    func resumeAfterACrash() async throws {
+        let gateway = try await DevGateway.start()
+        let (a, b, child, api) = try await Self.waitingSecondDevice(gateway)
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { $0.standardError.contains("Waiting for an active device") })
+        await child.kill()   // SIGKILL: no chance to cancel at the server
+        let stored = try await Self.thisDevice(b)
+        let request = try #require(stored["approval_request"] as? [String: Any], "the request is stored: \(stored)")
+        #expect(stored["status"] as? String == "pending")
+
+        let sync = try await a.run(["notifications", "sync"] + api)
+        #expect(sync.status == 0, "\(sync.stderr)")
+        let approve = try await a.run(["notifications", "answer", try #require(request["notification"] as? String), "approve"] + api)
+        #expect(approve.status == 0, "\(approve.stderr)")
+
+        let resumed = try await b.run(["devices", "activate", "--resume"] + api)
+        #expect(resumed.status == 0, "\(resumed.stderr)")
+        #expect(resumed.stderr.contains("Continuing the approval request"))
+        #expect(resumed.stdout.contains("active") && resumed.stdout.contains("alice"), "\(resumed.stdout)")
+        #expect(await gateway.stats().approvalRequests == 1, "the resumed wait sent no second request")
+        let after = try await Self.thisDevice(b)
+        #expect(after["status"] as? String == "active" && after["approval_request"] == nil)
+        let nothing = try await a.run(["devices", "activate", "--resume"] + api)
+        #expect(nothing.status == 0 && nothing.stdout.contains("already active"), "\(nothing)")
+        await gateway.stop()
+    }
+
+    @Test("Ctrl-C while waiting cancels the activation at the server (exit 130); --resume then says it ended")
+    func interruptCancels() async throws {
+        let gateway = try await DevGateway.start()
+        let (a, b, child, api) = try await Self.waitingSecondDevice(gateway)
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { $0.standardError.contains("Waiting for an active device") })
+        kill(child.processIdentifier, SIGINT)
+        let output = await Self.end(child)
+        #expect(output.exitStatus == 130, "\(output.standardError)")
+        #expect(output.standardError.contains("cancelled at the server"))
+        let deviceID = try #require(try await Self.thisDevice(b)["device_id"] as? String)
+        #expect(await gateway.deviceStatus(subject: "alice", deviceID: deviceID) != "pending")
+        // The approval request is withdrawn: A has nothing left to approve.
+        #expect(try await a.run(["notifications", "sync"] + api).status == 0)
+        let pending = try await a.run(["notifications", "list", "--pending", "--json"])
+        #expect((try pending.jsonObject()["notifications"] as? [[String: Any]])?.isEmpty == true, "\(pending.stdout)")
+        let resumed = try await b.run(["devices", "activate", "--resume"] + api)
+        #expect(resumed.status == 67 && resumed.stderr.contains("ended"), "\(resumed)")
+        await gateway.stop()
+    }
+
+    @Test("--fallback: a wrong code is refused with the attempts left, the right one activates")
+    func fallbackCode() async throws {
+        let gateway = try await DevGateway.start()
+        let (_, b, child, _) = try await Self.waitingSecondDevice(gateway, ["--fallback"])
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { $0.standardError.contains("Enter the activation code") })
+        let deviceID = try #require(try await Self.thisDevice(b)["device_id"] as? String)
+        let code = try #require(await gateway.activationCode(subject: "alice", deviceID: deviceID))
+        child.write("\(code == "00000000" ? "11111111" : "00000000")\n")
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("attempt(s) left") })
+        child.write("\(code)\n")
+        let output = await Self.end(child)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
+        #expect(output.lines.contains { $0.contains("active") && $0.contains("fallback") }, "\(output.lines)")
+        #expect(!output.standardError.contains(code) && !output.lines.joined().contains(code), "the code is not echoed")
+        #expect(await gateway.deviceStatus(subject: "alice", deviceID: deviceID) == "active")
+        await gateway.stop()
+    }
+
+    @Test("revoking this device from the command line ends its session (device_revoked) and wipes its tokens")
+    func revokeThisDevice() async throws {
+        let gateway = try await DevGateway.start()
+        let a = try await Self.machine(gateway)
+        let api = ["--api", gateway.baseURL.absoluteString]
+        #expect(try await a.run(["devices", "activate", "--name", "Desk"] + api).status == 0)
+        let deviceID = try #require(try await Self.thisDevice(a)["device_id"] as? String)
+        let revoked = try await a.run(["devices", "revoke", deviceID] + api)
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        #expect(revoked.stdout.contains("it was this device"))
+        #expect(await gateway.deviceStatus(subject: "alice", deviceID: deviceID) == "revoked")
+        let token = try await a.run(["token"])
+        #expect(token.status == 80 && token.stdout.isEmpty, "\(token)")
+        let sessions = try await a.run(["sessions", "list", "--json"])
+        #expect(sessions.stdout.contains("device_revoked"), "\(sessions.stdout)")
+        await gateway.stop()
+    }
+
     @Test("sessions extend before the idle warning is refused with its reason, and the server is not asked")
     func extendOutsideTheWindow() async throws {
         let gateway = try await DevGateway.start()

@@ -1,5 +1,6 @@
 import DevGateway
 import Foundation
+import GRDB
 import Testing
 @testable import VaultSession
 import VaultStore
@@ -181,6 +182,92 @@ import VaultTestSupport
                 Issue.record("the restarted activation should succeed")
                 return
             }
+        }
+    }
+
+    /// The first run waits 20 s of its 60, then its process goes away (the wait is cancelled
+    /// without telling the server). Returns what the first run announced and stored.
+    private func interruptedWait(_ world: DeviceWorld, _ b: Device) async throws -> (notification: String, deadline: Date) {
+        let first = Task { try await b.activation.verify(account: b.account) }
+        let request = try #require(await b.waitForActivationEvent { $0.approvalRequest != nil }?.approvalRequest)
+        for _ in 0..<4 { #expect(await world.time.advanceWhenSleeping(by: .seconds(5), timeout: TestTimeScale.scaled(.seconds(5)))) }
+        first.cancel()
+        _ = try? await first.value
+        let stored = try #require(try b.vault.thisDevice(for: b.account)?.pendingApproval, "the request is stored while waiting")
+        #expect(stored.notification == request.notification)
+        #expect(stored.deadline.millisecondsSince1970 == request.deadline.millisecondsSince1970)
+        return request
+    }
+
+    private func restarted(_ world: DeviceWorld, _ b: Device) -> DeviceActivation {
+        DeviceActivation(session: b.service, api: b.api, clock: world.time.clock, wallClock: world.time.wallClock,
+                         configuration: ActivationConfiguration(approvalTimeout: .seconds(60), pollInterval: .seconds(5)),
+                         logger: b.store.logs.logger(label: "devices.restarted"))
+    }
+
+    @Test func aRestartedActivationWaitsOnTheSameRequestUntilTheSameDeadline() async throws {
+        try await DeviceWorld.run { world in
+            let (_, b) = try await twoDevices(world)
+            let started = world.time.now()
+            let request = try await interruptedWait(world, b)
+            #expect(request.deadline == started.addingTimeInterval(60))
+            let requestsSent = b.transport.count("POST", pathSuffix: "/verify")
+            #expect(requestsSent == 1)
+
+            let outcome = try await driveVerification(b, time: world.time, using: restarted(world, b))
+            guard case .expired(let registration) = outcome else {
+                Issue.record("the resumed wait should expire at the first run's deadline, got \(outcome)")
+                return
+            }
+            #expect(world.time.now().timeIntervalSince(started) == 60, "the deadline is the first run's, not a new 60 s")
+            #expect(b.transport.count("POST", pathSuffix: "/verify") == requestsSent, "no second approval request")
+            #expect(registration.pendingApproval == nil)
+            #expect(try b.vault.thisDevice(for: b.account)?.pendingApproval == nil, "an ended activation keeps no request")
+            #expect(await world.gateway.deviceStatus(subject: "alice", deviceID: b.vault.deviceID) == "expired")
+        }
+    }
+
+    @Test func anApprovalGivenWhileNoProcessWaitedIsSeenAtOnceOnResume() async throws {
+        try await DeviceWorld.run { world in
+            let (a, b) = try await twoDevices(world)
+            let request = try await interruptedWait(world, b)
+            let waited = world.time.now()
+            try await a.inbox.syncAll(account: a.account)
+            guard case .answered = try await a.inbox.answer(request.notification, action: "approve", account: a.account) else {
+                Issue.record("A could not approve the stored request")
+                return
+            }
+            let outcome = try await driveVerification(b, time: world.time, using: restarted(world, b))
+            guard case .activated(let registration) = outcome else {
+                Issue.record("the resumed wait should find the approval, got \(outcome)")
+                return
+            }
+            #expect(registration.activationMethod == .verify)
+            #expect(world.time.now() == waited, "the resumed wait asked the server before sleeping")
+            #expect(b.transport.count("POST", pathSuffix: "/verify") == 1)
+            #expect(try b.vault.thisDevice(for: b.account)?.pendingApproval == nil)
+        }
+    }
+
+    @Test func aRosterSyncKeepsThePendingRequestAndAnEditedDeadlineIsRefused() async throws {
+        try await DeviceWorld.run { world in
+            let (_, b) = try await twoDevices(world)
+            _ = try await interruptedWait(world, b)
+            // The server's roster lists the device still pending (and knows nothing of the request's deadline).
+            var listed = try #require(try b.vault.thisDevice(for: b.account))
+            let approval = listed.pendingApproval
+            listed.pendingApproval = nil
+            _ = try b.vault.syncDevices([listed], for: b.account, goneReason: "gone", at: world.time.now())
+            let stored = try #require(try b.vault.thisDevice(for: b.account))
+            #expect(stored.pendingApproval == approval, "a roster sync of a still-pending device keeps its request")
+
+            // Someone with the file moves the deadline a day later: the row no longer authenticates.
+            try RawDatabase.execute(b.store.url, """
+                UPDATE devices SET approval_request =
+                    json_set(approval_request, '$.deadline', json_extract(approval_request, '$.deadline') + 86400000)
+                WHERE registration_id = ?
+                """, [stored.id])
+            #expect(throws: VaultError.self) { try b.vault.thisDevice(for: b.account) }
         }
     }
 }

@@ -133,6 +133,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-9 fixture opens with the newest code: the pending device and its approval request survive")
+    func schemaNineFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV9.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV9.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV9.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

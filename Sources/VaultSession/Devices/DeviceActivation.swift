@@ -27,7 +27,9 @@ import VaultStore
 /// Waiting for an approval polls the server every ``ActivationConfiguration/pollInterval``
 /// on the injected clock and gives up at ``ActivationConfiguration/approvalTimeout``; the
 /// fallback or ``cancel(account:)`` ends the wait at once. The registration is stored in the
-/// vault (status, method, reason) at every step.
+/// vault (status, method, reason) at every step, with the approval request and its deadline
+/// (``VaultStore/PendingApproval``): after a restart, ``verify(account:)`` continues that wait
+/// until the same deadline instead of sending a new request.
 public actor DeviceActivation {
     let session: SessionService
     let api: any DeviceNotificationAPI
@@ -117,22 +119,45 @@ public actor DeviceActivation {
         interruptions[id] = nil
         let api = self.api
         let deviceID = registration.deviceID
-        let request = try await deviceCall(session, id) { try await api.startVerification(deviceID, account: id) }
+        let now = wallClock.now()
+        let approval: PendingApproval
+        let resumed = registration.pendingApproval != nil
+        if let stored = registration.pendingApproval {
+            // A wait that an earlier run (or process) started: same request, same deadline.
+            approval = stored
+            logger.info("resuming the wait for approval", metadata: ["account": "\(id)"])
+        } else {
+            let request = try await deviceCall(session, id) { try await api.startVerification(deviceID, account: id) }
+            var deadline = now.addingTimeInterval(configuration.approvalTimeout.timeInterval)
+            // The server's own expiry, when sooner (one already past by this clock is a skewed
+            // server clock, not a reason to give up at once).
+            if let expiry = request.expiresAt, expiry > now, expiry < deadline { deadline = expiry }
+            approval = PendingApproval(notification: request.notificationUUID, requestedAt: now, deadline: deadline)
+            let registrationID = registration.id
+            let recorded = try await storeCall { [session] in try session.vault.recordPendingApproval(approval, registration: registrationID) }
+            if !recorded, let settled = try await storeCall({ [session] in try session.vault.thisDevice(for: id) }).flatMap(settledOutcome) {
+                return settled
+            }
+            logger.info("approval requested from the account's active devices", metadata: ["account": "\(id)"])
+        }
+        // Never longer than the configured wait, whatever the wall clock did meanwhile.
+        let left = min(max(approval.deadline.timeIntervalSince(now), 0), configuration.approvalTimeout.timeInterval)
         let clock = self.clock
-        let countdown = Countdown.start(on: clock, duration: configuration.approvalTimeout)
-        let deadline = wallClock.now().addingTimeInterval(configuration.approvalTimeout.timeInterval)
-        logger.info("approval requested from the account's active devices", metadata: ["account": "\(id)"])
-        hub.emit(.approvalRequested(id, notification: request.notificationUUID, deadline: deadline))
+        let countdown = Countdown.start(on: clock, duration: .milliseconds(Int64((left * 1000).rounded(.down))))
+        hub.emit(.approvalRequested(id, notification: approval.notification, deadline: approval.deadline))
+        var ask = resumed   // a resumed wait asks the server first: it may have been answered meanwhile
         while true {
             if let outcome = interruptions.removeValue(forKey: id) { return outcome }
+            if ask {
+                let remote = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
+                if let outcome = interruptions.removeValue(forKey: id) { return outcome }
+                if let outcome = try await conclude(remote, id) { return outcome }
+            }
+            ask = true
             let left = countdown.remaining
             if left <= .zero { return try await giveUp(id, deviceID: deviceID) }
             hub.emit(.waitingForApproval(id, secondsLeft: left.secondsRoundedUp))
             try await nap(id, for: min(configuration.pollInterval, left))
-            if let outcome = interruptions.removeValue(forKey: id) { return outcome }
-            let remote = try await deviceCall(session, id) { try await api.device(deviceID, account: id) }
-            if let outcome = interruptions.removeValue(forKey: id) { return outcome }
-            if let outcome = try await conclude(remote, id) { return outcome }
         }
     }
 

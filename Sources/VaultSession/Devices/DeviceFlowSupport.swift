@@ -44,7 +44,7 @@ extension Vault {
             id: existing?.id ?? remote.registrationID, account: account, deviceID: remote.deviceID, name: remote.name,
             platform: remote.platform, status: remote.status, activationMethod: remote.activationMethod,
             statusReason: remote.statusReason, createdAt: existing?.createdAt ?? remote.createdAt, updatedAt: remote.updatedAt,
-            lastActivityAt: remote.lastActivityAt)
+            lastActivityAt: remote.lastActivityAt, pendingApproval: remote.status == .pending ? existing?.pendingApproval : nil)
     }
 }
 

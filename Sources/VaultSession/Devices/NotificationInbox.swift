@@ -112,7 +112,7 @@ public actor NotificationInbox {
         // recent authentication, as a sensitive action does in the app: the step-up the
         // sign-in work provides (SessionError.authenticationTooOld; `vault login --max-age 0`).
         if let chosen = stored.actions.first(where: { $0.action == action }), chosen.authLevel != nil {
-            _ = try await session.validAccessToken(for: id, maxAuthenticationAge: await session.configuration.stepUpMaximumAge)
+            _ = try await session.validAccessToken(for: id, maxAuthenticationAge: session.configuration.stepUpMaximumAge)
         }
         guard answering.insert(uuid).inserted else { return refuse(.answerInFlight, uuid) }
         defer { answering.remove(uuid) }

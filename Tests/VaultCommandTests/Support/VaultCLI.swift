@@ -68,6 +68,14 @@ struct VaultCLI: Sendable {
                                                 environment: environment, stdin: stdin ?? "", in: directory)
         return CommandResult(arguments: arguments, status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
+
+    /// Starts `vault ARGUMENTS` as a child that keeps running (its standard input open), with
+    /// the same environment as ``run(_:stdin:environment:)``.
+    func start(_ arguments: [String]) throws -> ChildProgram {
+        var environment = ["PATH": "/usr/bin:/bin", "HOME": directory.url.path, "VAULT_PATH": vault.path]
+        environment.merge(self.environment) { $1 }
+        return try ChildProgram(try BuiltProgram.url(named: "vault"), arguments, environment: environment)
+    }
 }
 /// Exit codes as the README documents them.
 enum Exit {

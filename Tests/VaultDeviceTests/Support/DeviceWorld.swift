@@ -161,13 +161,19 @@ extension ActivationEvent {
 
 /// Runs a verification in the background and advances the test clock poll by poll until it
 /// ends. `before` runs once the approval request was announced (an answer on another device).
-func driveVerification(_ device: Device, time: TestTime, step: Duration = .seconds(5),
+/// `activation` is the flow to drive (default: the device's own; a restarted one, say).
+func driveVerification(_ device: Device, time: TestTime, step: Duration = .seconds(5), using activation: DeviceActivation? = nil,
                        before: (@Sendable () async throws -> Void)? = nil) async throws -> ActivationOutcome {
-    let verification = Task { try await device.activation.verify(account: device.account) }
+    let activation = activation ?? device.activation
+    let announced = Watched(false)
+    let events = activation.events()
+    let listener = Task { for await event in events where event.approvalRequest != nil { announced.update { $0 = true } } }
+    defer { listener.cancel() }
+    let verification = Task { try await activation.verify(account: device.account) }
     let done = Watched(false)
     let watcher = Task { _ = try? await verification.value; done.update { $0 = true } }
     defer { watcher.cancel() }
-    guard await device.waitForActivationEvent({ $0.approvalRequest != nil }) != nil || done.value else {
+    guard await announced.wait(until: { $0 }) || done.value else {
         verification.cancel()
         Issue.record("no approval request was announced")
         return try await verification.value
