@@ -66,8 +66,8 @@ extension VaultCommand.Notifications {
             }
             if page.items.isEmpty { print("No notifications.") }
             for n in page.items {
-                var line = "\(Format.iso8601(n.createdAt))  \(n.status.rawValue)  \(n.subject): \(n.message)"
-                if let action = n.actionTaken { line += "  [answered: \(action)]" }
+                var line = "\(Format.iso8601(n.createdAt))  \(n.status.rawValue)  \(Terminal.printable(n.subject)): \(Terminal.printable(n.message))"
+                if let action = n.actionTaken { line += "  [answered: \(Terminal.printable(action))]" }
                 print(line)
             }
             if let next = page.next { print("More: --after \(next)") }
@@ -125,7 +125,9 @@ extension VaultCommand.Notifications {
                 if all { return try await inbox.syncAll(account: id, pageSize: pageSize) }
                 return try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: pageSize, startIndex: 1))
             }
-            print("Synced \(result.received) notification\(result.received == 1 ? "" : "s") (\(result.inserted) new) of \(result.totalCount) at the server"
+            for reason in result.skipped { Terminal.printError("warning: skipped \(Terminal.printable(reason))") }
+            let skipped = result.skipped.isEmpty ? "" : ", \(result.skipped.count) skipped"
+            print("Synced \(result.received) notification\(result.received == 1 ? "" : "s") (\(result.inserted) new\(skipped)) of \(result.totalCount) at the server"
                   + (result.nextStartIndex != nil && !all ? "; more with --all." : "."))
         }
     }
@@ -158,9 +160,9 @@ extension VaultCommand.Notifications {
                 print("Answered \"\(Terminal.printable(record.subject))\" with \(Terminal.printable(action)).")
             case .refused(let refusal):
                 switch refusal {
-                case .unknownNotification: throw CommandFailure(.noRecord, refusal.description)
-                case .answerInFlight: throw CommandFailure(.busy, refusal.description)
-                default: throw CommandFailure(.clientRefused, refusal.description)
+                case .unknownNotification: throw CommandFailure(.noRecord, Terminal.printable(refusal.description))
+                case .answerInFlight: throw CommandFailure(.busy, Terminal.printable(refusal.description))
+                default: throw CommandFailure(.clientRefused, Terminal.printable(refusal.description))
                 }
             }
         }

@@ -68,6 +68,21 @@ import VaultStore
         }
     }
 
+    @Test("a sync whose third page times out keeps the two pages it stored, consistent; the next sync completes it without duplicates")
+    func timeoutMidSyncResumes() async throws {
+        try await DeviceWorld.run { world in
+            let (a, uuids) = try await activeDeviceWithNotifications(world, count: 12)
+            a.transport.timeOut(request: 3, pathSuffix: "/notifications")
+            await #expect(throws: DeviceAPIError.self) { try await a.inbox.syncAll(account: a.account, pageSize: 5) }
+            #expect(try a.vault.notificationCount(account: a.account) == 10, "the two pages before the timeout stay stored")
+            #expect(try a.vault.verify().passed)
+            let resumed = try await a.inbox.syncAll(account: a.account, pageSize: 5)
+            #expect((resumed.received, resumed.inserted) == (12, 2))
+            let all = try await a.inbox.list(NotificationQuery(account: a.account, limit: 100)).items
+            #expect(all.map(\.uuid) == Array(uuids.reversed()))
+        }
+    }
+
     @Test func listingReadsTheVaultWithoutTheServer() async throws {
         try await DeviceWorld.run { world in
             let (a, uuids) = try await activeDeviceWithNotifications(world, count: 5)

@@ -52,11 +52,15 @@ public struct NotificationSyncResult: Sendable, Hashable {
     public var totalCount: Int
     /// The start index of the next page, nil after the last one.
     public var nextStartIndex: Int?
+    /// Why notifications the server sent were not stored (see ``ServerInput``); each was also
+    /// logged as a warning.
+    public var skipped: [String]
 
-    public init(received: Int, inserted: Int, totalCount: Int, nextStartIndex: Int?) {
+    public init(received: Int, inserted: Int, totalCount: Int, nextStartIndex: Int?, skipped: [String] = []) {
         self.received = received
         self.inserted = inserted
         self.totalCount = totalCount
         self.nextStartIndex = nextStartIndex
+        self.skipped = skipped
     }
 }

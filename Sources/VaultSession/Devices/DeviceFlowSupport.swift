@@ -32,6 +32,9 @@ extension Vault {
     /// the local row's id and creation time when the device is already known.
     @discardableResult
     func saveRemoteDevice(_ remote: RemoteDevice, account: AccountID, known: [DeviceRegistration]? = nil) throws -> DeviceRegistration {
+        if let problem = ServerInput.problem(with: remote) {
+            throw DeviceAPIError.malformedResponse("the server's device \(ServerInput.shown(remote.deviceID)): \(problem); nothing was stored")
+        }
         let record = remoteDeviceRecord(remote, account: account, known: try known ?? devices(for: account))
         try saveDevice(record)
         return record

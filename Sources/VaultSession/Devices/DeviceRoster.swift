@@ -32,8 +32,8 @@ public struct DeviceRoster: Sendable {
     /// Fetches the account's devices from the server and stores them, in one transaction;
     /// returns them oldest first. A device stored before that the server no longer lists is
     /// kept, marked revoked ("no longer in the identity service's roster"), never deleted. A
-    /// roster naming one device twice is refused whole (``DeviceAPIError/malformedResponse(_:)``):
-    /// nothing is stored.
+    /// roster naming one device twice, or with a device outside ``ServerInput``'s bounds, is
+    /// refused whole (``DeviceAPIError/malformedResponse(_:)``): nothing is stored.
     @discardableResult
     public func refresh(account: AccountID? = nil) async throws -> [DeviceRegistration] {
         let id = try await session.resolve(account)
@@ -41,7 +41,13 @@ public struct DeviceRoster: Sendable {
         let remote = try await deviceCall(session, id) { try await api.devices(account: id) }
         var seen = Set<String>()
         for device in remote where !seen.insert(device.deviceID).inserted {
-            throw DeviceAPIError.malformedResponse("the roster lists device \(device.deviceID) twice; nothing was stored")
+            throw DeviceAPIError.malformedResponse("the roster lists device \(ServerInput.shown(device.deviceID)) twice; nothing was stored")
+        }
+        // A device left out would be marked gone: a roster with one bad entry is refused whole.
+        for device in remote {
+            if let problem = ServerInput.problem(with: device) {
+                throw DeviceAPIError.malformedResponse("the roster's device \(ServerInput.shown(device.deviceID)): \(problem); nothing was stored")
+            }
         }
         let vault = session.vault
         let now = await session.now()

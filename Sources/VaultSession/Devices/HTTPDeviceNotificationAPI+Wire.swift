@@ -66,7 +66,7 @@ struct WireDevice: Decodable {
 
     func value() throws -> RemoteDevice {
         guard let status = DeviceStatus(rawValue: status) else {
-            throw DeviceAPIError.malformedResponse("unknown device status \"\(status)\"")
+            throw DeviceAPIError.malformedResponse("unknown device status \(ServerInput.shown(status))")
         }
         return RemoteDevice(
             registrationID: registrationID, deviceID: deviceID, name: name, platform: platform, status: status,
@@ -138,9 +138,13 @@ struct WireNotification: Decodable {
 
     func value() throws -> RemoteNotification {
         guard let status = NotificationStatus(rawValue: status) else {
-            throw DeviceAPIError.malformedResponse("unknown notification status \"\(status)\"")
+            throw DeviceAPIError.malformedResponse("unknown notification status \(ServerInput.shown(status))")
         }
-        return RemoteNotification(
+        return value(status)
+    }
+
+    func value(_ status: NotificationStatus) -> RemoteNotification {
+        RemoteNotification(
             uuid: notificationUUID, subject: subject, message: message,
             actions: actions.map { NotificationAction(label: $0.label, action: $0.action, authLevel: $0.authLevel) },
             createdAt: Date(milliseconds: createdAt), expiresAt: expiresAt.map(Date.init(milliseconds:)), status: status,

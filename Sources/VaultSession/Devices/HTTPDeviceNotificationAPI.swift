@@ -94,13 +94,26 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
         if let start = page.startDate { query.append(URLQueryItem(name: "start_date", value: String(start.milliseconds))) }
         if let end = page.endDate { query.append(URLQueryItem(name: "end_date", value: String(end.milliseconds))) }
         let answer = try await call(.get, ["notifications"], query: query, account: account, as: WireNotificationPage.self)
-        return RemoteNotificationPage(notifications: try answer.notifications.map { try $0.value() },
-                                      totalCount: answer.totalCount, startIndex: answer.startIndex)
+        // A status this client does not know (a newer server's) skips that notification, not the page.
+        var items: [RemoteNotification] = [], skipped: [String] = []
+        for wire in answer.notifications {
+            if let status = NotificationStatus(rawValue: wire.status) {
+                items.append(wire.value(status))
+            } else {
+                skipped.append("notification \(ServerInput.shown(wire.notificationUUID)): unknown status \(ServerInput.shown(wire.status))")
+            }
+        }
+        return RemoteNotificationPage(notifications: items, totalCount: answer.totalCount, startIndex: answer.startIndex, skipped: skipped)
     }
 
     public func answer(_ uuid: String, action: String, account: AccountID) async throws -> RemoteNotification {
-        try await call(.post, ["notifications", uuid, "answer"], body: WireAnswer(action: action), account: account,
-                       as: WireOneNotification.self).notification.value()
+        do {
+            return try await call(.post, ["notifications", uuid, "answer"], body: WireAnswer(action: action), account: account,
+                                  as: WireOneNotification.self).notification.value()
+        } catch DeviceAPIError.rejected(410, _, _) {
+            // 410 Gone without one of the codes above: the server no longer has it to answer.
+            throw DeviceAPIError.notificationDismissed
+        }
     }
 
     // MARK: - Session extension
@@ -171,6 +184,8 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             if response.isSuccess {
                 do {
                     return (try JSONDecoder().decode(Answer.self, from: response.body), token.value)
+                } catch let error as DecodingError {
+                    throw DeviceAPIError.malformedResponse("\(route) answered JSON of another shape (\(Self.shape(error)))")
                 } catch {
                     throw DeviceAPIError.malformedResponse("\(route) answered JSON of another shape")
                 }
@@ -187,6 +202,21 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             // The server's words may echo the request: the bearer token, an activation code.
             let secrets = [token.value] + ((body as? WireCode).map { [$0.code] } ?? [])
             throw Self.error(status: response.status, failure, redaction: Redaction(secrets: secrets))
+        }
+    }
+
+    /// Where a decoding failed, in the client's own field names (never a value the server sent).
+    static func shape(_ error: DecodingError) -> String {
+        func path(_ keys: [any CodingKey]) -> String {
+            let parts = keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
+            return parts.hasPrefix(".") ? String(parts.dropFirst()) : (parts.isEmpty ? "the body" : parts)
+        }
+        switch error {
+        case .keyNotFound(let key, let context): return "\(path(context.codingPath + [key])) missing"
+        case .valueNotFound(_, let context): return "\(path(context.codingPath)) is null"
+        case .typeMismatch(_, let context): return "\(path(context.codingPath)) has the wrong type"
+        case .dataCorrupted(let context): return context.codingPath.isEmpty ? "not JSON" : "\(path(context.codingPath)) is unreadable"
+        @unknown default: return "unreadable"
         }
     }
 

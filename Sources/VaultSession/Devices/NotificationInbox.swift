@@ -56,12 +56,33 @@ public actor NotificationInbox {
     private func syncPage(_ id: AccountID, _ request: NotificationPageRequest) async throws -> NotificationSyncResult {
         let api = self.api
         let page = try await deviceCall(session, id) { try await api.notifications(request, account: id) }
-        let records = page.notifications.map { $0.record(for: id) }
-        let inserted = try await storeCall { [session] in try session.vault.upsertNotifications(records) }
-        let end = page.startIndex + page.notifications.count
-        let next = page.notifications.isEmpty || end > page.totalCount ? nil : end
-        logger.debug("notifications synced", metadata: ["account": "\(id)", "received": "\(records.count)", "new": "\(inserted)"])
-        return NotificationSyncResult(received: records.count, inserted: inserted, totalCount: page.totalCount, nextStartIndex: next)
+        // Refused whole, nothing stored: a page that is not the one asked for (paging on it
+        // could go round forever) or that names one notification twice (which one is true?).
+        guard page.startIndex == request.startIndex else {
+            throw DeviceAPIError.malformedResponse("asked for the page from \(request.startIndex), the server sent the one from \(page.startIndex); nothing was stored")
+        }
+        var seen = Set<String>()
+        for notification in page.notifications where !seen.insert(notification.uuid).inserted {
+            throw DeviceAPIError.malformedResponse("the page lists notification \(ServerInput.shown(notification.uuid)) twice; nothing was stored")
+        }
+        var skipped = page.skipped
+        var records: [NotificationRecord] = []
+        for notification in page.notifications {
+            if let problem = ServerInput.problem(with: notification) {
+                skipped.append("notification \(ServerInput.shown(notification.uuid)): \(problem)")
+            } else {
+                records.append(notification.record(for: id))
+            }
+        }
+        for reason in skipped {
+            logger.warning("a notification from the server was skipped", metadata: ["account": "\(id)", "reason": "\(reason)"])
+        }
+        let inserted = try await storeCall { [session, records] in try session.vault.upsertNotifications(records) }
+        let sent = page.notifications.count + page.skipped.count
+        let end = page.startIndex + sent
+        let next = sent == 0 || end > page.totalCount ? nil : end
+        logger.debug("notifications synced", metadata: ["account": "\(id)", "received": "\(sent)", "new": "\(inserted)"])
+        return NotificationSyncResult(received: sent, inserted: inserted, totalCount: page.totalCount, nextStartIndex: next, skipped: skipped)
     }
 
     /// Fetches every page of the date range, `pageSize` at a time.
@@ -74,7 +95,8 @@ public actor NotificationInbox {
             let page = try await syncPage(id, NotificationPageRequest(recordCount: max(1, pageSize), startIndex: start,
                                                                       startDate: startDate, endDate: endDate))
             total = NotificationSyncResult(received: total.received + page.received, inserted: total.inserted + page.inserted,
-                                           totalCount: page.totalCount, nextStartIndex: page.nextStartIndex)
+                                           totalCount: page.totalCount, nextStartIndex: page.nextStartIndex,
+                                           skipped: total.skipped + page.skipped)
         }
         try await applyRetention(id)
         return total

@@ -70,10 +70,14 @@ public struct RemoteNotificationPage: Sendable, Hashable {
     public var totalCount: Int
     /// The index of the first notification of this page.
     public var startIndex: Int
+    /// Why notifications of the page the client could not read were left out (a status it
+    /// does not know, say); they still count for the next page's start index.
+    public var skipped: [String]
 
-    public init(notifications: [RemoteNotification], totalCount: Int, startIndex: Int) {
+    public init(notifications: [RemoteNotification], totalCount: Int, startIndex: Int, skipped: [String] = []) {
         self.notifications = notifications
         self.totalCount = totalCount
         self.startIndex = startIndex
+        self.skipped = skipped
     }
 }

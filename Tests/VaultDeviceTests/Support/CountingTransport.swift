@@ -44,8 +44,24 @@ final class CountingTransport: HTTPTransport {
         await sent.wait { $0.filter { $0.hasPrefix(method + " ") && $0.hasSuffix(suffix) }.count >= count }
     }
 
+    /// The network failing: the `number`th request (counting from 1, from now on) to a path
+    /// ending in `suffix` times out without reaching the server.
+    func timeOut(request number: Int, pathSuffix suffix: String) {
+        failures.withLock { $0 = (suffix, number) }
+    }
+    private let failures = Locked<(pathSuffix: String, countdown: Int)?>(nil)
+
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let path = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.path ?? ""
+        let fails = failures.withLock { plan -> Bool in
+            guard let current = plan, path.hasSuffix(current.pathSuffix) else { return false }
+            plan = current.countdown <= 1 ? nil : (current.pathSuffix, current.countdown - 1)
+            return current.countdown <= 1
+        }
+        if fails {
+            sent.update { $0.append("\(request.method) \(path) (timed out)") }
+            throw TransportError.timedOut
+        }
         let held = holds.withLock { $0.pathSuffix.map { path.hasSuffix($0) } ?? false }
         if held {
             await withCheckedContinuation { continuation in
