@@ -24,6 +24,11 @@ extension VaultCommand.Notifications {
                   vault notifications list --pending
                   vault notifications list --since 2026-01-01 --limit 20
                   vault notifications list --after n1.1790000180000.3
+                  vault notifications list --follow --interval 30s
+
+                --follow prints the page, then syncs the account's newest notifications from the \
+                identity service every --interval and prints each new one as it arrives (with --json, \
+                one JSON object per line) until Ctrl-C.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -41,8 +46,19 @@ extension VaultCommand.Notifications {
         var limit = 50
         @Option(help: ArgumentHelp("Continue after this cursor (printed at the end of the previous page).", valueName: "cursor"))
         var after: String?
+        @Flag(help: "Keep going: sync from the identity service and print new notifications as they arrive.")
+        var follow = false
+        @Option(help: ArgumentHelp("With --follow, how often to sync (at least 1s).", valueName: "duration"))
+        var interval: TimeLimit = .after(.seconds(15))
+        @OptionGroup var device: DeviceAPIOptions
 
         func validate() throws {
+            if follow {
+                guard let every = interval.duration, every >= .seconds(1) else {
+                    throw ValidationError("--interval takes a duration of at least 1s, like 15s or 2m")
+                }
+                guard after == nil, until == nil else { throw ValidationError("--follow shows the newest: it takes no --after or --until") }
+            }
             guard (1...1000).contains(limit) else { throw ValidationError("--limit must be between 1 and 1000") }
             if let after, NotificationCursor(after) == nil {
                 throw ValidationError("--after takes the cursor printed at the end of a page, like n1.1790000180000.3")
@@ -56,6 +72,10 @@ extension VaultCommand.Notifications {
                     account: try account.map { try opened.account($0) }, pendingOnly: pending, since: since?.date,
                     until: until?.date, limit: limit, after: after.flatMap(NotificationCursor.init)))
             }
+            if output.json, follow {
+                for n in page.items.reversed() { print(JSONValue.notification(n).compact) }
+                return try await followNew(after: page.items)
+            }
             if output.json {
                 let json: JSONValue = [
                     "notifications": .array(page.items.map(JSONValue.notification)),
@@ -64,13 +84,57 @@ extension VaultCommand.Notifications {
                 print(json.rendered, terminator: "")
                 return
             }
-            if page.items.isEmpty { print("No notifications.") }
-            for n in page.items {
-                var line = "\(Format.iso8601(n.createdAt))  \(n.status.rawValue)  \(Terminal.printable(n.subject)): \(Terminal.printable(n.message))"
-                if let action = n.actionTaken { line += "  [answered: \(Terminal.printable(action))]" }
-                print(line)
+            if page.items.isEmpty, !follow { print("No notifications.") }
+            for n in follow ? page.items.reversed() : page.items { print(Self.line(n)) }
+            if let next = page.next, !follow { print("More: --after \(next)") }
+            if follow { try await followNew(after: page.items) }
+        }
+
+        static func line(_ n: NotificationRecord) -> String {
+            var line = "\(Format.iso8601(n.createdAt))  \(n.status.rawValue)  \(Terminal.printable(n.uuid))  "
+                + "\(Terminal.printable(n.subject)): \(Terminal.printable(n.message))"
+            if let action = n.actionTaken { line += "  [answered: \(Terminal.printable(action))]" }
+            return line
+        }
+
+        /// Syncs the newest page every --interval and prints what is new, oldest first, until Ctrl-C.
+        private func followNew(after shown: [NotificationRecord]) async throws {
+            let initiallySeen = Set(shown.map(\.uuid))
+            let initiallyNewest = shown.map(\.createdAt).max() ?? since?.date
+            let every = interval.duration ?? .seconds(15)
+            Terminal.flushOutput()
+            do {
+                try await OpenedVault.with(global, credentials) { opened in
+                    let id = try opened.account(account)
+                    let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                                                  logger: global.logger("credentialvault.notifications"))
+                    try await Interruptible.run {
+                        var seen = initiallySeen, newest = initiallyNewest
+                        while true {
+                            let synced = try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: 100, startIndex: 1))
+                            for reason in synced.skipped { Terminal.printError("warning: skipped \(Terminal.printable(reason))") }
+                            // Everything stored since the newest shown (another process's syncs too).
+                            var query = NotificationQuery(account: id, pendingOnly: pending, since: newest, limit: 200)
+                            var arrived: [NotificationRecord] = []
+                            while true {
+                                let page = try await inbox.list(query)
+                                arrived += page.items.filter { !seen.contains($0.uuid) }
+                                guard let next = page.next else { break }
+                                query.after = next
+                            }
+                            for n in arrived.reversed() {
+                                seen.insert(n.uuid)
+                                print(output.json ? JSONValue.notification(n).compact : Self.line(n))
+                            }
+                            if let latest = arrived.map(\.createdAt).max(), latest > newest ?? .distantPast { newest = latest }
+                            Terminal.flushOutput()
+                            try await Task.sleep(for: every)
+                        }
+                    }
+                }
+            } catch let failure as CommandFailure where failure.code == .interrupted {
+                return   // Ctrl-C is how a follow ends
             }
-            if let next = page.next { print("More: --after \(next)") }
         }
     }
 }

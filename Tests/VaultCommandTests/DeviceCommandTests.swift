@@ -181,6 +181,32 @@ struct DeviceCommandTests {
         await gateway.stop()
     }
 
+    @Test("notifications list --follow --json prints the existing ones, then each new one once as it arrives, escaped; Ctrl-C ends it (exit 0)")
+    func follow() async throws {
+        let gateway = try await DevGateway.start()
+        let a = try await Self.machine(gateway)
+        let api = ["--api", gateway.baseURL.absoluteString]
+        #expect(try await a.run(["devices", "activate", "--name", "Desk"] + api).status == 0)
+        await gateway.postNotification(subject: "alice", title: "Before", message: "m", actions: [(label: "OK", action: "ok")])
+        #expect(try await a.run(["notifications", "sync"] + api).status == 0)
+
+        let child = try a.start(["notifications", "list", "--follow", "--interval", "1s", "--json"] + api)
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.lines.count >= 1 })
+        await gateway.postNotification(subject: "alice", title: "Arrived \u{1B}[2J", message: "m", actions: [(label: "OK", action: "ok")])
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.lines.count >= 2 })
+        await gateway.postNotification(subject: "alice", title: "Third", message: "m", actions: [(label: "OK", action: "ok")])
+        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.lines.count >= 3 })
+        kill(child.processIdentifier, SIGINT)
+        let output = await Self.end(child)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
+        let subjects = output.lines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["subject"] as? String
+        }
+        #expect(subjects == ["Before", "Arrived \u{1B}[2J", "Third"], "each once, oldest first: \(output.lines)")
+        #expect(!output.lines.joined().contains("\u{1B}"), "JSON escapes the control character")
+        await gateway.stop()
+    }
+
     @Test("sessions extend before the idle warning is refused with its reason, and the server is not asked")
     func extendOutsideTheWindow() async throws {
         let gateway = try await DevGateway.start()
