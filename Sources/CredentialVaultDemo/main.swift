@@ -157,6 +157,8 @@ func runDemo() async throws {
     try await DeviceChapter.run(gateway: gateway, vault: vault, session: session, accounts: accounts, policy: policy,
                                 directory: demoDirectory, narrator: narrator, logger: quiet)
 
+    try await CommandLineChapter.run(gateway: gateway, directory: demoDirectory, narrator: narrator)
+
     narrator.chapter("An administrator revokes bob's grant")
     try await session.switchAccount(to: bob)
     let bobToken = try await session.validAccessToken()

@@ -143,7 +143,7 @@ extension VaultCommand.Accounts {
             if output.json {
                 print(view.json.rendered, terminator: "")
             } else {
-                print("Added account \(view.account.id) (\(view.account.subject) at \(view.account.issuer)), now active.")
+                print("Added \(AccountReference.name(of: view.account.id, account: view.account)) at \(Terminal.printable(view.account.issuer)), now active.")
                 if !named {
                     print("  The token response names no user (no ID token) and no --subject was given, so this is a new account; "
                           + "to replace an account's tokens instead, import with --subject.")

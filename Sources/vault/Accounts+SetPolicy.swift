@@ -53,7 +53,7 @@ extension VaultCommand.Accounts {
         }
 
         func run() async throws {
-            let (id, policy) = try await OpenedVault.with(global, credentials) { opened in
+            let (id, policy, name) = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
                 var policy = try await opened.session.sessionPolicy(for: id)
                 if let idleTimeout { policy.idleTimeout = idleTimeout.duration }
@@ -70,12 +70,12 @@ extension VaultCommand.Accounts {
                 } catch SessionError.vault(let error) where error.code == .invalidArgument {
                     throw CommandFailure(.usage, error.message)
                 }
-                return (id, policy)
+                return (id, policy, opened.name(of: id))
             }
             if output.json {
                 print(JSONValue.object([("account", .string(id.rawValue)), ("policy", JSONValue.policy(policy))]).rendered, terminator: "")
             } else {
-                print("Changed the session policy of account \(id): \(Format.policy(policy)).")
+                print("Changed the session policy of \(name): \(Format.policy(policy)).")
             }
         }
     }

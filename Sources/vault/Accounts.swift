@@ -115,9 +115,9 @@ extension VaultCommand.Accounts {
                 guard let stored = try opened.vault.account(id) else { throw CommandFailure(.noRecord, "no account \(id)") }
                 if !yes {
                     guard Terminal.standardInputIsTerminal else {
-                        throw CommandFailure(.usage, "removing \(stored.subject) deletes all of its data: pass --yes to confirm")
+                        throw CommandFailure(.usage, "removing \(AccountReference.name(of: id, account: stored)) deletes all of its data: pass --yes to confirm")
                     }
-                    guard Terminal.confirm("Remove account \(stored.subject) at \(stored.issuer) and all of its data?") else {
+                    guard Terminal.confirm("Remove \(AccountReference.name(of: id, account: stored)) at \(Terminal.printable(stored.issuer)) and all of its data?") else {
                         throw CommandFailure(.failure, "nothing was removed")
                     }
                 }
@@ -129,9 +129,9 @@ extension VaultCommand.Accounts {
                 Terminal.printError(
                     "vault: warning: the identity service did not revoke the refresh token (\(why)); it may accept it until it expires: revoke the sign-in there if you can")
             }
-            print("Removed account \(removed.id) (\(removed.subject) at \(removed.issuer)).")
+            print("Removed \(AccountReference.name(of: removed.id, account: removed)) at \(Terminal.printable(removed.issuer)).")
             if report.removal.previousActive == removed.id {
-                print(next.map { "Active account: \($0.id) (\($0.subject) at \($0.issuer))." } ?? "No account is active now.")
+                print(next.map { "Active now: \(AccountReference.name(of: $0.id, account: $0)) at \(Terminal.printable($0.issuer))." } ?? "No account is active now.")
             }
             switch report.removal.checkpoint {
             case .blockedByReader?, .failed?:

@@ -40,7 +40,8 @@ extension VaultCommand.Accounts {
             try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
                 try opened.vault.setCredentialHosts(entries, username: username, for: id)
-                print(entries.isEmpty ? "Account \(id) is handed to no host." : "Account \(id) is handed to \(entries.joined(separator: ", ")) as \(username ?? "oauth2").")
+                let who = opened.name(of: id)
+                print(entries.isEmpty ? "\(who) is handed to no host." : "\(who) is handed to \(entries.joined(separator: ", ")) as \(Terminal.printable(username ?? "oauth2")).")
             }
         }
     }

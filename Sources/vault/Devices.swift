@@ -281,9 +281,9 @@ extension VaultCommand.Devices {
                 device.statusReason = reason
                 device.updatedAt = Date()
                 try opened.vault.saveDevice(device)
-                return device
+                return (device, opened.name(of: device.account))
             }
-            print("Revoked device registration \(device.id) of account \(device.account) in the vault (no server was told).")
+            print("Revoked device registration \(Terminal.printable(device.0.id)) of \(device.1) in the vault (no server was told).")
         }
     }
 }

@@ -72,9 +72,9 @@ extension VaultCommand.Sessions {
             let ended = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
                 try await opened.session.endSession(for: id)
-                return id
+                return opened.name(of: id)
             }
-            print("Ended the session of account \(ended); its tokens were wiped.")
+            print("Ended the session of \(ended); its tokens were wiped.")
         }
     }
 

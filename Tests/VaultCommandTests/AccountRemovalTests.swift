@@ -17,8 +17,8 @@ struct AccountRemovalTests {
         let reader = try LongReader(fixture.cli.vault)
         let removed = try await fixture.run(["accounts", "remove", "alice", "--yes"])
         #expect(removed.status == 0, "\(removed)")
-        #expect(removed.stdout.contains("Removed account"))
-        #expect(removed.stdout.contains("Active account:") && removed.stdout.contains("(bob at"), "\(removed.stdout)")
+        #expect(removed.stdout.contains("Removed account \"alice at work\" (alice, "), "accounts are named by label and subject: \(removed.stdout)")
+        #expect(removed.stdout.contains("Active now: account \"bob at work\" (bob, "), "\(removed.stdout)")
         #expect(removed.stderr.contains("warning") && removed.stderr.contains("vault compact"), "\(removed.stderr)")
         #expect(await gateway.stats().revocationRequests == 1, "the revocation reached the gateway")
 
