@@ -1,6 +1,7 @@
 import DevGateway
 import Foundation
 import Testing
+import VaultStore
 import VaultTestSupport
 
 /// `vault devices` and `vault notifications` against the development gateway with the built
@@ -204,6 +205,44 @@ struct DeviceCommandTests {
         }
         #expect(subjects == ["Before", "Arrived \u{1B}[2J", "Third"], "each once, oldest first: \(output.lines)")
         #expect(!output.lines.joined().contains("\u{1B}"), "JSON escapes the control character")
+        await gateway.stop()
+    }
+
+    @Test("sessions extend in the warning window: granted by the server, then refused at the policy's limit without asking; a server's no is reported in its words (exit 76)")
+    func extendAcceptedRefusedAndAtTheLimit() async throws {
+        let gateway = try await DevGateway.start()
+        let a = try await VaultCLI.keyFileVault()
+        let api = ["--api", gateway.baseURL.absoluteString]
+        // alice's last activity was 10 minutes ago (the sign-in, written with a clock that far
+        // back); a 60-minute idle timeout warned from 50 minutes before: in the warning window now,
+        // for the next 50 minutes, without waiting on the real clock.
+        let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
+        let then = Date().addingTimeInterval(-600)
+        let vault = try Vault.open(at: a.vault, credential: .keyFile(a.file("vault.key")),
+                                   options: VaultOptions(clock: WallClock { then }))
+        _ = try vault.signIn(
+            NewAccount(issuer: gateway.baseURL.absoluteString, subject: "alice",
+                       client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli")),
+            tokens: TokenSet(accessToken: issued.accessToken, refreshToken: issued.refreshToken, accessTokenExpiresAt: Date().addingTimeInterval(3000)),
+            policy: SessionPolicy(idleTimeout: .seconds(3600), warningBefore: .seconds(3000), maxExtensions: 1, activity: .interactive))
+        vault.close()
+
+        await gateway.setExtensionRefusal(code: "policy_denied", message: "extensions are off for \u{1B}[31mthis tenant")
+        let refused = try await a.run(["sessions", "extend"] + api)
+        #expect(refused.status == 76, "\(refused)")
+        #expect(refused.stderr.contains("policy_denied") && refused.stderr.contains("extensions are off"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("\u{1B}"), "the server's words are escaped")
+        #expect(await gateway.stats().extensionRequests == 1)
+
+        await gateway.setExtensionRefusal(code: nil)
+        let granted = try await a.run(["sessions", "extend"] + api)
+        #expect(granted.status == 0, "\(granted)")
+        #expect(granted.stdout.contains("Extended") && granted.stdout.contains("0 extensions left"), "\(granted.stdout)")
+        #expect(await gateway.stats().extensionRequests == 2)
+
+        let limit = try await a.run(["sessions", "extend"] + api)
+        #expect(limit.status == 1 && limit.stderr.contains("no more extensions"), "\(limit)")
+        #expect(await gateway.stats().extensionRequests == 2, "at the limit the server is not asked")
         await gateway.stop()
     }
 
