@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps release-deps build release test demo bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
+.PHONY: deps test-deps release-deps build release test demo example lint bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -63,6 +63,13 @@ demo: deps
 	@echo; echo "Look further (the demo vault's passphrase is \"demo\"):"
 	@echo "  .build/debug/vault accounts list --vault $(DEMO_VAULT)"
 	@echo "  .build/debug/vault --help"
+
+# Examples/ClientTool is a client tool written as a tool author would (its own package, this one a
+# path dependency): `example-check` runs it against the development gateway on loopback, signs in
+# by device code, calls the gateway's protected API, recovers a 401 with one refresh.
+example: deps
+	swift build --package-path Examples/ClientTool
+	Examples/ClientTool/.build/debug/example-check
 
 # Benchmarks/ is its own package (own .build), so `make test` never builds it. Release builds
 # of the `vault` command and the harness, then every figure against its same-run baseline:

@@ -168,6 +168,13 @@
 //   200 {"status_code": 200}; refused (DevGateway.setExtensionRefusal): 403 {"status_code": 403,
 //   "error_code", "error_message", "error", "error_description"}
 //
+// Protected resource (RFC 6750)
+// GET  /api/profile                     Bearer access token: 200 {"sub", "scope", "client_id"};
+//                                       401 invalid_token (WWW-Authenticate: Bearer) otherwise
+// POST /admin/tokens/invalidate         {"subject"}: the resource refuses that subject's access
+//                                       tokens issued so far (grants stay; a refresh gets a new one)
+//                                       200 {"invalidated": n}
+//
 // Device admin (no authentication)
 // POST /admin/devices/{subject}/{device_id}/revoke          200 {"revoked": bool}
 // GET  /admin/devices/{subject}/{device_id}/activation-code 200 {"code"} | 404 (the out-of-band channel)

@@ -11,7 +11,7 @@ extension DevGateway {
     /// Every area's endpoints. A new area (devices, notifications) adds its list here.
     nonisolated static var routes: [GatewayRoute] {
         tokenRoutes + adminRoutes + deviceRoutes + notificationRoutes + deviceAdminRoutes + extensionRoutes
-            + discoveryRoutes + idTokenRoutes + authorizationRoutes + deviceGrantRoutes + guestRoutes
+            + discoveryRoutes + idTokenRoutes + authorizationRoutes + deviceGrantRoutes + guestRoutes + resourceRoutes
     }
 
     /// Registers every route on `server`. Handlers hold the gateway weakly, so the server does

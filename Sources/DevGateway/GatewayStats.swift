@@ -9,6 +9,9 @@
 public struct GatewayStats: Sendable, Hashable, Codable {
     /// Requests received on `/oauth/token`, counted on arrival (faulted ones included).
     public var tokenRequests = 0
+    /// Requests to the protected resource `GET /api/profile`, and how many it refused (401).
+    public var resourceRequests = 0
+    public var resourceRefusals = 0
     /// Token requests answered (after any latency), whatever the outcome.
     public var tokenResponses = 0
     /// Requests received on `/oauth/revoke`.
