@@ -24,9 +24,9 @@ case $target in
     sources=(Sources/VaultSession/Devices/HTTPDeviceNotificationAPI+Wire.swift
              Sources/VaultSession/Devices/RemoteNotification.swift Sources/VaultSession/Devices/RemoteDevice.swift
              Sources/VaultSession/Devices/DeviceAPIError.swift Sources/VaultOAuth/TransportError.swift
-             Sources/VaultOAuth/EndpointRule.swift
+             Sources/VaultOAuth/EndpointRule.swift Sources/VaultSession/Devices/ServerInput.swift
              Sources/VaultStore/NotificationRecord.swift Sources/VaultStore/DeviceRegistration.swift
-             Sources/VaultStore/Account.swift) ;;
+             Sources/VaultStore/AccountID.swift Sources/VaultStore/Date+Milliseconds.swift) ;;
   *) echo "unknown fuzz target '$target' (SealedBlob, TokenResponse, Notification)" >&2; exit 64 ;;
 esac
 
@@ -37,7 +37,7 @@ for file in "${sources[@]}"; do
   sed -E '/^(public |internal )?import (VaultStore|VaultOAuth|VaultCrypto|VaultSession|Logging)$/d' \
     "$root/$file" > "$work/src/$(basename "$file")"
 done
-swiftc -sanitize=fuzzer,address -parse-as-library -O -g \
+swiftc -sanitize=fuzzer,address -parse-as-library -package-name fuzz -O -g \
   "$root/Fuzz/$target/main.swift" "$work/src/"*.swift -o "$work/fuzzer" 2> >(grep -v "ld.gold: warning" >&2)
 
 status=0

@@ -1,15 +1,5 @@
 import Foundation
 
-/// The id of an account in a vault: a random UUID, lowercase.
-public struct AccountID: RawRepresentable, Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
-    public var rawValue: String
-    public init(rawValue: String) { self.rawValue = rawValue }
-    public var description: String { rawValue }
-    public static func < (lhs: AccountID, rhs: AccountID) -> Bool { lhs.rawValue < rhs.rawValue }
-
-    static func random() -> AccountID { AccountID(rawValue: UUID().uuidString.lowercased()) }
-}
-
 /// How a client authenticates to the token endpoint (RFC 6749 §2.3).
 public enum ClientAuthentication: String, Sendable, Hashable, Codable {
     /// A public client: `client_id` goes in the request body (§3.2.1).

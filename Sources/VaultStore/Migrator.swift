@@ -122,12 +122,3 @@ struct Migrator: Sendable {
         }
     }
 }
-
-extension Date {
-    /// Milliseconds since 1970, the unit every time is stored in.
-    package var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded(.down)) }
-
-    package init(millisecondsSince1970 ms: Int64) {
-        self.init(timeIntervalSince1970: TimeInterval(ms) / 1000)
-    }
-}
