@@ -81,7 +81,7 @@ extension VaultCommand.Accounts {
                 try await opened.session.switchAccount(to: id)
                 return try await AccountView.load(id, in: opened)
             }
-            print("Active account: \(view.account.id) (\(view.account.subject) at \(view.account.issuer)).")
+            print("Active now: \(AccountReference.name(of: view.account.id, account: view.account)) at \(Terminal.printable(view.account.issuer)).")
         }
     }
 
@@ -199,17 +199,18 @@ struct AccountView {
             ("Account", account.id.rawValue + (active ? " (active)" : "")),
             ("Subject", Terminal.printable(account.subject) + Self.subjectNote(account.subjectSource)),
             ("Kind", account.kind == .guest ? "guest" + (account.upgradedTo.map { ", upgraded to \($0)" } ?? "") : "registered"),
-            ("Issuer", account.issuer),
-            ("Label", account.label ?? "none"),
-            ("E-mail", account.email ?? "none"),
-            ("Token endpoint", account.client.tokenEndpoint.absoluteString),
-            ("Revocation", account.client.revocationEndpoint?.absoluteString ?? "none"),
-            ("Client id", account.client.clientID),
+            ("Issuer", Terminal.printable(account.issuer)),
+            ("Label", account.label.map(Terminal.printable) ?? "none"),
+            ("E-mail", account.email.map(Terminal.printable) ?? "none"),
+            ("Token endpoint", Terminal.printable(account.client.tokenEndpoint.absoluteString)),
+            ("Revocation", account.client.revocationEndpoint.map { Terminal.printable($0.absoluteString) } ?? "none"),
+            ("Client id", Terminal.printable(account.client.clientID)),
             ("Client auth", account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")),
             ("Added", Format.iso8601(account.createdAt)),
             ("Origin", account.origin.map { origin in
                 "imported \(Format.iso8601(origin.importedAt)) from \(origin.host.map(Terminal.printable) ?? "another machine") "
-                    + "(vault \(origin.vault), \(origin.mode == .move ? "moved" : "access token only"), transfer \(origin.transfer))"
+                    + "(vault \(Terminal.printable(origin.vault)), \(origin.mode == .move ? "moved" : "access token only"), "
+                    + "transfer \(Terminal.printable(origin.transfer)))"
             } ?? "added or signed in here"),
             ("Session", status.text),
             ("Tokens", tokenText),

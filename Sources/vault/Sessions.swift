@@ -44,8 +44,8 @@ extension VaultCommand.Sessions {
             guard !sessions.isEmpty else { print("No sessions."); return }
             let subjects = Dictionary(metadata.accounts.map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
             for session in sessions {
-                var line = "\(session.id)  \(subjects[session.account] ?? session.account.rawValue)  \(session.state.rawValue)"
-                if let reason = session.endReason { line += " (\(reason))" }
+                var line = "\(session.id)  \(Terminal.printable(subjects[session.account] ?? session.account.rawValue))  \(session.state.rawValue)"
+                if let reason = session.endReason { line += " (\(Terminal.printable(reason)))" }
                 line += "  started \(Format.iso8601(session.startedAt))"
                 if let ended = session.endedAt {
                     line += ", ended \(Format.iso8601(ended))"
