@@ -52,7 +52,7 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .clientMisconfigured(let account, let code, let description):
             "the OAuth client settings of account \(account) were refused (\(code)\(description.map { ": \($0)" } ?? "")): fix the client configuration"
         case .temporarilyUnavailable(let account, let reason, let retryAt):
-            "no valid token for account \(account) right now (\(reason))\(retryAt.map { "; retrying after \($0)" } ?? "")"
+            "no valid token for account \(account) right now (\(reason))\(retryAt.map { "; retrying after \($0.messageText)" } ?? "")"
         case .accountChanged(let from, let to): "the active account changed from \(from) to \(to.map(\.rawValue) ?? "none") during the request; ask again"
         case .pinningFailed(let account, let host, let reason):
             "the identity service \(host) of account \(account) did not present a pinned TLS key: \(reason). Nothing was sent. "

@@ -7,4 +7,8 @@ extension Date {
     package init(millisecondsSince1970 ms: Int64) {
         self.init(timeIntervalSince1970: TimeInterval(ms) / 1000)
     }
+
+    /// How a message shows a time: ISO 8601 in UTC to the second (`2026-11-23T13:55:55Z`), the
+    /// format of `vault`'s output and JSON.
+    package var messageText: String { formatted(.iso8601) }
 }

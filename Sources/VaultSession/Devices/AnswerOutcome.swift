@@ -27,7 +27,7 @@ public enum AnswerRefusal: Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .expired(let at):
-            "the notification expired\(at.map { " at \($0)" } ?? ""): it can no longer be answered"
+            "the notification expired\(at.map { " at \($0.messageText)" } ?? ""): it can no longer be answered"
         case .alreadyAnswered(let action, let device, _):
             "the notification was already answered\(action.map { " (\($0))" } ?? "")\(device.map { " by device \($0)" } ?? "")"
         case .actionNotOffered(let action, let offered):
