@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps release-deps build release test demo example lint bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
+.PHONY: deps test-deps release-deps build release test demo example lint format bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -63,6 +63,16 @@ demo: deps
 	@echo; echo "Look further (the demo vault's passphrase is \"demo\"):"
 	@echo "  .build/debug/vault accounts list --vault $(DEMO_VAULT)"
 	@echo "  .build/debug/vault --help"
+
+# swift-format (in the toolchain) with .swift-format: 4-space indents, 160 columns, and in
+# Sources/ no force unwrap and no try! (Tests/.swift-format allows them). `make format` rewrites.
+LINT_PATHS := Package.swift Sources Tests Plugins Fuzz Benchmarks/Package.swift Benchmarks/Sources \
+	Examples/ClientTool/Package.swift Examples/ClientTool/Sources
+lint:
+	swift format lint --strict --recursive --parallel $(LINT_PATHS)
+
+format:
+	swift format format --in-place --recursive --parallel $(LINT_PATHS)
 
 # Examples/ClientTool is a client tool written as a tool author would (its own package, this one a
 # path dependency): `example-check` runs it against the development gateway on loopback, signs in
