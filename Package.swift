@@ -184,6 +184,7 @@ let package = Package(
             name: "VaultCommandTests",
             dependencies: [
                 "vault", "VaultStore", "VaultTestSupport", "DevGateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // NIOTransport plays the browser in the `vault login --browser` tests.
                 "VaultOAuth",
                 .product(name: "GRDB", package: "GRDB.swift"),

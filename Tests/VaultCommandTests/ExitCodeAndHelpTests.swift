@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import GRDB
 import Testing
@@ -6,16 +7,23 @@ import VaultTestSupport
 
 @Suite("vault exit codes and help")
 struct ExitCodeAndHelpTests {
-    static let commands: [[String]] = [
-        [], ["init"], ["status"], ["accounts"], ["accounts", "add"], ["accounts", "list"], ["accounts", "show"],
-        ["accounts", "switch"], ["accounts", "remove"], ["sessions"], ["sessions", "list"], ["sessions", "end"],
-        ["sessions", "unlock"], ["devices"], ["devices", "list"], ["devices", "revoke"], ["notifications"],
-        ["notifications", "list"], ["token"], ["verify"], ["migrate"], ["passwd"], ["rotate-key"], ["backup"], ["prune-notifications"],
-        ["export"], ["login"], ["accounts", "set-host"], ["accounts", "set-policy"], ["events"], ["exec"], ["agent"],
-        ["agent", "run"], ["agent", "start"], ["agent", "stop"], ["agent", "status"], ["lock"], ["unlock"],
-        ["git-credential"], ["docker-credential"], ["recipient"], ["sessions", "export"], ["sessions", "import"],
-        ["devices", "sync"], ["devices", "activate"], ["devices", "rename"], ["notifications", "sync"], ["notifications", "answer"], ["sessions", "extend"],
-    ]
+    /// Every command and subcommand, walked from the command tree itself (a new one is never left out).
+    static let commands: [[String]] = {
+        func walk(_ command: any ParsableCommand.Type, _ path: [String]) -> [[String]] {
+            [path] + command.configuration.subcommands.flatMap { walk($0, path + [$0._commandName]) }
+        }
+        return walk(VaultCommand.self, [])
+    }()
+
+    @Test("the README's command table names every command the tree has")
+    func readmeNamesEveryCommand() throws {
+        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appending(path: "README.md"), encoding: .utf8)
+        let leaves = Self.commands.filter { path in !path.isEmpty && !Self.commands.contains { $0.count == path.count + 1 && Array($0.prefix(path.count)) == path } }
+        #expect(leaves.count >= 40, "the walk found \(leaves.count) commands")
+        let missing = leaves.filter { !readme.contains("`vault \($0.joined(separator: " "))") }
+        #expect(missing.isEmpty, "not in the README: \(missing.map { $0.joined(separator: " ") })")
+    }
 
     @Test("--help for every command exits 0 and explains it", arguments: commands)
     func help(_ command: [String]) async throws {
