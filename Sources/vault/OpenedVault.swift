@@ -25,9 +25,22 @@ struct OpenedVault: Sendable {
             await opened.close()
             return result
         } catch {
+            let named = opened.namingAccounts(in: error)
             await opened.close()
-            throw error
+            throw named
         }
+    }
+
+    /// The error with every "account <id>" of the library's words (a SessionError, say) turned
+    /// into how messages name an account (``AccountReference/name(of:account:)``), read while
+    /// the vault is still open. ArgumentParser's own errors pass unchanged.
+    func namingAccounts(in error: any Error) -> any Error {
+        guard var failure = CommandFailure(error), let accounts = try? vault.accounts() else { return error }
+        for account in accounts where failure.message.contains("account \(account.id.rawValue)") {
+            failure.message = failure.message.replacingOccurrences(of: "account \(account.id.rawValue)",
+                                                                   with: AccountReference.name(of: account.id, account: account))
+        }
+        return failure
     }
 
     /// Opens the vault with the credential `credential` chooses (it learns the unlock method

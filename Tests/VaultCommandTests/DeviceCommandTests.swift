@@ -177,6 +177,7 @@ struct DeviceCommandTests {
         #expect(await gateway.deviceStatus(subject: "alice", deviceID: deviceID) == "revoked")
         let token = try await a.run(["token"])
         #expect(token.status == 80 && token.stdout.isEmpty, "\(token)")
+        #expect(token.stderr.contains("account alice ("), "the library's words name the account as the user knows it: \(token.stderr)")
         let sessions = try await a.run(["sessions", "list", "--json"])
         #expect(sessions.stdout.contains("device_revoked"), "\(sessions.stdout)")
         await gateway.stop()
