@@ -17,14 +17,18 @@ enum CommandLineChapter {
         var machines: [Machine] = []
         for name in ["a", "b"] {
             let machine = Machine(name: name.uppercased(), binary: binary, directory: directory.appending(path: "machine-\(name)"))
-            try FileManager.default.createDirectory(at: machine.directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                at: machine.directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
             _ = try await machine.run(["init", "--key-file", machine.keyFile.path], narrator: narrator, show: false)
             // A sign-in another program did, imported from its token response (never printed).
             let issued = await gateway.issueGrant(subject: "carol", clientID: "vault-demo")
-            _ = try await machine.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString,
-                                       "--client-id", "vault-demo", "--subject", "carol", "--label", "Carol (demo)"],
-                                      stdin: tokenResponse(issued), narrator: narrator)
+            _ = try await machine.run(
+                [
+                    "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString,
+                    "--client-id", "vault-demo", "--subject", "carol", "--label", "Carol (demo)",
+                ],
+                stdin: tokenResponse(issued), narrator: narrator)
             machines.append(machine)
         }
         let (a, b) = (machines[0], machines[1])
@@ -42,7 +46,8 @@ enum CommandLineChapter {
         _ = try await a.run(["notifications", "list", "--pending"], narrator: narrator)
         let pending = try await a.run(["notifications", "list", "--pending", "--json"], narrator: narrator, show: false)
         guard let object = try JSONSerialization.jsonObject(with: Data(pending.stdout.utf8)) as? [String: Any],
-              let uuid = (object["notifications"] as? [[String: Any]])?.first?["uuid"] as? String else {
+            let uuid = (object["notifications"] as? [[String: Any]])?.first?["uuid"] as? String
+        else {
             narrator.say("machine A has no pending approval request")
             waiting.cancel()
             return
@@ -55,8 +60,10 @@ enum CommandLineChapter {
     }
 
     static func tokenResponse(_ tokens: IssuedTokens) -> String {
-        var object: [String: Any] = ["access_token": tokens.accessToken, "token_type": tokens.tokenType,
-                                     "expires_in": tokens.expiresIn, "scope": tokens.scope]
+        var object: [String: Any] = [
+            "access_token": tokens.accessToken, "token_type": tokens.tokenType,
+            "expires_in": tokens.expiresIn, "scope": tokens.scope,
+        ]
         if let refresh = tokens.refreshToken { object["refresh_token"] = refresh }
         if let id = tokens.idToken { object["id_token"] = id }
         return (try? JSONSerialization.data(withJSONObject: object)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
@@ -81,14 +88,21 @@ enum CommandLineChapter {
             let process = Process()
             process.executableURL = binary
             process.arguments = arguments
-            process.environment = ["PATH": "/usr/bin:/bin", "HOME": directory.path, "VAULT_PATH": vault.path,
-                                   "VAULT_KEY_FILE": keyFile.path]
+            process.environment = [
+                "PATH": "/usr/bin:/bin", "HOME": directory.path, "VAULT_PATH": vault.path,
+                "VAULT_KEY_FILE": keyFile.path,
+            ]
             // Output into files of the machine's private directory: no reader threads, no pipe to fill.
-            let outURL = directory.appending(path: "stdout.txt"), errURL = directory.appending(path: "stderr.txt")
-            for url in [outURL, errURL] { FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) }
+            let outURL = directory.appending(path: "stdout.txt")
+            let errURL = directory.appending(path: "stderr.txt")
+            for url in [outURL, errURL] { _ = FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]) }
             defer { for url in [outURL, errURL] { try? FileManager.default.removeItem(at: url) } }
-            let outHandle = try FileHandle(forWritingTo: outURL), errHandle = try FileHandle(forWritingTo: errURL)
-            defer { try? outHandle.close(); try? errHandle.close() }
+            let outHandle = try FileHandle(forWritingTo: outURL)
+            let errHandle = try FileHandle(forWritingTo: errURL)
+            defer {
+                try? outHandle.close()
+                try? errHandle.close()
+            }
             let input = Pipe()
             process.standardInput = input
             process.standardOutput = outHandle
@@ -102,11 +116,12 @@ enum CommandLineChapter {
                     continuation.resume(throwing: error)
                     return
                 }
-                input.fileHandleForWriting.write(Data(stdin.utf8))   // small: fits the pipe's buffer
+                input.fileHandleForWriting.write(Data(stdin.utf8))  // small: fits the pipe's buffer
                 try? input.fileHandleForWriting.close()
             }
-            let result = Result(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
-                                stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
+            let result = Result(
+                status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+                stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
             if show {
                 let shown = arguments.map { $0.contains(" ") || $0.contains("'") ? "\"\($0)\"" : $0 }
                     .map { $0.hasPrefix("http://") ? "…" : $0 }

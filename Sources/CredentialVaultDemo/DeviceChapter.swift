@@ -8,8 +8,10 @@ import VaultStore
 /// Device B (a second install, its own vault) is activated by device A approving the
 /// notification the server sends to A; then A's notification history is listed.
 enum DeviceChapter {
-    static func run(gateway: DevGateway, vault: Vault, session: SessionService, accounts: [String: AccountID],
-                    policy: SessionPolicy, directory: URL, narrator: Narrator, logger: Logger) async throws {
+    static func run(
+        gateway: DevGateway, vault: Vault, session: SessionService, accounts: [String: AccountID],
+        policy: SessionPolicy, directory: URL, narrator: Narrator, logger: Logger
+    ) async throws {
         narrator.chapter("Device B is activated by device A approving the notification")
         guard let alice = accounts["alice"] else { return }
         try await session.recordActivity(for: alice)
@@ -20,25 +22,31 @@ enum DeviceChapter {
         }
 
         // Device B: another install with its own vault, signing in to the same account.
-        let vaultB = try Vault.create(at: directory.appending(path: "device-b.db"), credential: .passphrase("demo"),
-                                      options: VaultOptions(logger: logger))
+        let vaultB = try Vault.create(
+            at: directory.appending(path: "device-b.db"), credential: .passphrase("demo"),
+            options: VaultOptions(logger: logger))
         var configuration = SessionConfiguration()
         configuration.leeway = .seconds(2)
         let sessionB = SessionService(vault: vaultB, oauth: OAuthClient(logger: logger), configuration: configuration, logger: logger)
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-demo")
         let bAccount = try await sessionB.signIn(
-            NewAccount(issuer: gateway.baseURL.absoluteString, subject: "alice", label: "Alice (demo)",
-                       client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
-                                                   clientID: "vault-demo")),
-            tokens: TokenResponse(accessToken: issued.accessToken, tokenType: issued.tokenType, expiresIn: issued.expiresIn,
-                                  refreshToken: issued.refreshToken, scope: issued.scope, idToken: issued.idToken))
+            NewAccount(
+                issuer: gateway.baseURL.absoluteString, subject: "alice", label: "Alice (demo)",
+                client: OAuthClientSettings(
+                    tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
+                    clientID: "vault-demo")),
+            tokens: TokenResponse(
+                accessToken: issued.accessToken, tokenType: issued.tokenType, expiresIn: issued.expiresIn,
+                refreshToken: issued.refreshToken, scope: issued.scope, idToken: issued.idToken))
         var activationConfiguration = ActivationConfiguration()
         activationConfiguration.pollInterval = .milliseconds(200)
         activationConfiguration.approvalTimeout = .seconds(20)
-        let deviceB = DeviceActivation(session: sessionB, api: HTTPDeviceNotificationAPI(baseURL: gateway.baseURL, session: sessionB, logger: logger),
-                                       configuration: activationConfiguration, logger: logger)
+        let deviceB = DeviceActivation(
+            session: sessionB, api: HTTPDeviceNotificationAPI(baseURL: gateway.baseURL, session: sessionB, logger: logger),
+            configuration: activationConfiguration, logger: logger)
         if case .pending(let registration, let options) = try await deviceB.register(account: bAccount.id, name: "New laptop") {
-            narrator.say("device B (\(registration.name)) signed in: \(registration.status); the server offers \(options.map(\.rawValue).joined(separator: " or "))")
+            narrator.say(
+                "device B (\(registration.name)) signed in: \(registration.status); the server offers \(options.map(\.rawValue).joined(separator: " or "))")
         }
         let waiting = Task { try await deviceB.verify(account: bAccount.id) }
         narrator.say("device B asked for approval and waits (deadline 20 s)…")
@@ -69,8 +77,9 @@ enum DeviceChapter {
         vaultB.close()
 
         narrator.chapter("The notification history (from the vault, no server needed)")
-        _ = await gateway.postNotification(subject: "alice", title: "Sign-in from a new place",
-                                           message: "Was this you, in Lisbon?", actions: [("Yes, it was me", "approve"), ("No", "reject")])
+        _ = await gateway.postNotification(
+            subject: "alice", title: "Sign-in from a new place",
+            message: "Was this you, in Lisbon?", actions: [("Yes, it was me", "approve"), ("No", "reject")])
         try await inbox.syncAll(account: alice)
         for item in try await inbox.list(NotificationQuery(account: alice)).items {
             let answered = item.actionTaken.map { "answered \($0)" } ?? item.status.rawValue

@@ -28,10 +28,10 @@ struct Narrator: Sendable {
 
     /// A short, non-reversible fingerprint to show which token is which without printing it.
     static func fingerprint(_ secret: String) -> String {
-        var hash: UInt64 = 0xcbf29ce484222325
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
         for byte in secret.utf8 {
             hash ^= UInt64(byte)
-            hash = hash &* 0x100000001b3
+            hash = hash &* 0x100_0000_01b3
         }
         return String(hash, radix: 16).suffix(8).uppercased()
     }

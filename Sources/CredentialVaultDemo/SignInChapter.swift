@@ -44,9 +44,10 @@ enum SignInChapter {
             narrator.say("the browser opens the authorization URL with max_age=0 and prompt=login, PKCE S256, state and nonce")
             Task.detached { await Browser.visit(url) }
         }
-        let again = try await session.signIn(using: SignInRequest(
-            provider: provider, clientID: "vault-demo", scopes: ["openid", "offline_access"],
-            method: .browser(open: browser, timeout: .seconds(30)), account: result.account.id, maxAge: .zero))
+        let again = try await session.signIn(
+            using: SignInRequest(
+                provider: provider, clientID: "vault-demo", scopes: ["openid", "offline_access"],
+                method: .browser(open: browser, timeout: .seconds(30)), account: result.account.id, maxAge: .zero))
         narrator.say("alice authenticated again (same account \(again.account.id), history kept); the redirect came back to 127.0.0.1")
         let token = try await session.validAccessToken(maxAuthenticationAge: .seconds(60))
         narrator.say("the sensitive action now gets a token: \(Narrator.fingerprint(token.value))")
@@ -61,7 +62,8 @@ enum Browser {
         var next: URL? = url
         for _ in 0..<5 {
             guard let current = next,
-                  let response = try? await transport.send(HTTPRequest(method: .get, url: current)) else { return }
+                let response = try? await transport.send(HTTPRequest(method: .get, url: current))
+            else { return }
             guard (300..<400).contains(response.status), let location = response.headers["Location"] else { return }
             next = URL(string: location, relativeTo: current)?.absoluteURL
         }

@@ -35,8 +35,9 @@ func runDemo() async throws {
     narrator.say("created \(vaultURL.path) (mode 0600, passphrase \"\(passphrase)\", Argon2id)")
 
     // Short timeouts for alice so the story fits in a minute; real tools keep the defaults (15 min idle…).
-    let policy = SessionPolicy(idleTimeout: .seconds(6), warningBefore: .seconds(4), maxExtensions: 1,
-                               absoluteLifetime: .seconds(120), backgroundTimeout: .seconds(2), idleAction: .lock)
+    let policy = SessionPolicy(
+        idleTimeout: .seconds(6), warningBefore: .seconds(4), maxExtensions: 1,
+        absoluteLifetime: .seconds(120), backgroundTimeout: .seconds(2), idleAction: .lock)
     var configuration = SessionConfiguration()
     configuration.observationInterval = .milliseconds(250)
     configuration.leeway = .seconds(2)  // bob's demo tokens live 4 s; real tokens live an hour
@@ -52,13 +53,16 @@ func runDemo() async throws {
         // bob's access tokens live 4 s, so the story can show a refresh ahead of expiry.
         let lifetime: Duration = .seconds(4)
         let issued = await gateway.issueGrant(subject: subject, clientID: "vault-demo", accessTokenLifetime: lifetime)
-        let response = TokenResponse(accessToken: issued.accessToken, tokenType: issued.tokenType, expiresIn: issued.expiresIn,
-                                     refreshToken: issued.refreshToken, scope: issued.scope, idToken: issued.idToken)
+        let response = TokenResponse(
+            accessToken: issued.accessToken, tokenType: issued.tokenType, expiresIn: issued.expiresIn,
+            refreshToken: issued.refreshToken, scope: issued.scope, idToken: issued.idToken)
         let account = try await session.signIn(
-            NewAccount(issuer: gateway.baseURL.absoluteString, subject: subject, label: "\(subject.capitalized) (demo)",
-                       email: "\(subject)@demo.test",
-                       client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
-                                                   clientID: "vault-demo", scopes: ["openid", "profile"])),
+            NewAccount(
+                issuer: gateway.baseURL.absoluteString, subject: subject, label: "\(subject.capitalized) (demo)",
+                email: "\(subject)@demo.test",
+                client: OAuthClientSettings(
+                    tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
+                    clientID: "vault-demo", scopes: ["openid", "profile"])),
             tokens: response, policy: SessionPolicy())
         accounts[subject] = account.id
         narrator.say("\(subject) signed in as account \(account.id); access token \(Narrator.fingerprint(issued.accessToken)) expires in \(issued.expiresIn) s")
@@ -76,13 +80,18 @@ func runDemo() async throws {
     let token = try await session.validAccessToken()
     let after = try vault.tokens(for: bob)
     narrator.say("with less than the 2 s leeway left, it was refreshed before being served")
-    narrator.say("access token \(Narrator.fingerprint(before?.tokens.accessToken ?? "")) -> \(Narrator.fingerprint(token.value)) (generation \(token.generation))")
-    narrator.say("refresh token rotated \(Narrator.fingerprint(before?.tokens.refreshToken ?? "")) -> \(Narrator.fingerprint(after?.tokens.refreshToken ?? "")); the old one is now refused by the server")
+    narrator.say(
+        "access token \(Narrator.fingerprint(before?.tokens.accessToken ?? "")) -> \(Narrator.fingerprint(token.value)) (generation \(token.generation))")
+    narrator.say(
+        "refresh token rotated \(Narrator.fingerprint(before?.tokens.refreshToken ?? "")) -> \(Narrator.fingerprint(after?.tokens.refreshToken ?? "")); the old one is now refused by the server"
+    )
     async let concurrent = withThrowingTaskGroup(of: Int64.self) { group in
         for _ in 0..<50 { group.addTask { try await session.validAccessToken().generation } }
         return try await group.reduce(into: Set<Int64>()) { $0.insert($1) }
     }
-    narrator.say("50 concurrent callers got generation(s) \(try await concurrent.sorted()); server saw \(await gateway.tokenRequestCount() - requestsBefore) refresh request(s) in all")
+    narrator.say(
+        "50 concurrent callers got generation(s) \(try await concurrent.sorted()); server saw \(await gateway.tokenRequestCount() - requestsBefore) refresh request(s) in all"
+    )
 
     try await session.switchAccount(to: alice)
     try await session.recordActivity()
@@ -92,7 +101,9 @@ func runDemo() async throws {
     narrator.chapter("Idle warning, a live countdown, and an extension")
     let events = session.events()  // from now on
     try await session.recordActivity()
-    narrator.say("no activity for \(policy.idleTimeout.map { "\($0.components.seconds)" } ?? "-") s locks the session; a warning comes \(policy.warningBefore.components.seconds) s before")
+    narrator.say(
+        "no activity for \(policy.idleTimeout.map { "\($0.components.seconds)" } ?? "-") s locks the session; a warning comes \(policy.warningBefore.components.seconds) s before"
+    )
     var extended = false
     eventLoop: for await event in events {
         switch event {
@@ -154,8 +165,9 @@ func runDemo() async throws {
     try vault.setSessionPolicy(SessionPolicy(), for: alice)
     try await session.recordActivity()
 
-    try await DeviceChapter.run(gateway: gateway, vault: vault, session: session, accounts: accounts, policy: policy,
-                                directory: demoDirectory, narrator: narrator, logger: quiet)
+    try await DeviceChapter.run(
+        gateway: gateway, vault: vault, session: session, accounts: accounts, policy: policy,
+        directory: demoDirectory, narrator: narrator, logger: quiet)
 
     try await CommandLineChapter.run(gateway: gateway, directory: demoDirectory, narrator: narrator)
 

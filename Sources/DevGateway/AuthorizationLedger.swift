@@ -47,12 +47,15 @@ struct AuthorizationLedger: Sendable {
     }
 
     /// Issues a single-use code bound to the request; returns it.
-    mutating func issueCode(clientID: String, redirectURI: String, codeChallenge: String?, nonce: String?,
-                            scope: String, subject: String, authTime: Date, now: Date) -> String {
+    mutating func issueCode(
+        clientID: String, redirectURI: String, codeChallenge: String?, nonce: String?,
+        scope: String, subject: String, authTime: Date, now: Date
+    ) -> String {
         let code = TokenMint.token(prefix: "ac_")
-        codes[code] = Code(clientID: clientID, redirectURI: redirectURI, codeChallenge: codeChallenge, nonce: nonce,
-                           scope: scope, subject: subject, authTime: authTime,
-                           expiresAt: now.addingTimeInterval(Self.codeLifetime))
+        codes[code] = Code(
+            clientID: clientID, redirectURI: redirectURI, codeChallenge: codeChallenge, nonce: nonce,
+            scope: scope, subject: subject, authTime: authTime,
+            expiresAt: now.addingTimeInterval(Self.codeLifetime))
         return code
     }
 
@@ -72,8 +75,9 @@ struct AuthorizationLedger: Sendable {
             return .rejected(.invalidGrant("the authorization code was issued to another client"), revokeGrant: nil)
         }
         guard !record.spent else {
-            return .rejected(.invalidGrant("the authorization code was already used; the grant it produced is revoked"),
-                             revokeGrant: record.grantID)
+            return .rejected(
+                .invalidGrant("the authorization code was already used; the grant it produced is revoked"),
+                revokeGrant: record.grantID)
         }
         record.spent = true
         codes[code] = record
@@ -126,7 +130,7 @@ struct AuthorizationLedger: Sendable {
     private static func isUnreserved(_ byte: UInt8) -> Bool {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             return true
         default:
             return false
@@ -138,8 +142,9 @@ struct AuthorizationLedger: Sendable {
     /// Whether `uri` is an `http` loopback IP literal redirect (any port, any path, no fragment).
     static func isLoopbackRedirect(_ uri: String) -> Bool {
         guard let components = URLComponents(string: uri), components.scheme == "http",
-              components.fragment == nil, components.user == nil, components.password == nil,
-              let host = components.host else { return false }
+            components.fragment == nil, components.user == nil, components.password == nil,
+            let host = components.host
+        else { return false }
         return host == "127.0.0.1" || host == "[::1]" || host == "::1"
     }
 }

@@ -31,7 +31,8 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/faults/token-latency") { gateway, request in
                 guard let latency = AdminJSON.decode(AdminJSON.Latency.self, from: await body(of: request)),
-                      latency.milliseconds >= 0 else {
+                    latency.milliseconds >= 0
+                else {
                     return AdminJSON.badRequest
                 }
                 await gateway.setTokenLatency(.milliseconds(latency.milliseconds))
@@ -59,8 +60,9 @@ extension DevGateway {
     /// `POST /admin/grants`: like ``issueGrant(subject:clientID:clientSecret:scope:accessTokenLifetime:rotatesRefreshTokens:)``.
     func handleCreateGrant(body: Data) async -> HTTPResponse {
         guard let grant = AdminJSON.decode(AdminJSON.Grant.self, from: body),
-              !grant.subject.isEmpty, !grant.clientID.isEmpty,
-              (grant.accessTokenLifetime ?? 0) >= 0 else {
+            !grant.subject.isEmpty, !grant.clientID.isEmpty,
+            (grant.accessTokenLifetime ?? 0) >= 0
+        else {
             return AdminJSON.badRequest
         }
         let tokens = await issueGrant(

@@ -145,11 +145,13 @@ extension DevGateway {
             if prompts.contains("none") { return refused("login_required", "nobody is signed in at the gateway") }
             metadata["gateway.outcome"] = "sign_in_page"
             logger.debug("authorization request", metadata: metadata)
-            return .html(title: "Sign in at the development gateway", paragraphs: [
-                "Nobody is signed in at this development gateway, so this request waits here.",
-                "A test or demo signs a user in with POST \(baseURL.appendingPathComponent("admin/browser-user").absoluteString) "
-                    + #"and {"subject": "alice", "mode": "approve"}, then starts the sign-in again."#,
-            ])
+            return .html(
+                title: "Sign in at the development gateway",
+                paragraphs: [
+                    "Nobody is signed in at this development gateway, so this request waits here.",
+                    "A test or demo signs a user in with POST \(baseURL.appendingPathComponent("admin/browser-user").absoluteString) "
+                        + #"and {"subject": "alice", "mode": "approve"}, then starts the sign-in again."#,
+                ])
         }
         guard self.state.authorization.browserMode == .approve else {
             return refused("access_denied", "the user denied the request")
@@ -198,7 +200,8 @@ extension AdminJSON {
         let clientSecret: String?
 
         enum CodingKeys: String, CodingKey {
-            case clientID = "client_id", clientSecret = "client_secret"
+            case clientID = "client_id"
+            case clientSecret = "client_secret"
         }
     }
 }

@@ -15,7 +15,8 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/device/approve") { gateway, request in
                 guard let answer = AdminJSON.decode(AdminJSON.DeviceApproval.self, from: await body(of: request)),
-                      !answer.subject.isEmpty else {
+                    !answer.subject.isEmpty
+                else {
                     return AdminJSON.badRequest
                 }
                 return deviceAnswer(await gateway.approveDeviceCode(userCode: answer.userCode, subject: answer.subject))
@@ -34,7 +35,8 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/device-grant") { gateway, request in
                 guard let settings = AdminJSON.decode(AdminJSON.DeviceGrantSettings.self, from: await body(of: request)),
-                      (settings.interval ?? 0) >= 0, (settings.expiresIn ?? 1) > 0 else {
+                    (settings.interval ?? 0) >= 0, (settings.expiresIn ?? 1) > 0
+                else {
                     return AdminJSON.badRequest
                 }
                 await gateway.updateDeviceGrantSettings(interval: settings.interval, lifetime: settings.expiresIn)
@@ -109,7 +111,8 @@ extension DevGateway {
     func handleDeviceAuthorization(_ request: HTTPRequest, body: Data) -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/device_authorization"]
         let outcome: Result<DeviceGrantLedger.Authorization, OAuthRejection> = {
-            let parameters: FormBody, clientID: String
+            let parameters: FormBody
+            let clientID: String
             switch authenticatedForm(request, body: body) {
             case .success(let form): (parameters, clientID) = form
             case .failure(let rejection): return .failure(rejection)
@@ -124,13 +127,14 @@ extension DevGateway {
             metadata["gateway.outcome"] = "device_code_issued"
             logger.debug("device authorization request", metadata: metadata)
             let userCode = DeviceGrantLedger.display(authorization.userCode)
-            return .json(GatewayJSON.DeviceAuthorization(
-                deviceCode: authorization.deviceCode,
-                userCode: userCode,
-                verificationURI: deviceVerificationURL.absoluteString,
-                verificationURIComplete: Self.appendingQuery([("user_code", userCode)], to: deviceVerificationURL.absoluteString),
-                expiresIn: Int(authorization.expiresAt.timeIntervalSince(authorization.createdAt)),
-                interval: authorization.interval))
+            return .json(
+                GatewayJSON.DeviceAuthorization(
+                    deviceCode: authorization.deviceCode,
+                    userCode: userCode,
+                    verificationURI: deviceVerificationURL.absoluteString,
+                    verificationURIComplete: Self.appendingQuery([("user_code", userCode)], to: deviceVerificationURL.absoluteString),
+                    expiresIn: Int(authorization.expiresAt.timeIntervalSince(authorization.createdAt)),
+                    interval: authorization.interval))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("device authorization request", metadata: metadata)
@@ -144,11 +148,13 @@ extension DevGateway {
         let shown = typed.isEmpty ? "<user code>" : DeviceGrantLedger.display(typed)
         let approve = baseURL.appendingPathComponent("admin/device/approve").absoluteString
         let deny = baseURL.appendingPathComponent("admin/device/deny").absoluteString
-        return .html(title: "Device sign-in at the development gateway", paragraphs: [
-            "This development gateway has no login form. Approve the device as a user with:",
-            #"curl -X POST \#(approve) -H 'Content-Type: application/json' -d '{"user_code": "\#(shown)", "subject": "alice"}'"#,
-            #"or deny it: curl -X POST \#(deny) -H 'Content-Type: application/json' -d '{"user_code": "\#(shown)"}'"#,
-        ])
+        return .html(
+            title: "Device sign-in at the development gateway",
+            paragraphs: [
+                "This development gateway has no login form. Approve the device as a user with:",
+                #"curl -X POST \#(approve) -H 'Content-Type: application/json' -d '{"user_code": "\#(shown)", "subject": "alice"}'"#,
+                #"or deny it: curl -X POST \#(deny) -H 'Content-Type: application/json' -d '{"user_code": "\#(shown)"}'"#,
+            ])
     }
 
     /// The device-code grant at the token endpoint (RFC 8628 §3.4-3.5), for an authenticated client.
@@ -181,8 +187,12 @@ extension GatewayJSON {
         let interval: Int
 
         enum CodingKeys: String, CodingKey {
-            case deviceCode = "device_code", userCode = "user_code", verificationURI = "verification_uri"
-            case verificationURIComplete = "verification_uri_complete", expiresIn = "expires_in", interval
+            case deviceCode = "device_code"
+            case userCode = "user_code"
+            case verificationURI = "verification_uri"
+            case verificationURIComplete = "verification_uri_complete"
+            case expiresIn = "expires_in"
+            case interval
         }
     }
 }
@@ -193,7 +203,8 @@ extension AdminJSON {
         let subject: String
 
         enum CodingKeys: String, CodingKey {
-            case userCode = "user_code", subject
+            case userCode = "user_code"
+            case subject
         }
     }
 
@@ -210,7 +221,8 @@ extension AdminJSON {
         let expiresIn: Int?
 
         enum CodingKeys: String, CodingKey {
-            case interval, expiresIn = "expires_in"
+            case interval
+            case expiresIn = "expires_in"
         }
     }
 }

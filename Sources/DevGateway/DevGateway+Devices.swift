@@ -44,7 +44,8 @@ extension DevGateway {
         _ handle: @escaping @Sendable (DevGateway, HTTPRequest, String) async -> HTTPResponse
     ) -> GatewayRoute {
         GatewayRoute(route: HTTPRoute(stringLiteral: pattern)) { gateway, request in
-            let parameter = (request.routeParameters["device_id"] ?? request.routeParameters["uuid"])
+            let parameter =
+                (request.routeParameters["device_id"] ?? request.routeParameters["uuid"])
                 .flatMap { $0.removingPercentEncoding } ?? ""
             await gateway.beginDeviceRequest(pattern)
             return await handle(gateway, request, parameter)
@@ -68,8 +69,9 @@ extension DevGateway {
         for notice in state.notifications.overdue(now: now) {
             state.notifications.setStatus(notice.uuid, .expired)
             if let registrationID = notice.approvesRegistration,
-               let registration = state.devices.registration(id: registrationID),
-               registration.status == .pending, registration.approvalNotification == notice.uuid {
+                let registration = state.devices.registration(id: registrationID),
+                registration.status == .pending, registration.approvalNotification == notice.uuid
+            {
                 state.devices.settle(registrationID, status: .expired, reason: "the approval request expired", now: now)
             }
         }
@@ -106,8 +108,10 @@ extension DevGateway {
             return .failure(DeviceRejection(401, "invalid_token", "the grant has been revoked"))
         }
         if let registration { state.devices.touch(registration.id, now: deviceAreaNow()) }
-        return .success(DeviceCaller(subject: grant.subject, grantID: grant.id,
-                                     registration: registration.flatMap { state.devices.registration(id: $0.id) }))
+        return .success(
+            DeviceCaller(
+                subject: grant.subject, grantID: grant.id,
+                registration: registration.flatMap { state.devices.registration(id: $0.id) }))
     }
 
     /// The caller's registration, which must be active.
@@ -116,9 +120,10 @@ extension DevGateway {
             return .failure(DeviceRejection(403, "device_not_registered", "register this device first"))
         }
         guard registration.status == .active else {
-            return .failure(DeviceRejection(403, "device_not_active", "this device is not active for the account") {
-                $0.status = registration.status.rawValue
-            })
+            return .failure(
+                DeviceRejection(403, "device_not_active", "this device is not active for the account") {
+                    $0.status = registration.status.rawValue
+                })
         }
         return .success(registration)
     }
@@ -151,20 +156,27 @@ extension DevGateway {
     func handleRegister(_ request: HTTPRequest, body: Data) -> HTTPResponse {
         withCaller(request) { caller throws(DeviceRejection) in
             guard let form = DeviceJSON.decode(DeviceJSON.Register.self, from: body),
-                  Self.isReasonable(form.deviceID), Self.isReasonable(form.name), Self.isReasonable(form.platform) else {
+                Self.isReasonable(form.deviceID), Self.isReasonable(form.name), Self.isReasonable(form.platform)
+            else {
                 throw .badRequest("device_id, name and platform are required (1 to 200 characters)")
             }
             // Registering again starts a new activation: an earlier approval request is withdrawn.
             if let earlier = state.devices.registration(subject: caller.subject, deviceID: form.deviceID), earlier.status != .active {
                 dismissApproval(of: earlier, as: .dismissed)
             }
-            switch state.devices.register(subject: caller.subject, grantID: caller.grantID, deviceID: form.deviceID,
-                                          name: form.name, platform: form.platform, now: deviceAreaNow()) {
+            switch state.devices.register(
+                subject: caller.subject, grantID: caller.grantID, deviceID: form.deviceID,
+                name: form.name, platform: form.platform, now: deviceAreaNow())
+            {
             case .boundElsewhere:
                 throw DeviceRejection(409, "grant_bound_to_other_device", "this sign-in already speaks for another device")
             case .registered(let registration):
-                logger.debug("device registered", metadata: ["gateway.registration": "\(registration.id)",
-                                                             "gateway.status": "\(registration.status.rawValue)"])
+                logger.debug(
+                    "device registered",
+                    metadata: [
+                        "gateway.registration": "\(registration.id)",
+                        "gateway.status": "\(registration.status.rawValue)",
+                    ])
                 let options = registration.status == .pending ? DeviceLedger.offeredMethods : nil
                 return .json(DeviceJSON.Enrollment(device: DeviceJSON.Device(registration), options: options))
             }
@@ -206,8 +218,10 @@ extension DevGateway {
             let notice = state.notifications.post(
                 subject: caller.subject, title: "Activate a new device?",
                 message: "\"\(registration.name)\" (\(registration.platform)) asks to be activated for your account.",
-                actions: [NotificationLedger.Action(label: "Approve", action: "approve", authLevel: nil),
-                          NotificationLedger.Action(label: "Reject", action: "reject", authLevel: nil)],
+                actions: [
+                    NotificationLedger.Action(label: "Approve", action: "approve", authLevel: nil),
+                    NotificationLedger.Action(label: "Reject", action: "reject", authLevel: nil),
+                ],
                 now: now, expiresAt: now.addingTimeInterval(Self.seconds(state.deviceArea.approvalLifetime)),
                 approvesRegistration: registration.id)
             registration.approvalNotification = notice.uuid
@@ -216,10 +230,16 @@ extension DevGateway {
             state.devices.update(registration)
             state.stats.approvalRequests += 1
             statsDidChange()
-            logger.debug("approval requested", metadata: ["gateway.registration": "\(registration.id)",
-                                                          "gateway.notification": "\(notice.uuid)"])
-            return .json(DeviceJSON.Verification(notificationUUID: notice.uuid, expiresAt: notice.expiresAt.map(DeviceJSON.milliseconds),
-                                                 device: DeviceJSON.Device(registration)), status: 202)
+            logger.debug(
+                "approval requested",
+                metadata: [
+                    "gateway.registration": "\(registration.id)",
+                    "gateway.notification": "\(notice.uuid)",
+                ])
+            return .json(
+                DeviceJSON.Verification(
+                    notificationUUID: notice.uuid, expiresAt: notice.expiresAt.map(DeviceJSON.milliseconds),
+                    device: DeviceJSON.Device(registration)), status: 202)
         }
     }
 
@@ -230,12 +250,15 @@ extension DevGateway {
             let registration = try ownDevice(caller, deviceID).get()
             try Self.requirePending(registration)
             guard let code = state.devices.issueActivationCode(registration.id, now: deviceAreaNow()),
-                  let updated = state.devices.registration(id: registration.id) else {
+                let updated = state.devices.registration(id: registration.id)
+            else {
                 throw DeviceRejection(409, "not_pending", "this device is not waiting for activation")
             }
             logger.debug("fallback activation code issued", metadata: ["gateway.registration": "\(registration.id)"])
-            return .json(DeviceJSON.Fallback(method: "activation_code", delivery: "out_of_band", codeLength: code.count,
-                                             device: DeviceJSON.Device(updated)), status: 202)
+            return .json(
+                DeviceJSON.Fallback(
+                    method: "activation_code", delivery: "out_of_band", codeLength: code.count,
+                    device: DeviceJSON.Device(updated)), status: 202)
         }
     }
 
@@ -273,9 +296,10 @@ extension DevGateway {
             try Self.requirePending(registration)
             let expired = DeviceJSON.decode(DeviceJSON.Cancel.self, from: body)?.reason == "expired"
             dismissApproval(of: registration, as: expired ? .expired : .dismissed)
-            state.devices.settle(registration.id, status: .expired,
-                                 reason: expired ? "no approval before the device's deadline" : "activation cancelled on the device",
-                                 now: deviceAreaNow())
+            state.devices.settle(
+                registration.id, status: .expired,
+                reason: expired ? "no approval before the device's deadline" : "activation cancelled on the device",
+                now: deviceAreaNow())
             return try oneDevice(registration.id)
         }
     }
@@ -322,7 +346,8 @@ extension DevGateway {
     /// copy from before it settled (settling forgets the request).
     func dismissApproval(of registration: DeviceLedger.Registration, as status: NotificationLedger.Status) {
         guard let uuid = registration.approvalNotification ?? state.devices.registration(id: registration.id)?.approvalNotification,
-              state.notifications.notice(uuid)?.status == .pending else { return }
+            state.notifications.notice(uuid)?.status == .pending
+        else { return }
         state.notifications.setStatus(uuid, status)
     }
 

@@ -14,12 +14,16 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/discovery") { gateway, request in
                 let data = await body(of: request)
-                guard let settings = data.isEmpty ? AdminJSON.Discovery(openIDConfiguration: nil, issuer: nil, omit: nil)
-                        : AdminJSON.decode(AdminJSON.Discovery.self, from: data) else {
+                guard
+                    let settings = data.isEmpty
+                        ? AdminJSON.Discovery(openIDConfiguration: nil, issuer: nil, omit: nil)
+                        : AdminJSON.decode(AdminJSON.Discovery.self, from: data)
+                else {
                     return AdminJSON.badRequest
                 }
-                await gateway.setDiscovery(DiscoverySettings(
-                    openIDConfiguration: settings.openIDConfiguration ?? true, issuer: settings.issuer, omit: Set(settings.omit ?? [])))
+                await gateway.setDiscovery(
+                    DiscoverySettings(
+                        openIDConfiguration: settings.openIDConfiguration ?? true, issuer: settings.issuer, omit: Set(settings.omit ?? [])))
                 return .empty(status: 204)
             },
         ]
@@ -45,8 +49,9 @@ extension DevGateway {
     func discoveryResponse(openIDConfiguration: Bool) -> HTTPResponse {
         let settings = state.signIn.discovery
         if openIDConfiguration, !settings.openIDConfiguration {
-            return .json(GatewayJSON.Failure(error: "not_found", errorDescription: "this gateway publishes RFC 8414 metadata only"),
-                         status: 404)
+            return .json(
+                GatewayJSON.Failure(error: "not_found", errorDescription: "this gateway publishes RFC 8414 metadata only"),
+                status: 404)
         }
         var metadata = discoveryMetadata()
         if let issuer = settings.issuer { metadata["issuer"] = .string(issuer) }
@@ -112,7 +117,8 @@ extension AdminJSON {
         let omit: [String]?
 
         enum CodingKeys: String, CodingKey {
-            case openIDConfiguration = "openid_configuration", issuer, omit
+            case openIDConfiguration = "openid_configuration"
+            case issuer, omit
         }
     }
 }

@@ -8,7 +8,7 @@ extension DevGateway {
         [
             deviceRoute("POST /sessions/extend") { gateway, request, _ in
                 await gateway.handleExtend(request)
-            },
+            }
         ]
     }
 
@@ -43,8 +43,11 @@ extension DevGateway {
         var errorMessage: String?
 
         enum CodingKeys: String, CodingKey {
-            case statusCode = "status_code", errorCode = "error_code", errorMessage = "error_message"
-            case error, errorDescription = "error_description"
+            case statusCode = "status_code"
+            case errorCode = "error_code"
+            case errorMessage = "error_message"
+            case error
+            case errorDescription = "error_description"
         }
 
         func encode(to encoder: any Encoder) throws {

@@ -41,7 +41,8 @@ extension DevGateway {
     func handleGuestRegistration(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/guest/register"]
         let outcome: Result<IssuedTokens, OAuthRejection> = {
-            let parameters: FormBody, clientID: String
+            let parameters: FormBody
+            let clientID: String
             switch authenticatedForm(request, body: body) {
             case .success(let form): (parameters, clientID) = form
             case .failure(let rejection): return .failure(rejection)
@@ -52,8 +53,10 @@ extension DevGateway {
             state.authorization.authenticate(subject, at: now)
             state.stats.guestRegistrations += 1
             statsDidChange()
-            return .success(state.tokens.openGrant(subject: subject, clientID: clientID, scope: parameters["scope"] ?? "openid profile",
-                                                   authTime: now, isGuest: true))
+            return .success(
+                state.tokens.openGrant(
+                    subject: subject, clientID: clientID, scope: parameters["scope"] ?? "openid profile",
+                    authTime: now, isGuest: true))
         }()
         switch outcome {
         case .success(let tokens):
@@ -79,8 +82,9 @@ extension DevGateway {
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("guest request", metadata: metadata)
             if rejection.status == 401 {
-                return .json(GatewayJSON.Failure(error: rejection.error, errorDescription: rejection.description), status: 401,
-                             headers: [(HTTPHeader("WWW-Authenticate"), #"Bearer realm="DevGateway", error="invalid_token""#)])
+                return .json(
+                    GatewayJSON.Failure(error: rejection.error, errorDescription: rejection.description), status: 401,
+                    headers: [(HTTPHeader("WWW-Authenticate"), #"Bearer realm="DevGateway", error="invalid_token""#)])
             }
             return .oauthError(rejection)
         }
@@ -88,7 +92,8 @@ extension DevGateway {
         let header = request.headers[.authorization] ?? ""
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer",
-              let user = state.tokens.grant(forAccessToken: String(parts[1])), !user.revoked else {
+            let user = state.tokens.grant(forAccessToken: String(parts[1])), !user.revoked
+        else {
             return refused(OAuthRejection(status: 401, error: "invalid_token", description: "a registered user's access token is required"))
         }
         metadata["gateway.client_id"] = "\(user.clientID)"
@@ -130,7 +135,9 @@ extension GatewayJSON {
         let subject: String
 
         enum CodingKeys: String, CodingKey {
-            case converted, guestSubject = "guest_subject", subject
+            case converted
+            case guestSubject = "guest_subject"
+            case subject
         }
     }
 }

@@ -12,17 +12,22 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/keys/rotate") { gateway, request in
                 let data = await body(of: request)
-                guard let rotation = data.isEmpty ? AdminJSON.KeyRotation(algorithm: nil, retirePrevious: nil)
-                        : AdminJSON.decode(AdminJSON.KeyRotation.self, from: data) else {
+                guard
+                    let rotation = data.isEmpty
+                        ? AdminJSON.KeyRotation(algorithm: nil, retirePrevious: nil)
+                        : AdminJSON.decode(AdminJSON.KeyRotation.self, from: data)
+                else {
                     return AdminJSON.badRequest
                 }
-                let kid = await gateway.rotateSigningKey(algorithm: rotation.algorithm ?? .es256,
-                                                         retirePrevious: rotation.retirePrevious ?? false)
+                let kid = await gateway.rotateSigningKey(
+                    algorithm: rotation.algorithm ?? .es256,
+                    retirePrevious: rotation.retirePrevious ?? false)
                 return .json(["kid": kid])
             },
             GatewayRoute(route: "POST /admin/faults/id-token") { gateway, request in
                 guard let plan = AdminJSON.decode(AdminJSON.IDTokenFaults.self, from: await body(of: request)),
-                      (plan.count ?? 1) >= 0 else {
+                    (plan.count ?? 1) >= 0
+                else {
                     return AdminJSON.badRequest
                 }
                 await gateway.corruptNextIDTokens(plan.count ?? 1, with: plan.fault)
@@ -50,14 +55,17 @@ extension DevGateway {
             key = try SigningKey.generate(algorithm)
         } catch {
             // Only RSA key generation can fail, and only if BoringSSL does; ES256 always works.
-            logger.error("signing key generation failed; using ES256 instead",
-                         metadata: ["gateway.algorithm": "\(algorithm.rawValue)", "error": "\(error)"])
+            logger.error(
+                "signing key generation failed; using ES256 instead",
+                metadata: ["gateway.algorithm": "\(algorithm.rawValue)", "error": "\(error)"])
             key = SigningKey.p256()
         }
         state.signingKeys.rotate(to: key, retirePrevious: retirePrevious)
-        logger.debug("signing key rotated", metadata: [
-            "gateway.kid": "\(key.kid)", "gateway.algorithm": "\(key.algorithm.rawValue)", "gateway.retired_previous": "\(retirePrevious)",
-        ])
+        logger.debug(
+            "signing key rotated",
+            metadata: [
+                "gateway.kid": "\(key.kid)", "gateway.algorithm": "\(key.algorithm.rawValue)", "gateway.retired_previous": "\(retirePrevious)",
+            ])
         return key.kid
     }
 
@@ -83,11 +91,13 @@ extension DevGateway {
     /// ``IDTokenFault`` is applied.
     func attachingIDToken(to tokens: IssuedTokens, nonce: String? = nil) async -> IssuedTokens {
         guard tokens.scope.split(separator: " ").contains("openid"),
-              let grant = state.tokens.grants[tokens.grantID] else {
+            let grant = state.tokens.grants[tokens.grantID]
+        else {
             return tokens.with(idToken: nil)
         }
-        let claims = IDTokenClaims(issuer: issuer, subject: grant.subject, clientID: grant.clientID, now: signInNow(),
-                                   authTime: grant.authTime, nonce: nonce, isGuest: grant.isGuest)
+        let claims = IDTokenClaims(
+            issuer: issuer, subject: grant.subject, clientID: grant.clientID, now: signInNow(),
+            authTime: grant.authTime, nonce: nonce, isGuest: grant.isGuest)
         let key = state.signingKeys.current
         let fault = state.faults.takeIDTokenFault()
         do {
@@ -117,7 +127,8 @@ extension AdminJSON {
         let retirePrevious: Bool?
 
         enum CodingKeys: String, CodingKey {
-            case algorithm, retirePrevious = "retire_previous"
+            case algorithm
+            case retirePrevious = "retire_previous"
         }
     }
 

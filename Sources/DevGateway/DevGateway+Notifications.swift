@@ -39,8 +39,10 @@ extension DevGateway {
                 end: end.map { Date(timeIntervalSince1970: Double($0) / 1000) })
             let page = all.dropFirst(Int(min(startIndex - 1, Int64(all.count))))
                 .prefix(recordCount == 0 ? all.count : Int(min(recordCount, Int64(all.count))))
-            return .json(DeviceJSON.NotificationPage(notifications: page.map(DeviceJSON.Notification.init),
-                                                     totalCount: all.count, startIndex: Int(startIndex), recordCount: page.count))
+            return .json(
+                DeviceJSON.NotificationPage(
+                    notifications: page.map(DeviceJSON.Notification.init),
+                    totalCount: all.count, startIndex: Int(startIndex), recordCount: page.count))
         }
     }
 
@@ -75,14 +77,17 @@ extension DevGateway {
                 }
             case .answered(let notice):
                 if let registrationID = notice.approvesRegistration,
-                   let registration = state.devices.registration(id: registrationID),
-                   registration.status == .pending, registration.approvalNotification == notice.uuid {
+                    let registration = state.devices.registration(id: registrationID),
+                    registration.status == .pending, registration.approvalNotification == notice.uuid
+                {
                     if form.action == "approve" {
-                        state.devices.settle(registrationID, status: .active, method: "verify",
-                                             reason: "approved from device \(me.deviceID)", now: now)
+                        state.devices.settle(
+                            registrationID, status: .active, method: "verify",
+                            reason: "approved from device \(me.deviceID)", now: now)
                     } else {
-                        state.devices.settle(registrationID, status: .rejected,
-                                             reason: "rejected from device \(me.deviceID)", now: now)
+                        state.devices.settle(
+                            registrationID, status: .rejected,
+                            reason: "rejected from device \(me.deviceID)", now: now)
                     }
                 }
                 logger.debug("notification answered", metadata: ["gateway.notification": "\(notice.uuid)"])
@@ -110,11 +115,13 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/notifications") { gateway, request in
                 guard let form = DeviceJSON.decode(DeviceJSON.PostNotification.self, from: await body(of: request)),
-                      !form.subject.isEmpty, (form.expiresIn ?? 0) >= 0 else {
+                    !form.subject.isEmpty, (form.expiresIn ?? 0) >= 0
+                else {
                     return AdminJSON.badRequest
                 }
-                let notice = await gateway.post(subject: form.subject, title: form.title ?? "Notification", message: form.message,
-                                                actions: form.actions ?? [], expiresIn: form.expiresIn.map { .seconds($0) })
+                let notice = await gateway.post(
+                    subject: form.subject, title: form.title ?? "Notification", message: form.message,
+                    actions: form.actions ?? [], expiresIn: form.expiresIn.map { .seconds($0) })
                 return .json(DeviceJSON.OneNotification(notification: DeviceJSON.Notification(notice)), status: 201)
             },
             GatewayRoute(route: "POST /admin/clock") { gateway, request in
@@ -126,7 +133,8 @@ extension DevGateway {
             },
             GatewayRoute(route: "POST /admin/device-settings") { gateway, request in
                 guard let form = DeviceJSON.decode(DeviceJSON.DeviceSettings.self, from: await body(of: request)),
-                      (form.approvalLifetime ?? 1) > 0 else {
+                    (form.approvalLifetime ?? 1) > 0
+                else {
                     return AdminJSON.badRequest
                 }
                 if let lifetime = form.approvalLifetime { await gateway.setApprovalLifetime(.seconds(lifetime)) }
@@ -176,27 +184,37 @@ extension DevGateway {
     ///                                           message: "Chrome on Linux", actions: [("Allow", "allow"), ("Deny", "deny")])
     /// ```
     @discardableResult
-    public func postNotification(subject: String, title: String, message: String,
-                                 actions: [(label: String, action: String)], expiresIn: Duration? = nil) -> String {
-        postNotification(subject: subject, title: title, message: message,
-                         actions: actions.map { (label: $0.label, action: $0.action, authLevel: nil) }, expiresIn: expiresIn)
+    public func postNotification(
+        subject: String, title: String, message: String,
+        actions: [(label: String, action: String)], expiresIn: Duration? = nil
+    ) -> String {
+        postNotification(
+            subject: subject, title: title, message: message,
+            actions: actions.map { (label: $0.label, action: $0.action, authLevel: nil) }, expiresIn: expiresIn)
     }
 
     /// The same, with an authentication level on some actions (`"high"`: approving needs a
     /// recent sign-in).
     @discardableResult
-    public func postNotification(subject: String, title: String, message: String,
-                                 actions: [(label: String, action: String, authLevel: String?)], expiresIn: Duration? = nil) -> String {
-        post(subject: subject, title: title, message: message,
-             actions: actions.map { NotificationLedger.Action(label: $0.label, action: $0.action, authLevel: $0.authLevel) },
-             expiresIn: expiresIn).uuid
+    public func postNotification(
+        subject: String, title: String, message: String,
+        actions: [(label: String, action: String, authLevel: String?)], expiresIn: Duration? = nil
+    ) -> String {
+        post(
+            subject: subject, title: title, message: message,
+            actions: actions.map { NotificationLedger.Action(label: $0.label, action: $0.action, authLevel: $0.authLevel) },
+            expiresIn: expiresIn
+        ).uuid
     }
 
-    func post(subject: String, title: String, message: String, actions: [NotificationLedger.Action],
-              expiresIn: Duration?) -> NotificationLedger.Notice {
+    func post(
+        subject: String, title: String, message: String, actions: [NotificationLedger.Action],
+        expiresIn: Duration?
+    ) -> NotificationLedger.Notice {
         let now = deviceAreaNow()
-        return state.notifications.post(subject: subject, title: title, message: message, actions: actions, now: now,
-                                         expiresAt: expiresIn.map { now.addingTimeInterval(Self.seconds($0)) })
+        return state.notifications.post(
+            subject: subject, title: title, message: message, actions: actions, now: now,
+            expiresAt: expiresIn.map { now.addingTimeInterval(Self.seconds($0)) })
     }
 
     /// Moves the device area's clock forward (notification expiry, timestamps); tokens are unaffected.

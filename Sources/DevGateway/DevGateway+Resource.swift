@@ -12,7 +12,8 @@ extension DevGateway {
             GatewayRoute(route: HTTPRoute("POST /admin/tokens/invalidate")) { gateway, request in
                 let body = await DevGateway.body(of: request)
                 guard let object = try? JSONSerialization.jsonObject(with: body) as? [String: Any],
-                      let subject = object["subject"] as? String else {
+                    let subject = object["subject"] as? String
+                else {
                     return .json(["error": "invalid_request"], status: 400)
                 }
                 return .json(["invalidated": await gateway.invalidateAccessTokens(subject: subject)])
@@ -29,10 +30,12 @@ extension DevGateway {
         let header = request.headers[.authorization] ?? ""
         let parts = header.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer",
-              let grant = state.tokens.grant(forAccessToken: String(parts[1])), !grant.revoked else {
+            let grant = state.tokens.grant(forAccessToken: String(parts[1])), !grant.revoked
+        else {
             state.stats.resourceRefusals += 1
-            return .json(["error": "invalid_token", "error_description": "the access token is not valid"], status: 401,
-                         headers: [(HTTPHeader("WWW-Authenticate"), #"Bearer realm="DevGateway", error="invalid_token""#)])
+            return .json(
+                ["error": "invalid_token", "error_description": "the access token is not valid"], status: 401,
+                headers: [(HTTPHeader("WWW-Authenticate"), #"Bearer realm="DevGateway", error="invalid_token""#)])
         }
         return .json(["sub": grant.subject, "scope": grant.scope, "client_id": grant.clientID])
     }

@@ -79,8 +79,9 @@ extension DevGateway {
             case DeviceGrantLedger.grantType:
                 return pollDeviceCode(parameters, clientID: clientID)
             default:
-                return .failure(.unsupportedGrantType(
-                    "supported grant types: refresh_token, authorization_code, \(DeviceGrantLedger.grantType)"))
+                return .failure(
+                    .unsupportedGrantType(
+                        "supported grant types: refresh_token, authorization_code, \(DeviceGrantLedger.grantType)"))
             }
         }()
 
@@ -117,16 +118,21 @@ extension DevGateway {
 
     /// `grant_type=authorization_code` (RFC 6749 §4.1.3, RFC 7636 §4.5): a code presented
     /// again revokes the grant it opened.
-    private func redeemCode(_ parameters: FormBody, clientID: String, nonce: inout String?,
-                            metadata: inout Logger.Metadata) -> Result<IssuedTokens, OAuthRejection> {
+    private func redeemCode(
+        _ parameters: FormBody, clientID: String, nonce: inout String?,
+        metadata: inout Logger.Metadata
+    ) -> Result<IssuedTokens, OAuthRejection> {
         guard let code = parameters["code"], !code.isEmpty else {
             return .failure(.invalidRequest("code is required"))
         }
-        switch state.authorization.redeem(code: code, clientID: clientID, redirectURI: parameters["redirect_uri"],
-                                          codeVerifier: parameters["code_verifier"], now: signInNow()) {
+        switch state.authorization.redeem(
+            code: code, clientID: clientID, redirectURI: parameters["redirect_uri"],
+            codeVerifier: parameters["code_verifier"], now: signInNow())
+        {
         case .redeemed(let record):
-            let tokens = state.tokens.openGrant(subject: record.subject, clientID: clientID, scope: record.scope,
-                                                authTime: record.authTime)
+            let tokens = state.tokens.openGrant(
+                subject: record.subject, clientID: clientID, scope: record.scope,
+                authTime: record.authTime)
             state.authorization.recordGrant(tokens.grantID, forCode: code)
             nonce = record.nonce
             return .success(tokens)
@@ -151,7 +157,8 @@ extension DevGateway {
         }
 
         let outcome: Result<Void, OAuthRejection> = {
-            let parameters: FormBody, clientID: String
+            let parameters: FormBody
+            let clientID: String
             switch authenticatedForm(request, body: body) {
             case .success(let form): (parameters, clientID) = form
             case .failure(let rejection): return .failure(rejection)

@@ -80,7 +80,8 @@ struct DeviceGrantLedger: Sendable {
     /// Expires the code at once; false if it is unknown or already expired or spent.
     mutating func expire(userCode: String, now: Date) -> Bool {
         guard let deviceCode = deviceCodes[Self.normalize(userCode)], var authorization = authorizations[deviceCode],
-              !authorization.isExpired(at: now), authorization.decision != .spent else { return false }
+            !authorization.isExpired(at: now), authorization.decision != .spent
+        else { return false }
         authorization.expiresAt = now
         authorizations[deviceCode] = authorization
         return true
@@ -96,7 +97,8 @@ struct DeviceGrantLedger: Sendable {
 
     private mutating func decide(_ userCode: String, now: Date, _ decision: Decision) -> Bool {
         guard let deviceCode = deviceCodes[Self.normalize(userCode)], var authorization = authorizations[deviceCode],
-              authorization.decision == .pending, !authorization.isExpired(at: now) else { return false }
+            authorization.decision == .pending, !authorization.isExpired(at: now)
+        else { return false }
         authorization.decision = decision
         authorizations[deviceCode] = authorization
         return true
@@ -125,23 +127,29 @@ struct DeviceGrantLedger: Sendable {
             return .rejected(.invalidGrant("the device_code was already used"), slowedDown: false)
         }
         if authorization.isExpired(at: now) {
-            return .rejected(OAuthRejection(status: 400, error: "expired_token", description: "the device_code has expired; start over"),
-                             slowedDown: false)
+            return .rejected(
+                OAuthRejection(status: 400, error: "expired_token", description: "the device_code has expired; start over"),
+                slowedDown: false)
         }
         switch authorization.decision {
         case .pending:
             if authorization.interval > 0, let previousPoll,
-               now.timeIntervalSince(previousPoll) < TimeInterval(authorization.interval) {
+                now.timeIntervalSince(previousPoll) < TimeInterval(authorization.interval)
+            {
                 authorization.interval += 5
-                return .rejected(OAuthRejection(status: 400, error: "slow_down",
-                                                description: "polled too soon; wait \(authorization.interval) s between polls"),
-                                 slowedDown: true)
+                return .rejected(
+                    OAuthRejection(
+                        status: 400, error: "slow_down",
+                        description: "polled too soon; wait \(authorization.interval) s between polls"),
+                    slowedDown: true)
             }
-            return .rejected(OAuthRejection(status: 400, error: "authorization_pending", description: "the user has not answered yet"),
-                             slowedDown: false)
+            return .rejected(
+                OAuthRejection(status: 400, error: "authorization_pending", description: "the user has not answered yet"),
+                slowedDown: false)
         case .denied:
-            return .rejected(OAuthRejection(status: 400, error: "access_denied", description: "the user denied the request"),
-                             slowedDown: false)
+            return .rejected(
+                OAuthRejection(status: 400, error: "access_denied", description: "the user denied the request"),
+                slowedDown: false)
         case .approved(let subject):
             authorization.decision = .spent
             return .approved(subject: subject, scope: authorization.scope)

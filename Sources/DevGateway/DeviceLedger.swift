@@ -79,8 +79,10 @@ struct DeviceLedger: Sendable {
 
     /// Registers (or re-registers) `deviceID` for `subject` and binds the grant to it. Active
     /// when the subject has no other active device (primary); pending otherwise.
-    mutating func register(subject: String, grantID: String, deviceID: String, name: String, platform: String,
-                           now: Date) -> RegisterOutcome {
+    mutating func register(
+        subject: String, grantID: String, deviceID: String, name: String, platform: String,
+        now: Date
+    ) -> RegisterOutcome {
         if let bound = registration(boundTo: grantID), bound.deviceID != deviceID || bound.subject != subject {
             return .boundElsewhere
         }

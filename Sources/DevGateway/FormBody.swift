@@ -40,11 +40,12 @@ struct BasicCredentials: Sendable {
     init?(authorization: String) {
         let parts = authorization.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "basic",
-              let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
-              let pair = String(data: data, encoding: .utf8),
-              let colon = pair.firstIndex(of: ":"),
-              let clientID = FormBody.decode(pair[..<colon]),
-              let secret = FormBody.decode(pair[pair.index(after: colon)...]) else {
+            let data = Data(base64Encoded: String(parts[1]).trimmingCharacters(in: .whitespaces)),
+            let pair = String(data: data, encoding: .utf8),
+            let colon = pair.firstIndex(of: ":"),
+            let clientID = FormBody.decode(pair[..<colon]),
+            let secret = FormBody.decode(pair[pair.index(after: colon)...])
+        else {
             return nil
         }
         self.clientID = clientID

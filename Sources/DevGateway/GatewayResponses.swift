@@ -72,7 +72,8 @@ extension HTTPResponse {
     static func html(title: String, paragraphs: [String], status: Int = 200) -> HTTPResponse {
         let escapedTitle = htmlEscaped(title)
         let body = paragraphs.map { "<p>\(htmlEscaped($0))</p>" }.joined(separator: "\n")
-        let page = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>\(escapedTitle)</title></head>\n"
+        let page =
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>\(escapedTitle)</title></head>\n"
             + "<body><h1>\(escapedTitle)</h1>\n\(body)\n</body></html>\n"
         let headers: HTTPHeaders = [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"]
         return HTTPResponse(statusCode: .gateway(status), headers: headers, body: Data(page.utf8))
@@ -107,7 +108,8 @@ extension HTTPResponse {
             body = Data(raw.utf8)
         } else if let error = fault.error {
             headers[.contentType] = "application/json"
-            let description = fault.echoesRequest
+            let description =
+                fault.echoesRequest
                 ? TokenFault.echo(body: request?.body ?? Data(), authorization: request?.authorization)
                 : "injected by DevGateway"
             body = GatewayJSON.encode(GatewayJSON.Failure(error: error, errorDescription: description))

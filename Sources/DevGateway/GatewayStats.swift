@@ -71,12 +71,14 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
 
     /// A mirror without token values.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "tokenRequests": tokenRequests, "tokenResponses": tokenResponses,
-            "revocationRequests": revocationRequests, "reuseDetections": reuseDetections,
-            "authorizationRequests": authorizationRequests, "reauthentications": reauthentications,
-            "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
-            "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "tokenRequests": tokenRequests, "tokenResponses": tokenResponses,
+                "revocationRequests": revocationRequests, "reuseDetections": reuseDetections,
+                "authorizationRequests": authorizationRequests, "reauthentications": reauthentications,
+                "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
+                "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
+            ], displayStyle: .struct)
     }
 }

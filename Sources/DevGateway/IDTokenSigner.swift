@@ -17,7 +17,9 @@ struct IDTokenClaims: JWTPayload, Hashable {
     var guest: Bool?
 
     enum CodingKeys: String, CodingKey {
-        case iss, sub, aud, azp, exp, iat, authTime = "auth_time", nonce, guest
+        case iss, sub, aud, azp, exp, iat
+        case authTime = "auth_time"
+        case nonce, guest
     }
 
     /// The gateway only signs these; verifying is the client's job.
@@ -41,9 +43,15 @@ struct IDTokenClaims: JWTPayload, Hashable {
         var claims = self
         switch fault {
         case .wrongIssuer: claims.iss = iss + "/not-this-issuer"
-        case .wrongAudience: claims.aud = "not-\(aud)"; claims.azp = claims.aud
-        case .expired: claims.exp = iat - 3600; claims.iat = claims.exp - 600
-        case .issuedInFuture: claims.iat = iat + 3600; claims.exp = claims.iat + 600
+        case .wrongAudience:
+            claims.aud = "not-\(aud)"
+            claims.azp = claims.aud
+        case .expired:
+            claims.exp = iat - 3600
+            claims.iat = claims.exp - 600
+        case .issuedInFuture:
+            claims.iat = iat + 3600
+            claims.exp = claims.iat + 600
         case .wrongNonce: claims.nonce = TokenMint.token(prefix: "nonce-")
         case .badSignature, .algNone, .hs256, .unknownKey, .omitted, nil: break
         }

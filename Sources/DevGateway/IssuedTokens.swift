@@ -27,8 +27,9 @@ public struct IssuedTokens: Sendable, Hashable {
 extension IssuedTokens {
     /// The same tokens with `idToken` in place of the ID token.
     func with(idToken: String?) -> IssuedTokens {
-        IssuedTokens(grantID: grantID, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
-                     refreshToken: refreshToken, idToken: idToken, scope: scope)
+        IssuedTokens(
+            grantID: grantID, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+            refreshToken: refreshToken, idToken: idToken, scope: scope)
     }
 }
 

@@ -1,8 +1,9 @@
 import FlyingFox
 import FlyingSocks
 import Logging
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The FlyingFox pieces that need FlyingSocks: the 127.0.0.1 address, the bound port, logging.

@@ -15,7 +15,8 @@ struct NotificationLedger: Sendable {
         let authLevel: String?
 
         enum CodingKeys: String, CodingKey {
-            case label, action, authLevel = "auth_level"
+            case label, action
+            case authLevel = "auth_level"
         }
     }
 
@@ -42,8 +43,10 @@ struct NotificationLedger: Sendable {
 
     // MARK: - Creating
 
-    mutating func post(subject: String, title: String, message: String, actions: [Action], now: Date,
-                       expiresAt: Date?, approvesRegistration: String? = nil) -> Notice {
+    mutating func post(
+        subject: String, title: String, message: String, actions: [Action], now: Date,
+        expiresAt: Date?, approvesRegistration: String? = nil
+    ) -> Notice {
         let notice = Notice(
             uuid: UUID().uuidString.lowercased(), subject: subject, title: title, message: message, actions: actions,
             createdAt: now, expiresAt: expiresAt, status: .pending, approvesRegistration: approvesRegistration, seq: nextSeq)

@@ -26,13 +26,17 @@ struct SigningKey: Sendable {
         case .rs256:
             let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
             let primitives = try key.publicKey.getKeyPrimitives()
-            return SigningKey(kid: kid, algorithm: .rs256, material: .rsa(key), publicJWK: PublicJWK(
-                kty: "RSA", kid: kid, alg: "RS256",
-                n: TokenMint.base64URL(Array(primitives.modulus)), e: TokenMint.base64URL(Array(primitives.publicExponent))))
+            return SigningKey(
+                kid: kid, algorithm: .rs256, material: .rsa(key),
+                publicJWK: PublicJWK(
+                    kty: "RSA", kid: kid, alg: "RS256",
+                    n: TokenMint.base64URL(Array(primitives.modulus)), e: TokenMint.base64URL(Array(primitives.publicExponent))))
         case .eddsa:
             let key = Curve25519.Signing.PrivateKey()
-            return SigningKey(kid: kid, algorithm: .eddsa, material: .ed25519(key), publicJWK: PublicJWK(
-                kty: "OKP", kid: kid, alg: "EdDSA", crv: "Ed25519", x: TokenMint.base64URL(Array(key.publicKey.rawRepresentation))))
+            return SigningKey(
+                kid: kid, algorithm: .eddsa, material: .ed25519(key),
+                publicJWK: PublicJWK(
+                    kty: "OKP", kid: kid, alg: "EdDSA", crv: "Ed25519", x: TokenMint.base64URL(Array(key.publicKey.rawRepresentation))))
         }
     }
 
@@ -41,9 +45,11 @@ struct SigningKey: Sendable {
         let key = P256.Signing.PrivateKey()
         // x9.63: 0x04 || x (32 bytes) || y (32 bytes).
         let point = Array(key.publicKey.x963Representation.dropFirst())
-        return SigningKey(kid: kid, algorithm: .es256, material: .p256(key), publicJWK: PublicJWK(
-            kty: "EC", kid: kid, alg: "ES256", crv: "P-256",
-            x: TokenMint.base64URL(Array(point.prefix(32))), y: TokenMint.base64URL(Array(point.suffix(32)))))
+        return SigningKey(
+            kid: kid, algorithm: .es256, material: .p256(key),
+            publicJWK: PublicJWK(
+                kty: "EC", kid: kid, alg: "ES256", crv: "P-256",
+                x: TokenMint.base64URL(Array(point.prefix(32))), y: TokenMint.base64URL(Array(point.suffix(32)))))
     }
 
     /// A key collection that signs with this key under its `kid` (and only this key).

@@ -23,8 +23,10 @@ public struct TokenFault: Sendable, Hashable {
     public var headers: [String: String]
 
     /// Creates a fault.
-    public init(status: Int, retryAfter: Int? = nil, error: String? = nil, body: String? = nil, echoesRequest: Bool = false,
-                headers: [String: String] = [:]) {
+    public init(
+        status: Int, retryAfter: Int? = nil, error: String? = nil, body: String? = nil, echoesRequest: Bool = false,
+        headers: [String: String] = [:]
+    ) {
         self.status = status
         self.retryAfter = retryAfter
         self.error = error

@@ -55,8 +55,9 @@ struct TokenLedger: Sendable {
         authTime: Date
     ) -> IssuedTokens {
         clients[clientID] = Client(secret: clientSecret)
-        return openGrant(subject: subject, clientID: clientID, scope: scope, authTime: authTime,
-                         accessTokenLifetime: accessTokenLifetime, rotatesRefreshTokens: rotatesRefreshTokens)
+        return openGrant(
+            subject: subject, clientID: clientID, scope: scope, authTime: authTime,
+            accessTokenLifetime: accessTokenLifetime, rotatesRefreshTokens: rotatesRefreshTokens)
     }
 
     /// Opens a new grant for a registered client (a redeemed code, an approved device code, a
@@ -160,7 +161,8 @@ struct TokenLedger: Sendable {
     /// Revokes the family of a refresh or access token presented by `clientID` (RFC 7009 §2.1).
     mutating func revoke(token: String, clientID: String) -> RevocationOutcome {
         guard let grantID = refreshTokens[token]?.grantID ?? accessTokens[token],
-              let grant = grants[grantID] else {
+            let grant = grants[grantID]
+        else {
             return .unknownToken
         }
         guard grant.clientID == clientID else { return .otherClient }
@@ -187,7 +189,8 @@ struct TokenLedger: Sendable {
     /// The grant of a refresh token that can still be used: issued, not rotated, grant not revoked.
     func liveGrant(forRefreshToken refreshToken: String) -> Grant? {
         guard let record = refreshTokens[refreshToken], record.status == .active,
-              let grant = grants[record.grantID], !grant.revoked else { return nil }
+            let grant = grants[record.grantID], !grant.revoked
+        else { return nil }
         return grant
     }
 

@@ -9,15 +9,17 @@ enum TokenMint {
 
     /// `prefix` followed by 64 random bits in hex.
     static func identifier(prefix: String) -> String {
-        prefix + randomBytes(8).map { byte in
-            let hex = String(byte, radix: 16)
-            return byte < 16 ? "0" + hex : hex
-        }.joined()
+        prefix
+            + randomBytes(8).map { byte in
+                let hex = String(byte, radix: 16)
+                return byte < 16 ? "0" + hex : hex
+            }.joined()
     }
 
     /// Compares without stopping at the first difference, so timing does not reveal a prefix.
     static func constantTimeEquals(_ lhs: String, _ rhs: String) -> Bool {
-        let a = Array(lhs.utf8), b = Array(rhs.utf8)
+        let a = Array(lhs.utf8)
+        let b = Array(rhs.utf8)
         var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
         for index in 0..<max(a.count, b.count) {
             let x = index < a.count ? a[index] : 0

@@ -1,8 +1,9 @@
 import CProcessControl
 import Foundation
 import VaultSync
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The agent's listener: a Unix-domain socket (0600 in a 0700 directory), one request per
@@ -27,8 +28,10 @@ public final class AgentServer: Sendable {
 
     /// Binds the socket. A socket left by a dead agent is replaced; a live agent's is not
     /// (``AgentFailure`` with code `already_running`).
-    public init(path: URL, handler: @escaping @Sendable (AgentRequest, Peer) async -> AgentResponse,
-                onRefusedPeer refusal: @escaping @Sendable (Peer) -> Void) throws {
+    public init(
+        path: URL, handler: @escaping @Sendable (AgentRequest, Peer) async -> AgentResponse,
+        onRefusedPeer refusal: @escaping @Sendable (Peer) -> Void
+    ) throws {
         self.path = path
         self.handler = handler
         self.refusal = refusal
@@ -36,7 +39,8 @@ public final class AgentServer: Sendable {
         switch AgentSocket.connect(path.path) {
         case .success(let fd):
             close(fd)
-            throw AgentFailure(code: "already_running", exit: 73, message: "an agent is already running for this vault (socket \(path.path)); `vault agent stop` first")
+            throw AgentFailure(
+                code: "already_running", exit: 73, message: "an agent is already running for this vault (socket \(path.path)); `vault agent stop` first")
         case .failure(.notRunning):
             unlink(path.path)  // a dead agent's socket, or none
         case .failure(let error):

@@ -1,7 +1,8 @@
 import Foundation
 import VaultCrypto
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where the agent of a vault listens, and the checks on that place.
@@ -46,7 +47,9 @@ public enum AgentSocket {
             throw AgentFailure(code: "socket_directory", exit: 82, message: "\(directory.path) belongs to another user; the agent will not listen there")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw AgentFailure(code: "socket_directory", exit: 82, message: "\(directory.path) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))); `chmod 700` it")
+            throw AgentFailure(
+                code: "socket_directory", exit: 82,
+                message: "\(directory.path) is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))); `chmod 700` it")
         }
     }
 

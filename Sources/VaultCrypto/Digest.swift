@@ -44,7 +44,8 @@ public enum ConstantTime {
     /// Whether `lhs` and `rhs` are equal, compared with `sodium_memcmp` (time depends only on
     /// the length, which is not secret here).
     public static func equals(_ lhs: String, _ rhs: String) -> Bool {
-        let a = Array(lhs.utf8), b = Array(rhs.utf8)
+        let a = Array(lhs.utf8)
+        let b = Array(rhs.utf8)
         guard a.count == b.count else { return false }
         guard !a.isEmpty else { return true }
         return sodium_memcmp(a, b, a.count) == 0

@@ -50,7 +50,7 @@ public struct KDFParameters: Sendable, Hashable, Codable, CustomStringConvertibl
             throw CryptoError(.weakParameters, "key derivation cost \(self) is below the accepted floor \(floor)")
         }
         guard opsLimit <= UInt64(crypto_pwhash_argon2id_opslimit_max()),
-              memLimitBytes <= UInt64(crypto_pwhash_argon2id_memlimit_max())
+            memLimitBytes <= UInt64(crypto_pwhash_argon2id_memlimit_max())
         else {
             throw CryptoError(.weakParameters, "key derivation cost \(self) is above libsodium's maximum")
         }

@@ -58,9 +58,9 @@ public struct KeyEncryptionKey: Sendable {
             throw CryptoError(.invalidKey, "Argon2id salt must be \(saltLength) bytes, found \(salt.count)")
         }
         guard cost.opsLimit <= UInt64(crypto_pwhash_argon2id_opslimit_max()),
-              cost.memLimitBytes <= UInt64(crypto_pwhash_argon2id_memlimit_max()),
-              cost.opsLimit >= UInt64(crypto_pwhash_argon2id_opslimit_min()),
-              cost.memLimitBytes >= UInt64(crypto_pwhash_argon2id_memlimit_min())
+            cost.memLimitBytes <= UInt64(crypto_pwhash_argon2id_memlimit_max()),
+            cost.opsLimit >= UInt64(crypto_pwhash_argon2id_opslimit_min()),
+            cost.memLimitBytes >= UInt64(crypto_pwhash_argon2id_memlimit_min())
         else {
             throw CryptoError(.weakParameters, "key derivation cost \(cost) is outside libsodium's range")
         }

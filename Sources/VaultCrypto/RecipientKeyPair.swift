@@ -35,8 +35,9 @@ public struct RecipientKeyPair: Sendable {
                 return Self.context.withUnsafeBufferPointer { context in
                     context.withMemoryRebound(to: CChar.self) { chars -> Int32 in
                         guard let contextBase = chars.baseAddress else { return -1 }
-                        return crypto_kdf_derive_from_key(outBase.assumingMemoryBound(to: UInt8.self), out.count, Self.subkeyID,
-                                                          contextBase, masterBase.assumingMemoryBound(to: UInt8.self))
+                        return crypto_kdf_derive_from_key(
+                            outBase.assumingMemoryBound(to: UInt8.self), out.count, Self.subkeyID,
+                            contextBase, masterBase.assumingMemoryBound(to: UInt8.self))
                     }
                 }
             }
@@ -48,8 +49,9 @@ public struct RecipientKeyPair: Sendable {
             guard let secretBase = secret.baseAddress else { throw CryptoError(.unavailable, "no memory for a secret key") }
             let status = try seed.withUnsafeBytes { seedBytes -> Int32 in
                 guard let seedBase = seedBytes.baseAddress else { return -1 }
-                return crypto_box_seed_keypair(&publicKey, secretBase.assumingMemoryBound(to: UInt8.self),
-                                               seedBase.assumingMemoryBound(to: UInt8.self))
+                return crypto_box_seed_keypair(
+                    &publicKey, secretBase.assumingMemoryBound(to: UInt8.self),
+                    seedBase.assumingMemoryBound(to: UInt8.self))
             }
             guard status == 0 else { throw CryptoError(.unavailable, "crypto_box_seed_keypair failed") }
         }

@@ -33,7 +33,8 @@ public struct RowAuthenticator: Sendable {
             guard let outBase = out.baseAddress else { throw CryptoError(.unavailable, "no memory for a derived key") }
             let status = try key.material.withUnsafeBytes { master -> Int32 in
                 guard let masterBase = master.baseAddress,
-                      master.count == Int(crypto_kdf_KEYBYTES) else { return -1 }
+                    master.count == Int(crypto_kdf_KEYBYTES)
+                else { return -1 }
                 return Self.context.withUnsafeBufferPointer { context in
                     context.withMemoryRebound(to: CChar.self) { chars -> Int32 in
                         guard let contextBase = chars.baseAddress else { return -1 }
@@ -107,8 +108,9 @@ public struct RowAuthenticator: Sendable {
         var out = [UInt8](repeating: 0, count: length)
         let status = try material.withUnsafeBytes { key -> Int32 in
             guard let keyBase = key.baseAddress else { return -1 }
-            return crypto_generichash(&out, length, message, UInt64(message.count),
-                                      keyBase.assumingMemoryBound(to: UInt8.self), key.count)
+            return crypto_generichash(
+                &out, length, message, UInt64(message.count),
+                keyBase.assumingMemoryBound(to: UInt8.self), key.count)
         }
         guard status == 0 else { throw CryptoError(.unavailable, "crypto_generichash failed") }
         return out
@@ -123,8 +125,9 @@ public struct TagInput {
     /// Hashes `bytes` next.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        _ = crypto_generichash_update(OpaquePointer(state),
-                                      base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+        _ = crypto_generichash_update(
+            OpaquePointer(state),
+            base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
     }
 
     /// Hashes `bytes` next.

@@ -49,8 +49,10 @@ public struct ClientCredentials: Sendable, Hashable {
         switch authentication {
         case .none: []
         case .clientSecretBasic(let secret):
-            [secret.value, clientID + ":" + secret.value,
-             FormURLEncoding.encode(clientID) + ":" + FormURLEncoding.encode(secret.value)]
+            [
+                secret.value, clientID + ":" + secret.value,
+                FormURLEncoding.encode(clientID) + ":" + FormURLEncoding.encode(secret.value),
+            ]
         }
     }
 }
@@ -69,10 +71,11 @@ extension ClientCredentials: CustomStringConvertible, CustomDebugStringConvertib
 
     /// The client id and the authentication method's name, so `dump(credentials)` cannot print the secret.
     public var customMirror: Mirror {
-        let method = switch authentication {
-        case .none: "none"
-        case .clientSecretBasic: "client_secret_basic"
-        }
+        let method =
+            switch authentication {
+            case .none: "none"
+            case .clientSecretBasic: "client_secret_basic"
+            }
         return Mirror(self, children: ["clientID": clientID, "authentication": method], displayStyle: .struct)
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Where a credential may be sent: over TLS to any host, or in plain HTTP only to this machine,
@@ -19,7 +20,8 @@ public enum EndpointRule {
     /// Why `url` may not receive a credential; nil when it may.
     public static func violation(_ url: URL) -> String? {
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
-              let scheme = components.scheme?.lowercased() else {
+            let scheme = components.scheme?.lowercased()
+        else {
             return "it is not an absolute URL"
         }
         if components.user != nil || components.password != nil || components.percentEncodedUser != nil {

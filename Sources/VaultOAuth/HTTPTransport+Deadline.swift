@@ -25,8 +25,10 @@ extension HTTPTransport {
 
 /// Runs `operation`, cancelling it and throwing ``TransportError/timedOut`` once `deadline` has
 /// passed on `clock`. Returns (or throws) only after `operation` has finished.
-func withDeadline<Value: Sendable>(_ deadline: Duration, clock: any Clock<Duration>,
-                                    _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
+func withDeadline<Value: Sendable>(
+    _ deadline: Duration, clock: any Clock<Duration>,
+    _ operation: @escaping @Sendable () async throws -> Value
+) async throws -> Value {
     try await withThrowingTaskGroup(of: Value?.self) { group in
         group.addTask { try await operation() }
         group.addTask {

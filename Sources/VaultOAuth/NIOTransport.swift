@@ -4,8 +4,8 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import NIOTLS
-import VaultSync
 import SwiftASN1
+import VaultSync
 import X509
 
 /// An ``HTTPTransport`` over SwiftNIO: HTTP/1.1, one connection per request, TLS through NIOSSL.
@@ -50,8 +50,10 @@ public final class NIOTransport: HTTPTransport {
 
     /// Creates a transport. Making one is cheap: no thread, socket or trust store is touched
     /// before the first request, so a tool can make it at start and send nothing.
-    public init(timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20, trustRoots: TrustRoots = .system,
-                eventLoopGroup: (any EventLoopGroup)? = nil) {
+    public init(
+        timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20, trustRoots: TrustRoots = .system,
+        eventLoopGroup: (any EventLoopGroup)? = nil
+    ) {
         self.timeout = timeout
         self.maximumResponseSize = maximumResponseSize
         self.trustRoots = trustRoots
@@ -126,18 +128,21 @@ public final class NIOTransport: HTTPTransport {
 
     /// The pipeline: TLS (with the pin check when there are pins) and a gate that reports the
     /// end of the handshake, then HTTP/1.1. Runs on the channel's event loop.
-    private static func configure(_ channel: any Channel, target: HTTPTarget, context: NIOSSLContext?,
-                                  check: PinnedChainCheck?) throws -> Connection {
+    private static func configure(
+        _ channel: any Channel, target: HTTPTarget, context: NIOSSLContext?,
+        check: PinnedChainCheck?
+    ) throws -> Connection {
         let pipeline = channel.pipeline.syncOperations
         var secured: EventLoopFuture<Void>?
         if let context {
             // SNI carries names only; for an IP literal NIOSSL checks the certificate against the peer's address.
             let serverName = target.isIPLiteral ? nil : target.host
-            let tls = if let check {
-                try NIOSSLClientHandler(context: context, serverHostname: serverName, customVerificationCallback: check.verify)
-            } else {
-                try NIOSSLClientHandler(context: context, serverHostname: serverName)
-            }
+            let tls =
+                if let check {
+                    try NIOSSLClientHandler(context: context, serverHostname: serverName, customVerificationCallback: check.verify)
+                } else {
+                    try NIOSSLClientHandler(context: context, serverHostname: serverName)
+                }
             let gate = HandshakeGate(channel.eventLoop.makePromise(of: Void.self))
             try pipeline.addHandler(tls)
             try pipeline.addHandler(gate)
@@ -172,12 +177,15 @@ public final class NIOTransport: HTTPTransport {
             headers.add(name: "Content-Length", value: String(request.body.count))
         }
         headers.add(name: "Connection", value: "close")
-        return HTTPRequestHead(version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue),
-                               uri: target.requestTarget, headers: headers)
+        return HTTPRequestHead(
+            version: .http1_1, method: HTTPMethod(rawValue: request.method.rawValue),
+            uri: target.requestTarget, headers: headers)
     }
 
-    private static func readResponse(from inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>,
-                                      limit: Int) async throws -> HTTPResponse {
+    private static func readResponse(
+        from inbound: NIOAsyncChannelInboundStream<HTTPClientResponsePart>,
+        limit: Int
+    ) async throws -> HTTPResponse {
         var head: HTTPResponseHead?
         var body: [UInt8] = []
         for try await part in inbound {
@@ -329,8 +337,9 @@ struct HTTPTarget: Sendable {
 
     init(_ url: URL) throws(TransportError) {
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: false),
-              let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
-              var host = components.host, !host.isEmpty else {
+            let scheme = components.scheme?.lowercased(), scheme == "https" || scheme == "http",
+            var host = components.host, !host.isEmpty
+        else {
             throw .invalidResponse(reason: "not an http(s) URL with a host")
         }
         if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }

@@ -33,8 +33,9 @@ extension OAuthClient {
 
         guard endpoint.isAcceptableOAuthEndpoint else {
             logger.debug("token refresh refused", metadata: ["oauth.outcome": "insecure_endpoint"])
-            throw .clientMisconfigured(code: "insecure_endpoint",
-                                       description: EndpointRule.violation(endpoint).map { "the token endpoint is refused: \($0)" })
+            throw .clientMisconfigured(
+                code: "insecure_endpoint",
+                description: EndpointRule.violation(endpoint).map { "the token endpoint is refused: \($0)" })
         }
         if let reason = EndpointRule.pinViolation(endpoint, pins: pins) {
             logger.debug("token refresh refused", metadata: ["oauth.outcome": "pinning_failed"])

@@ -28,8 +28,9 @@ extension OAuthClient {
 
         guard endpoint.isAcceptableOAuthEndpoint else {
             logger.debug("token revocation refused", metadata: ["oauth.outcome": "insecure_endpoint"])
-            throw .clientMisconfigured(code: "insecure_endpoint",
-                                       description: EndpointRule.violation(endpoint).map { "the revocation endpoint is refused: \($0)" })
+            throw .clientMisconfigured(
+                code: "insecure_endpoint",
+                description: EndpointRule.violation(endpoint).map { "the revocation endpoint is refused: \($0)" })
         }
         if let reason = EndpointRule.pinViolation(endpoint, pins: pins) {
             logger.debug("token revocation refused", metadata: ["oauth.outcome": "pinning_failed"])

@@ -32,9 +32,11 @@ public struct OAuthClient: Sendable {
 
     /// Creates a client that sends requests through `transport` and logs to `logger`, each
     /// request bounded by `requestDeadline` on `clock`.
-    public init(transport: any HTTPTransport = NIOTransport(), logger: Logger,
-                requestDeadline: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock(),
-                now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        transport: any HTTPTransport = NIOTransport(), logger: Logger,
+        requestDeadline: Duration = .seconds(30), clock: any Clock<Duration> = ContinuousClock(),
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.transport = transport
         self.logger = logger
         self.requestDeadline = requestDeadline

@@ -1,9 +1,9 @@
 import Foundation
 import NIOCore
 import NIOSSL
+import SwiftASN1
 import VaultCrypto
 import VaultSync
-import SwiftASN1
 import X509
 
 /// The certificate check of a pinned handshake, run by NIOSSL in place of its own

@@ -179,7 +179,8 @@ extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, 
         let refresh = refreshToken.map(redacted) ?? "none"
         let id = idToken.map(redacted) ?? "none"
         let scopeText = scope.map(shown) ?? "unchanged"
-        return "TokenResponse(access: \(redacted(accessToken)), type: \(shown(tokenType)), expiresIn: \(expiry), refresh: \(refresh), scope: \(scopeText), idToken: \(id))"
+        return
+            "TokenResponse(access: \(redacted(accessToken)), type: \(shown(tokenType)), expiresIn: \(expiry), refresh: \(refresh), scope: \(scopeText), idToken: \(id))"
     }
 
     /// `text` (a type or scope the server sent) unless it contains one of the tokens (spaces
@@ -195,10 +196,12 @@ extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, 
 
     /// A mirror without token values, so `dump(tokens)` cannot print them.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "tokenType": shown(tokenType),
-            "expiresIn": expiresIn as Any,
-            "scope": scope.map(shown) as Any,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "tokenType": shown(tokenType),
+                "expiresIn": expiresIn as Any,
+                "scope": scope.map(shown) as Any,
+            ], displayStyle: .struct)
     }
 }

@@ -31,10 +31,12 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDe
 
     /// Everything but the value, so `dump` cannot print it.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "account": account, "value": "<redacted>", "tokenType": tokenType, "expiresAt": expiresAt as Any,
-            "generation": generation,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "account": account, "value": "<redacted>", "tokenType": tokenType, "expiresAt": expiresAt as Any,
+                "generation": generation,
+            ], displayStyle: .struct)
     }
 
     init(_ stored: StoredTokens) { self.init(StoredAccessToken(stored)) }

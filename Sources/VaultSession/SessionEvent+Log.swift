@@ -22,15 +22,19 @@ extension SessionEvent {
             if let reason = status.reason { data["reason"] = reason.rawValue }
             return LoggedEvent(kind: "state_changed", account: id, data: data)
         case .idleWarning(let id, let secondsLeft, let deadline, let canExtend):
-            return LoggedEvent(kind: "idle_warning", account: id, data: [
-                "seconds_left": String(secondsLeft), "deadline": Self.stamp(deadline), "can_extend": String(canExtend),
-            ])
+            return LoggedEvent(
+                kind: "idle_warning", account: id,
+                data: [
+                    "seconds_left": String(secondsLeft), "deadline": Self.stamp(deadline), "can_extend": String(canExtend),
+                ])
         case .extensionResult(let id, let result):
             switch result {
             case .extended(let deadline, let remaining):
-                return LoggedEvent(kind: "extension_result", account: id, data: [
-                    "result": "extended", "idle_deadline": Self.stamp(deadline), "remaining": String(remaining),
-                ])
+                return LoggedEvent(
+                    kind: "extension_result", account: id,
+                    data: [
+                        "result": "extended", "idle_deadline": Self.stamp(deadline), "remaining": String(remaining),
+                    ])
             case .refused(let reason):
                 return LoggedEvent(kind: "extension_result", account: id, data: ["result": "refused", "reason": reason.rawValue])
             case .ignored:

@@ -29,7 +29,8 @@ struct SessionJudge {
             return .expire(.absoluteTimeout)
         }
         if let entered = session.backgroundEnteredAt, let limit = policy.backgroundTimeout,
-           now >= entered.addingTimeInterval(limit.timeInterval) {
+            now >= entered.addingTimeInterval(limit.timeInterval)
+        {
             return .lock(.backgroundTimeout)
         }
         if let idle = session.idleDeadline, now >= idle {

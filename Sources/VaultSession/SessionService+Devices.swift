@@ -28,7 +28,8 @@ extension SessionService {
         // and the next sync of the devices screen records the revocation instead.
         let vault = self.vault
         if var device = try? await vaultCall({ try vault.devices(for: account).first(where: { $0.deviceID == vault.deviceID }) }),
-           device.status != .revoked {
+            device.status != .revoked
+        {
             device.status = .revoked
             device.statusReason = "revoked by the identity service"
             device.updatedAt = now()

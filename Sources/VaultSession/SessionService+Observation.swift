@@ -20,9 +20,12 @@ extension SessionService {
     func snapshot() async throws -> Snapshot {
         let vault = self.vault
         let (active, sessions) = try await vaultCall { () -> (AccountID?, [(AccountID, Result<SessionRecord?, VaultError>)]) in
-            (try vault.activeAccountID(), try vault.accountIDs().map { id in
-                do { return (id, .success(try vault.currentSession(for: id))) } catch let error as VaultError { return (id, .failure(error)) }
-            })
+            (
+                try vault.activeAccountID(),
+                try vault.accountIDs().map { id in
+                    do { return (id, .success(try vault.currentSession(for: id))) } catch let error as VaultError { return (id, .failure(error)) }
+                }
+            )
         }
         var snapshot = Snapshot(active: active)
         for (account, read) in sessions {
@@ -30,7 +33,7 @@ extension SessionService {
                 if let session = try read.get() {
                     snapshot.states[account] = Self.status(of: session)
                 }
-            } catch where error.code == .damaged {
+            } catch  where error.code == .damaged {
                 snapshot.states[account] = observed.states[account]
             } catch {
                 throw SessionError(error)
@@ -98,12 +101,14 @@ extension SessionService {
                 }
                 do {
                     _ = try await Self.offPool {
-                        try vault.appendEvent(kind: entry.kind, account: entry.account, data: entry.data, detail: entry.detail,
-                                              origin: origin, retention: retention)
+                        try vault.appendEvent(
+                            kind: entry.kind, account: entry.account, data: entry.data, detail: entry.detail,
+                            origin: origin, retention: retention)
                     }
                 } catch {
-                    logger.warning("could not record a session event in the vault's log",
-                                   metadata: ["event": "\(entry.kind)", "error": "\(error)"])
+                    logger.warning(
+                        "could not record a session event in the vault's log",
+                        metadata: ["event": "\(entry.kind)", "error": "\(error)"])
                 }
             }
         }

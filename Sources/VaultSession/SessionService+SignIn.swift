@@ -38,9 +38,11 @@ public struct SignInRequest: Sendable {
     /// The guest account to upgrade. Nil: the active account when it is a guest of this provider.
     public var upgrading: AccountID?
 
-    public init(provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
-                pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
-                policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil) {
+    public init(
+        provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
+        pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
+        policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil
+    ) {
         self.provider = provider
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -119,8 +121,9 @@ extension SessionService {
             response = try await oauth.pollDeviceAuthorization(authorization, tokenEndpoint: provider.tokenEndpoint, client: client, pins: pins)
         case .browser(let open, let timeout):
             guard let endpoint = provider.authorizationEndpoint else { throw SignInError.missingMetadata(field: "authorization_endpoint") }
-            let (tokens, sent) = try await browserSignIn(endpoint: endpoint, provider: provider, client: client, request: request,
-                                                         pins: pins, open: open, timeout: timeout)
+            let (tokens, sent) = try await browserSignIn(
+                endpoint: endpoint, provider: provider, client: client, request: request,
+                pins: pins, open: open, timeout: timeout)
             response = tokens
             nonce = sent
         case .guest:
@@ -142,8 +145,9 @@ extension SessionService {
                 (subject, source) = (NewAccount.unnamedSubject(), .generated)
             }
             if let existing, existing.subject != subject {
-                throw SignInError.wrongAccount(expected: Self.name(of: existing),
-                                               signedInAs: verified.map(Self.name(of:)) ?? subject)
+                throw SignInError.wrongAccount(
+                    expected: Self.name(of: existing),
+                    signedInAs: verified.map(Self.name(of:)) ?? subject)
             }
         } catch {
             await revokeUnstored(response, provider: provider, client: client, pins: pins)
@@ -171,18 +175,23 @@ extension SessionService {
             policy = nil
         }
         let record = try await store(new, tokens: tokens, policy: policy, authTime: verified?.authTime)
-        logger.info("signed in", metadata: [
-            "account": "\(record.account.id)", "subject_source": "\(source.rawValue)", "guest": "\(isGuest)",
-            "method": "\(Self.methodName(request.method))"])
+        logger.info(
+            "signed in",
+            metadata: [
+                "account": "\(record.account.id)", "subject_source": "\(source.rawValue)", "guest": "\(isGuest)",
+                "method": "\(Self.methodName(request.method))",
+            ])
 
         var upgrade: GuestUpgrade?
         var converted = false
         if let guest, guest.id != record.account.id {
-            (upgrade, converted) = try await takeOver(guest, by: record.account, userAccessToken: response.accessToken,
-                                                      provider: provider, client: client, pins: pins)
+            (upgrade, converted) = try await takeOver(
+                guest, by: record.account, userAccessToken: response.accessToken,
+                provider: provider, client: client, pins: pins)
         }
-        return SignInResult(account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
-                            upgradedGuest: upgrade, convertedAtProvider: converted)
+        return SignInResult(
+            account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
+            upgradedGuest: upgrade, convertedAtProvider: converted)
     }
 
     /// Upgrades a guest account to a registered one already in the vault, without signing in
@@ -194,8 +203,10 @@ extension SessionService {
         let token = try? await validAccessToken(for: registered)
         let metadata = user.providerMetadata.flatMap(ProviderMetadata.decoded)
         let client = try await clientCredentials(for: user)
-        return try await takeOver(guestAccount, by: user, userAccessToken: token?.value, provider: metadata,
-                                  client: client, pins: try pins(of: user)).0
+        return try await takeOver(
+            guestAccount, by: user, userAccessToken: token?.value, provider: metadata,
+            client: client, pins: try pins(of: user)
+        ).0
     }
 
     /// Verifies the ID token of a token response obtained elsewhere (`vault accounts add`),
@@ -228,9 +239,11 @@ extension SessionService {
 
     // MARK: - Steps
 
-    private func browserSignIn(endpoint: URL, provider: ProviderMetadata, client: ClientCredentials, request: SignInRequest,
-                               pins: [SPKIPin], open: @Sendable (URL) async -> Void,
-                               timeout: Duration) async throws -> (TokenResponse, String?) {
+    private func browserSignIn(
+        endpoint: URL, provider: ProviderMetadata, client: ClientCredentials, request: SignInRequest,
+        pins: [SPKIPin], open: @Sendable (URL) async -> Void,
+        timeout: Duration
+    ) async throws -> (TokenResponse, String?) {
         let listener = try await LoopbackRedirectListener.start()
         do {
             let authorization = try AuthorizationRequest(
@@ -262,8 +275,10 @@ extension SessionService {
 
     /// Verifies the ID token when `openid` was asked for (required then), or when one came and
     /// the provider publishes its keys. Nil: no ID token to verify.
-    private func verifyIDToken(in response: TokenResponse, provider: ProviderMetadata, request: SignInRequest,
-                               nonce: String?, pins: [SPKIPin]) async throws -> VerifiedIDToken? {
+    private func verifyIDToken(
+        in response: TokenResponse, provider: ProviderMetadata, request: SignInRequest,
+        nonce: String?, pins: [SPKIPin]
+    ) async throws -> VerifiedIDToken? {
         let asked = request.scopes.contains("openid")
         guard let idToken = response.idToken else {
             if asked { throw SignInError.missingIDToken }
@@ -296,22 +311,27 @@ extension SessionService {
             return account
         }
         guard let active = try await activeAccount(),
-              let account = try await vaultCall({ [vault] in try vault.account(active) }),
-              account.kind == .guest, account.upgradedTo == nil, account.issuer == provider.issuer else { return nil }
+            let account = try await vaultCall({ [vault] in try vault.account(active) }),
+            account.kind == .guest, account.upgradedTo == nil, account.issuer == provider.issuer
+        else { return nil }
         return account
     }
 
     /// Converts the guest at the provider when it can, else revokes the guest's grant; then
     /// links it locally in one transaction.
-    private func takeOver(_ guest: Account, by user: Account, userAccessToken: String?, provider: ProviderMetadata?,
-                          client: ClientCredentials, pins: [SPKIPin]) async throws -> (GuestUpgrade, Bool) {
+    private func takeOver(
+        _ guest: Account, by user: Account, userAccessToken: String?, provider: ProviderMetadata?,
+        client: ClientCredentials, pins: [SPKIPin]
+    ) async throws -> (GuestUpgrade, Bool) {
         let guestTokens = try? await vaultCall { [vault] in try vault.tokens(for: guest.id) }
         var converted = false
         if let endpoint = provider?.guestConversionEndpoint, let userAccessToken,
-           let guestRefresh = guestTokens?.tokens.refreshToken {
+            let guestRefresh = guestTokens?.tokens.refreshToken
+        {
             do {
-                try await oauth.convertGuest(endpoint: endpoint, userAccessToken: userAccessToken, guestRefreshToken: guestRefresh,
-                                             client: client, pins: pins)
+                try await oauth.convertGuest(
+                    endpoint: endpoint, userAccessToken: userAccessToken, guestRefreshToken: guestRefresh,
+                    client: client, pins: pins)
                 converted = true
             } catch {
                 logger.warning("the provider did not convert the guest; linking it locally", metadata: ["account": "\(guest.id)", "error": "\(error)"])
@@ -323,8 +343,11 @@ extension SessionService {
         }
         publish(.stateChanged(guest.id, .signedOut))
         try await settle()
-        logger.info("guest upgraded", metadata: [
-            "account": "\(guest.id)", "registered": "\(user.id)", "converted_at_provider": "\(converted)"])
+        logger.info(
+            "guest upgraded",
+            metadata: [
+                "account": "\(guest.id)", "registered": "\(user.id)", "converted_at_provider": "\(converted)",
+            ])
         return (upgrade, converted)
     }
 
@@ -375,4 +398,3 @@ extension SessionService {
         }
     }
 }
-

@@ -111,7 +111,8 @@ extension SessionService {
         let now = now()
         let ended = try await vaultCall { [vault] in
             try vault.endGrant(for: id, reason: reason.rawValue) { session, policy in
-                timedOut ? SessionJudge.judge(session, policy: policy, now: now) == .expire(reason)
+                timedOut
+                    ? SessionJudge.judge(session, policy: policy, now: now) == .expire(reason)
                     : session.state == .active || session.state == .locked
             }
         }
@@ -139,8 +140,10 @@ extension SessionService {
     /// Runs `change` on the account's session as the vault holds it, in one immediate
     /// transaction (``Vault/transitionSession(for:_:_:)``): every session transition is decided
     /// on the current row, never on an earlier read, so no process undoes another's lock or end.
-    func transition<T: Sendable>(_ id: AccountID, _ action: String,
-                                 _ change: @escaping @Sendable (inout SessionRecord, SessionPolicy) throws -> T) async throws -> (session: SessionRecord, result: T) {
+    func transition<T: Sendable>(
+        _ id: AccountID, _ action: String,
+        _ change: @escaping @Sendable (inout SessionRecord, SessionPolicy) throws -> T
+    ) async throws -> (session: SessionRecord, result: T) {
         guard let outcome = try await vaultCall({ [vault] in try vault.transitionSession(for: id, action, change) }) else {
             throw SessionError.notSignedIn(id)
         }
@@ -216,8 +219,10 @@ extension SessionService {
     /// ``extendSession(for:)`` hold. Throws when the server could not be asked (the session
     /// is left as it was).
     @discardableResult
-    public func extendSession(for account: AccountID? = nil, askingServer api: any SessionExtensionAPI,
-                              onlyInWarningWindow: Bool = true) async throws -> ExtensionResult {
+    public func extendSession(
+        for account: AccountID? = nil, askingServer api: any SessionExtensionAPI,
+        onlyInWarningWindow: Bool = true
+    ) async throws -> ExtensionResult {
         let id = try await resolve(account)
         let (result, session) = try await extensionOutcome(id, asking: api, warningWindowOnly: onlyInWarningWindow)
         publish(.extensionResult(id, result), session: session)
@@ -244,14 +249,19 @@ extension SessionService {
     /// to be asked, the in-flight marker set, all in one transition. Step two asks the server.
     /// Step three, in the vault again: the extension is applied only if this request's marker
     /// is still there (the session did not end, the marker did not lapse and get taken over).
-    private func extensionOutcome(_ id: AccountID, asking ask: (any SessionExtensionAPI)?, warningWindowOnly: Bool) async throws -> (ExtensionResult, SessionRecord?) {
+    private func extensionOutcome(_ id: AccountID, asking ask: (any SessionExtensionAPI)?, warningWindowOnly: Bool) async throws -> (
+        ExtensionResult, SessionRecord?
+    ) {
         guard (try? await servableSession(id)) != nil else { return (.refused(.sessionOver), nil) }
         let marker = SessionRecord.ExtensionMarker(
             holder: "\(holderID)/\(UUID().uuidString.lowercased())",
             deadline: now().addingTimeInterval(configuration.requestDeadline.timeInterval + 1))
         let asksServer = ask != nil
         enum Step {
-            case refused(ExtensionRefusal), refusedByServer(String?, String?), ignored, marked(sessionID: Int64)
+            case refused(ExtensionRefusal)
+            case refusedByServer(String?, String?)
+            case ignored
+            case marked(sessionID: Int64)
             case extended(SessionRecord, remaining: Int)
         }
         let now = now()
@@ -416,7 +426,8 @@ extension SessionService {
     /// Judges the active account now (raising warnings, locking, expiring) and returns when to look again.
     private func nextDeadline() async -> Date? {
         guard let id = try? await activeAccount(), let (current, policy) = try? await sessionAndPolicy(id),
-              let session = current else { return nil }
+            let session = current
+        else { return nil }
         switch SessionJudge.judge(session, policy: policy, now: now()) {
         case .active(let warning, let nextCheck):
             if let warning { announce(warning, for: id) }

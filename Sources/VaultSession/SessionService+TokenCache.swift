@@ -48,7 +48,8 @@ extension SessionService {
         // Never another account's token: asked for the active one, it must be the cached one.
         guard (account ?? entry.activeAccount) == entry.account else { return .miss(stamp) }
         guard case .active(let warning, _) = SessionJudge.judge(entry.session, policy: entry.policy, now: now()),
-              isFresh(entry.token.expiresAt) else { return .miss(stamp) }
+            isFresh(entry.token.expiresAt)
+        else { return .miss(stamp) }
         // A token served counts as activity: when it is time to write that, the slow path does.
         if entry.policy.activity == .any, activityIsDue(entry.session, policy: entry.policy) { return .miss(stamp) }
         if let warning { announce(warning, for: entry.account) }
@@ -56,13 +57,16 @@ extension SessionService {
     }
 
     /// Remembers what the slow path read under `stamp` (taken before any of it was read).
-    func cacheAccessToken(_ token: StoredAccessToken, session: SessionRecord, policy: SessionPolicy,
-                          stamp: VaultChangeStamp?, activeAccount: AccountID?) {
+    func cacheAccessToken(
+        _ token: StoredAccessToken, session: SessionRecord, policy: SessionPolicy,
+        stamp: VaultChangeStamp?, activeAccount: AccountID?
+    ) {
         guard let stamp, !vault.isLocked else {
             tokenCache = nil
             return
         }
-        tokenCache = TokenCacheEntry(stamp: stamp, activeAccount: activeAccount, account: token.account,
-                                     session: session, policy: policy, token: token)
+        tokenCache = TokenCacheEntry(
+            stamp: stamp, activeAccount: activeAccount, account: token.account,
+            session: session, policy: policy, token: token)
     }
 }

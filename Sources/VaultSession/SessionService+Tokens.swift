@@ -97,7 +97,8 @@ extension SessionService {
             throw SessionError.accountChanged(from: id, to: try await activeAccount())
         }
         if let current = now.token, current.generation == refreshed.generation, let session = now.session,
-           case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt) {
+            case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt)
+        {
             cacheAccessToken(current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil)
         }
         return AccessToken(StoredAccessToken(refreshed))
@@ -243,7 +244,9 @@ extension SessionService {
         guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
         guard let refreshToken = stored.tokens.refreshToken else {
             if isUnexpired(stored.tokens) {
-                try await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "no refresh token", nextAttemptAt: nil) }
+                try await vaultCall { [vault, holder = holderID] in
+                    try vault.failRefresh(for: id, holder: holder, failure: "no refresh token", nextAttemptAt: nil)
+                }
                 return stored
             }
             try await applyExpiry(id, reason: .tokenExpired, timedOut: false)
@@ -253,14 +256,18 @@ extension SessionService {
         do {
             credentials = try await clientCredentials(for: account)
         } catch {
-            try? await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "missing client secret", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = holderID] in
+                try vault.failRefresh(for: id, holder: holder, failure: "missing client secret", nextAttemptAt: nil)
+            }
             throw error
         }
         let pins: [SPKIPin]
         do {
             pins = try self.pins(of: account)
         } catch {
-            try? await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "a stored pin is malformed", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = holderID] in
+                try vault.failRefresh(for: id, holder: holder, failure: "a stored pin is malformed", nextAttemptAt: nil)
+            }
             throw error
         }
         let scope = account.client.scopes.isEmpty ? nil : account.client.scopes.joined(separator: " ")
@@ -270,9 +277,11 @@ extension SessionService {
         let renewal = renewLeaseWhileRefreshing(id)
         defer { renewal.cancel() }
         do {
-            answer = .success(try await oauth.refresh(refreshToken: refreshToken, scope: scope,
-                                                      endpoint: account.client.tokenEndpoint, client: credentials,
-                                                      pins: pins, deadline: configuration.requestDeadline))
+            answer = .success(
+                try await oauth.refresh(
+                    refreshToken: refreshToken, scope: scope,
+                    endpoint: account.client.tokenEndpoint, client: credentials,
+                    pins: pins, deadline: configuration.requestDeadline))
         } catch {
             answer = .failure(error)
         }
@@ -287,12 +296,17 @@ extension SessionService {
         case .success(let response):
             let tokens = tokenSet(from: response, previous: stored.tokens, account: account.client)
             guard let saved = try await vaultCall({ [vault, holder = holderID] in try vault.completeRefresh(for: id, holder: holder, tokens: tokens) }) else {
-                logger.warning("discarded a refresh result: the account was removed or another process took over",
-                               metadata: ["account": "\(id)"])
+                logger.warning(
+                    "discarded a refresh result: the account was removed or another process took over",
+                    metadata: ["account": "\(id)"])
                 return nil
             }
-            logger.info("refreshed tokens", metadata: ["account": "\(id)", "generation": "\(saved.generation)",
-                                                       "rotated": "\(response.refreshToken != nil)"])
+            logger.info(
+                "refreshed tokens",
+                metadata: [
+                    "account": "\(id)", "generation": "\(saved.generation)",
+                    "rotated": "\(response.refreshToken != nil)",
+                ])
             publish(.tokenRefreshed(id, generation: saved.generation))
             return saved
         case .failure(let error):
@@ -322,7 +336,8 @@ extension SessionService {
     private func handle(_ error: RefreshError, for id: AccountID, stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
         switch error {
         case .invalidGrant(let description):
-            let detail = interrupted
+            let detail =
+                interrupted
                 ? "refused after a refresh interrupted by a crash; the server may have rotated the token then"
                 : description
             // One transaction: tokens wiped, session expired(revoked), verdict and lease recorded.
@@ -348,8 +363,9 @@ extension SessionService {
             try await vaultCall { [vault, holder = holderID] in
                 try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: nil)
             }
-            logger.warning("the identity service presented no pinned key; nothing was sent",
-                           metadata: ["account": "\(id)", "host": "\(host)"])
+            logger.warning(
+                "the identity service presented no pinned key; nothing was sent",
+                metadata: ["account": "\(id)", "host": "\(host)"])
             publish(.refreshFailed(id, reason: error.summary, retryAt: nil))
             throw SessionError.pinningFailed(id, host: host, reason: reason)
         case _ where error.isUnexplainedRefusal:
@@ -364,8 +380,9 @@ extension SessionService {
                 try await vaultCall { [vault, holder = holderID] in
                     try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true)
                 }
-                logger.warning("the server refused the refresh for a reason the vault does not know; backing off",
-                               metadata: ["account": "\(id)", "refusals": "\(refusals)", "reason": "\(error.summary)"])
+                logger.warning(
+                    "the server refused the refresh for a reason the vault does not know; backing off",
+                    metadata: ["account": "\(id)", "refusals": "\(refusals)", "reason": "\(error.summary)"])
                 publish(.refreshFailed(id, reason: reason, retryAt: retryAt))
                 if isUnexpired(stored.tokens) { return stored }
                 throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)

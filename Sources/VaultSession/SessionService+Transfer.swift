@@ -17,8 +17,10 @@ public struct SessionExportRequest: Sendable {
     /// The exporting machine's name, shown by the importing vault (nil: none).
     public var host: String?
 
-    public init(account: AccountID? = nil, recipient: SessionRecipient, mode: SessionTransferMode? = nil,
-                lifetime: Duration = .seconds(600), host: String? = ProcessInfo.processInfo.hostName) {
+    public init(
+        account: AccountID? = nil, recipient: SessionRecipient, mode: SessionTransferMode? = nil,
+        lifetime: Duration = .seconds(600), host: String? = ProcessInfo.processInfo.hostName
+    ) {
         self.account = account
         self.recipient = recipient
         self.mode = mode
@@ -76,8 +78,10 @@ extension SessionService {
     /// }
     /// ```
     @discardableResult
-    public func exportSession(_ request: SessionExportRequest,
-                              deliver: @Sendable (String) async throws -> Void) async throws -> SessionExportReport {
+    public func exportSession(
+        _ request: SessionExportRequest,
+        deliver: @Sendable (String) async throws -> Void
+    ) async throws -> SessionExportReport {
         guard request.lifetime > .zero, request.lifetime <= .seconds(86_400) else {
             throw SessionTransferError(.malformed, "an export lasts more than no time and at most a day")
         }
@@ -105,10 +109,12 @@ extension SessionService {
         do {
             let now = Date(millisecondsSince1970: self.now().millisecondsSince1970)
             let expiresAt = now.addingTimeInterval(request.lifetime.timeInterval)
-            record = SessionTransferRecord(id: transferID, direction: .export, mode: mode, account: id, at: now,
-                                           expiresAt: expiresAt, peer: request.recipient.fingerprint)
-            sealed = try Self.seal(snapshot, mode: mode, record: record, recipient: request.recipient,
-                                   sender: SessionPayload.Sender(host: request.host, vault: senderVault))
+            record = SessionTransferRecord(
+                id: transferID, direction: .export, mode: mode, account: id, at: now,
+                expiresAt: expiresAt, peer: request.recipient.fingerprint)
+            sealed = try Self.seal(
+                snapshot, mode: mode, record: record, recipient: request.recipient,
+                sender: SessionPayload.Sender(host: request.host, vault: senderVault))
             try await deliver(sealed)
         } catch {
             try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
@@ -123,8 +129,10 @@ extension SessionService {
         } catch {
             try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
             if let refusal = error as? SessionTransferError { throw refusal }
-            throw SessionTransferError(.unfinished, "the export was written, but this vault could not record it"
-                                       + (mode == .move ? " or let go of the grant" : "") + " (\(error)): do not import it; export again")
+            throw SessionTransferError(
+                .unfinished,
+                "the export was written, but this vault could not record it"
+                    + (mode == .move ? " or let go of the grant" : "") + " (\(error)): do not import it; export again")
         }
         logger.info("exported a session", metadata: ["account": "\(id)", "mode": "\(mode.rawValue)", "transfer": "\(transferID)"])
         if let ended {
@@ -147,8 +155,9 @@ extension SessionService {
         }
         let text = SessionArmor.trimmed(armored)
         guard text.hasPrefix(SessionArmor.prefix),
-              let bytes = SessionArmor.base64URLDecoded(String(text.dropFirst(SessionArmor.prefix.count))),
-              bytes.count > SessionArmor.headerLength + RecipientKeyPair.sealOverhead else {
+            let bytes = SessionArmor.base64URLDecoded(String(text.dropFirst(SessionArmor.prefix.count))),
+            bytes.count > SessionArmor.headerLength + RecipientKeyPair.sealOverhead
+        else {
             throw SessionTransferError(.malformed, "not a session export (`vault sessions export` writes one line starting with \(SessionArmor.prefix))")
         }
         guard bytes[0] == SessionArmor.version else {
@@ -170,8 +179,10 @@ extension SessionService {
         }
         let ours = opened.ours
         guard var json = opened.json else {
-            throw SessionTransferError(.wrongRecipient, "this export is sealed to another vault (recipient \(Digest.hex(hint))), not to this one "
-                                       + "(\(ours.fingerprint)); ask for one sealed to the key `vault recipient` prints here")
+            throw SessionTransferError(
+                .wrongRecipient,
+                "this export is sealed to another vault (recipient \(Digest.hex(hint))), not to this one "
+                    + "(\(ours.fingerprint)); ask for one sealed to the key `vault recipient` prints here")
         }
         opened.json = nil  // `json` is now the plaintext's only reference: zeroing it zeroes the plaintext
         let decoded: SessionPayload? = json.withUnsafeMutableBytes { buffer in
@@ -204,16 +215,19 @@ extension SessionService {
             await revokeReplaced(replaced, of: signIn.account)
         }
         try await settle()
-        return SessionImportReport(account: signIn.account, transfer: imported.transfer, replacedExisting: signIn.replacedExisting,
-                                   hasRefreshToken: imported.tokens.refreshToken != nil, session: signIn.session,
-                                   senderHost: payload.from.host, skippedHosts: record.skippedHosts)
+        return SessionImportReport(
+            account: signIn.account, transfer: imported.transfer, replacedExisting: signIn.replacedExisting,
+            hasRefreshToken: imported.tokens.refreshToken != nil, session: signIn.session,
+            senderHost: payload.from.host, skippedHosts: record.skippedHosts)
     }
 
     // MARK: Pieces
 
     /// The payload of `snapshot`, as JSON sealed to `recipient` and armored.
-    static func seal(_ snapshot: SessionSnapshot, mode: SessionTransferMode, record: SessionTransferRecord,
-                     recipient: SessionRecipient, sender: SessionPayload.Sender) throws -> String {
+    static func seal(
+        _ snapshot: SessionSnapshot, mode: SessionTransferMode, record: SessionTransferRecord,
+        recipient: SessionRecipient, sender: SessionPayload.Sender
+    ) throws -> String {
         let account = snapshot.account
         let tokens = snapshot.tokens.tokens
         let whole = mode == .move
@@ -261,12 +275,17 @@ extension SessionService {
         let now = self.now()
         // Every time and duration in a range real ones have (years 2000 to 2200, ten years at
         // most): nothing out of it reaches date arithmetic.
-        let times = [payload.createdAt, payload.expiresAt, payload.session.startedAt, payload.session.authTime,
-                     payload.session.absoluteDeadline, payload.tokens.expiresAt].compactMap { $0 }
-        let durations = [payload.policy.idleTimeoutMs, payload.policy.warningMs, payload.policy.absoluteLifetimeMs,
-                         payload.policy.backgroundTimeoutMs].compactMap { $0 }
+        let times = [
+            payload.createdAt, payload.expiresAt, payload.session.startedAt, payload.session.authTime,
+            payload.session.absoluteDeadline, payload.tokens.expiresAt,
+        ].compactMap { $0 }
+        let durations = [
+            payload.policy.idleTimeoutMs, payload.policy.warningMs, payload.policy.absoluteLifetimeMs,
+            payload.policy.backgroundTimeoutMs,
+        ].compactMap { $0 }
         guard times.allSatisfy({ (946_684_800_000...7_258_118_400_000).contains($0) }),
-              durations.allSatisfy({ (0...315_360_000_000).contains($0) }), (0...1000).contains(payload.policy.maxExtensions) else {
+            durations.allSatisfy({ (0...315_360_000_000).contains($0) }), (0...1000).contains(payload.policy.maxExtensions)
+        else {
             throw SessionTransferError(.malformed, "the export holds a time or duration out of any real range")
         }
         let created = Date(millisecondsSince1970: payload.createdAt)
@@ -275,11 +294,13 @@ extension SessionService {
         // on a blob's life holds whatever its maker claims.
         let skew: TimeInterval = 300
         guard expires > created, expires.timeIntervalSince(created) <= 86_400, created.timeIntervalSince(now) <= skew,
-              Date(millisecondsSince1970: payload.session.startedAt).timeIntervalSince(now) <= skew else {
+            Date(millisecondsSince1970: payload.session.startedAt).timeIntervalSince(now) <= skew
+        else {
             throw SessionTransferError(.malformed, "the export's times do not add up (made in the future, or living longer than a day)")
         }
         guard now < expires else {
-            throw SessionTransferError(.expired, "this export expired at \(Self.stamp(expires)); ask for a new one (`vault sessions export` makes one valid for 10 minutes)")
+            throw SessionTransferError(
+                .expired, "this export expired at \(Self.stamp(expires)); ask for a new one (`vault sessions export` makes one valid for 10 minutes)")
         }
         let absolute = payload.session.absoluteDeadline.map(Date.init(millisecondsSince1970:))
         if let absolute, absolute <= now {
@@ -299,26 +320,30 @@ extension SessionService {
         }
         var account = NewAccount(
             issuer: part.issuer, subject: part.subject, label: part.label, email: part.email,
-            client: OAuthClientSettings(tokenEndpoint: tokenEndpoint, revocationEndpoint: revocation, clientID: part.clientId,
-                                        authentication: part.clientAuth, scopes: part.scopes, pins: part.pins),
+            client: OAuthClientSettings(
+                tokenEndpoint: tokenEndpoint, revocationEndpoint: revocation, clientID: part.clientId,
+                authentication: part.clientAuth, scopes: part.scopes, pins: part.pins),
             clientSecret: part.clientSecret, providerMetadata: part.providerMetadata, subjectSource: part.subjectSource, kind: part.kind)
         // The same rules as a sign-in: no credential to plain http off this machine, pins well formed.
         account.client.pins = try checkedPins(of: account.client)
         let policy = payload.policy.policy
         try policy.validate()
-        let transfer = SessionTransferRecord(id: payload.id, direction: .import, mode: payload.mode, account: AccountID(rawValue: ""),
-                                             at: Date(millisecondsSince1970: now.millisecondsSince1970), expiresAt: expires,
-                                             peer: payload.from.vault)
+        let transfer = SessionTransferRecord(
+            id: payload.id, direction: .import, mode: payload.mode, account: AccountID(rawValue: ""),
+            at: Date(millisecondsSince1970: now.millisecondsSince1970), expiresAt: expires,
+            peer: payload.from.vault)
         return SessionImport(
             account: account, credentialHosts: part.credentialHosts, credentialUsername: part.credentialUsername,
-            tokens: TokenSet(accessToken: payload.tokens.accessToken, refreshToken: payload.tokens.refreshToken,
-                             idToken: payload.tokens.idToken, tokenType: payload.tokens.tokenType,
-                             accessTokenExpiresAt: accessExpiry, scopes: payload.tokens.scopes),
+            tokens: TokenSet(
+                accessToken: payload.tokens.accessToken, refreshToken: payload.tokens.refreshToken,
+                idToken: payload.tokens.idToken, tokenType: payload.tokens.tokenType,
+                accessTokenExpiresAt: accessExpiry, scopes: payload.tokens.scopes),
             policy: policy, startedAt: Date(millisecondsSince1970: payload.session.startedAt),
             authTime: payload.session.authTime.map(Date.init(millisecondsSince1970:)), absoluteDeadline: absolute,
             transfer: transfer,
-            origin: AccountOrigin(transfer: payload.id, importedAt: transfer.at, mode: payload.mode, host: payload.from.host,
-                                  vault: payload.from.vault))
+            origin: AccountOrigin(
+                transfer: payload.id, importedAt: transfer.at, mode: payload.mode, host: payload.from.host,
+                vault: payload.from.vault))
     }
 
     private static func stamp(_ date: Date) -> String {

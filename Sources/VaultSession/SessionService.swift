@@ -183,8 +183,9 @@ public actor SessionService {
     /// (the new sign-in is stored).
     func revokeReplaced(_ replaced: TokenSet, of account: Account) async {
         guard let endpoint = account.client.revocationEndpoint else {
-            logger.notice("the replaced grant cannot be revoked: the account has no revocation endpoint",
-                          metadata: ["account": "\(account.id)"])
+            logger.notice(
+                "the replaced grant cannot be revoked: the account has no revocation endpoint",
+                metadata: ["account": "\(account.id)"])
             return
         }
         do {
@@ -281,8 +282,9 @@ public actor SessionService {
     /// token. Never throws: what happened is the result.
     private func revokeAtServer(_ id: AccountID) async -> SignOutReport.Revocation {
         if vault.isLocked {
-            logger.warning("the vault is locked: removing the account without revoking its token at the server",
-                           metadata: ["account": "\(id)"])
+            logger.warning(
+                "the vault is locked: removing the account without revoking its token at the server",
+                metadata: ["account": "\(id)"])
             return .notAttempted("the vault is locked, so its token cannot be read")
         }
         var revokedGeneration: Int64?
@@ -299,16 +301,18 @@ public actor SessionService {
                 request = try await revocationRequest(for: tokens.tokens, of: stored, at: endpoint)
                 generation = tokens.generation
             } catch {
-                logger.warning("could not read what the revocation needs; removing the account without it",
-                               metadata: ["account": "\(id)", "error": "\(error)"])
+                logger.warning(
+                    "could not read what the revocation needs; removing the account without it",
+                    metadata: ["account": "\(id)", "error": "\(error)"])
                 return .notAttempted("its token or client settings could not be read: \(error)")
             }
             do {
                 try await send(request)
                 revokedGeneration = generation
             } catch {
-                logger.warning("could not revoke the token at the server; removing the account anyway",
-                               metadata: ["account": "\(id)", "error": "\(error)"])
+                logger.warning(
+                    "could not revoke the token at the server; removing the account anyway",
+                    metadata: ["account": "\(id)", "error": "\(error)"])
                 return .failed("\(error)")
             }
         }
@@ -327,13 +331,15 @@ public actor SessionService {
 
     private func revocationRequest(for tokens: TokenSet, of account: Account, at endpoint: URL) async throws -> RevocationRequest {
         let (token, hint) = tokens.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (tokens.accessToken, .accessToken)
-        return RevocationRequest(token: token, hint: hint, endpoint: endpoint, client: try await clientCredentials(for: account),
-                                 pins: try pins(of: account))
+        return RevocationRequest(
+            token: token, hint: hint, endpoint: endpoint, client: try await clientCredentials(for: account),
+            pins: try pins(of: account))
     }
 
     private func send(_ request: RevocationRequest) async throws {
-        try await oauth.revoke(token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
-                               pins: request.pins, deadline: configuration.requestDeadline)
+        try await oauth.revoke(
+            token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
+            pins: request.pins, deadline: configuration.requestDeadline)
     }
 
     /// Where the account's session stands now (the active account by default), judged at this moment.
@@ -384,8 +390,9 @@ public actor SessionService {
         do {
             return try SPKIPin.parse(account.client.pins)
         } catch {
-            throw SessionError.pinningFailed(account.id, host: account.client.tokenEndpoint.hostForMessages,
-                                             reason: "a stored pin is malformed (\(error.reason))")
+            throw SessionError.pinningFailed(
+                account.id, host: account.client.tokenEndpoint.hostForMessages,
+                reason: "a stored pin is malformed (\(error.reason))")
         }
     }
 

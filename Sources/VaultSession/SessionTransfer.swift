@@ -21,7 +21,8 @@ public struct SessionRecipient: Sendable, Hashable, CustomStringConvertible {
     public init(parsing text: String) throws {
         let trimmed = SessionArmor.trimmed(text)
         guard trimmed.hasPrefix(Self.prefix), let bytes = SessionArmor.base64URLDecoded(String(trimmed.dropFirst(Self.prefix.count))),
-              bytes.count == RecipientKeyPair.publicKeyLength + 4 else {
+            bytes.count == RecipientKeyPair.publicKeyLength + 4
+        else {
             throw SessionTransferError(.malformed, "not a vault recipient key (`vault recipient` prints one: one line starting with \(Self.prefix))")
         }
         let key = Array(bytes.prefix(RecipientKeyPair.publicKeyLength))
@@ -80,7 +81,7 @@ enum SessionArmor {
     /// encoding has, or unused bits set (two texts for one value) are refused.
     static func base64URLDecoded(_ text: String) -> [UInt8]? {
         guard !text.isEmpty, text.utf8.count % 4 != 1,
-              text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F })
+            text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F })
         else { return nil }
         var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
@@ -185,9 +186,10 @@ extension SessionPayload.PolicyPart {
     }
 
     var policy: SessionPolicy {
-        SessionPolicy(idleTimeout: idleTimeoutMs.map { .milliseconds($0) }, warningBefore: .milliseconds(warningMs),
-                      maxExtensions: maxExtensions, absoluteLifetime: absoluteLifetimeMs.map { .milliseconds($0) },
-                      backgroundTimeout: backgroundTimeoutMs.map { .milliseconds($0) }, idleAction: idleAction, activity: activity)
+        SessionPolicy(
+            idleTimeout: idleTimeoutMs.map { .milliseconds($0) }, warningBefore: .milliseconds(warningMs),
+            maxExtensions: maxExtensions, absoluteLifetime: absoluteLifetimeMs.map { .milliseconds($0) },
+            backgroundTimeout: backgroundTimeoutMs.map { .milliseconds($0) }, idleAction: idleAction, activity: activity)
     }
 
     private static func milliseconds(_ duration: Duration) -> Int64 {

@@ -20,8 +20,10 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
     /// whose chain holds none of them sends nothing. Several allow a key rollover.
     public var pins: [String]
 
-    public init(tokenEndpoint: URL, revocationEndpoint: URL? = nil, clientID: String,
-                authentication: ClientAuthentication = .none, scopes: [String] = [], pins: [String] = []) {
+    public init(
+        tokenEndpoint: URL, revocationEndpoint: URL? = nil, clientID: String,
+        authentication: ClientAuthentication = .none, scopes: [String] = [], pins: [String] = []
+    ) {
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
         self.clientID = clientID
@@ -67,9 +69,11 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     public var subjectSource: SubjectSource?
     public var kind: AccountKind
 
-    public init(issuer: String, subject: String, label: String? = nil, email: String? = nil,
-                client: OAuthClientSettings, clientSecret: String? = nil, providerMetadata: String? = nil,
-                subjectSource: SubjectSource? = nil, kind: AccountKind = .registered) {
+    public init(
+        issuer: String, subject: String, label: String? = nil, email: String? = nil,
+        client: OAuthClientSettings, clientSecret: String? = nil, providerMetadata: String? = nil,
+        subjectSource: SubjectSource? = nil, kind: AccountKind = .registered
+    ) {
         self.issuer = issuer
         self.subject = subject
         self.label = label
@@ -95,10 +99,12 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
 
     /// Everything but the client secret's value, so `dump` cannot print it.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "issuer": issuer, "subject": subject, "label": label as Any, "email": email as Any, "client": client,
-            "clientSecret": clientSecret == nil ? "none" : "<redacted>",
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "issuer": issuer, "subject": subject, "label": label as Any, "email": email as Any, "client": client,
+                "clientSecret": clientSecret == nil ? "none" : "<redacted>",
+            ], displayStyle: .struct)
     }
 }
 

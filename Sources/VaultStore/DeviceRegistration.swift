@@ -67,10 +67,12 @@ public struct DeviceRegistration: Sendable, Hashable, Identifiable {
     /// The approval request this device waits on while pending (nil otherwise).
     public var pendingApproval: PendingApproval?
 
-    public init(id: String = UUID().uuidString.lowercased(), account: AccountID, deviceID: String, name: String,
-                platform: String, status: DeviceStatus, activationMethod: ActivationMethod? = nil,
-                statusReason: String? = nil, createdAt: Date, updatedAt: Date, lastActivityAt: Date? = nil,
-                pendingApproval: PendingApproval? = nil) {
+    public init(
+        id: String = UUID().uuidString.lowercased(), account: AccountID, deviceID: String, name: String,
+        platform: String, status: DeviceStatus, activationMethod: ActivationMethod? = nil,
+        statusReason: String? = nil, createdAt: Date, updatedAt: Date, lastActivityAt: Date? = nil,
+        pendingApproval: PendingApproval? = nil
+    ) {
         self.id = id
         self.account = account
         self.deviceID = deviceID

@@ -1,5 +1,5 @@
-import VaultSync
 import VaultCrypto
+import VaultSync
 
 /// The unlocked keys of one open vault: the vault key (and, during a key rotation, the next
 /// one), the data keys of the accounts used so far, found by key id, and the row
@@ -39,7 +39,8 @@ final class Keyring: Sendable {
     /// Derives and keeps the row authenticator of `key` (a vault key).
     private func deriveRowAuthenticator(_ key: SymmetricKey) {
         guard state.withLock({ $0.rowAuthenticators[key.id] }) == nil,
-              let authenticator = try? RowAuthenticator(derivedFrom: key) else { return }
+            let authenticator = try? RowAuthenticator(derivedFrom: key)
+        else { return }
         let replaced = state.withLock { state -> RowAuthenticator? in
             defer { state.rowAuthenticators[key.id] = authenticator }
             return state.rowAuthenticators[key.id]

@@ -62,7 +62,8 @@ struct LeaseProcess: Sendable, Hashable, CustomStringConvertible {
     /// hold spaces and parentheses itself, so fields are counted after the last ')'.
     static func startTime(of pid: Int32) -> UInt64? {
         guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = stat.lastIndex(of: ")") else { return nil }
+            let close = stat.lastIndex(of: ")")
+        else { return nil }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         // After ')' come fields 3, 4, …: field 22 is at offset 19.
         guard fields.count > 19 else { return nil }

@@ -83,23 +83,27 @@ struct Migrator: Sendable {
     /// `completing` runs in each migration's transaction after its SQL: the work SQL cannot do,
     /// such as authenticating every row when the migration that added row MACs is applied
     /// (it needs the vault key). If it throws, that migration rolls back like a failing SQL step.
-    func migrate(_ writer: some DatabaseWriter, now: Date, path: String?, logger: Logger,
-                 completing: (Migration, Database) throws -> Void = { _, _ in }) throws {
+    func migrate(
+        _ writer: some DatabaseWriter, now: Date, path: String?, logger: Logger,
+        completing: (Migration, Database) throws -> Void = { _, _ in }
+    ) throws {
         let pending = try writer.read { try self.pending($0, path: path) }
         for migration in pending {
             do {
                 try writer.writeWithoutTransaction { db in
                     try db.inTransaction(.immediate) {
-                        try db.execute(sql: """
-                            CREATE TABLE IF NOT EXISTS vault_migrations (
-                                version     INTEGER PRIMARY KEY,
-                                name        TEXT    NOT NULL,
-                                checksum    TEXT    NOT NULL,
-                                applied_at  INTEGER NOT NULL)
-                            """)
+                        try db.execute(
+                            sql: """
+                                CREATE TABLE IF NOT EXISTS vault_migrations (
+                                    version     INTEGER PRIMARY KEY,
+                                    name        TEXT    NOT NULL,
+                                    checksum    TEXT    NOT NULL,
+                                    applied_at  INTEGER NOT NULL)
+                                """)
                         // A concurrent process may have applied it between our read and this lock.
-                        let already = try Bool.fetchOne(
-                            db, sql: "SELECT 1 FROM vault_migrations WHERE version = ?", arguments: [migration.version]) ?? false
+                        let already =
+                            try Bool.fetchOne(
+                                db, sql: "SELECT 1 FROM vault_migrations WHERE version = ?", arguments: [migration.version]) ?? false
                         if already { return .commit }
                         try db.execute(sql: migration.sql)
                         try completing(migration, db)

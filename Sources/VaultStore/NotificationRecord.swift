@@ -44,9 +44,11 @@ public struct NotificationRecord: Sendable, Hashable, Identifiable {
     public var answeredAt: Date?
     public var answeredByDevice: String?
 
-    public init(uuid: String, account: AccountID, subject: String, message: String, actions: [NotificationAction],
-                createdAt: Date, expiresAt: Date? = nil, status: NotificationStatus = .pending,
-                actionTaken: String? = nil, answeredAt: Date? = nil, answeredByDevice: String? = nil) {
+    public init(
+        uuid: String, account: AccountID, subject: String, message: String, actions: [NotificationAction],
+        createdAt: Date, expiresAt: Date? = nil, status: NotificationStatus = .pending,
+        actionTaken: String? = nil, answeredAt: Date? = nil, answeredByDevice: String? = nil
+    ) {
         self.uuid = uuid
         self.account = account
         self.subject = subject
@@ -90,8 +92,10 @@ public struct NotificationQuery: Sendable, Hashable {
     public var limit: Int
     public var after: NotificationCursor?
 
-    public init(account: AccountID? = nil, pendingOnly: Bool = false, since: Date? = nil, until: Date? = nil,
-                limit: Int = 50, after: NotificationCursor? = nil) {
+    public init(
+        account: AccountID? = nil, pendingOnly: Bool = false, since: Date? = nil, until: Date? = nil,
+        limit: Int = 50, after: NotificationCursor? = nil
+    ) {
         self.account = account
         self.pendingOnly = pendingOnly
         self.since = since

@@ -59,7 +59,8 @@ struct RowMAC {
 
     init?(_ bytes: [UInt8]) {
         guard bytes.count >= Self.headerLength + RowAuthenticator.tagLength, bytes[0] == Self.version,
-              (bytes.count - Self.headerLength - RowAuthenticator.tagLength) % RowAuthenticator.columnTagLength == 0 else { return nil }
+            (bytes.count - Self.headerLength - RowAuthenticator.tagLength) % RowAuthenticator.columnTagLength == 0
+        else { return nil }
         keyID = bytes[1..<5].reduce(0) { $0 << 8 | UInt32($1) }
         tag = bytes[Self.headerLength..<(Self.headerLength + RowAuthenticator.tagLength)]
         columnTags = bytes[(Self.headerLength + RowAuthenticator.tagLength)...]
@@ -118,8 +119,9 @@ struct RowIntegrity {
             return .changed(columns: [RowMAC.column], reason: "names a vault key the vault does not have")
         }
         if try authenticator.matches(tag: stored.tag, { feed(row, table: table, layout: layout, into: &$0) }) { return .authentic }
-        return .changed(columns: try changedColumns(row, table: table, layout: layout, stored: stored, authenticator),
-                        reason: "was changed without the vault key")
+        return .changed(
+            columns: try changedColumns(row, table: table, layout: layout, stored: stored, authenticator),
+            reason: "was changed without the vault key")
     }
 
     // MARK: Writing
@@ -127,8 +129,10 @@ struct RowIntegrity {
     /// Runs `change`, a write to the rows of `table` that `filter` selects, checking each of
     /// those rows before and authenticating them (and any row `filter` selects afterwards, an
     /// upsert's new row say) after, all in the caller's transaction.
-    func rewrite<T>(_ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments,
-                    _ db: Database, change: () throws -> T) throws -> T {
+    func rewrite<T>(
+        _ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments,
+        _ db: Database, change: () throws -> T
+    ) throws -> T {
         var keys: [DatabaseValue] = []
         let before = try Row.fetchCursor(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
         while let row = try before.next() {
@@ -235,8 +239,10 @@ struct RowIntegrity {
 
     /// The columns whose short tags no longer match; `row_mac` itself when none (or when the
     /// row's columns are not those it was authenticated with).
-    private func changedColumns(_ row: Row, table: AuthenticatedTable, layout: RowLayout, stored: RowMAC,
-                                _ authenticator: RowAuthenticator) throws -> [String] {
+    private func changedColumns(
+        _ row: Row, table: AuthenticatedTable, layout: RowLayout, stored: RowMAC,
+        _ authenticator: RowAuthenticator
+    ) throws -> [String] {
         let width = RowAuthenticator.columnTagLength
         guard stored.columnTags.count == layout.columns.count * width else { return [RowMAC.column] }
         let key = row.storedKey(table.keyColumn)

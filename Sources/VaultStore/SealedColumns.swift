@@ -10,8 +10,9 @@ struct SealedColumns: Sendable {
 
     static let all: [SealedColumns] = [
         SealedColumns(table: "accounts", columns: ["label", "email", "client_secret"], rowColumn: "account_id"),
-        SealedColumns(table: "tokens", columns: ["access_token", "refresh_token", "id_token"], rowColumn: "account_id",
-                      versionColumn: "generation"),
+        SealedColumns(
+            table: "tokens", columns: ["access_token", "refresh_token", "id_token"], rowColumn: "account_id",
+            versionColumn: "generation"),
         SealedColumns(table: "refresh_state", columns: ["last_failure_detail"], rowColumn: "account_id"),
         SealedColumns(table: "devices", columns: ["name", "status_detail"], rowColumn: "registration_id"),
         SealedColumns(table: "notifications", columns: ["subject", "message", "actions", "action_taken"], rowColumn: "uuid"),

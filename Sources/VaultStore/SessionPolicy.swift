@@ -45,10 +45,12 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
     /// Which uses count as activity (``Activity/any`` by default).
     public var activity: Activity
 
-    public init(idleTimeout: Duration? = .seconds(15 * 60), warningBefore: Duration = .seconds(60),
-                maxExtensions: Int = 3, absoluteLifetime: Duration? = .seconds(12 * 3600),
-                backgroundTimeout: Duration? = .seconds(5 * 60), idleAction: IdleAction = .lock,
-                activity: Activity = .any) {
+    public init(
+        idleTimeout: Duration? = .seconds(15 * 60), warningBefore: Duration = .seconds(60),
+        maxExtensions: Int = 3, absoluteLifetime: Duration? = .seconds(12 * 3600),
+        backgroundTimeout: Duration? = .seconds(5 * 60), idleAction: IdleAction = .lock,
+        activity: Activity = .any
+    ) {
         self.idleTimeout = idleTimeout
         self.warningBefore = warningBefore
         self.maxExtensions = maxExtensions
@@ -62,7 +64,8 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
     public func validate() throws {
         func positive(_ d: Duration?) -> Bool { d.map { $0 > .zero } ?? true }
         guard positive(idleTimeout), positive(backgroundTimeout), positive(absoluteLifetime),
-              warningBefore >= .zero, maxExtensions >= 0 else {
+            warningBefore >= .zero, maxExtensions >= 0
+        else {
             throw VaultError(.invalidArgument, "session policy durations must be positive and the extension limit not negative")
         }
         if let idleTimeout, warningBefore >= idleTimeout {

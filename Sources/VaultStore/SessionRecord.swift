@@ -51,10 +51,12 @@ public struct SessionRecord: Sendable, Hashable, Identifiable {
         }
     }
 
-    public init(id: Int64, account: AccountID, state: SessionState, endReason: String? = nil,
-                startedAt: Date, lastActivityAt: Date, idleDeadline: Date?, absoluteDeadline: Date?,
-                extensionsUsed: Int = 0, backgroundEnteredAt: Date? = nil, endedAt: Date? = nil,
-                version: Int64 = 0, extensionInFlight: ExtensionMarker? = nil, authTime: Date? = nil) {
+    public init(
+        id: Int64, account: AccountID, state: SessionState, endReason: String? = nil,
+        startedAt: Date, lastActivityAt: Date, idleDeadline: Date?, absoluteDeadline: Date?,
+        extensionsUsed: Int = 0, backgroundEnteredAt: Date? = nil, endedAt: Date? = nil,
+        version: Int64 = 0, extensionInFlight: ExtensionMarker? = nil, authTime: Date? = nil
+    ) {
         self.id = id
         self.account = account
         self.state = state

@@ -11,8 +11,10 @@ public struct TokenSet: Sendable, Hashable, CustomStringConvertible, CustomDebug
     public var accessTokenExpiresAt: Date?
     public var scopes: [String]
 
-    public init(accessToken: String, refreshToken: String? = nil, idToken: String? = nil,
-                tokenType: String = "Bearer", accessTokenExpiresAt: Date? = nil, scopes: [String] = []) {
+    public init(
+        accessToken: String, refreshToken: String? = nil, idToken: String? = nil,
+        tokenType: String = "Bearer", accessTokenExpiresAt: Date? = nil, scopes: [String] = []
+    ) {
         self.accessToken = accessToken
         self.refreshToken = refreshToken
         self.idToken = idToken
@@ -23,18 +25,21 @@ public struct TokenSet: Sendable, Hashable, CustomStringConvertible, CustomDebug
 
     public var description: String {
         let expiry = accessTokenExpiresAt.map { "\($0)" } ?? "unknown"
-        return "TokenSet(access: <redacted>, refresh: \(refreshToken == nil ? "none" : "<redacted>"), id: \(idToken == nil ? "none" : "<redacted>"), expires: \(expiry))"
+        return
+            "TokenSet(access: <redacted>, refresh: \(refreshToken == nil ? "none" : "<redacted>"), id: \(idToken == nil ? "none" : "<redacted>"), expires: \(expiry))"
     }
 
     public var debugDescription: String { description }
 
     /// Which tokens are present, their type, expiry and scopes: never a value, so `dump` cannot print one.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "accessToken": "<redacted>", "refreshToken": refreshToken == nil ? "none" : "<redacted>",
-            "idToken": idToken == nil ? "none" : "<redacted>", "tokenType": tokenType,
-            "accessTokenExpiresAt": accessTokenExpiresAt as Any, "scopes": scopes,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "accessToken": "<redacted>", "refreshToken": refreshToken == nil ? "none" : "<redacted>",
+                "idToken": idToken == nil ? "none" : "<redacted>", "tokenType": tokenType,
+                "accessTokenExpiresAt": accessTokenExpiresAt as Any, "scopes": scopes,
+            ], displayStyle: .struct)
     }
 }
 
@@ -53,8 +58,9 @@ public struct StoredTokens: Sendable, Hashable, CustomStringConvertible, CustomD
 
     /// The tokens' own redacting mirror stands in for them.
     public var customMirror: Mirror {
-        Mirror(self, children: ["account": account, "generation": generation, "tokens": tokens, "updatedAt": updatedAt],
-               displayStyle: .struct)
+        Mirror(
+            self, children: ["account": account, "generation": generation, "tokens": tokens, "updatedAt": updatedAt],
+            displayStyle: .struct)
     }
 }
 
@@ -94,8 +100,9 @@ public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, Cu
 
     /// The access token of `stored`.
     public init(_ stored: StoredTokens) {
-        self.init(account: stored.account, generation: stored.generation, accessToken: stored.tokens.accessToken,
-                  tokenType: stored.tokens.tokenType, expiresAt: stored.tokens.accessTokenExpiresAt, scopes: stored.tokens.scopes)
+        self.init(
+            account: stored.account, generation: stored.generation, accessToken: stored.tokens.accessToken,
+            tokenType: stored.tokens.tokenType, expiresAt: stored.tokens.accessTokenExpiresAt, scopes: stored.tokens.scopes)
     }
 
     public var description: String {
@@ -106,9 +113,11 @@ public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, Cu
 
     /// Everything but the value, so `dump` cannot print it.
     public var customMirror: Mirror {
-        Mirror(self, children: [
-            "account": account, "generation": generation, "accessToken": "<redacted>", "tokenType": tokenType,
-            "expiresAt": expiresAt as Any, "scopes": scopes,
-        ], displayStyle: .struct)
+        Mirror(
+            self,
+            children: [
+                "account": account, "generation": generation, "accessToken": "<redacted>", "tokenType": tokenType,
+                "expiresAt": expiresAt as Any, "scopes": scopes,
+            ], displayStyle: .struct)
     }
 }

@@ -34,23 +34,30 @@ extension Vault {
         try read("reading the session and access token") { db in
             let active = try activeAccountID(db)
             guard let id = account ?? active else { return nil }
-            return AccessSnapshot(activeAccount: active, account: id, session: try currentSession(for: id, db),
-                                  policy: try sessionPolicy(for: id, db), token: try accessToken(for: id, db))
+            return AccessSnapshot(
+                activeAccount: active, account: id, session: try currentSession(for: id, db),
+                policy: try sessionPolicy(for: id, db), token: try accessToken(for: id, db))
         }
     }
 
     /// The account's access token and what describes it, opening no other sealed value.
     func accessToken(for account: AccountID, _ db: Database) throws -> StoredAccessToken? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"),
-                                         arguments: [account.rawValue]) else {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"),
+                arguments: [account.rawValue])
+        else {
             return nil
         }
         try integrity.check(row, in: .tokens, db)
         let key = account.rawValue
         let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
-        guard let access = try open(row.storedIfPresent("access_token", table: "tokens", row: key, path: path),
-                                    table: "tokens", column: "access_token", account: account, row: key,
-                                    version: "\(generation)", db) else {
+        guard
+            let access = try open(
+                row.storedIfPresent("access_token", table: "tokens", row: key, path: path),
+                table: "tokens", column: "access_token", account: account, row: key,
+                version: "\(generation)", db)
+        else {
             throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)
         }
         let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)

@@ -24,8 +24,10 @@ extension Vault {
         let id = AccountID.random()
         let now = clock.now()
         do {
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE issuer = ? AND subject = ?",
-                                 arguments: [new.issuer, new.subject]) ?? false {
+            if try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM accounts WHERE issuer = ? AND subject = ?",
+                arguments: [new.issuer, new.subject]) ?? false
+            {
                 throw VaultError(.alreadyExists, "an account for \(new.subject) at \(new.issuer) is already in the vault", path: self.path)
             }
             let keyID = try self.allocateKeyID(db)
@@ -51,8 +53,9 @@ extension Vault {
                 ])
             try self.integrity.authenticate(.accounts, where: "account_id = ?", [id.rawValue], db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id IS NULL",
-                               arguments: [id.rawValue])
+                try db.execute(
+                    sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id IS NULL",
+                    arguments: [id.rawValue])
             }
             self.keyring.remember(dataKey, for: id.rawValue)
             self.logger.info("added account", metadata: ["account": "\(id)", "issuer": "\(new.issuer)"])
@@ -94,7 +97,9 @@ extension Vault {
                 throw self.accountNotFound(id)
             }
             try self.integrity.check(row, in: .accounts, db)
-            return try self.open(row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path), table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
+            return try self.open(
+                row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path), table: "accounts", column: "client_secret",
+                account: id, row: id.rawValue, db)
         }
     }
 
@@ -163,14 +168,16 @@ extension Vault {
             }
         }
         keyring.forget(account: id.rawValue)
-        var removal = AccountRemoval(account: id, removed: removed, previousActive: previous.map(AccountID.init(rawValue:)),
-                                     active: active.map(AccountID.init(rawValue:)), checkpoint: nil)
+        var removal = AccountRemoval(
+            account: id, removed: removed, previousActive: previous.map(AccountID.init(rawValue:)),
+            active: active.map(AccountID.init(rawValue:)), checkpoint: nil)
         guard removed else { return removal }
         logger.info("removed account", metadata: ["account": "\(id)", "active": "\(active ?? "none")"])
         let checkpoint = try attemptCheckpoint(waitingAtMost: checkpointWait)
         if !checkpoint.isComplete {
-            logger.warning("the removed account's encrypted data stays on disk until a checkpoint completes",
-                           metadata: ["account": "\(id)", "checkpoint": "\(checkpoint)"])
+            logger.warning(
+                "the removed account's encrypted data stays on disk until a checkpoint completes",
+                metadata: ["account": "\(id)", "checkpoint": "\(checkpoint)"])
         }
         removal.checkpoint = checkpoint
         return removal
@@ -211,19 +218,24 @@ extension Vault {
     }
 
     func dataKeyContext(account: AccountID, keyID: UInt32) -> SealContext {
-        SealContext(vaultID: keyring.vaultID, table: "accounts", column: "wrapped_data_key",
-                    account: account.rawValue, row: account.rawValue, version: "\(keyID)")
+        SealContext(
+            vaultID: keyring.vaultID, table: "accounts", column: "wrapped_data_key",
+            account: account.rawValue, row: account.rawValue, version: "\(keyID)")
     }
 
     /// The key new values of the account are sealed with: during a key rotation the account's
     /// next data key, otherwise its current one. Read in the caller's transaction, so a
     /// rotation finished by another process is never missed.
     func dataKey(for account: AccountID, _ db: Database) throws -> SymmetricKey {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?"),
-                                         arguments: [account.rawValue]) else {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?"),
+                arguments: [account.rawValue])
+        else {
             throw accountNotFound(account)
         }
-        let keyID = try row.storedIfPresent("pending_data_key_id", table: "accounts", row: account.rawValue, path: path, as: Int64.self)
+        let keyID =
+            try row.storedIfPresent("pending_data_key_id", table: "accounts", row: account.rawValue, path: path, as: Int64.self)
             ?? row.stored("data_key_id", table: "accounts", row: account.rawValue, path: path)
         do {
             return try dataKey(id: UInt32(truncatingIfNeeded: keyID), account: account, db)
@@ -236,13 +248,15 @@ extension Vault {
     /// keyring, or unwrapped with the vault key that wrapped it and remembered.
     func dataKey(id keyID: UInt32, account: AccountID, _ db: Database) throws -> SymmetricKey {
         if let key = keyring.dataKey(id: keyID) { return key }
-        guard let row = try Row.fetchOne(
-            db,
-            sql: """
-                SELECT data_key_id, wrapped_data_key, pending_data_key_id, pending_wrapped_data_key
-                FROM accounts WHERE account_id = ?
-                """,
-            arguments: [account.rawValue]) else {
+        guard
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT data_key_id, wrapped_data_key, pending_data_key_id, pending_wrapped_data_key
+                    FROM accounts WHERE account_id = ?
+                    """,
+                arguments: [account.rawValue])
+        else {
             throw accountNotFound(account)
         }
         let key = account.rawValue
@@ -250,7 +264,8 @@ extension Vault {
         if try row.stored("data_key_id", table: "accounts", row: key, path: path, as: Int64.self) == Int64(keyID) {
             wrapped = try row.stored("wrapped_data_key", table: "accounts", row: key, path: path)
         } else if try row.storedIfPresent("pending_data_key_id", table: "accounts", row: key, path: path, as: Int64.self) == Int64(keyID),
-                  let pending = try row.storedIfPresent("pending_wrapped_data_key", table: "accounts", row: key, path: path, as: Data.self) {
+            let pending = try row.storedIfPresent("pending_wrapped_data_key", table: "accounts", row: key, path: path, as: Data.self)
+        {
             wrapped = pending
         } else {
             throw CryptoError(.keyMismatch, "the value names key \(keyID), which account \(account) does not have")
@@ -266,23 +281,30 @@ extension Vault {
         }
     }
 
-    func seal(_ value: String, with key: SymmetricKey, table: String, column: String,
-              account: AccountID, row: String, version: String = "") throws -> Data {
-        let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
-                                  account: account.rawValue, row: row, version: version)
+    func seal(
+        _ value: String, with key: SymmetricKey, table: String, column: String,
+        account: AccountID, row: String, version: String = ""
+    ) throws -> Data {
+        let context = SealContext(
+            vaultID: keyring.vaultID, table: table, column: column,
+            account: account.rawValue, row: row, version: version)
         return Data(try key.seal(text: value, context: context))
     }
 
-    func seal(_ value: String?, table: String, column: String, account: AccountID, row: String,
-              version: String = "", _ db: Database) throws -> Data? {
+    func seal(
+        _ value: String?, table: String, column: String, account: AccountID, row: String,
+        version: String = "", _ db: Database
+    ) throws -> Data? {
         guard let value else { return nil }
         return try seal(value, with: dataKey(for: account, db), table: table, column: column, account: account, row: row, version: version)
     }
 
     /// Opens a sealed column value; nil stays nil. A value that does not open is `.damaged`,
     /// naming the table, row and column.
-    func open(_ blob: Data?, table: String, column: String, account: AccountID, row: String,
-              version: String = "", _ db: Database) throws -> String? {
+    func open(
+        _ blob: Data?, table: String, column: String, account: AccountID, row: String,
+        version: String = "", _ db: Database
+    ) throws -> String? {
         guard let blob else { return nil }
         let bytes = [UInt8](blob)
         let key: SymmetricKey
@@ -292,8 +314,9 @@ extension Vault {
             // A blob that cannot be parsed, or names a key its account does not have.
             throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
         }
-        let context = SealContext(vaultID: keyring.vaultID, table: table, column: column,
-                                  account: account.rawValue, row: row, version: version)
+        let context = SealContext(
+            vaultID: keyring.vaultID, table: table, column: column,
+            account: account.rawValue, row: row, version: version)
         do {
             // The plaintext bytes are zeroed once the String is made.
             guard let text = try key.openText(bytes, context: context) else {
@@ -372,8 +395,10 @@ extension Vault {
     /// row checked against its MAC, and only that column read (no sealed value opened).
     func credentialHostsTaken(except id: AccountID, _ db: Database) throws -> [String: AccountID] {
         var taken: [String: AccountID] = [:]
-        for row in try Row.fetchAll(db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
-                                    arguments: [id.rawValue]) {
+        for row in try Row.fetchAll(
+            db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
+            arguments: [id.rawValue])
+        {
             try integrity.check(row, in: .accounts, db)
             let key = row.storedKey("account_id")
             let hosts: String = try row.stored("credential_hosts", table: "accounts", row: key, path: path)
@@ -419,8 +444,9 @@ extension Vault {
                 throw VaultError(.alreadyExists, "\(host) is already handed to account \(other)", path: self.path)
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
-                try db.execute(sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",
-                               arguments: [hosts.isEmpty ? nil : hosts.joined(separator: " "), username, id.rawValue])
+                try db.execute(
+                    sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",
+                    arguments: [hosts.isEmpty ? nil : hosts.joined(separator: " "), username, id.rawValue])
             }
         }
     }

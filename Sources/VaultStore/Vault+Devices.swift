@@ -11,12 +11,15 @@ extension Vault {
 
     private func saveDevice(_ device: DeviceRegistration, _ db: Database) throws {
         let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
-        let detail = try self.seal(device.statusReason, table: "devices", column: "status_detail", account: device.account,
-                                   row: device.id, db)
+        let detail = try self.seal(
+            device.statusReason, table: "devices", column: "status_detail", account: device.account,
+            row: device.id, db)
         // Only a pending device waits on a request; any other status drops it.
-        let approvalJSON = try device.status == .pending ? device.pendingApproval.map {
-            String(decoding: try JSONEncoder().encode($0), as: UTF8.self)
-        } : nil
+        let approvalJSON =
+            try device.status == .pending
+            ? device.pendingApproval.map {
+                String(decoding: try JSONEncoder().encode($0), as: UTF8.self)
+            } : nil
         try integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
             try db.execute(
                 sql: """
@@ -61,8 +64,10 @@ extension Vault {
     /// a device already stored keeps its registration id and creation time; one stored but no
     /// longer listed is kept, marked revoked with `goneReason` (never deleted); a failure stores
     /// nothing. Returns the account's devices as they now are, oldest first.
-    public func syncDevices(_ listed: [DeviceRegistration], for account: AccountID, goneReason: String,
-                            at now: Date) throws -> [DeviceRegistration] {
+    public func syncDevices(
+        _ listed: [DeviceRegistration], for account: AccountID, goneReason: String,
+        at now: Date
+    ) throws -> [DeviceRegistration] {
         try write("syncing devices") { db in
             let known = try self.devices(for: account, db)
             let listedIDs = Set(listed.map(\.deviceID))
@@ -70,7 +75,7 @@ extension Vault {
                 if let existing = known.first(where: { $0.deviceID == device.deviceID }) {
                     device.id = existing.id
                     device.createdAt = existing.createdAt
-                    device.pendingApproval = existing.pendingApproval   // dropped by saveDevice unless still pending
+                    device.pendingApproval = existing.pendingApproval  // dropped by saveDevice unless still pending
                 }
                 device.account = account
                 try self.saveDevice(device, db)
@@ -93,8 +98,9 @@ extension Vault {
     private func devices(for account: AccountID?, _ db: Database) throws -> [DeviceRegistration] {
         let rows: [Row]
         if let account {
-            rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE account_id = ? ORDER BY created_at, registration_id",
-                                    arguments: [account.rawValue])
+            rows = try Row.fetchAll(
+                db, sql: "SELECT * FROM devices WHERE account_id = ? ORDER BY created_at, registration_id",
+                arguments: [account.rawValue])
         } else {
             rows = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id")
         }
@@ -115,8 +121,9 @@ extension Vault {
         guard let name = try open(sealedName, table: "devices", column: "name", account: plain.account, row: plain.id, db) else {
             throw VaultError(.damaged, "device \(plain.id) has no name", path: path)
         }
-        let detail = try open(row.storedIfPresent("status_detail", table: "devices", row: plain.id, path: path, as: Data.self),
-                              table: "devices", column: "status_detail", account: plain.account, row: plain.id, db)
+        let detail = try open(
+            row.storedIfPresent("status_detail", table: "devices", row: plain.id, path: path, as: Data.self),
+            table: "devices", column: "status_detail", account: plain.account, row: plain.id, db)
         let approval = try (row.storedIfPresent("approval_request", table: "devices", row: plain.id, path: path) as String?).map { json in
             do {
                 return try JSONDecoder().decode(PendingApproval.self, from: Data(json.utf8))

@@ -23,8 +23,10 @@ public struct StoredEvent: Sendable, Hashable {
     /// `kind` and `data` are what the file says, untrusted, and nothing must act on it.
     public var authentic: Bool
 
-    public init(seq: Int64, at: Date, account: AccountID?, kind: String, data: [String: String] = [:],
-                detail: String? = nil, origin: String, authentic: Bool = true) {
+    public init(
+        seq: Int64, at: Date, account: AccountID?, kind: String, data: [String: String] = [:],
+        detail: String? = nil, origin: String, authentic: Bool = true
+    ) {
         self.seq = seq
         self.at = at
         self.account = account
@@ -54,14 +56,17 @@ extension Vault {
     /// words) is sealed with the account's data key; it is dropped when there is no account
     /// or the account is gone. Returns the new entry's `seq`.
     @discardableResult
-    package func appendEvent(kind: String, account: AccountID?, data: [String: String], detail: String?,
-                             origin: String, retention: EventRetention) throws -> Int64 {
+    package func appendEvent(
+        kind: String, account: AccountID?, data: [String: String], detail: String?,
+        origin: String, retention: EventRetention
+    ) throws -> Int64 {
         let now = clock.now()
         let json = Self.eventJSON(data)
         return try write("recording a session event") { db in
-            let exists = try account.map {
-                try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
-            } ?? false
+            let exists =
+                try account.map {
+                    try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
+                } ?? false
             let accountID = exists ? account : nil
             let seq = try self.insertEvent(kind: kind, account: accountID, json: json, origin: origin, at: now, db) { seq in
                 guard let accountID, !self.isLocked, let detail else { return }
@@ -71,8 +76,9 @@ extension Vault {
             // Bounded by count, then by age (seq grows with time, so the oldest are first).
             try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [seq - Int64(retention.count)])
             let cutoff = now.addingTimeInterval(-retention.age.timeInterval).millisecondsSince1970
-            try db.execute(sql: "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)",
-                           arguments: [cutoff])
+            try db.execute(
+                sql: "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)",
+                arguments: [cutoff])
             return seq
         }
     }
@@ -86,10 +92,13 @@ extension Vault {
         try insertEvent(kind: kind, account: account, json: Self.eventJSON(data), origin: origin, at: now, db) { _ in }
     }
 
-    private func insertEvent(kind: String, account: AccountID?, json: String, origin: String, at now: Date, _ db: Database,
-                             before authenticating: (Int64) throws -> Void) throws -> Int64 {
-        try db.execute(sql: "INSERT INTO events (at, account_id, kind, data, origin) VALUES (?, ?, ?, ?, ?)",
-                       arguments: [now.millisecondsSince1970, account?.rawValue, kind, json, origin])
+    private func insertEvent(
+        kind: String, account: AccountID?, json: String, origin: String, at now: Date, _ db: Database,
+        before authenticating: (Int64) throws -> Void
+    ) throws -> Int64 {
+        try db.execute(
+            sql: "INSERT INTO events (at, account_id, kind, data, origin) VALUES (?, ?, ?, ?, ?)",
+            arguments: [now.millisecondsSince1970, account?.rawValue, kind, json, origin])
         let seq = db.lastInsertedRowID
         try authenticating(seq)
         try integrity.authenticate(.events, where: "seq = ?", [seq], db)
@@ -104,8 +113,9 @@ extension Vault {
                     db.cachedStatement(sql: "SELECT * FROM events WHERE account_id = ? AND seq > ? ORDER BY seq LIMIT ?"),
                     arguments: [account.rawValue, seq, limit])
             } else {
-                rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?"),
-                                        arguments: [seq, limit])
+                rows = try Row.fetchAll(
+                    db.cachedStatement(sql: "SELECT * FROM events WHERE seq > ? ORDER BY seq LIMIT ?"),
+                    arguments: [seq, limit])
             }
             return try rows.map { try self.event(from: $0, db) }
         }
@@ -116,8 +126,10 @@ extension Vault {
         let last = try lastEventSeq()
         guard account == nil else {
             return try read("reading session events") { db in
-                try Row.fetchAll(db, sql: "SELECT * FROM (SELECT * FROM events WHERE account_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
-                                 arguments: [account?.rawValue, limit]).map { try self.event(from: $0, db) }
+                try Row.fetchAll(
+                    db, sql: "SELECT * FROM (SELECT * FROM events WHERE account_id = ? ORDER BY seq DESC LIMIT ?) ORDER BY seq",
+                    arguments: [account?.rawValue, limit]
+                ).map { try self.event(from: $0, db) }
             }
         }
         return try events(after: max(0, last - Int64(limit)), limit: limit)
@@ -144,8 +156,9 @@ extension Vault {
             return event
         }
         if let account, !isLocked {
-            event.detail = try? open(row.storedIfPresent("detail", table: "events", row: key, path: path),
-                                     table: "events", column: "detail", account: account, row: key, db)
+            event.detail = try? open(
+                row.storedIfPresent("detail", table: "events", row: key, path: path),
+                table: "events", column: "detail", account: account, row: key, db)
         }
         return event
     }

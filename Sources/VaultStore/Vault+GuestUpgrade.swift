@@ -42,12 +42,15 @@ extension Vault {
                 throw VaultError(.notFound, "no account \(registered) in this vault", path: self.path)
             }
             let targetKey = try self.dataKey(for: registered, db)
-            var upgrade = GuestUpgrade(guest: guest, registered: registered, devicesMoved: 0, notificationsMoved: 0,
-                                       eventsMoved: 0, duplicatesDropped: 0, endedSession: false)
+            var upgrade = GuestUpgrade(
+                guest: guest, registered: registered, devicesMoved: 0, notificationsMoved: 0,
+                eventsMoved: 0, duplicatesDropped: 0, endedSession: false)
 
-            for (table, sealed, moved) in [(AuthenticatedTable.devices, "devices", \GuestUpgrade.devicesMoved),
-                                           (.notifications, "notifications", \.notificationsMoved),
-                                           (.events, "events", \.eventsMoved)] {
+            for (table, sealed, moved) in [
+                (AuthenticatedTable.devices, "devices", \GuestUpgrade.devicesMoved),
+                (.notifications, "notifications", \.notificationsMoved),
+                (.events, "events", \.eventsMoved),
+            ] {
                 guard let columns = SealedColumns.all.first(where: { $0.table == sealed }) else { continue }
                 let rows = try Row.fetchAll(db, sql: "SELECT * FROM \(table.name) WHERE account_id = ?", arguments: [guest.rawValue])
                 for row in rows {
@@ -65,14 +68,17 @@ extension Vault {
                         guard let blob = try row.storedIfPresent(column, table: table.name, row: key, path: self.path, as: Data.self) else { continue }
                         guard let plain = try self.open(blob, table: table.name, column: column, account: guest, row: key, db) else { continue }
                         assignments.append("\(column) = ?")
-                        arguments.append(try self.seal(plain, with: targetKey, table: table.name, column: column,
-                                                       account: registered, row: key))
+                        arguments.append(
+                            try self.seal(
+                                plain, with: targetKey, table: table.name, column: column,
+                                account: registered, row: key))
                     }
                     // `rewrite` checks the row before it moves: one changed without the key is
                     // never given a fresh MAC (and its sealed values would not open anyway).
                     try self.integrity.rewrite(table, where: "\(table.keyColumn) = ?", [rowid], db) {
-                        try db.execute(sql: "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE \(table.keyColumn) = ?",
-                                       arguments: StatementArguments(arguments + [rowid]))
+                        try db.execute(
+                            sql: "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE \(table.keyColumn) = ?",
+                            arguments: StatementArguments(arguments + [rowid]))
                     }
                     upgrade[keyPath: moved] += 1
                 }
@@ -83,16 +89,21 @@ extension Vault {
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [guest.rawValue])
             upgrade.endedSession = try self.endOpenSessions(of: guest, reason: "upgraded", at: now, db)
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [guest.rawValue], db) {
-                try db.execute(sql: "UPDATE accounts SET upgraded_to = ? WHERE account_id = ?",
-                               arguments: [registered.rawValue, guest.rawValue])
+                try db.execute(
+                    sql: "UPDATE accounts SET upgraded_to = ? WHERE account_id = ?",
+                    arguments: [registered.rawValue, guest.rawValue])
             }
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id = ?",
-                               arguments: [registered.rawValue, guest.rawValue])
+                try db.execute(
+                    sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1 AND active_account_id = ?",
+                    arguments: [registered.rawValue, guest.rawValue])
             }
-            self.logger.info("guest account upgraded", metadata: [
-                "account": "\(guest)", "registered": "\(registered)", "devices": "\(upgrade.devicesMoved)",
-                "notifications": "\(upgrade.notificationsMoved)", "events": "\(upgrade.eventsMoved)"])
+            self.logger.info(
+                "guest account upgraded",
+                metadata: [
+                    "account": "\(guest)", "registered": "\(registered)", "devices": "\(upgrade.devicesMoved)",
+                    "notifications": "\(upgrade.notificationsMoved)", "events": "\(upgrade.eventsMoved)",
+                ])
             return upgrade
         }
     }
@@ -102,12 +113,14 @@ extension Vault {
         switch table {
         case "devices":
             let device: String = try row.stored("device_id", table: table, row: row.storedKey("registration_id"), path: path)
-            return try Bool.fetchOne(db, sql: "SELECT 1 FROM devices WHERE account_id = ? AND device_id = ?",
-                                     arguments: [registered.rawValue, device]) ?? false
+            return try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM devices WHERE account_id = ? AND device_id = ?",
+                arguments: [registered.rawValue, device]) ?? false
         case "notifications":
             let uuid: String = try row.stored("uuid", table: table, row: row.storedKey("uuid"), path: path)
-            return try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE account_id = ? AND uuid = ?",
-                                     arguments: [registered.rawValue, uuid]) ?? false
+            return try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM notifications WHERE account_id = ? AND uuid = ?",
+                arguments: [registered.rawValue, uuid]) ?? false
         default:
             return false
         }

@@ -50,14 +50,18 @@ extension Vault {
     /// }
     /// ```
     @discardableResult
-    public func rotateKeys(credential: VaultCredential, batchSize: Int = 500,
-                           progress: (KeyRotationProgress) -> Void = { _ in }) throws -> KeyRotationReport {
+    public func rotateKeys(
+        credential: VaultCredential, batchSize: Int = 500,
+        progress: (KeyRotationProgress) -> Void = { _ in }
+    ) throws -> KeyRotationReport {
         try rotateKeys(credential: credential, batchSize: batchSize, stopAfterBatches: nil, progress: progress)
     }
 
     /// The same, stopping (as a crash would) after `stopAfterBatches` re-seal transactions. For tests.
-    func rotateKeys(credential: VaultCredential, batchSize: Int, stopAfterBatches: Int?,
-                    progress: (KeyRotationProgress) -> Void) throws -> KeyRotationReport {
+    func rotateKeys(
+        credential: VaultCredential, batchSize: Int, stopAfterBatches: Int?,
+        progress: (KeyRotationProgress) -> Void
+    ) throws -> KeyRotationReport {
         guard batchSize > 0 else { throw VaultError(.invalidArgument, "batch size must be positive", path: path) }
         let (newVaultKey, resumed) = try prepareRotation(credential: credential)
         let total = try read("counting values to re-seal") { db in
@@ -95,8 +99,9 @@ extension Vault {
     /// Whether a key rotation was started and not finished.
     public func keyRotationPending() throws -> Bool {
         try read("reading rotation state") { db in
-            try db.storedValue("SELECT pending_vault_key_id FROM vault_meta WHERE singleton = 1",
-                               table: "vault_meta", column: "pending_vault_key_id", row: "1", path: self.path, as: Int64.self) != nil
+            try db.storedValue(
+                "SELECT pending_vault_key_id FROM vault_meta WHERE singleton = 1",
+                table: "vault_meta", column: "pending_vault_key_id", row: "1", path: self.path, as: Int64.self) != nil
         }
     }
 
@@ -199,15 +204,18 @@ extension Vault {
                 for column in sealed.columns {
                     guard let blob = try row.storedIfPresent(column, table: sealed.table, row: key, path: path, as: Data.self) else { continue }
                     guard (try? SealedBlob(parsing: [UInt8](blob)).keyID) != target.id else { continue }
-                    guard let plain = try open(blob, table: sealed.table, column: column, account: account, row: rowName, version: version, db) else { continue }
+                    guard let plain = try open(blob, table: sealed.table, column: column, account: account, row: rowName, version: version, db) else {
+                        continue
+                    }
                     assignments.append("\(column) = ?")
                     arguments.append(try seal(plain, with: target, table: sealed.table, column: column, account: account, row: rowName, version: version))
                 }
             }
             try integrity.rewrite(table, where: "rowid = ?", [rowKey], db) {
                 guard !assignments.isEmpty else { return }
-                try db.execute(sql: "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE rowid = ?",
-                               arguments: StatementArguments(arguments + [rowKey]))
+                try db.execute(
+                    sql: "UPDATE \(table.name) SET \(assignments.joined(separator: ", ")) WHERE rowid = ?",
+                    arguments: StatementArguments(arguments + [rowKey]))
             }
             changed += assignments.count
         }
@@ -224,8 +232,9 @@ extension Vault {
                 let current = try self.dataKey(for: account, db)
                 let wrapped = try newVaultKey.wrap(current, context: self.dataKeyContext(account: account, keyID: current.id))
                 try self.integrity.rewrite(.accounts, where: "account_id = ?", [account.rawValue], db) {
-                    try db.execute(sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
-                                   arguments: [Int64(current.id), Data(wrapped), account.rawValue])
+                    try db.execute(
+                        sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
+                        arguments: [Int64(current.id), Data(wrapped), account.rawValue])
                 }
             }
             // Values and rows written with an old key by other processes while the rotation ran.
@@ -236,17 +245,19 @@ extension Vault {
             for row in try Row.fetchAll(db, sql: "SELECT account_id FROM accounts") {
                 let account: String = try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path)
                 try self.integrity.rewrite(.accounts, where: "account_id = ?", [account], db) {
-                    try db.execute(sql: """
-                        UPDATE accounts SET data_key_id = pending_data_key_id, wrapped_data_key = pending_wrapped_data_key,
-                            pending_data_key_id = NULL, pending_wrapped_data_key = NULL WHERE account_id = ?
-                        """, arguments: [account])
+                    try db.execute(
+                        sql: """
+                            UPDATE accounts SET data_key_id = pending_data_key_id, wrapped_data_key = pending_wrapped_data_key,
+                                pending_data_key_id = NULL, pending_wrapped_data_key = NULL WHERE account_id = ?
+                            """, arguments: [account])
                 }
             }
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-                try db.execute(sql: """
-                    UPDATE vault_meta SET vault_key_id = pending_vault_key_id, wrapped_vault_key = pending_wrapped_vault_key,
-                        pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL WHERE singleton = 1
-                    """)
+                try db.execute(
+                    sql: """
+                        UPDATE vault_meta SET vault_key_id = pending_vault_key_id, wrapped_vault_key = pending_wrapped_vault_key,
+                            pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL WHERE singleton = 1
+                        """)
             }
         }
         keyring.replaceVaultKey(newVaultKey)
@@ -279,9 +290,11 @@ extension Vault {
     /// print(change.keysReplaced ? "keys replaced" : "keys kept")
     /// ```
     @discardableResult
-    public func changeCredential(from current: VaultCredential, to new: VaultCredential, cost: KDFParameters? = nil,
-                                 replacingKeys: Bool = true,
-                                 progress: (KeyRotationProgress) -> Void = { _ in }) throws -> CredentialChange {
+    public func changeCredential(
+        from current: VaultCredential, to new: VaultCredential, cost: KDFParameters? = nil,
+        replacingKeys: Bool = true,
+        progress: (KeyRotationProgress) -> Void = { _ in }
+    ) throws -> CredentialChange {
         var resealed = 0
         if replacingKeys {
             resealed = try rotateKeys(credential: current, progress: progress).valuesResealed

@@ -64,9 +64,11 @@ extension Vault {
             defer { checker.wipeKeys() }
             let tables = SealedColumns.all
             let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
-            let total = 1 + accountRows.count + (try tables.reduce(0) { sum, sealed in
-                sum + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sealed.table)") ?? 0)
-            })
+            let total =
+                1 + accountRows.count
+                + (try tables.reduce(0) { sum, sealed in
+                    sum + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sealed.table)") ?? 0)
+                })
             var completed = 0
             func step() {
                 completed += 1
@@ -92,8 +94,10 @@ extension Vault {
                         version = try sealed.versionColumn.map { "\(try row.stored($0, table: sealed.table, row: key, path: nil, as: Int64.self))" } ?? ""
                     } catch {
                         for column in sealed.columns where row.holdsValue(column) {
-                            checker.damaged.append(DamagedValue(table: sealed.table, row: key, column: column,
-                                                                reason: "its \(sealed.versionColumn ?? "version") is not a number"))
+                            checker.damaged.append(
+                                DamagedValue(
+                                    table: sealed.table, row: key, column: column,
+                                    reason: "its \(sealed.versionColumn ?? "version") is not a number"))
                         }
                         step()
                         continue
@@ -118,7 +122,8 @@ extension Vault {
                     case .changed(let columns, let reason):
                         // A sealed value that does not open is already listed, with its own reason.
                         let name = row.storedKey(table.nameColumn)
-                        for column in columns where !checker.damaged.contains(where: {
+                        for column in columns
+                        where !checker.damaged.contains(where: {
                             $0.table == table.name && $0.row == name && $0.column == column
                         }) {
                             checker.damaged.append(DamagedValue(table: table.name, row: name, column: column, reason: reason))
@@ -126,8 +131,9 @@ extension Vault {
                     }
                 }
             }
-            var report = IntegrityReport(checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
-                                         damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
+            var report = IntegrityReport(
+                checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
+                damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
             report.rowsAuthenticated = authenticated
             return report
         }
@@ -141,10 +147,12 @@ extension Vault {
                     arguments: [checkedAt.millisecondsSince1970, report.passed])
             }
         }
-        logger.info("verified vault", metadata: [
-            "path": "\(path)", "passed": "\(report.passed)", "damaged": "\(report.damaged.count)",
-            "database_problems": "\(report.databaseProblems.count)",
-        ])
+        logger.info(
+            "verified vault",
+            metadata: [
+                "path": "\(path)", "passed": "\(report.passed)", "damaged": "\(report.damaged.count)",
+                "database_problems": "\(report.databaseProblems.count)",
+            ])
         return report
     }
 
@@ -226,8 +234,9 @@ private struct SealedValueChecker {
             }
             let keyID = UInt32(truncatingIfNeeded: id)
             let bytes = [UInt8](wrapped)
-            let context = SealContext(vaultID: vaultID, table: "accounts", column: "wrapped_data_key",
-                                      account: account.rawValue, row: account.rawValue, version: "\(keyID)")
+            let context = SealContext(
+                vaultID: vaultID, table: "accounts", column: "wrapped_data_key",
+                account: account.rawValue, row: account.rawValue, version: "\(keyID)")
             do {
                 let wrapper = try vaultKey(SealedBlob(parsing: bytes).keyID)
                 dataKeys[account, default: [:]][keyID] = try wrapper.openKey(bytes, id: keyID, context: context)
@@ -263,8 +272,10 @@ private struct SealedValueChecker {
             if broken.contains(account) {
                 skipped += 1
             } else {
-                damaged.append(DamagedValue(table: table, row: key, column: column,
-                                            reason: "names key \(keyID), which its account does not have"))
+                damaged.append(
+                    DamagedValue(
+                        table: table, row: key, column: column,
+                        reason: "names key \(keyID), which its account does not have"))
             }
             return
         }
@@ -316,8 +327,10 @@ extension Vault {
     /// Like ``backup(to:progress:)`` for a vault that is not open: no credential is needed,
     /// since the copy holds only what the file holds. The source is checked as
     /// ``inspect(at:options:)`` checks it.
-    public static func backup(of url: URL, to destination: URL, options: VaultOptions = VaultOptions(),
-                              progress: ((MaintenanceProgress) -> Void)? = nil) throws {
+    public static func backup(
+        of url: URL, to destination: URL, options: VaultOptions = VaultOptions(),
+        progress: ((MaintenanceProgress) -> Void)? = nil
+    ) throws {
         // The file itself, links resolved: the copy comes from where the checks looked.
         let url = try VaultFile.checkedLocation(url)
         _ = try readPlain(at: url, options: options) { _ in () }
@@ -326,8 +339,10 @@ extension Vault {
         }
     }
 
-    private static func copy(from source: some DatabaseReader, to destination: URL, sourcePath: String,
-                             progress: ((MaintenanceProgress) -> Void)?, logger: Logger) throws {
+    private static func copy(
+        from source: some DatabaseReader, to destination: URL, sourcePath: String,
+        progress: ((MaintenanceProgress) -> Void)?, logger: Logger
+    ) throws {
         try VaultFile.createEmpty(destination)
         do {
             let target = try DatabaseQueue(path: destination.path)

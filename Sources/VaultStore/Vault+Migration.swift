@@ -33,8 +33,10 @@ extension Vault {
     /// ```
     ///
     /// `progress` counts steps: the backup, then each migration.
-    public static func migrate(at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions(),
-                               progress: ((MaintenanceProgress) -> Void)? = nil) throws -> MigrationReport {
+    public static func migrate(
+        at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions(),
+        progress: ((MaintenanceProgress) -> Void)? = nil
+    ) throws -> MigrationReport {
         let url = try VaultFile.checkedLocation(url)
         let path = url.path
         let migrator = Migrator(migrations: options.migrations)
@@ -65,7 +67,8 @@ extension Vault {
             }
             progress?(MaintenanceProgress(completed: 0, total: pending.count + 1))
             do {
-                let backupURL = options.backupBeforeMigrating && !meta.isFresh
+                let backupURL =
+                    options.backupBeforeMigrating && !meta.isFresh
                     ? try backup(queue, of: url, fromVersion: version, options: options) : nil
                 return (pending, version, backupURL, keyring)
             } catch {
@@ -95,8 +98,9 @@ extension Vault {
             // A migrator that ends at this step applies exactly this step (those before it are recorded).
             let upToThis = Migrator(migrations: migrator.migrations.filter { $0.version <= migration.version })
             do {
-                try upToThis.migrate(pool, now: options.clock.now(), path: path, logger: options.logger,
-                                     completing: migrating.completeMigration)
+                try upToThis.migrate(
+                    pool, now: options.clock.now(), path: path, logger: options.logger,
+                    completing: migrating.completeMigration)
             } catch {
                 throw VaultError.storage(error, while: "migrating", path: path)
             }
@@ -130,8 +134,9 @@ extension Vault {
             let id: String = try row.stored("registration_id", table: "devices", row: key, path: path)
             let account = AccountID(rawValue: try row.stored("account_id", table: "devices", row: key, path: path))
             let reason: String = try row.stored("status_reason", table: "devices", row: key, path: path)
-            try db.execute(sql: "UPDATE devices SET status_detail = ?, status_reason = NULL WHERE registration_id = ?",
-                           arguments: [try seal(reason, table: "devices", column: "status_detail", account: account, row: id, db), id])
+            try db.execute(
+                sql: "UPDATE devices SET status_detail = ?, status_reason = NULL WHERE registration_id = ?",
+                arguments: [try seal(reason, table: "devices", column: "status_detail", account: account, row: id, db), id])
         }
         for row in try Row.fetchAll(db, sql: "SELECT account_id, last_failure FROM refresh_state WHERE last_failure IS NOT NULL") {
             let key = row.storedKey("account_id")
@@ -140,9 +145,11 @@ extension Vault {
             guard !Self.isOwnFailureText(failure) else { continue }
             try db.execute(
                 sql: "UPDATE refresh_state SET last_failure = ?, last_failure_detail = ? WHERE account_id = ?",
-                arguments: ["refresh failed (recorded before schema 3; the details are sealed)",
-                            try seal(failure, table: "refresh_state", column: "last_failure_detail", account: account, row: key, db),
-                            account.rawValue])
+                arguments: [
+                    "refresh failed (recorded before schema 3; the details are sealed)",
+                    try seal(failure, table: "refresh_state", column: "last_failure_detail", account: account, row: key, db),
+                    account.rawValue,
+                ])
         }
     }
 
@@ -157,7 +164,8 @@ extension Vault {
             #"no refresh token|missing client secret|cancelled|token refresh was cancelled"#,
             #"[a-z_]{1,40}"#,
         ]
-        let transient = "token refresh failed temporarily: (" + own.prefix(3).joined(separator: "|")
+        let transient =
+            "token refresh failed temporarily: (" + own.prefix(3).joined(separator: "|")
             + #"|network failure: [A-Za-z0-9 ().-]{0,80}); retry later"#
         return (own + [transient]).contains { text.range(of: "^(\($0))$", options: .regularExpression) != nil }
     }

@@ -24,26 +24,28 @@ extension Vault {
             try self.seal(value, table: "notifications", column: column, account: n.account, row: n.uuid, db)
         }
         let actionsJSON = String(decoding: try JSONEncoder().encode(n.actions), as: UTF8.self)
-        let existed = try Bool.fetchOne(db, sql: "SELECT 1 FROM notifications WHERE account_id = ? AND uuid = ?",
-                                        arguments: [n.account.rawValue, n.uuid]) ?? false
+        let existed =
+            try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM notifications WHERE account_id = ? AND uuid = ?",
+                arguments: [n.account.rawValue, n.uuid]) ?? false
         try integrity.rewrite(.notifications, where: "account_id = ? AND uuid = ?", [n.account.rawValue, n.uuid], db) {
-        try db.execute(
-            sql: """
-                INSERT INTO notifications (account_id, uuid, subject, message, actions, created_at, expires_at, status,
-                    action_taken, answered_at, answered_by_device, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (account_id, uuid) DO UPDATE SET
-                    subject = excluded.subject, message = excluded.message, actions = excluded.actions,
-                    created_at = excluded.created_at, expires_at = excluded.expires_at, status = excluded.status,
-                    action_taken = excluded.action_taken, answered_at = excluded.answered_at,
-                    answered_by_device = excluded.answered_by_device, updated_at = excluded.updated_at
-                """,
-            arguments: [
-                n.account.rawValue, n.uuid, try seal("subject", n.subject), try seal("message", n.message),
-                try seal("actions", actionsJSON), n.createdAt.millisecondsSince1970, n.expiresAt?.millisecondsSince1970,
-                n.status.rawValue, try seal("action_taken", n.actionTaken), n.answeredAt?.millisecondsSince1970,
-                n.answeredByDevice, clock.now().millisecondsSince1970,
-            ])
+            try db.execute(
+                sql: """
+                    INSERT INTO notifications (account_id, uuid, subject, message, actions, created_at, expires_at, status,
+                        action_taken, answered_at, answered_by_device, updated_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    ON CONFLICT (account_id, uuid) DO UPDATE SET
+                        subject = excluded.subject, message = excluded.message, actions = excluded.actions,
+                        created_at = excluded.created_at, expires_at = excluded.expires_at, status = excluded.status,
+                        action_taken = excluded.action_taken, answered_at = excluded.answered_at,
+                        answered_by_device = excluded.answered_by_device, updated_at = excluded.updated_at
+                    """,
+                arguments: [
+                    n.account.rawValue, n.uuid, try seal("subject", n.subject), try seal("message", n.message),
+                    try seal("actions", actionsJSON), n.createdAt.millisecondsSince1970, n.expiresAt?.millisecondsSince1970,
+                    n.status.rawValue, try seal("action_taken", n.actionTaken), n.answeredAt?.millisecondsSince1970,
+                    n.answeredByDevice, clock.now().millisecondsSince1970,
+                ])
         }
         return !existed
     }
@@ -51,8 +53,10 @@ extension Vault {
     /// One notification by account and uuid.
     public func notification(_ uuid: String, account: AccountID) throws -> NotificationRecord? {
         try read("reading a notification") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE account_id = ? AND uuid = ?",
-                             arguments: [account.rawValue, uuid]).map { try self.notification(from: $0, db) }
+            try Row.fetchOne(
+                db, sql: "SELECT * FROM notifications WHERE account_id = ? AND uuid = ?",
+                arguments: [account.rawValue, uuid]
+            ).map { try self.notification(from: $0, db) }
         }
     }
 
@@ -85,10 +89,13 @@ extension Vault {
         return try read("listing notifications") { db in
             let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
             let page = rows.prefix(query.limit)
-            let next = rows.count > query.limit ? try page.last.map { last in
-                NotificationCursor(createdAt: try last.stored("created_at", table: "notifications", row: last.storedKey("uuid"), path: self.path),
-                                   seq: try last.stored("seq", table: "notifications", row: last.storedKey("uuid"), path: self.path))
-            } : nil
+            let next =
+                rows.count > query.limit
+                ? try page.last.map { last in
+                    NotificationCursor(
+                        createdAt: try last.stored("created_at", table: "notifications", row: last.storedKey("uuid"), path: self.path),
+                        seq: try last.stored("seq", table: "notifications", row: last.storedKey("uuid"), path: self.path))
+                } : nil
             return NotificationPage(items: try page.map { try self.notification(from: $0, db) }, next: next)
         }
     }
@@ -99,14 +106,16 @@ extension Vault {
         try write("recording an answer") { db in
             let sealed = try self.seal(action, table: "notifications", column: "action_taken", account: account, row: uuid, db)
             return try self.integrity.rewrite(.notifications, where: "account_id = ? AND uuid = ?", [account.rawValue, uuid], db) {
-            try db.execute(
-                sql: """
-                    UPDATE notifications SET status = 'answered', action_taken = ?, answered_at = ?, answered_by_device = ?,
-                        updated_at = ? WHERE account_id = ? AND uuid = ? AND status = 'pending'
-                    """,
-                arguments: [sealed, time.millisecondsSince1970, device, self.clock.now().millisecondsSince1970,
-                            account.rawValue, uuid])
-            return db.changesCount == 1
+                try db.execute(
+                    sql: """
+                        UPDATE notifications SET status = 'answered', action_taken = ?, answered_at = ?, answered_by_device = ?,
+                            updated_at = ? WHERE account_id = ? AND uuid = ? AND status = 'pending'
+                        """,
+                    arguments: [
+                        sealed, time.millisecondsSince1970, device, self.clock.now().millisecondsSince1970,
+                        account.rawValue, uuid,
+                    ])
+                return db.changesCount == 1
             }
         }
     }
@@ -121,8 +130,9 @@ extension Vault {
             let accountFilter = account == nil ? "" : " AND account_id = ?"
             let accountArgument: [(any DatabaseValueConvertible)?] = account.map { [$0.rawValue] } ?? []
             if let olderThan {
-                try db.execute(sql: "DELETE FROM notifications WHERE created_at < ?" + accountFilter,
-                               arguments: StatementArguments([olderThan.millisecondsSince1970] + accountArgument))
+                try db.execute(
+                    sql: "DELETE FROM notifications WHERE created_at < ?" + accountFilter,
+                    arguments: StatementArguments([olderThan.millisecondsSince1970] + accountArgument))
                 removed += db.changesCount
             }
             if let keepNewest {

@@ -73,11 +73,16 @@ extension Vault {
     /// column when one holds a value of the wrong type (a hand-edited file).
     /// With `integrity`, the row is checked against its MAC first (without, as `vault status`
     /// reads it with no key: shown, never acted on).
-    static func storedSessionPolicy(for account: AccountID, _ db: Database, path: String?,
-                                    integrity: RowIntegrity? = nil) throws -> SessionPolicy? {
+    static func storedSessionPolicy(
+        for account: AccountID, _ db: Database, path: String?,
+        integrity: RowIntegrity? = nil
+    ) throws -> SessionPolicy? {
         // Prepared once per connection: every token request that misses the cache reads it.
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
-                                         arguments: [account.rawValue]) else {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
+                arguments: [account.rawValue])
+        else {
             return nil
         }
         try integrity?.check(row, in: .sessionPolicies, db)

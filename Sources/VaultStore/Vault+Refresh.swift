@@ -24,9 +24,11 @@ public struct RefreshState: Sendable, Hashable {
     /// 400/401 without JSON) since the last success; past a bound the account is `refused`.
     public var refusals: Int = 0
 
-    public init(leaseHolder: String? = nil, leaseGeneration: Int64? = nil, leaseExpiresAt: Date? = nil, failures: Int,
-                nextAttemptAt: Date? = nil, lastFailure: String? = nil, lastFailureAt: Date? = nil,
-                interruptedRefreshes: Int, lastFailureDetail: String? = nil) {
+    public init(
+        leaseHolder: String? = nil, leaseGeneration: Int64? = nil, leaseExpiresAt: Date? = nil, failures: Int,
+        nextAttemptAt: Date? = nil, lastFailure: String? = nil, lastFailureAt: Date? = nil,
+        interruptedRefreshes: Int, lastFailureDetail: String? = nil
+    ) {
         self.leaseHolder = leaseHolder
         self.leaseGeneration = leaseGeneration
         self.leaseExpiresAt = leaseExpiresAt
@@ -68,8 +70,10 @@ extension Vault {
     /// see ``LeaseProcess``) or its lease lapsed without being renewed. A lease or back-off
     /// reaching further ahead than it ever can (`leaseDuration`, `maximumBackoff`) is stale,
     /// whatever wrote it, and ignored: no stored time can block refreshing for longer.
-    package func beginRefresh(for account: AccountID, holder: String, seenGeneration: Int64,
-                             leaseDuration: Duration, maximumBackoff: Duration = .seconds(3600)) throws -> RefreshLeaseOutcome {
+    package func beginRefresh(
+        for account: AccountID, holder: String, seenGeneration: Int64,
+        leaseDuration: Duration, maximumBackoff: Duration = .seconds(3600)
+    ) throws -> RefreshLeaseOutcome {
         let now = clock.now()
         // A second of slack for clocks that step between processes.
         let latestLease = now.addingTimeInterval(leaseDuration.timeInterval + 1)
@@ -80,18 +84,21 @@ extension Vault {
             let state = try self.refreshState(for: account, db)
             let holderGone = try self.leaseProcess(for: account, db).flatMap(LeaseProcess.init)?.isGone ?? false
             if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now,
-               until <= latestLease, !holderGone {
+                until <= latestLease, !holderGone
+            {
                 return .busy(until: until)
             }
             if let next = state.nextAttemptAt, next > now, next <= latestRetry {
                 return .backingOff(until: next, tokens: tokens)
             }
             let interrupted = state.leaseHolder != nil && state.leaseHolder != holder
-            try self.writeLease(for: account, holder: holder, generation: tokens.generation, now: now,
-                                leaseDuration: leaseDuration, interrupted: interrupted, db)
+            try self.writeLease(
+                for: account, holder: holder, generation: tokens.generation, now: now,
+                leaseDuration: leaseDuration, interrupted: interrupted, db)
             if interrupted {
-                self.logger.warning("took over a refresh lease left by a process that stopped mid-refresh",
-                                    metadata: ["account": "\(account)"])
+                self.logger.warning(
+                    "took over a refresh lease left by a process that stopped mid-refresh",
+                    metadata: ["account": "\(account)"])
             }
             return .acquired(tokens, interrupted: interrupted)
         }
@@ -104,16 +111,19 @@ extension Vault {
         let until = clock.now().addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970
         return try write("renewing the refresh lease") { db in
             try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
-                try db.execute(sql: "UPDATE refresh_state SET lease_expires_at = ? WHERE account_id = ? AND lease_holder = ?",
-                               arguments: [until, account.rawValue, holder])
+                try db.execute(
+                    sql: "UPDATE refresh_state SET lease_expires_at = ? WHERE account_id = ? AND lease_holder = ?",
+                    arguments: [until, account.rawValue, holder])
                 return db.changesCount == 1
             }
         }
     }
 
     /// Gives the account's refresh lease to `holder` (this process) until `leaseDuration` from now.
-    func writeLease(for account: AccountID, holder: String, generation: Int64, now: Date, leaseDuration: Duration,
-                    interrupted: Bool, _ db: Database) throws {
+    func writeLease(
+        for account: AccountID, holder: String, generation: Int64, now: Date, leaseDuration: Duration,
+        interrupted: Bool, _ db: Database
+    ) throws {
         try integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
             try db.execute(
                 sql: """
@@ -124,16 +134,19 @@ extension Vault {
                         lease_expires_at = excluded.lease_expires_at, lease_process = excluded.lease_process,
                         interrupted_refreshes = refresh_state.interrupted_refreshes + excluded.interrupted_refreshes
                     """,
-                arguments: [account.rawValue, holder, generation, now.millisecondsSince1970,
-                            now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970,
-                            LeaseProcess.current?.description, interrupted ? 1 : 0])
+                arguments: [
+                    account.rawValue, holder, generation, now.millisecondsSince1970,
+                    now.addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970,
+                    LeaseProcess.current?.description, interrupted ? 1 : 0,
+                ])
         }
     }
 
     /// The stored lease holder's process, as text (checked with the row by ``refreshState(for:_:)``).
     func leaseProcess(for account: AccountID, _ db: Database) throws -> String? {
-        try db.storedValue("SELECT lease_process FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue],
-                           table: "refresh_state", column: "lease_process", row: account.rawValue, path: path, as: String.self)
+        try db.storedValue(
+            "SELECT lease_process FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue],
+            table: "refresh_state", column: "lease_process", row: account.rawValue, path: path, as: String.self)
     }
 
     /// Stores the refreshed tokens and releases the lease, atomically, if the caller still
@@ -146,7 +159,8 @@ extension Vault {
         try write("storing refreshed tokens") { db in
             let state = try self.refreshState(for: account, db)
             guard state.leaseHolder == holder, let generation = state.leaseGeneration,
-                  let current = try self.tokens(for: account, db), current.generation == generation else {
+                let current = try self.tokens(for: account, db), current.generation == generation
+            else {
                 return nil
             }
             var merged = tokens
@@ -162,8 +176,9 @@ extension Vault {
                         """,
                     arguments: [account.rawValue])
             }
-            return StoredTokens(account: account, generation: next, tokens: merged,
-                                updatedAt: Date(millisecondsSince1970: self.clock.now().millisecondsSince1970))
+            return StoredTokens(
+                account: account, generation: next, tokens: merged,
+                updatedAt: Date(millisecondsSince1970: self.clock.now().millisecondsSince1970))
         }
     }
 
@@ -173,11 +188,14 @@ extension Vault {
     /// shows it without the key); `detail`, the server's words, is sealed.
     /// `refusal`: the server refused for a reason the vault does not know, counted in
     /// ``RefreshState/refusals`` (any other failure sets that count back to zero).
-    package func failRefresh(for account: AccountID, holder: String, failure: String, detail: String? = nil,
-                            nextAttemptAt: Date?, refusal: Bool = false) throws {
+    package func failRefresh(
+        for account: AccountID, holder: String, failure: String, detail: String? = nil,
+        nextAttemptAt: Date?, refusal: Bool = false
+    ) throws {
         try write("recording a refresh failure") { db in
-            let sealed = try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
-                                       account: account, row: account.rawValue, db)
+            let sealed = try self.seal(
+                detail, table: "refresh_state", column: "last_failure_detail",
+                account: account, row: account.rawValue, db)
             try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
                 try db.execute(
                     sql: """
@@ -187,8 +205,10 @@ extension Vault {
                             refusals = CASE WHEN ? THEN coalesce(refusals, 0) + 1 ELSE NULL END
                         WHERE account_id = ? AND lease_holder = ?
                         """,
-                    arguments: [nextAttemptAt?.millisecondsSince1970, failure, sealed, self.clock.now().millisecondsSince1970,
-                                refusal, account.rawValue, holder])
+                    arguments: [
+                        nextAttemptAt?.millisecondsSince1970, failure, sealed, self.clock.now().millisecondsSince1970,
+                        refusal, account.rawValue, holder,
+                    ])
             }
         }
     }
@@ -203,8 +223,10 @@ extension Vault {
     /// activity recorded meanwhile by another process is never overruled). Returns whether the
     /// grant was ended, and the session it ended (nil when none was open).
     @discardableResult
-    package func endGrant(for account: AccountID, reason: String, detail: String? = nil,
-                          onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil) throws -> (ended: Bool, session: SessionRecord?) {
+    package func endGrant(
+        for account: AccountID, reason: String, detail: String? = nil,
+        onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil
+    ) throws -> (ended: Bool, session: SessionRecord?) {
         let now = clock.now().millisecondsSince1970
         return try write("ending a grant") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
@@ -227,8 +249,12 @@ extension Vault {
             }
             // Sealed only while the keys are here: a locked process ends a grant (a hard timeout)
             // with the plain verdict alone.
-            let sealed = self.isLocked ? nil : try self.seal(detail, table: "refresh_state", column: "last_failure_detail",
-                                                             account: account, row: account.rawValue, db)
+            let sealed =
+                self.isLocked
+                ? nil
+                : try self.seal(
+                    detail, table: "refresh_state", column: "last_failure_detail",
+                    account: account, row: account.rawValue, db)
             try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
                 try db.execute(
                     sql: """
@@ -248,8 +274,11 @@ extension Vault {
     public func refreshState(for account: AccountID) throws -> RefreshState {
         try read("reading refresh state") { db in
             var state = try self.refreshState(for: account, db)
-            if !self.isLocked, let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT last_failure_detail FROM refresh_state WHERE account_id = ?"),
-                                                         arguments: [account.rawValue]) {
+            if !self.isLocked,
+                let row = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT last_failure_detail FROM refresh_state WHERE account_id = ?"),
+                    arguments: [account.rawValue])
+            {
                 state.lastFailureDetail = try self.open(
                     row.storedIfPresent("last_failure_detail", table: "refresh_state", row: account.rawValue, path: self.path),
                     table: "refresh_state", column: "last_failure_detail", account: account, row: account.rawValue, db)
@@ -265,10 +294,15 @@ extension Vault {
     /// The account's stored refresh bookkeeping, nil when none is stored; `.damaged` naming the
     /// column when one holds a value of the wrong type (a hand-edited file). With `integrity`,
     /// the row is checked against its MAC first.
-    static func storedRefreshState(for account: AccountID, _ db: Database, path: String?,
-                                   integrity: RowIntegrity? = nil) throws -> RefreshState? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM refresh_state WHERE account_id = ?"),
-                                         arguments: [account.rawValue]) else {
+    static func storedRefreshState(
+        for account: AccountID, _ db: Database, path: String?,
+        integrity: RowIntegrity? = nil
+    ) throws -> RefreshState? {
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT * FROM refresh_state WHERE account_id = ?"),
+                arguments: [account.rawValue])
+        else {
             return nil
         }
         try integrity?.check(row, in: .refreshState, db)

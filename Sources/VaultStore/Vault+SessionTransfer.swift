@@ -2,7 +2,6 @@ import Foundation
 import GRDB
 import VaultCrypto
 
-
 /// One export written or import stored (schema 7), remembered so a blob is taken at most once.
 public struct SessionTransferRecord: Sendable, Hashable {
     public enum Direction: String, Sendable, Hashable { case export, `import` }
@@ -28,7 +27,6 @@ public struct SessionTransferRecord: Sendable, Hashable {
         self.peer = peer
     }
 }
-
 
 /// Why an export or import was refused. Nothing was stored or changed when one is thrown,
 /// except for ``Code-swift.struct/unfinished`` and ``Code-swift.struct/changed`` (the blob was written and must not be imported).
@@ -104,9 +102,11 @@ public struct SessionImport: Sendable {
     public var transfer: SessionTransferRecord
     public var origin: AccountOrigin
 
-    public init(account: NewAccount, credentialHosts: [String], credentialUsername: String?, tokens: TokenSet,
-                policy: SessionPolicy, startedAt: Date, authTime: Date?, absoluteDeadline: Date?,
-                transfer: SessionTransferRecord, origin: AccountOrigin) {
+    public init(
+        account: NewAccount, credentialHosts: [String], credentialUsername: String?, tokens: TokenSet,
+        policy: SessionPolicy, startedAt: Date, authTime: Date?, absoluteDeadline: Date?,
+        transfer: SessionTransferRecord, origin: AccountOrigin
+    ) {
         self.account = account
         self.credentialHosts = credentialHosts
         self.credentialUsername = credentialUsername
@@ -146,8 +146,10 @@ extension Vault {
             let account = try self.account(from: row, db)
             guard let session = try self.currentSession(for: id, db), session.state == .active else {
                 let state = try self.currentSession(for: id, db).map { "\($0.state.rawValue)" + ($0.endReason.map { " (\($0))" } ?? "") }
-                throw SessionTransferError(.sessionNotActive, "the session of account \(id) is \(state ?? "not started")"
-                                           + (state?.hasPrefix("locked") == true ? "; unlock it first (`vault sessions unlock`)" : "; nothing to export"))
+                throw SessionTransferError(
+                    .sessionNotActive,
+                    "the session of account \(id) is \(state ?? "not started")"
+                        + (state?.hasPrefix("locked") == true ? "; unlock it first (`vault sessions unlock`)" : "; nothing to export"))
             }
             guard let tokens = try self.tokens(for: id, db) else {
                 throw SessionTransferError(.sessionNotActive, "account \(id) has no tokens; nothing to export")
@@ -158,10 +160,12 @@ extension Vault {
                 throw SessionTransferError(.busy, "another process is refreshing the tokens of account \(id); try again in a moment")
             }
             try self.writeLease(for: id, holder: holder, generation: tokens.generation, now: now, leaseDuration: leaseDuration, interrupted: false, db)
-            let clientSecret = try self.open(row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path, as: Data.self),
-                                             table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
-            return SessionSnapshot(account: account, clientSecret: clientSecret, tokens: tokens, session: session,
-                                   policy: try self.sessionPolicy(for: id, db))
+            let clientSecret = try self.open(
+                row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path, as: Data.self),
+                table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
+            return SessionSnapshot(
+                account: account, clientSecret: clientSecret, tokens: tokens, session: session,
+                policy: try self.sessionPolicy(for: id, db))
         }
     }
 
@@ -171,8 +175,10 @@ extension Vault {
     /// `.changed` (and changes nothing) when the lease was lost or the tokens changed since
     /// the snapshot: the blob written then holds a refresh token that is no longer current.
     /// Returns the session it ended (nil for `.accessOnly`).
-    package func finishSessionExport(_ snapshot: SessionSnapshot, holder: String?, transfer: SessionTransferRecord,
-                                     eventOrigin: String) throws -> SessionRecord? {
+    package func finishSessionExport(
+        _ snapshot: SessionSnapshot, holder: String?, transfer: SessionTransferRecord,
+        eventOrigin: String
+    ) throws -> SessionRecord? {
         let id = snapshot.account.id
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("recording a session export") { db in
@@ -182,26 +188,31 @@ extension Vault {
                     // The blob holds the refresh token of the snapshot: it must still be the current one.
                     let state = try self.refreshState(for: id, db)
                     guard state.leaseHolder == holder, try self.tokenGeneration(for: id, db) == snapshot.tokens.generation else {
-                        throw SessionTransferError(.changed, "the tokens of account \(id) changed while the export was written (another process refreshed them): do not import it; export again")
+                        throw SessionTransferError(
+                            .changed,
+                            "the tokens of account \(id) changed while the export was written (another process refreshed them): do not import it; export again")
                     }
                     try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
                     let open = try self.currentSession(for: id, db)
                     try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [id.rawValue], db) {
-                        try db.execute(sql: """
-                            UPDATE sessions SET state = 'expired', end_reason = 'exported', ended_at = ?, version = coalesce(version, 0) + 1,
-                                extension_holder = NULL, extension_deadline = NULL
-                            WHERE account_id = ? AND state IN ('active', 'locked')
-                            """, arguments: [now.millisecondsSince1970, id.rawValue])
+                        try db.execute(
+                            sql: """
+                                UPDATE sessions SET state = 'expired', end_reason = 'exported', ended_at = ?, version = coalesce(version, 0) + 1,
+                                    extension_holder = NULL, extension_deadline = NULL
+                                WHERE account_id = ? AND state IN ('active', 'locked')
+                                """, arguments: [now.millisecondsSince1970, id.rawValue])
                     }
                     ended = try open.flatMap { try self.session(id: $0.id, account: id, db) }
                 }
                 try self.releaseLease(for: id, holder: holder, db)
             }
             try self.insertTransfer(transfer, after: try self.rememberedTransferCount(db), db)
-            try self.insertEvent(kind: "session_exported", account: id, data: [
-                "transfer": transfer.id, "mode": transfer.mode.rawValue, "recipient": transfer.peer,
-                "expires_at": String(transfer.expiresAt.millisecondsSince1970),
-            ], origin: eventOrigin, at: now, db)
+            try self.insertEvent(
+                kind: "session_exported", account: id,
+                data: [
+                    "transfer": transfer.id, "mode": transfer.mode.rawValue, "recipient": transfer.peer,
+                    "expires_at": String(transfer.expiresAt.millisecondsSince1970),
+                ], origin: eventOrigin, at: now, db)
             return ended
         }
     }
@@ -224,9 +235,11 @@ extension Vault {
         return try write("importing a session") { db in
             let count = try self.rememberedTransferCount(db)
             if let earlier = try self.rememberedTransfer(imported.transfer.id, db) {
-                throw SessionTransferError(.alreadyImported, earlier == .import
-                    ? "this export (\(imported.transfer.id)) was already imported; ask for a new one"
-                    : "this export (\(imported.transfer.id)) was made by this vault; import it into the vault whose recipient key it was sealed to")
+                throw SessionTransferError(
+                    .alreadyImported,
+                    earlier == .import
+                        ? "this export (\(imported.transfer.id)) was already imported; ask for a new one"
+                        : "this export (\(imported.transfer.id)) was made by this vault; import it into the vault whose recipient key it was sealed to")
             }
             var new = imported.account
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?", arguments: [new.issuer, new.subject]) {
@@ -234,22 +247,28 @@ extension Vault {
                 // public recipient key) never re-points where this vault sends its credentials.
                 let existing = try self.account(from: row, db)
                 guard existing.client.clientID == new.client.clientID, existing.client.tokenEndpoint == new.client.tokenEndpoint,
-                      existing.client.revocationEndpoint == new.client.revocationEndpoint, existing.client.pins == new.client.pins,
-                      existing.client.authentication == new.client.authentication else {
-                    throw SessionTransferError(.conflict, "account \(existing.id) has the same issuer and subject but another client or other endpoints; remove it first (`vault accounts remove`) to import this session")
+                    existing.client.revocationEndpoint == new.client.revocationEndpoint, existing.client.pins == new.client.pins,
+                    existing.client.authentication == new.client.authentication
+                else {
+                    throw SessionTransferError(
+                        .conflict,
+                        "account \(existing.id) has the same issuer and subject but another client or other endpoints; remove it first (`vault accounts remove`) to import this session"
+                    )
                 }
                 new.providerMetadata = existing.providerMetadata
                 new.subjectSource = existing.subjectSource
                 let held = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [existing.id.rawValue])
                 if let held { try self.integrity.check(held, in: .tokens, db) }
                 if imported.tokens.refreshToken == nil, held?.holdsValue("refresh_token") == true {
-                    throw SessionTransferError(.conflict, "account \(existing.id) holds its own refresh token here; importing an access token alone would drop it")
+                    throw SessionTransferError(
+                        .conflict, "account \(existing.id) holds its own refresh token here; importing an access token alone would drop it")
                 }
             }
             let absolute = imported.absoluteDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) }
-            let record = try self.storeSignIn(new, tokens: imported.tokens, policy: imported.policy, now: now,
-                                              startedAt: Date(millisecondsSince1970: imported.startedAt.millisecondsSince1970),
-                                              absoluteDeadline: absolute, authTime: imported.authTime, db)
+            let record = try self.storeSignIn(
+                new, tokens: imported.tokens, policy: imported.policy, now: now,
+                startedAt: Date(millisecondsSince1970: imported.startedAt.millisecondsSince1970),
+                absoluteDeadline: absolute, authTime: imported.authTime, db)
             let id = record.account.id
             let origin = String(decoding: try JSONEncoder().encode(imported.origin), as: UTF8.self)
             // A new account takes the helper hosts the blob names, but never one another account
@@ -266,19 +285,23 @@ extension Vault {
                 if record.replacedExisting {
                     try db.execute(sql: "UPDATE accounts SET origin = ? WHERE account_id = ?", arguments: [origin, id.rawValue])
                 } else {
-                    try db.execute(sql: "UPDATE accounts SET origin = ?, credential_hosts = ?, credential_username = ? WHERE account_id = ?",
-                                   arguments: [origin, hosts.isEmpty ? nil : hosts.joined(separator: " "), imported.credentialUsername, id.rawValue])
+                    try db.execute(
+                        sql: "UPDATE accounts SET origin = ?, credential_hosts = ?, credential_username = ? WHERE account_id = ?",
+                        arguments: [origin, hosts.isEmpty ? nil : hosts.joined(separator: " "), imported.credentialUsername, id.rawValue])
                 }
             }
             var transfer = imported.transfer
             transfer.account = id
             try self.insertTransfer(transfer, after: count, db)
-            try self.insertEvent(kind: "session_imported", account: id, data: [
-                "transfer": transfer.id, "mode": transfer.mode.rawValue, "sender": transfer.peer,
-                "replaced": String(record.replacedExisting),
-            ], origin: eventOrigin, at: now, db)
+            try self.insertEvent(
+                kind: "session_imported", account: id,
+                data: [
+                    "transfer": transfer.id, "mode": transfer.mode.rawValue, "sender": transfer.peer,
+                    "replaced": String(record.replacedExisting),
+                ], origin: eventOrigin, at: now, db)
             var stored = record
-            stored.account = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
+            stored.account =
+                try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
                 .map { try self.account(from: $0, db) } ?? record.account
             return SessionImportRecord(signIn: stored, skippedHosts: skipped)
         }
@@ -293,7 +316,8 @@ extension Vault {
                 func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
                     try row.stored(column, table: "session_transfers", row: key, path: self.path)
                 }
-                let direction: String = try value("direction"), mode: String = try value("mode")
+                let direction: String = try value("direction")
+                let mode: String = try value("mode")
                 return SessionTransferRecord(
                     id: try value("transfer_id"), direction: direction == "import" ? .import : .export,
                     mode: SessionTransferMode(rawValue: mode) ?? .move, account: AccountID(rawValue: try value("account_id")),
@@ -319,7 +343,10 @@ extension Vault {
         }
         let expected = try header(db).storedIfPresent("session_transfers", table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0
         guard Int64(rows) == expected else {
-            throw VaultError(.damaged, "session_transfers holds \(rows) rows where the vault header counts \(expected): a remembered session export or import was deleted from \(path); restore it from a backup", path: path)
+            throw VaultError(
+                .damaged,
+                "session_transfers holds \(rows) rows where the vault header counts \(expected): a remembered session export or import was deleted from \(path); restore it from a backup",
+                path: path)
         }
         return rows
     }
@@ -335,10 +362,14 @@ extension Vault {
     /// Remembers a transfer (authenticated) and counts it in the header (`count` rows, checked
     /// by ``rememberedTransferCount(_:)``, were there before).
     private func insertTransfer(_ transfer: SessionTransferRecord, after count: Int, _ db: Database) throws {
-        try db.execute(sql: """
-            INSERT INTO session_transfers (transfer_id, direction, mode, account_id, at, expires_at, peer) VALUES (?, ?, ?, ?, ?, ?, ?)
-            """, arguments: [transfer.id, transfer.direction.rawValue, transfer.mode.rawValue, transfer.account.rawValue,
-                             transfer.at.millisecondsSince1970, transfer.expiresAt.millisecondsSince1970, transfer.peer])
+        try db.execute(
+            sql: """
+                INSERT INTO session_transfers (transfer_id, direction, mode, account_id, at, expires_at, peer) VALUES (?, ?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [
+                transfer.id, transfer.direction.rawValue, transfer.mode.rawValue, transfer.account.rawValue,
+                transfer.at.millisecondsSince1970, transfer.expiresAt.millisecondsSince1970, transfer.peer,
+            ])
         try integrity.authenticate(.sessionTransfers, where: "transfer_id = ?", [transfer.id], db)
         try integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
             try db.execute(sql: "UPDATE vault_meta SET session_transfers = ? WHERE singleton = 1", arguments: [count + 1])
@@ -348,10 +379,11 @@ extension Vault {
     /// Drops `holder`'s refresh lease, if it still holds it.
     private func releaseLease(for id: AccountID, holder: String, _ db: Database) throws {
         try integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [id.rawValue, holder], db) {
-            try db.execute(sql: """
-                UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
-                    lease_expires_at = NULL, lease_process = NULL WHERE account_id = ? AND lease_holder = ?
-                """, arguments: [id.rawValue, holder])
+            try db.execute(
+                sql: """
+                    UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
+                        lease_expires_at = NULL, lease_process = NULL WHERE account_id = ? AND lease_holder = ?
+                    """, arguments: [id.rawValue, holder])
         }
     }
 }

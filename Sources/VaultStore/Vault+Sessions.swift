@@ -17,8 +17,10 @@ extension Vault {
                     INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
                     VALUES (?, 'active', ?, ?, ?, ?)
                     """,
-                arguments: [account.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
-                            idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970])
+                arguments: [
+                    account.rawValue, now.millisecondsSince1970, now.millisecondsSince1970,
+                    idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970,
+                ])
             try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
             return SessionRecord(
                 id: db.lastInsertedRowID, account: account, state: .active, startedAt: now, lastActivityAt: now,
@@ -52,8 +54,10 @@ extension Vault {
 
     /// The account's most recent session, checked against its MAC.
     func currentSession(for account: AccountID, _ db: Database) throws -> SessionRecord? {
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
-                         arguments: [account.rawValue]).map { try self.session(from: $0, db) }
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
+            arguments: [account.rawValue]
+        ).map { try self.session(from: $0, db) }
     }
 
     /// A session row, checked against its MAC.
@@ -66,8 +70,10 @@ extension Vault {
     public func sessions(for account: AccountID? = nil) throws -> [SessionRecord] {
         try read("listing sessions") { db in
             if let account {
-                return try Row.fetchAll(db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC",
-                                        arguments: [account.rawValue]).map { try self.session(from: $0, db) }
+                return try Row.fetchAll(
+                    db, sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC",
+                    arguments: [account.rawValue]
+                ).map { try self.session(from: $0, db) }
             }
             return try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try self.session(from: $0, db) }
         }
@@ -84,8 +90,9 @@ extension Vault {
                 throw VaultError(.recordNotFound, "no session \(session.id) for account \(session.account)", path: self.path)
             }
             guard current.version == session.version else {
-                throw VaultError(.staleGeneration, "session \(session.id) changed since it was read (version \(current.version), not \(session.version))",
-                                 path: self.path)
+                throw VaultError(
+                    .staleGeneration, "session \(session.id) changed since it was read (version \(current.version), not \(session.version))",
+                    path: self.path)
             }
             return try self.write(session, over: current, db)
         }
@@ -99,8 +106,10 @@ extension Vault {
     ///
     /// Returns nil when the account has no session; otherwise the session as it now stands
     /// (unchanged when `change` changed nothing) and what `change` returned.
-    package func transitionSession<T>(for account: AccountID, _ action: String = "changing a session",
-                                      _ change: (inout SessionRecord, SessionPolicy) throws -> T) throws -> (session: SessionRecord, result: T)? {
+    package func transitionSession<T>(
+        for account: AccountID, _ action: String = "changing a session",
+        _ change: (inout SessionRecord, SessionPolicy) throws -> T
+    ) throws -> (session: SessionRecord, result: T)? {
         try write(action) { db in
             guard let current = try self.currentSession(for: account, db) else { return nil }
             let policy = try self.sessionPolicy(for: account, db)
@@ -144,8 +153,10 @@ extension Vault {
 
     /// One session of the account by id, checked against its MAC.
     func session(id: Int64, account: AccountID, _ db: Database) throws -> SessionRecord? {
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?"),
-                         arguments: [id, account.rawValue]).map { try self.session(from: $0, db) }
+        try Row.fetchOne(
+            db.cachedStatement(sql: "SELECT * FROM sessions WHERE session_id = ? AND account_id = ?"),
+            arguments: [id, account.rawValue]
+        ).map { try self.session(from: $0, db) }
     }
 
     static func session(from row: Row, path: String?) throws -> SessionRecord {
@@ -157,7 +168,8 @@ extension Vault {
         let state: String = try row.stored("state", table: "sessions", row: key, path: path)
         func extensionMarker() throws -> SessionRecord.ExtensionMarker? {
             guard let holder: String = try row.storedIfPresent("extension_holder", table: "sessions", row: key, path: path),
-                  let deadline = try optionalDate("extension_deadline") else { return nil }
+                let deadline = try optionalDate("extension_deadline")
+            else { return nil }
             return SessionRecord.ExtensionMarker(holder: holder, deadline: deadline)
         }
         return SessionRecord(

@@ -31,23 +31,27 @@ extension Vault {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         let absoluteDeadline = policy.absoluteLifetime.map { now.addingTimeInterval($0.timeInterval) }
         return try write("signing in") { db in
-            try self.storeSignIn(new, tokens: tokens, policy: policy, now: now, startedAt: now, absoluteDeadline: absoluteDeadline,
-                                 authTime: authTime, db)
+            try self.storeSignIn(
+                new, tokens: tokens, policy: policy, now: now, startedAt: now, absoluteDeadline: absoluteDeadline,
+                authTime: authTime, db)
         }
     }
 
     /// The sign-in's transaction: also an import's, whose session keeps the start, the
     /// authentication time and the absolute deadline it had in the vault it came from.
-    func storeSignIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, now: Date, startedAt: Date,
-                     absoluteDeadline: Date?, authTime: Date?, _ db: Database) throws -> SignInRecord {
+    func storeSignIn(
+        _ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, now: Date, startedAt: Date,
+        absoluteDeadline: Date?, authTime: Date?, _ db: Database
+    ) throws -> SignInRecord {
         let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
         // Never later than now: a provider's clock ahead of ours must not make the authentication look fresher.
         let authenticated = Date(millisecondsSince1970: min(authTime ?? now, now).millisecondsSince1970)
         // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
         // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
         let previousActive = try self.activeAccountID(db)
-        let existing = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
-                                        arguments: [new.issuer, new.subject])
+        let existing = try Row.fetchOne(
+            db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
+            arguments: [new.issuer, new.subject])
         var account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
         if existing != nil {
             account = try self.refreshSettings(of: account, from: new, db)
@@ -63,9 +67,11 @@ extension Vault {
                 INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline, auth_time)
                 VALUES (?, 'active', ?, ?, ?, ?, ?)
                 """,
-            arguments: [account.id.rawValue, startedAt.millisecondsSince1970, now.millisecondsSince1970,
-                        idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970,
-                        authenticated.millisecondsSince1970])
+            arguments: [
+                account.id.rawValue, startedAt.millisecondsSince1970, now.millisecondsSince1970,
+                idleDeadline?.millisecondsSince1970, absoluteDeadline?.millisecondsSince1970,
+                authenticated.millisecondsSince1970,
+            ])
         try self.integrity.authenticate(.sessions, where: "session_id = ?", [db.lastInsertedRowID], db)
         let session = SessionRecord(
             id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: startedAt, lastActivityAt: now,
@@ -75,9 +81,10 @@ extension Vault {
         try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
             try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
         }
-        return SignInRecord(account: account, session: session, generation: generation,
-                            replacedExisting: existing != nil, previousActive: previousActive,
-                            replacedTokens: replaced?.tokens)
+        return SignInRecord(
+            account: account, session: session, generation: generation,
+            replacedExisting: existing != nil, previousActive: previousActive,
+            replacedTokens: replaced?.tokens)
     }
 }
 
@@ -96,15 +103,17 @@ extension Vault {
             updated.client.revocationEndpoint = new.client.revocationEndpoint
         }
         if let source = new.subjectSource, source != account.subjectSource,
-           source == .verified || account.subjectSource == nil {
+            source == .verified || account.subjectSource == nil
+        {
             assignments.append("subject_source = ?")
             arguments.append(source.rawValue)
             updated.subjectSource = source
         }
         guard !assignments.isEmpty else { return account }
         try integrity.rewrite(.accounts, where: "account_id = ?", [account.id.rawValue], db) {
-            try db.execute(sql: "UPDATE accounts SET \(assignments.joined(separator: ", ")) WHERE account_id = ?",
-                           arguments: StatementArguments(arguments + [account.id.rawValue]))
+            try db.execute(
+                sql: "UPDATE accounts SET \(assignments.joined(separator: ", ")) WHERE account_id = ?",
+                arguments: StatementArguments(arguments + [account.id.rawValue]))
         }
         return updated
     }

@@ -41,12 +41,13 @@ extension Vault {
             tokens.scopes.joined(separator: " "), clock.now().millisecondsSince1970, account.rawValue,
         ]
         // Kept prepared by the connection: a refresh stores tokens on every rotation.
-        let statement = try db.cachedStatement(sql: generation == nil
-            ? """
+        let statement = try db.cachedStatement(
+            sql: generation == nil
+                ? """
                 INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
                     access_expires_at, scopes, updated_at, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
-            : """
+                : """
                 UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
                     access_expires_at = ?, scopes = ?, updated_at = ? WHERE account_id = ?
                 """)
@@ -78,8 +79,9 @@ extension Vault {
         let key = account.rawValue
         let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
         let open = { (column: String) throws -> String? in
-            try self.open(row.storedIfPresent(column, table: "tokens", row: key, path: self.path),
-                          table: "tokens", column: column, account: account, row: key, version: "\(generation)", db)
+            try self.open(
+                row.storedIfPresent(column, table: "tokens", row: key, path: self.path),
+                table: "tokens", column: column, account: account, row: key, version: "\(generation)", db)
         }
         guard let access = try open("access_token") else {
             throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)

@@ -200,10 +200,12 @@ public final class Vault: Sendable {
             if !pending.isEmpty {
                 // Only for the migrations' Swift half (sealing needs the account keys); the value
                 // returned is made once the header is checked.
-                let migrating = Vault(url: url, pool: opened, keyring: keyring, deviceID: meta.deviceID,
-                                      wroteWhileOpening: true, options: options)
-                try migrator.migrate(opened, now: options.clock.now(), path: path, logger: options.logger,
-                                     completing: migrating.completeMigration)
+                let migrating = Vault(
+                    url: url, pool: opened, keyring: keyring, deviceID: meta.deviceID,
+                    wroteWhileOpening: true, options: options)
+                try migrator.migrate(
+                    opened, now: options.clock.now(), path: path, logger: options.logger,
+                    completing: migrating.completeMigration)
             }
             // The header names the active account and this install's device id: checked before
             // either is used. Its unlock columns are authenticated by the key check and the
@@ -296,19 +298,19 @@ public final class Vault: Sendable {
         let isPassphrase = salt != nil
         try write("changing the credential") { db in
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-            try db.execute(
-                sql: """
-                    UPDATE vault_meta SET kek_kind = ?, kdf_salt = ?, kdf_opslimit = ?, kdf_memlimit = ?,
-                        key_check = ?, wrapped_vault_key = ? WHERE singleton = 1 AND vault_key_id = ?
-                    """,
-                arguments: [
-                    credential.kind, salt.map { Data($0) },
-                    isPassphrase ? Int64(cost.opsLimit) : nil, isPassphrase ? Int64(cost.memLimitBytes) : nil,
-                    Data(check), Data(wrapped), Int64(vaultKey.id),
-                ])
-            guard db.changesCount == 1 else {
-                throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
-            }
+                try db.execute(
+                    sql: """
+                        UPDATE vault_meta SET kek_kind = ?, kdf_salt = ?, kdf_opslimit = ?, kdf_memlimit = ?,
+                            key_check = ?, wrapped_vault_key = ? WHERE singleton = 1 AND vault_key_id = ?
+                        """,
+                    arguments: [
+                        credential.kind, salt.map { Data($0) },
+                        isPassphrase ? Int64(cost.opsLimit) : nil, isPassphrase ? Int64(cost.memLimitBytes) : nil,
+                        Data(check), Data(wrapped), Int64(vaultKey.id),
+                    ])
+                guard db.changesCount == 1 else {
+                    throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
+                }
             }
         }
         logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)"])
@@ -341,7 +343,7 @@ extension Vault {
         /// The header row; `.damaged` when a column holds a value of the wrong type (a hand-edited file).
         static func fetch(_ db: Database, path: String? = nil) throws -> UnlockRecord? {
             guard try db.tableExists("vault_meta"),
-                  let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1")
+                let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1")
             else { return nil }
             func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
                 try row.stored(column, table: "vault_meta", row: "1", path: path)
@@ -445,11 +447,12 @@ extension Vault {
         config.busyMode = .timeout(TimeInterval(timeout.seconds) + TimeInterval(timeout.attoseconds) / 1e18)
         config.prepareDatabase { db in
             // Set explicitly on every connection: distributions compile SQLite with different defaults.
-            try db.execute(sql: """
-                PRAGMA secure_delete = ON;
-                PRAGMA trusted_schema = OFF;
-                PRAGMA cell_size_check = ON;
-                """)
+            try db.execute(
+                sql: """
+                    PRAGMA secure_delete = ON;
+                    PRAGMA trusted_schema = OFF;
+                    PRAGMA cell_size_check = ON;
+                    """)
             if !db.configuration.readonly {
                 try db.execute(sql: "PRAGMA synchronous = FULL")
             }

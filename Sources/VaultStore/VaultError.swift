@@ -82,7 +82,8 @@ extension VaultError {
                 path: path)
         }
         if let databaseError = error as? DatabaseError,
-           databaseError.resultCode == .SQLITE_BUSY || databaseError.resultCode == .SQLITE_LOCKED {
+            databaseError.resultCode == .SQLITE_BUSY || databaseError.resultCode == .SQLITE_LOCKED
+        {
             return VaultError(
                 .busy, "\(action) failed: \(path ?? "the vault") is busy (another process held its lock too long); try again",
                 path: path)

@@ -6,7 +6,7 @@ import GRDB
 /// write. The rules apply to the real file, every symbolic link resolved (``checkedLocation(_:)``).
 enum VaultFile {
     /// 'CVLT', set by migration 1 in the SQLite header's application_id field.
-    static let applicationID: UInt32 = 0x43564C54
+    static let applicationID: UInt32 = 0x4356_4C54
 
     /// The SQLite header fields the vault relies on.
     struct Header: Sendable {

@@ -137,8 +137,10 @@ extension Vault {
     /// holding something other than text (a hand-edited file) is `.damaged`, naming a row that
     /// holds it; a text state this build does not know is not counted.
     static func counts(_ db: Database, path: String?) throws -> VaultCounts {
-        func grouped<State: RawRepresentable & Hashable>(_ table: String, _ column: String, key: String,
-                                                         as: State.Type) throws -> [State: Int]
+        func grouped<State: RawRepresentable & Hashable>(
+            _ table: String, _ column: String, key: String,
+            as: State.Type
+        ) throws -> [State: Int]
         where State.RawValue == String {
             var result: [State: Int] = [:]
             let sql = "SELECT \(column), count(*) AS n, min(\(key)) AS example FROM \(table) GROUP BY \(column)"

@@ -79,8 +79,10 @@ extension Vault {
     /// A plain column holding a value of the wrong type (a hand-edited file) is
     /// ``VaultError/Code/damaged``, naming the table, row and column; a sealed column is only
     /// reported present or absent, whatever it holds (``verify(progress:)`` judges those).
-    public static func metadata(at url: URL, options: VaultOptions = VaultOptions(),
-                                includeNotifications: Bool = true) throws -> VaultMetadata {
+    public static func metadata(
+        at url: URL, options: VaultOptions = VaultOptions(),
+        includeNotifications: Bool = true
+    ) throws -> VaultMetadata {
         let inspection = try inspect(at: url, options: options)
         let path = url.path
         return try readPlain(at: url, options: options) { db in
@@ -93,16 +95,22 @@ extension Vault {
             let devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id").map {
                 try deviceMetadata(from: $0, path: path)
             }
-            let notifications = !includeNotifications ? [] : try Row.fetchAll(
-                db, sql: "SELECT * FROM notifications ORDER BY created_at DESC, seq DESC"
-            ).map { try notificationMetadata(from: $0, path: path) }
-            return VaultMetadata(inspection: inspection, accounts: accounts, sessions: sessions, devices: devices,
-                                 notifications: notifications)
+            let notifications =
+                !includeNotifications
+                ? []
+                : try Row.fetchAll(
+                    db, sql: "SELECT * FROM notifications ORDER BY created_at DESC, seq DESC"
+                ).map { try notificationMetadata(from: $0, path: path) }
+            return VaultMetadata(
+                inspection: inspection, accounts: accounts, sessions: sessions, devices: devices,
+                notifications: notifications)
         }
     }
 
-    private static func accountMetadata(from row: Row, hasPolicies: Bool, hasRefreshState: Bool,
-                                        _ db: Database, path: String) throws -> AccountMetadata {
+    private static func accountMetadata(
+        from row: Row, hasPolicies: Bool, hasRefreshState: Bool,
+        _ db: Database, path: String
+    ) throws -> AccountMetadata {
         let key = row.storedKey("account_id")
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
             try row.stored(column, table: "accounts", row: key, path: path)

@@ -1,8 +1,9 @@
 import Foundation
 import VaultOAuth
 import VaultSync
+
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An `HTTPTransport` over Foundation's `URLSession`: ephemeral, no cookies, no cache, no redirects.
@@ -98,9 +99,9 @@ public final class URLSessionTransport: HTTPTransport {
     static func foundationTimeout(_ timeout: Duration) -> TimeInterval {
         let seconds = max(timeout, .zero).timeInterval
         #if canImport(FoundationNetworking)
-        return max(1, seconds.rounded(.up))
+            return max(1, seconds.rounded(.up))
         #else
-        return seconds
+            return seconds
         #endif
     }
 
@@ -120,8 +121,8 @@ public final class URLSessionTransport: HTTPTransport {
         case .notConnectedToInternet:
             return .connectionFailed(reason: "not connected to a network")
         case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot,
-             .clientCertificateRejected, .clientCertificateRequired:
+            .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot,
+            .clientCertificateRejected, .clientCertificateRequired:
             return .connectionFailed(reason: "TLS handshake failed (URLError \(error.code.rawValue))")
         case .badServerResponse, .cannotParseResponse, .zeroByteResource:
             return .invalidResponse(reason: "URLError \(error.code.rawValue)")
@@ -235,13 +236,13 @@ private final class ExchangeDelegate: NSObject, URLSessionDataDelegate, Sendable
         completionHandler: @escaping @Sendable (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
         #if canImport(FoundationNetworking)
-        // swift-corelibs-foundation raises HTTP challenges only after the whole 401 has been read:
-        // hand that response back, then drop the task instead of retrying with credentials.
-        if let failure = challenge.failureResponse as? HTTPURLResponse {
-            finishWithCollectedResponse(task.taskIdentifier, fallback: failure)
-            completionHandler(.cancelAuthenticationChallenge, nil)
-            return
-        }
+            // swift-corelibs-foundation raises HTTP challenges only after the whole 401 has been read:
+            // hand that response back, then drop the task instead of retrying with credentials.
+            if let failure = challenge.failureResponse as? HTTPURLResponse {
+                finishWithCollectedResponse(task.taskIdentifier, fallback: failure)
+                completionHandler(.cancelAuthenticationChallenge, nil)
+                return
+            }
         #endif
         // Darwin: without stored credentials, default handling delivers the 401 as a response,
         // and server-trust challenges get the system's evaluation.

@@ -63,13 +63,21 @@ extension VaultCommand.Accounts {
         var label: String?
         @Option(help: ArgumentHelp("Lock the session after this much inactivity, or `none`. Default 15m.", valueName: "duration"))
         var idleTimeout: TimeLimit?
-        @Option(help: ArgumentHelp("End the session this long after the import, whatever the activity, or `none` (the session then lasts as long as its grant). Default 12h.", valueName: "duration"))
+        @Option(
+            help: ArgumentHelp(
+                "End the session this long after the import, whatever the activity, or `none` (the session then lasts as long as its grant). Default 12h.",
+                valueName: "duration"))
         var lifetime: TimeLimit?
-        @Option(name: .customLong("host"), help: ArgumentHelp("Hand the account's token to git and docker for this host[:port][/path] (repeatable; see `accounts set-host`).", valueName: "host"))
+        @Option(
+            name: .customLong("host"),
+            help: ArgumentHelp(
+                "Hand the account's token to git and docker for this host[:port][/path] (repeatable; see `accounts set-host`).", valueName: "host"))
         var credentialHosts: [String] = []
-        @Option(name: .customLong("pin"),
-                help: ArgumentHelp("An SPKI pin of the identity service's TLS key, sha256/BASE64 (repeatable, for key rollover).",
-                                   valueName: "sha256/base64"))
+        @Option(
+            name: .customLong("pin"),
+            help: ArgumentHelp(
+                "An SPKI pin of the identity service's TLS key, sha256/BASE64 (repeatable, for key rollover).",
+                valueName: "sha256/base64"))
         var pins: [String] = []
 
         func validate() throws {
@@ -121,15 +129,21 @@ extension VaultCommand.Accounts {
             // Whose keys may vouch for the token: the issuer the user named, or the token's own
             // `iss` only when it is the token endpoint's origin. A token naming an issuer of its
             // own choosing elsewhere would otherwise be checked against keys it chose.
-            let vouching = issuer ?? claims.issuer.flatMap { iss in
-                URL(string: iss).map(Self.origin(of:)) == Self.origin(of: endpoint) ? iss : nil
-            }
+            let vouching =
+                issuer
+                ?? claims.issuer.flatMap { iss in
+                    URL(string: iss).map(Self.origin(of:)) == Self.origin(of: endpoint) ? iss : nil
+                }
             let view = try await OpenedVault.with(global, credentials) { opened in
                 // The ID token names the user for sure only once its signature is checked.
                 if let idToken = response.idToken, let vouching,
-                   let verified = try await opened.session.verifyImportedIDToken(idToken, issuer: vouching, clientID: clientID, pins: pins) {
+                    let verified = try await opened.session.verifyImportedIDToken(idToken, issuer: vouching, clientID: clientID, pins: pins)
+                {
                     if let subject, subject != verified.subject {
-                        throw CommandFailure(.usage, "--subject \(Terminal.printable(subject)) is not the user the verified ID token names (\(Terminal.printable(verified.subject))); nothing was stored")
+                        throw CommandFailure(
+                            .usage,
+                            "--subject \(Terminal.printable(subject)) is not the user the verified ID token names (\(Terminal.printable(verified.subject))); nothing was stored"
+                        )
                     }
                     account.subject = verified.subject
                     account.subjectSource = .verified
@@ -145,8 +159,9 @@ extension VaultCommand.Accounts {
             } else {
                 print("Added \(AccountReference.name(of: view.account.id, account: view.account)) at \(Terminal.printable(view.account.issuer)), now active.")
                 if !named {
-                    print("  The token response names no user (no ID token) and no --subject was given, so this is a new account; "
-                          + "to replace an account's tokens instead, import with --subject.")
+                    print(
+                        "  The token response names no user (no ID token) and no --subject was given, so this is a new account; "
+                            + "to replace an account's tokens instead, import with --subject.")
                 }
                 print("  \(view.tokenText)")
             }
@@ -168,8 +183,10 @@ extension VaultCommand.Accounts {
         /// the server's refusal rather than as malformed input.
         static func errorResponse(_ data: Data) -> CommandFailure? {
             guard let refusal = OAuthErrorResponse.parse(data) else { return nil }
-            return CommandFailure(.clientRefused, "standard input is the identity service's error response, not tokens "
-                                  + "(\(Terminal.printable(refusal.description))); sign in again and pipe the token response")
+            return CommandFailure(
+                .clientRefused,
+                "standard input is the identity service's error response, not tokens "
+                    + "(\(Terminal.printable(refusal.description))); sign in again and pipe the token response")
         }
 
         static func origin(of url: URL) -> String {
@@ -194,7 +211,8 @@ struct IDTokenClaims {
         var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
         guard let data = Data(base64Encoded: base64),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return }
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else { return }
         issuer = (object["iss"] as? String).flatMap { $0.isEmpty ? nil : $0 }
         subject = (object["sub"] as? String).flatMap { $0.isEmpty ? nil : $0 }
     }
@@ -207,7 +225,10 @@ enum TimeLimit: ExpressibleByArgument {
 
     init?(argument: String) {
         let text = argument.lowercased()
-        if text == "none" { self = .unlimited; return }
+        if text == "none" {
+            self = .unlimited
+            return
+        }
         guard let unit = text.last, let value = Int64(text.dropLast()), value > 0 else { return nil }
         switch unit {
         case "s": self = .after(.seconds(value))

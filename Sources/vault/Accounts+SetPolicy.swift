@@ -37,8 +37,10 @@ extension VaultCommand.Accounts {
         var warning: TimeLimit?
         @Option(help: ArgumentHelp("How many times a session may be extended after a warning.", valueName: "count"))
         var maxExtensions: Int?
-        @Option(help: ArgumentHelp("What the idle timeout does: lock (resume with `vault sessions unlock`) or expire (sign in again).",
-                                   valueName: "lock|expire"))
+        @Option(
+            help: ArgumentHelp(
+                "What the idle timeout does: lock (resume with `vault sessions unlock`) or expire (sign in again).",
+                valueName: "lock|expire"))
         var idleAction: SessionPolicy.IdleAction?
         @Option(help: ArgumentHelp("Which uses count as activity: any (every token served) or interactive.", valueName: "any|interactive"))
         var activity: SessionPolicy.Activity?
@@ -47,8 +49,11 @@ extension VaultCommand.Accounts {
             if case .unlimited? = warning { throw ValidationError("--warning needs a duration such as 60s (0 warnings: use --warning 1s)") }
             if let maxExtensions, maxExtensions < 0 { throw ValidationError("--max-extensions must not be negative") }
             if [idleTimeout, lifetime, backgroundTimeout, warning].allSatisfy({ $0 == nil }), maxExtensions == nil,
-               idleAction == nil, activity == nil {
-                throw ValidationError("nothing to change: give at least one of --idle-timeout, --lifetime, --background-timeout, --warning, --max-extensions, --idle-action, --activity")
+                idleAction == nil, activity == nil
+            {
+                throw ValidationError(
+                    "nothing to change: give at least one of --idle-timeout, --lifetime, --background-timeout, --warning, --max-extensions, --idle-action, --activity"
+                )
             }
         }
 

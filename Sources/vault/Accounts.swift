@@ -115,9 +115,13 @@ extension VaultCommand.Accounts {
                 guard let stored = try opened.vault.account(id) else { throw CommandFailure(.noRecord, "no account \(id)") }
                 if !yes {
                     guard Terminal.standardInputIsTerminal else {
-                        throw CommandFailure(.usage, "removing \(AccountReference.name(of: id, account: stored)) deletes all of its data: pass --yes to confirm")
+                        throw CommandFailure(
+                            .usage, "removing \(AccountReference.name(of: id, account: stored)) deletes all of its data: pass --yes to confirm")
                     }
-                    guard Terminal.confirm("Remove \(AccountReference.name(of: id, account: stored)) at \(Terminal.printable(stored.issuer)) and all of its data?") else {
+                    guard
+                        Terminal.confirm(
+                            "Remove \(AccountReference.name(of: id, account: stored)) at \(Terminal.printable(stored.issuer)) and all of its data?")
+                    else {
                         throw CommandFailure(.failure, "nothing was removed")
                     }
                 }
@@ -127,16 +131,20 @@ extension VaultCommand.Accounts {
             }
             if case .failed(let why) = report.revocation {
                 Terminal.printError(
-                    "vault: warning: the identity service did not revoke the refresh token (\(why)); it may accept it until it expires: revoke the sign-in there if you can")
+                    "vault: warning: the identity service did not revoke the refresh token (\(why)); it may accept it until it expires: revoke the sign-in there if you can"
+                )
             }
             print("Removed \(AccountReference.name(of: removed.id, account: removed)) at \(Terminal.printable(removed.issuer)).")
             if report.removal.previousActive == removed.id {
-                print(next.map { "Active now: \(AccountReference.name(of: $0.id, account: $0)) at \(Terminal.printable($0.issuer))." } ?? "No account is active now.")
+                print(
+                    next.map { "Active now: \(AccountReference.name(of: $0.id, account: $0)) at \(Terminal.printable($0.issuer))." }
+                        ?? "No account is active now.")
             }
             switch report.removal.checkpoint {
             case .blockedByReader?, .failed?:
                 Terminal.printError(
-                    "vault: warning: \(report.removal.checkpoint.map { "\($0)" } ?? ""); the removed account's encrypted data stays in the vault file and its -wal until a checkpoint completes (the next one runs when a process that wrote to the vault closes it); run `vault compact` once the other process has finished to clear it now")
+                    "vault: warning: \(report.removal.checkpoint.map { "\($0)" } ?? ""); the removed account's encrypted data stays in the vault file and its -wal until a checkpoint completes (the next one runs when a process that wrote to the vault closes it); run `vault compact` once the other process has finished to clear it now"
+                )
             case .completed?, nil:
                 break
             }
@@ -171,9 +179,10 @@ struct AccountView {
 
     var tokenText: String {
         guard let tokens else { return "no tokens" }
-        let expiry = tokens.accessTokenExpiresAt.map {
-            $0 > Date() ? "expires \(Format.relative($0))" : "expired \(Format.relative($0))"
-        } ?? "expiry unknown"
+        let expiry =
+            tokens.accessTokenExpiresAt.map {
+                $0 > Date() ? "expires \(Format.relative($0))" : "expired \(Format.relative($0))"
+            } ?? "expiry unknown"
         return "access token present, \(expiry); refresh token \(tokens.hasRefreshToken ? "present" : "absent")"
     }
 
@@ -207,11 +216,14 @@ struct AccountView {
             ("Client id", Terminal.printable(account.client.clientID)),
             ("Client auth", account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")),
             ("Added", Format.iso8601(account.createdAt)),
-            ("Origin", account.origin.map { origin in
-                "imported \(Format.iso8601(origin.importedAt)) from \(origin.host.map(Terminal.printable) ?? "another machine") "
-                    + "(vault \(Terminal.printable(origin.vault)), \(origin.mode == .move ? "moved" : "access token only"), "
-                    + "transfer \(Terminal.printable(origin.transfer)))"
-            } ?? "added or signed in here"),
+            (
+                "Origin",
+                account.origin.map { origin in
+                    "imported \(Format.iso8601(origin.importedAt)) from \(origin.host.map(Terminal.printable) ?? "another machine") "
+                        + "(vault \(Terminal.printable(origin.vault)), \(origin.mode == .move ? "moved" : "access token only"), "
+                        + "transfer \(Terminal.printable(origin.transfer)))"
+                } ?? "added or signed in here"
+            ),
             ("Session", status.text),
             ("Tokens", tokenText),
         ]
@@ -224,9 +236,14 @@ struct AccountView {
             }
         }
         rows.append(("Policy", Format.policy(policy)))
-        rows.append(("Notifications", account.notificationRetention.map { retention in
-            "keeps " + [retention.days.map { "\($0) days" }, retention.count.map { "the newest \($0)" }].compactMap { $0 }.joined(separator: ", at most ")
-        } ?? "keeps all history"))
+        rows.append(
+            (
+                "Notifications",
+                account.notificationRetention.map { retention in
+                    "keeps "
+                        + [retention.days.map { "\($0) days" }, retention.count.map { "the newest \($0)" }].compactMap { $0 }.joined(separator: ", at most ")
+                } ?? "keeps all history"
+            ))
         return rows.map { "\($0.0.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.1)" }.joined(separator: "\n")
     }
 }

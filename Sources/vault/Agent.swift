@@ -3,8 +3,9 @@ import Foundation
 import VaultAgent
 import VaultCrypto
 import VaultStore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension VaultCommand {
@@ -51,10 +52,11 @@ extension VaultCommand {
                 try await host.unlock { url, method in try credentials.credential(for: url, unlock: method) }
                 let server: AgentServer
                 do {
-                    server = try AgentServer(path: socket, handler: { request, _ in await host.handle(request) },
-                                             onRefusedPeer: { peer in
-                                                 Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")
-                                             })
+                    server = try AgentServer(
+                        path: socket, handler: { request, _ in await host.handle(request) },
+                        onRefusedPeer: { peer in
+                            Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")
+                        })
                 } catch {
                     await host.lock(because: "could not listen")
                     throw error
@@ -119,7 +121,8 @@ extension VaultCommand {
                 // ProcessHardening took $VAULT_PASSPHRASE out of this process's environment at
                 // start; the agent gets it back the way it was given (and takes it out in turn).
                 if credentials.passphraseFile == nil, credentials.keyFile == nil,
-                   let passphrase = try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") {
+                    let passphrase = try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE")
+                {
                     var environment = ProcessInfo.processInfo.environment
                     environment["VAULT_PASSPHRASE"] = try passphrase.withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
                     process.environment = environment
@@ -131,8 +134,9 @@ extension VaultCommand {
                 let line = Self.firstLine(output.fileHandleForReading)
                 guard let line, line.hasPrefix("ready ") else {
                     process.waitUntilExit()
-                    throw CommandFailure(ExitStatus(rawValue: process.terminationStatus) ?? .failure,
-                                         "the agent did not start (exit \(process.terminationStatus)); run `vault agent run` to see why")
+                    throw CommandFailure(
+                        ExitStatus(rawValue: process.terminationStatus) ?? .failure,
+                        "the agent did not start (exit \(process.terminationStatus)); run `vault agent run` to see why")
                 }
                 print("Agent started for \(global.url.path) (pid \(process.processIdentifier)); socket \(line.dropFirst("ready ".count))")
             }
@@ -196,7 +200,8 @@ extension VaultCommand {
     }
 
     struct Unlock: AsyncParsableCommand, VaultSubcommand {
-        static let configuration = CommandConfiguration(commandName: "unlock", abstract: "Unlock the vault's agent again (prompt, --passphrase-file or --key-file).")
+        static let configuration = CommandConfiguration(
+            commandName: "unlock", abstract: "Unlock the vault's agent again (prompt, --passphrase-file or --key-file).")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
 
@@ -204,10 +209,12 @@ extension VaultCommand {
             let url = global.url
             let facts = try Vault.inspect(at: url, options: global.storeOptions())
             var request = AgentRequest(.unlock)
-            let keyFile = credentials.keyFile ?? {
-                if case .keyFile = facts.unlockMethod { return ProcessInfo.processInfo.environment["VAULT_KEY_FILE"] }
-                return nil
-            }()
+            let keyFile =
+                credentials.keyFile
+                ?? {
+                    if case .keyFile = facts.unlockMethod { return ProcessInfo.processInfo.environment["VAULT_KEY_FILE"] }
+                    return nil
+                }()
             if let keyFile {
                 // The agent reads the key file itself: its bytes never cross the socket.
                 request.keyFile = URL(fileURLWithPath: keyFile).standardizedFileURL.path

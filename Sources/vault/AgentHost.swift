@@ -3,8 +3,9 @@ import Logging
 import VaultAgent
 import VaultSession
 import VaultStore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The running agent: the unlocked vault and its session service (or none, locked), the rules
@@ -163,11 +164,12 @@ actor AgentHost {
         armLockTimer()
         do {
             let account = try await request.account.asyncMap { reference in try await OpenedVault.blocking { try current.account(reference) } }
-            let token = if let ttl = request.minTTL {
-                try await current.session.validAccessToken(for: account, minimumValidity: .seconds(max(0, ttl)))
-            } else {
-                try await current.session.validAccessToken(for: account)
-            }
+            let token =
+                if let ttl = request.minTTL {
+                    try await current.session.validAccessToken(for: account, minimumValidity: .seconds(max(0, ttl)))
+                } else {
+                    try await current.session.validAccessToken(for: account)
+                }
             return AgentResponse(token: AgentToken(token))
         } catch {
             return Self.failure(error)
@@ -187,12 +189,14 @@ actor AgentHost {
         armLockTimer()
         do {
             if request.op == .unauthorized {
-                try await CredentialAnswers.unauthorized(in: current, scheme: scheme, host: host, path: request.path,
-                                                         presented: request.presented ?? "")
+                try await CredentialAnswers.unauthorized(
+                    in: current, scheme: scheme, host: host, path: request.path,
+                    presented: request.presented ?? "")
                 return AgentResponse()
             }
-            let token = try await CredentialAnswers.credential(in: current, scheme: scheme, host: host, path: request.path,
-                                                               minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
+            let token = try await CredentialAnswers.credential(
+                in: current, scheme: scheme, host: host, path: request.path,
+                minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
             return AgentResponse(token: token)
         } catch {
             return Self.failure(error)
@@ -214,14 +218,16 @@ actor AgentHost {
             return .failure("locked", exit: ExitStatus.sessionLocked.rawValue, "the agent for \(url.path) is locked: run `vault unlock`")
         case .replaced:
             await lock(because: "the vault file was replaced or removed")
-            return .failure("vault_replaced", exit: ExitStatus.noVault.rawValue,
-                            "\(url.path) was replaced or removed while the agent held its keys; the agent locked itself: `vault agent stop`, then start it again")
+            return .failure(
+                "vault_replaced", exit: ExitStatus.noVault.rawValue,
+                "\(url.path) was replaced or removed while the agent held its keys; the agent locked itself: `vault agent stop`, then start it again")
         }
     }
 
     var status: AgentStatus {
-        AgentStatus(vault: url.path, pid: getpid(), locked: opened == nil, lockAfter: lockAfter.map { Int($0.components.seconds) },
-                    lastUse: lastUse, startedAt: startedAt, socket: socket.path)
+        AgentStatus(
+            vault: url.path, pid: getpid(), locked: opened == nil, lockAfter: lockAfter.map { Int($0.components.seconds) },
+            lastUse: lastUse, startedAt: startedAt, socket: socket.path)
     }
 
     // MARK: - Rules

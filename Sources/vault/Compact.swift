@@ -25,7 +25,8 @@ extension VaultCommand {
             case .blockedByReader:
                 throw CommandFailure(
                     .busy,
-                    "\(global.url.path) is still being read by another process, so the write-ahead log could not be emptied (\(outcome)); run `vault compact` again once it has finished")
+                    "\(global.url.path) is still being read by another process, so the write-ahead log could not be emptied (\(outcome)); run `vault compact` again once it has finished"
+                )
             case .failed(let message):
                 throw CommandFailure(.storage, "\(global.url.path): \(message)")
             }

@@ -41,7 +41,10 @@ extension VaultCommand.Accounts {
                 let id = try opened.account(account)
                 try opened.vault.setCredentialHosts(entries, username: username, for: id)
                 let who = opened.name(of: id)
-                print(entries.isEmpty ? "\(who) is handed to no host." : "\(who) is handed to \(entries.joined(separator: ", ")) as \(Terminal.printable(username ?? "oauth2")).")
+                print(
+                    entries.isEmpty
+                        ? "\(who) is handed to no host."
+                        : "\(who) is handed to \(entries.joined(separator: ", ")) as \(Terminal.printable(username ?? "oauth2")).")
             }
         }
     }

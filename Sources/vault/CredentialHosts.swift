@@ -16,7 +16,7 @@ enum CredentialHosts {
         for scheme in ["https://", "http://"] where rest.lowercased().hasPrefix(scheme) { rest = String(rest.dropFirst(scheme.count)) }
         let parts = rest.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
         guard let authority = parts.first?.lowercased(), !authority.isEmpty,
-              authority.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" || $0 == "[" || $0 == "]") })
+            authority.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" || $0 == "[" || $0 == "]") })
         else { return nil }
         let path = parts.count > 1 ? parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "/")) : ""
         guard path.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else { return nil }
@@ -47,8 +47,9 @@ enum CredentialHosts {
 extension AgentToken {
     /// What the agent (or this command) hands out for `token`.
     init(_ token: AccessToken, username: String? = nil) {
-        self.init(value: token.value, type: token.tokenType, expiresAt: token.expiresAt, account: token.account.rawValue,
-                  scopes: token.scopes, username: username)
+        self.init(
+            value: token.value, type: token.tokenType, expiresAt: token.expiresAt, account: token.account.rawValue,
+            scopes: token.scopes, username: username)
     }
 }
 
@@ -56,8 +57,10 @@ extension AgentToken {
 /// agent, or this command with the vault opened here).
 enum CredentialAnswers {
     /// A token for the account whose hosts match, valid at least `minimumValidity`; nil when none matches.
-    static func credential(in opened: OpenedVault, scheme: String, host: String, path: String?,
-                           minimumValidity: Duration) async throws -> AgentToken? {
+    static func credential(
+        in opened: OpenedVault, scheme: String, host: String, path: String?,
+        minimumValidity: Duration
+    ) async throws -> AgentToken? {
         let accounts = try await OpenedVault.blocking { try opened.vault.accounts() }
         guard let account = CredentialHosts.match(accounts, scheme: scheme, host: host, path: path) else { return nil }
         let token = try await opened.session.validAccessToken(for: account.id, minimumValidity: minimumValidity)
@@ -109,8 +112,10 @@ struct AgentOrVault {
         var request = AgentRequest(.credential, minTTL: 60)
         (request.protocol, request.host, request.path) = (scheme, host, path)
         return try await send(request) { opened in
-            AgentResponse(token: try await CredentialAnswers.credential(in: opened, scheme: scheme, host: host, path: path,
-                                                                        minimumValidity: .seconds(60)))
+            AgentResponse(
+                token: try await CredentialAnswers.credential(
+                    in: opened, scheme: scheme, host: host, path: path,
+                    minimumValidity: .seconds(60)))
         }.token
     }
 

@@ -1,25 +1,28 @@
 import ArgumentParser
 import Foundation
-#if canImport(Glibc)
-import Glibc
-import CoreFoundation
-#endif
 import VaultCrypto
 import VaultStore
+
+#if canImport(Glibc)
+    import Glibc
+    import CoreFoundation
+#endif
 
 /// How the vault is unlocked: --key-file, --passphrase-file, then `VAULT_KEY_FILE` (for a vault
 /// unlocked by a key file) or `VAULT_PASSPHRASE`, then a prompt on the terminal.
 struct CredentialOptions: ParsableArguments {
-    @Option(help: ArgumentHelp(
-        "Read the passphrase from this file (one trailing newline is ignored).",
-        discussion: "Without it: $VAULT_PASSPHRASE, else a prompt on the terminal (no echo).",
-        valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "Read the passphrase from this file (one trailing newline is ignored).",
+            discussion: "Without it: $VAULT_PASSPHRASE, else a prompt on the terminal (no echo).",
+            valueName: "file"))
     var passphraseFile: String?
 
-    @Option(help: ArgumentHelp(
-        "Unlock with this key file (32 random bytes, mode 0600) instead of a passphrase.",
-        discussion: "Without it, a vault unlocked by a key file uses $VAULT_KEY_FILE.",
-        valueName: "file"))
+    @Option(
+        help: ArgumentHelp(
+            "Unlock with this key file (32 random bytes, mode 0600) instead of a passphrase.",
+            discussion: "Without it, a vault unlocked by a key file uses $VAULT_KEY_FILE.",
+            valueName: "file"))
     var keyFile: String?
 
     func validate() throws {

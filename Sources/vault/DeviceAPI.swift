@@ -8,8 +8,10 @@ import VaultStore
 /// Where an account's device and notification API lives: `--api URL`, else the
 /// `device_api_endpoint` its sign-in's provider metadata named.
 struct DeviceAPIOptions: ParsableArguments {
-    @Option(name: .customLong("api"), help: ArgumentHelp(
-        "The identity service's device API (default: the one its metadata named at sign-in).", valueName: "url"))
+    @Option(
+        name: .customLong("api"),
+        help: ArgumentHelp(
+            "The identity service's device API (default: the one its metadata named at sign-in).", valueName: "url"))
     var api: String?
 
     /// The API client for `account`, its URL checked by the endpoint rule with the account's pins.
@@ -19,7 +21,8 @@ struct DeviceAPIOptions: ParsableArguments {
         }
         let named = api ?? stored.providerMetadata.flatMap(ProviderMetadata.decoded)?.deviceAPIEndpoint?.absoluteString
         guard let text = named else {
-            throw CommandFailure(.usage, "no device API is known for account \(account): pass --api URL, or sign in with `vault login` so the provider's metadata names one")
+            throw CommandFailure(
+                .usage, "no device API is known for account \(account): pass --api URL, or sign in with `vault login` so the provider's metadata names one")
         }
         guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
             throw CommandFailure(.usage, "--api \(text) is not an absolute URL")

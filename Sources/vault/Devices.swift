@@ -32,9 +32,13 @@ extension VaultCommand.Devices {
                 print(JSONValue.array(devices.map { .device($0, thisDevice: thisDevice) }).rendered, terminator: "")
                 return
             }
-            guard !devices.isEmpty else { print("No devices."); return }
+            guard !devices.isEmpty else {
+                print("No devices.")
+                return
+            }
             for device in devices {
-                var line = "\(device.deviceID == thisDevice ? "*" : " ") \(Terminal.printable(device.id))  \"\(Terminal.printable(device.name))\"  "
+                var line =
+                    "\(device.deviceID == thisDevice ? "*" : " ") \(Terminal.printable(device.id))  \"\(Terminal.printable(device.name))\"  "
                     + "\(Terminal.printable(device.platform))  \(device.status.rawValue)"
                 if let reason = device.statusReason { line += " (\(Terminal.printable(reason)))" }
                 line += "  account \(device.account)"
@@ -71,7 +75,8 @@ extension VaultCommand.Devices {
         }
 
         static func line(_ device: DeviceRegistration, thisDevice: String) -> String {
-            var line = "\(device.deviceID == thisDevice ? "*" : " ") \(Terminal.printable(device.deviceID))  \"\(Terminal.printable(device.name))\"  "
+            var line =
+                "\(device.deviceID == thisDevice ? "*" : " ") \(Terminal.printable(device.deviceID))  \"\(Terminal.printable(device.name))\"  "
                 + "\(Terminal.printable(device.platform))  \(device.status.rawValue)"
             if let reason = device.statusReason { line += " (\(Terminal.printable(reason)))" }
             if let last = device.lastActivityAt { line += "  last active \(Format.iso8601(last))" }
@@ -99,8 +104,12 @@ extension VaultCommand.Devices {
         var name: String?
         @Flag(help: "Ask for the activation code instead of waiting for an approval.")
         var fallback = false
-        @Flag(help: ArgumentHelp("Continue this device's pending activation instead of registering again.",
-                                 discussion: "The approval request and its deadline are stored in the vault: a wait interrupted by a crash, a reboot or a closed terminal goes on until the same deadline, and an approval given meanwhile is seen at once."))
+        @Flag(
+            help: ArgumentHelp(
+                "Continue this device's pending activation instead of registering again.",
+                discussion:
+                    "The approval request and its deadline are stored in the vault: a wait interrupted by a crash, a reboot or a closed terminal goes on until the same deadline, and an approval given meanwhile is seen at once."
+            ))
         var resume = false
 
         func validate() throws {
@@ -115,8 +124,9 @@ extension VaultCommand.Devices {
             let outcome = try await OpenedVault.with(global, credentials) { opened -> String in
                 let id = try opened.account(account)
                 let who = opened.name(of: id)
-                let activation = DeviceActivation(session: opened.session, api: try device.client(for: id, in: opened, global: global),
-                                                  logger: global.logger("credentialvault.devices"))
+                let activation = DeviceActivation(
+                    session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                    logger: global.logger("credentialvault.devices"))
                 if resume {
                     if let settled = try await Self.resumable(activation, id, who) { return settled }
                 } else if let name {
@@ -163,9 +173,11 @@ extension VaultCommand.Devices {
             case .active:
                 return "This device is already active for \(who)."
             case .rejected, .expired, .revoked:
-                throw CommandFailure(.noRecord, "this device's activation with \(who) ended (\(registration.status.rawValue)"
-                                     + "\(registration.statusReason.map { ": \(Terminal.printable($0))" } ?? "")): "
-                                     + "`vault devices activate --name NAME` starts a new one")
+                throw CommandFailure(
+                    .noRecord,
+                    "this device's activation with \(who) ended (\(registration.status.rawValue)"
+                        + "\(registration.statusReason.map { ": \(Terminal.printable($0))" } ?? "")): "
+                        + "`vault devices activate --name NAME` starts a new one")
             }
         }
 
@@ -181,8 +193,9 @@ extension VaultCommand.Devices {
                 for await event in events {
                     switch event {
                     case .approvalRequested(_, _, let deadline):
-                        Terminal.printError("Waiting for an active device of the account to approve (until \(Format.iso8601(deadline))): "
-                                            + "there, `vault notifications sync` and `vault notifications answer UUID approve`.")
+                        Terminal.printError(
+                            "Waiting for an active device of the account to approve (until \(Format.iso8601(deadline))): "
+                                + "there, `vault notifications sync` and `vault notifications answer UUID approve`.")
                     case .waitingForApproval(_, let secondsLeft) where secondsLeft / 30 != lastShown / 30:
                         lastShown = secondsLeft
                         Terminal.printError("  \(Format.span(TimeInterval(secondsLeft))) left")
@@ -253,8 +266,10 @@ extension VaultCommand.Devices {
         @OptionGroup var device: DeviceAPIOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
-        @Argument(help: ArgumentHelp("The device id (`vault devices sync`), or with --local the registration id (`vault devices list`).",
-                                     valueName: "device-id"))
+        @Argument(
+            help: ArgumentHelp(
+                "The device id (`vault devices sync`), or with --local the registration id (`vault devices list`).",
+                valueName: "device-id"))
         var registration: String
         @Flag(help: "Only record the revocation in the vault; no server is told.")
         var local = false
@@ -268,8 +283,9 @@ extension VaultCommand.Devices {
                 let roster = DeviceRoster(session: opened.session, api: try device.client(for: id, in: opened, global: global))
                 return (try await roster.revoke(deviceID: registration, account: id), registration == opened.vault.deviceID)
             }
-            print("Revoked device \(Terminal.printable(revoked.deviceID)) (\"\(Terminal.printable(revoked.name))\") at the identity service"
-                  + (itself ? "; it was this device: its session ended and its tokens were wiped." : "."))
+            print(
+                "Revoked device \(Terminal.printable(revoked.deviceID)) (\"\(Terminal.printable(revoked.name))\") at the identity service"
+                    + (itself ? "; it was this device: its session ended and its tokens were wiped." : "."))
         }
 
         func revokeLocally() async throws {

@@ -72,7 +72,8 @@ extension VaultCommand {
             line += entry.account.map { Terminal.printable(names[$0] ?? $0.rawValue) } ?? "-"
             line += "  \(entry.kind)"
             for (key, value) in entry.data.sorted(by: { $0.key < $1.key }) {
-                let shown = key.hasSuffix("deadline") || key.hasSuffix("_at")
+                let shown =
+                    key.hasSuffix("deadline") || key.hasSuffix("_at")
                     ? Int64(value).map { Format.iso8601(Date(timeIntervalSince1970: TimeInterval($0) / 1000)) } ?? value : value
                 line += " \(key)=\(Terminal.printable(shown))"
             }

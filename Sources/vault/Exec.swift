@@ -2,8 +2,9 @@ import ArgumentParser
 internal import CProcessControl
 import Foundation
 import VaultAgent
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension VaultCommand {
@@ -38,7 +39,8 @@ extension VaultCommand {
         func validate() throws {
             let words = command.first == "--" ? Array(command.dropFirst()) : command
             guard !words.isEmpty else { throw ValidationError("give the command to run after --") }
-            let validName = variable.first.map { $0 == "_" || $0.isLetter } == true
+            let validName =
+                variable.first.map { $0 == "_" || $0.isLetter } == true
                 && variable.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
             guard validName else { throw ValidationError("--env must be a variable name (letters, digits, _)") }
         }
@@ -48,8 +50,9 @@ extension VaultCommand {
             guard let executable = Self.resolve(words[0]) else {
                 throw CommandFailure(.noRecord, "\(Terminal.printable(words[0])): command not found")
             }
-            let token = try await Token.fetch(global: global, credentials: credentials, account: account,
-                                              minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent)
+            let token = try await Token.fetch(
+                global: global, credentials: credentials, account: account,
+                minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent)
             let process = Process()
             process.executableURL = executable
             process.arguments = Array(words.dropFirst())

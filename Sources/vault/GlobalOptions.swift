@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import Logging
-import VaultSync
 import VaultStore
+import VaultSync
 
 /// Options every subcommand takes: which vault, and how much to log.
 struct GlobalOptions: ParsableArguments {

@@ -23,9 +23,10 @@ extension VaultCommand {
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
 
-        @Option(help: ArgumentHelp(
-            "How hard the passphrase is stretched (Argon2id).",
-            discussion: "interactive: 2 passes, 64 MiB (default); moderate: 3 passes, 256 MiB; sensitive: 4 passes, 1 GiB. Each unlock costs this much."))
+        @Option(
+            help: ArgumentHelp(
+                "How hard the passphrase is stretched (Argon2id).",
+                discussion: "interactive: 2 passes, 64 MiB (default); moderate: 3 passes, 256 MiB; sensitive: 4 passes, 1 GiB. Each unlock costs this much."))
         var kdf: KDFLevel?
 
         func validate() throws {

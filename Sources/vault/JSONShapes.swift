@@ -1,6 +1,6 @@
 import Foundation
-import VaultSession
 import VaultCrypto
+import VaultSession
 import VaultStore
 
 // The `--json` shapes, documented in the README ("The vault command"). Keys are snake_case,
@@ -8,8 +8,10 @@ import VaultStore
 // tokens appear only as {"present": …, "expires_at": …}.
 
 extension JSONValue {
-    static func account(_ account: Account, active: Bool, status: SessionSummary, tokens: TokenMetadata?,
-                        session: SessionRecord?, policy: SessionPolicy?) -> JSONValue {
+    static func account(
+        _ account: Account, active: Bool, status: SessionSummary, tokens: TokenMetadata?,
+        session: SessionRecord?, policy: SessionPolicy?
+    ) -> JSONValue {
         [
             "id": .string(account.id.rawValue),
             "issuer": .string(account.issuer),
@@ -22,8 +24,10 @@ extension JSONValue {
             "credential_hosts": .strings(account.credentialHosts),
             "credential_username": .text(account.credentialUsername),
             "origin": account.origin.map { origin in
-                ["kind": "imported", "transfer": .string(origin.transfer), "imported_at": .date(origin.importedAt),
-                 "mode": .string(origin.mode.rawValue), "host": .text(origin.host), "vault": .string(origin.vault)] as JSONValue
+                [
+                    "kind": "imported", "transfer": .string(origin.transfer), "imported_at": .date(origin.importedAt),
+                    "mode": .string(origin.mode.rawValue), "host": .text(origin.host), "vault": .string(origin.vault),
+                ] as JSONValue
             } ?? .null,
             "notification_retention": account.notificationRetention.map { retention in
                 ["days": .number(retention.days), "count": .number(retention.count)] as JSONValue
@@ -94,30 +98,38 @@ extension JSONValue {
 
     /// A device with its name (the name is omitted from `export`).
     static func device(_ device: DeviceRegistration, thisDevice: String) -> JSONValue {
-        var shape = deviceFields(id: device.id, account: device.account, deviceID: device.deviceID, name: .text(device.name),
-                                 platform: device.platform, status: device.status, method: device.activationMethod,
-                                 reason: device.statusReason, created: device.createdAt, updated: device.updatedAt,
-                                 lastActivity: device.lastActivityAt, thisDevice: thisDevice)
+        var shape = deviceFields(
+            id: device.id, account: device.account, deviceID: device.deviceID, name: .text(device.name),
+            platform: device.platform, status: device.status, method: device.activationMethod,
+            reason: device.statusReason, created: device.createdAt, updated: device.updatedAt,
+            lastActivity: device.lastActivityAt, thisDevice: thisDevice)
         if case .object(var fields) = shape, let approval = device.pendingApproval {
-            fields.append(("approval_request", .object([
-                ("notification", .string(approval.notification)), ("requested_at", .date(approval.requestedAt)),
-                ("deadline", .date(approval.deadline)),
-            ])))
+            fields.append(
+                (
+                    "approval_request",
+                    .object([
+                        ("notification", .string(approval.notification)), ("requested_at", .date(approval.requestedAt)),
+                        ("deadline", .date(approval.deadline)),
+                    ])
+                ))
             shape = .object(fields)
         }
         return shape
     }
 
     static func device(_ device: DeviceMetadata, thisDevice: String) -> JSONValue {
-        deviceFields(id: device.id, account: device.account, deviceID: device.deviceID, name: nil,
-                     platform: device.platform, status: device.status, method: device.activationMethod,
-                     reason: device.statusReason, created: device.createdAt, updated: device.updatedAt,
-                     lastActivity: device.lastActivityAt, thisDevice: thisDevice)
+        deviceFields(
+            id: device.id, account: device.account, deviceID: device.deviceID, name: nil,
+            platform: device.platform, status: device.status, method: device.activationMethod,
+            reason: device.statusReason, created: device.createdAt, updated: device.updatedAt,
+            lastActivity: device.lastActivityAt, thisDevice: thisDevice)
     }
 
-    private static func deviceFields(id: String, account: AccountID, deviceID: String, name: JSONValue?, platform: String,
-                                     status: DeviceStatus, method: ActivationMethod?, reason: String?, created: Date,
-                                     updated: Date, lastActivity: Date?, thisDevice: String) -> JSONValue {
+    private static func deviceFields(
+        id: String, account: AccountID, deviceID: String, name: JSONValue?, platform: String,
+        status: DeviceStatus, method: ActivationMethod?, reason: String?, created: Date,
+        updated: Date, lastActivity: Date?, thisDevice: String
+    ) -> JSONValue {
         var fields: [(String, JSONValue)] = [
             ("id", .string(id)), ("account_id", .string(account.rawValue)), ("device_id", .string(deviceID)),
         ]
@@ -137,9 +149,10 @@ extension JSONValue {
             "account_id": .string(n.account.rawValue),
             "subject": .string(n.subject),
             "message": .string(n.message),
-            "actions": .array(n.actions.map {
-                ["label": .string($0.label), "action": .string($0.action), "auth_level": .text($0.authLevel)]
-            }),
+            "actions": .array(
+                n.actions.map {
+                    ["label": .string($0.label), "action": .string($0.action), "auth_level": .text($0.authLevel)]
+                }),
             "created_at": .date(n.createdAt),
             "expires_at": .date(n.expiresAt),
             "status": .string(n.status.rawValue),
@@ -202,9 +215,10 @@ extension JSONValue {
             "sealed_values_opened": .number(report.sealedValuesOpened),
             "rows_authenticated": .number(report.rowsAuthenticated),
             "sealed_values_skipped": .number(report.sealedValuesSkipped),
-            "damaged": .array(report.damaged.map {
-                ["table": .string($0.table), "row": .string($0.row), "column": .string($0.column), "reason": .string($0.reason)]
-            }),
+            "damaged": .array(
+                report.damaged.map {
+                    ["table": .string($0.table), "row": .string($0.row), "column": .string($0.column), "reason": .string($0.reason)]
+                }),
         ]
     }
 
@@ -216,45 +230,47 @@ extension JSONValue {
             "format_version": 1,
             "generated_at": .date(generatedAt),
             "vault": status(metadata.inspection),
-            "accounts": .array(metadata.accounts.map { account in
-                [
-                    "id": .string(account.id.rawValue),
-                    "issuer": .string(account.issuer),
-                    "subject": .string(account.subject),
-                    "active": .bool(account.id == metadata.inspection.activeAccount),
-                    "has_label": .bool(account.hasLabel),
-                    "has_email": .bool(account.hasEmail),
-                    "has_client_secret": .bool(account.hasClientSecret),
-                    "client": client(account.client),
-                    "created_at": .date(account.createdAt),
-                    "tokens": account.tokens.map(tokens) ?? .null,
-                    "policy": account.policy.map(policy) ?? .null,
-                    "refresh": account.refresh.map { refresh in
-                        [
-                            "lease_held": .bool(refresh.leaseHolder != nil),
-                            "failures": .number(refresh.failures),
-                            "next_attempt_at": .date(refresh.nextAttemptAt),
-                            "last_failure": .text(refresh.lastFailure),
-                            "last_failure_at": .date(refresh.lastFailureAt),
-                            "interrupted_refreshes": .number(refresh.interruptedRefreshes),
-                        ]
-                    } ?? .null,
-                ]
-            }),
+            "accounts": .array(
+                metadata.accounts.map { account in
+                    [
+                        "id": .string(account.id.rawValue),
+                        "issuer": .string(account.issuer),
+                        "subject": .string(account.subject),
+                        "active": .bool(account.id == metadata.inspection.activeAccount),
+                        "has_label": .bool(account.hasLabel),
+                        "has_email": .bool(account.hasEmail),
+                        "has_client_secret": .bool(account.hasClientSecret),
+                        "client": client(account.client),
+                        "created_at": .date(account.createdAt),
+                        "tokens": account.tokens.map(tokens) ?? .null,
+                        "policy": account.policy.map(policy) ?? .null,
+                        "refresh": account.refresh.map { refresh in
+                            [
+                                "lease_held": .bool(refresh.leaseHolder != nil),
+                                "failures": .number(refresh.failures),
+                                "next_attempt_at": .date(refresh.nextAttemptAt),
+                                "last_failure": .text(refresh.lastFailure),
+                                "last_failure_at": .date(refresh.lastFailureAt),
+                                "interrupted_refreshes": .number(refresh.interruptedRefreshes),
+                            ]
+                        } ?? .null,
+                    ]
+                }),
             "sessions": .array(metadata.sessions.map(session)),
             "devices": .array(metadata.devices.map { device($0, thisDevice: thisDevice) }),
-            "notifications": .array(metadata.notifications.map { n in
-                [
-                    "uuid": .string(n.uuid),
-                    "account_id": .string(n.account.rawValue),
-                    "created_at": .date(n.createdAt),
-                    "expires_at": .date(n.expiresAt),
-                    "status": .string(n.status.rawValue),
-                    "answered": .bool(n.answered),
-                    "answered_at": .date(n.answeredAt),
-                    "answered_by_device": .text(n.answeredByDevice),
-                ]
-            }),
+            "notifications": .array(
+                metadata.notifications.map { n in
+                    [
+                        "uuid": .string(n.uuid),
+                        "account_id": .string(n.account.rawValue),
+                        "created_at": .date(n.createdAt),
+                        "expires_at": .date(n.expiresAt),
+                        "status": .string(n.status.rawValue),
+                        "answered": .bool(n.answered),
+                        "answered_at": .date(n.answeredAt),
+                        "answered_by_device": .text(n.answeredByDevice),
+                    ]
+                }),
         ]
     }
 }

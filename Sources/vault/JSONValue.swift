@@ -3,7 +3,8 @@ import Foundation
 /// A JSON value with its keys in the order written, so every `--json` shape is stable and
 /// every documented key is present (absent values are `null`, never missing).
 enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
-    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral {
+    ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
     case null
     case bool(Bool)
     case int(Int64)
@@ -37,11 +38,12 @@ enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
         switch self {
         case .array(let items): return "[" + items.map(\.compact).joined(separator: ",") + "]"
         case .object(let members):
-            return "{" + members.map { key, value in
-                var out = ""
-                Self.escape(key, into: &out)
-                return out + ":" + value.compact
-            }.joined(separator: ",") + "}"
+            return "{"
+                + members.map { key, value in
+                    var out = ""
+                    Self.escape(key, into: &out)
+                    return out + ":" + value.compact
+                }.joined(separator: ",") + "}"
         default:
             var out = ""
             write(to: &out, indent: 0)
@@ -58,7 +60,10 @@ enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
         case .int(let value): out += String(value)
         case .string(let value): Self.escape(value, into: &out)
         case .array(let items):
-            guard !items.isEmpty else { out += "[]"; return }
+            guard !items.isEmpty else {
+                out += "[]"
+                return
+            }
             out += "[\n"
             for (index, item) in items.enumerated() {
                 out += pad
@@ -67,7 +72,10 @@ enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
             }
             out += close + "]"
         case .object(let members):
-            guard !members.isEmpty else { out += "{}"; return }
+            guard !members.isEmpty else {
+                out += "{}"
+                return
+            }
             out += "{\n"
             for (index, (key, value)) in members.enumerated() {
                 out += pad
@@ -104,8 +112,9 @@ enum Format {
         var calendar = Calendar(identifier: .gregorian)
         calendar.timeZone = TimeZone(identifier: "UTC") ?? .current
         let c = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year ?? 0, c.month ?? 0, c.day ?? 0,
-                      c.hour ?? 0, c.minute ?? 0, c.second ?? 0)
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02dZ", c.year ?? 0, c.month ?? 0, c.day ?? 0,
+            c.hour ?? 0, c.minute ?? 0, c.second ?? 0)
     }
 
     /// "in 59 min", "3 h ago", "in 12 s".

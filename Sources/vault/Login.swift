@@ -4,8 +4,9 @@ import VaultCrypto
 import VaultOAuth
 import VaultSession
 import VaultStore
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 extension VaultCommand {
@@ -53,7 +54,9 @@ extension VaultCommand {
         var clientID: String?
         @Option(help: ArgumentHelp("A file holding the client secret of a confidential client (HTTP Basic).", valueName: "file"))
         var clientSecretFile: String?
-        @Option(name: .customLong("scope"), help: ArgumentHelp("A scope to ask for (repeatable). Default: openid, and offline_access when the provider offers it.", valueName: "scope"))
+        @Option(
+            name: .customLong("scope"),
+            help: ArgumentHelp("A scope to ask for (repeatable). Default: openid, and offline_access when the provider offers it.", valueName: "scope"))
         var scopes: [String] = []
 
         @Flag(help: "Sign in with a code entered on another device (RFC 8628).") var device = false
@@ -80,7 +83,10 @@ extension VaultCommand {
         @Option(name: .customLong("jwks-uri"), help: ArgumentHelp("Override where the provider's keys are.", valueName: "url")) var jwksURI: String?
         @Option(help: ArgumentHelp("Override the guest endpoint.", valueName: "url")) var guestEndpoint: String?
 
-        @Option(name: .customLong("host"), help: ArgumentHelp("Hand the account's token to git and docker for this host[:port][/path] (repeatable; see `accounts set-host`).", valueName: "host"))
+        @Option(
+            name: .customLong("host"),
+            help: ArgumentHelp(
+                "Hand the account's token to git and docker for this host[:port][/path] (repeatable; see `accounts set-host`).", valueName: "host"))
         var credentialHosts: [String] = []
         @Option(help: ArgumentHelp("A name to show for the account (default: the name in the ID token).", valueName: "text"))
         var label: String?
@@ -99,9 +105,11 @@ extension VaultCommand {
                 throw ValidationError("give --issuer (or --account to sign an account in again)")
             }
             if account == nil && clientID == nil { throw ValidationError("give --client-id") }
-            for (name, value) in [("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--authorization-endpoint", authorizationEndpoint),
-                                  ("--device-authorization-endpoint", deviceAuthorizationEndpoint), ("--revocation-endpoint", revocationEndpoint),
-                                  ("--jwks-uri", jwksURI), ("--guest-endpoint", guestEndpoint)] {
+            for (name, value) in [
+                ("--issuer", issuer), ("--token-endpoint", tokenEndpoint), ("--authorization-endpoint", authorizationEndpoint),
+                ("--device-authorization-endpoint", deviceAuthorizationEndpoint), ("--revocation-endpoint", revocationEndpoint),
+                ("--jwks-uri", jwksURI), ("--guest-endpoint", guestEndpoint),
+            ] {
                 guard let value else { continue }
                 guard let url = URL(string: value), url.host != nil else { throw ValidationError("\(name) is not a URL") }
                 if let reason = EndpointRule.violation(url) { throw ValidationError("\(name) is refused: \(reason)") }
@@ -133,18 +141,22 @@ extension VaultCommand {
             var provider = try await self.provider(opened, existing: existing)
             provider = try overriding(provider)
             let clientID = self.clientID ?? existing?.client.clientID ?? ""
-            let scopes = self.scopes.isEmpty ? (existing?.client.scopes.isEmpty == false ? existing?.client.scopes ?? [] : Self.defaultScopes(provider))
-                                             : self.scopes
+            let scopes =
+                self.scopes.isEmpty
+                ? (existing?.client.scopes.isEmpty == false ? existing?.client.scopes ?? [] : Self.defaultScopes(provider))
+                : self.scopes
             let policy = self.policy()
 
             if let bareToken {
-                return try await storeBareToken(bareToken, opened: opened, provider: provider, clientID: clientID, scopes: scopes,
-                                                secret: secret, existing: existing, policy: policy)
+                return try await storeBareToken(
+                    bareToken, opened: opened, provider: provider, clientID: clientID, scopes: scopes,
+                    secret: secret, existing: existing, policy: policy)
             }
             var upgrading: AccountID?
             if upgradeGuest {
                 guard let active = try opened.vault.activeAccountID(), let guest = try opened.vault.account(active),
-                      guest.kind == .guest, guest.upgradedTo == nil else {
+                    guest.kind == .guest, guest.upgradedTo == nil
+                else {
                     throw CommandFailure(.noRecord, "--upgrade-guest: the active account is not a guest account")
                 }
                 upgrading = active
@@ -176,11 +188,13 @@ extension VaultCommand {
             if let existing {
                 if let stored = existing.providerMetadata.flatMap(ProviderMetadata.decoded) { return stored }
                 if let url = URL(string: existing.issuer), url.scheme != nil,
-                   let found = try? await opened.session.discoverProvider(issuer: url, pins: existing.client.pins) {
+                    let found = try? await opened.session.discoverProvider(issuer: url, pins: existing.client.pins)
+                {
                     return found
                 }
-                return ProviderMetadata(issuer: existing.issuer, tokenEndpoint: existing.client.tokenEndpoint,
-                                        revocationEndpoint: existing.client.revocationEndpoint)
+                return ProviderMetadata(
+                    issuer: existing.issuer, tokenEndpoint: existing.client.tokenEndpoint,
+                    revocationEndpoint: existing.client.revocationEndpoint)
             }
             guard let tokenEndpoint, let url = URL(string: tokenEndpoint) else {
                 throw CommandFailure(.usage, "give --issuer")
@@ -215,20 +229,22 @@ extension VaultCommand {
                     if let complete = authorization.verificationURIComplete {
                         Terminal.printError("(or open \(Terminal.printable(complete.absoluteString)))")
                     }
-                    Terminal.printError("Waiting for the sign-in to be approved (the code expires in \(Format.span(.seconds(authorization.expiresIn)))); Ctrl-C to stop.")
+                    Terminal.printError(
+                        "Waiting for the sign-in to be approved (the code expires in \(Format.span(.seconds(authorization.expiresIn)))); Ctrl-C to stop.")
                 }
             }
             let open = !noOpen && Terminal.hasDisplay
             let wait = timeout?.duration ?? .seconds(300)
-            return .browser(open: { url in
-                if open, await Terminal.openInBrowser(url) {
-                    Terminal.printError("Opened the browser to sign in. If it did not open, visit:")
-                } else {
-                    Terminal.printError("Open this URL in a browser to sign in:")
-                }
-                Terminal.printError(url.absoluteString)
-                Terminal.printError("Waiting up to \(Format.span(wait)) for the browser to come back; Ctrl-C to stop.")
-            }, timeout: wait)
+            return .browser(
+                open: { url in
+                    if open, await Terminal.openInBrowser(url) {
+                        Terminal.printError("Opened the browser to sign in. If it did not open, visit:")
+                    } else {
+                        Terminal.printError("Open this URL in a browser to sign in:")
+                    }
+                    Terminal.printError(url.absoluteString)
+                    Terminal.printError("Waiting up to \(Format.span(wait)) for the browser to come back; Ctrl-C to stop.")
+                }, timeout: wait)
         }
 
         private func policy() -> SessionPolicy? {
@@ -241,19 +257,25 @@ extension VaultCommand {
         }
 
         /// `--with-token`: the token becomes the account's only credential, no refresh token.
-        private func storeBareToken(_ token: String, opened: OpenedVault, provider: ProviderMetadata, clientID: String, scopes: [String],
-                                    secret: String?, existing: Account?, policy: SessionPolicy?) async throws -> LoginOutcome {
+        private func storeBareToken(
+            _ token: String, opened: OpenedVault, provider: ProviderMetadata, clientID: String, scopes: [String],
+            secret: String?, existing: Account?, policy: SessionPolicy?
+        ) async throws -> LoginOutcome {
             let claims = IDTokenClaims(token)
             let subject = existing?.subject ?? claims.subject ?? NewAccount.unnamedSubject()
             if let existing, let named = claims.subject, named != existing.subject {
-                throw CommandFailure(.wrongAccount, "the token is \(Terminal.printable(named))'s, this account is \(Terminal.printable(existing.label ?? existing.subject))'s; nothing was stored")
+                throw CommandFailure(
+                    .wrongAccount,
+                    "the token is \(Terminal.printable(named))'s, this account is \(Terminal.printable(existing.label ?? existing.subject))'s; nothing was stored"
+                )
             }
             let response = TokenResponse(accessToken: token, tokenType: "Bearer", expiresIn: expiresIn, scope: scopes.joined(separator: " "))
             let account = NewAccount(
                 issuer: provider.issuer, subject: subject, label: label ?? existing?.label,
-                client: OAuthClientSettings(tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint,
-                                            clientID: clientID, authentication: secret == nil ? .none : .clientSecretBasic,
-                                            scopes: scopes, pins: pins),
+                client: OAuthClientSettings(
+                    tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint,
+                    clientID: clientID, authentication: secret == nil ? .none : .clientSecretBasic,
+                    scopes: scopes, pins: pins),
                 clientSecret: secret, providerMetadata: provider.encoded(),
                 subjectSource: existing?.subjectSource ?? (claims.subject != nil ? .unverified : .generated))
             let added = try await opened.session.signIn(account, tokens: response, policy: policy)
@@ -285,13 +307,18 @@ enum AgeLimit: ExpressibleByArgument {
     case age(Duration)
 
     init?(argument: String) {
-        if argument == "0" || argument == "0s" { self = .age(.zero); return }
+        if argument == "0" || argument == "0s" {
+            self = .age(.zero)
+            return
+        }
         guard case .after(let duration)? = TimeLimit(argument: argument) else { return nil }
         self = .age(duration)
     }
 
     var duration: Duration {
-        switch self { case .age(let duration): duration }
+        switch self {
+        case .age(let duration): duration
+        }
     }
 }
 
@@ -317,21 +344,23 @@ struct LoginOutcome {
         default: break
         }
         if let upgrade = result?.upgradedGuest {
-            lines.append("  Took over guest account \(upgrade.guest): \(upgrade.devicesMoved) device(s), \(upgrade.notificationsMoved) notification(s), \(upgrade.eventsMoved) event(s); the guest's grant "
-                         + (result?.convertedAtProvider == true ? "was converted by the provider." : "was revoked."))
+            lines.append(
+                "  Took over guest account \(upgrade.guest): \(upgrade.devicesMoved) device(s), \(upgrade.notificationsMoved) notification(s), \(upgrade.eventsMoved) event(s); the guest's grant "
+                    + (result?.convertedAtProvider == true ? "was converted by the provider." : "was revoked."))
         }
         lines.append("  \(view.tokenText)")
         return lines
     }
 
     var json: JSONValue {
-        let upgrade: JSONValue = result?.upgradedGuest.map { upgrade in
-            [
-                "guest": .string(upgrade.guest.rawValue), "devices": .number(upgrade.devicesMoved),
-                "notifications": .number(upgrade.notificationsMoved), "events": .number(upgrade.eventsMoved),
-                "converted_at_provider": .bool(result?.convertedAtProvider ?? false),
-            ]
-        } ?? .null
+        let upgrade: JSONValue =
+            result?.upgradedGuest.map { upgrade in
+                [
+                    "guest": .string(upgrade.guest.rawValue), "devices": .number(upgrade.devicesMoved),
+                    "notifications": .number(upgrade.notificationsMoved), "events": .number(upgrade.eventsMoved),
+                    "converted_at_provider": .bool(result?.convertedAtProvider ?? false),
+                ]
+            } ?? .null
         return [
             "account": view.json,
             "replaced_existing": .bool(result?.replacedExisting ?? false),

@@ -25,8 +25,9 @@ extension VaultCommand {
             let url = global.url
             let facts = try Vault.inspect(at: url, options: global.storeOptions())
             guard !dryRun, !facts.pendingMigrations.isEmpty else {
-                return report(from: facts.schemaVersion, to: facts.pendingMigrations.isEmpty ? facts.schemaVersion : facts.latestSchemaVersion,
-                              steps: facts.pendingMigrations, backup: nil, applied: false)
+                return report(
+                    from: facts.schemaVersion, to: facts.pendingMigrations.isEmpty ? facts.schemaVersion : facts.latestSchemaVersion,
+                    steps: facts.pendingMigrations, backup: nil, applied: false)
             }
             if !output.json {
                 print("Schema \(facts.schemaVersion) → \(facts.latestSchemaVersion): " + facts.pendingMigrations.map(\.description).joined(separator: ", "))

@@ -68,9 +68,10 @@ extension VaultCommand.Notifications {
 
         func run() async throws {
             let page = try await OpenedVault.with(global, credentials) { opened in
-                try opened.vault.notifications(NotificationQuery(
-                    account: try account.map { try opened.account($0) }, pendingOnly: pending, since: since?.date,
-                    until: until?.date, limit: limit, after: after.flatMap(NotificationCursor.init)))
+                try opened.vault.notifications(
+                    NotificationQuery(
+                        account: try account.map { try opened.account($0) }, pendingOnly: pending, since: since?.date,
+                        until: until?.date, limit: limit, after: after.flatMap(NotificationCursor.init)))
             }
             if output.json, follow {
                 for n in page.items.reversed() { print(JSONValue.notification(n).compact) }
@@ -91,7 +92,8 @@ extension VaultCommand.Notifications {
         }
 
         static func line(_ n: NotificationRecord) -> String {
-            var line = "\(Format.iso8601(n.createdAt))  \(n.status.rawValue)  \(Terminal.printable(n.uuid))  "
+            var line =
+                "\(Format.iso8601(n.createdAt))  \(n.status.rawValue)  \(Terminal.printable(n.uuid))  "
                 + "\(Terminal.printable(n.subject)): \(Terminal.printable(n.message))"
             if let action = n.actionTaken { line += "  [answered: \(Terminal.printable(action))]" }
             return line
@@ -106,10 +108,12 @@ extension VaultCommand.Notifications {
             do {
                 try await OpenedVault.with(global, credentials) { opened in
                     let id = try opened.account(account)
-                    let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
-                                                  logger: global.logger("credentialvault.notifications"))
+                    let inbox = NotificationInbox(
+                        session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                        logger: global.logger("credentialvault.notifications"))
                     try await Interruptible.run {
-                        var seen = initiallySeen, newest = initiallyNewest
+                        var seen = initiallySeen
+                        var newest = initiallyNewest
                         while true {
                             let synced = try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: 100, startIndex: 1))
                             for reason in synced.skipped { Terminal.printError("warning: skipped \(Terminal.printable(reason))") }
@@ -133,7 +137,7 @@ extension VaultCommand.Notifications {
                     }
                 }
             } catch let failure as CommandFailure where failure.code == .interrupted {
-                return   // Ctrl-C is how a follow ends
+                return  // Ctrl-C is how a follow ends
             }
         }
     }
@@ -183,16 +187,18 @@ extension VaultCommand.Notifications {
         func run() async throws {
             let result = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
-                                              logger: global.logger("credentialvault.notifications"))
+                let inbox = NotificationInbox(
+                    session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                    logger: global.logger("credentialvault.notifications"))
                 if let retention { try opened.vault.setNotificationRetention(retention, for: id) }
                 if all { return try await inbox.syncAll(account: id, pageSize: pageSize) }
                 return try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: pageSize, startIndex: 1))
             }
             for reason in result.skipped { Terminal.printError("warning: skipped \(Terminal.printable(reason))") }
             let skipped = result.skipped.isEmpty ? "" : ", \(result.skipped.count) skipped"
-            print("Synced \(result.received) notification\(result.received == 1 ? "" : "s") (\(result.inserted) new\(skipped)) of \(result.totalCount) at the server"
-                  + (result.nextStartIndex != nil && !all ? "; more with --all." : "."))
+            print(
+                "Synced \(result.received) notification\(result.received == 1 ? "" : "s") (\(result.inserted) new\(skipped)) of \(result.totalCount) at the server"
+                    + (result.nextStartIndex != nil && !all ? "; more with --all." : "."))
         }
     }
 
@@ -215,8 +221,9 @@ extension VaultCommand.Notifications {
         func run() async throws {
             let outcome = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                let inbox = NotificationInbox(session: opened.session, api: try device.client(for: id, in: opened, global: global),
-                                              logger: global.logger("credentialvault.notifications"))
+                let inbox = NotificationInbox(
+                    session: opened.session, api: try device.client(for: id, in: opened, global: global),
+                    logger: global.logger("credentialvault.notifications"))
                 return try await inbox.answer(uuid, action: action, account: id)
             }
             switch outcome {

@@ -17,8 +17,10 @@ struct OpenedVault: Sendable {
 
     /// Opens the vault, runs `body`, then stops the session service and closes the vault
     /// (keys wiped), whether `body` succeeded or not.
-    static func with<T>(_ global: GlobalOptions, _ credentials: CredentialOptions,
-                        _ body: (OpenedVault) async throws -> T) async throws -> T {
+    static func with<T>(
+        _ global: GlobalOptions, _ credentials: CredentialOptions,
+        _ body: (OpenedVault) async throws -> T
+    ) async throws -> T {
         let opened = try open(global) { url, method in try credentials.credential(for: url, unlock: method) }
         do {
             let result = try await body(opened)
@@ -37,8 +39,9 @@ struct OpenedVault: Sendable {
     func namingAccounts(in error: any Error) -> any Error {
         guard var failure = CommandFailure(error), let accounts = try? vault.accounts() else { return error }
         for account in accounts where failure.message.contains("account \(account.id.rawValue)") {
-            failure.message = failure.message.replacingOccurrences(of: "account \(account.id.rawValue)",
-                                                                   with: AccountReference.name(of: account.id, account: account))
+            failure.message = failure.message.replacingOccurrences(
+                of: "account \(account.id.rawValue)",
+                with: AccountReference.name(of: account.id, account: account))
         }
         return failure
     }
@@ -46,8 +49,10 @@ struct OpenedVault: Sendable {
     /// Opens the vault with the credential `credential` chooses (it learns the unlock method
     /// from the one read-only pass that also checks the file) and makes its session service.
     /// The caller closes it (``close()``).
-    static func open(_ global: GlobalOptions, configuration: SessionConfiguration = SessionConfiguration(),
-                     credential choose: (URL, VaultUnlockMethod) throws -> VaultCredential) throws -> OpenedVault {
+    static func open(
+        _ global: GlobalOptions, configuration: SessionConfiguration = SessionConfiguration(),
+        credential choose: (URL, VaultUnlockMethod) throws -> VaultCredential
+    ) throws -> OpenedVault {
         let url = global.url
         var chosen: VaultCredential?
         let vault = try Vault.open(at: url, options: global.storeOptions()) { facts in
@@ -73,7 +78,8 @@ struct OpenedVault: Sendable {
         guard let last = facts.pendingMigrations.last else { return }
         throw CommandFailure(
             .migrationNeeded,
-            "\(facts.url.path) is at schema \(facts.schemaVersion), older than this tool (\(last.version)): run `vault migrate` (it shows the steps and backs up first)")
+            "\(facts.url.path) is at schema \(facts.schemaVersion), older than this tool (\(last.version)): run `vault migrate` (it shows the steps and backs up first)"
+        )
     }
 
     /// Runs blocking vault work (key derivation, SQLite) on NIO's blocking-I/O threads, off the

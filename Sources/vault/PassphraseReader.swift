@@ -1,7 +1,8 @@
 import Foundation
 import VaultCrypto
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Reads a passphrase from the controlling terminal with echo turned off, like

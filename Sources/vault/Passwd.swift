@@ -57,16 +57,19 @@ extension VaultCommand {
                         file: newPassphraseFile, environmentVariable: "VAULT_NEW_PASSPHRASE",
                         prompt: "New passphrase for \(url.path): ", confirm: true)
                 }
-                try opened.vault.changeCredential(from: opened.credential, to: credential, cost: cost ?? .interactive,
-                                                  replacingKeys: !keepKeys)
+                try opened.vault.changeCredential(
+                    from: opened.credential, to: credential, cost: cost ?? .interactive,
+                    replacingKeys: !keepKeys)
             }
-            let what = newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
+            let what =
+                newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
                 ?? "Changed the passphrase: the vault no longer opens with the old one."
-            print(keepKeys
-                  ? what + " The vault key was kept: a copy of the vault made before now still opens with the old credential,"
-                    + " and so does everything written from now on until the keys are replaced (`vault rotate-key`)."
-                  : what + " The vault key and every account key were replaced: a copy of the vault made before now still"
-                    + " opens with the old credential, but nothing written from now on does.")
+            print(
+                keepKeys
+                    ? what + " The vault key was kept: a copy of the vault made before now still opens with the old credential,"
+                        + " and so does everything written from now on until the keys are replaced (`vault rotate-key`)."
+                    : what + " The vault key and every account key were replaced: a copy of the vault made before now still"
+                        + " opens with the old credential, but nothing written from now on does.")
         }
     }
 }

@@ -37,13 +37,16 @@ extension VaultCommand {
                 }
             }
             if output.json {
-                print(JSONValue.object([
-                    ("resumed", .bool(report.resumed)),
-                    ("values_resealed", .int(Int64(report.valuesResealed))),
-                    ("vault_key_id", .int(Int64(report.vaultKeyID))),
-                ]).rendered, terminator: "")
+                print(
+                    JSONValue.object([
+                        ("resumed", .bool(report.resumed)),
+                        ("values_resealed", .int(Int64(report.valuesResealed))),
+                        ("vault_key_id", .int(Int64(report.vaultKeyID))),
+                    ]).rendered, terminator: "")
             } else {
-                print("\(report.resumed ? "Resumed and finished" : "Finished") the key rotation: \(report.valuesResealed) value(s) re-sealed; vault key \(report.vaultKeyID).")
+                print(
+                    "\(report.resumed ? "Resumed and finished" : "Finished") the key rotation: \(report.valuesResealed) value(s) re-sealed; vault key \(report.vaultKeyID)."
+                )
             }
         }
     }

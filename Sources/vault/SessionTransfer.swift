@@ -81,9 +81,10 @@ extension VaultCommand.Sessions {
                 }
             }
             let moved = report.transfer.mode == .move
-            Terminal.printError("Exported the session of account \(report.transfer.account) to recipient \(report.transfer.peer) "
-                                + "(\(moved ? "moved: this vault's session ended" : "access token only: this vault keeps the grant")); "
-                                + "import it before \(Format.iso8601(report.transfer.expiresAt)).")
+            Terminal.printError(
+                "Exported the session of account \(report.transfer.account) to recipient \(report.transfer.peer) "
+                    + "(\(moved ? "moved: this vault's session ended" : "access token only: this vault keeps the grant")); "
+                    + "import it before \(Format.iso8601(report.transfer.expiresAt)).")
         }
 
         /// The whole line in one write(2) loop on standard output, unbuffered: written before
@@ -132,9 +133,10 @@ extension VaultCommand.Sessions {
                 return
             }
             let name = report.account.label.map { "\"\(Terminal.printable($0))\"" } ?? Terminal.printable(report.account.subject)
-            print("Imported the session of \(name) (account \(report.account.id)) from "
-                  + "\(report.senderHost.map { Terminal.printable($0) } ?? "another machine") (vault \(report.transfer.peer)); "
-                  + (report.hasRefreshToken ? "this vault now holds its refresh token." : "access token only, no refresh token."))
+            print(
+                "Imported the session of \(name) (account \(report.account.id)) from "
+                    + "\(report.senderHost.map { Terminal.printable($0) } ?? "another machine") (vault \(report.transfer.peer)); "
+                    + (report.hasRefreshToken ? "this vault now holds its refresh token." : "access token only, no refresh token."))
             if let absolute = report.session.absoluteDeadline {
                 print("  The session ends at the latest \(Format.iso8601(absolute)) (\(Format.relative(absolute))), as it would have there.")
             }

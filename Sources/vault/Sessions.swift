@@ -41,7 +41,10 @@ extension VaultCommand.Sessions {
                 print(JSONValue.array(sessions.map(JSONValue.session)).rendered, terminator: "")
                 return
             }
-            guard !sessions.isEmpty else { print("No sessions."); return }
+            guard !sessions.isEmpty else {
+                print("No sessions.")
+                return
+            }
             let subjects = Dictionary(metadata.accounts.map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
             for session in sessions {
                 var line = "\(session.id)  \(Terminal.printable(subjects[session.account] ?? session.account.rawValue))  \(session.state.rawValue)"
@@ -102,17 +105,21 @@ extension VaultCommand.Sessions {
             }
             switch result {
             case .extended(let deadline, let remaining):
-                print("Extended: the session now idles out at \(Format.iso8601(deadline)) (\(Format.relative(deadline))); "
-                      + "\(remaining) extension\(remaining == 1 ? "" : "s") left.")
+                print(
+                    "Extended: the session now idles out at \(Format.iso8601(deadline)) (\(Format.relative(deadline))); "
+                        + "\(remaining) extension\(remaining == 1 ? "" : "s") left.")
             case .refusedByServer(let code, let message):
-                throw CommandFailure(.clientRefused, "the identity service refused the extension"
-                                     + (code.map { " (\(Terminal.printable($0)))" } ?? "") + (message.map { ": \(Terminal.printable($0))" } ?? ""))
+                throw CommandFailure(
+                    .clientRefused,
+                    "the identity service refused the extension"
+                        + (code.map { " (\(Terminal.printable($0)))" } ?? "") + (message.map { ": \(Terminal.printable($0))" } ?? ""))
             case .ignored:
                 throw CommandFailure(.busy, "another extension request for this session is in flight; try again")
             case .refused(let reason):
                 switch reason {
                 case .sessionOver: throw CommandFailure(.sessionEnded, "the session is over: sign in again")
-                case .notInWarningWindow: throw CommandFailure(.failure, "not in the idle warning yet: extensions are asked for when the session is about to idle out")
+                case .notInWarningWindow:
+                    throw CommandFailure(.failure, "not in the idle warning yet: extensions are asked for when the session is about to idle out")
                 case .limitReached: throw CommandFailure(.failure, "the session's policy allows no more extensions")
                 case .absoluteLifetimeReached: throw CommandFailure(.failure, "the session reached its absolute lifetime: it cannot be extended")
                 case .noIdleTimeout: throw CommandFailure(.failure, "the session has no idle timeout: there is nothing to extend")

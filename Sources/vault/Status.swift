@@ -28,7 +28,8 @@ extension VaultCommand {
         }
 
         static func describe(_ facts: VaultInspection) -> String {
-            let schema = facts.pendingMigrations.isEmpty
+            let schema =
+                facts.pendingMigrations.isEmpty
                 ? "\(facts.schemaVersion) (up to date)"
                 : "\(facts.schemaVersion); this tool writes \(facts.latestSchemaVersion): run `vault migrate`"
             let unlock: String
@@ -42,9 +43,10 @@ extension VaultCommand {
                 let parts = Key.allCases.compactMap { key in values[key].map { "\($0) \(key.rawValue.replacingOccurrences(of: "_", with: " "))" } }
                 return parts.isEmpty ? "\(total)" : "\(total) (\(parts.joined(separator: ", ")))"
             }
-            let check = facts.lastIntegrityCheck.map {
-                "\(Format.iso8601($0.checkedAt)), \($0.passed ? "passed" : "FAILED")"
-            } ?? "never (run `vault verify`)"
+            let check =
+                facts.lastIntegrityCheck.map {
+                    "\(Format.iso8601($0.checkedAt)), \($0.passed ? "passed" : "FAILED")"
+                } ?? "never (run `vault verify`)"
             let rows: [(String, String)] = [
                 ("Vault", facts.url.path),
                 ("Size", Format.bytes(facts.fileSize) + (facts.walSize > 0 ? " + \(Format.bytes(facts.walSize)) write-ahead log" : "")),

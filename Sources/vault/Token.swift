@@ -29,8 +29,10 @@ extension VaultCommand {
         @OptionGroup var credentials: CredentialOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
-        @Option(name: .customLong("max-auth-age"),
-                help: ArgumentHelp("Refuse (exit 84) unless the user signed in within this long, e.g. 5m (step-up before a sensitive action).", valueName: "duration"))
+        @Option(
+            name: .customLong("max-auth-age"),
+            help: ArgumentHelp(
+                "Refuse (exit 84) unless the user signed in within this long, e.g. 5m (step-up before a sensitive action).", valueName: "duration"))
         var maxAuthAge: AgeLimit?
         @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Refresh first unless the token stays valid this long, e.g. 10m.", valueName: "duration"))
         var minTTL: TimeLimit?
@@ -40,8 +42,9 @@ extension VaultCommand {
         var noAgent = false
 
         func run() async throws {
-            let token = try await Self.fetch(global: global, credentials: credentials, account: account,
-                                             minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent)
+            let token = try await Self.fetch(
+                global: global, credentials: credentials, account: account,
+                minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent)
             if json {
                 let object: JSONValue = [
                     "token": .string(token.value), "type": .string(token.type),
@@ -56,8 +59,10 @@ extension VaultCommand {
         /// A token from the vault's agent when one serves it (no passphrase, no key derivation),
         /// else from the vault opened here. `--max-auth-age` always opens the vault: the step-up
         /// check reads the session's authentication time, which the agent protocol does not carry.
-        static func fetch(global: GlobalOptions, credentials: CredentialOptions, account: String?, minimumValidity: Duration?,
-                          maxAuthAge: Duration?, noAgent: Bool) async throws -> AgentToken {
+        static func fetch(
+            global: GlobalOptions, credentials: CredentialOptions, account: String?, minimumValidity: Duration?,
+            maxAuthAge: Duration?, noAgent: Bool
+        ) async throws -> AgentToken {
             let request = AgentRequest(.token, account: account, minTTL: minimumValidity.map { Int($0.components.seconds) })
             let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil)
                 .send(request) { opened in

@@ -30,15 +30,17 @@ extension VaultCommand {
             } else {
                 print(report.databaseProblems.isEmpty ? "SQLite integrity check: ok" : "SQLite integrity check: FAILED")
                 report.databaseProblems.forEach { print("  \($0)") }
-                print("Sealed values: \(report.sealedValuesOpened) open, \(report.damaged.count) damaged"
-                      + (report.sealedValuesSkipped > 0 ? ", \(report.sealedValuesSkipped) not checked (their key is damaged)" : ""))
+                print(
+                    "Sealed values: \(report.sealedValuesOpened) open, \(report.damaged.count) damaged"
+                        + (report.sealedValuesSkipped > 0 ? ", \(report.sealedValuesSkipped) not checked (their key is damaged)" : ""))
                 print("Rows: \(report.rowsAuthenticated) authentic")
                 report.damaged.forEach { print("  damaged: \($0)") }
             }
             guard report.passed else {
                 throw CommandFailure(
                     .damaged,
-                    "\(global.url.path) is damaged (\(report.damaged.count) damaged value(s) or edited column(s), \(report.databaseProblems.count) database problem(s)); restore it from a backup")
+                    "\(global.url.path) is damaged (\(report.damaged.count) damaged value(s) or edited column(s), \(report.databaseProblems.count) database problem(s)); restore it from a backup"
+                )
             }
         }
     }

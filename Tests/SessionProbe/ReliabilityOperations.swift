@@ -16,8 +16,9 @@ import Foundation
 import Logging
 import VaultCrypto
 import VaultOAuth
-import VaultURLSession
 import VaultSession
+import VaultURLSession
+
 @testable import VaultStore
 
 /// Writes one line to standard output at once (write(2), no buffering), so a kill loses nothing printed.
@@ -50,7 +51,8 @@ func runReliabilityOperation(_ arguments: [String]) async -> Int32? {
     let credentialURL = URL(fileURLWithPath: arguments[1])
     let credential: VaultCredential
     do {
-        credential = credentialURL.pathExtension == "passphrase"
+        credential =
+            credentialURL.pathExtension == "passphrase"
             ? try .passphrase(String(decoding: try Data(contentsOf: credentialURL), as: UTF8.self))
             : .keyFile(credentialURL)
     } catch {
@@ -64,8 +66,9 @@ func runReliabilityOperation(_ arguments: [String]) async -> Int32? {
             try rotateLoop(vaultURL, credential, count: Int(rest[0]) ?? 1, accounts: rest.dropFirst().map(AccountID.init))
         case "mixed":
             guard rest.count >= 3 else { return 2 }
-            try mixed(vaultURL, credential, count: Int(rest[0]) ?? 1, seed: UInt64(rest[1]) ?? 1,
-                      accounts: rest.dropFirst(2).map(AccountID.init))
+            try mixed(
+                vaultURL, credential, count: Int(rest[0]) ?? 1, seed: UInt64(rest[1]) ?? 1,
+                accounts: rest.dropFirst(2).map(AccountID.init))
         case "migrate":
             try migrate(vaultURL, credential, slowRows: Int(rest[0]) ?? 100_000)
         case "rotate-key":
@@ -97,8 +100,9 @@ func rotateLoop(_ url: URL, _ credential: VaultCredential, count: Int, accounts:
         let account = accounts[index % accounts.count]
         let current = try vault.tokens(for: account)
         let refresh = randomToken("rt_")
-        let tokens = TokenSet(accessToken: randomToken("at_"), refreshToken: refresh, tokenType: "Bearer",
-                              accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
+        let tokens = TokenSet(
+            accessToken: randomToken("at_"), refreshToken: refresh, tokenType: "Bearer",
+            accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
         let next = (current?.generation ?? 0) + 1
         emitNow("storing \(account) \(next) \(sha(refresh))")
         let stored = try vault.storeTokens(tokens, for: account, replacing: current?.generation)
@@ -112,10 +116,10 @@ func rotateLoop(_ url: URL, _ credential: VaultCredential, count: Int, accounts:
 struct SplitMix: RandomNumberGenerator {
     var state: UInt64
     mutating func next() -> UInt64 {
-        state &+= 0x9E3779B97F4A7C15
+        state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
-        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
         return z ^ (z >> 31)
     }
 }
@@ -129,7 +133,10 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
     let vault = try Vault.open(at: url, credential: credential)
     defer { vault.close() }
     var random = SplitMix(state: seed)
-    var rotated = 0, notified = 0, busy = 0, errors = 0
+    var rotated = 0
+    var notified = 0
+    var busy = 0
+    var errors = 0
     var latencies: [Double] = []
     latencies.reserveCapacity(count)
     for index in 0..<count {
@@ -144,8 +151,9 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
                 // Compare-and-swap: retried on a stale generation, counted once committed.
                 while true {
                     let current = try vault.tokens(for: account)
-                    let tokens = TokenSet(accessToken: randomToken("at_"), refreshToken: randomToken("rt_"), tokenType: "Bearer",
-                                          accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
+                    let tokens = TokenSet(
+                        accessToken: randomToken("at_"), refreshToken: randomToken("rt_"), tokenType: "Bearer",
+                        accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
                     do {
                         try vault.storeTokens(tokens, for: account, replacing: current?.generation)
                         rotated += 1
@@ -157,10 +165,11 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
             case 7:
                 try vault.setActiveAccount(account)
             default:
-                try vault.upsertNotification(NotificationRecord(
-                    uuid: UUID().uuidString.lowercased(), account: account, subject: "stress \(seed)",
-                    message: "mixed workload write \(index)", actions: [NotificationAction(label: "OK", action: "ok")],
-                    createdAt: Date()))
+                try vault.upsertNotification(
+                    NotificationRecord(
+                        uuid: UUID().uuidString.lowercased(), account: account, subject: "stress \(seed)",
+                        message: "mixed workload write \(index)", actions: [NotificationAction(label: "OK", action: "ok")],
+                        createdAt: Date()))
                 notified += 1
             }
         } catch {
@@ -184,12 +193,14 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
 
 /// A test step after the shipped ones: slow enough (`rows` inserted, then indexed) to be killed inside.
 func slowMigration(rows: Int) -> Migration {
-    Migration(version: Migration.latestVersion + 1, name: "stress_slow_step", sql: """
-        CREATE TABLE stress_filler (n INTEGER PRIMARY KEY, payload BLOB NOT NULL);
-        WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows))
-            INSERT INTO stress_filler (n, payload) SELECT x, randomblob(48) FROM c;
-        CREATE INDEX stress_filler_payload ON stress_filler (payload);
-        """)
+    Migration(
+        version: Migration.latestVersion + 1, name: "stress_slow_step",
+        sql: """
+            CREATE TABLE stress_filler (n INTEGER PRIMARY KEY, payload BLOB NOT NULL);
+            WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < \(rows))
+                INSERT INTO stress_filler (n, payload) SELECT x, randomblob(48) FROM c;
+            CREATE INDEX stress_filler_payload ON stress_filler (payload);
+            """)
 }
 
 func migrate(_ url: URL, _ credential: VaultCredential, slowRows: Int) throws {
@@ -218,9 +229,12 @@ func refreshAndHang(_ url: URL, _ credential: VaultCredential, leaseMilliseconds
     let vault = try Vault.open(at: url, credential: credential)
     var configuration = SessionConfiguration()
     configuration.leaseDuration = .milliseconds(leaseMilliseconds)
-    let service = SessionService(vault: vault, oauth: OAuthClient(transport: HangAfterResponse(inner: URLSessionTransport()),
-                                                                  logger: Logger(label: "probe")),
-                                 configuration: configuration)
+    let service = SessionService(
+        vault: vault,
+        oauth: OAuthClient(
+            transport: HangAfterResponse(inner: URLSessionTransport()),
+            logger: Logger(label: "probe")),
+        configuration: configuration)
     emitNow("refreshing")
     _ = try await service.validAccessToken()
     emitNow("error returned without hanging")

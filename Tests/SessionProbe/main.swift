@@ -96,9 +96,17 @@ do {
         // would never let the stored last activity grow stale).
         let ticks = Mutex<Int64>(0)
         let start = wallClock.now()
-        let moving = WallClock { start.addingTimeInterval(TimeInterval(ticks.withLock { $0 += 50; return $0 }) / 1000) }
-        let extended = try await race(vault: vault, keyFile: keyFile, wallClock: moving,
-                                      rounds: Int(parts.first ?? 100), seed: parts.last ?? 1)
+        let moving = WallClock {
+            start.addingTimeInterval(
+                TimeInterval(
+                    ticks.withLock {
+                        $0 += 50
+                        return $0
+                    }) / 1000)
+        }
+        let extended = try await race(
+            vault: vault, keyFile: keyFile, wallClock: moving,
+            rounds: Int(parts.first ?? 100), seed: parts.last ?? 1)
         emit("extended \(extended)")
         emit("done")
     default:
@@ -115,8 +123,12 @@ do {
 /// extensions go through the server path (the in-flight marker): refusals are expected and
 /// ignored; what the parent checks is the vault and its event log afterwards.
 func race(vault: Vault, keyFile: URL, wallClock: WallClock, rounds: Int, seed: UInt64) async throws -> Int {
-    let service = SessionService(vault: vault, oauth: OAuthClient(logger: Logger(label: "probe")), wallClock: wallClock,
-                                 extensionHandler: { _ in await Task.yield(); return true })
+    let service = SessionService(
+        vault: vault, oauth: OAuthClient(logger: Logger(label: "probe")), wallClock: wallClock,
+        extensionHandler: { _ in
+            await Task.yield()
+            return true
+        })
     var random = SplitMix64(seed: seed)
     var extended = 0
     // The end is drawn only in the last fifth of the rounds: drawn earlier, it would leave the

@@ -26,9 +26,11 @@ struct AccountsAndTokenTests {
         /// `vault accounts add` with a grant's token response on standard input.
         func add(_ tokens: IssuedTokens, gateway: DevGateway, subject: String, extra: [String] = []) async throws -> CommandResult {
             try await run(
-                ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString,
-                 "--revocation-endpoint", gateway.revocationEndpoint.absoluteString,
-                 "--client-id", "vault-cli", "--subject", subject, "--label", "\(subject) at work"] + extra,
+                [
+                    "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString,
+                    "--revocation-endpoint", gateway.revocationEndpoint.absoluteString,
+                    "--client-id", "vault-cli", "--subject", subject, "--label", "\(subject) at work",
+                ] + extra,
                 stdin: tokenResponse(tokens))
         }
     }
@@ -69,15 +71,18 @@ struct AccountsAndTokenTests {
         let rotated = await gateway.presentedRefreshTokens()
         #expect(rotated.count == 2, "the refreshed token also expires within the leeway, so it is refreshed with the rotated refresh token")
 
-        for arguments in [["accounts", "list"], ["accounts", "list", "--json"], ["accounts", "show", "alice"],
-                          ["accounts", "show", "--json"], ["status"], ["status", "--json"], ["sessions", "list"],
-                          ["sessions", "list", "--json"], ["export", "--redacted", "--json"], ["verify"], ["verify", "--json"],
-                          ["devices", "list", "--json"], ["notifications", "list", "--json"]] {
+        for arguments in [
+            ["accounts", "list"], ["accounts", "list", "--json"], ["accounts", "show", "alice"],
+            ["accounts", "show", "--json"], ["status"], ["status", "--json"], ["sessions", "list"],
+            ["sessions", "list", "--json"], ["export", "--redacted", "--json"], ["verify"], ["verify", "--json"],
+            ["devices", "list", "--json"], ["notifications", "list", "--json"],
+        ] {
             let result = try await fixture.run(arguments)
             #expect(result.status == 0, "\(result)")
             transcripts.append(result)
         }
-        let secrets = [issued.accessToken, printed, again.stdout.trimmingCharacters(in: .newlines)]
+        let secrets =
+            [issued.accessToken, printed, again.stdout.trimmingCharacters(in: .newlines)]
             + [issued.refreshToken, issued.idToken].compactMap { $0 } + rotated
         for transcript in transcripts {
             for secret in secrets {
@@ -103,8 +108,9 @@ struct AccountsAndTokenTests {
         let fixture = try await Fixture()
         let secretFile = fixture.cli.file("client-secret")
         try Data("s3cr3t-client-value\n".utf8).write(to: secretFile)
-        let issued = await gateway.issueGrant(subject: "svc", clientID: "vault-cli", clientSecret: "s3cr3t-client-value",
-                                              accessTokenLifetime: .seconds(5))
+        let issued = await gateway.issueGrant(
+            subject: "svc", clientID: "vault-cli", clientSecret: "s3cr3t-client-value",
+            accessTokenLifetime: .seconds(5))
         let added = try await fixture.add(issued, gateway: gateway, subject: "svc", extra: ["--client-secret-file", secretFile.path])
         #expect(added.status == 0, "\(added)")
         let token = try await fixture.run(["token"])
@@ -158,8 +164,11 @@ struct AccountsAndTokenTests {
     func tokenExitCodes() async throws {
         let gateway = try await DevGateway.start()
         let fixture = try await Fixture()
-        #expect(try await fixture.add(await gateway.issueGrant(subject: "alice", clientID: "vault-cli"), gateway: gateway,
-                                      subject: "alice", extra: ["--idle-timeout", "1m"]).status == 0)
+        #expect(
+            try await fixture.add(
+                await gateway.issueGrant(subject: "alice", clientID: "vault-cli"), gateway: gateway,
+                subject: "alice", extra: ["--idle-timeout", "1m"]
+            ).status == 0)
         // The idle deadline passes while no process runs: a process holding the passphrase moves
         // it into the past instead of waiting, as the next process judges stored deadlines on its
         // own clock. (Through the library: an edit of the file without the key is tampering.)
@@ -234,8 +243,10 @@ struct AccountsAndTokenTests {
         #expect(policy["absolute_lifetime_seconds"] is NSNull)
         #expect(policy["activity"] as? String == "any")
 
-        let changed = try await fixture.run(["accounts", "set-policy", "alice", "--lifetime", "2h", "--idle-timeout", "none",
-                                             "--activity", "interactive", "--json"])
+        let changed = try await fixture.run([
+            "accounts", "set-policy", "alice", "--lifetime", "2h", "--idle-timeout", "none",
+            "--activity", "interactive", "--json",
+        ])
         #expect(changed.status == 0, "\(changed)")
         let after = try #require(try changed.jsonObject()["policy"] as? [String: Any])
         #expect(after["absolute_lifetime_seconds"] as? Int == 7200)

@@ -2,8 +2,9 @@ import DevGateway
 import Foundation
 import Testing
 import VaultTestSupport
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `vault agent` end to end with the built binary: a real daemon, a real Unix socket.
@@ -30,8 +31,10 @@ struct AgentCommandTests {
             try #require(try await cli.run(["init"] + credential).status == 0)
             let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
             let added = try await cli.run(
-                ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-                 "--subject", "alice"] + credential, stdin: AccountsAndTokenTests.tokenResponse(issued))
+                [
+                    "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                    "--subject", "alice",
+                ] + credential, stdin: AccountsAndTokenTests.tokenResponse(issued))
             try #require(added.status == 0, "\(added)")
         }
 
@@ -49,8 +52,10 @@ struct AgentCommandTests {
 
         /// The environment of a `vault` child started by hand.
         var environment: [String: String] {
-            ["PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path,
-             "XDG_RUNTIME_DIR": cli.environment["XDG_RUNTIME_DIR"] ?? ""]
+            [
+                "PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path,
+                "XDG_RUNTIME_DIR": cli.environment["XDG_RUNTIME_DIR"] ?? "",
+            ]
         }
 
         func status() async throws -> [String: Any] {
@@ -99,15 +104,17 @@ struct AgentCommandTests {
     func lockAfter() async throws {
         try await Self.withWorld { world in
             // In the foreground, as systemd runs it: it says on standard error when it locks.
-            let agent = try ChildProgram(try BuiltProgram.url(named: "vault"),
-                                         ["agent", "run", "--key-file", world.keyFile.path, "--lock-after", "1s"],
-                                         environment: world.environment)
+            let agent = try ChildProgram(
+                try BuiltProgram.url(named: "vault"),
+                ["agent", "run", "--key-file", world.keyFile.path, "--lock-after", "1s"],
+                environment: world.environment)
             #expect(await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("serving") })
             // The agent's own timer runs on real time (from the unlock, its last use): the test
             // waits for its report, bounded. (Serving a token meanwhile is not asserted: on a
             // loaded machine a second can pass before the request arrives.)
-            #expect(await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("locked: no use") },
-                    "\(agent.output.value.standardError)")
+            #expect(
+                await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("locked: no use") },
+                "\(agent.output.value.standardError)")
             #expect(try await world.status()["locked"] as? Bool == true)
             #expect(try await world.cli.run(["token"]).status == 79)
             await agent.kill()
@@ -159,11 +166,13 @@ struct AgentCommandTests {
     }
 
     /// Acting as another uid needs root, setpriv and python3 (`make test` installs the tools; CI runs as root).
-    static let canActAsAnotherUser = getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    static let canActAsAnotherUser =
+        getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
         && FileManager.default.isExecutableFile(atPath: "/usr/bin/python3")
 
-    @Test("a client of another uid is refused (SO_PEERCRED) even when the socket is reachable",
-          .enabled(if: canActAsAnotherUser, "needs root, setpriv and python3 to act as another uid"))
+    @Test(
+        "a client of another uid is refused (SO_PEERCRED) even when the socket is reachable",
+        .enabled(if: canActAsAnotherUser, "needs root, setpriv and python3 to act as another uid"))
     func otherUser() async throws {
         try await Self.withWorld { world in
             #expect(try await world.start().status == 0)
@@ -176,9 +185,10 @@ struct AgentCommandTests {
             chmod(socket, 0o666)
             defer { for step in opened { chmod(step.path, 0o700) } }
             let python = #"import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(30); print(s.recv(65536).decode())"#
-            let output = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/setpriv"),
-                                                    ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", python, socket],
-                                                    environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: world.cli.directory)
+            let output = try await BuiltProgram.run(
+                URL(fileURLWithPath: "/usr/bin/setpriv"),
+                ["--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", python, socket],
+                environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: world.cli.directory)
             #expect(output.stdout.contains("peer_refused"), "\(output.status) \(output.stdout) \(output.stderr)")
             #expect(!output.stdout.contains("\"token\""))
         }
@@ -208,9 +218,10 @@ struct AgentCommandTests {
             #expect(ran.status == 7)
             #expect(ran.stdout == token)
 
-            let child = try ChildProgram(try BuiltProgram.url(named: "vault"),
-                                         ["exec", "--", "/bin/sh", "-c", #"trap 'exit 42' TERM; echo ready; while :; do sleep 1; done"#],
-                                         environment: world.environment)
+            let child = try ChildProgram(
+                try BuiltProgram.url(named: "vault"),
+                ["exec", "--", "/bin/sh", "-c", #"trap 'exit 42' TERM; echo ready; while :; do sleep 1; done"#],
+                environment: world.environment)
             #expect(await child.waitForLine(timeout: TestTimeScale.scaled(.seconds(60))) { $0 == "ready" })
             kill(child.processIdentifier, SIGTERM)
             #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.exitStatus != nil })

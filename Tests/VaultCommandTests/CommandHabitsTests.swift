@@ -11,8 +11,10 @@ struct CommandHabitsTests {
         let cli = try await VaultCLI.keyFileVault()
         let other = cli.file("other.db")
         try #require(try await cli.run(["init", "--vault", other.path, "--key-file", cli.file("other.key").path]).status == 0)
-        for arguments in [["--vault", other.path, "status", "--json"], ["status", "--json", "--vault", other.path],
-                          ["-v", "--vault=\(other.path)", "status", "--json"]] {
+        for arguments in [
+            ["--vault", other.path, "status", "--json"], ["status", "--json", "--vault", other.path],
+            ["-v", "--vault=\(other.path)", "status", "--json"],
+        ] {
             let status = try await cli.run(arguments)
             #expect(status.status == 0, "\(arguments): \(status.stderr)")
             #expect(try status.jsonObject()["path"] as? String == other.path, "\(arguments)")
@@ -26,20 +28,23 @@ struct CommandHabitsTests {
         #expect(version.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.+-]+)?$"#, options: .regularExpression) != nil, "\(version)")
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/git"),
-              FileManager.default.fileExists(atPath: root.appendingPathComponent(".git").path) else {
+            FileManager.default.fileExists(atPath: root.appendingPathComponent(".git").path)
+        else {
             print("skipped the commit check: not a git clone")
             return
         }
         // A release tag, or a commit of this clone (the one the binary was built from).
         if version.range(of: #"^[0-9]+\.[0-9]+\.[0-9]+$"#, options: .regularExpression) != nil {
-            let tag = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "rev-parse", "--verify", "refs/tags/v" + version],
-                                                 environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
+            let tag = try await BuiltProgram.run(
+                URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "rev-parse", "--verify", "refs/tags/v" + version],
+                environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
             #expect(tag.status == 0, "\(version) is not a release tag of this clone: a constant?")
             return
         }
         let commit = try #require(version.firstMatch(of: #/g([0-9a-f]{7,40})/#).map { String($0.1) }, "\(version) names no commit")
-        let known = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "cat-file", "-e", commit + "^{commit}"],
-                                               environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
+        let known = try await BuiltProgram.run(
+            URL(fileURLWithPath: "/usr/bin/git"), ["-C", root.path, "cat-file", "-e", commit + "^{commit}"],
+            environment: ["PATH": "/usr/bin:/bin"], stdin: "", in: cli.directory)
         #expect(known.status == 0, "\(version) names \(commit), which is not a commit of this clone")
     }
 

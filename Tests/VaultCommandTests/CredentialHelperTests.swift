@@ -20,8 +20,10 @@ struct CredentialHelperTests {
             try #require(try await cli.run(["init", "--key-file", cli.file("vault.key").path]).status == 0)
             let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
             let added = try await cli.run(
-                ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli", "--subject", "alice",
-                 "--host", "git.example.test/team", "--host", "https://Registry.Example.test:5000/"],
+                [
+                    "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli", "--subject", "alice",
+                    "--host", "git.example.test/team", "--host", "https://Registry.Example.test:5000/",
+                ],
                 stdin: AccountsAndTokenTests.tokenResponse(issued))
             try #require(added.status == 0, "\(added)")
         }
@@ -35,25 +37,30 @@ struct CredentialHelperTests {
         }
     }
 
-    @Test("git credential fill asks `vault git-credential`, which answers the token, its user name and expiry for the set host and path",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/git"), "git is not installed (`make test` installs it)"))
+    @Test(
+        "git credential fill asks `vault git-credential`, which answers the token, its user name and expiry for the set host and path",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/git"), "git is not installed (`make test` installs it)"))
     func gitFill() async throws {
         let world = try await World()
         let config = world.cli.file("gitconfig")
         let vault = try BuiltProgram.url(named: "vault").path
         try Data("[credential]\n\thelper = !\(vault) git-credential\n\tuseHttpPath = true\n".utf8).write(to: config)
-        let environment = ["PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
-                           "VAULT_KEY_FILE": world.cli.file("vault.key").path, "GIT_CONFIG_GLOBAL": config.path, "GIT_CONFIG_NOSYSTEM": "1",
-                           "GIT_TERMINAL_PROMPT": "0"]
-        let filled = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["credential", "fill"], environment: environment,
-                                                stdin: "protocol=https\nhost=git.example.test\npath=team/app.git\n\n", in: world.cli.directory)
+        let environment = [
+            "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
+            "VAULT_KEY_FILE": world.cli.file("vault.key").path, "GIT_CONFIG_GLOBAL": config.path, "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_TERMINAL_PROMPT": "0",
+        ]
+        let filled = try await BuiltProgram.run(
+            URL(fileURLWithPath: "/usr/bin/git"), ["credential", "fill"], environment: environment,
+            stdin: "protocol=https\nhost=git.example.test\npath=team/app.git\n\n", in: world.cli.directory)
         #expect(filled.status == 0, "\(filled.stderr)")
         let token = try await world.token
         #expect(filled.stdout.contains("username=oauth2\n"))
         #expect(filled.stdout.contains("password=\(token)\n"))
         // Another path of that host is not the account's: git finds no credential.
-        let other = try await BuiltProgram.run(URL(fileURLWithPath: "/usr/bin/git"), ["credential", "fill"], environment: environment,
-                                               stdin: "protocol=https\nhost=git.example.test\npath=elsewhere/app.git\n\n", in: world.cli.directory)
+        let other = try await BuiltProgram.run(
+            URL(fileURLWithPath: "/usr/bin/git"), ["credential", "fill"], environment: environment,
+            stdin: "protocol=https\nhost=git.example.test\npath=elsewhere/app.git\n\n", in: world.cli.directory)
         #expect(other.status != 0)
         #expect(!other.stdout.contains(token))
         await world.gateway.stop()
@@ -86,7 +93,8 @@ struct CredentialHelperTests {
         let before = await world.gateway.stats().tokenRequests
         _ = try await world.helper(["git-credential", "erase"], "protocol=https\nhost=git.example.test\npath=team\nusername=oauth2\npassword=not-ours\n\n")
         #expect(await world.gateway.stats().tokenRequests == before)
-        let erased = try await world.helper(["git-credential", "erase"], "protocol=https\nhost=git.example.test\npath=team\nusername=oauth2\npassword=\(first)\n\n")
+        let erased = try await world.helper(
+            ["git-credential", "erase"], "protocol=https\nhost=git.example.test\npath=team\nusername=oauth2\npassword=\(first)\n\n")
         #expect(erased.status == 0, "\(erased)")
         #expect(await world.gateway.stats().tokenRequests == before + 1)
         #expect(try await world.token != first)
@@ -110,9 +118,12 @@ struct CredentialHelperTests {
 
         let link = world.cli.file("docker-credential-vault")
         try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
-        let linked = try await BuiltProgram.run(link, ["get"], environment: [
-            "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path, "VAULT_KEY_FILE": world.cli.file("vault.key").path,
-        ], stdin: "registry.example.test:5000\n", in: world.cli.directory)
+        let linked = try await BuiltProgram.run(
+            link, ["get"],
+            environment: [
+                "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
+                "VAULT_KEY_FILE": world.cli.file("vault.key").path,
+            ], stdin: "registry.example.test:5000\n", in: world.cli.directory)
         #expect(linked.status == 0, "\(linked.stderr)")
         #expect(linked.stdout.contains(token))
         await world.gateway.stop()
@@ -122,8 +133,11 @@ struct CredentialHelperTests {
     func oneHostOneAccount() async throws {
         let world = try await World()
         let issued = await world.gateway.issueGrant(subject: "bob", clientID: "vault-cli")
-        _ = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-                                     "--subject", "bob"], stdin: AccountsAndTokenTests.tokenResponse(issued))
+        _ = try await world.cli.run(
+            [
+                "accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                "--subject", "bob",
+            ], stdin: AccountsAndTokenTests.tokenResponse(issued))
         let taken = try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/team"])
         #expect(taken.status == 73, "\(taken)")
         #expect(try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/other", "--username", "bob"]).status == 0)

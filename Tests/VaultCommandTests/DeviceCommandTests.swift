@@ -13,16 +13,22 @@ struct DeviceCommandTests {
     static func machine(_ gateway: DevGateway) async throws -> VaultCLI {
         let cli = try await VaultCLI.keyFileVault()
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
-        let added = try await cli.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-                                       "--subject", "alice"], stdin: AccountsAndTokenTests.tokenResponse(issued))
+        let added = try await cli.run(
+            [
+                "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                "--subject", "alice",
+            ], stdin: AccountsAndTokenTests.tokenResponse(issued))
         try #require(added.status == 0, "\(added)")
         return cli
     }
 
-    @Test("A activates as the first device; B's activation is approved from A with `notifications answer`; A sees B, renames and revokes it; a second answer is refused")
+    @Test(
+        "A activates as the first device; B's activation is approved from A with `notifications answer`; A sees B, renames and revokes it; a second answer is refused"
+    )
     func approvalFromTheCommandLine() async throws {
         let gateway = try await DevGateway.start()
-        let a = try await Self.machine(gateway), b = try await Self.machine(gateway)
+        let a = try await Self.machine(gateway)
+        let b = try await Self.machine(gateway)
         let api = ["--api", gateway.baseURL.absoluteString]
 
         let first = try await a.run(["devices", "activate", "--name", "Desk"] + api)
@@ -77,8 +83,10 @@ struct DeviceCommandTests {
 
     /// A is the account's first device; B is registered and waits, in a child that keeps running.
     static func waitingSecondDevice(_ gateway: DevGateway, _ extra: [String] = [])
-        async throws -> (a: VaultCLI, b: VaultCLI, child: ChildProgram, api: [String]) {
-        let a = try await Self.machine(gateway), b = try await Self.machine(gateway)
+        async throws -> (a: VaultCLI, b: VaultCLI, child: ChildProgram, api: [String])
+    {
+        let a = try await Self.machine(gateway)
+        let b = try await Self.machine(gateway)
         let api = ["--api", gateway.baseURL.absoluteString]
         let first = try await a.run(["devices", "activate", "--name", "Desk"] + api)
         try #require(first.status == 0, "\(first.stderr)")
@@ -104,7 +112,7 @@ struct DeviceCommandTests {
         let gateway = try await DevGateway.start()
         let (a, b, child, api) = try await Self.waitingSecondDevice(gateway)
         #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { $0.standardError.contains("Waiting for an active device") })
-        await child.kill()   // SIGKILL: no chance to cancel at the server
+        await child.kill()  // SIGKILL: no chance to cancel at the server
         let stored = try await Self.thisDevice(b)
         let request = try #require(stored["approval_request"] as? [String: Any], "the request is stored: \(stored)")
         #expect(stored["status"] as? String == "pending")
@@ -209,7 +217,9 @@ struct DeviceCommandTests {
         await gateway.stop()
     }
 
-    @Test("sessions extend in the warning window: granted by the server, then refused at the policy's limit without asking; a server's no is reported in its words (exit 76)")
+    @Test(
+        "sessions extend in the warning window: granted by the server, then refused at the policy's limit without asking; a server's no is reported in its words (exit 76)"
+    )
     func extendAcceptedRefusedAndAtTheLimit() async throws {
         let gateway = try await DevGateway.start()
         let a = try await VaultCLI.keyFileVault()
@@ -219,11 +229,13 @@ struct DeviceCommandTests {
         // for the next 50 minutes, without waiting on the real clock.
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
         let then = Date().addingTimeInterval(-600)
-        let vault = try Vault.open(at: a.vault, credential: .keyFile(a.file("vault.key")),
-                                   options: VaultOptions(clock: WallClock { then }))
+        let vault = try Vault.open(
+            at: a.vault, credential: .keyFile(a.file("vault.key")),
+            options: VaultOptions(clock: WallClock { then }))
         _ = try vault.signIn(
-            NewAccount(issuer: gateway.baseURL.absoluteString, subject: "alice",
-                       client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli")),
+            NewAccount(
+                issuer: gateway.baseURL.absoluteString, subject: "alice",
+                client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli")),
             tokens: TokenSet(accessToken: issued.accessToken, refreshToken: issued.refreshToken, accessTokenExpiresAt: Date().addingTimeInterval(3000)),
             policy: SessionPolicy(idleTimeout: .seconds(3600), warningBefore: .seconds(3000), maxExtensions: 1, activity: .interactive))
         vault.close()

@@ -12,7 +12,9 @@ struct EchoedSecretTests {
     static let clientSecret = "made up s3cr3t+/&=%é~!"
 
     enum Answer: String, CaseIterable, CustomTestStringConvertible {
-        case invalidGrant = "invalid_grant", invalidClient = "invalid_client", unregistered = "made_up_error"
+        case invalidGrant = "invalid_grant"
+        case invalidClient = "invalid_client"
+        case unregistered = "made_up_error"
         var testDescription: String { rawValue }
     }
 
@@ -26,13 +28,16 @@ struct EchoedSecretTests {
         let secretFile = cli.file("client-secret")
         try Data((Self.clientSecret + "\n").utf8).write(to: secretFile)
         // 30 s is inside the 60 s leeway: `vault token` refreshes, and the gateway echoes.
-        let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli", clientSecret: Self.clientSecret,
-                                              accessTokenLifetime: .seconds(30))
+        let issued = await gateway.issueGrant(
+            subject: "alice", clientID: "vault-cli", clientSecret: Self.clientSecret,
+            accessTokenLifetime: .seconds(30))
         let refreshToken = try #require(issued.refreshToken)
         let added = try await cli.run(
-            ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString,
-             "--revocation-endpoint", gateway.revocationEndpoint.absoluteString, "--client-id", "vault-cli",
-             "--subject", "alice", "--client-secret-file", secretFile.path],
+            [
+                "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString,
+                "--revocation-endpoint", gateway.revocationEndpoint.absoluteString, "--client-id", "vault-cli",
+                "--subject", "alice", "--client-secret-file", secretFile.path,
+            ],
             stdin: AccountsAndTokenTests.tokenResponse(issued))
         #expect(added.status == 0, "\(added)")
 
@@ -59,8 +64,10 @@ struct EchoedSecretTests {
             #expect(result.status == 0, "\(result.arguments) exited \(result.status)")
             transcripts.append(result)
         }
-        let secrets = [refreshToken, Self.clientSecret, "vault-cli:\(Self.clientSecret)",
-                       "vault-cli:made+up+s3cr3t%2B%2F%26%3D%25%C3%A9~%21"]
+        let secrets = [
+            refreshToken, Self.clientSecret, "vault-cli:\(Self.clientSecret)",
+            "vault-cli:made+up+s3cr3t%2B%2F%26%3D%25%C3%A9~%21",
+        ]
         for transcript in transcripts {
             let found = SecretTrace.firstFound(of: secrets, in: transcript.allOutput)
             #expect(found == nil, "\(found ?? "") in the output of vault \(transcript.arguments)")

@@ -3,6 +3,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultTestSupport
+
 @testable import vault
 
 @Suite("vault exit codes and help")
@@ -17,9 +18,12 @@ struct ExitCodeAndHelpTests {
 
     @Test("the README's command table names every command the tree has")
     func readmeNamesEveryCommand() throws {
-        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appending(path: "README.md"), encoding: .utf8)
-        let leaves = Self.commands.filter { path in !path.isEmpty && !Self.commands.contains { $0.count == path.count + 1 && Array($0.prefix(path.count)) == path } }
+        let readme = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appending(path: "README.md"), encoding: .utf8)
+        let leaves = Self.commands.filter { path in
+            !path.isEmpty && !Self.commands.contains { $0.count == path.count + 1 && Array($0.prefix(path.count)) == path }
+        }
         #expect(leaves.count >= 40, "the walk found \(leaves.count) commands")
         let missing = leaves.filter { !readme.contains("`vault \($0.joined(separator: " "))") }
         #expect(missing.isEmpty, "not in the README: \(missing.map { $0.joined(separator: " ") })")
@@ -41,8 +45,9 @@ struct ExitCodeAndHelpTests {
         let paragraph = try #require(help.range(of: #"Exit codes:.*?interrupted\."#, options: .regularExpression).map { String(help[$0]) })
         // Each code opens its entry ("…, 84 step-up needed (sign in again with --max-age 0), 85 …").
         let inHelp = Set(paragraph.matches(of: #/(?:: |, )(\d{1,3}) /#).compactMap { Int32($0.1) })
-        let readme = try String(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try String(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+                .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("README.md"), encoding: .utf8)
         let table = try #require(readme.range(of: #"### Exit codes[\s\S]*?### "#, options: .regularExpression).map { String(readme[$0]) })
         let inReadme = Set(table.matches(of: #/\n\| (\d{1,3}) \|/#).compactMap { Int32($0.1) })
         #expect(inHelp == declared, "--help: missing \(declared.subtracting(inHelp).sorted()), extra \(inHelp.subtracting(declared).sorted())")
@@ -52,8 +57,10 @@ struct ExitCodeAndHelpTests {
     @Test("usage errors exit 64")
     func usage() async throws {
         let cli = try VaultCLI()
-        for arguments in [["bogus"], ["accounts", "add"], ["status", "--no-such-flag"], ["export"],
-                          ["notifications", "list", "--limit", "0"], ["init", "--kdf", "extreme"]] {
+        for arguments in [
+            ["bogus"], ["accounts", "add"], ["status", "--no-such-flag"], ["export"],
+            ["notifications", "list", "--limit", "0"], ["init", "--kdf", "extreme"],
+        ] {
             let result = try await cli.run(arguments)
             #expect(result.status == Exit.usage, "\(result)")
         }

@@ -69,8 +69,9 @@ struct InitAndStatusTests {
         try Data((passphrase + "\n").utf8).write(to: passphraseFile)
         #expect(try await cli.run(["init", "--passphrase-file", passphraseFile.path]).status == 0)
 
-        let child = try ChildProgram(try BuiltProgram.url(named: "vault"), ["accounts", "list", "--passphrase-file", "/dev/stdin"],
-                                     environment: ["PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path])
+        let child = try ChildProgram(
+            try BuiltProgram.url(named: "vault"), ["accounts", "list", "--passphrase-file", "/dev/stdin"],
+            environment: ["PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path])
         child.write(passphrase + "\n")
         child.closeInput()
         let lines = try await child.finish()
@@ -94,19 +95,22 @@ struct InitAndStatusTests {
 
         let text = try await cli.run(["status"])
         #expect(text.status == 0, "\(text)")
-        for label in ["Vault", "Size", "Schema", "Unlocked by", "Accounts", "Active account", "Sessions", "Devices",
-                      "Notifications", "Integrity check"] {
+        for label in [
+            "Vault", "Size", "Schema", "Unlocked by", "Accounts", "Active account", "Sessions", "Devices",
+            "Notifications", "Integrity check",
+        ] {
             #expect(text.stdout.contains(label), "missing \(label) in \(text.stdout)")
         }
         #expect(text.stdout.contains(account.rawValue))
         #expect(text.stdout.contains("2 (2 pending)"))
 
         let json = try await cli.run(["status", "--json"]).jsonObject()
-        #expect(Set(json.keys) == [
-            "path", "file_size_bytes", "wal_size_bytes", "schema_version", "latest_schema_version", "pending_migrations",
-            "credential", "vault_id", "device_id", "created_at", "accounts", "active_account_id", "sessions", "devices",
-            "notifications", "last_integrity_check",
-        ])
+        #expect(
+            Set(json.keys) == [
+                "path", "file_size_bytes", "wal_size_bytes", "schema_version", "latest_schema_version", "pending_migrations",
+                "credential", "vault_id", "device_id", "created_at", "accounts", "active_account_id", "sessions", "devices",
+                "notifications", "last_integrity_check",
+            ])
         #expect(json["path"] as? String == cli.vault.path)
         #expect(json["accounts"] as? Int == 1)
         #expect(json["active_account_id"] as? String == account.rawValue)

@@ -14,8 +14,11 @@ struct IntegrityTests {
         let gateway = try await DevGateway.start()
         let decoy = try await DevGateway.start()
         let fixture = try await AccountsAndTokenTests.Fixture()
-        #expect(try await fixture.add(await gateway.issueGrant(subject: "alice", clientID: "vault-cli"),
-                                      gateway: gateway, subject: "alice").status == 0)
+        #expect(
+            try await fixture.add(
+                await gateway.issueGrant(subject: "alice", clientID: "vault-cli"),
+                gateway: gateway, subject: "alice"
+            ).status == 0)
 
         try RawDatabase.execute(fixture.cli.vault, "UPDATE accounts SET token_endpoint = ?", [decoy.tokenEndpoint.absoluteString])
         try RawDatabase.execute(fixture.cli.vault, "UPDATE tokens SET access_expires_at = 0")
@@ -39,8 +42,11 @@ struct IntegrityTests {
     func nullAndFarFutureAreFound() async throws {
         let gateway = try await DevGateway.start()
         let fixture = try await AccountsAndTokenTests.Fixture()
-        #expect(try await fixture.add(await gateway.issueGrant(subject: "alice", clientID: "vault-cli"),
-                                      gateway: gateway, subject: "alice").status == 0)
+        #expect(
+            try await fixture.add(
+                await gateway.issueGrant(subject: "alice", clientID: "vault-cli"),
+                gateway: gateway, subject: "alice"
+            ).status == 0)
         try RawDatabase.execute(fixture.cli.vault, "UPDATE tokens SET refresh_token = NULL, access_expires_at = 4102444800000")
         let verify = try await fixture.run(["verify", "--json"])
         #expect(verify.status == Exit.damaged, "\(verify)")
@@ -49,9 +55,12 @@ struct IntegrityTests {
         await gateway.stop()
     }
 
-    @Test("accounts add refuses plain http to a host that only looks like this machine, and stores nothing",
-          arguments: ["http://127.evil.example/token", "http://127.0.0.1.nip.io/token", "http://localhost.example/token",
-                      "http://0x7f.1/token", "http://127.0.0.1@evil.example/token"])
+    @Test(
+        "accounts add refuses plain http to a host that only looks like this machine, and stores nothing",
+        arguments: [
+            "http://127.evil.example/token", "http://127.0.0.1.nip.io/token", "http://localhost.example/token",
+            "http://0x7f.1/token", "http://127.0.0.1@evil.example/token",
+        ])
     func lookAlikeHostRefusedAtImport(_ endpoint: String) async throws {
         let gateway = try await DevGateway.start()
         let fixture = try await AccountsAndTokenTests.Fixture()

@@ -28,9 +28,11 @@ struct LoginCommandTests {
 
         /// Starts `vault ARGUMENTS` as a child that keeps running (its standard input open).
         func start(_ arguments: [String]) throws -> ChildProgram {
-            try ChildProgram(try BuiltProgram.url(named: "vault"), arguments, environment: [
-                "PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path, "VAULT_KEY_FILE": key.path,
-            ])
+            try ChildProgram(
+                try BuiltProgram.url(named: "vault"), arguments,
+                environment: [
+                    "PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path, "VAULT_KEY_FILE": key.path,
+                ])
         }
 
         /// Waits for the child's device authorization to reach the gateway; the user code it shows.
@@ -105,9 +107,10 @@ struct LoginCommandTests {
         let world = try await World()
         await world.gateway.signInBrowserUser("bob")
         let child = try world.start(["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--browser", "--no-open"])
-        #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { output in
-            output.standardError.split(separator: "\n").contains { $0.hasPrefix("http://") && !$0.contains(" ") }
-        })
+        #expect(
+            await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { output in
+                output.standardError.split(separator: "\n").contains { $0.hasPrefix("http://") && !$0.contains(" ") }
+            })
         let line = try #require(child.output.value.standardError.split(separator: "\n").first { $0.hasPrefix("http://") && !$0.contains(" ") })
         let url = try #require(URL(string: String(line)))
         let page = try await Self.browse(url)  // the browser: follows the redirect to 127.0.0.1
@@ -171,8 +174,11 @@ struct LoginCommandTests {
     func withToken() async throws {
         let world = try await World()
         let token = "bare-token-0123456789"
-        let added = try await world.cli.run(["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--with-token",
-                                              "--expires-in", "3600"], stdin: token + "\n")
+        let added = try await world.cli.run(
+            [
+                "login", "--issuer", world.issuer, "--client-id", "vault-cli", "--with-token",
+                "--expires-in", "3600",
+            ], stdin: token + "\n")
         #expect(added.status == 0, "\(added)")
         #expect(!added.allOutput.contains(token))
         let printed = try await world.cli.run(["token"])
@@ -184,8 +190,11 @@ struct LoginCommandTests {
     func importVerifies() async throws {
         let world = try await World()
         let sound = await world.gateway.issueGrant(subject: "erin", clientID: "vault-cli")
-        let added = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
-                                             "--client-id", "vault-cli", "--json"], stdin: AccountsAndTokenTests.tokenResponse(sound))
+        let added = try await world.cli.run(
+            [
+                "accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
+                "--client-id", "vault-cli", "--json",
+            ], stdin: AccountsAndTokenTests.tokenResponse(sound))
         #expect(added.status == 0, "\(added)")
         let account = try added.jsonObject()
         #expect(account["subject"] as? String == "erin")
@@ -193,8 +202,11 @@ struct LoginCommandTests {
 
         await world.gateway.corruptNextIDTokens(1, with: .badSignature)
         let forged = await world.gateway.issueGrant(subject: "mallory", clientID: "vault-cli")
-        let refused = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
-                                               "--client-id", "vault-cli"], stdin: AccountsAndTokenTests.tokenResponse(forged))
+        let refused = try await world.cli.run(
+            [
+                "accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
+                "--client-id", "vault-cli",
+            ], stdin: AccountsAndTokenTests.tokenResponse(forged))
         #expect(refused.status == 87, "\(refused)")
         #expect(refused.stderr.contains("signature"))
         #expect(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().count == 1)
@@ -203,8 +215,11 @@ struct LoginCommandTests {
         // checked against them: imported through this token endpoint, its subject stays unverified.
         let elsewhere = try await DevGateway.start()
         let foreign = await elsewhere.issueGrant(subject: "mallory", clientID: "vault-cli")
-        let unvouched = try await world.cli.run(["accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
-                                                 "--client-id", "vault-cli", "--json"], stdin: AccountsAndTokenTests.tokenResponse(foreign))
+        let unvouched = try await world.cli.run(
+            [
+                "accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString,
+                "--client-id", "vault-cli", "--json",
+            ], stdin: AccountsAndTokenTests.tokenResponse(foreign))
         #expect(unvouched.status == 0, "\(unvouched)")
         #expect(try unvouched.jsonObject()["subject_source"] as? String == "unverified")
         await elsewhere.stop()
@@ -218,7 +233,8 @@ struct LoginCommandTests {
         for _ in 0..<5 {
             let response = try await transport.send(HTTPRequest(method: .get, url: next))
             guard (300..<400).contains(response.status), let location = response.headers["Location"],
-                  let target = URL(string: location, relativeTo: next)?.absoluteURL else {
+                let target = URL(string: location, relativeTo: next)?.absoluteURL
+            else {
                 return String(decoding: response.body, as: UTF8.self)
             }
             next = target

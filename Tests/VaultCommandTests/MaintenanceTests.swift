@@ -160,8 +160,9 @@ struct MaintenanceTests {
     @Test("backup writes a 0600 copy that opens with the same key and holds the same records, and never overwrites")
     func backup() async throws {
         let filled = try await Filled()
-        try FileManager.default.createDirectory(at: filled.cli.file("copies"), withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(
+            at: filled.cli.file("copies"), withIntermediateDirectories: false,
+            attributes: [.posixPermissions: 0o700])
         let target = filled.cli.file("copies/vault-backup.db")
         let result = try await filled.cli.run(["backup", target.path])
         #expect(result.status == 0, "\(result)")
@@ -221,8 +222,10 @@ struct MaintenanceTests {
         #expect(try await filled.cli.run(["export", "--json"]).status == Exit.usage, "an unredacted export does not exist")
 
         // The other read commands show personal values (that is their job) but never a secret.
-        for arguments in [["accounts", "list", "--json"], ["accounts", "show"], ["devices", "list", "--json"],
-                          ["notifications", "list", "--json"]] {
+        for arguments in [
+            ["accounts", "list", "--json"], ["accounts", "show"], ["devices", "list", "--json"],
+            ["notifications", "list", "--json"],
+        ] {
             let output = try await filled.run(arguments)
             #expect(output.status == 0, "\(output)")
             for secret in Populate.secrets { #expect(!output.allOutput.contains(secret), "vault \(arguments) leaked a secret") }

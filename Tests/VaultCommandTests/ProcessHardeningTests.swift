@@ -37,8 +37,10 @@ struct ProcessHardeningTests {
         // 30 s is inside the 60 s leeway: `vault token` must refresh, and waits for the gateway.
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli", accessTokenLifetime: .seconds(30))
         let added = try await cli.run(
-            ["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-             "--subject", "alice"],
+            [
+                "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                "--subject", "alice",
+            ],
             stdin: AccountsAndTokenTests.tokenResponse(issued))
         #expect(added.status == 0, "\(added)")
         await gateway.holdTokenResponses()
@@ -54,8 +56,9 @@ struct ProcessHardeningTests {
             try ChildProgram(try BuiltProgram.url(named: "vault"), ["token"], environment: environment)
         }
         let child = try #require(started, "the hard core limit does not allow a child with a core limit above 0")
-        #expect(await gateway.waitForStats(upTo: TestTimeScale.scaled(.seconds(60))) { $0.tokenRequests >= 1 },
-                "`vault token` never asked the gateway")
+        #expect(
+            await gateway.waitForStats(upTo: TestTimeScale.scaled(.seconds(60))) { $0.tokenRequests >= 1 },
+            "`vault token` never asked the gateway")
         let pid = child.processIdentifier
 
         // prctl(PR_SET_DUMPABLE, 0) comes first and the core limit is set only once it succeeded,
@@ -64,8 +67,9 @@ struct ProcessHardeningTests {
         #expect(Self.coreLimit(of: pid) == "0", "the running vault may still dump core")
         if geteuid() != 0 {
             let owner = (try? FileManager.default.attributesOfItem(atPath: "/proc/\(pid)/environ"))?[.ownerAccountID] as? NSNumber
-            #expect(owner?.intValue == 0,
-                    "a dumpable process's /proc/PID/environ belongs to its user")
+            #expect(
+                owner?.intValue == 0,
+                "a dumpable process's /proc/PID/environ belongs to its user")
         }
 
         // What the kernel shows of its environment: the passphrases overwritten, the rest intact.
@@ -75,8 +79,9 @@ struct ProcessHardeningTests {
         } else {
             let text = String(decoding: environ, as: UTF8.self)
             #expect(text.contains("HARDENING_TEST_MARKER=still-here"), "the environment was read")
-            #expect(SecretTrace.firstFound(of: [Self.passphrase, Self.newPassphrase], in: text) == nil,
-                    "a passphrase is still in the running vault's environment")
+            #expect(
+                SecretTrace.firstFound(of: [Self.passphrase, Self.newPassphrase], in: text) == nil,
+                "a passphrase is still in the running vault's environment")
         }
 
         await gateway.releaseTokenResponses()

@@ -10,10 +10,14 @@ struct SessionTransferCommandTests {
     @Test("export --move from vault A, import into vault B: B's `vault token` refreshes at the gateway; A's sends no request")
     func moveBetweenProcesses() async throws {
         let gateway = try await DevGateway.start()
-        let a = try await VaultCLI.keyFileVault(), b = try await VaultCLI.keyFileVault()
+        let a = try await VaultCLI.keyFileVault()
+        let b = try await VaultCLI.keyFileVault()
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
-        let added = try await a.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-                                     "--subject", "alice", "--label", "Alice"], stdin: AccountsAndTokenTests.tokenResponse(issued))
+        let added = try await a.run(
+            [
+                "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                "--subject", "alice", "--label", "Alice",
+            ], stdin: AccountsAndTokenTests.tokenResponse(issued))
         try #require(added.status == 0, "\(added)")
 
         let recipient = try await b.run(["recipient"])
@@ -56,10 +60,17 @@ struct SessionTransferCommandTests {
     @Test("export --access-only keeps A working; B gets no refresh token; a tampered or wrongly addressed blob is refused")
     func accessOnlyAndRefusals() async throws {
         let gateway = try await DevGateway.start()
-        let a = try await VaultCLI.keyFileVault(), b = try await VaultCLI.keyFileVault(), c = try await VaultCLI.keyFileVault()
+        let a = try await VaultCLI.keyFileVault()
+        let b = try await VaultCLI.keyFileVault()
+        let c = try await VaultCLI.keyFileVault()
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
-        try #require(try await a.run(["accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
-                                      "--subject", "alice"], stdin: AccountsAndTokenTests.tokenResponse(issued)).status == 0)
+        try #require(
+            try await a.run(
+                [
+                    "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
+                    "--subject", "alice",
+                ], stdin: AccountsAndTokenTests.tokenResponse(issued)
+            ).status == 0)
         let toB = try await b.run(["recipient"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let toC = try await c.run(["recipient"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
 

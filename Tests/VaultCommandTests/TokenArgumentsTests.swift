@@ -15,8 +15,10 @@ struct TokenArgumentsTests {
         try #require(try await cli.run(["init", "--key-file", key]).status == 0)
         let response = #"{"access_token": "\#(accessToken)", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "RT-arguments"}"#
         let added = try await cli.run(
-            ["accounts", "add", "--key-file", key, "--token-endpoint", "http://127.0.0.1:9/token", "--client-id", "cli",
-             "--subject", "alice"], stdin: response)
+            [
+                "accounts", "add", "--key-file", key, "--token-endpoint", "http://127.0.0.1:9/token", "--client-id", "cli",
+                "--subject", "alice",
+            ], stdin: response)
         try #require(added.status == 0, "\(added)")
         return (cli, key)
     }

@@ -15,14 +15,18 @@ struct TransportCommandTests {
     /// A token response whose access token expires inside the 60 s leeway, so `vault token` refreshes.
     static let expiringTokens = #"{"access_token":"access-imported","token_type":"Bearer","expires_in":30,"refresh_token":"refresh-imported"}"#
 
-    @Test("accounts add refuses a look-alike host as token or revocation endpoint, exits 64 and stores nothing",
-          arguments: lookAlikes)
+    @Test(
+        "accounts add refuses a look-alike host as token or revocation endpoint, exits 64 and stores nothing",
+        arguments: lookAlikes)
     func lookAlikeRefused(_ endpoint: String) async throws {
         let fixture = try await AccountsAndTokenTests.Fixture()
-        for endpoints in [["--token-endpoint", endpoint],
-                          ["--token-endpoint", "https://id.example.test/token", "--revocation-endpoint", endpoint]] {
-            let result = try await fixture.run(["accounts", "add", "--client-id", "vault-cli", "--subject", "alice"] + endpoints,
-                                               stdin: Self.expiringTokens)
+        for endpoints in [
+            ["--token-endpoint", endpoint],
+            ["--token-endpoint", "https://id.example.test/token", "--revocation-endpoint", endpoint],
+        ] {
+            let result = try await fixture.run(
+                ["accounts", "add", "--client-id", "vault-cli", "--subject", "alice"] + endpoints,
+                stdin: Self.expiringTokens)
             #expect(result.status == Exit.usage, "\(result)")
             #expect(result.stderr.contains("is refused"), "\(result.stderr)")
         }
@@ -35,20 +39,25 @@ struct TransportCommandTests {
         let fixture = try await AccountsAndTokenTests.Fixture()
         let base = ["accounts", "add", "--client-id", "vault-cli", "--subject", "alice"]
 
-        let malformed = try await fixture.run(base + ["--token-endpoint", "https://id.example.test/token", "--pin", "sha256/abc="],
-                                              stdin: Self.expiringTokens)
+        let malformed = try await fixture.run(
+            base + ["--token-endpoint", "https://id.example.test/token", "--pin", "sha256/abc="],
+            stdin: Self.expiringTokens)
         #expect(malformed.status == Exit.usage, "\(malformed)")
         #expect(malformed.stderr.contains("sha256/ followed by the base64"), "\(malformed.stderr)")
 
-        let plain = try await fixture.run(base + ["--token-endpoint", "http://127.0.0.1:9/token", "--pin", chain.leaf.pin],
-                                          stdin: Self.expiringTokens)
+        let plain = try await fixture.run(
+            base + ["--token-endpoint", "http://127.0.0.1:9/token", "--pin", chain.leaf.pin],
+            stdin: Self.expiringTokens)
         #expect(plain.status == Exit.usage, "\(plain)")
         #expect(plain.stderr.contains("must use https"), "\(plain.stderr)")
         #expect(try await fixture.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
 
-        let added = try await fixture.run(base + ["--token-endpoint", "https://id.example.test/token", "--json",
-                                                  "--pin", chain.leaf.pin, "--pin", chain.intermediate.pin],
-                                          stdin: Self.expiringTokens)
+        let added = try await fixture.run(
+            base + [
+                "--token-endpoint", "https://id.example.test/token", "--json",
+                "--pin", chain.leaf.pin, "--pin", chain.intermediate.pin,
+            ],
+            stdin: Self.expiringTokens)
         #expect(added.status == 0, "\(added)")
         let shown = try await fixture.run(["accounts", "show", "alice", "--json"]).jsonObject()
         let client = try #require(shown["client"] as? [String: Any])
@@ -62,8 +71,10 @@ struct TransportCommandTests {
             tls: chain.serverIdentity, answer: .json(200, #"{"access_token":"never-issued","token_type":"Bearer"}"#))
         let fixture = try await AccountsAndTokenTests.Fixture()
         let added = try await fixture.run(
-            ["accounts", "add", "--client-id", "vault-cli", "--subject", "alice", "--token-endpoint",
-             server.url("/oauth/token").absoluteString, "--pin", TestChain.unrelatedPin],
+            [
+                "accounts", "add", "--client-id", "vault-cli", "--subject", "alice", "--token-endpoint",
+                server.url("/oauth/token").absoluteString, "--pin", TestChain.unrelatedPin,
+            ],
             stdin: Self.expiringTokens)
         #expect(added.status == 0, "\(added)")
 

@@ -116,9 +116,11 @@ import VaultTestSupport
         #expect(error?.code == .weakParameters)
     }
 
-    static let acceptable: [KDFParameters] = [.owaspFloor, .interactive, .moderate, .sensitive,
-                                              KDFParameters(opsLimit: 2, memLimitBytes: 19 << 20),
-                                              KDFParameters(opsLimit: 5, memLimitBytes: 46 << 20)]
+    static let acceptable: [KDFParameters] = [
+        .owaspFloor, .interactive, .moderate, .sensitive,
+        KDFParameters(opsLimit: 2, memLimitBytes: 19 << 20),
+        KDFParameters(opsLimit: 5, memLimitBytes: 46 << 20),
+    ]
 
     @Test("the floor itself and libsodium's named levels are accepted", arguments: acceptable)
     func acceptableCost(cost: KDFParameters) throws {

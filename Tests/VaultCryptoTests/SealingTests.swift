@@ -4,16 +4,20 @@ import VaultCrypto
 
 /// Sealing and opening a field: round trips, and every way a blob can be wrong.
 @Suite struct SealingTests {
-    static let context = SealContext(vaultID: Array(repeating: 0xab, count: 16), table: "tokens", column: "refresh_token",
-                                     account: "acct-1", row: "acct-1", version: "7")
+    static let context = SealContext(
+        vaultID: Array(repeating: 0xab, count: 16), table: "tokens", column: "refresh_token",
+        account: "acct-1", row: "acct-1", version: "7")
 
     /// Runs `body`, requires a ``CryptoError`` with `code`.
-    func expectCryptoError<T>(_ code: CryptoError.Code, _ comment: Comment? = nil,
-                              sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T) {
+    func expectCryptoError<T>(
+        _ code: CryptoError.Code, _ comment: Comment? = nil,
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> T
+    ) {
         do {
             _ = try body()
-            Issue.record("expected CryptoError \(code), got a value. \(comment.map(String.init(describing:)) ?? "")",
-                         sourceLocation: sourceLocation)
+            Issue.record(
+                "expected CryptoError \(code), got a value. \(comment.map(String.init(describing:)) ?? "")",
+                sourceLocation: sourceLocation)
         } catch let error as CryptoError {
             #expect(error.code == code, "\(error) \(comment.map(String.init(describing:)) ?? "")", sourceLocation: sourceLocation)
         } catch {
@@ -90,8 +94,14 @@ import VaultCrypto
         ContextChange(name: "version") { $0.version = "8" },
         ContextChange(name: "empty version") { $0.version = "" },
         // Length prefixes: moving bytes between neighbouring fields is a different context.
-        ContextChange(name: "table/column boundary") { $0.table = "tokensr"; $0.column = "efresh_token" },
-        ContextChange(name: "account/row boundary") { $0.account = "acct-1acct-1"; $0.row = "" },
+        ContextChange(name: "table/column boundary") {
+            $0.table = "tokensr"
+            $0.column = "efresh_token"
+        },
+        ContextChange(name: "account/row boundary") {
+            $0.account = "acct-1acct-1"
+            $0.row = ""
+        },
     ]
 
     @Test("a blob opened for any other context fails authentication", arguments: contextChanges)

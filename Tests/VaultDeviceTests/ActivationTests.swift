@@ -2,9 +2,10 @@ import DevGateway
 import Foundation
 import GRDB
 import Testing
-@testable import VaultSession
 import VaultStore
 import VaultTestSupport
+
+@testable import VaultSession
 
 /// New-device activation against the DevGateway on loopback: device B (a second install
 /// signed in to the same account) is activated by device A approving the notification, by a
@@ -200,9 +201,10 @@ import VaultTestSupport
     }
 
     private func restarted(_ world: DeviceWorld, _ b: Device) -> DeviceActivation {
-        DeviceActivation(session: b.service, api: b.api, clock: world.time.clock, wallClock: world.time.wallClock,
-                         configuration: ActivationConfiguration(approvalTimeout: .seconds(60), pollInterval: .seconds(5)),
-                         logger: b.store.logs.logger(label: "devices.restarted"))
+        DeviceActivation(
+            session: b.service, api: b.api, clock: world.time.clock, wallClock: world.time.wallClock,
+            configuration: ActivationConfiguration(approvalTimeout: .seconds(60), pollInterval: .seconds(5)),
+            logger: b.store.logs.logger(label: "devices.restarted"))
     }
 
     @Test func aRestartedActivationWaitsOnTheSameRequestUntilTheSameDeadline() async throws {
@@ -262,7 +264,9 @@ import VaultTestSupport
             #expect(stored.pendingApproval == approval, "a roster sync of a still-pending device keeps its request")
 
             // Someone with the file moves the deadline a day later: the row no longer authenticates.
-            try RawDatabase.execute(b.store.url, """
+            try RawDatabase.execute(
+                b.store.url,
+                """
                 UPDATE devices SET approval_request =
                     json_set(approval_request, '$.deadline', json_extract(approval_request, '$.deadline') + 86400000)
                 WHERE registration_id = ?

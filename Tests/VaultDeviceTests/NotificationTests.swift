@@ -1,24 +1,28 @@
-import VaultTestSupport
 import Clocks
 import DevGateway
 import Foundation
 import Testing
-@testable import VaultSession
 import VaultStore
+import VaultTestSupport
+
+@testable import VaultSession
 
 /// Notification history against the DevGateway on loopback: sync with the codelab's paging,
 /// listing from the vault, answering once, and pruning.
 @Suite struct NotificationTests {
     /// An active device (the account's first) and `count` notifications, one a minute, oldest first.
-    private func activeDeviceWithNotifications(_ world: DeviceWorld, count: Int, every interval: Duration = .seconds(60),
-                                               expiresIn: Duration? = nil) async throws -> (Device, [String]) {
+    private func activeDeviceWithNotifications(
+        _ world: DeviceWorld, count: Int, every interval: Duration = .seconds(60),
+        expiresIn: Duration? = nil
+    ) async throws -> (Device, [String]) {
         let a = try await world.device("Desk workstation")
         _ = try await a.register()
         var uuids: [String] = []
         for index in 1...count {
-            uuids.append(await world.gateway.postNotification(
-                subject: "alice", title: "Sign-in request \(index)", message: "Sign in to the web console?",
-                actions: [("Allow", "allow"), ("Deny", "deny")], expiresIn: expiresIn))
+            uuids.append(
+                await world.gateway.postNotification(
+                    subject: "alice", title: "Sign-in request \(index)", message: "Sign in to the web console?",
+                    actions: [("Allow", "allow"), ("Deny", "deny")], expiresIn: expiresIn))
             await world.time.testClock.advance(by: interval)
         }
         return (a, uuids)
@@ -104,8 +108,11 @@ import VaultStore
             #expect(seen == Array(uuids.reversed()))
             let pending = try await a.inbox.list(NotificationQuery(account: a.account, pendingOnly: true, limit: 10)).items
             #expect(pending.map(\.uuid) == Array(uuids[0..<4].reversed()))
-            let ranged = try await a.inbox.list(NotificationQuery(account: a.account, since: TestTime.defaultOrigin.addingTimeInterval(60),
-                                                                  until: TestTime.defaultOrigin.addingTimeInterval(180), limit: 10)).items
+            let ranged = try await a.inbox.list(
+                NotificationQuery(
+                    account: a.account, since: TestTime.defaultOrigin.addingTimeInterval(60),
+                    until: TestTime.defaultOrigin.addingTimeInterval(180), limit: 10)
+            ).items
             #expect(ranged.map(\.uuid) == [uuids[2], uuids[1]])
             #expect(try await a.inbox.list(NotificationQuery(account: AccountID(rawValue: "someone-else"))).items.isEmpty)
             #expect(a.transport.requests.count == sent, "listing must not call the server")
@@ -119,10 +126,12 @@ import VaultStore
             let answers = { a.transport.count("POST", pathSuffix: "/answer") }
 
             // An action the notification does not offer.
-            #expect(try await a.inbox.answer(uuids[0], action: "approve", account: a.account)
+            #expect(
+                try await a.inbox.answer(uuids[0], action: "approve", account: a.account)
                     == .refused(.actionNotOffered("approve", offered: ["allow", "deny"])))
             // A notification the vault does not know.
-            #expect(try await a.inbox.answer("no-such-uuid", action: "allow", account: a.account)
+            #expect(
+                try await a.inbox.answer("no-such-uuid", action: "allow", account: a.account)
                     == .refused(.unknownNotification("no-such-uuid")))
             #expect(answers() == 0)
 
@@ -134,8 +143,10 @@ import VaultStore
             #expect(record.answeredByDevice == a.vault.deviceID)
             #expect(record.answeredAt == world.time.now())
             #expect(answers() == 1)
-            guard case .refused(.alreadyAnswered(let action, let device, _)) =
-                    try await a.inbox.answer(uuids[0], action: "deny", account: a.account) else {
+            guard
+                case .refused(.alreadyAnswered(let action, let device, _)) =
+                    try await a.inbox.answer(uuids[0], action: "deny", account: a.account)
+            else {
                 Issue.record("a second answer should be refused")
                 return
             }
@@ -250,9 +261,12 @@ import VaultStore
             let sensitive = await world.gateway.postNotification(
                 subject: "alice", title: "Sign in on the web?", message: "Firefox on Linux",
                 actions: [(label: "Allow", action: "allow", authLevel: "high"), (label: "Deny", action: "deny", authLevel: nil)])
-            let plain = await world.gateway.postNotification(subject: "alice", title: "New login", message: "Seen",
-                                                            actions: [(label: "Allow", action: "allow", authLevel: "high"),
-                                                                      (label: "OK", action: "ok", authLevel: nil)])
+            let plain = await world.gateway.postNotification(
+                subject: "alice", title: "New login", message: "Seen",
+                actions: [
+                    (label: "Allow", action: "allow", authLevel: "high"),
+                    (label: "OK", action: "ok", authLevel: nil),
+                ])
             _ = try await a.inbox.syncAll(account: a.account)
             await world.time.advance(by: .seconds(301))
             await #expect {

@@ -1,9 +1,10 @@
-import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing
-@testable import VaultSession
 import VaultStore
+import VaultTestSupport
+
+@testable import VaultSession
 
 /// A device the server revoked ends its session as expired(device revoked), tokens wiped.
 @Suite struct RevokedDeviceTests {

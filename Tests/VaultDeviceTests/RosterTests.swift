@@ -1,10 +1,11 @@
 import DevGateway
 import Foundation
 import Testing
-@testable import VaultSession
 import VaultStore
 import VaultSync
 import VaultTestSupport
+
+@testable import VaultSession
 
 /// The roster a server sends is stored whole or not at all; a device it stops listing is
 /// marked, not deleted.
@@ -62,20 +63,28 @@ struct RosterTests {
             // A roster whose new device would take a registration id another account of this vault
             // has: the write fails part-way, and nothing of it stays (one transaction).
             let bob = try a.vault.addAccount(Samples.account("bob"))
-            let bobsDevice = DeviceRegistration(id: "reg-bob", account: bob.id, deviceID: "bobs-phone", name: "Phone", platform: "linux",
-                                                status: .active, createdAt: Date(), updatedAt: Date())
+            let bobsDevice = DeviceRegistration(
+                id: "reg-bob", account: bob.id, deviceID: "bobs-phone", name: "Phone", platform: "linux",
+                status: .active, createdAt: Date(), updatedAt: Date())
             try a.vault.saveDevice(bobsDevice)
-            let clashing = DeviceRoster(session: a.service, api: EditedRoster(base: a.api) { devices in
-                devices.filter { $0.deviceID != b.vault.deviceID }
-                    + [RemoteDevice(registrationID: "reg-bob", deviceID: "intruder", name: "X", platform: "linux", status: .active,
-                                    createdAt: Date(), updatedAt: Date())]
-            })
+            let clashing = DeviceRoster(
+                session: a.service,
+                api: EditedRoster(base: a.api) { devices in
+                    devices.filter { $0.deviceID != b.vault.deviceID }
+                        + [
+                            RemoteDevice(
+                                registrationID: "reg-bob", deviceID: "intruder", name: "X", platform: "linux", status: .active,
+                                createdAt: Date(), updatedAt: Date())
+                        ]
+                })
             await #expect(throws: (any Error).self) { try await clashing.refresh(account: a.account) }
             #expect(try a.vault.devices(for: a.account) == before, "B was not marked gone, nothing was added")
 
-            let withoutB = DeviceRoster(session: a.service, api: EditedRoster(base: a.api) { devices in
-                devices.filter { $0.deviceID != b.vault.deviceID }
-            })
+            let withoutB = DeviceRoster(
+                session: a.service,
+                api: EditedRoster(base: a.api) { devices in
+                    devices.filter { $0.deviceID != b.vault.deviceID }
+                })
             let after = try await withoutB.refresh(account: a.account)
             #expect(after.count == 2, "the device the server dropped is kept")
             let gone = try #require(after.first { $0.deviceID == b.vault.deviceID })

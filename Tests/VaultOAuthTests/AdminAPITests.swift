@@ -18,7 +18,9 @@ struct AdminAPITests {
     @Test("grants, faults, sign-out and stats can be driven over HTTP")
     func adminOverHTTP() async throws {
         try await withGateway { gateway in
-            let created = try await admin(.post, "admin/grants", json: #"{"subject":"alice","client_id":"ext","client_secret":"pw","scope":"openid","access_token_lifetime":60}"#, on: gateway)
+            let created = try await admin(
+                .post, "admin/grants", json: #"{"subject":"alice","client_id":"ext","client_secret":"pw","scope":"openid","access_token_lifetime":60}"#,
+                on: gateway)
             #expect(created.status == 201)
             #expect(created.headers["cache-control"] == "no-store")
             let issued = try TokenResponse.parse(created.body)

@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import Testing
 import VaultOAuth
-import VaultURLSession
 import VaultTestSupport
+import VaultURLSession
 
 /// Issue 12, part 2: a token endpoint that answers one byte every 1.5 s never trips an idle
 /// timeout. Every request has a total deadline, measured on an injected clock: the test moves
@@ -25,16 +25,18 @@ struct DeadlineTests {
     static let body = #"{"access_token":"access-too-late","token_type":"Bearer","expires_in":3600}"#
     static let quiet = Logger(label: "test.deadline") { _ in SwiftLogNoOpLogHandler() }
 
-    @Test("a refresh answered one byte every 1.5 s is cut off at the deadline, as a transient timeout, its connection closed",
-          arguments: Transport.allCases)
+    @Test(
+        "a refresh answered one byte every 1.5 s is cut off at the deadline, as a transient timeout, its connection closed",
+        arguments: Transport.allCases)
     func tricklingTokenEndpointIsCutOff(_ kind: Transport) async throws {
         try await withServer(nil, answer: .trickle(Self.body, every: .milliseconds(1500))) { server in
             let time = TestTime()
             let client = OAuthClient(transport: kind.make(), logger: Self.quiet, requestDeadline: .seconds(30), clock: time.clock)
             let refresh = Task { () -> RefreshError? in
                 do throws(RefreshError) {
-                    _ = try await client.refresh(refreshToken: "refresh-trickled", endpoint: server.url("/oauth/token"),
-                                                 client: ClientCredentials(clientID: "vault-cli"))
+                    _ = try await client.refresh(
+                        refreshToken: "refresh-trickled", endpoint: server.url("/oauth/token"),
+                        client: ClientCredentials(clientID: "vault-cli"))
                     return nil
                 } catch {
                     return error
@@ -61,8 +63,9 @@ struct DeadlineTests {
             let client = OAuthClient(transport: kind.make(), logger: Self.quiet, requestDeadline: .seconds(30), clock: time.clock)
             let revocation = Task { () -> RevocationError? in
                 do throws(RevocationError) {
-                    try await client.revoke(token: "refresh-revoked-late", hint: .refreshToken, endpoint: server.url("/oauth/revoke"),
-                                            client: ClientCredentials(clientID: "vault-cli"))
+                    try await client.revoke(
+                        token: "refresh-revoked-late", hint: .refreshToken, endpoint: server.url("/oauth/revoke"),
+                        client: ClientCredentials(clientID: "vault-cli"))
                     return nil
                 } catch {
                     return error
@@ -79,12 +82,14 @@ struct DeadlineTests {
     func perCallDeadline() async throws {
         try await withServer(nil, answer: .silence) { server in
             let time = TestTime()
-            let client = OAuthClient(transport: NIOTransport(timeout: .seconds(600)), logger: Self.quiet,
-                                     requestDeadline: .seconds(30), clock: time.clock)
+            let client = OAuthClient(
+                transport: NIOTransport(timeout: .seconds(600)), logger: Self.quiet,
+                requestDeadline: .seconds(30), clock: time.clock)
             let refresh = Task { () -> RefreshError? in
                 do throws(RefreshError) {
-                    _ = try await client.refresh(refreshToken: "refresh-short-deadline", endpoint: server.url("/oauth/token"),
-                                                 client: ClientCredentials(clientID: "vault-cli"), deadline: .seconds(5))
+                    _ = try await client.refresh(
+                        refreshToken: "refresh-short-deadline", endpoint: server.url("/oauth/token"),
+                        client: ClientCredentials(clientID: "vault-cli"), deadline: .seconds(5))
                     return nil
                 } catch {
                     return error

@@ -2,6 +2,7 @@ import DevGateway
 import Foundation
 import Testing
 import VaultTestSupport
+
 @testable import VaultOAuth
 
 /// A server that repeats what it was sent, in whatever encoding, never gets a token or the
@@ -93,12 +94,15 @@ struct EchoedSecretTests {
     }
 
     enum EchoingError: String, CaseIterable, CustomTestStringConvertible {
-        case invalidGrant = "invalid_grant", invalidClient = "invalid_client", unregistered = "made_up_error"
+        case invalidGrant = "invalid_grant"
+        case invalidClient = "invalid_client"
+        case unregistered = "made_up_error"
         var testDescription: String { rawValue }
     }
 
-    @Test("a token endpoint that echoes the request in its error leaks neither the refresh token nor the Basic credential",
-          arguments: EchoingError.allCases)
+    @Test(
+        "a token endpoint that echoes the request in its error leaks neither the refresh token nor the Basic credential",
+        arguments: EchoingError.allCases)
     func echoingTokenEndpoint(_ code: EchoingError) async throws {
         let capture = LogCapture()
         let secret = Sample.punctuatedSecret.value
@@ -108,8 +112,10 @@ struct EchoedSecretTests {
             let issued = await gateway.issueGrant(subject: "alice", clientID: "vault sync", clientSecret: secret)
             let refreshToken = try issued.requiredRefreshToken
             await gateway.failNextTokenRequests(with: TokenFault(status: 400, error: code.rawValue, echoesRequest: true))
-            let error = try #require(await refreshFailure(client, refreshToken: refreshToken, endpoint: gateway.tokenEndpoint,
-                                                          credentials: credentials))
+            let error = try #require(
+                await refreshFailure(
+                    client, refreshToken: refreshToken, endpoint: gateway.tokenEndpoint,
+                    credentials: credentials))
             // The request really carried them: the Basic header and the form-encoded token.
             let sent = try #require(transport.requests.last)
             #expect(sent.headers["Authorization"]?.hasPrefix("Basic ") == true)
@@ -117,7 +123,8 @@ struct EchoedSecretTests {
 
             var dumped = ""
             dump(error, to: &dumped)
-            let texts = [error.description, String(reflecting: error), error.localizedDescription, "\(error)", dumped]
+            let texts =
+                [error.description, String(reflecting: error), error.localizedDescription, "\(error)", dumped]
                 + capture.capturedLines
             let secrets = [refreshToken, secret, "vault sync:\(secret)", "vault+sync:" + Self.encodings(of: secret)[2]]
             for text in texts {

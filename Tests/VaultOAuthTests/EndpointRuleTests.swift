@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultOAuth
 
 /// Issue 12, part 2: plain http only to this machine by loopback literal or exactly

@@ -38,8 +38,9 @@ struct GatewaySignInTests {
             #expect(rfc8414.status == 200)
             #expect(rfc8414.body == openID.body)
 
-            let changed = try await wire.admin("admin/discovery",
-                                               #"{"openid_configuration": false, "issuer": "https://elsewhere.example", "omit": ["jwks_uri", "guest_endpoint"]}"#)
+            let changed = try await wire.admin(
+                "admin/discovery",
+                #"{"openid_configuration": false, "issuer": "https://elsewhere.example", "omit": ["jwks_uri", "guest_endpoint"]}"#)
             #expect(changed.status == 204)
             #expect(try await wire.get(gateway.openIDConfigurationURL).status == 404)
             let fallback = try await wire.get(gateway.authorizationServerMetadataURL).jsonObject()
@@ -120,8 +121,9 @@ struct GatewaySignInTests {
             #expect(unknown.status == 400 && unknown.headers["location"] == nil)
 
             await gateway.signInBrowserUser("alice")
-            let plain = try await wire.authorize(client: "vault-app", redirect: redirect, challenge: pkce.challenge,
-                                                 extra: [("code_challenge_method", "plain")])
+            let plain = try await wire.authorize(
+                client: "vault-app", redirect: redirect, challenge: pkce.challenge,
+                extra: [("code_challenge_method", "plain")])
             #expect(try plain.redirectQuery()["error"] == "invalid_request")
 
             let wrongTry = try await wire.authorize(client: "vault-app", redirect: redirect, challenge: pkce.challenge, extra: [("nonce", "n-1")])
@@ -131,8 +133,9 @@ struct GatewaySignInTests {
             #expect(wrong.status == 400)
             #expect(try wrong.jsonObject()["error"] as? String == "invalid_grant")
 
-            let approved = try await wire.authorize(client: "vault-app", redirect: redirect + "?from=test", challenge: pkce.challenge,
-                                                    extra: [("nonce", "n-2"), ("state", "s+1 /x")])
+            let approved = try await wire.authorize(
+                client: "vault-app", redirect: redirect + "?from=test", challenge: pkce.challenge,
+                extra: [("nonce", "n-2"), ("state", "s+1 /x")])
             let query = try approved.redirectQuery()
             #expect(query["state"] == "s+1 /x")
             #expect(query["iss"] == gateway.issuer)
@@ -152,8 +155,9 @@ struct GatewaySignInTests {
             let reused = try await wire.exchange(code: freshCode, verifier: pkce.verifier, client: "vault-app", redirect: redirect)
             #expect(try reused.jsonObject()["error"] as? String == "invalid_grant")
             let (client, _) = makeClient()
-            let afterReuse = await refreshFailure(client, refreshToken: try #require(tokens.refreshToken),
-                                                  endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-app"))
+            let afterReuse = await refreshFailure(
+                client, refreshToken: try #require(tokens.refreshToken),
+                endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-app"))
             #expect(afterReuse?.isInvalidGrant == true, "a reused code revokes the grant it produced (RFC 6749 §4.1.2)")
 
             await gateway.signInBrowserUser("alice", mode: .deny)
@@ -193,8 +197,9 @@ struct GatewaySignInTests {
 
             clock.advance(by: 60)
             let (client, _) = makeClient()
-            let refreshed = try await client.refresh(refreshToken: try #require(forced.tokens.refreshToken),
-                                                     endpoint: gateway.tokenEndpoint, client: ClientCredentials(clientID: "vault-app"))
+            let refreshed = try await client.refresh(
+                refreshToken: try #require(forced.tokens.refreshToken),
+                endpoint: gateway.tokenEndpoint, client: ClientCredentials(clientID: "vault-app"))
             let again = try await wire.publishedKeys().verify(try #require(refreshed.idToken), as: SignedClaims.self)
             #expect(again.authTime == signedIn + 210 && again.iat == signedIn + 270)
             #expect(again.nonce == nil)
@@ -257,8 +262,9 @@ struct GatewaySignInTests {
             clock.advance(by: 5)
             #expect(try await wire.poll(eager.deviceCode, client: "tv-app").oauthError == "slow_down", "the interval grew to 10 s")
             clock.advance(by: 15)
-            #expect(try await wire.poll(eager.deviceCode, client: "tv-app").oauthError == "authorization_pending",
-                    "each slow_down added 5 s: 15 s now")
+            #expect(
+                try await wire.poll(eager.deviceCode, client: "tv-app").oauthError == "authorization_pending",
+                "each slow_down added 5 s: 15 s now")
             #expect(try await wire.poll(eager.deviceCode, client: "other-app").status == 401, "an unknown client is refused")
 
             let stats = await gateway.stats()
@@ -304,11 +310,13 @@ struct GatewaySignInTests {
                     }
                 }
             }
-            let sound = try await keys.verify(try #require(await gateway.issueGrant(subject: "alice", clientID: "vault-cli").idToken),
-                                              as: SignedClaims.self)
+            let sound = try await keys.verify(
+                try #require(await gateway.issueGrant(subject: "alice", clientID: "vault-cli").idToken),
+                as: SignedClaims.self)
             #expect(sound.iss == gateway.issuer && sound.aud == "vault-cli" && sound.nonce == nil)
-            #expect(await gateway.issueGrant(subject: "alice", clientID: "vault-cli", scope: "profile").idToken == nil,
-                    "no openid, no ID token")
+            #expect(
+                await gateway.issueGrant(subject: "alice", clientID: "vault-cli", scope: "profile").idToken == nil,
+                "no openid, no ID token")
         }
     }
 
@@ -325,16 +333,19 @@ struct GatewaySignInTests {
             let guestRefresh = try #require(guestTokens.refreshToken)
 
             let alice = await gateway.issueGrant(subject: "alice", clientID: "vault-app")
-            let badBearer = try await wire.post(gateway.guestConversionEndpoint, form: [("guest_refresh_token", guestRefresh)],
-                                                headers: ["Authorization": "Bearer not-a-token"])
+            let badBearer = try await wire.post(
+                gateway.guestConversionEndpoint, form: [("guest_refresh_token", guestRefresh)],
+                headers: ["Authorization": "Bearer not-a-token"])
             #expect(badBearer.status == 401 && badBearer.oauthError == "invalid_token")
-            let asGuest = try await wire.post(gateway.guestConversionEndpoint, form: [("guest_refresh_token", guestRefresh)],
-                                              headers: ["Authorization": "Bearer \(guestTokens.accessToken)"])
+            let asGuest = try await wire.post(
+                gateway.guestConversionEndpoint, form: [("guest_refresh_token", guestRefresh)],
+                headers: ["Authorization": "Bearer \(guestTokens.accessToken)"])
             #expect(asGuest.status == 400, "a guest cannot convert a guest")
 
-            let converted = try await wire.post(gateway.guestConversionEndpoint,
-                                                form: [("guest_refresh_token", guestRefresh), ("client_id", "vault-app")],
-                                                headers: ["Authorization": "Bearer \(alice.accessToken)"])
+            let converted = try await wire.post(
+                gateway.guestConversionEndpoint,
+                form: [("guest_refresh_token", guestRefresh), ("client_id", "vault-app")],
+                headers: ["Authorization": "Bearer \(alice.accessToken)"])
             #expect(converted.status == 200)
             let answer = try converted.jsonObject()
             #expect(answer["converted"] as? Bool == true)
@@ -342,11 +353,13 @@ struct GatewaySignInTests {
             #expect(await gateway.guestConversion(of: guestClaims.sub) == "alice")
 
             let (client, _) = makeClient()
-            let guestRefreshed = await refreshFailure(client, refreshToken: guestRefresh, endpoint: gateway.tokenEndpoint,
-                                                      credentials: ClientCredentials(clientID: "vault-app"))
+            let guestRefreshed = await refreshFailure(
+                client, refreshToken: guestRefresh, endpoint: gateway.tokenEndpoint,
+                credentials: ClientCredentials(clientID: "vault-app"))
             #expect(guestRefreshed?.isInvalidGrant == true)
-            let twice = try await wire.post(gateway.guestConversionEndpoint, form: [("guest_refresh_token", guestRefresh)],
-                                            headers: ["Authorization": "Bearer \(alice.accessToken)"])
+            let twice = try await wire.post(
+                gateway.guestConversionEndpoint, form: [("guest_refresh_token", guestRefresh)],
+                headers: ["Authorization": "Bearer \(alice.accessToken)"])
             #expect(twice.status == 400 && twice.oauthError == "invalid_grant")
 
             let stats = await gateway.stats()
@@ -373,8 +386,10 @@ private struct Wire {
     }
 
     func admin(_ path: String, _ json: String) async throws -> VaultOAuth.HTTPResponse {
-        try await transport.send(HTTPRequest(method: .post, url: gateway.baseURL.appendingPathComponent(path),
-                                             headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
+        try await transport.send(
+            HTTPRequest(
+                method: .post, url: gateway.baseURL.appendingPathComponent(path),
+                headers: ["Content-Type": "application/json"], body: Data(json.utf8)))
     }
 
     /// The JWKS, fetched over HTTP, as a JWTKit key collection.
@@ -384,8 +399,10 @@ private struct Wire {
     }
 
     func authorize(client: String, redirect: String, challenge: String, extra: [(String, String)]) async throws -> VaultOAuth.HTTPResponse {
-        var fields = [("response_type", "code"), ("client_id", client), ("redirect_uri", redirect), ("scope", "openid offline_access"),
-                      ("code_challenge", challenge), ("code_challenge_method", "S256")]
+        var fields = [
+            ("response_type", "code"), ("client_id", client), ("redirect_uri", redirect), ("scope", "openid offline_access"),
+            ("code_challenge", challenge), ("code_challenge_method", "S256"),
+        ]
         for (name, value) in extra {
             fields.removeAll { $0.0 == name }
             fields.append((name, value))
@@ -395,8 +412,12 @@ private struct Wire {
     }
 
     func exchange(code: String, verifier: String, client: String, redirect: String) async throws -> VaultOAuth.HTTPResponse {
-        try await post(gateway.tokenEndpoint, form: [("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect),
-                                                     ("code_verifier", verifier), ("client_id", client)])
+        try await post(
+            gateway.tokenEndpoint,
+            form: [
+                ("grant_type", "authorization_code"), ("code", code), ("redirect_uri", redirect),
+                ("code_verifier", verifier), ("client_id", client),
+            ])
     }
 
     /// A whole authorization-code sign-in for the browser user; the tokens and their verified ID token.
@@ -416,8 +437,12 @@ private struct Wire {
     }
 
     func poll(_ deviceCode: String, client: String) async throws -> VaultOAuth.HTTPResponse {
-        try await post(gateway.tokenEndpoint, form: [("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
-                                                     ("device_code", deviceCode), ("client_id", client)])
+        try await post(
+            gateway.tokenEndpoint,
+            form: [
+                ("grant_type", "urn:ietf:params:oauth:grant-type:device_code"),
+                ("device_code", deviceCode), ("client_id", client),
+            ])
     }
 
     static func formEncode(_ fields: [(String, String)]) -> String {
@@ -494,7 +519,9 @@ struct SignedClaims: JWTPayload {
     let guest: Bool?
 
     enum CodingKeys: String, CodingKey {
-        case iss, sub, aud, azp, exp, iat, authTime = "auth_time", nonce, guest
+        case iss, sub, aud, azp, exp, iat
+        case authTime = "auth_time"
+        case nonce, guest
     }
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}

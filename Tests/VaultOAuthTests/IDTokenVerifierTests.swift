@@ -1,11 +1,11 @@
 import Crypto
-import _CryptoExtras
 import Foundation
 import JWTKit
 import Logging
 import Testing
 import VaultOAuth
 import VaultSync
+import _CryptoExtras
 
 /// Each check of OpenID Connect Core §3.1.3.7 gets its own test: a token that fails only that
 /// check is refused with that check named. Keys are made here; the JWKS is served by a
@@ -25,8 +25,14 @@ struct IDTokenVerifierTests {
         var azp: String?
         var exp: Int? = Int(IDTokenVerifierTests.now.timeIntervalSince1970) + 600
         var iat: Int? = Int(IDTokenVerifierTests.now.timeIntervalSince1970) - 5
-        var auth_time: Int? = Int(IDTokenVerifierTests.now.timeIntervalSince1970) - 60
+        var authTime: Int? = Int(IDTokenVerifierTests.now.timeIntervalSince1970) - 60
         var nonce: String? = "n-0S6_WzA2Mj"
+
+        enum CodingKeys: String, CodingKey {
+            case iss, sub, aud, azp, exp, iat, nonce
+            case authTime = "auth_time"
+        }
+
         func verify(using algorithm: some JWTAlgorithm) async throws {}
     }
 
@@ -40,24 +46,37 @@ struct IDTokenVerifierTests {
             let key = P256.Signing.PrivateKey()
             let keys = await JWTKeyCollection().add(ecdsa: try ES256PrivateKey(backing: key), kid: JWKIdentifier(string: kid))
             let raw = key.publicKey.rawRepresentation
-            return Signer(keys: keys, kid: kid, jwk: ["kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
-                                                     "x": b64(raw.prefix(32)), "y": b64(raw.suffix(32))])
+            return Signer(
+                keys: keys, kid: kid,
+                jwk: [
+                    "kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+                    "x": b64(raw.prefix(32)), "y": b64(raw.suffix(32)),
+                ])
         }
 
         static func rs256(kid: String = "rs-1") async throws -> Signer {
             let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-            let keys = await JWTKeyCollection().add(rsa: try Insecure.RSA.PrivateKey(backing: key), digestAlgorithm: .sha256,
-                                                    kid: JWKIdentifier(string: kid))
+            let keys = await JWTKeyCollection().add(
+                rsa: try Insecure.RSA.PrivateKey(backing: key), digestAlgorithm: .sha256,
+                kid: JWKIdentifier(string: kid))
             let primitives = try key.publicKey.getKeyPrimitives()
-            return Signer(keys: keys, kid: kid, jwk: ["kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
-                                                     "n": b64(primitives.modulus), "e": b64(primitives.publicExponent)])
+            return Signer(
+                keys: keys, kid: kid,
+                jwk: [
+                    "kty": "RSA", "kid": kid, "alg": "RS256", "use": "sig",
+                    "n": b64(primitives.modulus), "e": b64(primitives.publicExponent),
+                ])
         }
 
         static func eddsa(kid: String = "ed-1") async throws -> Signer {
             let key = Curve25519.Signing.PrivateKey()
             let keys = await JWTKeyCollection().add(eddsa: EdDSA.PrivateKey(backing: key), kid: JWKIdentifier(string: kid))
-            return Signer(keys: keys, kid: kid, jwk: ["kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA", "use": "sig",
-                                                     "x": b64(key.publicKey.rawRepresentation)])
+            return Signer(
+                keys: keys, kid: kid,
+                jwk: [
+                    "kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA", "use": "sig",
+                    "x": b64(key.publicKey.rawRepresentation),
+                ])
         }
 
         func sign(_ claims: Claims = Claims()) async throws -> String {
@@ -85,12 +104,16 @@ struct IDTokenVerifierTests {
             .replacingOccurrences(of: "=", with: "")
     }
 
-    func verify(_ token: String, keys: [[String: String]], nonce: String? = "n-0S6_WzA2Mj", maxAge: Duration? = nil,
-                server: JWKSServer? = nil) async throws(IDTokenFailure) -> VerifiedIDToken {
+    func verify(
+        _ token: String, keys: [[String: String]], nonce: String? = "n-0S6_WzA2Mj", maxAge: Duration? = nil,
+        server: JWKSServer? = nil
+    ) async throws(IDTokenFailure) -> VerifiedIDToken {
         let transport = server ?? JWKSServer([keys])
         let verifier = IDTokenVerifier(oauth: OAuthClient(transport: transport, logger: .init(label: "test")))
-        return try await verifier.verify(token, jwksURI: Self.jwksURI, expecting: IDTokenExpectations(
-            issuer: Self.issuer, clientID: Self.clientID, nonce: nonce, maxAge: maxAge, now: Self.now))
+        return try await verifier.verify(
+            token, jwksURI: Self.jwksURI,
+            expecting: IDTokenExpectations(
+                issuer: Self.issuer, clientID: Self.clientID, nonce: nonce, maxAge: maxAge, now: Self.now))
     }
 
     func failure(_ token: String, keys: [[String: String]], nonce: String? = "n-0S6_WzA2Mj", maxAge: Duration? = nil) async -> IDTokenFailure? {
@@ -234,10 +257,10 @@ struct IDTokenVerifierTests {
     func maxAge() async throws {
         let signer = try await Signer.es256()
         var old = Claims()
-        old.auth_time = Int(Self.now.timeIntervalSince1970) - 600  // beyond max_age and the 120 s skew
+        old.authTime = Int(Self.now.timeIntervalSince1970) - 600  // beyond max_age and the 120 s skew
         #expect(await failure(try await signer.sign(old), keys: [signer.jwk], maxAge: .seconds(300)) == .authenticationTooOld)
         var claims = Claims()
-        claims.auth_time = nil
+        claims.authTime = nil
         #expect(await failure(try await signer.sign(claims), keys: [signer.jwk], maxAge: .seconds(3600)) == .authenticationTooOld)
         #expect(try await verify(try await signer.sign(), keys: [signer.jwk], maxAge: .seconds(300)).subject == "alice")
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultOAuth
 
 /// The access token's own `exp`, read when a token response has no `expires_in` (issue 13,

@@ -1,9 +1,9 @@
 import DevGateway
 import Foundation
 import Logging
-import VaultSync
 import Testing
 import VaultOAuth
+import VaultSync
 import VaultURLSession
 
 // MARK: - Log capture
@@ -68,7 +68,8 @@ func withGateway<T>(
 /// (at least 1, default 1). A sanitizer slows the whole process down several times over, and
 /// on a loaded machine a 10 s transport timeout then ran out while the gateway was still
 /// answering; `scripts/sanitize.sh` sets it. Only bounds scale, never an expected outcome.
-let testTimeScale: Double = ProcessInfo.processInfo.environment["TEST_TIME_SCALE"]
+let testTimeScale: Double =
+    ProcessInfo.processInfo.environment["TEST_TIME_SCALE"]
     .flatMap(Double.init).map { max(1, $0) } ?? 1
 
 /// `duration` times ``testTimeScale``.

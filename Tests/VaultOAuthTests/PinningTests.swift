@@ -2,8 +2,8 @@ import Foundation
 import Logging
 import Testing
 import VaultOAuth
-import VaultURLSession
 import VaultTestSupport
+import VaultURLSession
 
 /// Issue 12, part 3: with pins, a request goes only to a server whose validated chain holds one
 /// of them; otherwise not a byte of it is sent and the failure says "pinning".
@@ -19,15 +19,17 @@ struct PinningTests {
     @Test("a pin of the leaf, the intermediate or the root lets the refresh through, once", arguments: ChainMember.allCases)
     func matchingPinSucceeds(_ member: ChainMember) async throws {
         let chain = try TestChain()
-        let pin = switch member {
-        case .leaf: chain.leaf.pin
-        case .intermediate: chain.intermediate.pin
-        case .root: chain.root.pin
-        }
+        let pin =
+            switch member {
+            case .leaf: chain.leaf.pin
+            case .intermediate: chain.intermediate.pin
+            case .root: chain.root.pin
+            }
         try await withServer(chain, answer: .json(200, Self.tokenAnswer)) { server in
             let client = try Self.client(trusting: chain)
-            let tokens = try await client.refresh(refreshToken: "refresh-pinned-1", endpoint: server.url("/oauth/token"),
-                                                  client: Self.credentials, pins: [try SPKIPin(pin)])
+            let tokens = try await client.refresh(
+                refreshToken: "refresh-pinned-1", endpoint: server.url("/oauth/token"),
+                client: Self.credentials, pins: [try SPKIPin(pin)])
             #expect(tokens.accessToken == "access-after-pinned-refresh")
             let requests = server.log.value.requests
             #expect(requests.count == 1)
@@ -56,8 +58,9 @@ struct PinningTests {
                 #expect(!error.isTransient)
             }
             do throws(RevocationError) {
-                try await client.revoke(token: "refresh-never-sent", hint: .refreshToken, endpoint: endpoint,
-                                        client: Self.credentials, pins: pins)
+                try await client.revoke(
+                    token: "refresh-never-sent", hint: .refreshToken, endpoint: endpoint,
+                    client: Self.credentials, pins: pins)
                 Issue.record("the revocation went through a wrong pin")
             } catch {
                 guard case .pinningFailed = error else {
@@ -99,8 +102,9 @@ struct PinningTests {
         let genuine = try TestChain()
         let impostor = genuine.impostorLeaf(with: try TestChain())
         try await withServer(impostor, answer: .json(200, Self.tokenAnswer)) { server in
-            let error = await pinnedRefreshFailure(try Self.client(trusting: genuine), server: server,
-                                                   pins: [try SPKIPin(genuine.intermediate.pin)])
+            let error = await pinnedRefreshFailure(
+                try Self.client(trusting: genuine), server: server,
+                pins: [try SPKIPin(genuine.intermediate.pin)])
             guard case .pinningFailed(_, let reason)? = error else {
                 Issue.record("expected a pinning failure, got \(String(describing: error))")
                 return
@@ -115,8 +119,9 @@ struct PinningTests {
         let chain = try TestChain()
         try await withServer(chain, answer: .json(200, Self.tokenAnswer)) { server in
             // Trusting only another test root: the server's chain validates to nothing.
-            let error = await pinnedRefreshFailure(try Self.client(trusting: try TestChain()), server: server,
-                                                   pins: [try SPKIPin(chain.leaf.pin)])
+            let error = await pinnedRefreshFailure(
+                try Self.client(trusting: try TestChain()), server: server,
+                pins: [try SPKIPin(chain.leaf.pin)])
             #expect(error?.isPinningFailure == true, "\(String(describing: error))")
             #expect(server.log.value.applicationBytes == 0)
         }
@@ -170,15 +175,18 @@ struct PinningTests {
     static let quiet = Logger(label: "test.pinning") { _ in SwiftLogNoOpLogHandler() }
 
     static func client(trusting chain: TestChain) throws -> OAuthClient {
-        let transport = NIOTransport(timeout: TestTimeScale.scaled(.seconds(10)),
-                                     trustRoots: try NIOTransport.TrustRoots(derCertificates: [chain.root.der]))
+        let transport = NIOTransport(
+            timeout: TestTimeScale.scaled(.seconds(10)),
+            trustRoots: try NIOTransport.TrustRoots(derCertificates: [chain.root.der]))
         return OAuthClient(transport: transport, logger: quiet)
     }
 }
 
 /// Runs `body` against a loopback server presenting `chain` (plain http when nil), then stops it.
-func withServer(_ chain: TestChain?, answer: LoopbackServer.Answer,
-                _ body: (LoopbackServer) async throws -> Void) async throws {
+func withServer(
+    _ chain: TestChain?, answer: LoopbackServer.Answer,
+    _ body: (LoopbackServer) async throws -> Void
+) async throws {
     let server = try await LoopbackServer.start(tls: chain?.serverIdentity, answer: answer)
     do {
         try await body(server)
@@ -190,11 +198,14 @@ func withServer(_ chain: TestChain?, answer: LoopbackServer.Answer,
 }
 
 /// A pinned refresh that must fail; its error.
-func pinnedRefreshFailure(_ client: OAuthClient, server: LoopbackServer, pins: [SPKIPin],
-                          sourceLocation: SourceLocation = #_sourceLocation) async -> RefreshError? {
+func pinnedRefreshFailure(
+    _ client: OAuthClient, server: LoopbackServer, pins: [SPKIPin],
+    sourceLocation: SourceLocation = #_sourceLocation
+) async -> RefreshError? {
     do throws(RefreshError) {
-        _ = try await client.refresh(refreshToken: "refresh-never-sent", endpoint: server.url("/oauth/token"),
-                                     client: PinningTests.credentials, pins: pins)
+        _ = try await client.refresh(
+            refreshToken: "refresh-never-sent", endpoint: server.url("/oauth/token"),
+            client: PinningTests.credentials, pins: pins)
         Issue.record("the refresh unexpectedly succeeded", sourceLocation: sourceLocation)
         return nil
     } catch {

@@ -6,11 +6,13 @@ import VaultTestSupport
 @Suite struct RedactedDescriptionTests {
     @Test("TokenResponse, ClientCredentials and ClientSecret render without a token or the secret")
     func oauthValues() {
-        let response = TokenResponse(accessToken: "AT-made-up-render-1", tokenType: "Bearer", expiresIn: 60,
-                                     refreshToken: "RT-made-up-render-2", scope: "openid", idToken: "IDT-made-up-render-3")
+        let response = TokenResponse(
+            accessToken: "AT-made-up-render-1", tokenType: "Bearer", expiresIn: 60,
+            refreshToken: "RT-made-up-render-2", scope: "openid", idToken: "IDT-made-up-render-3")
         let secret = ClientSecret("made-up-client-secret-render")
         let credentials = ClientCredentials(clientID: "render-cli", authentication: .clientSecretBasic(secret))
-        let texts = Renderings.of(response) + Renderings.of(secret) + Renderings.of(credentials)
+        let texts =
+            Renderings.of(response) + Renderings.of(secret) + Renderings.of(credentials)
             + Renderings.of(credentials.authentication) + Renderings.of([credentials])
         let secrets = ["AT-made-up-render-1", "RT-made-up-render-2", "IDT-made-up-render-3", "made-up-client-secret-render"]
         for text in texts {

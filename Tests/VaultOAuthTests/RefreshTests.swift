@@ -1,6 +1,7 @@
 import DevGateway
 import Foundation
 import Testing
+
 @testable import VaultOAuth
 
 @Suite("Refresh against the dev gateway")
@@ -64,11 +65,12 @@ struct RefreshTests {
             #expect(sent.headers["authorization"] == nil)
             #expect(sent.headers["Content-Type"] == "application/x-www-form-urlencoded")
             #expect(sent.headers["Accept"] == "application/json")
-            #expect(sent.formParameters == [
-                "grant_type": "refresh_token",
-                "refresh_token": try issued.requiredRefreshToken,
-                "client_id": "vault-cli",
-            ])
+            #expect(
+                sent.formParameters == [
+                    "grant_type": "refresh_token",
+                    "refresh_token": try issued.requiredRefreshToken,
+                    "client_id": "vault-cli",
+                ])
         }
     }
 
@@ -164,7 +166,8 @@ struct RefreshTests {
         try await withGateway { gateway in
             _ = await gateway.issueGrant(subject: "gina", clientID: "vault-cli")
             let (client, _) = makeClient()
-            let error = await refreshFailure(client, refreshToken: "rt_never_issued", endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+            let error = await refreshFailure(
+                client, refreshToken: "rt_never_issued", endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             #expect(error?.isInvalidGrant == true)
         }
     }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultOAuth
 
 /// Which token endpoint answers count as a refusal whose meaning is unknown (issue 13, part 5):

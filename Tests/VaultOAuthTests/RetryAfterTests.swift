@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import VaultOAuth
 
 /// RFC 9110 §10.2.3: Retry-After is delta-seconds or an HTTP date.

@@ -14,9 +14,10 @@ struct RevocationTests {
             let credentials = ClientCredentials(clientID: "vault-cli")
 
             try await client.revoke(token: token, hint: .refreshToken, endpoint: gateway.revocationEndpoint, client: credentials)
-            #expect(transport.requests.first?.formParameters == [
-                "token": token, "token_type_hint": "refresh_token", "client_id": "vault-cli",
-            ])
+            #expect(
+                transport.requests.first?.formParameters == [
+                    "token": token, "token_type_hint": "refresh_token", "client_id": "vault-cli",
+                ])
 
             let error = await refreshFailure(client, refreshToken: token, endpoint: gateway.tokenEndpoint, credentials: credentials)
             #expect(error?.isInvalidGrant == true)
@@ -45,7 +46,8 @@ struct RevocationTests {
             let issued = await gateway.issueGrant(subject: "carol", clientID: "vault-cli")
             #expect(await gateway.revokeGrants(subject: "carol") == 1)
             let (client, _) = makeClient()
-            let error = await refreshFailure(client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+            let error = await refreshFailure(
+                client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             #expect(error?.isInvalidGrant == true)
         }
     }
@@ -78,7 +80,8 @@ struct RevocationTests {
             await gateway.failNextRevocationRequests(with: TokenFault(status: 400, error: "unsupported_token_type"))
             let (client, _) = makeClient()
             do throws(RevocationError) {
-                try await client.revoke(token: "at_x", hint: .accessToken, endpoint: gateway.revocationEndpoint, client: ClientCredentials(clientID: "vault-cli"))
+                try await client.revoke(
+                    token: "at_x", hint: .accessToken, endpoint: gateway.revocationEndpoint, client: ClientCredentials(clientID: "vault-cli"))
                 Issue.record("revocation unexpectedly succeeded")
             } catch {
                 #expect(error == .unsupportedTokenType)

@@ -13,17 +13,19 @@ struct SPKIPinTests {
         #expect(pin.description == text)
     }
 
-    @Test("refused with the rule named", arguments: [
-        "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",                   // no prefix
-        "sha1/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",             // another hash
-        "SHA256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",           // the prefix is lowercase
-        "sha256/47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=",           // base64url
-        "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU",            // unpadded
-        "sha256/ 47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",          // blank
-        "sha256/AAAA",                                                   // 3 bytes
-        "sha256/" + Data(repeating: 1, count: 48).base64EncodedString(), // SHA-384 sized
-        "sha256/",
-    ])
+    @Test(
+        "refused with the rule named",
+        arguments: [
+            "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  // no prefix
+            "sha1/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  // another hash
+            "SHA256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  // the prefix is lowercase
+            "sha256/47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU=",  // base64url
+            "sha256/47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU",  // unpadded
+            "sha256/ 47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",  // blank
+            "sha256/AAAA",  // 3 bytes
+            "sha256/" + Data(repeating: 1, count: 48).base64EncodedString(),  // SHA-384 sized
+            "sha256/",
+        ])
     func malformed(_ text: String) {
         #expect(throws: PinError.self) { try SPKIPin(text) }
         do {

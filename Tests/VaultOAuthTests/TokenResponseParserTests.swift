@@ -1,7 +1,7 @@
 import Foundation
 import Testing
-import VaultTestSupport
 import VaultOAuth
+import VaultTestSupport
 
 @Suite("TokenResponse.parse")
 struct TokenResponseParserTests {
@@ -11,14 +11,17 @@ struct TokenResponseParserTests {
 
     @Test("a complete response keeps every field; unknown members are ignored")
     func completeResponse() throws {
-        let tokens = try parse("""
+        let tokens = try parse(
+            """
             {"access_token":"at-1","token_type":"bearer","expires_in":3600,"refresh_token":"rt-1",
              "scope":"openid profile","id_token":"eyJ.x.y","x_vendor":{"nested":[1,2,{"a":null}]}}
             """)
-        #expect(tokens == TokenResponse(
-            accessToken: "at-1", tokenType: "bearer", expiresIn: 3600,
-            refreshToken: "rt-1", scope: "openid profile", idToken: "eyJ.x.y"
-        ))
+        #expect(
+            tokens
+                == TokenResponse(
+                    accessToken: "at-1", tokenType: "bearer", expiresIn: 3600,
+                    refreshToken: "rt-1", scope: "openid profile", idToken: "eyJ.x.y"
+                ))
         #expect(tokens.isBearer)
     }
 
@@ -37,29 +40,46 @@ struct TokenResponseParserTests {
         #expect(try parse(#"{"access_token":"a","token_type":"Bearer","expires_in":0}"#).expiresIn == 0)
     }
 
-    @Test("invalid bodies are rejected with the reason", arguments: [
-        (#"{"token_type":"Bearer"}"#, OAuthError.missingField("access_token")),
-        (#"{"access_token":"a"}"#, .missingField("token_type")),
-        (#"{"access_token":null,"token_type":"Bearer"}"#, .missingField("access_token")),
-        (#"{"access_token":42,"token_type":"Bearer"}"#, .wrongType(field: "access_token", expected: "a string (got a number)")),
-        (#"{"access_token":"a","token_type":true}"#, .wrongType(field: "token_type", expected: "a string (got a boolean)")),
-        (#"{"access_token":"a","token_type":"Bearer","refresh_token":["r"]}"#, .wrongType(field: "refresh_token", expected: "a string (got an array or object)")),
-        (#"{"access_token":"a","token_type":"Bearer","expires_in":true}"#, .wrongType(field: "expires_in", expected: "an integer (got a boolean)")),
-        (#"{"access_token":"a","token_type":"Bearer","expires_in":"soon"}"#, .wrongType(field: "expires_in", expected: "an integer or a string of digits")),
-        (#"{"access_token":"a","token_type":"Bearer","expires_in":-1}"#, .invalidValue(field: "expires_in", reason: "negative")),
-        (#"{"access_token":"a","token_type":"Bearer","expires_in":"-60"}"#, .invalidValue(field: "expires_in", reason: "negative")),
-        (#"{"access_token":"a","token_type":"Bearer","expires_in":3600.5}"#, .invalidValue(field: "expires_in", reason: "not a whole number of seconds in range")),
-        (#"{"access_token":"a","token_type":"Bearer","expires_in":99999999999}"#, .invalidValue(field: "expires_in", reason: "out of range")),
-        (#"{"access_token":"","token_type":"Bearer"}"#, .invalidValue(field: "access_token", reason: "empty")),
-        (#"{"access_token":"a\r\nX-Injected: 1","token_type":"Bearer"}"#, .invalidValue(field: "access_token", reason: "contains characters outside visible ASCII")),
-        (#"{"access_token":"a","token_type":"Bearer X-Injected"}"#, .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most 64)")),
-        (#"{"access_token":"a","token_type":"B%ear"}"#, .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most 64)")),
-        ("not json", .notJSONObject),
-        ("", .notJSONObject),
-        ("null", .notJSONObject),
-        (#"[{"access_token":"a","token_type":"Bearer"}]"#, .notJSONObject),
-        (#"{"access_token":"a","token_type":"Bearer""#, .notJSONObject),
-    ])
+    @Test(
+        "invalid bodies are rejected with the reason",
+        arguments: [
+            (#"{"token_type":"Bearer"}"#, OAuthError.missingField("access_token")),
+            (#"{"access_token":"a"}"#, .missingField("token_type")),
+            (#"{"access_token":null,"token_type":"Bearer"}"#, .missingField("access_token")),
+            (#"{"access_token":42,"token_type":"Bearer"}"#, .wrongType(field: "access_token", expected: "a string (got a number)")),
+            (#"{"access_token":"a","token_type":true}"#, .wrongType(field: "token_type", expected: "a string (got a boolean)")),
+            (
+                #"{"access_token":"a","token_type":"Bearer","refresh_token":["r"]}"#,
+                .wrongType(field: "refresh_token", expected: "a string (got an array or object)")
+            ),
+            (#"{"access_token":"a","token_type":"Bearer","expires_in":true}"#, .wrongType(field: "expires_in", expected: "an integer (got a boolean)")),
+            (#"{"access_token":"a","token_type":"Bearer","expires_in":"soon"}"#, .wrongType(field: "expires_in", expected: "an integer or a string of digits")),
+            (#"{"access_token":"a","token_type":"Bearer","expires_in":-1}"#, .invalidValue(field: "expires_in", reason: "negative")),
+            (#"{"access_token":"a","token_type":"Bearer","expires_in":"-60"}"#, .invalidValue(field: "expires_in", reason: "negative")),
+            (
+                #"{"access_token":"a","token_type":"Bearer","expires_in":3600.5}"#,
+                .invalidValue(field: "expires_in", reason: "not a whole number of seconds in range")
+            ),
+            (#"{"access_token":"a","token_type":"Bearer","expires_in":99999999999}"#, .invalidValue(field: "expires_in", reason: "out of range")),
+            (#"{"access_token":"","token_type":"Bearer"}"#, .invalidValue(field: "access_token", reason: "empty")),
+            (
+                #"{"access_token":"a\r\nX-Injected: 1","token_type":"Bearer"}"#,
+                .invalidValue(field: "access_token", reason: "contains characters outside visible ASCII")
+            ),
+            (
+                #"{"access_token":"a","token_type":"Bearer X-Injected"}"#,
+                .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most 64)")
+            ),
+            (
+                #"{"access_token":"a","token_type":"B%ear"}"#,
+                .invalidValue(field: "token_type", reason: "not a token type name (letters, digits, '-', '.', '_'; at most 64)")
+            ),
+            ("not json", .notJSONObject),
+            ("", .notJSONObject),
+            ("null", .notJSONObject),
+            (#"[{"access_token":"a","token_type":"Bearer"}]"#, .notJSONObject),
+            (#"{"access_token":"a","token_type":"Bearer""#, .notJSONObject),
+        ])
     func invalidBodies(json: String, expected: OAuthError) {
         #expect(throws: expected) { try parse(json) }
     }
@@ -134,7 +154,8 @@ struct TokenResponseParserTests {
 
     @Test("description and dump show no token")
     func redactedDescriptions() {
-        let tokens = TokenResponse(accessToken: "AT-SECRET-VALUE", tokenType: "Bearer", expiresIn: 60, refreshToken: "RT-SECRET-VALUE", scope: "openid", idToken: "ID-SECRET-VALUE")
+        let tokens = TokenResponse(
+            accessToken: "AT-SECRET-VALUE", tokenType: "Bearer", expiresIn: 60, refreshToken: "RT-SECRET-VALUE", scope: "openid", idToken: "ID-SECRET-VALUE")
         var dumped = ""
         dump(tokens, to: &dumped)
         for rendered in [tokens.description, String(reflecting: tokens), "\(tokens)", dumped] {
@@ -146,8 +167,9 @@ struct TokenResponseParserTests {
 
     @Test("error bodies parse leniently")
     func errorResponses() {
-        #expect(OAuthErrorResponse.parse(Data(#"{"error":"invalid_grant","error_description":"revoked","error_uri":7}"#.utf8))
-            == OAuthErrorResponse(error: "invalid_grant", errorDescription: "revoked"))
+        #expect(
+            OAuthErrorResponse.parse(Data(#"{"error":"invalid_grant","error_description":"revoked","error_uri":7}"#.utf8))
+                == OAuthErrorResponse(error: "invalid_grant", errorDescription: "revoked"))
         #expect(OAuthErrorResponse.parse(Data(#"{"error_description":"no code"}"#.utf8)) == nil)
         #expect(OAuthErrorResponse.parse(Data("Service Unavailable".utf8)) == nil)
     }

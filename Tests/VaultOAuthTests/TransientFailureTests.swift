@@ -32,7 +32,8 @@ struct TransientFailureTests {
             let issued = await gateway.issueGrant(subject: "bob", clientID: "vault-cli")
             await gateway.failNextTokenRequests(with: TokenFault(status: 429, retryAfter: 7))
             let (client, _) = makeClient()
-            let error = await refreshFailure(client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+            let error = await refreshFailure(
+                client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             #expect(error == .transient(.rateLimited(retryAfter: .seconds(7))))
         }
     }
@@ -76,7 +77,8 @@ struct TransientFailureTests {
             // FoundationNetworking truncates 0.3 s to an immediate timeout that usually fires
             // before anything is written; the transport rounds it up to a whole second.
             let (client, _) = makeClient(timeout: .milliseconds(300))
-            let error = await refreshFailure(client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+            let error = await refreshFailure(
+                client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             #expect(error == .transient(.timeout))
             #expect(await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 })
         }
@@ -110,7 +112,8 @@ struct TransientFailureTests {
         await gateway.stop()
         let (client, _) = makeClient()
 
-        let error = await refreshFailure(client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+        let error = await refreshFailure(
+            client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
         guard case .transient(.network)? = error else {
             Issue.record("expected transient(network), got \(String(describing: error))")
             return
@@ -143,7 +146,8 @@ struct TransientFailureTests {
             let issued = await gateway.issueGrant(subject: "frank", clientID: "vault-cli")
             await gateway.failNextTokenRequests(with: TokenFault(status: 401, error: "invalid_grant"))
             let (client, _) = makeClient()
-            let error = await refreshFailure(client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
+            let error = await refreshFailure(
+                client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             #expect(error?.isInvalidGrant == true)
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Case 3 of issue 7: eight processes on one vault, each running a mix of reads, token
@@ -28,10 +29,14 @@ struct ConcurrencyMixedTests {
         }
 
         let children = try (0..<processes).map { index in
-            try stressChild(vault: test.url, keyFile: keyFile, "mixed", "\(operations)", "\(index + 1)",
-                            accounts[0].rawValue, accounts[1].rawValue, accounts[2].rawValue)
+            try stressChild(
+                vault: test.url, keyFile: keyFile, "mixed", "\(operations)", "\(index + 1)",
+                accounts[0].rawValue, accounts[1].rawValue, accounts[2].rawValue)
         }
-        var rotated = 0, notified = 0, busy = 0, errors = 0
+        var rotated = 0
+        var notified = 0
+        var busy = 0
+        var errors = 0
         var table: [String] = []
         for (index, child) in children.enumerated() {
             let lines = try await child.finish(timeout: .seconds(600))
@@ -42,7 +47,9 @@ struct ConcurrencyMixedTests {
             notified += Int(value("notified") ?? "") ?? 0
             busy += Int(value("busy") ?? "") ?? 0
             errors += Int(value("errors") ?? "") ?? 0
-            table.append("process \(index + 1): p99 \(value("p99") ?? "?") ms, rotated \(value("rotated") ?? "?"), notified \(value("notified") ?? "?"), busy \(value("busy") ?? "?"), errors \(value("errors") ?? "?")")
+            table.append(
+                "process \(index + 1): p99 \(value("p99") ?? "?") ms, rotated \(value("rotated") ?? "?"), notified \(value("notified") ?? "?"), busy \(value("busy") ?? "?"), errors \(value("errors") ?? "?")"
+            )
             if errors > 0 { print(child.output.value.standardError.split(separator: "\n").prefix(3)) }
         }
         print("case 3, \(processes) processes × \(operations) operations:\n  " + table.joined(separator: "\n  "))
@@ -66,8 +73,10 @@ struct ConcurrencyMixedTests {
         #expect(accounts.contains { $0 == (try? vault.activeAccountID()) ?? nil })
 
         let tried = processes * operations
-        StressResults.record(StressCount(case: "3 eight processes, mixed operations", tried: tried,
-                                         passed: tried - busy - errors, lost: abs(lostRotations) + abs(lostNotifications),
-                                         leaked: busy))
+        StressResults.record(
+            StressCount(
+                case: "3 eight processes, mixed operations", tried: tried,
+                passed: tried - busy - errors, lost: abs(lostRotations) + abs(lostNotifications),
+                leaked: busy))
     }
 }

@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Case 13 of issue 7: `rotate-key` killed with SIGKILL at random points of a large vault.
@@ -19,7 +20,10 @@ struct CrashKeyRotationTests {
         guard case .keyFile(let keyFile) = test.credential else { return }
         let (before, oldKeyID) = try populate(test, rows: rows)
 
-        var kills = 0, passed = 0, lost = 0, leaked = 0
+        var kills = 0
+        var passed = 0
+        var lost = 0
+        var leaked = 0
         var problems: [String] = []
         var finished = false
         var attempts = 0
@@ -36,7 +40,9 @@ struct CrashKeyRotationTests {
             }
             let output = child.output.value
             if output.lines.contains("finished") { finished = true }
-            if output.killed && !finished { kills += 1 } else if output.exitStatus != 0 {
+            if output.killed && !finished {
+                kills += 1
+            } else if output.exitStatus != 0 {
                 problems.append("rotate-key failed by itself: \(output.lines.suffix(3)) \(output.standardError)")
                 break
             }
@@ -49,7 +55,8 @@ struct CrashKeyRotationTests {
                 let ok = report.passed && count == before.notifications
                 if !report.passed {
                     leaked += report.damaged.count + report.sealedValuesSkipped
-                    problems.append("after kill \(kills): \(report.damaged.count) values do not open, \(report.sealedValuesSkipped) skipped, \(report.databaseProblems)")
+                    problems.append(
+                        "after kill \(kills): \(report.damaged.count) values do not open, \(report.sealedValuesSkipped) skipped, \(report.databaseProblems)")
                 }
                 if count != before.notifications {
                     lost += before.notifications - count
@@ -94,9 +101,10 @@ struct CrashKeyRotationTests {
         var written = 0
         while written < rows {
             let chunk = (written..<min(rows, written + 1_000)).map { index in
-                NotificationRecord(uuid: UUID().uuidString.lowercased(), account: accounts[index % accounts.count],
-                                   subject: "Sign-in request \(index)", message: "Approve sign-in number \(index)?",
-                                   actions: [NotificationAction(label: "Approve", action: "approve")], createdAt: created)
+                NotificationRecord(
+                    uuid: UUID().uuidString.lowercased(), account: accounts[index % accounts.count],
+                    subject: "Sign-in request \(index)", message: "Approve sign-in number \(index)?",
+                    actions: [NotificationAction(label: "Approve", action: "approve")], createdAt: created)
             }
             written += try vault.upsertNotifications(chunk)
         }
@@ -105,9 +113,9 @@ struct CrashKeyRotationTests {
     }
 }
 
-private extension TokenSet {
+extension TokenSet {
     /// As stored: expiry to the millisecond.
-    var normalized: TokenSet {
+    fileprivate var normalized: TokenSet {
         var copy = self
         copy.accessTokenExpiresAt = accessTokenExpiresAt.map { Date(millisecondsSince1970: $0.millisecondsSince1970) }
         return copy

@@ -24,18 +24,24 @@ struct CrashRefreshTests {
         var description: String { rawValue }
     }
 
-    @Test("after the kill the account keeps its old tokens with the interruption recorded, then ends in a defined state without retrying", arguments: Server.allCases)
+    @Test(
+        "after the kill the account keeps its old tokens with the interruption recorded, then ends in a defined state without retrying",
+        arguments: Server.allCases)
     func killedBetweenReceiptAndCommit(server: Server) async throws {
         let rounds = StressScale.current.count(test: 1, quick: 5, full: 20)
-        var passed = 0, lost = 0, leaked = 0
+        var passed = 0
+        var lost = 0
+        var leaked = 0
         for _ in 0..<rounds {
             let outcome = try await oneRound(server)
             if outcome.ok { passed += 1 }
             lost += outcome.lost
             leaked += outcome.leaked
         }
-        StressResults.record(StressCount(case: "2 kill between receipt and commit (\(server))", tried: rounds, passed: passed,
-                                         lost: lost, leaked: leaked))
+        StressResults.record(
+            StressCount(
+                case: "2 kill between receipt and commit (\(server))", tried: rounds, passed: passed,
+                lost: lost, leaked: leaked))
         #expect(passed == rounds)
     }
 
@@ -44,20 +50,25 @@ struct CrashRefreshTests {
         let gateway = try await DevGateway.start(logger: CapturedLogs().logger(label: "gateway"))
         let test = try TestVault(.keyFile)
         guard case .keyFile(let keyFile) = test.credential else { return (false, 0, 0) }
-        var lost = 0, leaked = 0
+        var lost = 0
+        var leaked = 0
         let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli", rotatesRefreshTokens: server == .strictRotation)
         let account: AccountID
         do {
             let vault = try test.create()
-            let service = SessionService(vault: vault, oauth: OAuthClient(logger: logs.logger(label: "oauth")),
-                                         logger: logs.logger(label: "session"))
+            let service = SessionService(
+                vault: vault, oauth: OAuthClient(logger: logs.logger(label: "oauth")),
+                logger: logs.logger(label: "session"))
             // The access token is inside the leeway: the child's first call refreshes.
             account = try await service.signIn(
-                NewAccount(issuer: gateway.baseURL.absoluteString, subject: "alice",
-                           client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli", scopes: ["openid"])),
-                tokens: TokenSet(accessToken: issued.accessToken, refreshToken: issued.refreshToken, tokenType: "Bearer",
-                                 accessTokenExpiresAt: Date().addingTimeInterval(10), scopes: ["openid"]),
-                policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(24 * 3600))).id
+                NewAccount(
+                    issuer: gateway.baseURL.absoluteString, subject: "alice",
+                    client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli", scopes: ["openid"])),
+                tokens: TokenSet(
+                    accessToken: issued.accessToken, refreshToken: issued.refreshToken, tokenType: "Bearer",
+                    accessTokenExpiresAt: Date().addingTimeInterval(10), scopes: ["openid"]),
+                policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(24 * 3600))
+            ).id
             await service.stop()
             vault.close()
         }
@@ -82,8 +93,9 @@ struct CrashRefreshTests {
 
         var configuration = SessionConfiguration()
         configuration.leaseDuration = .seconds(5)
-        let service = SessionService(vault: vault, oauth: OAuthClient(logger: logs.logger(label: "oauth")), wallClock: later,
-                                     configuration: configuration, logger: logs.logger(label: "session"))
+        let service = SessionService(
+            vault: vault, oauth: OAuthClient(logger: logs.logger(label: "oauth")), wallClock: later,
+            configuration: configuration, logger: logs.logger(label: "session"))
         var ok = true
         switch server {
         case .strictRotation:
@@ -117,7 +129,10 @@ struct CrashRefreshTests {
         for _ in 0..<3 { _ = try? await service.validAccessToken() }
         let requests = await gateway.tokenRequestCount()
         #expect(requests == 2, "token requests: \(requests)")
-        if requests != 2 { leaked += 1; ok = false }
+        if requests != 2 {
+            leaked += 1
+            ok = false
+        }
         // And no token value in the logs of the vault, session or OAuth client.
         let secrets = [issued.refreshToken, issued.accessToken].compactMap { $0 }
         #expect(!secrets.contains(where: logs.contains), "a token value appears in the logs")

@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Case 1 of issue 7: a process killed with SIGKILL at random moments while it rotates tokens
@@ -34,7 +35,11 @@ struct CrashRotationTests {
         }
         let accounts = expected.keys.map(\.rawValue).sorted()
 
-        var commits = 0, kills = 0, passed = 0, lost = 0, leaked = 0
+        var commits = 0
+        var kills = 0
+        var passed = 0
+        var lost = 0
+        var leaked = 0
         var problems: [String] = []
         while commits < target {
             let child = try stressChild(vault: test.url, keyFile: keyFile, "rotate-loop", "\(target - commits)", accounts[0], accounts[1])
@@ -76,8 +81,9 @@ struct CrashRotationTests {
                 }
                 for (account, seen) in round {
                     let rows = try vault.read("counting token rows") {
-                        try Int.fetchOne($0, sql: "SELECT count(*) FROM tokens WHERE account_id = ? AND refresh_token IS NOT NULL",
-                                         arguments: [account.rawValue]) ?? 0
+                        try Int.fetchOne(
+                            $0, sql: "SELECT count(*) FROM tokens WHERE account_id = ? AND refresh_token IS NOT NULL",
+                            arguments: [account.rawValue]) ?? 0
                     }
                     let stored = try vault.tokens(for: account)
                     let storedDigest = digest(stored?.tokens.refreshToken)
@@ -96,7 +102,9 @@ struct CrashRotationTests {
                     } else {
                         ok = false
                         if (stored?.generation ?? 0) < seen.committed.generation { lost += 1 } else { leaked += 1 }
-                        problems.append("kill \(kills): \(account) holds generation \(stored?.generation ?? -1), not the committed \(seen.committed.generation) nor the one in flight")
+                        problems.append(
+                            "kill \(kills): \(account) holds generation \(stored?.generation ?? -1), not the committed \(seen.committed.generation) nor the one in flight"
+                        )
                     }
                 }
             } catch {

@@ -21,8 +21,9 @@ struct DiskFullTests {
         init() throws {
             base = try TemporaryDirectory("diskfull")
             mountPoint = base.file("disk")
-            try FileManager.default.createDirectory(at: mountPoint, withIntermediateDirectories: false,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                at: mountPoint, withIntermediateDirectories: false,
+                attributes: [.posixPermissions: 0o700])
             guard mount("tmpfs", mountPoint.path, "tmpfs", 0, "size=2m,mode=0700") == 0 else {
                 throw VaultError(.storage, "cannot mount a tmpfs at \(mountPoint.path): \(String(cString: strerror(errno)))")
             }
@@ -91,9 +92,10 @@ struct DiskFullTests {
         // A checkpoint that must grow the database file, with no room for it.
         let generation = try vault.storeTokens(second, for: account, replacing: 1)
         for index in 0..<60 {
-            try vault.upsertNotification(NotificationRecord(
-                uuid: "n-\(index)", account: account, subject: "s", message: String(repeating: "m", count: 600),
-                actions: [], createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(index))))
+            try vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "n-\(index)", account: account, subject: "s", message: String(repeating: "m", count: 600),
+                    actions: [], createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(index))))
         }
         disk.fill()
         let checkpointError = expectRefusal(.storage) { try vault.checkpoint() }
@@ -148,8 +150,10 @@ struct DiskFullTests {
         let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appending(path: "Fixtures").appending(path: FixtureV1.fileName)
         let url = disk.file("vault.db")
-        #expect(FileManager.default.createFile(atPath: url.path, contents: try Data(contentsOf: fixture),
-                                               attributes: [.posixPermissions: 0o600]))
+        #expect(
+            FileManager.default.createFile(
+                atPath: url.path, contents: try Data(contentsOf: fixture),
+                attributes: [.posixPermissions: 0o600]))
         let credential = try VaultCredential.passphrase(FixtureV1.passphrase)
         let options = VaultOptions(logger: logs.logger())
         let before = FileProbe.fingerprint(url)
@@ -170,15 +174,18 @@ struct DiskFullTests {
         let sound = try vault.verify().passed
         #expect(sound)
         Self.record(tried: 1, refused: error == nil ? 0 : 1, kept: kept && sound)
-        LogHygiene.check(logs, texts: [error.map(String.init(describing:)) ?? ""],
-                         secrets: [FixtureV1.passphrase] + FixtureV1.accounts.flatMap { [$0.tokens.accessToken, $0.tokens.refreshToken ?? ""] })
+        LogHygiene.check(
+            logs, texts: [error.map(String.init(describing:)) ?? ""],
+            secrets: [FixtureV1.passphrase] + FixtureV1.accounts.flatMap { [$0.tokens.accessToken, $0.tokens.refreshToken ?? ""] })
     }
 
     /// Case 5's counts: disk-full moments tried, each refused as a storage error with every
     /// committed value kept (`lost` otherwise) and the vault sound afterwards.
     static func record(tried: Int, refused: Int, kept: Bool) {
-        StressResults.record(StressCount(case: "5 disk full (token rotation, checkpoint, key rotation, migration)", tried: tried,
-                                         passed: kept ? refused : 0, lost: kept ? 0 : tried, leaked: tried - refused))
+        StressResults.record(
+            StressCount(
+                case: "5 disk full (token rotation, checkpoint, key rotation, migration)", tried: tried,
+                passed: kept ? refused : 0, lost: kept ? 0 : tried, leaked: tried - refused))
     }
 
     func secrets(_ credential: VaultCredential, _ tokens: TokenSet...) -> [String] {

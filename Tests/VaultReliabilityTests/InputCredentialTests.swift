@@ -1,9 +1,10 @@
 import Foundation
-import Testing
 import Synchronization
-@testable import VaultCrypto
+import Testing
 import VaultStore
 import VaultTestSupport
+
+@testable import VaultCrypto
 
 /// Case 6 of issue 7: wrong, empty, 1 MiB and non-UTF-8 passphrases, a wrong key file and key
 /// files of the wrong size are refused with a typed error, in at most one key derivation's time,
@@ -54,8 +55,9 @@ import VaultTestSupport
         }
     }
 
-    @Test("a bad passphrase or key file is refused with a typed error within one key derivation, writes nothing, leaks nothing",
-          arguments: Attempt.allCases)
+    @Test(
+        "a bad passphrase or key file is refused with a typed error within one key derivation, writes nothing, leaks nothing",
+        arguments: Attempt.allCases)
     func refused(attempt: Attempt) throws {
         let test = try TestVault(attempt.isPassphrase ? .passphrase : .keyFile)
         let vault = try test.create()
@@ -81,20 +83,25 @@ import VaultTestSupport
         }
         let untouched = files.map(FileProbe.fingerprint) == before
         #expect(untouched, "the vault and its WAL are unchanged")
-        #expect(derivations.count.load(ordering: .relaxed) == (attempt.isPassphrase ? 1 : 0),
-                "Argon2id derivations made while refusing")
+        #expect(
+            derivations.count.load(ordering: .relaxed) == (attempt.isPassphrase ? 1 : 0),
+            "Argon2id derivations made while refusing")
 
         let message = error.map { "\($0) \(String(reflecting: $0))" } ?? ""
-        LogHygiene.check(test.logs, texts: [message], secrets: secrets + LogHygiene.secrets(of: test)
-                         + [tokens.accessToken, tokens.refreshToken ?? ""])
+        LogHygiene.check(
+            test.logs, texts: [message],
+            secrets: secrets + LogHygiene.secrets(of: test)
+                + [tokens.accessToken, tokens.refreshToken ?? ""])
 
         // The right credential still opens it, with everything in place.
         let reopened = try test.open()
         defer { reopened.close() }
         let survived = try reopened.tokens(for: account.id)?.tokens == tokens
         #expect(survived)
-        StressResults.record(StressCount(case: "6 bad passphrases and key files", tried: 1,
-                                         passed: error?.code == attempt.expected && untouched && survived ? 1 : 0,
-                                         lost: survived ? 0 : 1, leaked: error?.code == attempt.expected && untouched ? 0 : 1))
+        StressResults.record(
+            StressCount(
+                case: "6 bad passphrases and key files", tried: 1,
+                passed: error?.code == attempt.expected && untouched && survived ? 1 : 0,
+                lost: survived ? 0 : 1, leaked: error?.code == attempt.expected && untouched ? 0 : 1))
     }
 }

@@ -4,11 +4,12 @@ import Testing
 import VaultStore
 import VaultTestSupport
 
-
 /// Runs `body`, requires a ``VaultError`` with `code`, and returns it.
 @discardableResult
-func expectRefusal<T>(_ code: VaultError.Code, sourceLocation: SourceLocation = #_sourceLocation,
-                      _ body: () throws -> T) -> VaultError? {
+func expectRefusal<T>(
+    _ code: VaultError.Code, sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: () throws -> T
+) -> VaultError? {
     do {
         let value = try body()
         Issue.record("expected VaultError \(code), got a value of type \(type(of: value))", sourceLocation: sourceLocation)
@@ -41,8 +42,10 @@ enum LogHygiene {
     static func forms(ofKeyFile url: URL) -> [String] { forms(ofBytes: FileProbe.bytes(url)) }
 
     /// Records an issue for every secret form found in the logs or in `texts`.
-    static func check(_ logs: CapturedLogs, texts: [String] = [], secrets: [String],
-                      sourceLocation: SourceLocation = #_sourceLocation) {
+    static func check(
+        _ logs: CapturedLogs, texts: [String] = [], secrets: [String],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(!logs.lines.isEmpty || !texts.isEmpty, "nothing was captured to check", sourceLocation: sourceLocation)
         let haystacks = logs.lines + texts
         var (searched, leaked) = (0, 0)
@@ -51,11 +54,14 @@ enum LogHygiene {
             searched += 1
             if leaks > 0 { leaked += 1 }
             // Never print the secret itself: only where it leaked.
-            #expect(leaks == 0, "a secret (\(secret.count) characters) appears in \(leaks) captured line(s)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                leaks == 0, "a secret (\(secret.count) characters) appears in \(leaks) captured line(s)",
+                sourceLocation: sourceLocation)
         }
-        StressResults.record(StressCount(case: "11 secrets searched in every captured log and output", tried: searched,
-                                         passed: searched - leaked, lost: 0, leaked: leaked))
+        StressResults.record(
+            StressCount(
+                case: "11 secrets searched in every captured log and output", tried: searched,
+                passed: searched - leaked, lost: 0, leaked: leaked))
     }
 
     /// The secrets of a ``TestVault``: its passphrase or its key file.
@@ -77,8 +83,10 @@ struct VaultRun: CustomStringConvertible {
     var description: String { "vault \(arguments.joined(separator: " ")) → \(status)\nstdout: \(stdout)\nstderr: \(stderr)" }
 
     /// Runs `vault ARGUMENTS` with a controlled environment (only `environment` and PATH/HOME).
-    static func run(_ arguments: [String], environment: [String: String], stdin: String = "",
-                    in directory: TemporaryDirectory) async throws -> VaultRun {
+    static func run(
+        _ arguments: [String], environment: [String: String], stdin: String = "",
+        in directory: TemporaryDirectory
+    ) async throws -> VaultRun {
         let output = try await BuiltProgram.run(
             try BuiltProgram.url(named: "vault"), arguments,
             environment: ["PATH": "/usr/bin:/bin", "HOME": directory.url.path].merging(environment) { $1 },

@@ -79,7 +79,8 @@ import VaultTestSupport
         var readByMetadata: Bool {
             switch self {
             case .accessTokenInteger, .accountDataKeyIDText, .accountLabelInteger, .notificationSubjectReal, .deviceNameInteger,
-                 .metaNextKeyIDText: false
+                .metaNextKeyIDText:
+                false
             default: true
             }
         }
@@ -124,16 +125,19 @@ import VaultTestSupport
         let tokens = Samples.steadyTokens("type-3c9d")
         try vault.storeTokens(tokens, for: account.id, replacing: nil)
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
-        try vault.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "subject-3c9d",
-                                                         message: "message-3c9d", actions: [], createdAt: Date()))
+        try vault.upsertNotification(
+            NotificationRecord(
+                uuid: "n-1", account: account.id, subject: "subject-3c9d",
+                message: "message-3c9d", actions: [], createdAt: Date()))
         try vault.setSessionPolicy(SessionPolicy(), for: account.id)
         guard case .acquired = try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60)) else {
             Issue.record("the refresh lease was not taken")
             return
         }
         try vault.failRefresh(for: account.id, holder: "h-1", failure: "timeout", nextAttemptAt: nil)
-        let device = DeviceRegistration(account: account.id, deviceID: "device-1", name: "name-3c9d", platform: "linux",
-                                        status: .active, createdAt: Date(), updatedAt: Date(), lastActivityAt: Date())
+        let device = DeviceRegistration(
+            account: account.id, deviceID: "device-1", name: "name-3c9d", platform: "linux",
+            status: .active, createdAt: Date(), updatedAt: Date(), lastActivityAt: Date())
         try vault.saveDevice(device)
         vault.close()
         if let schemaEdit = edit.schemaEdit { try RawDatabase.execute(test.url, schemaEdit) }
@@ -144,15 +148,18 @@ import VaultTestSupport
             // when the vault opens, and an edited one refuses to open, naming the column.
             let error = expectRefusal(.damaged) { try test.open() }
             #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
-            StressResults.record(StressCount(case: "9 files hand-edited to wrong types", tried: 1,
-                                             passed: error?.message.contains(edit.place) == true ? 1 : 0,
-                                             lost: 0, leaked: error == nil ? 1 : 0))
+            StressResults.record(
+                StressCount(
+                    case: "9 files hand-edited to wrong types", tried: 1,
+                    passed: error?.message.contains(edit.place) == true ? 1 : 0,
+                    lost: 0, leaked: error == nil ? 1 : 0))
             #expect(error?.message.contains(test.url.path) == true, "the message names the file")
             if edit.readByMetadata {
                 expectRefusal(.damaged) { try Vault.metadata(at: test.url, options: test.options()) }
             }
-            LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
-                             secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
+            LogHygiene.check(
+                test.logs, texts: [error.map(String.init(describing:)) ?? ""],
+                secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
             return
         }
         vault = try test.open()
@@ -208,12 +215,15 @@ import VaultTestSupport
         #expect(!report.passed)
         let named = report.damaged.contains { "\($0.table).\($0.column)" == edit.place }
         #expect(named, "\(report.damaged) \(report.databaseProblems)")
-        StressResults.record(StressCount(case: "9 files hand-edited to wrong types", tried: 1,
-                                         passed: error?.message.contains(edit.place) == true && named ? 1 : 0,
-                                         lost: 0, leaked: named ? 0 : 1))
+        StressResults.record(
+            StressCount(
+                case: "9 files hand-edited to wrong types", tried: 1,
+                passed: error?.message.contains(edit.place) == true && named ? 1 : 0,
+                lost: 0, leaked: named ? 0 : 1))
 
-        LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
-                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
+        LogHygiene.check(
+            test.logs, texts: [error.map(String.init(describing:)) ?? ""],
+            secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-3c9d", "name-3c9d"])
     }
 
     @Test("a value outside its column's CHECK (an editor that ignored constraints) fails verify naming the table; reads fail closed")
@@ -265,8 +275,9 @@ import VaultTestSupport
         #expect(try vault.sessionPolicy(for: account.id) == SessionPolicy())
         #expect(try vault.refreshState(for: account.id) == .none)
         #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM refresh_state") == 0)
-        LogHygiene.check(test.logs, texts: [signIn, refresh].compactMap { $0.map(String.init(describing:)) },
-                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? ""])
+        LogHygiene.check(
+            test.logs, texts: [signIn, refresh].compactMap { $0.map(String.init(describing:)) },
+            secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? ""])
     }
 
     /// A sealed column (or the version bound into it) hand-edited to the wrong type, met by a key rotation.
@@ -295,18 +306,23 @@ import VaultTestSupport
         }
     }
 
-    @Test("a key rotation that meets a value of the wrong type stops with damage naming it, never a crash",
-          arguments: RotationEdit.allCases)
+    @Test(
+        "a key rotation that meets a value of the wrong type stops with damage naming it, never a crash",
+        arguments: RotationEdit.allCases)
     func rotationMeetsWrongType(edit: RotationEdit) throws {
         let test = try TestVault()
         var vault = try test.create()
         let account = try vault.addAccount(Samples.account())
         let tokens = Samples.steadyTokens("rotate-51af")
         try vault.storeTokens(tokens, for: account.id, replacing: nil)
-        try vault.saveDevice(DeviceRegistration(account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
-                                                status: .active, createdAt: Date(), updatedAt: Date()))
-        try vault.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "subject-51af",
-                                                         message: "message-51af", actions: [], createdAt: Date()))
+        try vault.saveDevice(
+            DeviceRegistration(
+                account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
+                status: .active, createdAt: Date(), updatedAt: Date()))
+        try vault.upsertNotification(
+            NotificationRecord(
+                uuid: "n-1", account: account.id, subject: "subject-51af",
+                message: "message-51af", actions: [], createdAt: Date()))
         vault.close()
         try RawDatabase.execute(test.url, edit.sql)
 
@@ -320,8 +336,9 @@ import VaultTestSupport
         // is restored. The vault still answers.
         #expect(try vault.keyRotationPending() == (edit != .accountLabelInteger))
         #expect(try vault.accountIDs() == [account.id])
-        LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""],
-                         secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-51af", "name-51af"])
+        LogHygiene.check(
+            test.logs, texts: [error.map(String.init(describing:)) ?? ""],
+            secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-51af", "name-51af"])
     }
 
     @Test("token metadata of a row whose generation is not a number is damage, not a crash")
@@ -401,10 +418,13 @@ import VaultTestSupport
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: LogHygiene.secrets(of: test))
     }
 
-    @Test("a migration record hand-edited to the wrong type is refused as damaged at open and inspect, file unchanged",
-          arguments: [("UPDATE vault_migrations SET applied_at = 'x'", "vault_migrations.applied_at"),
-                      ("UPDATE vault_migrations SET checksum = X'FF00'", "vault_migrations.checksum"),
-                      ("UPDATE vault_migrations SET name = X'FF'", "vault_migrations.name")])
+    @Test(
+        "a migration record hand-edited to the wrong type is refused as damaged at open and inspect, file unchanged",
+        arguments: [
+            ("UPDATE vault_migrations SET applied_at = 'x'", "vault_migrations.applied_at"),
+            ("UPDATE vault_migrations SET checksum = X'FF00'", "vault_migrations.checksum"),
+            ("UPDATE vault_migrations SET name = X'FF'", "vault_migrations.name"),
+        ])
     func migrationRecordWrongType(sql: String, place: String) throws {
         let test = try TestVault()
         try test.create().close()

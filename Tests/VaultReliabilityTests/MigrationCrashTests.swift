@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Case 4 of issue 7: a process killed with SIGKILL inside each migration step leaves the
@@ -66,7 +67,9 @@ struct MigrationCrashTests {
         let whole = ContinuousClock.now - started
         #expect(lines.contains("migrated \(Migration.latestVersion + 1)"), "\(lines)")
 
-        var tried = 0, passed = 0, leaked = 0
+        var tried = 0
+        var passed = 0
+        var leaked = 0
         var seenVersions = Set<Int>()
         var problems: [String] = []
         for attempt in 0..<kills {

@@ -37,17 +37,22 @@ import VaultTestSupport
             let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appending(path: "Fixtures").appending(path: FixtureV1.fileName)
             let old = test.directory.file("old.db")
-            #expect(FileManager.default.createFile(atPath: old.path, contents: try Data(contentsOf: fixture),
-                                                   attributes: [.posixPermissions: 0o600]))
-            let report = try Vault.migrate(at: old, credential: .passphrase(FixtureV1.passphrase),
-                                           options: VaultOptions(logger: test.logs.logger()))
+            #expect(
+                FileManager.default.createFile(
+                    atPath: old.path, contents: try Data(contentsOf: fixture),
+                    attributes: [.posixPermissions: 0o600]))
+            let report = try Vault.migrate(
+                at: old, credential: .passphrase(FixtureV1.passphrase),
+                options: VaultOptions(logger: test.logs.logger()))
             let bak = try #require(report.backup)
             #expect(FileProbe.mode(bak) == 0o600, "\(bak.lastPathComponent)")
             #expect(FileProbe.mode(old) == 0o600)
             let files = ["", "-wal", "-shm"].map { URL(fileURLWithPath: test.url.path + $0) } + [backup, bak, old]
             let open = files.filter { FileProbe.mode($0) != 0o600 }.count
-            StressResults.record(StressCount(case: "12 file modes under umask 022 (vault, WAL, shm, backups)", tried: files.count,
-                                             passed: files.count - open, lost: 0, leaked: open))
+            StressResults.record(
+                StressCount(
+                    case: "12 file modes under umask 022 (vault, WAL, shm, backups)", tried: files.count,
+                    passed: files.count - open, lost: 0, leaked: open))
             LogHygiene.check(test.logs, secrets: LogHygiene.secrets(of: test) + [FixtureV1.passphrase, "RT-modes-1-fedcba9876543210"])
         }
     }
@@ -81,8 +86,9 @@ import VaultTestSupport
         defer { chmod(test.directory.url.path, 0o700) }
         var outputs: [String] = []
         for command in [["status"], ["verify"], ["accounts", "list"]] {
-            let result = try await VaultRun.run(command + ["--vault", test.url.path],
-                                                environment: ["VAULT_KEY_FILE": keyFile.path], in: test.directory)
+            let result = try await VaultRun.run(
+                command + ["--vault", test.url.path],
+                environment: ["VAULT_KEY_FILE": keyFile.path], in: test.directory)
             #expect(result.status == 82, "\(result)")
             outputs.append(result.output)
         }

@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Someone who can write the vault file but lacks the key edits one stored value: every column
@@ -16,7 +17,7 @@ struct MutationSweepTests {
     static let unauthenticatedTables = [
         // Which migrations ran: an edit makes the next open re-run one (and fail, rolled back)
         // or refuse the file; it changes no value the vault acts on.
-        "vault_migrations",
+        "vault_migrations"
     ]
 
     enum Mutation: String, CaseIterable, CustomStringConvertible {
@@ -33,29 +34,37 @@ struct MutationSweepTests {
             new.client.pins = ["sha256/\(String(repeating: index == 0 ? "A" : "B", count: 43))="]
             new.clientSecret = "secret-\(subject)-sweep"
             new.client.authentication = .clientSecretBasic
-            let record = try vault.signIn(new, tokens: Samples.tokens("sweep-\(subject)"),
-                                          policy: SessionPolicy(idleTimeout: .seconds(600 + index), backgroundTimeout: .seconds(60)))
+            let record = try vault.signIn(
+                new, tokens: Samples.tokens("sweep-\(subject)"),
+                policy: SessionPolicy(idleTimeout: .seconds(600 + index), backgroundTimeout: .seconds(60)))
             ids.append(record.account.id)
-            guard case .acquired = try vault.beginRefresh(for: record.account.id, holder: "h-\(index)", seenGeneration: record.generation,
-                                                          leaseDuration: .seconds(60)) else {
+            guard
+                case .acquired = try vault.beginRefresh(
+                    for: record.account.id, holder: "h-\(index)", seenGeneration: record.generation,
+                    leaseDuration: .seconds(60))
+            else {
                 throw VaultError(.storage, "the sweep's refresh lease was not taken")
             }
             if index == 0 {
-                try vault.failRefresh(for: record.account.id, holder: "h-0", failure: "server error (HTTP 503)",
-                                      detail: "the server's own words", nextAttemptAt: Date(timeIntervalSinceNow: 60))
+                try vault.failRefresh(
+                    for: record.account.id, holder: "h-0", failure: "server error (HTTP 503)",
+                    detail: "the server's own words", nextAttemptAt: Date(timeIntervalSinceNow: 60))
             }
-            try vault.saveDevice(DeviceRegistration(
-                id: "reg-\(subject)", account: record.account.id, deviceID: "device-\(subject)", name: "laptop of \(subject)",
-                platform: "linux", status: index == 0 ? .active : .pending, activationMethod: .primary, statusReason: "reason \(index)",
-                createdAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(index)), updatedAt: Date(timeIntervalSince1970: 1_700_000_100),
-                lastActivityAt: Date(timeIntervalSince1970: 1_700_000_200 + Double(index))))
-            try vault.upsertNotification(NotificationRecord(
-                uuid: "n-\(subject)", account: record.account.id, subject: "subject \(subject)", message: "message \(subject)",
-                actions: [NotificationAction(label: "Allow", action: "allow")],
-                createdAt: Date(timeIntervalSince1970: 1_700_000_300 + Double(index)), expiresAt: Date(timeIntervalSince1970: 1_800_000_000)))
+            try vault.saveDevice(
+                DeviceRegistration(
+                    id: "reg-\(subject)", account: record.account.id, deviceID: "device-\(subject)", name: "laptop of \(subject)",
+                    platform: "linux", status: index == 0 ? .active : .pending, activationMethod: .primary, statusReason: "reason \(index)",
+                    createdAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(index)), updatedAt: Date(timeIntervalSince1970: 1_700_000_100),
+                    lastActivityAt: Date(timeIntervalSince1970: 1_700_000_200 + Double(index))))
+            try vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "n-\(subject)", account: record.account.id, subject: "subject \(subject)", message: "message \(subject)",
+                    actions: [NotificationAction(label: "Allow", action: "allow")],
+                    createdAt: Date(timeIntervalSince1970: 1_700_000_300 + Double(index)), expiresAt: Date(timeIntervalSince1970: 1_800_000_000)))
         }
-        _ = try vault.recordAnswer(to: "n-alice", account: ids[0], action: "allow", byDevice: "device-alice",
-                                   at: Date(timeIntervalSince1970: 1_700_000_400))
+        _ = try vault.recordAnswer(
+            to: "n-alice", account: ids[0], action: "allow", byDevice: "device-alice",
+            at: Date(timeIntervalSince1970: 1_700_000_400))
         // An ended session next to the live one, and an integrity check on record.
         var session = try #require(try vault.currentSession(for: ids[1]))
         session.extensionsUsed = 1
@@ -90,8 +99,9 @@ struct MutationSweepTests {
                     try pristine.write(to: test.url)
                     guard let sql = try Self.edit(table, column, mutation, in: test.url) else { continue }
                     do {
-                        try RawDatabase.execute(test.url, "PRAGMA ignore_check_constraints = ON; PRAGMA foreign_keys = OFF; " + sql.statement,
-                                                sql.arguments)
+                        try RawDatabase.execute(
+                            test.url, "PRAGMA ignore_check_constraints = ON; PRAGMA foreign_keys = OFF; " + sql.statement,
+                            sql.arguments)
                     } catch let error as DatabaseError where [.SQLITE_CONSTRAINT, .SQLITE_MISMATCH].contains(error.resultCode) {
                         continue  // another row's key in a unique column, NULL in a rowid: no edit in place can do that
                     }
@@ -104,8 +114,10 @@ struct MutationSweepTests {
         }
         #expect(missed.isEmpty, "\(missed.count) of \(tried) edits went unnoticed: \(missed)")
         #expect(tried > 150, "the sweep tried \(tried) edits")
-        StressResults.record(StressCount(case: "issue 12: a stored value edited without the key (every column, 3 ways)",
-                                         tried: tried, passed: tried - missed.count, lost: 0, leaked: missed.count))
+        StressResults.record(
+            StressCount(
+                case: "issue 12: a stored value edited without the key (every column, 3 ways)",
+                tried: tried, passed: tried - missed.count, lost: 0, leaked: missed.count))
     }
 
     /// Nil when the vault noticed the edit of `table.column`; what happened otherwise.

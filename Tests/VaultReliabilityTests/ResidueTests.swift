@@ -27,16 +27,19 @@ import VaultTestSupport
         }
         try remover.storeTokens(Samples.steadyTokens("residue-bob"), for: bob, replacing: nil)
         for index in 0..<20 {
-            try remover.upsertNotification(NotificationRecord(
-                uuid: "a-\(index)", account: alice, subject: "residue subject \(index)",
-                message: "residue message \(index) " + String(repeating: "x", count: 900), actions: [], createdAt: Date()))
+            try remover.upsertNotification(
+                NotificationRecord(
+                    uuid: "a-\(index)", account: alice, subject: "residue subject \(index)",
+                    message: "residue message \(index) " + String(repeating: "x", count: 900), actions: [], createdAt: Date()))
         }
         // The other connection reads everything of alice's (its pages are in its cache, not on disk).
         #expect(try other.tokens(for: alice)?.generation == generation)
         #expect(try other.notificationCount(account: alice) == 20)
 
         let url = test.url
-        let sealed = try RawDatabase.blobs(url, """
+        let sealed = try RawDatabase.blobs(
+            url,
+            """
             SELECT access_token FROM tokens WHERE account_id = ?1 UNION ALL SELECT refresh_token FROM tokens WHERE account_id = ?1
             UNION ALL SELECT wrapped_data_key FROM accounts WHERE account_id = ?1 UNION ALL SELECT label FROM accounts WHERE account_id = ?1
             UNION ALL SELECT message FROM notifications WHERE account_id = ?1
@@ -64,8 +67,10 @@ import VaultTestSupport
                 if left { plainLeft += 1 }
                 #expect(!left, "a value of the removed account in vault.db\(suffix)")
             }
-            StressResults.record(StressCount(case: "10 residue after a removal (file, WAL, shared memory searched)", tried: 1,
-                                             passed: found == 0 && plainLeft == 0 ? 1 : 0, lost: 0, leaked: found + plainLeft))
+            StressResults.record(
+                StressCount(
+                    case: "10 residue after a removal (file, WAL, shared memory searched)", tried: 1,
+                    passed: found == 0 && plainLeft == 0 ? 1 : 0, lost: 0, leaked: found + plainLeft))
         }
         #expect(try other.account(alice) == nil, "the other connection sees the removal")
         #expect(try other.tokens(for: bob)?.tokens == Samples.steadyTokens("residue-bob"))

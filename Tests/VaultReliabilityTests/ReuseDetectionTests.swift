@@ -1,11 +1,11 @@
 import DevGateway
 import Foundation
 import Logging
-import VaultSync
 import Testing
 import VaultOAuth
 import VaultSession
 import VaultStore
+import VaultSync
 import VaultTestSupport
 
 /// Case 14 of issue 7: a server that revokes the whole family when a rotated refresh token is
@@ -24,7 +24,8 @@ struct ReuseDetectionTests {
     @Test("concurrent refreshes from several vault instances never replay a token; a replay by someone else revokes only that account")
     func neverReplaysAndRevocationIsContained() async throws {
         let rounds = StressScale.current.count(test: 15, quick: 100, full: 500)
-        let instances = 3, callersPerInstance = 4
+        let instances = 3
+        let callersPerInstance = 4
         let logs = CapturedLogs()
         let gateway = try await DevGateway.start(logger: CapturedLogs().logger(label: "gateway"))
         let clock = MovableClock()
@@ -36,8 +37,10 @@ struct ReuseDetectionTests {
         for index in 0..<instances {
             let vault = try index == 0 ? test.create(clock: clock.wallClock) : test.open(clock: clock.wallClock)
             vaults.append(vault)
-            services.append(SessionService(vault: vault, oauth: oauth, wallClock: clock.wallClock,
-                                           logger: logs.logger(label: "session.\(index)")))
+            services.append(
+                SessionService(
+                    vault: vault, oauth: oauth, wallClock: clock.wallClock,
+                    logger: logs.logger(label: "session.\(index)")))
         }
         var accounts: [String: AccountID] = [:]
         var firstRefreshTokens: [String: String] = [:]
@@ -45,13 +48,17 @@ struct ReuseDetectionTests {
             let issued = await gateway.issueGrant(subject: subject, clientID: "vault-cli", accessTokenLifetime: .seconds(3600))
             firstRefreshTokens[subject] = issued.refreshToken
             accounts[subject] = try await services[0].signIn(
-                NewAccount(issuer: gateway.baseURL.absoluteString, subject: subject,
-                           client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli", scopes: ["openid"])),
-                tokens: TokenSet(accessToken: issued.accessToken, refreshToken: issued.refreshToken, tokenType: "Bearer",
-                                 accessTokenExpiresAt: clock.wallClock.now().addingTimeInterval(3600), scopes: ["openid"]),
-                policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(10 * 365 * 86_400))).id
+                NewAccount(
+                    issuer: gateway.baseURL.absoluteString, subject: subject,
+                    client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli", scopes: ["openid"])),
+                tokens: TokenSet(
+                    accessToken: issued.accessToken, refreshToken: issued.refreshToken, tokenType: "Bearer",
+                    accessTokenExpiresAt: clock.wallClock.now().addingTimeInterval(3600), scopes: ["openid"]),
+                policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(10 * 365 * 86_400))
+            ).id
         }
-        let alice = try #require(accounts["alice"]), bob = try #require(accounts["bob"])
+        let alice = try #require(accounts["alice"])
+        let bob = try #require(accounts["bob"])
 
         // Rounds of "every token is stale, everyone asks at once": one refresh per account per round.
         var failures = 0
@@ -78,8 +85,9 @@ struct ReuseDetectionTests {
         // Someone else replays alice's first (long spent) refresh token: the server revokes her family.
         let aliceFirst = try #require(firstRefreshTokens["alice"])
         do {
-            _ = try await oauth.refresh(refreshToken: aliceFirst, scope: nil, endpoint: gateway.tokenEndpoint,
-                                        client: ClientCredentials(clientID: "vault-cli"))
+            _ = try await oauth.refresh(
+                refreshToken: aliceFirst, scope: nil, endpoint: gateway.tokenEndpoint,
+                client: ClientCredentials(clientID: "vault-cli"))
             Issue.record("the gateway accepted a replayed refresh token")
         } catch .invalidGrant {
         } catch {
@@ -114,9 +122,11 @@ struct ReuseDetectionTests {
         let leaked = try await leakedTokens(gateway: gateway, logs: logs)
         #expect(leaked == 0, "token values in the logs")
 
-        StressResults.record(StressCount(case: "14 reuse detection (\(rounds) rounds)", tried: rounds * instances * callersPerInstance,
-                                         passed: rounds * instances * callersPerInstance - failures,
-                                         lost: failures, leaked: replays + leaked))
+        StressResults.record(
+            StressCount(
+                case: "14 reuse detection (\(rounds) rounds)", tried: rounds * instances * callersPerInstance,
+                passed: rounds * instances * callersPerInstance - failures,
+                lost: failures, leaked: replays + leaked))
         for service in services { await service.stop() }
         await gateway.stop()
     }

@@ -24,8 +24,10 @@ import VaultTestSupport
             defer { vault.close() }
             account = try vault.addAccount(Samples.account()).id
             try vault.storeTokens(tokens, for: account, replacing: nil)
-            try vault.upsertNotification(NotificationRecord(uuid: "n-flip", account: account, subject: Self.subject,
-                                                             message: Self.message, actions: [], createdAt: Date()))
+            try vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "n-flip", account: account, subject: Self.subject,
+                    message: Self.message, actions: [], createdAt: Date()))
         }
 
         var plaintexts: [String] {
@@ -56,8 +58,9 @@ import VaultTestSupport
         Target(table: "notifications", column: "message", whereClause: "uuid = 'n-flip'"),
     ]
 
-    @Test("every byte of a sealed value flipped: the read refuses it as damage, verify names exactly that row and column",
-          arguments: targets)
+    @Test(
+        "every byte of a sealed value flipped: the read refuses it as damage, verify names exactly that row and column",
+        arguments: targets)
     func everyByteFlipped(target: Target) throws {
         let scene = try Scene()
         let url = scene.test.url
@@ -79,24 +82,29 @@ import VaultTestSupport
             regions.insert(Self.region(position, count: original.count))
 
             let error = expectRefusal(.damaged) {
-                target.table == "tokens" ? try vault.tokens(for: scene.account) as Any
+                target.table == "tokens"
+                    ? try vault.tokens(for: scene.account) as Any
                     : try vault.notification("n-flip", account: scene.account) as Any
             }
             #expect(error?.message.contains("\(target.table).\(target.column)") == true, "byte \(position)")
             texts.append(error.map(String.init(describing:)) ?? "")
 
             let report = try vault.verify()
-            #expect(report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["\(target.table) \(rowKey) \(target.column)"],
-                    "byte \(position) (\(Self.region(position, count: original.count))): \(report.damaged)")
+            #expect(
+                report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["\(target.table) \(rowKey) \(target.column)"],
+                "byte \(position) (\(Self.region(position, count: original.count))): \(report.damaged)")
             #expect(report.databaseProblems.isEmpty)
             texts += report.damaged.map(\.description)
             if error?.message.contains("\(target.table).\(target.column)") == true,
-               report.damaged.map({ "\($0.table) \($0.row) \($0.column)" }) == ["\(target.table) \(rowKey) \(target.column)"] {
+                report.damaged.map({ "\($0.table) \($0.row) \($0.column)" }) == ["\(target.table) \(rowKey) \(target.column)"]
+            {
                 passed += 1
             }
         }
-        StressResults.record(StressCount(case: "7 every byte of a sealed value flipped", tried: tried, passed: passed,
-                                         lost: 0, leaked: tried - passed))
+        StressResults.record(
+            StressCount(
+                case: "7 every byte of a sealed value flipped", tried: tried, passed: passed,
+                lost: 0, leaked: tried - passed))
         #expect(regions == ["header", "nonce", "ciphertext", "tag"])
 
         try RawDatabase.execute(url, update, [Data(original)])

@@ -20,17 +20,22 @@ import VaultTestSupport
         defer { vault.close() }
         let alice = try vault.addAccount(Samples.account("alice")).id
         let bob = try vault.addAccount(Samples.account("bob")).id
-        let aliceTokens = Samples.steadyTokens("swap-alice"), bobTokens = Samples.steadyTokens("swap-bob")
+        let aliceTokens = Samples.steadyTokens("swap-alice")
+        let bobTokens = Samples.steadyTokens("swap-bob")
         try vault.storeTokens(aliceTokens, for: alice, replacing: nil)
         try vault.storeTokens(bobTokens, for: bob, replacing: nil)
         for (uuid, account) in [("n-a", alice), ("n-b", alice)] {
-            try vault.upsertNotification(NotificationRecord(uuid: uuid, account: account, subject: "subject \(uuid)",
-                                                             message: "message \(uuid)", actions: [], createdAt: Date()))
+            try vault.upsertNotification(
+                NotificationRecord(
+                    uuid: uuid, account: account, subject: "subject \(uuid)",
+                    message: "message \(uuid)", actions: [], createdAt: Date()))
         }
         #expect(try vault.verify().passed)
         let url = test.url
-        func exchange(_ table: String, _ first: (column: String, key: String, value: String),
-                      _ second: (column: String, key: String, value: String)) throws {
+        func exchange(
+            _ table: String, _ first: (column: String, key: String, value: String),
+            _ second: (column: String, key: String, value: String)
+        ) throws {
             let a = try #require(try RawDatabase.blob(url, "SELECT \(first.column) FROM \(table) WHERE \(first.key) = ?", [first.value]))
             let b = try #require(try RawDatabase.blob(url, "SELECT \(second.column) FROM \(table) WHERE \(second.key) = ?", [second.value]))
             try RawDatabase.execute(url, "UPDATE \(table) SET \(first.column) = ? WHERE \(first.key) = ?", [Data(b), first.value])
@@ -49,13 +54,16 @@ import VaultTestSupport
             "tokens \(bob.rawValue) access_token", "tokens \(bob.rawValue) id_token",
         ]
         #expect(named == moved, "\(report.damaged)")
-        StressResults.record(StressCount(case: "8 sealed values exchanged between accounts, rows, columns", tried: moved.count,
-                                         passed: moved.intersection(named).count, lost: 0, leaked: moved.subtracting(named).count))
+        StressResults.record(
+            StressCount(
+                case: "8 sealed values exchanged between accounts, rows, columns", tried: moved.count,
+                passed: moved.intersection(named).count, lost: 0, leaked: moved.subtracting(named).count))
         expectRefusal(.damaged) { try vault.tokens(for: alice) }
         expectRefusal(.damaged) { try vault.tokens(for: bob) }
-        LogHygiene.check(test.logs, texts: report.damaged.map(\.description),
-                         secrets: [aliceTokens.refreshToken ?? "", bobTokens.refreshToken ?? "", bobTokens.accessToken]
-                            + LogHygiene.secrets(of: test))
+        LogHygiene.check(
+            test.logs, texts: report.damaged.map(\.description),
+            secrets: [aliceTokens.refreshToken ?? "", bobTokens.refreshToken ?? "", bobTokens.accessToken]
+                + LogHygiene.secrets(of: test))
     }
 
     @Test("an older token replayed into its own row is named by verify; a whole row rolled back opens and is a documented limit")
@@ -64,10 +72,12 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let account = try vault.addAccount(Samples.account()).id
-        let old = Samples.steadyTokens("replay-old"), new = Samples.steadyTokens("replay-new")
+        let old = Samples.steadyTokens("replay-old")
+        let new = Samples.steadyTokens("replay-new")
         let first = try vault.storeTokens(old, for: account, replacing: nil)
         let url = test.url
-        let oldRow = try RawDatabase.blobs(url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
+        let oldRow = try RawDatabase.blobs(
+            url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
         // The whole older row, kept aside in the file as someone with a copy of it would.
         try RawDatabase.execute(url, "CREATE TABLE saved_tokens AS SELECT * FROM tokens")
         try vault.storeTokens(new, for: account, replacing: first)
@@ -80,7 +90,9 @@ import VaultTestSupport
         try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(current)])
 
         // Every column but the MAC rolled back: the row MAC names what changed.
-        try RawDatabase.execute(url, """
+        try RawDatabase.execute(
+            url,
+            """
             UPDATE tokens SET (generation, access_token, refresh_token, id_token, updated_at) =
                 (SELECT generation, access_token, refresh_token, id_token, updated_at FROM saved_tokens)
             """)
@@ -93,8 +105,9 @@ import VaultTestSupport
         try RawDatabase.execute(url, "DELETE FROM tokens; INSERT INTO tokens SELECT * FROM saved_tokens; DROP TABLE saved_tokens")
         #expect(try vault.tokens(for: account)?.tokens == old)
         let readme = try String(contentsOf: Self.readme, encoding: .utf8)
-        #expect(readme.contains("Rolling back a whole row (every column, generation included) to an older copy of itself\n  is not detected"),
-                "the README lists the whole-row rollback as a known limit, with its reason")
+        #expect(
+            readme.contains("Rolling back a whole row (every column, generation included) to an older copy of itself\n  is not detected"),
+            "the README lists the whole-row rollback as a known limit, with its reason")
         #expect(readme.contains("there is no external counter to compare against"))
         LogHygiene.check(test.logs, secrets: [old.refreshToken ?? "", new.refreshToken ?? "", new.accessToken] + LogHygiene.secrets(of: test))
     }

@@ -1,10 +1,10 @@
-import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing
 import VaultOAuth
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 /// A refresh in flight while the user signs out or switches account never hands out, or
 /// keeps, a token it should not.
@@ -24,18 +24,21 @@ struct AccountChangeDuringRefreshTests {
             #expect(try h.vault.tokenMetadata(for: alice) == nil)
             #expect(try h.vault.sessions(for: alice).isEmpty)
             #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .signedOut) } != nil)
-            #expect(await h.events.next(after: mark) { $0 == .accountSwitched(from: alice, to: bob) } != nil,
-                    "the remaining account becomes active")
+            #expect(
+                await h.events.next(after: mark) { $0 == .accountSwitched(from: alice, to: bob) } != nil,
+                "the remaining account becomes active")
             #expect(await sessionError { try await h.service.validAccessToken(for: alice) } == .notSignedIn(alice))
             #expect(try await h.service.activeAccount() == bob)
-            #expect(try await h.service.validAccessToken().value == (try h.firstTokens(of: "bob").accessToken),
-                    "the other account is untouched")
+            #expect(
+                try await h.service.validAccessToken().value == (try h.firstTokens(of: "bob").accessToken),
+                "the other account is untouched")
 
             // The grant is dead at the server too: its refresh token is refused.
             let aliceRefresh = try #require(try h.firstTokens(of: "alice").refreshToken)
             do throws(RefreshError) {
-                _ = try await h.oauth.refresh(refreshToken: aliceRefresh, endpoint: h.gateway.tokenEndpoint,
-                                              client: ClientCredentials(clientID: SessionHarness.clientID))
+                _ = try await h.oauth.refresh(
+                    refreshToken: aliceRefresh, endpoint: h.gateway.tokenEndpoint,
+                    client: ClientCredentials(clientID: SessionHarness.clientID))
                 Issue.record("the signed-out grant still refreshes at the server")
             } catch {
                 guard case .invalidGrant = error else {
@@ -145,12 +148,15 @@ struct AccountChangeDuringRefreshTests {
     }
 
     enum LateAnswer: String, CaseIterable, CustomTestStringConvertible {
-        case serverError = "503", invalidGrant = "invalid_grant", success
+        case serverError = "503"
+        case invalidGrant = "invalid_grant"
+        case success
         var testDescription: String { rawValue }
     }
 
-    @Test("an answer the network layer already had when the account was signed out is discarded too",
-          arguments: LateAnswer.allCases)
+    @Test(
+        "an answer the network layer already had when the account was signed out is discarded too",
+        arguments: LateAnswer.allCases)
     func answerReceivedDuringSignOutIsDiscarded(_ answer: LateAnswer) async throws {
         try await SessionHarness.run { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly, revocation: false)
@@ -255,8 +261,9 @@ struct AccountChangeDuringRefreshTests {
                 switch result {
                 case .success(let token):
                     served += 1
-                    #expect(h.owner(ofAccessToken: token.value) == h.subject(of: token.account),
-                            "a token of \(h.owner(ofAccessToken: token.value) ?? "nobody") was served for \(h.subject(of: token.account) ?? "?")")
+                    #expect(
+                        h.owner(ofAccessToken: token.value) == h.subject(of: token.account),
+                        "a token of \(h.owner(ofAccessToken: token.value) ?? "nobody") was served for \(h.subject(of: token.account) ?? "?")")
                 case .failure(let error as SessionError):
                     guard case .accountChanged = error else {
                         Issue.record("unexpected error \(error)")

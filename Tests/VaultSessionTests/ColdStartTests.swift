@@ -33,20 +33,22 @@ struct ColdStartTests {
             await h.service.stop()
             h.vault.close()
 
-            let away: Duration = switch scenario {
-            case .idle: Self.minute * 15 + .seconds(1)
-            case .absolute: Self.minute * 20 + .seconds(1)
-            case .background: Self.minute * 5 + .seconds(1)
-            case .lockedByUser: Self.minute
-            }
+            let away: Duration =
+                switch scenario {
+                case .idle: Self.minute * 15 + .seconds(1)
+                case .absolute: Self.minute * 20 + .seconds(1)
+                case .background: Self.minute * 5 + .seconds(1)
+                case .lockedByUser: Self.minute
+                }
             await h.time.advance(by: away)
 
-            let expected: SessionError = switch scenario {
-            case .idle: .locked(alice, .idleTimeout)
-            case .absolute: .expired(alice, .absoluteTimeout)
-            case .background: .locked(alice, .backgroundTimeout)
-            case .lockedByUser: .locked(alice, .lockedByUser)
-            }
+            let expected: SessionError =
+                switch scenario {
+                case .idle: .locked(alice, .idleTimeout)
+                case .absolute: .expired(alice, .absoluteTimeout)
+                case .background: .locked(alice, .backgroundTimeout)
+                case .lockedByUser: .locked(alice, .lockedByUser)
+                }
             let reopened = try h.openAnotherVault()
             let fresh = h.makeService(on: reopened)
             #expect(await sessionError { try await fresh.validAccessToken() } == expected)

@@ -17,8 +17,9 @@ struct DamagedAccountTests {
             let bob = try await h.signIn("bob", expiresIn: .seconds(30), policy: .tokensOnly)
             let alice = try await h.signIn("alice", policy: .tokensOnly)
             try RawDatabase.execute(h.vault.url, "UPDATE sessions SET absolute_deadline = 4102444800000 WHERE account_id = ?", [bob.rawValue])
-            try RawDatabase.execute(h.vault.url, "UPDATE accounts SET token_endpoint = 'http://127.0.0.1:9/token' WHERE account_id = ?",
-                                    [bob.rawValue])
+            try RawDatabase.execute(
+                h.vault.url, "UPDATE accounts SET token_endpoint = 'http://127.0.0.1:9/token' WHERE account_id = ?",
+                [bob.rawValue])
 
             let other = try h.openAnotherVault()
             let service = h.makeService(on: other)
@@ -46,8 +47,9 @@ struct EndpointAtRequestTests {
         try await SessionHarness.run { h in
             var account = h.newAccount("mallory")
             account.client.tokenEndpoint = try #require(URL(string: "http://127.0.0.1.nip.io/oauth/token"))
-            let tokens = TokenSet(accessToken: "access-lookalike", refreshToken: "refresh-lookalike", idToken: nil,
-                                  tokenType: "Bearer", accessTokenExpiresAt: h.time.now().addingTimeInterval(5), scopes: [])
+            let tokens = TokenSet(
+                accessToken: "access-lookalike", refreshToken: "refresh-lookalike", idToken: nil,
+                tokenType: "Bearer", accessTokenExpiresAt: h.time.now().addingTimeInterval(5), scopes: [])
             await #expect(throws: EndpointError.self) { try await h.service.signIn(account, tokens: tokens) }
             #expect(try h.vault.accountIDs().isEmpty, "nothing stored")
 

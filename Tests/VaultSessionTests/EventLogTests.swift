@@ -22,7 +22,7 @@ struct EventLogTests {
             let credential = h.store.credential
             let other = h.makeService(on: try h.openAnotherVault())
             try await other.switchAccount(to: alice)
-            _ = try await other.validAccessToken()                      // refresh (30 s < leeway)
+            _ = try await other.validAccessToken()  // refresh (30 s < leeway)
             try await other.lock()
             try await other.unlock(with: credential)
             try await other.endSession(for: alice)

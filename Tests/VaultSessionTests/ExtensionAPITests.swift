@@ -12,8 +12,9 @@ import VaultTestSupport
 @Suite("Session extension at the identity service", .timeLimit(.minutes(1)))
 struct ExtensionAPITests {
     /// An interactive tool's policy: serving a token (the extension request's own) is not activity.
-    static let policy = SessionPolicy(idleTimeout: .seconds(600), warningBefore: .seconds(60), maxExtensions: 1,
-                                      absoluteLifetime: .seconds(24 * 3600), activity: .interactive)
+    static let policy = SessionPolicy(
+        idleTimeout: .seconds(600), warningBefore: .seconds(60), maxExtensions: 1,
+        absoluteLifetime: .seconds(24 * 3600), activity: .interactive)
 
     @Test("outside the warning window: refused without asking; inside: granted, the idle deadline moves; at the limit: refused without asking")
     func grantedInTheWindow() async throws {
@@ -49,7 +50,8 @@ struct ExtensionAPITests {
             let before = try h.vault.currentSession(for: alice)?.idleDeadline
             let result = try await h.service.extendSession(for: alice, askingServer: api)
             #expect(result == .refusedByServer(code: "policy", message: "extensions are off for this account"))
-            #expect(await h.events.next { $0 == .extensionResult(alice, .refusedByServer(code: "policy", message: "extensions are off for this account")) } != nil)
+            #expect(
+                await h.events.next { $0 == .extensionResult(alice, .refusedByServer(code: "policy", message: "extensions are off for this account")) } != nil)
             #expect(try h.vault.currentSession(for: alice)?.idleDeadline == before)
             #expect(try h.vault.currentSession(for: alice)?.extensionInFlight == nil, "the in-flight marker is cleared")
             await h.gateway.setExtensionRefusal(code: nil)

@@ -15,7 +15,8 @@ struct IdleTimeoutTests {
     /// Signs alice in, waits for the timer to plan the 14-minute warning, advances to it
     /// and returns the warning.
     static func advanceToFirstWarning(_ h: SessionHarness, policy: SessionPolicy? = nil) async throws
-        -> (AccountID, (account: AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool)) {
+        -> (AccountID, (account: AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool))
+    {
         let alice = try await h.signIn("alice", policy: policy)
         #expect(await h.time.waitForSleeper(until: h.time.at(minute * 14)), "timer planned at \(h.time.sleepingUntil)")
         let mark = h.events.mark

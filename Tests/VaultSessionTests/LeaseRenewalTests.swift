@@ -35,8 +35,11 @@ struct LeaseRenewalTests {
             let expiry = try #require(state.leaseExpiresAt)
             #expect(expiry > h.time.now(), "the lease was renewed past the time that has passed")
             let seen = try #require(try other.tokens(for: alice)).generation
-            guard case .busy = try other.beginRefresh(for: alice, holder: "another process", seenGeneration: seen,
-                                                      leaseDuration: configuration.leaseDuration) else {
+            guard
+                case .busy = try other.beginRefresh(
+                    for: alice, holder: "another process", seenGeneration: seen,
+                    leaseDuration: configuration.leaseDuration)
+            else {
                 Issue.record("a second holder took over a lease that its holder was renewing")
                 return
             }

@@ -1,9 +1,9 @@
-import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 /// Several processes on one vault file share one refresh through the lease in the vault.
 @Suite("Refresh shared across processes", .timeLimit(.minutes(1)))

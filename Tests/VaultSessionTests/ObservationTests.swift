@@ -1,9 +1,9 @@
-import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 /// A long-running process notices what other processes change in the vault.
 @Suite("Seeing other processes", .timeLimit(.minutes(1)))
@@ -28,8 +28,9 @@ struct ObservationTests {
             probe.go()
             #expect(try await probe.results() == ["switched"])
             #expect(await h.events.flush())
-            #expect(h.events.events(after: before) { if case .accountSwitched = $0 { true } else { false } }.isEmpty,
-                    "nothing is announced before the watch ticks")
+            #expect(
+                h.events.events(after: before) { if case .accountSwitched = $0 { true } else { false } }.isEmpty,
+                "nothing is announced before the watch ticks")
 
             let mark = h.events.mark
             await h.time.advance(by: .seconds(1))

@@ -1,10 +1,10 @@
-import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing
 import VaultOAuth
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 /// Refreshing ahead of expiry against a real gateway: when a request goes out, what is
 /// stored, and that a rotated refresh token is never presented again.

@@ -62,8 +62,12 @@ struct RetryAfterTests {
         try await SessionHarness.run { h in
             let start = h.time.now()
             let serverNow = start.addingTimeInterval(-3600)
-            let fault = TokenFault(status: 503, headers: ["Date": Self.httpDate(serverNow),
-                                                          "Retry-After": Self.httpDate(serverNow.addingTimeInterval(90))])
+            let fault = TokenFault(
+                status: 503,
+                headers: [
+                    "Date": Self.httpDate(serverNow),
+                    "Retry-After": Self.httpDate(serverNow.addingTimeInterval(90)),
+                ])
             let retryAt = try await Self.retryAt(after: fault, h)
             #expect(retryAt == start.addingTimeInterval(90))
             try await Self.expectNothingUntil(retryAt, h)
@@ -85,8 +89,12 @@ struct RetryAfterTests {
     func farDateIsCapped() async throws {
         try await SessionHarness.run { h in
             let start = h.time.now()
-            let fault = TokenFault(status: 503, headers: ["Date": Self.httpDate(start),
-                                                          "Retry-After": Self.httpDate(start.addingTimeInterval(30 * 86_400))])
+            let fault = TokenFault(
+                status: 503,
+                headers: [
+                    "Date": Self.httpDate(start),
+                    "Retry-After": Self.httpDate(start.addingTimeInterval(30 * 86_400)),
+                ])
             let retryAt = try await Self.retryAt(after: fault, h)
             #expect(retryAt == start.addingTimeInterval(h.configuration.backoffCap.timeInterval))
             try await Self.expectNothingUntil(retryAt, h)
@@ -97,8 +105,12 @@ struct RetryAfterTests {
     func pastDateIsNow() async throws {
         try await SessionHarness.run { h in
             let start = h.time.now()
-            let fault = TokenFault(status: 503, headers: ["Date": Self.httpDate(start),
-                                                          "Retry-After": Self.httpDate(start.addingTimeInterval(-86_400))])
+            let fault = TokenFault(
+                status: 503,
+                headers: [
+                    "Date": Self.httpDate(start),
+                    "Retry-After": Self.httpDate(start.addingTimeInterval(-86_400)),
+                ])
             let retryAt = try await Self.retryAt(after: fault, h)
             // The first back-off: between half and all of backoffBase.
             let base = h.configuration.backoffBase.timeInterval

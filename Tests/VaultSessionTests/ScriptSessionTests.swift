@@ -7,12 +7,14 @@ import VaultTestSupport
 /// Issue 13, part 3: a token served counts as activity unless the policy says interactive only.
 @Suite("A session model scripts can live with", .timeLimit(.minutes(1)))
 struct ScriptSessionTests {
-    @Test("a script asking for a token every second (a new process each time), 5 s idle timeout: a minute of work; interactive-only locks at 5 s",
-          arguments: [SessionPolicy.Activity.any, .interactive])
+    @Test(
+        "a script asking for a token every second (a new process each time), 5 s idle timeout: a minute of work; interactive-only locks at 5 s",
+        arguments: [SessionPolicy.Activity.any, .interactive])
     func scriptKeepsItsSession(_ activity: SessionPolicy.Activity) async throws {
         try await SessionHarness.run { h in
-            let policy = SessionPolicy(idleTimeout: .seconds(5), warningBefore: .seconds(1), maxExtensions: 0, absoluteLifetime: nil,
-                                       backgroundTimeout: nil, idleAction: .lock, activity: activity)
+            let policy = SessionPolicy(
+                idleTimeout: .seconds(5), warningBefore: .seconds(1), maxExtensions: 0, absoluteLifetime: nil,
+                backgroundTimeout: nil, idleAction: .lock, activity: activity)
             let alice = try await h.signIn("alice", policy: policy)
             let other = try h.openAnotherVault()
             var lockedAt: Int?

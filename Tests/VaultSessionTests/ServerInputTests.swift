@@ -10,8 +10,10 @@ import VaultTestSupport
 @Suite struct ServerInputTests {
     static let created: Int64 = 1_800_000_000_000
 
-    static func notification(_ uuid: String, status: String = "pending", subject: String = "Sign-in request",
-                             message: String = "Approve?", created: Int64 = created, actions: String? = nil) -> String {
+    static func notification(
+        _ uuid: String, status: String = "pending", subject: String = "Sign-in request",
+        message: String = "Approve?", created: Int64 = created, actions: String? = nil
+    ) -> String {
         let actions = actions ?? #"[{"label":"Approve","action":"approve"},{"label":"Reject","action":"reject"}]"#
         return #"{"notification_uuid":"\#(uuid)","subject":"\#(subject)","message":"\#(message)","actions":\#(actions),"#
             + #""created_at":\#(created),"status":"\#(status)"}"#
@@ -22,20 +24,26 @@ import VaultTestSupport
     }
 
     /// Signs alice in, points the device API at the loopback server, runs `body` with an inbox.
-    static func withInbox(answering body: String, status: Int = 200,
-                          _ test: (NotificationInbox, TransportWorld, AccountID, CapturedLogs) async throws -> Void) async throws {
+    static func withInbox(
+        answering body: String, status: Int = 200,
+        _ test: (NotificationInbox, TransportWorld, AccountID, CapturedLogs) async throws -> Void
+    ) async throws {
         try await TransportWorld.run(answer: .json(status, body)) { world in
             let account = try await world.signIn()
             let logs = CapturedLogs()
-            let api = HTTPDeviceNotificationAPI(baseURL: world.server.url("/api"), session: world.service, transport: world.transport,
-                                                logger: logs.logger(label: "devices.http"), clock: world.time.clock)
-            let inbox = NotificationInbox(session: world.service, api: api, wallClock: world.time.wallClock,
-                                          logger: logs.logger(label: "notifications"))
+            let api = HTTPDeviceNotificationAPI(
+                baseURL: world.server.url("/api"), session: world.service, transport: world.transport,
+                logger: logs.logger(label: "devices.http"), clock: world.time.clock)
+            let inbox = NotificationInbox(
+                session: world.service, api: api, wallClock: world.time.wallClock,
+                logger: logs.logger(label: "notifications"))
             try await test(inbox, world, account, logs)
         }
     }
 
-    @Test("a page with an unknown status, an oversize message, a date in 2300, a bad id and two actions alike: those are skipped with a warning, the good ones stored")
+    @Test(
+        "a page with an unknown status, an oversize message, a date in 2300, a bad id and two actions alike: those are skipped with a warning, the good ones stored"
+    )
     func skippedWithAWarning() async throws {
         let huge = String(repeating: "m", count: ServerInput.maximumMessageLength + 1)
         let items = [
@@ -61,14 +69,17 @@ import VaultTestSupport
         }
     }
 
-    @Test("a page naming one notification twice, missing a field, or not the page asked for is refused whole: nothing stored",
-          arguments: [
+    @Test(
+        "a page naming one notification twice, missing a field, or not the page asked for is refused whole: nothing stored",
+        arguments: [
             (page([notification("a"), notification("b"), notification("a", status: "answered")]), "twice"),
-            (#"{"notifications":[{"notification_uuid":"a","message":"m","actions":[],"created_at":1,"status":"pending"}],"total_count":1,"start_index":1}"#,
-             "notifications[0].subject missing"),
+            (
+                #"{"notifications":[{"notification_uuid":"a","message":"m","actions":[],"created_at":1,"status":"pending"}],"total_count":1,"start_index":1}"#,
+                "notifications[0].subject missing"
+            ),
             (page([notification("a")], total: 100, start: 51), "the one from 51"),
             ("this is not JSON", "not JSON"),
-          ])
+        ])
     func refusedWhole(body: String, reason: String) async throws {
         try await Self.withInbox(answering: body) { inbox, world, account, _ in
             do {
@@ -84,9 +95,10 @@ import VaultTestSupport
     @Test("410 Gone on an answer: refused as withdrawn, the stored copy marked dismissed, no retry")
     func goneOnAnswer() async throws {
         try await Self.withInbox(answering: #"{"error":"gone"}"#, status: 410) { inbox, world, account, _ in
-            _ = try world.vault.upsertNotification(NotificationRecord(
-                uuid: "n-1", account: account, subject: "Sign-in request", message: "Approve?",
-                actions: [NotificationAction(label: "Approve", action: "approve")], createdAt: world.time.now()))
+            _ = try world.vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "n-1", account: account, subject: "Sign-in request", message: "Approve?",
+                    actions: [NotificationAction(label: "Approve", action: "approve")], createdAt: world.time.now()))
             let outcome = try await inbox.answer("n-1", action: "approve", account: account)
             #expect(outcome == .refused(.dismissed))
             #expect(try world.vault.notification("n-1", account: account)?.status == .dismissed)
@@ -101,17 +113,22 @@ import VaultTestSupport
             + #""created_at":\#(created),"updated_at":\#(created)}"#
     }
 
-    @Test("a roster with an unknown status or an oversize name is refused whole: no stored device is marked gone",
-          arguments: [(device("d-2", status: "quarantined"), "unknown device status"),
-                      (device("d-2", name: String(repeating: "n", count: ServerInput.maximumNameLength + 1)), "at most 256")])
+    @Test(
+        "a roster with an unknown status or an oversize name is refused whole: no stored device is marked gone",
+        arguments: [
+            (device("d-2", status: "quarantined"), "unknown device status"),
+            (device("d-2", name: String(repeating: "n", count: ServerInput.maximumNameLength + 1)), "at most 256"),
+        ])
     func rosterRefusedWhole(bad: String, reason: String) async throws {
         try await TransportWorld.run(answer: .json(200, #"{"devices":[\#(Self.device("d-1")),\#(bad)]}"#)) { world in
             let account = try await world.signIn()
-            let known = DeviceRegistration(account: account, deviceID: "d-3", name: "Old phone", platform: "ios", status: .active,
-                                           createdAt: world.time.now(), updatedAt: world.time.now())
+            let known = DeviceRegistration(
+                account: account, deviceID: "d-3", name: "Old phone", platform: "ios", status: .active,
+                createdAt: world.time.now(), updatedAt: world.time.now())
             try world.vault.saveDevice(known)
-            let api = HTTPDeviceNotificationAPI(baseURL: world.server.url("/api"), session: world.service, transport: world.transport,
-                                                clock: world.time.clock)
+            let api = HTTPDeviceNotificationAPI(
+                baseURL: world.server.url("/api"), session: world.service, transport: world.transport,
+                clock: world.time.clock)
             do {
                 _ = try await DeviceRoster(session: world.service, api: api).refresh(account: account)
                 Issue.record("the roster should be refused")

@@ -13,8 +13,9 @@ struct SessionRaceTests {
         let base = ProcessInfo.processInfo.environment["RACE_SEED"].flatMap(UInt64.init) ?? UInt64.random(in: 1...UInt64(UInt32.max))
         print("SessionRaceTests seed \(base) (run again with RACE_SEED=\(base))")
         try await SessionHarness.run { h in
-            let policy = SessionPolicy(idleTimeout: .seconds(600), warningBefore: .seconds(30), maxExtensions: 5,
-                                       absoluteLifetime: nil, backgroundTimeout: nil, idleAction: .lock)
+            let policy = SessionPolicy(
+                idleTimeout: .seconds(600), warningBefore: .seconds(30), maxExtensions: 5,
+                absoluteLifetime: nil, backgroundTimeout: nil, idleAction: .lock)
             let alice = try await h.signIn("alice", policy: policy)
             let probes = try (0..<4).map { try h.probe("race", "1500:\(base &+ UInt64($0))") }
             for probe in probes {

@@ -21,8 +21,9 @@ struct SessionTransferTests {
         init(_ h: SessionHarness) throws {
             store = try TestVault(.keyFile)
             vault = try store.create(clock: h.time.wallClock)
-            service = SessionService(vault: vault, oauth: h.oauth, clock: h.time.clock, wallClock: h.time.wallClock,
-                                     configuration: h.configuration, logger: store.logs.logger(label: "session.receiver"))
+            service = SessionService(
+                vault: vault, oauth: h.oauth, clock: h.time.clock, wallClock: h.time.wallClock,
+                configuration: h.configuration, logger: store.logs.logger(label: "session.receiver"))
         }
 
         func close() async {
@@ -74,8 +75,9 @@ struct SessionTransferTests {
             let refreshed = try await b.service.validAccessToken()
             #expect(refreshed.value != (try h.firstTokens(of: "alice")).accessToken)
             await h.expectTokenRequests(1)
-            #expect(h.transport.exchanges.compactMap(\.presentedRefreshToken) == [try h.firstTokens(of: "alice").refreshToken].compactMap { $0 },
-                    "the importing vault refreshed with the exported refresh token")
+            #expect(
+                h.transport.exchanges.compactMap(\.presentedRefreshToken) == [try h.firstTokens(of: "alice").refreshToken].compactMap { $0 },
+                "the importing vault refreshed with the exported refresh token")
 
             guard case .expired(alice, .exported)? = await sessionError({ try await h.service.validAccessToken(for: alice) }) else {
                 Issue.record("the exporting vault still serves the moved session")
@@ -140,14 +142,16 @@ struct SessionTransferTests {
             #expect(try await h.service.status(of: alice) == .locked(.idleTimeout))
             guard case .locked? = await sessionError({ try await Self.export(h.service, SessionExportRequest(recipient: toB)) }) else {
                 Issue.record("a locked session was exported")
-                await b.close(); await c.close()
+                await b.close()
+                await c.close()
                 return
             }
             // The keys are dropped while locked: what is left is read without them.
             #expect(try h.vault.tokenMetadata(for: alice)?.hasRefreshToken == true, "the refused export changed nothing")
             #expect(try h.vault.currentSession(for: alice)?.state == .locked)
             #expect(try h.vault.sessionTransfers().count == 3, "three exports recorded, the refused one not")
-            await b.close(); await c.close()
+            await b.close()
+            await c.close()
         }
     }
 
@@ -243,13 +247,16 @@ struct SessionTransferTests {
         }
     }
 
-    @Test("a blob is checked inside too: an existing account's endpoints are never replaced, times must add up, a deleted record does not reopen a replay, and a vault does not export to itself")
+    @Test(
+        "a blob is checked inside too: an existing account's endpoints are never replaced, times must add up, a deleted record does not reopen a replay, and a vault does not export to itself"
+    )
     func craftedBlobsAndEditedFiles() async throws {
         try await SessionHarness.run { h in
             _ = try await h.signIn("alice", expiresIn: .seconds(3600), policy: .tokensOnly)
             let b = try Receiver(h)
             let toB = try await b.service.recipient()
-            #expect(await Self.refusal { try await Self.export(h.service, SessionExportRequest(recipient: try await h.service.recipient())) }
+            #expect(
+                await Self.refusal { try await Self.export(h.service, SessionExportRequest(recipient: try await h.service.recipient())) }
                     == .wrongRecipient, "its own key")
 
             // B already has alice, with the gateway's endpoints; a blob naming another

@@ -1,8 +1,5 @@
 import DevGateway
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Logging
 import Testing
 import VaultOAuth
@@ -10,6 +7,10 @@ import VaultSession
 import VaultStore
 import VaultSync
 import VaultTestSupport
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// `SessionService.signIn(using:)` end to end against the development gateway on loopback:
 /// discovery, the device grant, the browser flow with PKCE and a loopback redirect, verified ID
@@ -36,11 +37,13 @@ struct SignInTests {
             await gateway.setClock { time.now() }
             await gateway.registerClient(id: SignInTests.clientID)
             await gateway.setDeviceGrantSettings(interval: 5, lifetime: 600)
-            let oauth = OAuthClient(transport: NIOTransport(timeout: TestTimeScale.scaled(.seconds(10))), logger: store.logs.logger(label: "oauth"),
-                                    clock: time.clock, now: time.wallClock.now)
+            let oauth = OAuthClient(
+                transport: NIOTransport(timeout: TestTimeScale.scaled(.seconds(10))), logger: store.logs.logger(label: "oauth"),
+                clock: time.clock, now: time.wallClock.now)
             vault = try store.create(clock: time.wallClock)
-            service = SessionService(vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
-                                     logger: store.logs.logger(label: "session"))
+            service = SessionService(
+                vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
+                logger: store.logs.logger(label: "session"))
         }
 
         func close() async {
@@ -53,10 +56,13 @@ struct SignInTests {
             try await service.discoverProvider(issuer: gateway.baseURL)
         }
 
-        func request(_ method: SignInMethod, scopes: [String] = ["openid", "offline_access"], account: AccountID? = nil,
-                     maxAge: Duration? = nil) async throws -> SignInRequest {
-            SignInRequest(provider: try await provider(), clientID: SignInTests.clientID, scopes: scopes, method: method,
-                          account: account, maxAge: maxAge)
+        func request(
+            _ method: SignInMethod, scopes: [String] = ["openid", "offline_access"], account: AccountID? = nil,
+            maxAge: Duration? = nil
+        ) async throws -> SignInRequest {
+            SignInRequest(
+                provider: try await provider(), clientID: SignInTests.clientID, scopes: scopes, method: method,
+                account: account, maxAge: maxAge)
         }
 
         /// The device method: remembers what the user was shown.
@@ -70,7 +76,8 @@ struct SignInTests {
             let service = self.service
             let task = Task { try await service.signIn(using: request) }
             guard await presented.wait(upTo: TestTimeScale.scaled(.seconds(20)), until: { $0 != nil }),
-                  let code = presented.value?.userCode else {
+                let code = presented.value?.userCode
+            else {
                 task.cancel()
                 return .failure(SignInError.cancelled)
             }
@@ -214,9 +221,12 @@ struct SignInTests {
 
     // MARK: - ID token failures
 
-    @Test("an ID token that fails a check stores nothing, names the check, and the grant is revoked at the provider",
-          arguments: [(IDTokenFault.badSignature, "signature"), (.wrongIssuer, "issuer"), (.wrongAudience, "audience"),
-                      (.expired, "exp"), (.issuedInFuture, "iat"), (.algNone, "algorithm"), (.hs256, "algorithm"), (.unknownKey, "kid")])
+    @Test(
+        "an ID token that fails a check stores nothing, names the check, and the grant is revoked at the provider",
+        arguments: [
+            (IDTokenFault.badSignature, "signature"), (.wrongIssuer, "issuer"), (.wrongAudience, "audience"),
+            (.expired, "exp"), (.issuedInFuture, "iat"), (.algNone, "algorithm"), (.hs256, "algorithm"), (.unknownKey, "kid"),
+        ])
     func rejectedIDToken(fault: IDTokenFault, check: String) async throws {
         try await Self.withWorld { world in
             await world.gateway.corruptNextIDTokens(1, with: fault)
@@ -307,7 +317,8 @@ struct SignInTests {
             let forged: @Sendable (URL) async -> Void = { url in
                 let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
                 guard let redirect = items.first(where: { $0.name == "redirect_uri" })?.value,
-                      let target = URL(string: redirect + "?code=stolen&state=not-ours") else { return }
+                    let target = URL(string: redirect + "?code=stolen&state=not-ours")
+                else { return }
                 Task.detached { _ = try? await URLSession.shared.data(from: target) }
             }
             await #expect(throws: SignInError.stateMismatch) {
@@ -325,7 +336,10 @@ struct SignInTests {
                 _ = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects)))
                 Issue.record("signed in although the user declined")
             } catch let error as SignInError {
-                guard case .authorizationDenied = error else { Issue.record("got \(error)"); return }
+                guard case .authorizationDenied = error else {
+                    Issue.record("got \(error)")
+                    return
+                }
             }
             #expect(world.accountCount == 0)
         }
@@ -382,8 +396,9 @@ struct SignInTests {
                 #expect(account == first.account.id && maximum == .seconds(300))
             }
             let reauthentications = await world.gateway.stats().reauthentications
-            let again = try await world.service.signIn(using: try await world.request(
-                .browser(open: Self.followRedirects), account: first.account.id, maxAge: .zero))
+            let again = try await world.service.signIn(
+                using: try await world.request(
+                    .browser(open: Self.followRedirects), account: first.account.id, maxAge: .zero))
             #expect(again.account.id == first.account.id)
             #expect(await world.gateway.stats().reauthentications == reauthentications + 1)
             let token = try await world.service.validAccessToken(maxAuthenticationAge: .seconds(300))
@@ -393,19 +408,22 @@ struct SignInTests {
 
     // MARK: - Guests
 
-    @Test("a guest upgraded by signing in: devices, notifications and history move, the guest session ends upgraded, nothing is left behind",
-          arguments: [true, false])
+    @Test(
+        "a guest upgraded by signing in: devices, notifications and history move, the guest session ends upgraded, nothing is left behind",
+        arguments: [true, false])
     func guestUpgrade(conversionAtProvider: Bool) async throws {
         try await Self.withWorld { world in
             await world.gateway.setGuestConversion(enabled: conversionAtProvider)
             let guest = try await world.service.signIn(using: try await world.request(.guest)).account
             #expect(guest.kind == .guest)
-            try world.vault.saveDevice(DeviceRegistration(
-                id: "reg-guest", account: guest.id, deviceID: world.vault.deviceID, name: "Guest laptop", platform: "linux",
-                status: .active, activationMethod: .primary, createdAt: world.time.now(), updatedAt: world.time.now()))
-            try world.vault.upsertNotification(NotificationRecord(
-                uuid: "n-guest", account: guest.id, subject: "Hello", message: "sealed words", actions: [],
-                createdAt: world.time.now(), expiresAt: nil))
+            try world.vault.saveDevice(
+                DeviceRegistration(
+                    id: "reg-guest", account: guest.id, deviceID: world.vault.deviceID, name: "Guest laptop", platform: "linux",
+                    status: .active, activationMethod: .primary, createdAt: world.time.now(), updatedAt: world.time.now()))
+            try world.vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "n-guest", account: guest.id, subject: "Hello", message: "sealed words", actions: [],
+                    createdAt: world.time.now(), expiresAt: nil))
             let revocationsBefore = await world.gateway.stats().revocationRequests
 
             let result = try await world.deviceSignIn(try await world.request(world.device)) { gateway, code in

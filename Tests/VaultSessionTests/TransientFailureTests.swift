@@ -1,9 +1,9 @@
-import VaultTestSupport
 import DevGateway
 import Foundation
 import Testing
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 /// A refresh that fails for a reason that may pass (5xx, timeout) keeps the session, serves
 /// the still-valid token, and backs off — in every instance sharing the vault.

@@ -24,9 +24,12 @@ struct TransportRulesTests {
     func lookAlikeRefusedAtImport(_ endpoint: String) async throws {
         try await TransportWorld.run { world in
             let url = try #require(URL(string: endpoint))
-            for client in [OAuthClientSettings(tokenEndpoint: url, clientID: "vault-cli"),
-                           OAuthClientSettings(tokenEndpoint: world.server.url("/oauth/token"), revocationEndpoint: url,
-                                               clientID: "vault-cli")] {
+            for client in [
+                OAuthClientSettings(tokenEndpoint: url, clientID: "vault-cli"),
+                OAuthClientSettings(
+                    tokenEndpoint: world.server.url("/oauth/token"), revocationEndpoint: url,
+                    clientID: "vault-cli"),
+            ] {
                 await #expect(throws: EndpointError.self) {
                     try await world.service.signIn(world.account(client), tokens: world.tokens(expiresIn: .seconds(3600)))
                 }
@@ -35,8 +38,9 @@ struct TransportRulesTests {
         }
     }
 
-    @Test("a look-alike host stored anyway (by the store alone) is sent nothing: token, revocation and device requests",
-          arguments: lookAlikes)
+    @Test(
+        "a look-alike host stored anyway (by the store alone) is sent nothing: token, revocation and device requests",
+        arguments: lookAlikes)
     func lookAlikeRefusedAtRequestTime(_ endpoint: String) async throws {
         try await TransportWorld.run { world in
             let url = try #require(URL(string: endpoint))
@@ -90,8 +94,9 @@ struct TransportRulesTests {
         configuration.requestDeadline = .seconds(5)
         try await TransportWorld.run(answer: .silence, configuration: configuration) { world in
             let alice = try await world.signIn(expiresIn: .seconds(3600))
-            let api = HTTPDeviceNotificationAPI(baseURL: world.server.url(""), session: world.service,
-                                                transport: world.transport, clock: world.time.clock)
+            let api = HTTPDeviceNotificationAPI(
+                baseURL: world.server.url(""), session: world.service,
+                transport: world.transport, clock: world.time.clock)
             let call = Task { () -> (any Error)? in
                 do {
                     _ = try await api.devices(account: alice)
@@ -114,8 +119,9 @@ struct TransportRulesTests {
     func pinsAtImport() async throws {
         let chain = try TestChain()
         try await TransportWorld.run(chain: chain) { world in
-            var client = OAuthClientSettings(tokenEndpoint: world.server.url("/oauth/token"), clientID: "vault-cli",
-                                             pins: ["sha256/not-base64"])
+            var client = OAuthClientSettings(
+                tokenEndpoint: world.server.url("/oauth/token"), clientID: "vault-cli",
+                pins: ["sha256/not-base64"])
             await #expect(throws: PinError.self) { try await world.service.signIn(world.account(client), tokens: world.tokens()) }
             client.pins = [chain.leaf.pin]
             client.tokenEndpoint = try #require(URL(string: "http://127.0.0.1:\(world.server.port)/oauth/token"))
@@ -190,18 +196,22 @@ struct TransportWorld {
     let server: LoopbackServer
     let transport: CountingTransport
 
-    static func run(chain: TestChain? = nil, answer: LoopbackServer.Answer = .silence,
-                    configuration: SessionConfiguration = SessionConfiguration(),
-                    _ body: (TransportWorld) async throws -> Void) async throws {
+    static func run(
+        chain: TestChain? = nil, answer: LoopbackServer.Answer = .silence,
+        configuration: SessionConfiguration = SessionConfiguration(),
+        _ body: (TransportWorld) async throws -> Void
+    ) async throws {
         let time = TestTime()
         let store = try TestVault(.keyFile)
         let vault = try store.create(clock: time.wallClock)
         let roots = try chain.map { try NIOTransport.TrustRoots(derCertificates: [$0.root.der]) } ?? .system
         let transport = CountingTransport(NIOTransport(timeout: .seconds(600), trustRoots: roots))
-        let oauth = OAuthClient(transport: transport, logger: store.logs.logger(label: "oauth"),
-                                requestDeadline: configuration.requestDeadline, clock: time.clock)
-        let service = SessionService(vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
-                                     configuration: configuration, logger: store.logs.logger(label: "session"))
+        let oauth = OAuthClient(
+            transport: transport, logger: store.logs.logger(label: "oauth"),
+            requestDeadline: configuration.requestDeadline, clock: time.clock)
+        let service = SessionService(
+            vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
+            configuration: configuration, logger: store.logs.logger(label: "session"))
         let server = try await LoopbackServer.start(tls: chain?.serverIdentity, answer: answer)
         let world = TransportWorld(time: time, vault: vault, service: service, server: server, transport: transport)
         do {
@@ -224,14 +234,16 @@ struct TransportWorld {
     }
 
     func tokens(expiresIn: Duration = .seconds(3600)) -> TokenSet {
-        TokenSet(accessToken: "access-before", refreshToken: "refresh-before", idToken: nil, tokenType: "Bearer",
-                 accessTokenExpiresAt: time.now().addingTimeInterval(expiresIn.timeInterval), scopes: [])
+        TokenSet(
+            accessToken: "access-before", refreshToken: "refresh-before", idToken: nil, tokenType: "Bearer",
+            accessTokenExpiresAt: time.now().addingTimeInterval(expiresIn.timeInterval), scopes: [])
     }
 
     /// Signs alice in against the loopback server's endpoints.
     func signIn(expiresIn: Duration = .seconds(3600), pins: [String] = []) async throws -> AccountID {
-        let client = OAuthClientSettings(tokenEndpoint: server.url("/oauth/token"), revocationEndpoint: server.url("/oauth/revoke"),
-                                         clientID: "vault-cli", pins: pins)
+        let client = OAuthClientSettings(
+            tokenEndpoint: server.url("/oauth/token"), revocationEndpoint: server.url("/oauth/revoke"),
+            clientID: "vault-cli", pins: pins)
         return try await service.signIn(account(client), tokens: tokens(expiresIn: expiresIn), policy: .tokensOnly).id
     }
 }

@@ -137,8 +137,9 @@ struct VerdictTests {
         configuration.defaultTokenLifetime = .seconds(Import.defaultLifetime)
         try await SessionHarness.run(configuration: configuration) { h in
             let now = h.time.now()
-            let account = try await h.service.signIn(h.newAccount("alice"),
-                                                     tokens: TokenResponse(accessToken: kind.accessToken(now: now), tokenType: "Bearer"))
+            let account = try await h.service.signIn(
+                h.newAccount("alice"),
+                tokens: TokenResponse(accessToken: kind.accessToken(now: now), tokenType: "Bearer"))
             #expect(try h.vault.tokens(for: account.id)?.tokens.accessTokenExpiresAt == now.addingTimeInterval(kind.trustedFor))
         }
     }
@@ -176,8 +177,9 @@ struct VerdictTests {
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
             func answer(_ accessToken: String) -> TokenFault {
                 // A 200 answered in place of the gateway's own: no expires_in, no new refresh token.
-                TokenFault(status: 200, body: #"{"access_token":"\#(accessToken)","token_type":"Bearer"}"#,
-                           headers: ["Content-Type": "application/json"])
+                TokenFault(
+                    status: 200, body: #"{"access_token":"\#(accessToken)","token_type":"Bearer"}"#,
+                    headers: ["Content-Type": "application/json"])
             }
             let exp = h.time.now().addingTimeInterval(900)
             let jwt = Self.jwt(exp: exp.timeIntervalSince1970)

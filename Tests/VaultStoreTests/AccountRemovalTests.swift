@@ -7,17 +7,20 @@ import VaultTestSupport
 
 /// Removing an account leaves none of its sealed values or token bytes anywhere on disk.
 @Suite struct AccountRemovalTests {
-    @Test("a removed account leaves no sealed value or token in the vault, its WAL or its shared memory",
-          arguments: TestVault.Kind.allCases)
+    @Test(
+        "a removed account leaves no sealed value or token in the vault, its WAL or its shared memory",
+        arguments: TestVault.Kind.allCases)
     func removedAccountLeavesNoTrace(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let vault = try test.create(clock: Times.fixedClock)
         defer { vault.close() }
-        let alice = try vault.addAccount(NewAccount(
-            issuer: "https://id.example.test", subject: "alice", label: "Alice-label-91c2", email: "alice-91c2@example.test",
-            client: OAuthClientSettings(tokenEndpoint: try #require(URL(string: "https://id.example.test/token")),
-                                        clientID: "cli", authentication: .clientSecretBasic),
-            clientSecret: "alice-client-secret-91c2"))
+        let alice = try vault.addAccount(
+            NewAccount(
+                issuer: "https://id.example.test", subject: "alice", label: "Alice-label-91c2", email: "alice-91c2@example.test",
+                client: OAuthClientSettings(
+                    tokenEndpoint: try #require(URL(string: "https://id.example.test/token")),
+                    clientID: "cli", authentication: .clientSecretBasic),
+                clientSecret: "alice-client-secret-91c2"))
         let bob = try vault.addAccount(Samples.account("bob"))
 
         // Several generations, so older token values were written too.
@@ -31,20 +34,26 @@ import VaultTestSupport
         try vault.storeTokens(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
         for index in 0..<5 {
             for account in [alice.id, bob.id] {
-                try vault.upsertNotification(NotificationRecord(
-                    uuid: "\(account.rawValue)-\(index)", account: account, subject: "subject-\(account.rawValue.prefix(8))-\(index)",
-                    // Long enough to spill into overflow pages, which are freed differently from table cells.
-                    message: "message body \(index) " + String(repeating: "lorem ipsum ", count: 600), actions: [NotificationAction(label: "Approve", action: "approve")],
-                    createdAt: Times.at(index)))
+                try vault.upsertNotification(
+                    NotificationRecord(
+                        uuid: "\(account.rawValue)-\(index)", account: account, subject: "subject-\(account.rawValue.prefix(8))-\(index)",
+                        // Long enough to spill into overflow pages, which are freed differently from table cells.
+                        message: "message body \(index) " + String(repeating: "lorem ipsum ", count: 600),
+                        actions: [NotificationAction(label: "Approve", action: "approve")],
+                        createdAt: Times.at(index)))
             }
         }
-        try vault.saveDevice(DeviceRegistration(account: alice.id, deviceID: vault.deviceID, name: "alice-device-name",
-                                                platform: "linux", status: .active, createdAt: Times.at(0), updatedAt: Times.at(0)))
+        try vault.saveDevice(
+            DeviceRegistration(
+                account: alice.id, deviceID: vault.deviceID, name: "alice-device-name",
+                platform: "linux", status: .active, createdAt: Times.at(0), updatedAt: Times.at(0)))
         try vault.startSession(for: alice.id, idleDeadline: Times.at(900), absoluteDeadline: nil)
 
         let url = test.url
         let aliceID = alice.id.rawValue
-        let sealed = try RawDatabase.blobs(url, """
+        let sealed = try RawDatabase.blobs(
+            url,
+            """
             SELECT label FROM accounts WHERE account_id = ?1 UNION ALL
             SELECT email FROM accounts WHERE account_id = ?1 UNION ALL
             SELECT client_secret FROM accounts WHERE account_id = ?1 UNION ALL
@@ -58,7 +67,8 @@ import VaultTestSupport
             SELECT name FROM devices WHERE account_id = ?1
             """, [aliceID])
         #expect(sealed.count == 4 + 3 + 15 + 1)
-        let plaintexts = aliceTokens.flatMap { [$0.accessToken, $0.refreshToken, $0.idToken].compactMap { $0 } }
+        let plaintexts =
+            aliceTokens.flatMap { [$0.accessToken, $0.refreshToken, $0.idToken].compactMap { $0 } }
             + ["alice-client-secret-91c2", "Alice-label-91c2", "alice-device-name"]
 
         // The probe sees every one of them while the account exists (so it would see leftovers).
@@ -112,7 +122,9 @@ import VaultTestSupport
         try vault.storeTokens(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
         try vault.storeTokens(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
         #expect(try vault.activeAccountID() == alice)
-        let sealed = try RawDatabase.blobs(test.url, """
+        let sealed = try RawDatabase.blobs(
+            test.url,
+            """
             SELECT access_token FROM tokens WHERE account_id = ?1 UNION ALL SELECT refresh_token FROM tokens WHERE account_id = ?1
             UNION ALL SELECT wrapped_data_key FROM accounts WHERE account_id = ?1
             """, [alice.rawValue])
@@ -133,8 +145,9 @@ import VaultTestSupport
         #expect(test.logs.lines.contains { $0.contains("stays on disk until a checkpoint completes") })
         // The reader's snapshot still needs the old pages: the removed values are still on disk.
         #expect(!scan.found(in: test.url).isEmpty, "the reader kept the old pages in the file")
-        #expect(try Vault.compact(at: test.url, options: test.options().with(busyTimeout: .zero)) != .completed,
-                "compact cannot finish while the reader is there either")
+        #expect(
+            try Vault.compact(at: test.url, options: test.options().with(busyTimeout: .zero)) != .completed,
+            "compact cannot finish while the reader is there either")
 
         try reader.finish()
         #expect(try Vault.compact(at: test.url, options: test.options()) == .completed)

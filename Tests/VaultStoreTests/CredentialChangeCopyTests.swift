@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Issue 12, part 5: after a credential change, a copy of the vault made before it plus the old
@@ -38,14 +39,17 @@ struct CredentialChangeCopyTests {
         let oldMeta = try #require(try RawDatabase.queue(copy).read { try Vault.UnlockRecord.fetch($0) })
         let oldVaultKey = try Vault.unlockVaultKey(oldMeta, credential: .passphrase(old), path: copy.path)
         let (vaultID, rows) = try RawDatabase.queue(url).read { db in
-            (try Data.fetchOne(db, sql: "SELECT vault_id FROM vault_meta") ?? Data(),
-             try Row.fetchAll(db, sql: "SELECT account_id, data_key_id, wrapped_data_key FROM accounts"))
+            (
+                try Data.fetchOne(db, sql: "SELECT vault_id FROM vault_meta") ?? Data(),
+                try Row.fetchAll(db, sql: "SELECT account_id, data_key_id, wrapped_data_key FROM accounts")
+            )
         }
         var opened = 0
         for row in rows {
             let keyID = UInt32(truncatingIfNeeded: row["data_key_id"] as Int64)
-            let context = SealContext(vaultID: [UInt8](vaultID), table: "accounts", column: "wrapped_data_key",
-                                      account: row["account_id"], row: row["account_id"], version: "\(keyID)")
+            let context = SealContext(
+                vaultID: [UInt8](vaultID), table: "accounts", column: "wrapped_data_key",
+                account: row["account_id"], row: row["account_id"], version: "\(keyID)")
             if let key = try? oldVaultKey.openKey([UInt8](row["wrapped_data_key"] as Data), id: keyID, context: context) {
                 opened += 1
                 key.wipe()

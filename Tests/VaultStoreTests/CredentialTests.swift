@@ -118,8 +118,10 @@ import VaultTestSupport
         var vault = try test.create()
         let account = try vault.addAccount(Samples.account())
         try vault.storeTokens(Samples.fixedTokens("change"), for: account.id, replacing: nil)
-        try vault.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "s", message: "m",
-                                                         actions: [], createdAt: Times.at(0)))
+        try vault.upsertNotification(
+            NotificationRecord(
+                uuid: "n-1", account: account.id, subject: "s", message: "m",
+                actions: [], createdAt: Times.at(0)))
         let newPassphrase = "the new passphrase for this throwaway vault"
         try vault.changeCredential(to: .passphrase(newPassphrase), cost: TestVault.fastKDF)
         #expect(try vault.tokens(for: account.id)?.tokens == Samples.fixedTokens("change"), "the open vault keeps working")

@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// Every fixture vault that has landed, opened with this build's code: each record must
@@ -166,8 +167,9 @@ struct ServerTextMigrationTests {
         let url = try FixtureTests.copy(FixtureV2.fileName, into: directory)
         let echoed = "invalid_request: grant_type=refresh_token&refresh_token=echo-7f3a"
         try RawDatabase.execute(url, "UPDATE devices SET status_reason = 'approved from the kitchen tablet'")
-        try RawDatabase.execute(url, "INSERT INTO refresh_state (account_id, last_failure) SELECT account_id, ? FROM accounts WHERE subject = 'alice'",
-                                [echoed])
+        try RawDatabase.execute(
+            url, "INSERT INTO refresh_state (account_id, last_failure) SELECT account_id, ? FROM accounts WHERE subject = 'alice'",
+            [echoed])
 
         let vault = try Vault.open(at: url, credential: .passphrase(FixtureV2.passphrase))
         let accounts = try vault.accounts()
@@ -188,13 +190,17 @@ struct ServerTextMigrationTests {
 
     @Test("failure texts in an older build's own words are recognised; anything else is not")
     func ownWords() {
-        for own in ["server error (HTTP 503)", "the server did not answer in time", "revoked", "no refresh token",
-                    "token refresh failed temporarily: network failure: connection refused; retry later",
-                    "rate limited by the server; retry after 30 s"] {
+        for own in [
+            "server error (HTTP 503)", "the server did not answer in time", "revoked", "no refresh token",
+            "token refresh failed temporarily: network failure: connection refused; retry later",
+            "rate limited by the server; retry after 30 s",
+        ] {
             #expect(Vault.isOwnFailureText(own), "\(own)")
         }
-        for foreign in ["the identity service says: token RT-1 is revoked", "invalid_grant: Token has been revoked",
-                        "the authorization server refused the refresh with HTTP 400 invalid_request: echo"] {
+        for foreign in [
+            "the identity service says: token RT-1 is revoked", "invalid_grant: Token has been revoked",
+            "the authorization server refused the refresh with HTTP 400 invalid_request: echo",
+        ] {
             #expect(!Vault.isOwnFailureText(foreign), "\(foreign)")
         }
     }

@@ -3,6 +3,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// `rotateKeys` replaces every key and re-seals every value, and survives being stopped.
@@ -83,9 +84,10 @@ struct KeyRotationTests {
         #expect(try reopened.tokens(for: late.id)?.tokens == Samples.fixedTokens("carol"))
         #expect(try reopened.account(late.id)?.label == Samples.account("carol").label)
         let after = try Self.sealedKeyIDs(test.url)
-        let accountKeys = try Set(DatabaseQueue(path: test.url.path).read { db in
-            try Int64.fetchAll(db, sql: "SELECT data_key_id FROM accounts").map { UInt32($0) }
-        })
+        let accountKeys = try Set(
+            DatabaseQueue(path: test.url.path).read { db in
+                try Int64.fetchAll(db, sql: "SELECT data_key_id FROM accounts").map { UInt32($0) }
+            })
         #expect(after.isSubset(of: accountKeys), "every value names its account's current key")
     }
 

@@ -2,8 +2,9 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-@testable import VaultStore
 import VaultTestSupport
+
+@testable import VaultStore
 
 /// Schema versions: a newer vault is left alone, an edited migration is noticed, and a
 /// failing migration rolls back after a backup.
@@ -18,8 +19,9 @@ import VaultTestSupport
         var description: String { rawValue }
     }
 
-    @Test("a vault with a newer schema is refused, naming both versions, and left byte-for-byte unchanged",
-          arguments: NewerSchema.allCases)
+    @Test(
+        "a vault with a newer schema is refused, naming both versions, and left byte-for-byte unchanged",
+        arguments: NewerSchema.allCases)
     func newerSchemaIsRefused(how: NewerSchema) throws {
         let test = try TestVault()
         let vault = try test.create()
@@ -29,7 +31,9 @@ import VaultTestSupport
             try RawDatabase.execute(test.url, "PRAGMA user_version = 99")
         }
         if how != .userVersion {
-            try RawDatabase.execute(test.url, """
+            try RawDatabase.execute(
+                test.url,
+                """
                 INSERT INTO vault_migrations (version, name, checksum, applied_at) VALUES (99, 'future', 'abc', 0)
                 """)
         }
@@ -72,13 +76,16 @@ import VaultTestSupport
         vault.close()
 
         var options = test.options(clock: clock)
-        options.migrations = Migration.embedded + [
-            Migration(version: Self.latest + 1, name: "broken", sql: """
-                CREATE TABLE half_made (id INTEGER PRIMARY KEY);
-                INSERT INTO half_made (id) VALUES (1);
-                INSERT INTO no_such_table (id) VALUES (1);
-                """)
-        ]
+        options.migrations =
+            Migration.embedded + [
+                Migration(
+                    version: Self.latest + 1, name: "broken",
+                    sql: """
+                        CREATE TABLE half_made (id INTEGER PRIMARY KEY);
+                        INSERT INTO half_made (id) VALUES (1);
+                        INSERT INTO no_such_table (id) VALUES (1);
+                        """)
+            ]
         let error = expectVaultError(.migrationFailed) {
             try Vault.open(at: test.url, credential: test.credential, options: options)
         }
@@ -117,9 +124,10 @@ import VaultTestSupport
         vault.close()
 
         var options = test.options()
-        options.migrations = Migration.embedded + [
-            Migration(version: Self.latest + 1, name: "add_index", sql: "CREATE INDEX tokens_by_expiry ON tokens(access_expires_at);")
-        ]
+        options.migrations =
+            Migration.embedded + [
+                Migration(version: Self.latest + 1, name: "add_index", sql: "CREATE INDEX tokens_by_expiry ON tokens(access_expires_at);")
+            ]
         vault = try Vault.open(at: test.url, credential: test.credential, options: options)
         #expect(try vault.accounts().map(\.id) == [account.id])
         vault.close()

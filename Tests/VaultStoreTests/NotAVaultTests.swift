@@ -37,9 +37,10 @@ import VaultTestSupport
         let account = try vault.addAccount(Samples.account())
         try vault.storeTokens(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
         for index in 0..<40 {
-            try vault.upsertNotification(NotificationRecord(
-                uuid: "n-\(index)", account: account.id, subject: String(repeating: "s", count: 200),
-                message: String(repeating: "m", count: 400), actions: [], createdAt: Times.at(index)))
+            try vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "n-\(index)", account: account.id, subject: String(repeating: "s", count: 200),
+                    message: String(repeating: "m", count: 400), actions: [], createdAt: Times.at(index)))
         }
         vault.close()
         #expect(FileProbe.isEmpty(URL(fileURLWithPath: test.url.path + "-wal")), "closing checkpoints the WAL into the file")

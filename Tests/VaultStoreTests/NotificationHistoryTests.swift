@@ -22,11 +22,12 @@ import VaultTestSupport
             bob = try vault.addAccount(Samples.account("bob")).id
             var records: [NotificationRecord] = []
             for index in 0..<30 {
-                records.append(NotificationRecord(
-                    uuid: String(format: "n-%03d", index), account: index.isMultiple(of: 2) ? alice : bob,
-                    subject: "subject \(index)", message: "message \(index)",
-                    actions: [NotificationAction(label: "Approve", action: "approve")],
-                    createdAt: Times.at(index * 10), status: index.isMultiple(of: 3) ? .pending : .answered))
+                records.append(
+                    NotificationRecord(
+                        uuid: String(format: "n-%03d", index), account: index.isMultiple(of: 2) ? alice : bob,
+                        subject: "subject \(index)", message: "message \(index)",
+                        actions: [NotificationAction(label: "Approve", action: "approve")],
+                        createdAt: Times.at(index * 10), status: index.isMultiple(of: 3) ? .pending : .answered))
             }
             // Inserted out of order, so seq does not follow created_at.
             #expect(try vault.upsertNotifications(records.shuffled()) == 30)
@@ -52,8 +53,9 @@ import VaultTestSupport
         }
     }
 
-    @Test("paging returns every existing row exactly once, newest first, while rows are inserted between pages",
-          arguments: TestVault.Kind.allCases)
+    @Test(
+        "paging returns every existing row exactly once, newest first, while rows are inserted between pages",
+        arguments: TestVault.Kind.allCases)
     func pagingDuringInserts(kind: TestVault.Kind) throws {
         let history = try History(kind: kind)
         defer { history.vault.close() }
@@ -67,12 +69,15 @@ import VaultTestSupport
             seen += page.items
             guard let next = page.next, let last = page.items.last else { break }
             // A newer row, an older row, one between the remaining rows, and one with the cursor's own time.
-            for createdAt in [Times.at(10_000 + inserted), Times.at(-1_000 - inserted),
-                              last.createdAt.addingTimeInterval(-5), last.createdAt] {
+            for createdAt in [
+                Times.at(10_000 + inserted), Times.at(-1_000 - inserted),
+                last.createdAt.addingTimeInterval(-5), last.createdAt,
+            ] {
                 inserted += 1
-                try history.vault.upsertNotification(NotificationRecord(
-                    uuid: "late-\(inserted)", account: inserted.isMultiple(of: 2) ? history.alice : history.bob,
-                    subject: "late", message: "late", actions: [], createdAt: createdAt))
+                try history.vault.upsertNotification(
+                    NotificationRecord(
+                        uuid: "late-\(inserted)", account: inserted.isMultiple(of: 2) ? history.alice : history.bob,
+                        subject: "late", message: "late", actions: [], createdAt: createdAt))
             }
             query.after = next
         }
@@ -145,7 +150,8 @@ import VaultTestSupport
         let answered = try #require(try vault.notification(pending.uuid, account: history.alice))
         #expect(answered.status == .answered && answered.actionTaken == "approve")
         #expect(answered.answeredByDevice == "d-1" && answered.answeredAt == Times.at(500))
-        #expect(try vault.recordAnswer(to: pending.uuid, account: history.bob, action: "approve", byDevice: "d-3", at: Times.at(502)) == false,
-                "another account cannot answer it")
+        #expect(
+            try vault.recordAnswer(to: pending.uuid, account: history.bob, action: "approve", byDevice: "d-3", at: Times.at(502)) == false,
+            "another account cannot answer it")
     }
 }

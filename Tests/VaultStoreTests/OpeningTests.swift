@@ -2,8 +2,9 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-@testable import VaultStore
 import VaultTestSupport
+
+@testable import VaultStore
 
 /// `Vault.open(at:options:credential:)`: one read-only pass that checks the file, tells the
 /// caller how it is unlocked, then unlocks with the credential the caller picks; and what
@@ -15,8 +16,9 @@ import VaultTestSupport
 
     static func wal(_ test: TestVault) -> URL { URL(fileURLWithPath: test.url.path + "-wal") }
 
-    @Test("the chooser is told how the vault is unlocked and its schema, and its credential unlocks it",
-          arguments: TestVault.Kind.allCases)
+    @Test(
+        "the chooser is told how the vault is unlocked and its schema, and its credential unlocks it",
+        arguments: TestVault.Kind.allCases)
     func chooserGetsTheFacts(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let created = try test.create()
@@ -42,8 +44,9 @@ import VaultTestSupport
         #expect(inspected.unlockMethod == facts.unlockMethod && inspected.schemaVersion == facts.schemaVersion)
     }
 
-    @Test("what the chooser throws comes back unchanged, and the vault and its WAL are left byte-for-byte unchanged",
-          arguments: TestVault.Kind.allCases)
+    @Test(
+        "what the chooser throws comes back unchanged, and the vault and its WAL are left byte-for-byte unchanged",
+        arguments: TestVault.Kind.allCases)
     func chooserRefusalWritesNothing(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let created = try test.create()
@@ -60,11 +63,15 @@ import VaultTestSupport
     @Test("the chooser is not asked when the file fails the checks: not a vault, newer schema, unsafe mode")
     func chooserNotAskedForABadFile() throws {
         let notAVault = try TestVault()
-        _ = FileManager.default.createFile(atPath: notAVault.url.path, contents: Data(repeating: 0x5A, count: 8192),
-                                       attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(
+            atPath: notAVault.url.path, contents: Data(repeating: 0x5A, count: 8192),
+            attributes: [.posixPermissions: 0o600])
         var asked = 0
         expectVaultError(.notAVault) {
-            try Vault.open(at: notAVault.url, options: notAVault.options()) { _ in asked += 1; return notAVault.credential }
+            try Vault.open(at: notAVault.url, options: notAVault.options()) { _ in
+                asked += 1
+                return notAVault.credential
+            }
         }
 
         let newer = try TestVault()
@@ -72,7 +79,10 @@ import VaultTestSupport
         try RawDatabase.execute(newer.url, "PRAGMA user_version = 99")
         let before = FileProbe.fingerprint(newer.url)
         expectVaultError(.schemaTooNew) {
-            try Vault.open(at: newer.url, options: newer.options()) { _ in asked += 1; return newer.credential }
+            try Vault.open(at: newer.url, options: newer.options()) { _ in
+                asked += 1
+                return newer.credential
+            }
         }
         #expect(FileProbe.fingerprint(newer.url) == before)
 
@@ -80,7 +90,10 @@ import VaultTestSupport
         try exposed.create().close()
         #expect(chmod(exposed.url.path, 0o644) == 0)
         expectVaultError(.unsafeLocation) {
-            try Vault.open(at: exposed.url, options: exposed.options()) { _ in asked += 1; return exposed.credential }
+            try Vault.open(at: exposed.url, options: exposed.options()) { _ in
+                asked += 1
+                return exposed.credential
+            }
         }
         #expect(asked == 0)
     }
@@ -94,8 +107,9 @@ import VaultTestSupport
         let before = FileProbe.fingerprint(test.url)
 
         var options = test.options()
-        let step = Migration(version: Migration.latestVersion + 1, name: "add_index",
-                             sql: "CREATE INDEX tokens_by_expiry ON tokens(access_expires_at);")
+        let step = Migration(
+            version: Migration.latestVersion + 1, name: "add_index",
+            sql: "CREATE INDEX tokens_by_expiry ON tokens(access_expires_at);")
         options.migrations = Migration.embedded + [step]
         var pending: [SchemaStep] = []
         #expect(throws: Refusal(reason: "outdated")) {

@@ -1,18 +1,22 @@
 import Foundation
 import Testing
-@testable import VaultStore
 import VaultTestSupport
+
+@testable import VaultStore
 
 /// Records that hold a token, a client secret or a passphrase never show it in any rendering.
 @Suite struct RedactedDescriptionTests {
     static let tokens = Samples.tokens("render")
     static let secrets = [tokens.accessToken, tokens.refreshToken, tokens.idToken].compactMap { $0 }
 
-    static func expectNoSecret(in renderings: [String], _ secrets: [String] = secrets,
-                               sourceLocation: SourceLocation = #_sourceLocation) {
+    static func expectNoSecret(
+        in renderings: [String], _ secrets: [String] = secrets,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         for text in renderings {
-            #expect(SecretTrace.firstFound(of: secrets, in: text) == nil, "a secret in: \(text.count) characters",
-                    sourceLocation: sourceLocation)
+            #expect(
+                SecretTrace.firstFound(of: secrets, in: text) == nil, "a secret in: \(text.count) characters",
+                sourceLocation: sourceLocation)
         }
     }
 
@@ -21,8 +25,9 @@ import VaultTestSupport
         let account = AccountID(rawValue: "account-1")
         let stored = StoredTokens(account: account, generation: 3, tokens: Self.tokens, updatedAt: Date())
         let access = StoredAccessToken(stored)
-        Self.expectNoSecret(in: Renderings.of(Self.tokens) + Renderings.of(stored) + Renderings.of(access)
-            + Renderings.of([Self.tokens]) + Renderings.of(Optional(stored)))
+        Self.expectNoSecret(
+            in: Renderings.of(Self.tokens) + Renderings.of(stored) + Renderings.of(access)
+                + Renderings.of([Self.tokens]) + Renderings.of(Optional(stored)))
         // What is not secret is still there to debug with.
         #expect(Renderings.of(stored).allSatisfy { $0.contains("account-1") })
         var dumped = ""

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultTestSupport
+
 @testable import VaultStore
 
 /// The refresh lease and the shared back-off (issue 12, part 2): taken over only from a holder
@@ -30,15 +31,21 @@ struct RefreshLeaseTests {
     func liveHolderIsWaitedFor() throws {
         let scene = try Scene()
         defer { scene.vault.close() }
-        guard case .acquired = try scene.vault.beginRefresh(for: scene.account, holder: "first", seenGeneration: scene.generation,
-                                                            leaseDuration: .seconds(60)) else {
+        guard
+            case .acquired = try scene.vault.beginRefresh(
+                for: scene.account, holder: "first", seenGeneration: scene.generation,
+                leaseDuration: .seconds(60))
+        else {
             Issue.record("the first holder did not get the lease")
             return
         }
         let stored = try RawDatabase.blob(scene.test.url, "SELECT CAST(lease_process AS BLOB) FROM refresh_state").map { String(decoding: $0, as: UTF8.self) }
         #expect(stored == LeaseProcess.current?.description)
-        guard case .busy = try scene.vault.beginRefresh(for: scene.account, holder: "second", seenGeneration: scene.generation,
-                                                        leaseDuration: .seconds(60)) else {
+        guard
+            case .busy = try scene.vault.beginRefresh(
+                for: scene.account, holder: "second", seenGeneration: scene.generation,
+                leaseDuration: .seconds(60))
+        else {
             Issue.record("a second holder took a live holder's lease")
             return
         }
@@ -58,8 +65,11 @@ struct RefreshLeaseTests {
         #expect(try !later.renewLease(for: scene.account, holder: "someone else", leaseDuration: .seconds(600)))
         #expect(try scene.vault.refreshState(for: scene.account).leaseExpiresAt == after)
         // 31 s later by the second handle's clock, the renewed lease still holds.
-        guard case .busy = try later.beginRefresh(for: scene.account, holder: "second", seenGeneration: scene.generation,
-                                                  leaseDuration: .seconds(60)) else {
+        guard
+            case .busy = try later.beginRefresh(
+                for: scene.account, holder: "second", seenGeneration: scene.generation,
+                leaseDuration: .seconds(60))
+        else {
             Issue.record("a renewed lease was taken over")
             return
         }
@@ -72,8 +82,10 @@ struct RefreshLeaseTests {
         // A writer whose clock read the year 2100 (or a file restored from one) left both behind.
         let future = try scene.handle(shiftedBy: 75 * 365 * 86_400)
         _ = try future.beginRefresh(for: scene.account, holder: "future", seenGeneration: scene.generation, leaseDuration: .seconds(60))
-        guard case .acquired(_, let interrupted) = try scene.vault.beginRefresh(
-            for: scene.account, holder: "now", seenGeneration: scene.generation, leaseDuration: .seconds(60)) else {
+        guard
+            case .acquired(_, let interrupted) = try scene.vault.beginRefresh(
+                for: scene.account, holder: "now", seenGeneration: scene.generation, leaseDuration: .seconds(60))
+        else {
             Issue.record("a lease expiring in 2100 blocked refreshing")
             return
         }
@@ -81,19 +93,27 @@ struct RefreshLeaseTests {
         try scene.vault.failRefresh(for: scene.account, holder: "now", failure: "server error (HTTP 503)", nextAttemptAt: nil)
 
         _ = try future.beginRefresh(for: scene.account, holder: "future", seenGeneration: scene.generation, leaseDuration: .seconds(60))
-        try future.failRefresh(for: scene.account, holder: "future", failure: "server error (HTTP 503)",
-                               nextAttemptAt: Date().addingTimeInterval(75 * 365 * 86_400 + 30))
+        try future.failRefresh(
+            for: scene.account, holder: "future", failure: "server error (HTTP 503)",
+            nextAttemptAt: Date().addingTimeInterval(75 * 365 * 86_400 + 30))
         future.close()
-        guard case .acquired = try scene.vault.beginRefresh(for: scene.account, holder: "now", seenGeneration: scene.generation,
-                                                            leaseDuration: .seconds(60), maximumBackoff: .seconds(300)) else {
+        guard
+            case .acquired = try scene.vault.beginRefresh(
+                for: scene.account, holder: "now", seenGeneration: scene.generation,
+                leaseDuration: .seconds(60), maximumBackoff: .seconds(300))
+        else {
             Issue.record("a back-off until 2100 blocked refreshing")
             return
         }
-        try scene.vault.failRefresh(for: scene.account, holder: "now", failure: "server error (HTTP 503)",
-                                    nextAttemptAt: Date().addingTimeInterval(120))
+        try scene.vault.failRefresh(
+            for: scene.account, holder: "now", failure: "server error (HTTP 503)",
+            nextAttemptAt: Date().addingTimeInterval(120))
         // Within its maximum, a back-off holds.
-        guard case .backingOff = try scene.vault.beginRefresh(for: scene.account, holder: "now", seenGeneration: scene.generation,
-                                                              leaseDuration: .seconds(60), maximumBackoff: .seconds(300)) else {
+        guard
+            case .backingOff = try scene.vault.beginRefresh(
+                for: scene.account, holder: "now", seenGeneration: scene.generation,
+                leaseDuration: .seconds(60), maximumBackoff: .seconds(300))
+        else {
             Issue.record("a back-off within its maximum was ignored")
             return
         }

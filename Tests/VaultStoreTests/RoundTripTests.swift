@@ -17,14 +17,16 @@ import VaultTestSupport
             tokenEndpoint: try #require(URL(string: "https://corp.example.test/token")),
             revocationEndpoint: nil, clientID: "corp-cli", authentication: .clientSecretBasic,
             scopes: ["openid", "offline_access", "email"])
-        let confidential = try vault.addAccount(NewAccount(
-            issuer: "https://corp.example.test", subject: "bob", label: "Bob — Ops ✓", email: "bob@corp.example.test",
-            client: confidentialClient, clientSecret: "client-secret-value-7f3a"))
+        let confidential = try vault.addAccount(
+            NewAccount(
+                issuer: "https://corp.example.test", subject: "bob", label: "Bob — Ops ✓", email: "bob@corp.example.test",
+                client: confidentialClient, clientSecret: "client-secret-value-7f3a"))
 
         // Tokens: all three values, expiry, scopes, and a generation past the first.
         let first = try vault.storeTokens(Samples.fixedTokens("alice-1"), for: publicAccount.id, replacing: nil)
-        let tokens = TokenSet(accessToken: "AT-alice-2", refreshToken: "RT-alice-2", idToken: "IDT-alice-2",
-                              tokenType: "DPoP", accessTokenExpiresAt: Times.at(7200), scopes: ["openid", "profile"])
+        let tokens = TokenSet(
+            accessToken: "AT-alice-2", refreshToken: "RT-alice-2", idToken: "IDT-alice-2",
+            tokenType: "DPoP", accessTokenExpiresAt: Times.at(7200), scopes: ["openid", "profile"])
         let generation = try vault.storeTokens(tokens, for: publicAccount.id, replacing: first)
         let accessOnly = TokenSet(accessToken: "AT-bob-only", tokenType: "Bearer")
         try vault.storeTokens(accessOnly, for: confidential.id, replacing: nil)
@@ -44,8 +46,9 @@ import VaultTestSupport
         let second = try vault.startSession(for: confidential.id, idleDeadline: nil, absoluteDeadline: nil)
 
         // Devices: save, then update the same registration.
-        var device = DeviceRegistration(account: publicAccount.id, deviceID: vault.deviceID, name: "Alice's laptop",
-                                        platform: "linux", status: .pending, createdAt: Times.at(0), updatedAt: Times.at(0))
+        var device = DeviceRegistration(
+            account: publicAccount.id, deviceID: vault.deviceID, name: "Alice's laptop",
+            platform: "linux", status: .pending, createdAt: Times.at(0), updatedAt: Times.at(0))
         try vault.saveDevice(device)
         device.status = .active
         device.activationMethod = .verify
@@ -54,14 +57,17 @@ import VaultTestSupport
         device.updatedAt = Times.at(10)
         device.lastActivityAt = Times.at(11)
         try vault.saveDevice(device)
-        let otherDevice = DeviceRegistration(account: confidential.id, deviceID: "device-2", name: "Bob's desktop",
-                                             platform: "linux", status: .rejected, activationMethod: .fallback,
-                                             createdAt: Times.at(5), updatedAt: Times.at(5))
+        let otherDevice = DeviceRegistration(
+            account: confidential.id, deviceID: "device-2", name: "Bob's desktop",
+            platform: "linux", status: .rejected, activationMethod: .fallback,
+            createdAt: Times.at(5), updatedAt: Times.at(5))
         try vault.saveDevice(otherDevice)
 
         // Notifications: insert, then upsert the same uuid with an answer.
-        let actions = [NotificationAction(label: "Approve", action: "approve", authLevel: "mfa"),
-                       NotificationAction(label: "Deny", action: "deny")]
+        let actions = [
+            NotificationAction(label: "Approve", action: "approve", authLevel: "mfa"),
+            NotificationAction(label: "Deny", action: "deny"),
+        ]
         var notification = NotificationRecord(
             uuid: "0b5e0c1e-aaaa-4bbb-8ccc-000000000001", account: publicAccount.id, subject: "Sign-in request",
             message: "Approve sign-in from Lyon?", actions: actions, createdAt: Times.at(100), expiresAt: Times.at(400))
@@ -140,8 +146,10 @@ import VaultTestSupport
         let second = try test.open()
         defer { second.close() }
         #expect(try second.tokens(for: account.id)?.tokens == Samples.fixedTokens("shared"))
-        try second.upsertNotification(NotificationRecord(uuid: "n-1", account: account.id, subject: "from the second",
-                                                         message: "m", actions: [], createdAt: Times.at(0)))
+        try second.upsertNotification(
+            NotificationRecord(
+                uuid: "n-1", account: account.id, subject: "from the second",
+                message: "m", actions: [], createdAt: Times.at(0)))
         #expect(try creator.notification("n-1", account: account.id)?.subject == "from the second")
     }
 }

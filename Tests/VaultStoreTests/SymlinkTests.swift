@@ -43,16 +43,18 @@ import VaultTestSupport
         }
     }
 
-    @Test("a link in a private directory to a vault in a directory others can write is refused, and nothing is created there",
-          arguments: [0o777, 0o770, 0o707].map(FileMode.init))
+    @Test(
+        "a link in a private directory to a vault in a directory others can write is refused, and nothing is created there",
+        arguments: [0o777, 0o770, 0o707].map(FileMode.init))
     func linkIntoSharedDirectoryIsRefused(mode: FileMode) throws {
         let linked = try LinkedVault(realMode: mode.bits)
         defer { chmod(linked.realDirectory.path, 0o700) }
         let before = FileProbe.fingerprint(linked.realVault)
         let companionsBefore = linked.companions()
         let error = expectVaultError(.unsafeLocation) { try linked.open() }
-        #expect(error?.message.contains(linked.realDirectory.resolvingSymlinksInPath().path) == true,
-                "the message names the real directory: \(error?.message ?? "")")
+        #expect(
+            error?.message.contains(linked.realDirectory.resolvingSymlinksInPath().path) == true,
+            "the message names the real directory: \(error?.message ?? "")")
         expectVaultError(.unsafeLocation) { try Vault.inspect(at: linked.link, options: linked.test.options()) }
         expectVaultError(.unsafeLocation) { try Vault.migrate(at: linked.link, credential: linked.test.credential, options: linked.test.options()) }
         #expect(FileProbe.fingerprint(linked.realVault) == before)

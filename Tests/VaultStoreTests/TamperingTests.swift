@@ -65,15 +65,19 @@ import VaultTestSupport
         let bob = try vault.addAccount(Samples.account("bob"))
         try vault.storeTokens(Samples.fixedTokens("alice"), for: alice.id, replacing: nil)
         try vault.storeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
-        let first = NotificationRecord(uuid: "n-1", account: alice.id, subject: "first subject", message: "first message",
-                                       actions: [], createdAt: Times.at(1))
-        let second = NotificationRecord(uuid: "n-2", account: alice.id, subject: "second subject", message: "second message",
-                                        actions: [], createdAt: Times.at(2))
+        let first = NotificationRecord(
+            uuid: "n-1", account: alice.id, subject: "first subject", message: "first message",
+            actions: [], createdAt: Times.at(1))
+        let second = NotificationRecord(
+            uuid: "n-2", account: alice.id, subject: "second subject", message: "second message",
+            actions: [], createdAt: Times.at(2))
         try vault.upsertNotifications([first, second])
-        let laptop = DeviceRegistration(id: "reg-1", account: alice.id, deviceID: "d-1", name: "laptop", platform: "linux",
-                                        status: .active, createdAt: Times.at(0), updatedAt: Times.at(0))
-        let phone = DeviceRegistration(id: "reg-2", account: alice.id, deviceID: "d-2", name: "phone", platform: "linux",
-                                       status: .active, createdAt: Times.at(0), updatedAt: Times.at(0))
+        let laptop = DeviceRegistration(
+            id: "reg-1", account: alice.id, deviceID: "d-1", name: "laptop", platform: "linux",
+            status: .active, createdAt: Times.at(0), updatedAt: Times.at(0))
+        let phone = DeviceRegistration(
+            id: "reg-2", account: alice.id, deviceID: "d-2", name: "phone", platform: "linux",
+            status: .active, createdAt: Times.at(0), updatedAt: Times.at(0))
         try vault.saveDevice(laptop)
         try vault.saveDevice(phone)
 
@@ -87,43 +91,51 @@ import VaultTestSupport
         let expectedPlace: String
         switch move {
         case .accessTokenToOtherAccount:
-            try copy("SELECT access_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
-                     into: "UPDATE tokens SET access_token = ? WHERE account_id = ?", [bob.id.rawValue])
+            try copy(
+                "SELECT access_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
+                into: "UPDATE tokens SET access_token = ? WHERE account_id = ?", [bob.id.rawValue])
             read = { try vault.tokens(for: bob.id) as Any }
             expectedPlace = "tokens.access_token"
         case .accessTokenIntoRefreshToken:
-            try copy("SELECT access_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
-                     into: "UPDATE tokens SET refresh_token = ? WHERE account_id = ?", [alice.id.rawValue])
+            try copy(
+                "SELECT access_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
+                into: "UPDATE tokens SET refresh_token = ? WHERE account_id = ?", [alice.id.rawValue])
             read = { try vault.tokens(for: alice.id) as Any }
             expectedPlace = "tokens.refresh_token"
         case .refreshTokenIntoIDToken:
-            try copy("SELECT refresh_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
-                     into: "UPDATE tokens SET id_token = ? WHERE account_id = ?", [alice.id.rawValue])
+            try copy(
+                "SELECT refresh_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
+                into: "UPDATE tokens SET id_token = ? WHERE account_id = ?", [alice.id.rawValue])
             read = { try vault.tokens(for: alice.id) as Any }
             expectedPlace = "tokens.id_token"
         case .labelIntoEmail:
-            try copy("SELECT label FROM accounts WHERE account_id = ?", [alice.id.rawValue],
-                     into: "UPDATE accounts SET email = ? WHERE account_id = ?", [alice.id.rawValue])
+            try copy(
+                "SELECT label FROM accounts WHERE account_id = ?", [alice.id.rawValue],
+                into: "UPDATE accounts SET email = ? WHERE account_id = ?", [alice.id.rawValue])
             read = { try vault.account(alice.id) as Any }
             expectedPlace = "accounts.email"
         case .labelToOtherAccount:
-            try copy("SELECT label FROM accounts WHERE account_id = ?", [alice.id.rawValue],
-                     into: "UPDATE accounts SET label = ? WHERE account_id = ?", [bob.id.rawValue])
+            try copy(
+                "SELECT label FROM accounts WHERE account_id = ?", [alice.id.rawValue],
+                into: "UPDATE accounts SET label = ? WHERE account_id = ?", [bob.id.rawValue])
             read = { try vault.accounts() as Any }
             expectedPlace = "accounts.label"
         case .notificationSubjectToOtherNotification:
-            try copy("SELECT subject FROM notifications WHERE uuid = 'n-1'", [],
-                     into: "UPDATE notifications SET subject = ? WHERE uuid = 'n-2'", [])
+            try copy(
+                "SELECT subject FROM notifications WHERE uuid = 'n-1'", [],
+                into: "UPDATE notifications SET subject = ? WHERE uuid = 'n-2'", [])
             read = { try vault.notification("n-2", account: alice.id) as Any }
             expectedPlace = "notifications.subject"
         case .notificationSubjectIntoMessage:
-            try copy("SELECT subject FROM notifications WHERE uuid = 'n-1'", [],
-                     into: "UPDATE notifications SET message = ? WHERE uuid = 'n-1'", [])
+            try copy(
+                "SELECT subject FROM notifications WHERE uuid = 'n-1'", [],
+                into: "UPDATE notifications SET message = ? WHERE uuid = 'n-1'", [])
             read = { try vault.notifications() as Any }
             expectedPlace = "notifications.message"
         case .deviceNameToOtherDevice:
-            try copy("SELECT name FROM devices WHERE registration_id = 'reg-1'", [],
-                     into: "UPDATE devices SET name = ? WHERE registration_id = 'reg-2'", [])
+            try copy(
+                "SELECT name FROM devices WHERE registration_id = 'reg-1'", [],
+                into: "UPDATE devices SET name = ? WHERE registration_id = 'reg-2'", [])
             read = { try vault.device("reg-2") as Any }
             expectedPlace = "devices.name"
         }
@@ -155,7 +167,9 @@ import VaultTestSupport
         try vault.storeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         vault.close()
         // Give bob alice's wrapped data key: it must not open as bob's key.
-        try RawDatabase.execute(test.url, """
+        try RawDatabase.execute(
+            test.url,
+            """
             UPDATE accounts SET wrapped_data_key = (SELECT wrapped_data_key FROM accounts WHERE account_id = ?)
             WHERE account_id = ?
             """, [alice.id.rawValue, bob.id.rawValue])

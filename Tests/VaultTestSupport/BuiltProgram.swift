@@ -36,10 +36,14 @@ public enum BuiltProgram {
     /// sanitizer run), `stdin` as standard input, and
     /// waits for it to exit without blocking a thread. Output goes through files in
     /// `directory`, so a large output never fills a pipe.
-    public static func run(_ executable: URL, _ arguments: [String], environment: [String: String],
-                           stdin: String = "", in directory: TemporaryDirectory) async throws -> Output {
+    public static func run(
+        _ executable: URL, _ arguments: [String], environment: [String: String],
+        stdin: String = "", in directory: TemporaryDirectory
+    ) async throws -> Output {
         let id = UUID().uuidString
-        let outURL = directory.file(".out-\(id)"), errURL = directory.file(".err-\(id)"), inURL = directory.file(".in-\(id)")
+        let outURL = directory.file(".out-\(id)")
+        let errURL = directory.file(".err-\(id)")
+        let inURL = directory.file(".in-\(id)")
         defer { for url in [outURL, errURL, inURL] { try? FileManager.default.removeItem(at: url) } }
         _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
@@ -50,9 +54,14 @@ public enum BuiltProgram {
         // A sanitizer's settings reach the child too (where its reports go, its suppressions).
         let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
         process.environment = environment.merging(sanitizerSettings) { given, _ in given }
-        let out = try FileHandle(forWritingTo: outURL), err = try FileHandle(forWritingTo: errURL)
+        let out = try FileHandle(forWritingTo: outURL)
+        let err = try FileHandle(forWritingTo: errURL)
         let input = try FileHandle(forReadingFrom: inURL)
-        defer { try? out.close(); try? err.close(); try? input.close() }
+        defer {
+            try? out.close()
+            try? err.close()
+            try? input.close()
+        }
         process.standardOutput = out
         process.standardError = err
         process.standardInput = input
@@ -71,8 +80,9 @@ public enum BuiltProgram {
         // `waitUntilExit()` clears it (swift-corelibs-foundation Process.swift; LeakSanitizer
         // reported every child as leaked). The child has ended, so this returns at once.
         process.waitUntilExit()
-        return Output(status: process.terminationStatus,
-                      stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
-                      stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
+        return Output(
+            status: process.terminationStatus,
+            stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
+            stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
     }
 }

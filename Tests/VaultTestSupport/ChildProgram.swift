@@ -38,7 +38,9 @@ public final class ChildProgram: Sendable {
             let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
             process.environment = environment.merging(sanitizerSettings) { given, _ in given }
         }
-        let standardInput = Pipe(), standardOutput = Pipe(), standardError = Pipe()
+        let standardInput = Pipe()
+        let standardOutput = Pipe()
+        let standardError = Pipe()
         process.standardInput = standardInput
         process.standardOutput = standardOutput
         process.standardError = standardError
@@ -65,7 +67,8 @@ public final class ChildProgram: Sendable {
             // Also what lets the Process object go: until waitUntilExit() returns, the run-loop
             // source Process.run() added keeps it alive (LeakSanitizer reports it otherwise).
             process.waitUntilExit()
-            let status = process.terminationReason == .uncaughtSignal
+            let status =
+                process.terminationReason == .uncaughtSignal
                 ? 128 + process.terminationStatus : process.terminationStatus
             errorsRead.wait()
             output.update { $0.exitStatus = status }

@@ -25,9 +25,10 @@ public enum FixtureV1 {
     public static let accounts: [AccountContent] = [
         AccountContent(
             subject: "alice", label: "Alice at Work", email: "alice@example.test", clientSecret: nil,
-            tokens: TokenSet(accessToken: "fixture-access-alice", refreshToken: "fixture-refresh-alice",
-                             idToken: "fixture-id-alice", tokenType: "Bearer",
-                             accessTokenExpiresAt: created.addingTimeInterval(3600), scopes: ["openid", "profile"]),
+            tokens: TokenSet(
+                accessToken: "fixture-access-alice", refreshToken: "fixture-refresh-alice",
+                idToken: "fixture-id-alice", tokenType: "Bearer",
+                accessTokenExpiresAt: created.addingTimeInterval(3600), scopes: ["openid", "profile"]),
             deviceName: "alice's laptop",
             notifications: [
                 ("00000000-0000-4000-8000-000000000001", "Sign-in request", "Approve sign-in from Berlin?", 1, nil),
@@ -35,11 +36,12 @@ public enum FixtureV1 {
             ]),
         AccountContent(
             subject: "bob", label: "Bob (ops)", email: "bob@example.test", clientSecret: "fixture-client-secret-bob",
-            tokens: TokenSet(accessToken: "fixture-access-bob", refreshToken: nil, idToken: nil, tokenType: "Bearer",
-                             accessTokenExpiresAt: nil, scopes: []),
+            tokens: TokenSet(
+                accessToken: "fixture-access-bob", refreshToken: nil, idToken: nil, tokenType: "Bearer",
+                accessTokenExpiresAt: nil, scopes: []),
             deviceName: "bob's desktop",
             notifications: [
-                ("00000000-0000-4000-8000-000000000003", "Password changed", "Your password was changed.", 3, nil),
+                ("00000000-0000-4000-8000-000000000003", "Password changed", "Your password was changed.", 3, nil)
             ]),
     ]
 
@@ -55,26 +57,31 @@ public enum FixtureV1 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-1 code).
     public static func populate(_ vault: Vault) throws {
         for content in accounts {
-            let account = try vault.addAccount(NewAccount(
-                issuer: "https://id.fixture.test", subject: content.subject, label: content.label, email: content.email,
-                client: clientSettings(confidential: content.clientSecret != nil), clientSecret: content.clientSecret))
+            let account = try vault.addAccount(
+                NewAccount(
+                    issuer: "https://id.fixture.test", subject: content.subject, label: content.label, email: content.email,
+                    client: clientSettings(confidential: content.clientSecret != nil), clientSecret: content.clientSecret))
             try vault.storeTokens(content.tokens, for: account.id, replacing: nil)
-            var session = try vault.startSession(for: account.id, idleDeadline: created.addingTimeInterval(900),
-                                                 absoluteDeadline: created.addingTimeInterval(43_200))
+            var session = try vault.startSession(
+                for: account.id, idleDeadline: created.addingTimeInterval(900),
+                absoluteDeadline: created.addingTimeInterval(43_200))
             session.extensionsUsed = 1
             try vault.updateSession(session)
-            try vault.saveDevice(DeviceRegistration(
-                id: "device-\(content.subject)", account: account.id, deviceID: vault.deviceID, name: content.deviceName,
-                platform: "linux", status: .active, activationMethod: .primary, createdAt: created, updatedAt: created))
+            try vault.saveDevice(
+                DeviceRegistration(
+                    id: "device-\(content.subject)", account: account.id, deviceID: vault.deviceID, name: content.deviceName,
+                    platform: "linux", status: .active, activationMethod: .primary, createdAt: created, updatedAt: created))
             for n in content.notifications {
-                try vault.upsertNotification(NotificationRecord(
-                    uuid: n.uuid, account: account.id, subject: n.subject, message: n.message,
-                    actions: [NotificationAction(label: "Approve", action: "approve"), NotificationAction(label: "Reject", action: "reject")],
-                    createdAt: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60)),
-                    expiresAt: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60 + 300))))
+                try vault.upsertNotification(
+                    NotificationRecord(
+                        uuid: n.uuid, account: account.id, subject: n.subject, message: n.message,
+                        actions: [NotificationAction(label: "Approve", action: "approve"), NotificationAction(label: "Reject", action: "reject")],
+                        createdAt: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60)),
+                        expiresAt: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60 + 300))))
                 if let answer = n.answered {
-                    _ = try vault.recordAnswer(to: n.uuid, account: account.id, action: answer, byDevice: vault.deviceID,
-                                               at: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60 + 30)))
+                    _ = try vault.recordAnswer(
+                        to: n.uuid, account: account.id, action: answer, byDevice: vault.deviceID,
+                        at: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60 + 30)))
                 }
             }
         }

@@ -21,8 +21,9 @@ public enum FixtureV2 {
         try FixtureV1.populate(vault)
         let accounts = try vault.accounts()
         guard let alice = accounts.first(where: { $0.subject == "alice" }),
-              let bob = accounts.first(where: { $0.subject == "bob" }),
-              let bobTokens = try vault.tokens(for: bob.id) else {
+            let bob = accounts.first(where: { $0.subject == "bob" }),
+            let bobTokens = try vault.tokens(for: bob.id)
+        else {
             throw VaultError(.recordNotFound, "fixture v1 records missing")
         }
         try vault.setSessionPolicy(alicePolicy, for: alice.id)
@@ -36,7 +37,8 @@ public enum FixtureV2 {
         var problems = try FixtureV1.differences(in: vault, laterAccounts: laterAccounts)
         let accounts = try vault.accounts()
         guard let alice = accounts.first(where: { $0.subject == "alice" }),
-              let bob = accounts.first(where: { $0.subject == "bob" }) else {
+            let bob = accounts.first(where: { $0.subject == "bob" })
+        else {
             return problems + ["fixture accounts missing"]
         }
         if try vault.sessionPolicy(for: alice.id) != alicePolicy { problems.append("alice: session policy differs") }

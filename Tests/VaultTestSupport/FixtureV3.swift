@@ -29,10 +29,12 @@ public enum FixtureV3 {
         let record = try vault.signIn(
             NewAccount(issuer: "https://id.fixture.test", subject: "carol", label: "Carol", client: client),
             tokens: carolTokens, policy: SessionPolicy(idleTimeout: nil))
-        _ = try vault.beginRefresh(for: record.account.id, holder: "fixture", seenGeneration: record.generation,
-                                   leaseDuration: .seconds(30))
-        try vault.failRefresh(for: record.account.id, holder: "fixture", failure: carolFailure, detail: carolFailureDetail,
-                              nextAttemptAt: FixtureV1.created.addingTimeInterval(60))
+        _ = try vault.beginRefresh(
+            for: record.account.id, holder: "fixture", seenGeneration: record.generation,
+            leaseDuration: .seconds(30))
+        try vault.failRefresh(
+            for: record.account.id, holder: "fixture", failure: carolFailure, detail: carolFailureDetail,
+            nextAttemptAt: FixtureV1.created.addingTimeInterval(60))
         try vault.setActiveAccount(active)
     }
 

@@ -36,17 +36,21 @@ public enum FixtureV4 {
         _ = try vault.transitionSession(for: dave) { session, _ in session.lastActivityAt = FixtureV1.created.addingTimeInterval(10) }
         _ = try vault.transitionSession(for: dave) { session, _ in session.extensionInFlight = daveMarker }
         for _ in 0..<2 {
-            _ = try vault.beginRefresh(for: dave, holder: "fixture", seenGeneration: record.generation, leaseDuration: .seconds(30),
-                                       maximumBackoff: .seconds(3600 * 24 * 365 * 100))
-            try vault.failRefresh(for: dave, holder: "fixture", failure: daveRefusal, detail: daveRefusalDetail, nextAttemptAt: nil,
-                                  refusal: true)
+            _ = try vault.beginRefresh(
+                for: dave, holder: "fixture", seenGeneration: record.generation, leaseDuration: .seconds(30),
+                maximumBackoff: .seconds(3600 * 24 * 365 * 100))
+            try vault.failRefresh(
+                for: dave, holder: "fixture", failure: daveRefusal, detail: daveRefusalDetail, nextAttemptAt: nil,
+                refusal: true)
         }
         let retention = EventRetention()
-        try vault.appendEvent(kind: "token_refreshed", account: dave, data: ["generation": "1"], detail: nil,
-                              origin: "fixture", retention: retention)
+        try vault.appendEvent(
+            kind: "token_refreshed", account: dave, data: ["generation": "1"], detail: nil,
+            origin: "fixture", retention: retention)
         try vault.appendEvent(kind: "revoked", account: dave, data: [:], detail: revokedDetail, origin: "fixture", retention: retention)
-        try vault.appendEvent(kind: "account_switched", account: nil, data: ["from": dave.rawValue], detail: nil,
-                              origin: "fixture", retention: retention)
+        try vault.appendEvent(
+            kind: "account_switched", account: nil, data: ["from": dave.rawValue], detail: nil,
+            origin: "fixture", retention: retention)
         try vault.setActiveAccount(active)
     }
 

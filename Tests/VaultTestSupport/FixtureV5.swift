@@ -36,23 +36,30 @@ public enum FixtureV5 {
         let active = try vault.activeAccountID()
         let settings = FixtureV1.clientSettings(confidential: false)
         _ = try vault.signIn(
-            NewAccount(issuer: "https://id.fixture.test", subject: "erin", label: "Erin", email: "erin@fixture.test",
-                       client: settings, providerMetadata: metadata, subjectSource: .verified),
+            NewAccount(
+                issuer: "https://id.fixture.test", subject: "erin", label: "Erin", email: "erin@fixture.test",
+                client: settings, providerMetadata: metadata, subjectSource: .verified),
             tokens: erinTokens, policy: SessionPolicy(), authTime: erinAuthTime)
         let guest = try vault.signIn(
-            NewAccount(issuer: "https://id.fixture.test", subject: "guest-fixture", client: settings, providerMetadata: metadata,
-                       subjectSource: .verified, kind: .guest),
-            tokens: guestTokens, policy: SessionPolicy()).account.id
-        try vault.saveDevice(DeviceRegistration(
-            id: "device-guest", account: guest, deviceID: vault.deviceID, name: guestDeviceName,
-            platform: "linux", status: .active, activationMethod: .primary, createdAt: FixtureV1.created, updatedAt: FixtureV1.created))
-        try vault.upsertNotification(NotificationRecord(
-            uuid: guestNotification, account: guest, subject: "Guest", message: guestMessage,
-            actions: [NotificationAction(label: "OK", action: "ok")], createdAt: FixtureV1.created, expiresAt: nil))
+            NewAccount(
+                issuer: "https://id.fixture.test", subject: "guest-fixture", client: settings, providerMetadata: metadata,
+                subjectSource: .verified, kind: .guest),
+            tokens: guestTokens, policy: SessionPolicy()
+        ).account.id
+        try vault.saveDevice(
+            DeviceRegistration(
+                id: "device-guest", account: guest, deviceID: vault.deviceID, name: guestDeviceName,
+                platform: "linux", status: .active, activationMethod: .primary, createdAt: FixtureV1.created, updatedAt: FixtureV1.created))
+        try vault.upsertNotification(
+            NotificationRecord(
+                uuid: guestNotification, account: guest, subject: "Guest", message: guestMessage,
+                actions: [NotificationAction(label: "OK", action: "ok")], createdAt: FixtureV1.created, expiresAt: nil))
         let frank = try vault.signIn(
-            NewAccount(issuer: "https://id.fixture.test", subject: "frank", label: "Frank", client: settings,
-                       providerMetadata: metadata, subjectSource: .verified),
-            tokens: frankTokens, policy: SessionPolicy()).account.id
+            NewAccount(
+                issuer: "https://id.fixture.test", subject: "frank", label: "Frank", client: settings,
+                providerMetadata: metadata, subjectSource: .verified),
+            tokens: frankTokens, policy: SessionPolicy()
+        ).account.id
         _ = try vault.upgradeGuest(guest, to: frank)
         try vault.setActiveAccount(active)
     }
@@ -63,8 +70,9 @@ public enum FixtureV5 {
         var problems = try FixtureV4.differences(in: vault, laterAccounts: 3 + laterAccounts, laterEventKinds: laterEventKinds)
         let accounts = try vault.accounts()
         guard let erin = accounts.first(where: { $0.subject == "erin" }),
-              let guest = accounts.first(where: { $0.subject == "guest-fixture" }),
-              let frank = accounts.first(where: { $0.subject == "frank" }) else {
+            let guest = accounts.first(where: { $0.subject == "guest-fixture" }),
+            let frank = accounts.first(where: { $0.subject == "frank" })
+        else {
             return problems + ["erin, the guest or frank missing"]
         }
         if erin.providerMetadata != metadata { problems.append("erin: provider metadata differs") }

@@ -26,17 +26,20 @@ public enum FixtureV7 {
         let now = FixtureV1.created
         let account = NewAccount(
             issuer: "https://id.fixture.test", subject: "grace", label: "Grace (moved)", email: "grace@fixture.test",
-            client: OAuthClientSettings(tokenEndpoint: URL(string: "https://id.fixture.test/token")!, clientID: "fixture-cli",
-                                        scopes: ["openid"]),
+            client: OAuthClientSettings(
+                tokenEndpoint: URL(string: "https://id.fixture.test/token")!, clientID: "fixture-cli",
+                scopes: ["openid"]),
             subjectSource: .verified)
-        _ = try vault.importSession(SessionImport(
-            account: account, credentialHosts: [], credentialUsername: nil,
-            tokens: TokenSet(accessToken: accessToken, refreshToken: refreshToken, accessTokenExpiresAt: absoluteDeadline, scopes: ["openid"]),
-            policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(3600)), startedAt: startedAt, authTime: startedAt,
-            absoluteDeadline: absoluteDeadline,
-            transfer: SessionTransferRecord(id: transfer, direction: .import, mode: .move, account: AccountID(rawValue: ""), at: now,
-                                            expiresAt: absoluteDeadline, peer: sender),
-            origin: AccountOrigin(transfer: transfer, importedAt: now, mode: .move, host: host, vault: sender)),
+        _ = try vault.importSession(
+            SessionImport(
+                account: account, credentialHosts: [], credentialUsername: nil,
+                tokens: TokenSet(accessToken: accessToken, refreshToken: refreshToken, accessTokenExpiresAt: absoluteDeadline, scopes: ["openid"]),
+                policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(3600)), startedAt: startedAt, authTime: startedAt,
+                absoluteDeadline: absoluteDeadline,
+                transfer: SessionTransferRecord(
+                    id: transfer, direction: .import, mode: .move, account: AccountID(rawValue: ""), at: now,
+                    expiresAt: absoluteDeadline, peer: sender),
+                origin: AccountOrigin(transfer: transfer, importedAt: now, mode: .move, host: host, vault: sender)),
             eventOrigin: "fixture-maker")
         // The earlier fixtures' active account stays active (an import makes its account active).
         if let alice = try vault.accounts().first(where: { $0.subject == "alice" }) { try vault.setActiveAccount(alice.id) }

@@ -20,9 +20,10 @@ public enum FixtureV9 {
     public static func populate(_ vault: Vault) throws {
         try FixtureV8.populate(vault)
         guard let grace = try vault.accounts().first(where: { $0.subject == "grace" }) else { return }
-        try vault.saveDevice(DeviceRegistration(
-            id: registration, account: grace.id, deviceID: vault.deviceID, name: deviceName, platform: "linux", status: .pending,
-            createdAt: FixtureV1.created, updatedAt: FixtureV1.created, pendingApproval: approval))
+        try vault.saveDevice(
+            DeviceRegistration(
+                id: registration, account: grace.id, deviceID: vault.deviceID, name: deviceName, platform: "linux", status: .pending,
+                createdAt: FixtureV1.created, updatedAt: FixtureV1.created, pendingApproval: approval))
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.

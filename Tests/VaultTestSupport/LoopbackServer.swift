@@ -107,8 +107,10 @@ public final class LoopbackServer: Sendable {
 
     /// Waits until the log satisfies `condition` (false after `timeout` of real time).
     @discardableResult
-    public func wait(upTo timeout: Duration = TestTimeScale.scaled(.seconds(10)),
-                     until condition: @escaping @Sendable (Log) -> Bool) async -> Bool {
+    public func wait(
+        upTo timeout: Duration = TestTimeScale.scaled(.seconds(10)),
+        until condition: @escaping @Sendable (Log) -> Bool
+    ) async -> Bool {
         await log.wait(upTo: timeout, until: condition)
     }
 }

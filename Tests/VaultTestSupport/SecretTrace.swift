@@ -22,7 +22,8 @@ public enum SecretTrace {
         let bytes = Array(text.utf8)
         if contains(bytes, needle) { return "raw" }
         if contains(percentDecoded(bytes, plusIsSpace: true), needle)
-            || contains(percentDecoded(bytes, plusIsSpace: false), needle) {
+            || contains(percentDecoded(bytes, plusIsSpace: false), needle)
+        {
             return "percent-decoded"
         }
         let inner = needle.count > 6 ? Array(needle.dropFirst(2).dropLast(2)) : needle
@@ -31,7 +32,8 @@ public enum SecretTrace {
                 let window = Array(run[offset...])
                 let whole = window.count - window.count % 4
                 if let decoded = Data(base64Encoded: Data(window[..<whole]), options: [.ignoreUnknownCharacters]),
-                   contains(Array(decoded), inner) {
+                    contains(Array(decoded), inner)
+                {
                     return "base64"
                 }
             }
@@ -86,7 +88,7 @@ public enum SecretTrace {
         for byte in bytes {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"):
+                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "+"), UInt8(ascii: "/"):
                 current.append(byte)
             case UInt8(ascii: "-"): current.append(UInt8(ascii: "+"))
             case UInt8(ascii: "_"): current.append(UInt8(ascii: "/"))

@@ -66,10 +66,10 @@ public enum FileProbe {
     }
 
     private struct FNV1a {
-        var value: UInt64 = 0xcbf29ce484222325
+        var value: UInt64 = 0xcbf2_9ce4_8422_2325
         mutating func add(_ byte: UInt8) {
             value ^= UInt64(byte)
-            value = value &* 0x100000001b3
+            value = value &* 0x100_0000_01b3
         }
     }
 }

@@ -31,8 +31,9 @@ public struct TestChain: Sendable {
     public init() throws {
         let root = try Self.makeAuthority(named: "CredentialVault test root", signedBy: nil)
         let intermediate = try Self.makeAuthority(named: "CredentialVault test intermediate", signedBy: root)
-        self.init(root: root.member, intermediate: intermediate.member,
-                  leaf: try Self.makeLeaf(signedBy: intermediate))
+        self.init(
+            root: root.member, intermediate: intermediate.member,
+            leaf: try Self.makeLeaf(signedBy: intermediate))
     }
 
     private init(root: Member, intermediate: Member, leaf: Member) {
@@ -121,8 +122,9 @@ public struct TestChain: Sendable {
         var serializer = DER.Serializer()
         try serializer.serialize(certificate)
         let digest = SHA256.hash(data: Array(certificate.publicKey.subjectPublicKeyInfoBytes))
-        return Member(der: serializer.serializedBytes, pin: "sha256/" + Data(digest).base64EncodedString(),
-                      keyPEM: key.pemRepresentation)
+        return Member(
+            der: serializer.serializedBytes, pin: "sha256/" + Data(digest).base64EncodedString(),
+            keyPEM: key.pemRepresentation)
     }
 }
 

@@ -10,7 +10,8 @@ import Foundation
 /// let transport = URLSessionTransport(timeout: TestTimeScale.scaled(.seconds(10)))
 /// ```
 public enum TestTimeScale {
-    public static let factor: Double = ProcessInfo.processInfo.environment["TEST_TIME_SCALE"]
+    public static let factor: Double =
+        ProcessInfo.processInfo.environment["TEST_TIME_SCALE"]
         .flatMap(Double.init).map { max(1, $0) } ?? 1
 
     /// `duration` times ``factor``.

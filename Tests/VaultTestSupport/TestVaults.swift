@@ -62,13 +62,15 @@ public enum Samples {
     }
 
     public static func account(_ subject: String = "alice") -> NewAccount {
-        NewAccount(issuer: "https://id.example.test", subject: subject, label: "\(subject) (work)",
-                   email: "\(subject)@example.test", client: client())
+        NewAccount(
+            issuer: "https://id.example.test", subject: subject, label: "\(subject) (work)",
+            email: "\(subject)@example.test", client: client())
     }
 
     /// Tokens with distinctive, searchable values.
     public static func tokens(_ tag: String, expiresAt: Date = Date(timeIntervalSinceNow: 3600)) -> TokenSet {
-        TokenSet(accessToken: "AT-\(tag)-0123456789abcdef", refreshToken: "RT-\(tag)-fedcba9876543210",
-                 idToken: "IDT-\(tag)-aabbccdd", tokenType: "Bearer", accessTokenExpiresAt: expiresAt, scopes: ["openid"])
+        TokenSet(
+            accessToken: "AT-\(tag)-0123456789abcdef", refreshToken: "RT-\(tag)-fedcba9876543210",
+            idToken: "IDT-\(tag)-aabbccdd", tokenType: "Bearer", accessTokenExpiresAt: expiresAt, scopes: ["openid"])
     }
 }

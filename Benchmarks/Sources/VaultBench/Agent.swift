@@ -58,16 +58,19 @@ func benchAgent(_ report: Report, bench: BenchVault, vaultBinary: String, selfBi
     let check = try runProcess(vaultBinary, tokenArgs, environment: agent.environment)
     guard check.status == 0 else { throw BenchError("vault token through the agent exited \(check.status)") }
     let sql = "SELECT hex(access_token) FROM tokens WHERE account_id = '\(bench.account.rawValue)'"
-    let process = try await measurePair(warmup: 3, iterations: scale.processIterations, block: 5,
+    let process = try await measurePair(
+        warmup: 3, iterations: scale.processIterations, block: 5,
         Operation(body: {
             let r = try runProcess(vaultBinary, tokenArgs, environment: agent.environment)
             guard r.status == 0 else { throw BenchError("vault token through the agent failed (\(r.status))") }
         }),
         Operation(body: { _ = try runProcess(sqlite, [bench.url.path, sql]) }))
     let processRatio = process.vault.p50 / process.baseline.p50
-    report.add(Figure(figure: "`vault token` process, agent running (vs sqlite3 CLI one row)", vault: process.vault.p50 / 1e6,
-                      baseline: process.baseline.p50 / 1e6, unit: "ms p50", ratio: processRatio, target: "<= 2", met: processRatio <= 2,
-                      detail: "p99 \(fmt(process.vault.p99 / 1e6)) vs \(fmt(process.baseline.p99 / 1e6)) ms, n=\(process.vault.count)"))
+    report.add(
+        Figure(
+            figure: "`vault token` process, agent running (vs sqlite3 CLI one row)", vault: process.vault.p50 / 1e6,
+            baseline: process.baseline.p50 / 1e6, unit: "ms p50", ratio: processRatio, target: "<= 2", met: processRatio <= 2,
+            detail: "p99 \(fmt(process.vault.p99 / 1e6)) vs \(fmt(process.baseline.p99 / 1e6)) ms, n=\(process.vault.count)"))
 
     log("== the agent: one token request from a linked AgentClient")
     let pool = try DatabasePool(path: bench.url.path, configuration: baselineConfiguration())
@@ -80,8 +83,9 @@ func benchAgent(_ report: Report, bench: BenchVault, vaultBinary: String, selfBi
         guard data != nil else { throw BenchError("baseline row missing") }
     }
     let client = agent.client
-    let request = try await measurePair(warmup: 200, iterations: scale.agentIterations, block: 250,
-                                        Operation(body: { _ = try await client.token() }), Operation(body: pointRead))
+    let request = try await measurePair(
+        warmup: 200, iterations: scale.agentIterations, block: 250,
+        Operation(body: { _ = try await client.token() }), Operation(body: pointRead))
     report.latency("agent token request, in process (vs GRDB point read)", request, limit: 1.0)
 
     log("== the agent: \(scale.agentClients) client processes for \(scale.agentSeconds) s")
@@ -94,7 +98,8 @@ private func benchAgentLoad(_ report: Report, agent: RunningAgent, selfBinary: S
         let process = Process()
         process.executableURL = URL(fileURLWithPath: selfBinary)
         process.arguments = ["child-agent", agent.client.socketPath.path, "\(seconds)"]
-        let input = Pipe(), output = Pipe()
+        let input = Pipe()
+        let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
         process.standardError = FileHandle.standardError
@@ -105,7 +110,10 @@ private func benchAgentLoad(_ report: Report, agent: RunningAgent, selfBinary: S
     for i in readers.indices { guard readers[i].next() == "ready" else { throw BenchError("an agent client failed to start") } }
     let started = nowNanos()
     for child in children { child.1.fileHandleForWriting.write(Data("go\n".utf8)) }
-    var latencies: [UInt64] = [], failures = 0, failureKinds: Set<String> = [], reported = 0
+    var latencies: [UInt64] = []
+    var failures = 0
+    var failureKinds: Set<String> = []
+    var reported = 0
     for i in readers.indices {
         // Each child writes its figures only after its timed window, so no pipe fills during it.
         while let line = readers[i].next() {
@@ -125,19 +133,26 @@ private func benchAgentLoad(_ report: Report, agent: RunningAgent, selfBinary: S
     let stats = Stats(latencies)
     let lost = clients - reported
     let rate = Double(stats.count) / Double(seconds)
-    report.add(Figure(figure: "agent, \(clients) client processes for \(seconds) s", vault: rate, baseline: nil, unit: "requests/s",
-                      ratio: nil, target: "0 failed or lost", met: failures == 0 && lost == 0 && stats.count > 0,
-                      detail: "\(stats.count) answered, \(failures) failed\(failureKinds.isEmpty ? "" : " (\(failureKinds.sorted().joined(separator: "; ")))"), "
-                          + "\(lost) clients without a report; p50 \(fmt(stats.p50 / 1e6)) ms, p99 \(fmt(stats.p99 / 1e6)) ms; "
-                          + "\(fmt(elapsed)) s wall clock"))
-    report.add(Figure(figure: "agent, \(clients) client processes: p99 request", vault: stats.p99 / 1e6, baseline: nil, unit: "ms",
-                      ratio: nil, target: "reported", met: stats.count > 0, detail: "max \(fmt(stats.percentile(100) / 1e6)) ms"))
+    report.add(
+        Figure(
+            figure: "agent, \(clients) client processes for \(seconds) s", vault: rate, baseline: nil, unit: "requests/s",
+            ratio: nil, target: "0 failed or lost", met: failures == 0 && lost == 0 && stats.count > 0,
+            detail: "\(stats.count) answered, \(failures) failed\(failureKinds.isEmpty ? "" : " (\(failureKinds.sorted().joined(separator: "; ")))"), "
+                + "\(lost) clients without a report; p50 \(fmt(stats.p50 / 1e6)) ms, p99 \(fmt(stats.p99 / 1e6)) ms; "
+                + "\(fmt(elapsed)) s wall clock"))
+    report.add(
+        Figure(
+            figure: "agent, \(clients) client processes: p99 request", vault: stats.p99 / 1e6, baseline: nil, unit: "ms",
+            ratio: nil, target: "reported", met: stats.count > 0, detail: "max \(fmt(stats.percentile(100) / 1e6)) ms"))
 }
 
 /// A load client: connects per request as `vault token` does, one request in flight, until its
 /// window ends; reports its latencies (ns) and failures after the window.
 func childAgent(_ arguments: [String]) async {
-    guard arguments.count == 2, let seconds = UInt64(arguments[1]) else { emitLine("failed 1 usage"); return }
+    guard arguments.count == 2, let seconds = UInt64(arguments[1]) else {
+        emitLine("failed 1 usage")
+        return
+    }
     let client = AgentClient(socket: URL(fileURLWithPath: arguments[0]), timeoutSeconds: 30)
     emitLine("ready")
     guard readLine() == "go" else { return }

@@ -39,26 +39,33 @@ func randomBytes(_ count: Int) -> [UInt8] {
 
 /// A realistic pair: an ~800-character JWT-like access token and a 64-character refresh token.
 func sampleTokens(expiresIn seconds: TimeInterval) -> TokenSet {
-    TokenSet(accessToken: "eyJ" + randomString(797), refreshToken: randomString(64), tokenType: "Bearer",
-             accessTokenExpiresAt: Date().addingTimeInterval(seconds), scopes: ["openid", "profile"])
+    TokenSet(
+        accessToken: "eyJ" + randomString(797), refreshToken: randomString(64), tokenType: "Bearer",
+        accessTokenExpiresAt: Date().addingTimeInterval(seconds), scopes: ["openid", "profile"])
 }
 
 /// Sessions that never idle out during a run.
 let benchPolicy = SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(24 * 3600))
 
-func makeVault(in dir: URL, name: String, tokenEndpoint: URL,
-               clientID: String = "bench-cli", tokens: TokenSet) throws -> BenchVault {
+func makeVault(
+    in dir: URL, name: String, tokenEndpoint: URL,
+    clientID: String = "bench-cli", tokens: TokenSet
+) throws -> BenchVault {
     let keyFile = dir.appendingPathComponent("\(name).key")
-    guard FileManager.default.createFile(atPath: keyFile.path, contents: Data(randomBytes(32)),
-                                         attributes: [.posixPermissions: 0o600]) else {
+    guard
+        FileManager.default.createFile(
+            atPath: keyFile.path, contents: Data(randomBytes(32)),
+            attributes: [.posixPermissions: 0o600])
+    else {
         throw BenchError("cannot write \(keyFile.path)")
     }
     let url = dir.appendingPathComponent("\(name).db")
     let vault = try Vault.create(at: url, credential: .keyFile(keyFile), options: quietOptions())
     defer { vault.close() }
     let record = try vault.signIn(
-        NewAccount(issuer: "https://id.bench.test", subject: name, label: "Bench \(name)",
-                   client: OAuthClientSettings(tokenEndpoint: tokenEndpoint, clientID: clientID)),
+        NewAccount(
+            issuer: "https://id.bench.test", subject: name, label: "Bench \(name)",
+            client: OAuthClientSettings(tokenEndpoint: tokenEndpoint, clientID: clientID)),
         tokens: tokens, policy: benchPolicy)
     return BenchVault(url: url, keyFile: keyFile, account: record.account.id)
 }
@@ -68,8 +75,10 @@ func fillNotifications(_ bench: BenchVault, count: Int) throws {
     let vault = try bench.open()
     defer { vault.close() }
     let base = Date(timeIntervalSince1970: 1_700_000_000)
-    let actions = [NotificationAction(label: "Approve", action: "approve", authLevel: "high"),
-                   NotificationAction(label: "Deny", action: "deny")]
+    let actions = [
+        NotificationAction(label: "Approve", action: "approve", authLevel: "high"),
+        NotificationAction(label: "Deny", action: "deny"),
+    ]
     let subject = "Sign-in request from a new device"
     let message = "A device named Work laptop (Linux, Berlin) asks to sign in to your account. Approve it only if it was you."
     var done = 0
@@ -77,9 +86,10 @@ func fillNotifications(_ bench: BenchVault, count: Int) throws {
     while done < count {
         let n = min(chunk, count - done)
         let records = (done..<(done + n)).map { i in
-            NotificationRecord(uuid: String(format: "00000000-0000-4000-8000-%012d", i), account: bench.account,
-                               subject: subject, message: message, actions: actions,
-                               createdAt: base.addingTimeInterval(Double(i)), expiresAt: base.addingTimeInterval(Double(i) + 300))
+            NotificationRecord(
+                uuid: String(format: "00000000-0000-4000-8000-%012d", i), account: bench.account,
+                subject: subject, message: message, actions: actions,
+                createdAt: base.addingTimeInterval(Double(i)), expiresAt: base.addingTimeInterval(Double(i) + 300))
         }
         try vault.upsertNotifications(records)
         done += n

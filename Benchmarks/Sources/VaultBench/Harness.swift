@@ -30,34 +30,49 @@ struct Operation {
 /// Measures two operations the same way, interleaved in blocks (vault block, baseline block,
 /// vault block, …) so drift in the machine's speed lands on both. Warm-up iterations are
 /// run and discarded first.
-func measurePair(warmup: Int, iterations: Int, block: Int = 50,
-                 _ vault: Operation, _ baseline: Operation) async throws -> (vault: Stats, baseline: Stats) {
+func measurePair(
+    warmup: Int, iterations: Int, block: Int = 50,
+    _ vault: Operation, _ baseline: Operation
+) async throws -> (vault: Stats, baseline: Stats) {
     for _ in 0..<warmup {
-        try await vault.prepare(); try await vault.body()
-        try await baseline.prepare(); try await baseline.body()
+        try await vault.prepare()
+        try await vault.body()
+        try await baseline.prepare()
+        try await baseline.body()
     }
-    var a: [UInt64] = [], b: [UInt64] = []
-    a.reserveCapacity(iterations); b.reserveCapacity(iterations)
+    var a: [UInt64] = []
+    var b: [UInt64] = []
+    a.reserveCapacity(iterations)
+    b.reserveCapacity(iterations)
     while a.count < iterations {
         let n = min(block, iterations - a.count)
         for _ in 0..<n {
             try await vault.prepare()
-            let start = nowNanos(); try await vault.body(); a.append(nowNanos() - start)
+            let start = nowNanos()
+            try await vault.body()
+            a.append(nowNanos() - start)
         }
         for _ in 0..<n {
             try await baseline.prepare()
-            let start = nowNanos(); try await baseline.body(); b.append(nowNanos() - start)
+            let start = nowNanos()
+            try await baseline.body()
+            b.append(nowNanos() - start)
         }
     }
     return (Stats(a), Stats(b))
 }
 
 func measure(warmup: Int, iterations: Int, _ op: Operation) async throws -> Stats {
-    for _ in 0..<warmup { try await op.prepare(); try await op.body() }
+    for _ in 0..<warmup {
+        try await op.prepare()
+        try await op.body()
+    }
     var a: [UInt64] = []
     for _ in 0..<iterations {
         try await op.prepare()
-        let start = nowNanos(); try await op.body(); a.append(nowNanos() - start)
+        let start = nowNanos()
+        try await op.body()
+        a.append(nowNanos() - start)
     }
     return Stats(a)
 }
@@ -82,17 +97,20 @@ final class Report {
 
     func add(_ figure: Figure) {
         figures.append(figure)
-        log("  \(figure.met ? "met   " : "MISSED") \(figure.figure): \(fmt(figure.vault)) \(figure.unit)"
-            + (figure.baseline.map { " vs \(fmt($0))" } ?? "") + (figure.ratio.map { " ratio \(fmt($0))" } ?? "")
-            + " (target \(figure.target)) \(figure.detail)")
+        log(
+            "  \(figure.met ? "met   " : "MISSED") \(figure.figure): \(fmt(figure.vault)) \(figure.unit)"
+                + (figure.baseline.map { " vs \(fmt($0))" } ?? "") + (figure.ratio.map { " ratio \(fmt($0))" } ?? "")
+                + " (target \(figure.target)) \(figure.detail)")
     }
 
     /// A median-vs-median latency figure; ratio = vault / baseline, met when ≤ `limit`.
     func latency(_ name: String, _ pair: (vault: Stats, baseline: Stats), limit: Double) {
         let ratio = pair.vault.p50 / pair.baseline.p50
-        add(Figure(figure: name, vault: pair.vault.p50 / 1000, baseline: pair.baseline.p50 / 1000, unit: "µs p50",
-                   ratio: ratio, target: "<= \(limit)", met: ratio <= limit,
-                   detail: "p99 \(fmt(pair.vault.p99 / 1000)) vs \(fmt(pair.baseline.p99 / 1000)) µs, n=\(pair.vault.count)+\(pair.baseline.count)"))
+        add(
+            Figure(
+                figure: name, vault: pair.vault.p50 / 1000, baseline: pair.baseline.p50 / 1000, unit: "µs p50",
+                ratio: ratio, target: "<= \(limit)", met: ratio <= limit,
+                detail: "p99 \(fmt(pair.vault.p99 / 1000)) vs \(fmt(pair.baseline.p99 / 1000)) µs, n=\(pair.vault.count)+\(pair.baseline.count)"))
     }
 
     func table() -> String {
@@ -105,8 +123,9 @@ final class Report {
         func line(_ cells: [String]) -> String {
             "| " + cells.enumerated().map { $1.padding(toLength: widths[$0], withPad: " ", startingAt: 0) }.joined(separator: " | ") + " |"
         }
-        return ([line(header), "|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|"]
-                + rows.map(line)).joined(separator: "\n")
+        return
+            ([line(header), "|" + widths.map { String(repeating: "-", count: $0 + 2) }.joined(separator: "|") + "|"]
+            + rows.map(line)).joined(separator: "\n")
     }
 
     func write(to url: URL) throws {
@@ -142,8 +161,10 @@ func peakRSSKiB() -> Int {
 
 /// Runs `executable` to completion with output discarded; returns the wall time in ns.
 @discardableResult
-func runProcess(_ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-                stdout: FileHandle = .nullDevice) throws -> (nanos: UInt64, status: Int32) {
+func runProcess(
+    _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    stdout: FileHandle = .nullDevice
+) throws -> (nanos: UInt64, status: Int32) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments

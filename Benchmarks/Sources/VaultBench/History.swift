@@ -23,7 +23,13 @@ func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: B
         defer { vault.close() }
         // The cursor just before the oldest 50: the deepest page a reader can reach.
         let deepest: NotificationCursor = try {
-            let queue = try DatabaseQueue(path: bench.url.path, configuration: { var c = Configuration(); c.readonly = true; return c }())
+            let queue = try DatabaseQueue(
+                path: bench.url.path,
+                configuration: {
+                    var c = Configuration()
+                    c.readonly = true
+                    return c
+                }())
             defer { try? queue.close() }
             let row = try queue.read { db in
                 try Row.fetchOne(db, sql: "SELECT created_at, seq FROM notifications ORDER BY created_at ASC, seq ASC LIMIT 1 OFFSET 50")
@@ -44,9 +50,11 @@ func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: B
     guard let reference = cells.first?.1 else { return vaults }
     for (name, stats) in cells {
         let ratio = stats.p50 / reference.p50
-        report.add(Figure(figure: "notification page of 50: \(name) (vs \(scale.notificationSizes[0]) rows, first page)",
-                          vault: stats.p50 / 1000, baseline: reference.p50 / 1000, unit: "µs p50", ratio: ratio,
-                          target: "<= 1.5", met: ratio <= 1.5, detail: "p99 \(fmt(stats.p99 / 1000)) µs, n=\(stats.count)"))
+        report.add(
+            Figure(
+                figure: "notification page of 50: \(name) (vs \(scale.notificationSizes[0]) rows, first page)",
+                vault: stats.p50 / 1000, baseline: reference.p50 / 1000, unit: "µs p50", ratio: ratio,
+                target: "<= 1.5", met: ratio <= 1.5, detail: "p99 \(fmt(stats.p99 / 1000)) µs, n=\(stats.count)"))
     }
     return vaults
 }
@@ -67,21 +75,29 @@ func benchMaintenance(_ report: Report, vaults: [(Int, BenchVault)], vaultBinary
         for (size, bench) in [small, big] {
             if command == "migrate" { try downgradeToSchema1(bench.url) }
             let timeFile = dir.appendingPathComponent("time-\(command)-\(size).txt")
-            let run = try runProcess("/usr/bin/time", ["-f", "%M", "-o", timeFile.path, vaultBinary, command,
-                                                       "--vault", bench.url.path, "--key-file", bench.keyFile.path, "--json"])
+            let run = try runProcess(
+                "/usr/bin/time",
+                [
+                    "-f", "%M", "-o", timeFile.path, vaultBinary, command,
+                    "--vault", bench.url.path, "--key-file", bench.keyFile.path, "--json",
+                ])
             guard run.status == 0 else { throw BenchError("vault \(command) exited \(run.status) on \(size) rows") }
             let peak = Int((try String(contentsOf: timeFile, encoding: .utf8)).split(separator: "\n").last ?? "0") ?? 0
             measured.append((size, Double(run.nanos) / 1e9, peak))
             log("   \(size) rows: \(fmt(Double(run.nanos) / 1e9)) s, peak \(peak / 1024) MiB")
         }
         let (a, b) = (measured[0], measured[1])
-        report.add(Figure(figure: "vault \(command), \(b.rows) notifications: rows/s", vault: Double(b.rows) / b.seconds,
-                          baseline: nil, unit: "rows/s", ratio: nil, target: "reported", met: true,
-                          detail: "\(fmt(b.seconds)) s whole process; \(a.rows) rows: \(fmt(Double(a.rows) / a.seconds)) rows/s"))
+        report.add(
+            Figure(
+                figure: "vault \(command), \(b.rows) notifications: rows/s", vault: Double(b.rows) / b.seconds,
+                baseline: nil, unit: "rows/s", ratio: nil, target: "reported", met: true,
+                detail: "\(fmt(b.seconds)) s whole process; \(a.rows) rows: \(fmt(Double(a.rows) / a.seconds)) rows/s"))
         let ratio = Double(b.peakKiB) / Double(max(1, a.peakKiB))
-        report.add(Figure(figure: "vault \(command) peak RSS, \(b.rows) vs \(a.rows) rows", vault: Double(b.peakKiB) / 1024,
-                          baseline: Double(a.peakKiB) / 1024, unit: "MiB", ratio: ratio, target: "<= 1.5", met: ratio <= 1.5,
-                          detail: "GNU time maximum resident set size"))
+        report.add(
+            Figure(
+                figure: "vault \(command) peak RSS, \(b.rows) vs \(a.rows) rows", vault: Double(b.peakKiB) / 1024,
+                baseline: Double(a.peakKiB) / 1024, unit: "MiB", ratio: ratio, target: "<= 1.5", met: ratio <= 1.5,
+                detail: "GNU time maximum resident set size"))
     }
 }
 
@@ -94,16 +110,17 @@ func downgradeToSchema1(_ url: URL) throws {
     defer { try? queue.close() }
     try queue.writeWithoutTransaction { db in
         try db.inTransaction {
-            try db.execute(sql: """
-                DROP TABLE session_policies;
-                DROP TABLE refresh_state;
-                ALTER TABLE vault_meta DROP COLUMN pending_vault_key_id;
-                ALTER TABLE vault_meta DROP COLUMN pending_wrapped_vault_key;
-                ALTER TABLE accounts DROP COLUMN pending_data_key_id;
-                ALTER TABLE accounts DROP COLUMN pending_wrapped_data_key;
-                DELETE FROM vault_migrations WHERE version = 2;
-                PRAGMA user_version = 1;
-                """)
+            try db.execute(
+                sql: """
+                    DROP TABLE session_policies;
+                    DROP TABLE refresh_state;
+                    ALTER TABLE vault_meta DROP COLUMN pending_vault_key_id;
+                    ALTER TABLE vault_meta DROP COLUMN pending_wrapped_vault_key;
+                    ALTER TABLE accounts DROP COLUMN pending_data_key_id;
+                    ALTER TABLE accounts DROP COLUMN pending_wrapped_data_key;
+                    DELETE FROM vault_migrations WHERE version = 2;
+                    PRAGMA user_version = 1;
+                    """)
             return .commit
         }
         try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")

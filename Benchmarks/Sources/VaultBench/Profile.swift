@@ -1,10 +1,10 @@
+import DevGateway
 import Foundation
 import GRDB
 import Logging
 import VaultOAuth
 import VaultSession
 import VaultStore
-import DevGateway
 
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
@@ -26,8 +26,9 @@ func profileLoop(_ arguments: [String]) async throws {
         for i in 0..<(2 * iterations) {
             let client = i < iterations ? oauth : OAuthClient(logger: quietLogger())
             let start = nowNanos()
-            let response = try await client.refresh(refreshToken: grant.refreshToken ?? "", scope: nil, endpoint: gateway.tokenEndpoint,
-                                                   client: ClientCredentials(clientID: "bench-cli"))
+            let response = try await client.refresh(
+                refreshToken: grant.refreshToken ?? "", scope: nil, endpoint: gateway.tokenEndpoint,
+                client: ClientCredentials(clientID: "bench-cli"))
             if i < iterations { times.append(nowNanos() - start) } else { fresh.append(nowNanos() - start) }
             grant = await gateway.issueGrant(subject: "http", clientID: "bench-cli")
             _ = response
@@ -63,37 +64,51 @@ func profileLoop(_ arguments: [String]) async throws {
         let touch = { try pool.write { db in try db.execute(sql: "UPDATE bench_touch SET n = n + 1") } }
         var steps: [String: [UInt64]] = [:]
         func time(_ name: String, _ body: () throws -> Void) rethrows {
-            let start = nowNanos(); try body(); steps[name, default: []].append(nowNanos() - start)
+            let start = nowNanos()
+            try body()
+            steps[name, default: []].append(nowNanos() - start)
         }
         for _ in 0..<iterations {
-            try touch(); try time("stamp") { _ = try vault.changeStamp() }
-            try touch(); try time("snapshot") { _ = try vault.accessSnapshot(for: nil) }
-            try touch(); try time("point read") {
+            try touch()
+            try time("stamp") { _ = try vault.changeStamp() }
+            try touch()
+            try time("snapshot") { _ = try vault.accessSnapshot(for: nil) }
+            try touch()
+            try time("point read") {
                 _ = try pool.read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens"))?["access_token"] as Data? }
             }
-            try touch(); try time("4 statements, one read") {
+            try touch()
+            try time("4 statements, one read") {
                 try pool.read { db in
                     _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT active_account_id FROM vault_meta WHERE singleton = 1"))
-                    _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"), arguments: [bench.account.rawValue])
+                    _ = try Row.fetchOne(
+                        db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
+                        arguments: [bench.account.rawValue])
                     _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"), arguments: [bench.account.rawValue])
                     _ = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [bench.account.rawValue])
                 }
             }
-            try touch(); try time("1 join, one read") {
+            try touch()
+            try time("1 join, one read") {
                 try pool.read { db in
-                    _ = try Row.fetchOne(db.cachedStatement(sql: """
-                        SELECT m.active_account_id, s.*, p.*, t.generation, t.access_token, t.token_type, t.access_expires_at, t.scopes
-                        FROM vault_meta m
-                        LEFT JOIN sessions s ON s.session_id = (SELECT max(session_id) FROM sessions WHERE account_id = ?1)
-                        LEFT JOIN session_policies p ON p.account_id = ?1
-                        LEFT JOIN tokens t ON t.account_id = ?1
-                        WHERE m.singleton = 1
-                        """), arguments: [bench.account.rawValue])
+                    _ = try Row.fetchOne(
+                        db.cachedStatement(
+                            sql: """
+                                SELECT m.active_account_id, s.*, p.*, t.generation, t.access_token, t.token_type, t.access_expires_at, t.scopes
+                                FROM vault_meta m
+                                LEFT JOIN sessions s ON s.session_id = (SELECT max(session_id) FROM sessions WHERE account_id = ?1)
+                                LEFT JOIN session_policies p ON p.account_id = ?1
+                                LEFT JOIN tokens t ON t.account_id = ?1
+                                WHERE m.singleton = 1
+                                """), arguments: [bench.account.rawValue])
                 }
             }
-            try touch(); try time("one-statement vault read") { _ = try vault.activeAccountID() }
             try touch()
-            let start = nowNanos(); _ = try await service.validAccessToken(); steps["validAccessToken", default: []].append(nowNanos() - start)
+            try time("one-statement vault read") { _ = try vault.activeAccountID() }
+            try touch()
+            let start = nowNanos()
+            _ = try await service.validAccessToken()
+            steps["validAccessToken", default: []].append(nowNanos() - start)
         }
         for (name, samples) in steps.sorted(by: { $0.key < $1.key }) { log("\(name): p50 \(fmt(Stats(samples).p50 / 1000)) µs") }
     case "store":

@@ -3,11 +3,11 @@ import DevGateway
 import Foundation
 import GRDB
 import Logging
+import Synchronization
 import VaultCrypto
 import VaultOAuth
 import VaultSession
 import VaultStore
-import Synchronization
 
 /// An endpoint nothing listens on: the in-process figures never refresh.
 let unusedEndpoint = URL(string: "http://127.0.0.1:9/oauth/token") ?? URL(fileURLWithPath: "/")
@@ -46,7 +46,10 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
     let vault = try bench.open()
     let service = SessionService(vault: vault, oauth: OAuthClient(logger: quietLogger()), logger: quietLogger())
     let pool = try DatabasePool(path: bench.url.path, configuration: baselineConfiguration())
-    defer { try? pool.close(); vault.close() }
+    defer {
+        try? pool.close()
+        vault.close()
+    }
     let id = bench.account.rawValue
     let pointRead = {
         // A prepared statement kept by the connection, as the vault's own reads use.
@@ -58,8 +61,9 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
     let token = { _ = try await service.validAccessToken() }
 
     log("== valid access token, warm process")
-    let warm = try await measurePair(warmup: 2000, iterations: scale.hotIterations, block: 500,
-                                     Operation(body: token), Operation(body: pointRead))
+    let warm = try await measurePair(
+        warmup: 2000, iterations: scale.hotIterations, block: 500,
+        Operation(body: token), Operation(body: pointRead))
     report.latency("valid access token, warm (vs GRDB point read)", warm, limit: 1.0)
 
     // Another connection commits before every timed call: the cache must not be trusted.
@@ -69,7 +73,8 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
     try await pool.write { db in try db.execute(sql: "CREATE TABLE IF NOT EXISTS bench_touch (n INTEGER); INSERT INTO bench_touch VALUES (0)") }
     let touch = { try pool.write { db in try db.execute(sql: "UPDATE bench_touch SET n = n + 1") } }
     guard sodium_init() >= 0 else { throw BenchError("sodium_init failed") }
-    let sealedSize = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT length(access_token) FROM tokens WHERE account_id = ?", arguments: [id]) } ?? 0
+    let sealedSize =
+        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT length(access_token) FROM tokens WHERE account_id = ?", arguments: [id]) } ?? 0
     let overhead = Int(crypto_aead_xchacha20poly1305_ietf_ABYTES) + Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES)
     let message = randomBytes(max(1, sealedSize - overhead))
     let key = randomBytes(Int(crypto_aead_xchacha20poly1305_ietf_KEYBYTES))
@@ -82,12 +87,16 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
         try pointRead()
         var plain = [UInt8](repeating: 0, count: message.count)
         var plainLength: UInt64 = 0
-        guard crypto_aead_xchacha20poly1305_ietf_decrypt(&plain, &plainLength, nil, ciphertext, UInt64(ciphertext.count),
-                                                          ad, UInt64(ad.count), nonce, key) == 0 else { throw BenchError("baseline open failed") }
+        guard
+            crypto_aead_xchacha20poly1305_ietf_decrypt(
+                &plain, &plainLength, nil, ciphertext, UInt64(ciphertext.count),
+                ad, UInt64(ad.count), nonce, key) == 0
+        else { throw BenchError("baseline open failed") }
         sodium_memzero(&plain, plain.count)
     }
-    let cold = try await measurePair(warmup: 50, iterations: scale.coldIterations, block: 50,
-                                     Operation(prepare: touch, body: token), Operation(prepare: touch, body: readAndOpen))
+    let cold = try await measurePair(
+        warmup: 50, iterations: scale.coldIterations, block: 50,
+        Operation(prepare: touch, body: token), Operation(prepare: touch, body: readAndOpen))
     report.latency("valid access token, vault changed by another connection (vs point read + 1 open)", cold, limit: 1.5)
     return bench
 }
@@ -113,34 +122,43 @@ func benchDurableStore(_ report: Report, dir: URL, scale: Scale) async throws {
     }
     guard synchronous == 2 else { throw BenchError("the baseline's writer is not at synchronous=FULL") }
     try await pool.write { db in
-        try db.execute(sql: """
-            CREATE TABLE tokens (account_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, access_token BLOB NOT NULL,
-                refresh_token BLOB, id_token BLOB, token_type TEXT NOT NULL, access_expires_at INTEGER, scopes TEXT NOT NULL,
-                updated_at INTEGER NOT NULL)
-            """)
+        try db.execute(
+            sql: """
+                CREATE TABLE tokens (account_id TEXT PRIMARY KEY, generation INTEGER NOT NULL, access_token BLOB NOT NULL,
+                    refresh_token BLOB, id_token BLOB, token_type TEXT NOT NULL, access_expires_at INTEGER, scopes TEXT NOT NULL,
+                    updated_at INTEGER NOT NULL)
+                """)
     }
     var baselineGeneration: Int64 = 0
     let upsert = {
         baselineGeneration += 1
         try pool.writeWithoutTransaction { db in
             try db.inTransaction(.immediate) {
-                try db.cachedStatement(sql: """
-                    INSERT INTO tokens VALUES (?, ?, ?, ?, NULL, 'Bearer', ?, 'openid profile', ?)
-                    ON CONFLICT (account_id) DO UPDATE SET generation = excluded.generation, access_token = excluded.access_token,
-                        refresh_token = excluded.refresh_token, access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at
-                    """).execute(arguments: [bench.account.rawValue, baselineGeneration, Data(pair.accessToken.utf8), Data((pair.refreshToken ?? "").utf8),
-                                     Int64(Date().timeIntervalSince1970 * 1000), Int64(Date().timeIntervalSince1970 * 1000)])
+                try db.cachedStatement(
+                    sql: """
+                        INSERT INTO tokens VALUES (?, ?, ?, ?, NULL, 'Bearer', ?, 'openid profile', ?)
+                        ON CONFLICT (account_id) DO UPDATE SET generation = excluded.generation, access_token = excluded.access_token,
+                            refresh_token = excluded.refresh_token, access_expires_at = excluded.access_expires_at, updated_at = excluded.updated_at
+                        """
+                ).execute(arguments: [
+                    bench.account.rawValue, baselineGeneration, Data(pair.accessToken.utf8), Data((pair.refreshToken ?? "").utf8),
+                    Int64(Date().timeIntervalSince1970 * 1000), Int64(Date().timeIntervalSince1970 * 1000),
+                ])
                 return .commit
             }
         }
     }
-    let pairStats = try await measurePair(warmup: 20, iterations: scale.durableIterations, block: 25,
-                                          Operation(body: store), Operation(body: upsert))
-    let vaultOps = 1e9 / pairStats.vault.p50, baselineOps = 1e9 / pairStats.baseline.p50
+    let pairStats = try await measurePair(
+        warmup: 20, iterations: scale.durableIterations, block: 25,
+        Operation(body: store), Operation(body: upsert))
+    let vaultOps = 1e9 / pairStats.vault.p50
+    let baselineOps = 1e9 / pairStats.baseline.p50
     let ratio = vaultOps / baselineOps
-    report.add(Figure(figure: "store refreshed token pair durably (vs plaintext UPSERT)", vault: vaultOps, baseline: baselineOps,
-                      unit: "ops/s (1/p50)", ratio: ratio, target: ">= 0.8", met: ratio >= 0.8,
-                      detail: "p50 \(fmt(pairStats.vault.p50 / 1000)) vs \(fmt(pairStats.baseline.p50 / 1000)) µs"))
+    report.add(
+        Figure(
+            figure: "store refreshed token pair durably (vs plaintext UPSERT)", vault: vaultOps, baseline: baselineOps,
+            unit: "ops/s (1/p50)", ratio: ratio, target: ">= 0.8", met: ratio >= 0.8,
+            detail: "p50 \(fmt(pairStats.vault.p50 / 1000)) vs \(fmt(pairStats.baseline.p50 / 1000)) µs"))
 }
 
 // MARK: - Unlock
@@ -157,16 +175,19 @@ func benchUnlock(_ report: Report, dir: URL, scale: Scale) async throws {
     let unlock = { try Vault.open(at: url, credential: .passphrase(passphrase), options: quietOptions()).close() }
     let pwhash = {
         var out = [UInt8](repeating: 0, count: 32)
-        let rc = crypto_pwhash(&out, 32, passphrase, UInt64(password.count), salt,
-                               cost.opsLimit, Int(cost.memLimitBytes), crypto_pwhash_ALG_ARGON2ID13)
+        let rc = crypto_pwhash(
+            &out, 32, passphrase, UInt64(password.count), salt,
+            cost.opsLimit, Int(cost.memLimitBytes), crypto_pwhash_ALG_ARGON2ID13)
         sodium_memzero(&out, 32)
         guard rc == 0 else { throw BenchError("crypto_pwhash failed") }
     }
     let pair = try await measurePair(warmup: 1, iterations: scale.unlockIterations, block: 2, Operation(body: unlock), Operation(body: pwhash))
     let ratio = pair.vault.p50 / pair.baseline.p50
-    report.add(Figure(figure: "unlock, default KDF (vs crypto_pwhash alone)", vault: pair.vault.p50 / 1e6, baseline: pair.baseline.p50 / 1e6,
-                      unit: "ms p50", ratio: ratio, target: "<= 1.05", met: ratio <= 1.05,
-                      detail: "argon2id13 ops=\(cost.opsLimit) mem=\(cost.memLimitBytes / 1_048_576) MiB; absolute \(fmt(pair.vault.p50 / 1e6)) ms"))
+    report.add(
+        Figure(
+            figure: "unlock, default KDF (vs crypto_pwhash alone)", vault: pair.vault.p50 / 1e6, baseline: pair.baseline.p50 / 1e6,
+            unit: "ms p50", ratio: ratio, target: "<= 1.05", met: ratio <= 1.05,
+            detail: "argon2id13 ops=\(cost.opsLimit) mem=\(cost.memLimitBytes / 1_048_576) MiB; absolute \(fmt(pair.vault.p50 / 1e6)) ms"))
 }
 
 // MARK: - Whole process
@@ -180,13 +201,19 @@ func benchTokenProcess(_ report: Report, bench: BenchVault, vaultBinary: String,
     let check = try runProcess(vaultBinary, tokenArgs)
     guard check.status == 0 else { throw BenchError("vault token exited \(check.status)") }
     let sql = "SELECT hex(access_token) FROM tokens WHERE account_id = '\(bench.account.rawValue)'"
-    let pair = try await measurePair(warmup: 3, iterations: scale.processIterations, block: 5,
-        Operation(body: { let r = try runProcess(vaultBinary, tokenArgs); guard r.status == 0 else { throw BenchError("vault token failed") } }),
+    let pair = try await measurePair(
+        warmup: 3, iterations: scale.processIterations, block: 5,
+        Operation(body: {
+            let r = try runProcess(vaultBinary, tokenArgs)
+            guard r.status == 0 else { throw BenchError("vault token failed") }
+        }),
         Operation(body: { _ = try runProcess(sqlite, [bench.url.path, sql]) }))
     let ratio = pair.vault.p50 / pair.baseline.p50
-    report.add(Figure(figure: "`vault token` process (vs sqlite3 CLI one row)", vault: pair.vault.p50 / 1e6, baseline: pair.baseline.p50 / 1e6,
-                      unit: "ms p50", ratio: ratio, target: "<= 2", met: ratio <= 2,
-                      detail: "p99 \(fmt(pair.vault.p99 / 1e6)) vs \(fmt(pair.baseline.p99 / 1e6)) ms"))
+    report.add(
+        Figure(
+            figure: "`vault token` process (vs sqlite3 CLI one row)", vault: pair.vault.p50 / 1e6, baseline: pair.baseline.p50 / 1e6,
+            unit: "ms p50", ratio: ratio, target: "<= 2", met: ratio <= 2,
+            detail: "p99 \(fmt(pair.vault.p99 / 1e6)) vs \(fmt(pair.baseline.p99 / 1e6)) ms"))
 }
 
 // MARK: - Concurrent refresh across processes
@@ -198,8 +225,9 @@ func benchConcurrentRefresh(_ report: Report, dir: URL, selfBinary: String, scal
     let latency = Duration.milliseconds(200)
     await gateway.setTokenLatency(latency)
     let issued = await gateway.issueGrant(subject: "refresh", clientID: "bench-cli")
-    let tokens = TokenSet(accessToken: issued.accessToken, refreshToken: issued.refreshToken, tokenType: issued.tokenType,
-                          accessTokenExpiresAt: Date().addingTimeInterval(-5), scopes: ["openid", "profile"])
+    let tokens = TokenSet(
+        accessToken: issued.accessToken, refreshToken: issued.refreshToken, tokenType: issued.tokenType,
+        accessTokenExpiresAt: Date().addingTimeInterval(-5), scopes: ["openid", "profile"])
     let bench = try makeVault(in: dir, name: "refresh", tokenEndpoint: gateway.tokenEndpoint, tokens: tokens)
 
     // The baseline: what one refresh takes as a client sees it, the server's latency plus its
@@ -210,8 +238,9 @@ func benchConcurrentRefresh(_ report: Report, dir: URL, selfBinary: String, scal
         let grant = await gateway.issueGrant(subject: "bare", clientID: "bench-cli")
         let client = OAuthClient(logger: quietLogger())
         let start = nowNanos()
-        _ = try await client.refresh(refreshToken: grant.refreshToken ?? "", scope: nil, endpoint: gateway.tokenEndpoint,
-                                     client: ClientCredentials(clientID: "bench-cli"))
+        _ = try await client.refresh(
+            refreshToken: grant.refreshToken ?? "", scope: nil, endpoint: gateway.tokenEndpoint,
+            client: ClientCredentials(clientID: "bench-cli"))
         bare.append(nowNanos() - start)
     }
     let requestsBefore = await gateway.tokenRequestCount()
@@ -221,7 +250,8 @@ func benchConcurrentRefresh(_ report: Report, dir: URL, selfBinary: String, scal
         let process = Process()
         process.executableURL = URL(fileURLWithPath: selfBinary)
         process.arguments = ["child-refresh", bench.url.path, bench.keyFile.path, "\(scale.callers)"]
-        let input = Pipe(), output = Pipe()
+        let input = Pipe()
+        let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
         process.standardError = FileHandle.standardError
@@ -232,7 +262,8 @@ func benchConcurrentRefresh(_ report: Report, dir: URL, selfBinary: String, scal
     var readers: [LineReader] = children.map { LineReader($0.2.fileHandleForReading) }
     for i in readers.indices { guard readers[i].next() == "ready" else { throw BenchError("a refresh child failed to start") } }
     for child in children { child.1.fileHandleForWriting.write(Data("go\n".utf8)) }
-    var waits: [UInt64] = [], errors = 0
+    var waits: [UInt64] = []
+    var errors = 0
     for i in readers.indices {
         while let line = readers[i].next() {
             if line.hasPrefix("wait ") { waits.append(UInt64(line.dropFirst(5)) ?? 0) }
@@ -244,22 +275,30 @@ func benchConcurrentRefresh(_ report: Report, dir: URL, selfBinary: String, scal
     let stats = Stats(waits)
     let latencyMs = Stats(bare).p50 / 1e6
     let nominalMs = Double(latency.components.attoseconds / 1_000_000_000_000_000) + Double(latency.components.seconds) * 1000
-    report.add(Figure(figure: "refresh requests, \(scale.callers) callers × \(scale.processes) processes, token expired",
-                      vault: Double(requests), baseline: nil, unit: "requests", ratio: nil, target: "== 1",
-                      met: requests == 1 && errors == 0, detail: "\(waits.count) tokens served, \(errors) errors"))
+    report.add(
+        Figure(
+            figure: "refresh requests, \(scale.callers) callers × \(scale.processes) processes, token expired",
+            vault: Double(requests), baseline: nil, unit: "requests", ratio: nil, target: "== 1",
+            met: requests == 1 && errors == 0, detail: "\(waits.count) tokens served, \(errors) errors"))
     let p99 = stats.p99 / 1e6
-    report.add(Figure(figure: "p99 caller wait during that refresh (vs one bare refresh request)", vault: p99, baseline: latencyMs,
-                      unit: "ms", ratio: p99 / latencyMs, target: "<= latency + 10 ms", met: p99 <= latencyMs + 10 && errors == 0,
-                      detail: "p50 \(fmt(stats.p50 / 1e6)) ms, max \(fmt(stats.percentile(100) / 1e6)) ms; "
-                          + "server latency set to \(fmt(nominalMs)) ms, bare request p50 of \(bare.count), p99 \(fmt(Stats(bare).p99 / 1e6)) ms"))
+    report.add(
+        Figure(
+            figure: "p99 caller wait during that refresh (vs one bare refresh request)", vault: p99, baseline: latencyMs,
+            unit: "ms", ratio: p99 / latencyMs, target: "<= latency + 10 ms", met: p99 <= latencyMs + 10 && errors == 0,
+            detail: "p50 \(fmt(stats.p50 / 1e6)) ms, max \(fmt(stats.percentile(100) / 1e6)) ms; "
+                + "server latency set to \(fmt(nominalMs)) ms, bare request p50 of \(bare.count), p99 \(fmt(Stats(bare).p99 / 1e6)) ms"))
 }
 
 /// The child side: opens the vault, says "ready", waits for a line, then starts every caller at once.
 func childRefresh(_ arguments: [String]) async {
-    guard arguments.count == 3, let callers = Int(arguments[2]) else { emitLine("error usage"); return }
+    guard arguments.count == 3, let callers = Int(arguments[2]) else {
+        emitLine("error usage")
+        return
+    }
     do {
-        let vault = try Vault.open(at: URL(fileURLWithPath: arguments[0]), credential: .keyFile(URL(fileURLWithPath: arguments[1])),
-                                   options: quietOptions())
+        let vault = try Vault.open(
+            at: URL(fileURLWithPath: arguments[0]), credential: .keyFile(URL(fileURLWithPath: arguments[1])),
+            options: quietOptions())
         // BENCH_TRACE=1: the library's debug logs on standard error, in µs since "go", to see
         // where a refresh's time goes (messages only: they hold no token).
         let logger = ProcessInfo.processInfo.environment["BENCH_TRACE"] == nil ? quietLogger() : traceLogger()

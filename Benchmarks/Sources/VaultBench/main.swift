@@ -20,7 +20,10 @@ if arguments.first == "child-agent" {
     exit(0)
 }
 if arguments.first == "profile" {
-    do { try await profileLoop(Array(arguments.dropFirst())) } catch { log("profile failed: \(error)"); exit(1) }
+    do { try await profileLoop(Array(arguments.dropFirst())) } catch {
+        log("profile failed: \(error)")
+        exit(1)
+    }
     exit(0)
 }
 
@@ -39,9 +42,10 @@ if let rows = option("--rows").flatMap(Int.init), rows >= 10_000 {
     scale.notificationSizes = [1_000, rows / 10, rows]
 }
 if arguments.contains("--quick") {
-    scale = Scale(hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
-                  processIterations: 6, callers: 100, bareRefreshes: 3, processes: 2, notificationSizes: [1_000, 5_000, 20_000],
-                  agentIterations: 500, agentClients: 8, agentSeconds: 2)
+    scale = Scale(
+        hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
+        processIterations: 6, callers: 100, bareRefreshes: 3, processes: 2, notificationSizes: [1_000, 5_000, 20_000],
+        agentIterations: 500, agentClients: 8, agentSeconds: 2)
 }
 // A subset of the groups, to re-measure one figure while working on it (`make bench` runs all).
 let groups = Set((option("--only") ?? "unlock,tokens,durable,process,agent,refresh,pages,maintenance").split(separator: ",").map(String.init))

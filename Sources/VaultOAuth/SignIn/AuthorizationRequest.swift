@@ -28,8 +28,10 @@ public struct AuthorizationRequest: Sendable, CustomStringConvertible {
 
     /// Builds the request. `maxAge` and `prompt` are OpenID Connect's (§3.1.2.1): `maxAge: .zero`
     /// or `prompt: "login"` make the provider authenticate the user again.
-    public init(endpoint: URL, clientID: String, redirectURI: URL, scopes: [String],
-                maxAge: Duration? = nil, prompt: String? = nil, loginHint: String? = nil) throws(SignInError) {
+    public init(
+        endpoint: URL, clientID: String, redirectURI: URL, scopes: [String],
+        maxAge: Duration? = nil, prompt: String? = nil, loginHint: String? = nil
+    ) throws(SignInError) {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: "authorization_endpoint", reason: reason) }
         guard var components = URLComponents(url: endpoint, resolvingAgainstBaseURL: false) else {
             throw .insecureEndpoint(field: "authorization_endpoint", reason: "it is not a URL")
@@ -109,11 +111,14 @@ extension OAuthClient {
     ) async throws(SignInError) -> TokenResponse {
         if let reason = EndpointRule.violation(tokenEndpoint) { throw .insecureEndpoint(field: "token_endpoint", reason: reason) }
         let logger = logger(for: tokenEndpoint, operation: "authorization_code")
-        let form = [("grant_type", "authorization_code"), ("code", code),
-                    ("redirect_uri", request.redirectURI.absoluteString), ("code_verifier", request.codeVerifier)]
+        let form = [
+            ("grant_type", "authorization_code"), ("code", code),
+            ("redirect_uri", request.redirectURI.absoluteString), ("code_verifier", request.codeVerifier),
+        ]
         let secrets = [code, request.codeVerifier] + client.secrets
-        let response = try await sendSignInRequest(formRequest(to: tokenEndpoint, form: form, client: client, pins: pins),
-                                                   secrets: secrets, logger: logger)
+        let response = try await sendSignInRequest(
+            formRequest(to: tokenEndpoint, form: form, client: client, pins: pins),
+            secrets: secrets, logger: logger)
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])
@@ -126,8 +131,10 @@ extension OAuthClient {
 
     /// Sends a form to a sign-in endpoint that answers with a token response (the guest
     /// protocol's registration); maps the answer like a token request.
-    func tokenResponse(from endpoint: URL, field: String, form: [(String, String)], client: ClientCredentials,
-                       headers extra: HTTPHeaderFields = [:], secrets: [String] = [], pins: [SPKIPin]) async throws(SignInError) -> TokenResponse {
+    func tokenResponse(
+        from endpoint: URL, field: String, form: [(String, String)], client: ClientCredentials,
+        headers extra: HTTPHeaderFields = [:], secrets: [String] = [], pins: [SPKIPin]
+    ) async throws(SignInError) -> TokenResponse {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: field, reason: reason) }
         let logger = logger(for: endpoint, operation: field)
         var request = formRequest(to: endpoint, form: form, client: client, pins: pins)

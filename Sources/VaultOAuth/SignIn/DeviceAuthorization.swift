@@ -17,8 +17,10 @@ public struct DeviceAuthorization: Sendable, Hashable, CustomStringConvertible {
     /// Seconds to wait between polls (`interval`, default 5 — RFC 8628 §3.2).
     public var interval: Int
 
-    public init(deviceCode: String, userCode: String, verificationURI: URL, verificationURIComplete: URL? = nil,
-                expiresIn: Int, interval: Int = 5) {
+    public init(
+        deviceCode: String, userCode: String, verificationURI: URL, verificationURIComplete: URL? = nil,
+        expiresIn: Int, interval: Int = 5
+    ) {
         self.deviceCode = deviceCode
         self.userCode = userCode
         self.verificationURI = verificationURI
@@ -56,7 +58,8 @@ extension OAuthClient {
         }
         func string(_ name: String) throws(SignInError) -> String {
             guard case .string(let value)? = fields[name], !value.isEmpty, value.utf8.count <= 4096,
-                  value.utf8.allSatisfy({ (0x20...0x7E).contains($0) }) else {
+                value.utf8.allSatisfy({ (0x20...0x7E).contains($0) })
+            else {
                 throw .malformedResponse(endpoint: "device authorization endpoint", reason: "\(name) is missing or not a string of visible ASCII")
             }
             return value
@@ -70,19 +73,22 @@ extension OAuthClient {
         }
         let verification = try string("verification_uri")
         guard let verificationURI = URL(string: verification), let scheme = verificationURI.scheme?.lowercased(),
-              scheme == "https" || scheme == "http" else {
+            scheme == "https" || scheme == "http"
+        else {
             throw .malformedResponse(endpoint: "device authorization endpoint", reason: "verification_uri is not an http(s) URL")
         }
         var complete: URL?
         if case .string(let text)? = fields["verification_uri_complete"], let url = URL(string: text),
-           ["https", "http"].contains(url.scheme?.lowercased() ?? "") {
+            ["https", "http"].contains(url.scheme?.lowercased() ?? "")
+        {
             complete = url
         }
         let authorization = DeviceAuthorization(
             deviceCode: try string("device_code"), userCode: Self.printable(try string("user_code")),
             verificationURI: verificationURI, verificationURIComplete: complete,
             expiresIn: try integer("expires_in", default: nil), interval: try integer("interval", default: 5))
-        logger.debug("device authorization issued", metadata: ["oauth.expires_in": "\(authorization.expiresIn)", "oauth.interval": "\(authorization.interval)"])
+        logger.debug(
+            "device authorization issued", metadata: ["oauth.expires_in": "\(authorization.expiresIn)", "oauth.interval": "\(authorization.interval)"])
         return authorization
     }
 
@@ -128,7 +134,8 @@ extension OAuthClient {
                 continue
             }
             if response.status == 400 || response.status == 401,
-               let error = OAuthErrorResponse.parse(response.body, redaction: Redaction(secrets: secrets)) {
+                let error = OAuthErrorResponse.parse(response.body, redaction: Redaction(secrets: secrets))
+            {
                 switch error.error {
                 case "authorization_pending":
                     wait = interval

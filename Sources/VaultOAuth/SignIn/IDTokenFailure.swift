@@ -110,8 +110,10 @@ public struct IDTokenExpectations: Sendable, Hashable {
     /// The algorithms this client can accept: asymmetric, with keys published in a JWKS.
     public static let supportedAlgorithms: Set<String> = ["RS256", "ES256", "EdDSA"]
 
-    public init(issuer: String, clientID: String, nonce: String? = nil, maxAge: Duration? = nil,
-                skew: Duration = .seconds(120), now: Date, algorithms: Set<String> = IDTokenExpectations.supportedAlgorithms) {
+    public init(
+        issuer: String, clientID: String, nonce: String? = nil, maxAge: Duration? = nil,
+        skew: Duration = .seconds(120), now: Date, algorithms: Set<String> = IDTokenExpectations.supportedAlgorithms
+    ) {
         self.issuer = issuer
         self.clientID = clientID
         self.nonce = nonce

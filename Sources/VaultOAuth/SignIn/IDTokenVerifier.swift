@@ -30,8 +30,10 @@ public actor IDTokenVerifier {
     }
 
     /// Verifies `token` and returns its claims, or throws the first check that failed.
-    public func verify(_ token: String, jwksURI: URL, expecting expected: IDTokenExpectations,
-                       pins: [SPKIPin] = []) async throws(IDTokenFailure) -> VerifiedIDToken {
+    public func verify(
+        _ token: String, jwksURI: URL, expecting expected: IDTokenExpectations,
+        pins: [SPKIPin] = []
+    ) async throws(IDTokenFailure) -> VerifiedIDToken {
         let header = try Self.header(of: token)
         guard expected.algorithms.contains(header.alg) else { throw .algorithmRefused(header.alg) }
 
@@ -67,7 +69,8 @@ public actor IDTokenVerifier {
             throw .malformed(reason: "it does not have three parts")
         }
         guard let data = Base64URL.decode(parts[0]),
-              let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] else {
+            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
+        else {
             throw .malformed(reason: "its header is not base64url JSON")
         }
         guard let alg = object["alg"] as? String else { throw .malformed(reason: "its header has no alg") }
@@ -114,16 +117,18 @@ public actor IDTokenVerifier {
         }
         guard response.isSuccess else { throw .keySetUnavailable(reason: "HTTP \(response.status)") }
         guard response.body.count <= TokenResponse.maximumBodySize,
-              let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any],
-              let keys = object["keys"] as? [Any] else {
+            let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any],
+            let keys = object["keys"] as? [Any]
+        else {
             throw .keySetUnavailable(reason: "the document is not a JSON object with a keys array")
         }
         // Keys of a type this client does not use (oct, RSA-OAEP encryption keys) are skipped,
         // not fatal: providers publish them beside their signing keys.
         let published: [PublishedKey] = keys.compactMap { entry in
             guard let member = entry as? [String: Any],
-                  let data = try? JSONSerialization.data(withJSONObject: member),
-                  let jwk = try? JSONDecoder().decode(JWK.self, from: data) else { return nil }
+                let data = try? JSONSerialization.data(withJSONObject: member),
+                let jwk = try? JSONDecoder().decode(JWK.self, from: data)
+            else { return nil }
             return PublishedKey(jwk: jwk, use: member["use"] as? String)
         }
         oauth.logger.debug("JWKS fetched", metadata: ["oauth.endpoint": "\(jwksURI.hostAndPath)", "oauth.keys": "\(published.count)"])
@@ -153,7 +158,8 @@ public actor IDTokenVerifier {
         }
         if let maxAge = expected.maxAge {
             guard let authTime = claims.authTime,
-                  expected.now.timeIntervalSince(authTime) <= maxAge.seconds + skew else { throw .authenticationTooOld }
+                expected.now.timeIntervalSince(authTime) <= maxAge.seconds + skew
+            else { throw .authenticationTooOld }
         }
         return VerifiedIDToken(
             issuer: issuer, subject: subject, audience: audience, expiresAt: exp, issuedAt: iat, authTime: claims.authTime,

@@ -3,8 +3,8 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
-import VaultSync
 import VaultCrypto
+import VaultSync
 
 /// The browser's way back (RFC 8252 §7.3): an HTTP listener on 127.0.0.1 at a port the system
 /// picks, for one redirect to one unguessable path.
@@ -50,17 +50,18 @@ public final class LoopbackRedirectListener: Sendable {
             .childChannelInitializer { child in
                 child.eventLoop.makeCompletedFuture {
                     try child.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try child.pipeline.syncOperations.addHandler(RedirectHandler(path: path, page: page) { query in
-                        // Only the first redirect counts; a second (a reload) gets its page but changes nothing.
-                        let first = answered.withLock { done -> Bool in
-                            defer { done = true }
-                            return !done
-                        }
-                        if first {
-                            continuation.yield(query)
-                            continuation.finish()
-                        }
-                    })
+                    try child.pipeline.syncOperations.addHandler(
+                        RedirectHandler(path: path, page: page) { query in
+                            // Only the first redirect counts; a second (a reload) gets its page but changes nothing.
+                            let first = answered.withLock { done -> Bool in
+                                defer { done = true }
+                                return !done
+                            }
+                            if first {
+                                continuation.yield(query)
+                                continuation.finish()
+                            }
+                        })
                 }
             }
         let channel: any Channel
@@ -109,8 +110,9 @@ public struct RedirectPage: Sendable {
             return RedirectPage(title: "Signed in", message: "You can close this tab and go back to the terminal.")
         }
         let code = query.first { $0.name == "error" }?.value ?? "no code"
-        return RedirectPage(status: 400, title: "Sign-in failed",
-                            message: "The provider answered \(code). You can close this tab; the terminal says what to do next.")
+        return RedirectPage(
+            status: 400, title: "Sign-in failed",
+            message: "The provider answered \(code). You can close this tab; the terminal says what to do next.")
     }
 
     var html: String {

@@ -19,7 +19,8 @@ extension OAuthClient {
         let asked = issuer.absoluteString
         if let reason = EndpointRule.violation(issuer) { throw .insecureEndpoint(field: "issuer", reason: reason) }
         guard var components = URLComponents(url: issuer, resolvingAgainstBaseURL: false),
-              components.query == nil, components.fragment == nil else {
+            components.query == nil, components.fragment == nil
+        else {
             throw .insecureEndpoint(field: "issuer", reason: "an issuer identifier has no query or fragment (RFC 8414 §2)")
         }
         let path = components.path.hasSuffix("/") ? String(components.path.dropLast()) : components.path

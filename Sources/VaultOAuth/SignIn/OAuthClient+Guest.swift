@@ -20,8 +20,10 @@ extension OAuthClient {
 
     /// Asks the provider to convert a guest into the signed-in user: the provider moves the
     /// guest's data and revokes the guest's grant.
-    public func convertGuest(endpoint: URL, userAccessToken: String, guestRefreshToken: String,
-                             client: ClientCredentials, pins: [SPKIPin] = []) async throws(SignInError) {
+    public func convertGuest(
+        endpoint: URL, userAccessToken: String, guestRefreshToken: String,
+        client: ClientCredentials, pins: [SPKIPin] = []
+    ) async throws(SignInError) {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: "guest_conversion_endpoint", reason: reason) }
         let logger = logger(for: endpoint, operation: "guest_conversion")
         var request = formRequest(to: endpoint, form: [("guest_refresh_token", guestRefreshToken)], client: client, pins: pins)

@@ -44,10 +44,12 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     public var issuesIssuerParameter: Bool
     public var source: Source
 
-    public init(issuer: String, tokenEndpoint: URL, authorizationEndpoint: URL? = nil, revocationEndpoint: URL? = nil,
-                deviceAuthorizationEndpoint: URL? = nil, jwksURI: URL? = nil, guestEndpoint: URL? = nil,
-                guestConversionEndpoint: URL? = nil, codeChallengeMethods: [String] = [],
-                idTokenSigningAlgorithms: [String] = [], issuesIssuerParameter: Bool = false, source: Source = .explicit) {
+    public init(
+        issuer: String, tokenEndpoint: URL, authorizationEndpoint: URL? = nil, revocationEndpoint: URL? = nil,
+        deviceAuthorizationEndpoint: URL? = nil, jwksURI: URL? = nil, guestEndpoint: URL? = nil,
+        guestConversionEndpoint: URL? = nil, codeChallengeMethods: [String] = [],
+        idTokenSigningAlgorithms: [String] = [], issuesIssuerParameter: Bool = false, source: Source = .explicit
+    ) {
         self.issuer = issuer
         self.tokenEndpoint = tokenEndpoint
         self.authorizationEndpoint = authorizationEndpoint
@@ -99,10 +101,12 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
 
     /// The endpoints, by metadata member name, for checking and for messages.
     var endpoints: [(field: String, url: URL?)] {
-        [("token_endpoint", tokenEndpoint), ("authorization_endpoint", authorizationEndpoint),
-         ("revocation_endpoint", revocationEndpoint), ("device_authorization_endpoint", deviceAuthorizationEndpoint),
-         ("jwks_uri", jwksURI), ("guest_endpoint", guestEndpoint), ("guest_conversion_endpoint", guestConversionEndpoint),
-         ("device_api_endpoint", deviceAPIEndpoint)]
+        [
+            ("token_endpoint", tokenEndpoint), ("authorization_endpoint", authorizationEndpoint),
+            ("revocation_endpoint", revocationEndpoint), ("device_authorization_endpoint", deviceAuthorizationEndpoint),
+            ("jwks_uri", jwksURI), ("guest_endpoint", guestEndpoint), ("guest_conversion_endpoint", guestConversionEndpoint),
+            ("device_api_endpoint", deviceAPIEndpoint),
+        ]
     }
 
     /// Throws if an endpoint would carry a credential off this machine in plain HTTP.

@@ -49,9 +49,11 @@ public actor DeviceActivation {
     /// - Parameters:
     ///   - clock: drives the approval deadline and polling; tests pass a `TestClock`.
     ///   - wallClock: the time written to the vault; must advance with `clock`.
-    public init(session: SessionService, api: any DeviceNotificationAPI, clock: any Clock<Duration> = ContinuousClock(),
-                wallClock: WallClock = .system, configuration: ActivationConfiguration = ActivationConfiguration(),
-                logger: Logger = Logger(label: "credentialvault.devices")) {
+    public init(
+        session: SessionService, api: any DeviceNotificationAPI, clock: any Clock<Duration> = ContinuousClock(),
+        wallClock: WallClock = .system, configuration: ActivationConfiguration = ActivationConfiguration(),
+        logger: Logger = Logger(label: "credentialvault.devices")
+    ) {
         self.session = session
         self.api = api
         self.clock = clock
@@ -145,7 +147,7 @@ public actor DeviceActivation {
         let clock = self.clock
         let countdown = Countdown.start(on: clock, duration: .milliseconds(Int64((left * 1000).rounded(.down))))
         hub.emit(.approvalRequested(id, notification: approval.notification, deadline: approval.deadline))
-        var ask = resumed   // a resumed wait asks the server first: it may have been answered meanwhile
+        var ask = resumed  // a resumed wait asks the server first: it may have been answered meanwhile
         while true {
             if let outcome = interruptions.removeValue(forKey: id) { return outcome }
             if ask {

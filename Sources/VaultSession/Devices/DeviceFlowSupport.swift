@@ -5,8 +5,10 @@ import VaultStore
 
 /// Runs one call of a ``DeviceNotificationAPI``; an implementation reporting this device
 /// revoked ends the account's session as expired(device revoked) first.
-func deviceCall<T: Sendable>(_ session: SessionService, _ account: AccountID,
-                             _ body: @Sendable () async throws -> T) async throws -> T {
+func deviceCall<T: Sendable>(
+    _ session: SessionService, _ account: AccountID,
+    _ body: @Sendable () async throws -> T
+) async throws -> T {
     do {
         return try await body()
     } catch DeviceAPIError.deviceRevoked {

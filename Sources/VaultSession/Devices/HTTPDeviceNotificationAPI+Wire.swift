@@ -11,7 +11,9 @@ struct WireExtension: Decodable {
     let errorMessage: String?
 
     enum CodingKeys: String, CodingKey {
-        case statusCode = "status_code", errorCode = "error_code", errorMessage = "error_message"
+        case statusCode = "status_code"
+        case errorCode = "error_code"
+        case errorMessage = "error_message"
     }
 }
 
@@ -21,7 +23,8 @@ struct WireRegister: Encodable {
     let platform: String
 
     enum CodingKeys: String, CodingKey {
-        case deviceID = "device_id", name, platform
+        case deviceID = "device_id"
+        case name, platform
     }
 }
 
@@ -59,9 +62,14 @@ struct WireDevice: Decodable {
     let lastActivityAt: Int64?
 
     enum CodingKeys: String, CodingKey {
-        case registrationID = "registration_id", deviceID = "device_id", name, platform, status
-        case activationMethod = "activation_method", statusReason = "status_reason"
-        case createdAt = "created_at", updatedAt = "updated_at", lastActivityAt = "last_activity_at"
+        case registrationID = "registration_id"
+        case deviceID = "device_id"
+        case name, platform, status
+        case activationMethod = "activation_method"
+        case statusReason = "status_reason"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+        case lastActivityAt = "last_activity_at"
     }
 
     func value() throws -> RemoteDevice {
@@ -94,7 +102,8 @@ struct WireVerification: Decodable {
     let expiresAt: Int64?
 
     enum CodingKeys: String, CodingKey {
-        case notificationUUID = "notification_uuid", expiresAt = "expires_at"
+        case notificationUUID = "notification_uuid"
+        case expiresAt = "expires_at"
     }
 }
 
@@ -104,7 +113,8 @@ struct WireFallback: Decodable {
     let codeLength: Int?
 
     enum CodingKeys: String, CodingKey {
-        case method, delivery, codeLength = "code_length"
+        case method, delivery
+        case codeLength = "code_length"
     }
 }
 
@@ -114,7 +124,8 @@ struct WireAction: Decodable {
     let authLevel: String?
 
     enum CodingKeys: String, CodingKey {
-        case label, action, authLevel = "auth_level"
+        case label, action
+        case authLevel = "auth_level"
     }
 }
 
@@ -131,9 +142,14 @@ struct WireNotification: Decodable {
     let answeredByDevice: String?
 
     enum CodingKeys: String, CodingKey {
-        case notificationUUID = "notification_uuid", subject, message, actions
-        case createdAt = "created_at", expiresAt = "expires_at", status, actionPerformed = "action_performed"
-        case answeredAt = "answered_at", answeredByDevice = "answered_by_device"
+        case notificationUUID = "notification_uuid"
+        case subject, message, actions
+        case createdAt = "created_at"
+        case expiresAt = "expires_at"
+        case status
+        case actionPerformed = "action_performed"
+        case answeredAt = "answered_at"
+        case answeredByDevice = "answered_by_device"
     }
 
     func value() throws -> RemoteNotification {
@@ -162,7 +178,9 @@ struct WireNotificationPage: Decodable {
     let startIndex: Int
 
     enum CodingKeys: String, CodingKey {
-        case notifications, totalCount = "total_count", startIndex = "start_index"
+        case notifications
+        case totalCount = "total_count"
+        case startIndex = "start_index"
     }
 }
 
@@ -178,9 +196,15 @@ struct WireFailure: Decodable {
     let offeredActions: [String]?
 
     enum CodingKeys: String, CodingKey {
-        case error, errorDescription = "error_description", status, attemptsLeft = "attempts_left"
-        case actionPerformed = "action_performed", answeredByDevice = "answered_by_device", answeredAt = "answered_at"
-        case expiredAt = "expired_at", offeredActions = "offered_actions"
+        case error
+        case errorDescription = "error_description"
+        case status
+        case attemptsLeft = "attempts_left"
+        case actionPerformed = "action_performed"
+        case answeredByDevice = "answered_by_device"
+        case answeredAt = "answered_at"
+        case expiredAt = "expired_at"
+        case offeredActions = "offered_actions"
     }
 }
 

@@ -30,8 +30,10 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
     let logger: Logger
     let clock: any Clock<Duration>
 
-    public init(baseURL: URL, session: SessionService, transport: any HTTPTransport = NIOTransport(),
-                logger: Logger = Logger(label: "credentialvault.devices.http"), clock: any Clock<Duration> = ContinuousClock()) {
+    public init(
+        baseURL: URL, session: SessionService, transport: any HTTPTransport = NIOTransport(),
+        logger: Logger = Logger(label: "credentialvault.devices.http"), clock: any Clock<Duration> = ContinuousClock()
+    ) {
         self.baseURL = baseURL
         self.session = session
         self.transport = transport
@@ -62,13 +64,17 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
     }
 
     public func activate(_ deviceID: String, code: ActivationCode, account: AccountID) async throws -> RemoteDevice {
-        try await call(.post, ["devices", deviceID, "activate"], body: WireCode(code: code.value), account: account,
-                       as: WireOneDevice.self).device.value()
+        try await call(
+            .post, ["devices", deviceID, "activate"], body: WireCode(code: code.value), account: account,
+            as: WireOneDevice.self
+        ).device.value()
     }
 
     public func cancelActivation(_ deviceID: String, reason: ActivationCancelReason, account: AccountID) async throws -> RemoteDevice {
-        try await call(.post, ["devices", deviceID, "cancel"], body: WireCancel(reason: reason.rawValue), account: account,
-                       as: WireOneDevice.self).device.value()
+        try await call(
+            .post, ["devices", deviceID, "cancel"], body: WireCancel(reason: reason.rawValue), account: account,
+            as: WireOneDevice.self
+        ).device.value()
     }
 
     // MARK: - The account's devices
@@ -78,8 +84,10 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
     }
 
     public func rename(_ deviceID: String, to name: String, account: AccountID) async throws -> RemoteDevice {
-        try await call(.post, ["devices", deviceID, "rename"], body: WireRename(name: name), account: account,
-                       as: WireOneDevice.self).device.value()
+        try await call(
+            .post, ["devices", deviceID, "rename"], body: WireRename(name: name), account: account,
+            as: WireOneDevice.self
+        ).device.value()
     }
 
     public func revoke(_ deviceID: String, account: AccountID) async throws -> RemoteDevice {
@@ -89,13 +97,16 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
     // MARK: - Notifications
 
     public func notifications(_ page: NotificationPageRequest, account: AccountID) async throws -> RemoteNotificationPage {
-        var query = [URLQueryItem(name: "record_count", value: String(page.recordCount)),
-                     URLQueryItem(name: "start_index", value: String(page.startIndex))]
+        var query = [
+            URLQueryItem(name: "record_count", value: String(page.recordCount)),
+            URLQueryItem(name: "start_index", value: String(page.startIndex)),
+        ]
         if let start = page.startDate { query.append(URLQueryItem(name: "start_date", value: String(start.milliseconds))) }
         if let end = page.endDate { query.append(URLQueryItem(name: "end_date", value: String(end.milliseconds))) }
         let answer = try await call(.get, ["notifications"], query: query, account: account, as: WireNotificationPage.self)
         // A status this client does not know (a newer server's) skips that notification, not the page.
-        var items: [RemoteNotification] = [], skipped: [String] = []
+        var items: [RemoteNotification] = []
+        var skipped: [String] = []
         for wire in answer.notifications {
             if let status = NotificationStatus(rawValue: wire.status) {
                 items.append(wire.value(status))
@@ -108,8 +119,10 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
 
     public func answer(_ uuid: String, action: String, account: AccountID) async throws -> RemoteNotification {
         do {
-            return try await call(.post, ["notifications", uuid, "answer"], body: WireAnswer(action: action), account: account,
-                                  as: WireOneNotification.self).notification.value()
+            return try await call(
+                .post, ["notifications", uuid, "answer"], body: WireAnswer(action: action), account: account,
+                as: WireOneNotification.self
+            ).notification.value()
         } catch DeviceAPIError.rejected(410, _, _) {
             // 410 Gone without one of the codes above: the server no longer has it to answer.
             throw DeviceAPIError.notificationDismissed
@@ -125,8 +138,9 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             let (answer, token) = try await callReturningToken(.post, ["sessions", "extend"], body: WireEmpty(), account: account, as: WireExtension.self)
             // The server's words may echo the request's bearer token, on this path as on a refusal's.
             let redaction = Redaction(secrets: [token])
-            return ExtensionResponse(statusCode: answer.statusCode ?? 200, errorCode: answer.errorCode.map { redaction.apply(to: $0, limit: 128) },
-                                     errorMessage: answer.errorMessage.map { redaction.apply(to: $0) })
+            return ExtensionResponse(
+                statusCode: answer.statusCode ?? 200, errorCode: answer.errorCode.map { redaction.apply(to: $0, limit: 128) },
+                errorMessage: answer.errorMessage.map { redaction.apply(to: $0) })
         } catch DeviceAPIError.rejected(let status, let error, let description) {
             return ExtensionResponse(statusCode: status, errorCode: error.isEmpty ? nil : error, errorMessage: description)
         }
@@ -134,8 +148,10 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
 
     // MARK: - Exchange
 
-    private func call<Answer: Decodable>(_ method: HTTPRequest.Method, _ path: [String], query: [URLQueryItem] = [],
-                                         account: AccountID, as: Answer.Type) async throws -> Answer {
+    private func call<Answer: Decodable>(
+        _ method: HTTPRequest.Method, _ path: [String], query: [URLQueryItem] = [],
+        account: AccountID, as: Answer.Type
+    ) async throws -> Answer {
         try await call(method, path, query: query, body: Optional<WireEmpty>.none, account: account, as: Answer.self)
     }
 
@@ -171,8 +187,9 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             if body != nil { headers["Content-Type"] = "application/json" }
             let response: HTTPResponse
             do {
-                response = try await transport.send(HTTPRequest(method: method, url: url, headers: headers, body: payload, pins: pins),
-                                                    deadline: session.configuration.requestDeadline, clock: clock)
+                response = try await transport.send(
+                    HTTPRequest(method: method, url: url, headers: headers, body: payload, pins: pins),
+                    deadline: session.configuration.requestDeadline, clock: clock)
             } catch TransportError.pinningFailed(let host, let reason) {
                 logger.warning("device API: no pinned key presented; nothing was sent", metadata: ["http.method": "\(method)", "http.route": "\(route)"])
                 throw DeviceAPIError.pinningFailed(host: host, reason: reason)
@@ -191,7 +208,7 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
                 }
             }
             let failure = try? JSONDecoder().decode(WireFailure.self, from: response.body)
-            if (response.status == 401 || response.status == 403), failure?.error == "device_revoked" {
+            if response.status == 401 || response.status == 403, failure?.error == "device_revoked" {
                 throw await session.deviceWasRevoked(account)
             }
             if response.status == 401, !refreshed {
@@ -256,8 +273,9 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
         case "fallback_not_started": return .fallbackNotStarted
         case "invalid_code": return .invalidActivationCode(attemptsLeft: failure?.attemptsLeft, status: deviceStatus)
         case "already_answered":
-            return .alreadyAnswered(action: failure?.actionPerformed, byDevice: failure?.answeredByDevice,
-                                    at: failure?.answeredAt.map(Date.init(milliseconds:)))
+            return .alreadyAnswered(
+                action: failure?.actionPerformed, byDevice: failure?.answeredByDevice,
+                at: failure?.answeredAt.map(Date.init(milliseconds:)))
         case "expired": return .notificationExpired(at: failure?.expiredAt.map(Date.init(milliseconds:)))
         case "dismissed": return .notificationDismissed
         case "unknown_action": return .actionNotOffered(offered: failure?.offeredActions ?? [])

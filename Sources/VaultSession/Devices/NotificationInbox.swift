@@ -31,8 +31,10 @@ public actor NotificationInbox {
     /// Notifications with an answer in flight.
     private var answering: Set<String> = []
 
-    public init(session: SessionService, api: any DeviceNotificationAPI, wallClock: WallClock = .system,
-                logger: Logger = Logger(label: "credentialvault.notifications")) {
+    public init(
+        session: SessionService, api: any DeviceNotificationAPI, wallClock: WallClock = .system,
+        logger: Logger = Logger(label: "credentialvault.notifications")
+    ) {
         self.session = session
         self.api = api
         self.wallClock = wallClock
@@ -45,7 +47,8 @@ public actor NotificationInbox {
     /// uuid: fetching the same or an overlapping page again adds nothing and updates status.
     @discardableResult
     public func sync(account: AccountID? = nil, page request: NotificationPageRequest = NotificationPageRequest()) async throws
-        -> NotificationSyncResult {
+        -> NotificationSyncResult
+    {
         let id = try await session.resolve(account)
         let result = try await syncPage(id, request)
         try await applyRetention(id)
@@ -59,7 +62,8 @@ public actor NotificationInbox {
         // Refused whole, nothing stored: a page that is not the one asked for (paging on it
         // could go round forever) or that names one notification twice (which one is true?).
         guard page.startIndex == request.startIndex else {
-            throw DeviceAPIError.malformedResponse("asked for the page from \(request.startIndex), the server sent the one from \(page.startIndex); nothing was stored")
+            throw DeviceAPIError.malformedResponse(
+                "asked for the page from \(request.startIndex), the server sent the one from \(page.startIndex); nothing was stored")
         }
         var seen = Set<String>()
         for notification in page.notifications where !seen.insert(notification.uuid).inserted {
@@ -88,15 +92,20 @@ public actor NotificationInbox {
     /// Fetches every page of the date range, `pageSize` at a time.
     @discardableResult
     public func syncAll(account: AccountID? = nil, pageSize: Int = 50, startDate: Date? = nil, endDate: Date? = nil) async throws
-        -> NotificationSyncResult {
+        -> NotificationSyncResult
+    {
         let id = try await session.resolve(account)
         var total = NotificationSyncResult(received: 0, inserted: 0, totalCount: 0, nextStartIndex: 1)
         while let start = total.nextStartIndex {
-            let page = try await syncPage(id, NotificationPageRequest(recordCount: max(1, pageSize), startIndex: start,
-                                                                      startDate: startDate, endDate: endDate))
-            total = NotificationSyncResult(received: total.received + page.received, inserted: total.inserted + page.inserted,
-                                           totalCount: page.totalCount, nextStartIndex: page.nextStartIndex,
-                                           skipped: total.skipped + page.skipped)
+            let page = try await syncPage(
+                id,
+                NotificationPageRequest(
+                    recordCount: max(1, pageSize), startIndex: start,
+                    startDate: startDate, endDate: endDate))
+            total = NotificationSyncResult(
+                received: total.received + page.received, inserted: total.inserted + page.inserted,
+                totalCount: page.totalCount, nextStartIndex: page.nextStartIndex,
+                skipped: total.skipped + page.skipped)
         }
         try await applyRetention(id)
         return total
@@ -221,7 +230,11 @@ public actor NotificationInbox {
             query.after = next
         }
         guard !overdue.isEmpty else { return }
-        let expired = overdue.map { var record = $0; record.status = .expired; return record }
+        let expired = overdue.map {
+            var record = $0
+            record.status = .expired
+            return record
+        }
         try await storeCall { _ = try vault.upsertNotifications(expired) }
     }
 

@@ -15,9 +15,11 @@ public struct RemoteDevice: Sendable, Hashable {
     public var updatedAt: Date
     public var lastActivityAt: Date?
 
-    public init(registrationID: String, deviceID: String, name: String, platform: String, status: DeviceStatus,
-                activationMethod: ActivationMethod? = nil, statusReason: String? = nil, createdAt: Date, updatedAt: Date,
-                lastActivityAt: Date? = nil) {
+    public init(
+        registrationID: String, deviceID: String, name: String, platform: String, status: DeviceStatus,
+        activationMethod: ActivationMethod? = nil, statusReason: String? = nil, createdAt: Date, updatedAt: Date,
+        lastActivityAt: Date? = nil
+    ) {
         self.registrationID = registrationID
         self.deviceID = deviceID
         self.name = name

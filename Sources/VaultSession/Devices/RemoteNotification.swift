@@ -16,9 +16,11 @@ public struct RemoteNotification: Sendable, Hashable {
     /// The device that answered.
     public var answeredByDevice: String?
 
-    public init(uuid: String, subject: String, message: String, actions: [NotificationAction], createdAt: Date,
-                expiresAt: Date? = nil, status: NotificationStatus, actionPerformed: String? = nil,
-                answeredAt: Date? = nil, answeredByDevice: String? = nil) {
+    public init(
+        uuid: String, subject: String, message: String, actions: [NotificationAction], createdAt: Date,
+        expiresAt: Date? = nil, status: NotificationStatus, actionPerformed: String? = nil,
+        answeredAt: Date? = nil, answeredByDevice: String? = nil
+    ) {
         self.uuid = uuid
         self.subject = subject
         self.message = message
@@ -33,9 +35,10 @@ public struct RemoteNotification: Sendable, Hashable {
 
     /// The vault's history record of it, for `account`.
     public func record(for account: AccountID) -> NotificationRecord {
-        NotificationRecord(uuid: uuid, account: account, subject: subject, message: message, actions: actions,
-                           createdAt: createdAt, expiresAt: expiresAt, status: status, actionTaken: actionPerformed,
-                           answeredAt: answeredAt, answeredByDevice: answeredByDevice)
+        NotificationRecord(
+            uuid: uuid, account: account, subject: subject, message: message, actions: actions,
+            createdAt: createdAt, expiresAt: expiresAt, status: status, actionTaken: actionPerformed,
+            answeredAt: answeredAt, answeredByDevice: answeredByDevice)
     }
 }
 

@@ -38,7 +38,8 @@ public enum ServerInput {
             ?? time(notification.createdAt, "created_at") ?? notification.expiresAt.flatMap({ time($0, "expires_at") })
             ?? notification.answeredAt.flatMap({ time($0, "answered_at") })
             ?? notification.actionPerformed.flatMap({ id($0, "action taken") })
-            ?? notification.answeredByDevice.flatMap({ id($0, "answering device") }) {
+            ?? notification.answeredByDevice.flatMap({ id($0, "answering device") })
+        {
             return problem
         }
         guard notification.actions.count <= maximumActions else {
@@ -47,7 +48,8 @@ public enum ServerInput {
         var actions = Set<String>()
         for action in notification.actions {
             if let problem = id(action.action, "action") ?? text(action.label, "action label", maximumNameLength)
-                ?? action.authLevel.flatMap({ id($0, "auth_level") }) {
+                ?? action.authLevel.flatMap({ id($0, "auth_level") })
+            {
                 return problem
             }
             guard actions.insert(action.action).inserted else { return "the action \(shown(action.action)) twice" }

@@ -19,21 +19,24 @@ enum Populate {
         defer { vault.close() }
         var client = Samples.client()
         client.authentication = .clientSecretBasic
-        let account = try vault.addAccount(NewAccount(
-            issuer: "https://id.example.test", subject: "carol", label: "carol (work)", email: "carol@example.test",
-            client: client, clientSecret: "client-secret-for-cli-test"))
+        let account = try vault.addAccount(
+            NewAccount(
+                issuer: "https://id.example.test", subject: "carol", label: "carol (work)", email: "carol@example.test",
+                client: client, clientSecret: "client-secret-for-cli-test"))
         try vault.storeTokens(Samples.tokens("cli"), for: account.id, replacing: nil)
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: Date(timeIntervalSinceNow: 3600))
         let now = Date()
-        try vault.saveDevice(DeviceRegistration(
-            id: "registration-carol", account: account.id, deviceID: vault.deviceID, name: "carol's build box",
-            platform: "linux", status: .active, activationMethod: .primary, createdAt: now, updatedAt: now))
+        try vault.saveDevice(
+            DeviceRegistration(
+                id: "registration-carol", account: account.id, deviceID: vault.deviceID, name: "carol's build box",
+                platform: "linux", status: .active, activationMethod: .primary, createdAt: now, updatedAt: now))
         for day in 0..<notifications {
-            try vault.upsertNotification(NotificationRecord(
-                uuid: "00000000-0000-4000-8000-\(String(format: "%012d", day))", account: account.id,
-                subject: "Approve deploy?", message: "Deploy 42 to prod",
-                actions: [NotificationAction(label: "Approve", action: "approve")],
-                createdAt: now.addingTimeInterval(-Double(day) * 86_400)))
+            try vault.upsertNotification(
+                NotificationRecord(
+                    uuid: "00000000-0000-4000-8000-\(String(format: "%012d", day))", account: account.id,
+                    subject: "Approve deploy?", message: "Deploy 42 to prod",
+                    actions: [NotificationAction(label: "Approve", action: "approve")],
+                    createdAt: now.addingTimeInterval(-Double(day) * 86_400)))
         }
         return account.id
     }

@@ -64,8 +64,9 @@ struct VaultCLI: Sendable {
         ]
         environment.merge(self.environment) { $1 }
         environment.merge(extra) { $1 }
-        let output = try await BuiltProgram.run(try BuiltProgram.url(named: "vault"), arguments,
-                                                environment: environment, stdin: stdin ?? "", in: directory)
+        let output = try await BuiltProgram.run(
+            try BuiltProgram.url(named: "vault"), arguments,
+            environment: environment, stdin: stdin ?? "", in: directory)
         return CommandResult(arguments: arguments, status: output.status, stdout: output.stdout, stderr: output.stderr)
     }
 

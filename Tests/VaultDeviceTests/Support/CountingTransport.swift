@@ -1,7 +1,7 @@
-import VaultTestSupport
 import Foundation
-import VaultSync
 import VaultOAuth
+import VaultSync
+import VaultTestSupport
 import VaultURLSession
 
 /// A real `URLSessionTransport` that records the method and path of every request (never a

@@ -2,13 +2,14 @@ import Clocks
 import DevGateway
 import Foundation
 import Logging
-import VaultSync
 import Testing
 import VaultOAuth
-import VaultURLSession
-@testable import VaultSession
 import VaultStore
+import VaultSync
 import VaultTestSupport
+import VaultURLSession
+
+@testable import VaultSession
 
 /// One test's world: a DevGateway on loopback, test time, and any number of "devices" —
 /// each its own vault (so its own device id) with its own session service signed in to a
@@ -54,9 +55,12 @@ final class DeviceWorld: Sendable {
     }
 
     /// A new install (vault) signed in to `subject` with a fresh grant at the gateway.
-    func device(_ name: String, subject: String = "alice",
-                configuration: ActivationConfiguration = ActivationConfiguration(approvalTimeout: .seconds(60),
-                                                                                 pollInterval: .seconds(5))) async throws -> Device {
+    func device(
+        _ name: String, subject: String = "alice",
+        configuration: ActivationConfiguration = ActivationConfiguration(
+            approvalTimeout: .seconds(60),
+            pollInterval: .seconds(5))
+    ) async throws -> Device {
         let device = try await Device(name: name, subject: subject, world: self, configuration: configuration)
         devices.withLock { $0.append(device) }
         return device
@@ -94,17 +98,23 @@ final class Device: Sendable {
         var sessionConfiguration = SessionConfiguration()
         sessionConfiguration.observationInterval = .seconds(3600)
         // The session's own timers sleep on a clock of their own that the test never moves.
-        service = SessionService(vault: vault, oauth: OAuthClient(transport: URLSessionTransport(timeout: TestTimeScale.scaled(.seconds(10))),
-                                                                  logger: store.logs.logger(label: "oauth")),
-                                 clock: TestClock<Duration>(), wallClock: world.time.wallClock,
-                                 configuration: sessionConfiguration, logger: store.logs.logger(label: "session"))
+        service = SessionService(
+            vault: vault,
+            oauth: OAuthClient(
+                transport: URLSessionTransport(timeout: TestTimeScale.scaled(.seconds(10))),
+                logger: store.logs.logger(label: "oauth")),
+            clock: TestClock<Duration>(), wallClock: world.time.wallClock,
+            configuration: sessionConfiguration, logger: store.logs.logger(label: "session"))
         transport = CountingTransport()
-        api = HTTPDeviceNotificationAPI(baseURL: world.gateway.baseURL, session: service, transport: transport,
-                                        logger: store.logs.logger(label: "devices.http"))
-        activation = DeviceActivation(session: service, api: api, clock: world.time.clock, wallClock: world.time.wallClock,
-                                      configuration: configuration, logger: store.logs.logger(label: "devices"))
-        inbox = NotificationInbox(session: service, api: api, wallClock: world.time.wallClock,
-                                  logger: store.logs.logger(label: "notifications"))
+        api = HTTPDeviceNotificationAPI(
+            baseURL: world.gateway.baseURL, session: service, transport: transport,
+            logger: store.logs.logger(label: "devices.http"))
+        activation = DeviceActivation(
+            session: service, api: api, clock: world.time.clock, wallClock: world.time.wallClock,
+            configuration: configuration, logger: store.logs.logger(label: "devices"))
+        inbox = NotificationInbox(
+            session: service, api: api, wallClock: world.time.wallClock,
+            logger: store.logs.logger(label: "notifications"))
         roster = DeviceRoster(session: service, api: api, logger: store.logs.logger(label: "roster"))
 
         let activationEvents = Watched<[ActivationEvent]>([])
@@ -121,13 +131,17 @@ final class Device: Sendable {
         let gateway = world.gateway
         tokens = await gateway.issueGrant(subject: subject, clientID: DeviceWorld.clientID)
         account = try await service.signIn(
-            NewAccount(issuer: gateway.baseURL.absoluteString, subject: subject,
-                       client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
-                                                   clientID: DeviceWorld.clientID, scopes: ["openid", "profile"])),
-            tokens: TokenSet(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
-                             tokenType: tokens.tokenType, accessTokenExpiresAt: world.time.now().addingTimeInterval(3600),
-                             scopes: ["openid", "profile"]),
-            policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(60 * 24 * 3600))).id
+            NewAccount(
+                issuer: gateway.baseURL.absoluteString, subject: subject,
+                client: OAuthClientSettings(
+                    tokenEndpoint: gateway.tokenEndpoint, revocationEndpoint: gateway.revocationEndpoint,
+                    clientID: DeviceWorld.clientID, scopes: ["openid", "profile"])),
+            tokens: TokenSet(
+                accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
+                tokenType: tokens.tokenType, accessTokenExpiresAt: world.time.now().addingTimeInterval(3600),
+                scopes: ["openid", "profile"]),
+            policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: .seconds(60 * 24 * 3600))
+        ).id
     }
 
     deinit { readers.forEach { $0.cancel() } }
@@ -162,8 +176,10 @@ extension ActivationEvent {
 /// Runs a verification in the background and advances the test clock poll by poll until it
 /// ends. `before` runs once the approval request was announced (an answer on another device).
 /// `activation` is the flow to drive (default: the device's own; a restarted one, say).
-func driveVerification(_ device: Device, time: TestTime, step: Duration = .seconds(5), using activation: DeviceActivation? = nil,
-                       before: (@Sendable () async throws -> Void)? = nil) async throws -> ActivationOutcome {
+func driveVerification(
+    _ device: Device, time: TestTime, step: Duration = .seconds(5), using activation: DeviceActivation? = nil,
+    before: (@Sendable () async throws -> Void)? = nil
+) async throws -> ActivationOutcome {
     let activation = activation ?? device.activation
     let announced = Watched(false)
     let events = activation.events()
@@ -171,7 +187,10 @@ func driveVerification(_ device: Device, time: TestTime, step: Duration = .secon
     defer { listener.cancel() }
     let verification = Task { try await activation.verify(account: device.account) }
     let done = Watched(false)
-    let watcher = Task { _ = try? await verification.value; done.update { $0 = true } }
+    let watcher = Task {
+        _ = try? await verification.value
+        done.update { $0 = true }
+    }
     defer { watcher.cancel() }
     guard await announced.wait(until: { $0 }) || done.value else {
         verification.cancel()

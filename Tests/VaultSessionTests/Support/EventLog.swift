@@ -1,7 +1,8 @@
-import VaultTestSupport
 import Foundation
-@testable import VaultSession
 import VaultStore
+import VaultTestSupport
+
+@testable import VaultSession
 
 /// Everything one subscriber of ``SessionService/events()`` received, in order, with
 /// bounded waits for the next matching event.
@@ -34,8 +35,10 @@ final class EventLog: Sendable {
     var mark: Int { received.value.count }
 
     /// The first event at or after position `mark` that matches, waiting for it if needed.
-    func next(after mark: Int = 0, timeout: Duration = TestTimeScale.scaled(.seconds(10)),
-              where matches: @escaping @Sendable (SessionEvent) -> Bool) async -> SessionEvent? {
+    func next(
+        after mark: Int = 0, timeout: Duration = TestTimeScale.scaled(.seconds(10)),
+        where matches: @escaping @Sendable (SessionEvent) -> Bool
+    ) async -> SessionEvent? {
         let found = await received.wait(upTo: timeout) { $0.dropFirst(mark).contains(where: matches) }
         guard found else { return nil }
         return received.value.dropFirst(mark).first(where: matches)

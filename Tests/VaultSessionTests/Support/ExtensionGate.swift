@@ -1,6 +1,6 @@
-import VaultTestSupport
 import Foundation
 import VaultStore
+import VaultTestSupport
 
 /// An `extensionHandler` that holds every extension request until the test answers it,
 /// standing in for a server round trip that is still in flight.
@@ -22,7 +22,10 @@ final class ExtensionGate: Sendable {
     var handler: @Sendable (AccountID) async -> Bool {
         { _ in
             await withCheckedContinuation { continuation in
-                self.state.update { $0.asked += 1; $0.pending.append(continuation) }
+                self.state.update {
+                    $0.asked += 1
+                    $0.pending.append(continuation)
+                }
             }
         }
     }

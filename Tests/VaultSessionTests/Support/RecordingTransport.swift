@@ -1,7 +1,7 @@
-import VaultTestSupport
 import Foundation
-import VaultSync
 import VaultOAuth
+import VaultSync
+import VaultTestSupport
 import VaultURLSession
 
 /// Passes requests to a real `URLSessionTransport` and keeps every token exchange, so a

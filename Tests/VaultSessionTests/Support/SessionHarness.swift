@@ -1,11 +1,11 @@
 import DevGateway
 import Foundation
 import Logging
-import VaultSync
 import Testing
 import VaultOAuth
 import VaultSession
 import VaultStore
+import VaultSync
 import VaultTestSupport
 
 /// One test's world: a DevGateway on loopback, a key-file vault on disk, test time, and a
@@ -40,8 +40,10 @@ final class SessionHarness: Sendable {
     /// Logs of the vault, the OAuth client and the session service.
     var logs: CapturedLogs { store.logs }
 
-    private init(configuration: SessionConfiguration, transportTimeout: Duration,
-                 extensionHandler: (@Sendable (AccountID) async -> Bool)?) async throws {
+    private init(
+        configuration: SessionConfiguration, transportTimeout: Duration,
+        extensionHandler: (@Sendable (AccountID) async -> Bool)?
+    ) async throws {
         gateway = try await DevGateway.start(logger: gatewayLogs.logger(label: "gateway"))
         do {
             store = try TestVault(.keyFile)
@@ -50,9 +52,10 @@ final class SessionHarness: Sendable {
             oauth = OAuthClient(transport: transport, logger: store.logs.logger(label: "oauth"), now: time.wallClock.now)
             self.configuration = configuration
             vault = try store.create(clock: time.wallClock)
-            service = SessionService(vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
-                                     configuration: configuration, logger: store.logs.logger(label: "session"),
-                                     extensionHandler: extensionHandler)
+            service = SessionService(
+                vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
+                configuration: configuration, logger: store.logs.logger(label: "session"),
+                extensionHandler: extensionHandler)
             events = EventLog(service)
         } catch {
             await gateway.stop()
@@ -66,8 +69,9 @@ final class SessionHarness: Sendable {
         extensionHandler: (@Sendable (AccountID) async -> Bool)? = nil,
         _ body: (SessionHarness) async throws -> Void
     ) async throws {
-        let harness = try await SessionHarness(configuration: configuration, transportTimeout: transportTimeout,
-                                               extensionHandler: extensionHandler)
+        let harness = try await SessionHarness(
+            configuration: configuration, transportTimeout: transportTimeout,
+            extensionHandler: extensionHandler)
         do {
             try await body(harness)
         } catch {
@@ -92,23 +96,27 @@ final class SessionHarness: Sendable {
     func newAccount(_ subject: String, revocation: Bool = true) -> NewAccount {
         NewAccount(
             issuer: gateway.baseURL.absoluteString, subject: subject, label: "\(subject) (test)", email: "\(subject)@example.test",
-            client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint,
-                                        revocationEndpoint: revocation ? gateway.revocationEndpoint : nil,
-                                        clientID: Self.clientID, scopes: ["openid", "profile"]))
+            client: OAuthClientSettings(
+                tokenEndpoint: gateway.tokenEndpoint,
+                revocationEndpoint: revocation ? gateway.revocationEndpoint : nil,
+                clientID: Self.clientID, scopes: ["openid", "profile"]))
     }
 
     /// Opens a grant at the gateway and signs in with its tokens, the access token expiring
     /// `expiresIn` from now (test time). Returns the new account's id.
     @discardableResult
-    func signIn(_ subject: String, expiresIn: Duration = .seconds(3600), policy: SessionPolicy? = nil,
-                rotatesRefreshTokens: Bool? = nil, revocation: Bool = true) async throws -> AccountID {
+    func signIn(
+        _ subject: String, expiresIn: Duration = .seconds(3600), policy: SessionPolicy? = nil,
+        rotatesRefreshTokens: Bool? = nil, revocation: Bool = true
+    ) async throws -> AccountID {
         let tokens = await gateway.issueGrant(subject: subject, clientID: Self.clientID, rotatesRefreshTokens: rotatesRefreshTokens)
         issued.withLock { $0[subject] = tokens }
         let account = try await service.signIn(
             newAccount(subject, revocation: revocation),
-            tokens: TokenSet(accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
-                             tokenType: tokens.tokenType, accessTokenExpiresAt: time.now().addingTimeInterval(expiresIn.timeInterval),
-                             scopes: tokens.scope.split(separator: " ").map(String.init)),
+            tokens: TokenSet(
+                accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
+                tokenType: tokens.tokenType, accessTokenExpiresAt: time.now().addingTimeInterval(expiresIn.timeInterval),
+                scopes: tokens.scope.split(separator: " ").map(String.init)),
             policy: policy)
         subjects.withLock { $0[account.id] = subject }
         return account.id
@@ -137,9 +145,10 @@ final class SessionHarness: Sendable {
 
     /// A service on `vault` with this test's clocks and transport.
     func makeService(on vault: Vault, configuration: SessionConfiguration? = nil) -> SessionService {
-        let other = SessionService(vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
-                                   configuration: configuration ?? self.configuration,
-                                   logger: store.logs.logger(label: "session.other"))
+        let other = SessionService(
+            vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
+            configuration: configuration ?? self.configuration,
+            logger: store.logs.logger(label: "session.other"))
         others.withLock { $0.services.append(other) }
         return other
     }
@@ -153,8 +162,10 @@ final class SessionHarness: Sendable {
     /// Waits until the gateway's counters satisfy `predicate` (a real event: a request
     /// arrived or was answered); false, with an issue, if that does not happen in `timeout`.
     @discardableResult
-    func waitForGateway(timeout: Duration = TestTimeScale.scaled(.seconds(10)), sourceLocation: SourceLocation = #_sourceLocation,
-                        _ predicate: @escaping @Sendable (GatewayStats) -> Bool) async -> Bool {
+    func waitForGateway(
+        timeout: Duration = TestTimeScale.scaled(.seconds(10)), sourceLocation: SourceLocation = #_sourceLocation,
+        _ predicate: @escaping @Sendable (GatewayStats) -> Bool
+    ) async -> Bool {
         let met = await gateway.waitForStats(upTo: timeout, where: predicate)
         let stats = await gateway.stats()
         #expect(met, "the gateway did not get there in \(timeout): \(stats)", sourceLocation: sourceLocation)
@@ -195,7 +206,8 @@ final class SessionHarness: Sendable {
         }
         for exchange in transport.exchanges {
             guard let presented = exchange.presentedRefreshToken, let subject = ownerOfRefreshToken[presented],
-                  let response = exchange.response else { continue }
+                let response = exchange.response
+            else { continue }
             ownerOfAccessToken[response.accessToken] = subject
             if let rotated = response.refreshToken { ownerOfRefreshToken[rotated] = subject }
         }

@@ -1,6 +1,6 @@
-import VaultTestSupport
 import Foundation
 import VaultCrypto
+import VaultTestSupport
 
 struct ProbeError: Error, CustomStringConvertible {
     var message: String
@@ -20,9 +20,12 @@ struct ProbeError: Error, CustomStringConvertible {
 extension ChildProgram {
     /// Starts SessionProbe on `vault` at wall-clock time `now`.
     static func sessionProbe(vault: URL, keyFile: URL, operation: String, argument: String, now: Date) throws -> ChildProgram {
-        try ChildProgram(BuiltProgram.url(named: "SessionProbe"),
-                         [vault.path, keyFile.path, operation, argument,
-                          "--now", "\(Int64((now.timeIntervalSince1970 * 1000).rounded()))"])
+        try ChildProgram(
+            BuiltProgram.url(named: "SessionProbe"),
+            [
+                vault.path, keyFile.path, operation, argument,
+                "--now", "\(Int64((now.timeIntervalSince1970 * 1000).rounded()))",
+            ])
     }
 
     /// Waits for the child's `ready` line; false if it exited or did not get there in time.

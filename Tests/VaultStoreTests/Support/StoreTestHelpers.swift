@@ -4,7 +4,6 @@ import Testing
 import VaultStore
 import VaultTestSupport
 
-
 /// Runs `body`, requires it to throw a ``VaultError`` with `code`, and returns the error.
 @discardableResult
 func expectVaultError<T>(

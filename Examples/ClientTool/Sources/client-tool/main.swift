@@ -37,10 +37,12 @@ struct Storage: ParsableArguments {
 
     /// Opens the vault, creating it (and its key file) the first time.
     func open() throws -> Vault {
-        let vaultURL = URL(fileURLWithPath: vault), keyURL = URL(fileURLWithPath: keyFile)
+        let vaultURL = URL(fileURLWithPath: vault)
+        let keyURL = URL(fileURLWithPath: keyFile)
         for directory in [vaultURL.deletingLastPathComponent(), keyURL.deletingLastPathComponent()] {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                at: directory, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         }
         if !FileManager.default.fileExists(atPath: keyURL.path) { try VaultCredential.createKeyFile(at: keyURL) }
         let options = VaultOptions(logger: Storage.logger("client-tool.vault"))
@@ -60,8 +62,9 @@ struct Storage: ParsableArguments {
     /// The session service over the vault, its events printed to standard error while `body` runs.
     func withSession<T: Sendable>(_ body: (SessionService) async throws -> T) async throws -> T {
         let vault = try open()
-        let session = SessionService(vault: vault, oauth: OAuthClient(logger: Storage.logger("client-tool.oauth")),
-                                     logger: Storage.logger("client-tool.session"))
+        let session = SessionService(
+            vault: vault, oauth: OAuthClient(logger: Storage.logger("client-tool.oauth")),
+            logger: Storage.logger("client-tool.session"))
         let events = session.events()
         let printer = Task { for await event in events { FileHandle.standardError.write(Data("event: \(event)\n".utf8)) } }
         do {
@@ -92,13 +95,15 @@ struct Login: AsyncParsableCommand {
         guard let issuerURL = URL(string: issuer) else { throw ValidationError("--issuer is not a URL") }
         let account = try await storage.withSession { session in
             let provider = try await session.discoverProvider(issuer: issuerURL)
-            let result = try await session.signIn(using: SignInRequest(
-                provider: provider, clientID: clientID, scopes: ["openid", "profile", "offline_access"],
-                method: .device { authorization in
-                    // Written at once (print buffers when standard output is a pipe).
-                    FileHandle.standardOutput.write(Data(
-                        "To sign in, open \(authorization.verificationURI) and enter the code \(authorization.userCode)\n".utf8))
-                }))
+            let result = try await session.signIn(
+                using: SignInRequest(
+                    provider: provider, clientID: clientID, scopes: ["openid", "profile", "offline_access"],
+                    method: .device { authorization in
+                        // Written at once (print buffers when standard output is a pipe).
+                        FileHandle.standardOutput.write(
+                            Data(
+                                "To sign in, open \(authorization.verificationURI) and enter the code \(authorization.userCode)\n".utf8))
+                    }))
             return result.account
         }
         print("Signed in as \(account.label ?? account.subject).")

@@ -13,13 +13,15 @@ func fail(_ message: String) -> Never {
 
 /// Runs client-tool ARGUMENTS; calls `onLine` for each line of its standard output as it comes.
 func runTool(_ arguments: [String], home: URL, onLine: @escaping @Sendable (String) async -> Void = { _ in }) async throws
-    -> (status: Int32, output: [String], errors: String) {
+    -> (status: Int32, output: [String], errors: String)
+{
     let tool = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appending(path: "client-tool")
     let process = Process()
     process.executableURL = tool
     process.arguments = arguments
     process.environment = ["HOME": home.path, "PATH": "/usr/bin:/bin"]
-    let output = Pipe(), errors = Pipe()
+    let output = Pipe()
+    let errors = Pipe()
     process.standardOutput = output
     process.standardError = errors
     try process.run()
@@ -57,7 +59,7 @@ var quiet = Logger(label: "example-check.gateway")
 quiet.logLevel = .critical
 let gateway = try await DevGateway.start(logger: quiet)
 await gateway.setDeviceGrantSettings(interval: 0)
-await gateway.registerClient(id: "client-tool")   // a public client: no secret
+await gateway.registerClient(id: "client-tool")  // a public client: no secret
 let issuer = gateway.baseURL.absoluteString
 let api = gateway.baseURL.appending(path: "api/profile").absoluteString
 
@@ -77,7 +79,8 @@ await gateway.invalidateAccessTokens(subject: "alice")
 let refreshesBefore = await gateway.stats().tokenRequests
 let second = try await runTool(["profile", "--api", api], home: home)
 guard second.status == 0, second.output.contains(where: { $0.contains("refreshing and retrying") }),
-      second.output.contains(where: { $0.contains("\"sub\":\"alice\"") }) else { fail("profile after a 401: \(second)") }
+    second.output.contains(where: { $0.contains("\"sub\":\"alice\"") })
+else { fail("profile after a 401: \(second)") }
 guard second.errors.contains("tokenRefreshed") else { fail("the refresh was not seen in the event stream: \(second.errors)") }
 let refreshes = await gateway.stats().tokenRequests - refreshesBefore
 guard refreshes == 1 else { fail("expected one refresh for the 401, saw \(refreshes)") }
