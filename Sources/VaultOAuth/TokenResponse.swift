@@ -175,20 +175,30 @@ extension TokenResponse {
 extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// Token type, lifetime and scope, with every token redacted.
     public var description: String {
+        let rendered = render(type: shown(tokenType), scope: scope.map(shown) ?? "unchanged")
+        // A token can also be spelled across a field and the punctuation around it (a scope
+        // ending "AT-x" before ", " spells the token "AT-x,"): then neither field is shown.
+        return tokens.contains { rendered.contains($0) } ? render(type: Redaction.placeholder, scope: Redaction.placeholder) : rendered
+    }
+
+    private func render(type: String, scope: String) -> String {
         let expiry = expiresIn.map(String.init) ?? "unknown"
         let refresh = refreshToken.map(redacted) ?? "none"
         let id = idToken.map(redacted) ?? "none"
-        let scopeText = scope.map(shown) ?? "unchanged"
-        return
-            "TokenResponse(access: \(redacted(accessToken)), type: \(shown(tokenType)), expiresIn: \(expiry), refresh: \(refresh), scope: \(scopeText), idToken: \(id))"
+        return "TokenResponse(access: \(redacted(accessToken)), type: \(type), expiresIn: \(expiry), refresh: \(refresh), scope: \(scope), idToken: \(id))"
     }
 
-    /// `text` (a type or scope the server sent) unless it contains one of the tokens (spaces
-    /// around a token ignored): a server that echoes a token into another field must not get
-    /// it printed through that field.
+    /// The tokens, spaces around them ignored (what a reader would recognise).
+    private var tokens: [String] {
+        [accessToken, refreshToken, idToken].compactMap { $0?.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// `text` (a type or scope the server sent) unless it contains one of the tokens, also with
+    /// the quotes and separators a description or `dump` puts around it: a server that echoes a
+    /// token into another field must not get it printed through that field.
     private func shown(_ text: String) -> String {
-        let tokens = [accessToken, refreshToken, idToken].compactMap { $0?.trimmingCharacters(in: .whitespaces) }
-        return tokens.contains { !$0.isEmpty && text.contains($0) } ? "<redacted>" : text
+        let framed = ": \(text), \n\"\(text)\"\n"
+        return tokens.contains { framed.contains($0) } ? Redaction.placeholder : text
     }
 
     /// Same as ``description``.
@@ -201,7 +211,7 @@ extension TokenResponse: CustomStringConvertible, CustomDebugStringConvertible, 
             children: [
                 "tokenType": shown(tokenType),
                 "expiresIn": expiresIn as Any,
-                "scope": scope.map(shown) as Any,
+                "scope": scope.map(shown) ?? "unchanged",
             ], displayStyle: .struct)
     }
 }

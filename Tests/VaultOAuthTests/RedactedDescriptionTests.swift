@@ -20,4 +20,17 @@ import VaultTestSupport
         }
         #expect(Renderings.of(credentials).allSatisfy { $0.contains("render-cli") && $0.contains("client_secret_basic") })
     }
+
+    @Test("a token spelled across a scope and the punctuation after it is not rendered (found by the fuzzer)")
+    func tokenAcrossAFieldBoundary() {
+        // The scope ends with the token minus its last character; the description's ", " supplies it.
+        let response = TokenResponse(
+            accessToken: "AT-seed,", tokenType: "Bearer", expiresIn: nil, refreshToken: nil,
+            scope: "openid AT-seed", idToken: nil)
+        for text in Renderings.of(response) { #expect(!text.contains("AT-seed,"), "\(text)") }
+        let plain = TokenResponse(
+            accessToken: "AT-other-token", tokenType: "Bearer", expiresIn: nil, refreshToken: nil,
+            scope: "openid profile", idToken: nil)
+        #expect(Renderings.of(plain).allSatisfy { $0.contains("openid profile") }, "an unrelated scope is still shown")
+    }
 }
