@@ -285,7 +285,13 @@ extension VaultCommand {
 
         private func setHosts(_ id: AccountID, _ opened: OpenedVault) throws {
             guard !credentialHosts.isEmpty else { return }
-            try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: id)
+            // A sign-in again keeps the username `accounts set-host --username` gave the account.
+            let username = try opened.vault.account(id)?.credentialUsername
+            do {
+                try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: username, for: id)
+            } catch let error as VaultError where error.code == .alreadyExists {
+                throw CommandFailure(.alreadyExists, "signed in and stored, but \(error.message): `vault accounts set-host` on the other account first")
+            }
         }
 
         /// A bare access token: one line of visible ASCII on standard input (at most 16 KiB).
