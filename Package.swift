@@ -30,6 +30,8 @@ let package = Package(
         // ID-token signatures (JWS over JWKS: RS256, ES256, EdDSA) — verified in VaultOAuth, made
         // by the development gateway. No hand-written signature code.
         .package(url: "https://github.com/vapor/jwt-kit", from: "5.8.0"),
+        // `make docs`: the DocC command plugin (`swift package generate-documentation`). No target uses it.
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // libsodium, the only crypto implementation. Reached only through VaultCrypto.
