@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps release-deps build release test demo example lint format bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
+.PHONY: deps test-deps release-deps build release test demo example lint format docs bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -73,6 +73,21 @@ lint:
 
 format:
 	swift format format --in-place --recursive --parallel $(LINT_PATHS)
+
+# DocC documentation of every library module (swift-docc-plugin; catalogs in
+# Sources/<Module>/<Module>.docc): .build/docs/<Module>, each a static site to serve at /<Module>/
+# (e.g. `python3 -m http.server -d .build/docs`, then /VaultSession/documentation/vaultsession/).
+# One module at a time: the machine is shared, and docc's warnings stay readable.
+DOC_MODULES := VaultCrypto VaultStore VaultOAuth VaultSession VaultAgent VaultURLSession DevGateway
+DOCS_DIR := .build/docs
+docs: deps
+	@mkdir -p $(DOCS_DIR)
+	for module in $(DOC_MODULES); do \
+		swift package --allow-writing-to-directory $(DOCS_DIR) \
+			generate-documentation --target $$module --output-path $(DOCS_DIR)/$$module \
+			--transform-for-static-hosting --hosting-base-path $$module || exit 1; \
+	done
+	@echo "wrote $(foreach m,$(DOC_MODULES),$(DOCS_DIR)/$(m))"
 
 # Examples/ClientTool is a client tool written as a tool author would (its own package, this one a
 # path dependency): `example-check` runs it against the development gateway on loopback, signs in
