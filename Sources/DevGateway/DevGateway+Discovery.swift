@@ -37,7 +37,7 @@ extension DevGateway {
     }
 
     /// Changes what discovery publishes: the OpenID document can 404, the issuer can be another
-    /// one, fields can be left out. ``DiscoverySettings()`` restores the defaults.
+    /// one, fields can be left out. `DiscoverySettings()` restores the defaults.
     ///
     /// ```swift
     /// await gateway.setDiscovery(DiscoverySettings(issuer: "https://elsewhere.example"))

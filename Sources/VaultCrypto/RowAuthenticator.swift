@@ -117,7 +117,7 @@ public struct RowAuthenticator: Sendable {
     }
 }
 
-/// Where ``RowAuthenticator/tag(_:)-(inout TagInput)`` takes its bytes, one piece at a time.
+/// Where `RowAuthenticator.tag(_:)`, the form given a closure, takes its bytes, one piece at a time.
 /// Valid only inside the closure that receives it.
 public struct TagInput {
     fileprivate let state: UnsafeMutableRawPointer

@@ -18,7 +18,7 @@ import X509
 /// (`HTTPConnectionPool+Factory.swift`) without a verification callback, and NIOSSL's
 /// `TLSConfiguration` carries none, so a request could not be tied to the chain that was
 /// checked. Here the handler is built per connection with NIOSSL's custom verification callback
-/// (``PinnedChainCheck``), and the request is written only after the handshake completed.
+/// (`PinnedChainCheck`), and the request is written only after the handshake completed.
 ///
 /// - A request without pins to an https URL gets NIOSSL's standard verification (BoringSSL:
 ///   chain to ``TrustRoots``, validity, host name).

@@ -2,7 +2,7 @@ import Foundation
 import VaultStore
 
 /// How the session service refreshes and watches. Timeouts themselves are per account
-/// (``SessionPolicy``, stored in the vault).
+/// (`SessionPolicy`, stored in the vault).
 public struct SessionConfiguration: Sendable {
     /// A served access token stays valid for at least this long; closer to expiry, it is refreshed first.
     public var leeway: Duration = .seconds(60)
@@ -12,7 +12,7 @@ public struct SessionConfiguration: Sendable {
     /// revokes the grant. (The holder also renews its lease while the request is in flight.)
     public var leaseDuration: Duration = .seconds(60)
     /// How recent the user's authentication must be to answer a notification with an action
-    /// that names an authentication level (``VaultStore/NotificationAction/authLevel``).
+    /// that names an authentication level (`VaultStore.NotificationAction.authLevel`).
     public var stepUpMaximumAge: Duration = .seconds(300)
     /// The longest any token, revocation or device request may take in all, from connecting to
     /// the last byte of the answer, measured on the OAuth client's clock (`OAuthClient.clock`;
@@ -34,7 +34,7 @@ public struct SessionConfiguration: Sendable {
     public var activityWriteInterval: Duration = .seconds(1)
     /// How often a long-running process checks whether another process changed the vault.
     public var observationInterval: Duration = .seconds(1)
-    /// How long the vault's event log keeps entries (``Vault/events(after:account:limit:)``,
+    /// How long the vault's event log keeps entries (`Vault.events(after:account:limit:)`,
     /// `vault events`): at most this many, none older than this.
     public var eventRetention = EventRetention()
     /// How long an access token is trusted when its token response has no `expires_in` and it

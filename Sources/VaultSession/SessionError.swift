@@ -27,10 +27,10 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// nothing was sent, the tokens are untouched. Either the service changed its key (pin the
     /// new one) or something on the network is impersonating it.
     case pinningFailed(AccountID, host: String, reason: String)
-    /// The last authentication (``SessionRecord/lastAuthentication``) is older than the caller
+    /// The last authentication (`SessionRecord.lastAuthentication`) is older than the caller
     /// allows for this action: the user signs in again with `max_age` (step-up).
     case authenticationTooOld(AccountID, authenticatedAt: Date, maximumAge: Duration)
-    /// The vault failed: its error, with its code (``VaultError/code``) and message.
+    /// The vault failed: its error, with its code (`VaultError.code`) and message.
     case vault(VaultError)
 
     public var description: String {

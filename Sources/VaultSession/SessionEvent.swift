@@ -31,7 +31,7 @@ public struct SessionEndReason: RawRepresentable, Hashable, Sendable, CustomStri
     /// A guest session whose account a registered account took over (a sign-in while the guest
     /// was active, or `vault login --upgrade-guest`).
     public static let upgraded = SessionEndReason(rawValue: "upgraded")
-    /// The session moved to another vault (`vault sessions export`, ``SessionTransferMode/move``).
+    /// The session moved to another vault (`vault sessions export`, `SessionTransferMode.move`).
     public static let exported = SessionEndReason(rawValue: "exported")
 }
 

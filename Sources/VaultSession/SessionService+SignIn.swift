@@ -18,7 +18,7 @@ public enum SignInMethod: Sendable {
 /// What to sign in to, as whom, and how.
 public struct SignInRequest: Sendable {
     /// The provider's endpoints: discovered (``SessionService/discoverProvider(issuer:pins:)``),
-    /// or built by hand (``ProviderMetadata/Source/explicit``).
+    /// or built by hand (`ProviderMetadata.Source.explicit`).
     public var provider: ProviderMetadata
     public var clientID: String
     /// A confidential client's secret (HTTP Basic, RFC 6749 §2.3.1).
@@ -29,7 +29,7 @@ public struct SignInRequest: Sendable {
     public var method: SignInMethod
     /// Sign this account in again: the user who signs in must be its subject.
     public var account: AccountID?
-    /// OpenID Connect `max_age` (``Duration/zero``: authenticate again now, with `prompt=login`).
+    /// OpenID Connect `max_age` (`Duration.zero`: authenticate again now, with `prompt=login`).
     public var maxAge: Duration?
     /// The session policy; nil keeps the account's (or the service's default).
     public var policy: SessionPolicy?
@@ -212,7 +212,7 @@ extension SessionService {
     /// Verifies the ID token of a token response obtained elsewhere (`vault accounts add`),
     /// when the provider's metadata and keys can be reached: its claims, or nil when they
     /// could not be (the subject then stays unverified). A token that reaches the keys and
-    /// fails a check throws ``SignInError/idTokenRejected(_:)``. Its expiry is not held against
+    /// fails a check throws `SignInError.idTokenRejected(_:)`. Its expiry is not held against
     /// it: it may have been received a while ago, and its signature still says whom it names.
     public func verifyImportedIDToken(_ idToken: String, issuer: String, clientID: String, pins: [String] = []) async throws -> VerifiedIDToken? {
         guard let url = URL(string: issuer), url.scheme != nil, url.host != nil else { return nil }
@@ -365,7 +365,7 @@ extension SessionService {
     // MARK: - Step-up
 
     /// A valid access token, only if the user authenticated within `maxAuthenticationAge`
-    /// (the session's ``SessionRecord/lastAuthentication``); otherwise throws
+    /// (the session's `SessionRecord.lastAuthentication`); otherwise throws
     /// ``SessionError/authenticationTooOld(_:authenticatedAt:maximumAge:)`` and serves nothing —
     /// the user signs in again with `max_age` (step-up) before a sensitive action.
     public func validAccessToken(for account: AccountID? = nil, maxAuthenticationAge: Duration) async throws -> AccessToken {

@@ -155,7 +155,7 @@ extension SessionService {
 
 extension SessionService {
     /// Records the user's activity: the idle deadline moves to now + the idle timeout (never
-    /// past the absolute deadline). Written at most once per ``activityInterval(_:)``.
+    /// past the absolute deadline). Written at most once per `activityInterval(_:)`.
     public func recordActivity(for account: AccountID? = nil) async throws {
         let id = try await resolve(account)
         let (current, policy) = try await sessionAndPolicy(id)
@@ -199,7 +199,7 @@ extension SessionService {
         return min(max(configuration.activityWriteInterval, idle / 20), idle / 4)
     }
 
-    /// Asks for more time after an idle warning. At most ``SessionPolicy/maxExtensions`` per
+    /// Asks for more time after an idle warning. At most `SessionPolicy.maxExtensions` per
     /// session, never past the absolute lifetime; while one request is in flight (in any
     /// process: the vault holds a marker with its own deadline) another is ignored. The answer
     /// is also sent as ``SessionEvent/extensionResult(_:_:)``.

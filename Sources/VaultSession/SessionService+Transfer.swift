@@ -9,8 +9,8 @@ public struct SessionExportRequest: Sendable {
     /// The account (nil: the active one).
     public var account: AccountID?
     public var recipient: SessionRecipient
-    /// nil: ``SessionTransferMode/move`` when the account has a refresh token, else
-    /// ``SessionTransferMode/accessOnly``.
+    /// nil: `SessionTransferMode.move` when the account has a refresh token, else
+    /// `SessionTransferMode.accessOnly`.
     public var mode: SessionTransferMode?
     /// How long the blob can be imported (at most a day).
     public var lifetime: Duration
@@ -32,7 +32,7 @@ public struct SessionExportRequest: Sendable {
 /// What an export did.
 public struct SessionExportReport: Sendable {
     public var transfer: SessionTransferRecord
-    /// The session the export ended here (``SessionTransferMode/move``); nil otherwise.
+    /// The session the export ended here (`SessionTransferMode.move`); nil otherwise.
     public var endedSession: SessionRecord?
 }
 
@@ -64,7 +64,7 @@ extension SessionService {
 
     /// Seals the account's session to `request.recipient` and hands the armored blob to
     /// `deliver` (write it out there). Only once `deliver` returned is the export recorded and,
-    /// for ``SessionTransferMode/move``, the grant let go of: the tokens wiped and the session
+    /// for `SessionTransferMode.move`, the grant let go of: the tokens wiped and the session
     /// ended (`exported`) in one transaction, so the refresh token never has two holders. If
     /// `deliver` throws, nothing changed.
     ///
@@ -146,7 +146,7 @@ extension SessionService {
     /// Opens an armored export sealed to this vault and stores its session: the account (added,
     /// or the one of that issuer and subject), its tokens and policy, and a session that keeps
     /// its original start, authentication time and absolute deadline. Refused with
-    /// ``SessionTransferError`` (nothing stored) when it is not an export, was sealed to another
+    /// `SessionTransferError` (nothing stored) when it is not an export, was sealed to another
     /// vault, was changed, expired (or its session did), or was imported here before.
     @discardableResult
     public func importSession(_ armored: String) async throws -> SessionImportReport {

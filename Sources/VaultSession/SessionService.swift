@@ -6,7 +6,7 @@ import VaultStore
 
 /// The layer a client tool calls: "give me a valid access token for the active account,
 /// or tell me exactly why not", with refresh, revocation, timeouts and accounts on top of a
-/// ``Vault``.
+/// `Vault`.
 ///
 /// ```swift
 /// let vault = try Vault.open(at: VaultLocation.defaultURL(), credential: .passphrase(pass))
@@ -63,7 +63,7 @@ public actor SessionService {
     /// - Parameters:
     ///   - clock: drives timers and waits; tests pass a `TestClock`.
     ///   - wallClock: the time written to and compared with the vault; must advance with `clock`.
-    ///     By default the vault's own (``VaultOptions/clock``).
+    ///     By default the vault's own (`VaultOptions.clock`).
     ///   - extensionHandler: asked to confirm each extension with the server, if the identity
     ///     service has one (the codelab's extension request); nil extends locally.
     public init(
@@ -95,7 +95,7 @@ public actor SessionService {
     /// was running take effect now), then starts the timers and the watch for other processes.
     ///
     /// The active account is judged fully. Other accounts only expire here (absolute lifetime,
-    /// idle with ``SessionPolicy/IdleAction/expire``): their idle or background lock is applied
+    /// idle with `SessionPolicy.IdleAction.expire`): their idle or background lock is applied
     /// when they are used, as a long-running process does, because a lock drops the vault's
     /// keys for every account.
     public func start() async throws {
@@ -135,11 +135,11 @@ public actor SessionService {
         try await signIn(account, tokens: tokenSet(from: response, previous: nil, account: account.client), policy: policy)
     }
 
-    /// Stores a completed sign-in given as a ``TokenSet``.
+    /// Stores a completed sign-in given as a `TokenSet`.
     ///
-    /// Throws ``EndpointError`` (and stores nothing) when an endpoint may not receive a
+    /// Throws `EndpointError` (and stores nothing) when an endpoint may not receive a
     /// credential: plain http anywhere but this machine by loopback literal, user information,
-    /// or plain http with pins. Throws ``PinError`` for a pin that is not `sha256/BASE64` of 32
+    /// or plain http with pins. Throws `PinError` for a pin that is not `sha256/BASE64` of 32
     /// bytes. Pins are stored in their canonical form, each once.
     @discardableResult
     public func signIn(_ account: NewAccount, tokens: TokenSet, policy: SessionPolicy? = nil) async throws -> Account {
@@ -203,7 +203,7 @@ public actor SessionService {
     public func activeAccount() async throws -> AccountID? { try await vaultCall { [vault] in try vault.activeAccountID() } }
 
     /// Changes an account's session policy (the active account's by default); its open
-    /// session's deadlines follow at once (``Vault/changeSessionPolicy(_:for:)``).
+    /// session's deadlines follow at once (`Vault.changeSessionPolicy(_:for:)`).
     ///
     /// ```swift
     /// var policy = try await session.sessionPolicy()

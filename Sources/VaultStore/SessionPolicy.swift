@@ -24,7 +24,7 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
         /// for a token keeps its session alive. The default.
         case any
         /// Only what the tool reports as the user's own activity
-        /// (``SessionService/recordActivity(for:)``, an extension): an interactive tool that
+        /// (`SessionService.recordActivity(for:)`, an extension): an interactive tool that
         /// wants its session to lock while the person is away, however often it polls.
         case interactive
     }

@@ -43,10 +43,10 @@ public struct RefreshState: Sendable, Hashable {
     public static let none = RefreshState(failures: 0, interruptedRefreshes: 0)
 }
 
-/// What ``Vault/beginRefresh(for:holder:seenGeneration:leaseDuration:)`` decided.
+/// What `Vault.beginRefresh(for:holder:seenGeneration:leaseDuration:)` decided.
 public enum RefreshLeaseOutcome: Sendable {
     /// The caller holds the lease and must refresh from these tokens, then call
-    /// ``Vault/completeRefresh(for:holder:tokens:)`` or ``Vault/failRefresh(for:holder:failure:nextAttemptAt:)``.
+    /// `Vault.completeRefresh(for:holder:tokens:)` or `Vault.failRefresh(for:holder:failure:nextAttemptAt:)`.
     /// `interrupted` is true when it took over a lease left by a process that died mid-refresh.
     case acquired(StoredTokens, interrupted: Bool)
     /// The tokens changed since the caller looked (another caller refreshed): use these.

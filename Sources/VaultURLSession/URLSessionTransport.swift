@@ -24,7 +24,7 @@ import VaultSync
 public final class URLSessionTransport: HTTPTransport {
     /// The timeout used for requests that do not set their own.
     public let timeout: Duration
-    /// The largest response body accepted; a longer one fails with ``TransportError/invalidResponse(reason:)``.
+    /// The largest response body accepted; a longer one fails with `TransportError.invalidResponse(reason:)`.
     public let maximumResponseSize: Int
     private let session: URLSession
     private let exchanges: ExchangeDelegate
@@ -53,9 +53,9 @@ public final class URLSessionTransport: HTTPTransport {
         session.invalidateAndCancel()
     }
 
-    /// Sends `request`; throws ``TransportError`` when no HTTP response was received.
+    /// Sends `request`; throws `TransportError` when no HTTP response was received.
     ///
-    /// A request with pins is refused (``TransportError/pinningFailed(host:reason:)``) without
+    /// A request with pins is refused (`TransportError.pinningFailed(host:reason:)`) without
     /// connecting: on Linux, URLSession never shows the server's certificate chain.
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         guard request.pins.isEmpty else {

@@ -45,7 +45,7 @@ public enum DeviceAPIError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformedResponse(String)
     /// No answer arrived (timeout, connection refused…).
     case unreachable(TransportError)
-    /// The device API's URL may not receive a credential (``EndpointRule``): nothing was sent.
+    /// The device API's URL may not receive a credential (`EndpointRule`): nothing was sent.
     case refusedEndpoint(EndpointError)
     /// The account has SPKI pins and the server's TLS chain holds none of them: nothing was sent.
     case pinningFailed(host: String, reason: String)

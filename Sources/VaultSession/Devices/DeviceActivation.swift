@@ -28,7 +28,7 @@ import VaultStore
 /// on the injected clock and gives up at ``ActivationConfiguration/approvalTimeout``; the
 /// fallback or ``cancel(account:)`` ends the wait at once. The registration is stored in the
 /// vault (status, method, reason) at every step, with the approval request and its deadline
-/// (``VaultStore/PendingApproval``): after a restart, ``verify(account:)`` continues that wait
+/// (`VaultStore.PendingApproval`): after a restart, ``verify(account:)`` continues that wait
 /// until the same deadline instead of sending a new request.
 public actor DeviceActivation {
     let session: SessionService
@@ -73,7 +73,7 @@ public actor DeviceActivation {
 
     // MARK: - Register
 
-    /// Registers this device (``VaultStore/Vault/deviceID``) with the account. Active when it
+    /// Registers this device (`VaultStore.Vault.deviceID`) with the account. Active when it
     /// is the account's first device or was activated before; otherwise pending with the
     /// methods the server offers, announced as ``ActivationEvent/optionsOffered(_:_:)``.
     public func register(account: AccountID? = nil, name: String, platform: String = "linux") async throws -> RegistrationResult {

@@ -3,7 +3,7 @@ import Logging
 import VaultOAuth
 import VaultStore
 
-/// The reference ``DeviceNotificationAPI``: HTTP/JSON over an ``HTTPTransport``, as served by
+/// The reference ``DeviceNotificationAPI``: HTTP/JSON over an `HTTPTransport`, as served by
 /// `DevGateway` (its API is documented at the top of `DevGateway.swift`).
 ///
 /// Every call carries the account's access token from ``SessionService/validAccessToken(for:)``
@@ -14,9 +14,9 @@ import VaultStore
 /// body or activation code.
 ///
 /// Every request carries the account's SPKI pins (a pinned account's bearer token reaches only
-/// a server holding a pinned key; the default ``NIOTransport`` checks them) and ends by the
+/// a server holding a pinned key; the default `NIOTransport` checks them) and ends by the
 /// session's ``SessionConfiguration/requestDeadline`` on `clock`, however slowly the server
-/// answers (``DeviceAPIError/unreachable(_:)`` with ``TransportError/timedOut``).
+/// answers (``DeviceAPIError/unreachable(_:)`` with `TransportError.timedOut`).
 ///
 /// ```swift
 /// let api = HTTPDeviceNotificationAPI(baseURL: identityServiceURL, session: session)

@@ -35,7 +35,7 @@ public struct RemoteDevice: Sendable, Hashable {
 
 /// This device as it asks to be registered.
 public struct DeviceDescriptor: Sendable, Hashable {
-    /// The install's stable id (``VaultStore/Vault/deviceID``).
+    /// The install's stable id (`VaultStore.Vault.deviceID`).
     public var deviceID: String
     /// What a person calls it ("Work laptop").
     public var name: String
