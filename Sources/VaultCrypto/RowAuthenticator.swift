@@ -83,6 +83,7 @@ public struct RowAuthenticator: Sendable {
         guard started == 0 else { throw CryptoError(.unavailable, "crypto_generichash_init failed") }
         var input = TagInput(state: state)
         try feed(&input)
+        input.flush()
         var out = [UInt8](repeating: 0, count: Self.tagLength)
         guard crypto_generichash_final(typed, &out, out.count) == 0 else {
             throw CryptoError(.unavailable, "crypto_generichash_final failed")
@@ -119,19 +120,48 @@ public struct RowAuthenticator: Sendable {
 
 /// Where `RowAuthenticator.tag(_:)`, the form given a closure, takes its bytes, one piece at a time.
 /// Valid only inside the closure that receives it.
+///
+/// A row is fed as ~70 small pieces (each column's length, name, type and value); they are
+/// gathered and hashed a few hundred bytes at a time rather than one `crypto_generichash_update`
+/// each. The tag is the same: BLAKE2b hashes the concatenation however it is split.
 public struct TagInput {
     fileprivate let state: UnsafeMutableRawPointer
+    private var pending: [UInt8] = []
+    private static let batch = 512
+
+    fileprivate init(state: UnsafeMutableRawPointer) {
+        self.state = state
+        pending.reserveCapacity(Self.batch)
+    }
 
     /// Hashes `bytes` next.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        _ = crypto_generichash_update(
-            OpaquePointer(state),
-            base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+        if pending.count + bytes.count > Self.batch {
+            flush()
+            if bytes.count >= Self.batch {
+                update(bytes)
+                return
+            }
+        }
+        // As typed bytes: Array's bulk copy (a raw buffer is appended byte by byte).
+        pending.append(contentsOf: UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: bytes.count))
     }
 
     /// Hashes `bytes` next.
     public mutating func append(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { append($0) }
+    }
+
+    /// Hashes what was gathered (before the tag is finished).
+    fileprivate mutating func flush() {
+        guard !pending.isEmpty else { return }
+        pending.withUnsafeBytes { update($0) }
+        pending.removeAll(keepingCapacity: true)
+    }
+
+    private func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = crypto_generichash_update(OpaquePointer(state), base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
     }
 }

@@ -25,12 +25,37 @@ public struct SealContext: Sendable, Hashable {
     }
 
     /// Length-prefixed so that no two different contexts encode to the same bytes.
-    var associatedData: [UInt8] {
-        var bytes = Array("credentialvault.seal.v1".utf8)
-        for part in [vaultID, Array(table.utf8), Array(column.utf8), Array(account.utf8), Array(row.utf8), Array(version.utf8)] {
-            withUnsafeBytes(of: UInt32(part.count).bigEndian) { bytes.append(contentsOf: $0) }
+    var associatedData: [UInt8] { associatedData(after: []) }
+
+    private static let domain = Array("credentialvault.seal.v1".utf8)
+
+    /// `prefix` (a sealed blob's header) then ``associatedData``, built in one array: this runs
+    /// for every value opened, and a page of notifications opens 150 of them.
+    func associatedData(after prefix: ArraySlice<UInt8>) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(
+            prefix.count + Self.domain.count + 6 * 4 + vaultID.count + table.utf8.count + column.utf8.count
+                + account.utf8.count + row.utf8.count + version.utf8.count)
+        bytes.append(contentsOf: prefix)
+        bytes.append(contentsOf: Self.domain)
+        func part(_ part: UnsafeBufferPointer<UInt8>) {
+            let count = UInt32(part.count)
+            bytes.append(UInt8(truncatingIfNeeded: count >> 24))
+            bytes.append(UInt8(truncatingIfNeeded: count >> 16))
+            bytes.append(UInt8(truncatingIfNeeded: count >> 8))
+            bytes.append(UInt8(truncatingIfNeeded: count))
             bytes.append(contentsOf: part)
         }
+        func part(_ text: String) {
+            var text = text
+            text.withUTF8 { part($0) }
+        }
+        vaultID.withUnsafeBufferPointer { part($0) }
+        part(table)
+        part(column)
+        part(account)
+        part(row)
+        part(version)
         return bytes
     }
 }

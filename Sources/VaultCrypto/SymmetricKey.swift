@@ -47,7 +47,7 @@ public struct SymmetricKey: Sendable {
         let header = SealedBlob.header(keyID: id)
         var nonce = [UInt8](repeating: 0, count: SealedBlob.nonceLength)
         nonce.withUnsafeMutableBytes { if let base = $0.baseAddress { randombytes_buf(base, $0.count) } }
-        let ad = header + context.associatedData
+        let ad = context.associatedData(after: header[...])
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count + SealedBlob.tagLength)
         var written: UInt64 = 0
         // An empty plaintext may come without an address; libsodium is given a real one anyway.
@@ -118,19 +118,23 @@ public struct SymmetricKey: Sendable {
 
     /// Decrypts `blob` into `output` (exactly the plaintext's length); on failure `output` is zeroed.
     private func decrypt(_ blob: SealedBlob, context: SealContext, into output: UnsafeMutableRawBufferPointer) throws {
-        let ad = Array(blob.header) + context.associatedData
-        let ciphertext = Array(blob.ciphertext)
-        let nonce = Array(blob.nonce)
+        // The header, nonce and ciphertext are read in place (slices of the blob's bytes).
+        let ad = context.associatedData(after: blob.header)
         var written: UInt64 = 0
         let status = try material.withUnsafeBytes { key in
-            guard let keyBase = key.baseAddress, let out = output.baseAddress, output.count == ciphertext.count - SealedBlob.tagLength
-            else { return Int32(-1) }
-            return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                out.assumingMemoryBound(to: UInt8.self), &written, nil,
-                ciphertext, UInt64(ciphertext.count),
-                ad, UInt64(ad.count),
-                nonce,
-                keyBase.assumingMemoryBound(to: UInt8.self))
+            blob.ciphertext.withUnsafeBufferPointer { ciphertext in
+                blob.nonce.withUnsafeBufferPointer { nonce in
+                    guard let keyBase = key.baseAddress, let out = output.baseAddress, let ciphertextBase = ciphertext.baseAddress,
+                        let nonceBase = nonce.baseAddress, output.count == ciphertext.count - SealedBlob.tagLength
+                    else { return Int32(-1) }
+                    return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                        out.assumingMemoryBound(to: UInt8.self), &written, nil,
+                        ciphertextBase, UInt64(ciphertext.count),
+                        ad, UInt64(ad.count),
+                        nonceBase,
+                        keyBase.assumingMemoryBound(to: UInt8.self))
+                }
+            }
         }
         guard status == 0 else {
             // libsodium leaves the output untouched on failure; clear it anyway.

@@ -56,7 +56,7 @@ extension Row {
     /// The position of `column`. The vault's SQL spells every column as the schema does, so an
     /// exact comparison finds it; a case-insensitive one (GRDB's rule, which lowercases every
     /// name it compares) is the fallback. Token reads look up ~20 columns: this is on the hot path.
-    private func storedIndex(_ column: String) -> Int? {
+    fileprivate func storedIndex(_ column: String) -> Int? {
         var position = 0
         for name in columnNames {
             if name == column { return position }
@@ -79,6 +79,54 @@ extension Row {
         // An integer key (a session id) reads as its number; anything else is not shown.
         if case .int64(let number) = value.storage { return String(number) }
         return "?"
+    }
+}
+
+/// A row's values, each read from SQLite once, by position: a page of rows is checked (its
+/// row MAC reads every column) and then decoded from the same values, with the positions of
+/// the columns found once for the whole statement (``Row/storedPositions(_:)``). GRDB's
+/// generic `row[index]` goes through unspecialised generic code from another module, which
+/// cost more than the value itself on a page of notifications (issue 16).
+struct StoredRow {
+    let values: [DatabaseValue]
+
+    init(_ row: Row) {
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(row.count)
+        for (_, value) in row { values.append(value) }
+        self.values = values
+    }
+
+    /// The value at `index` as `T`; `.damaged` when it is NULL, missing (nil) or cannot be read as `T`.
+    func stored<T: DatabaseValueConvertible>(
+        at index: Int?, _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self
+    ) throws -> T {
+        guard let index, values.indices.contains(index) else {
+            throw StoredValue.damaged(table: table, column: column, row: key, path: path, "is missing")
+        }
+        let value = values[index]
+        if value.isNull {
+            throw StoredValue.damaged(table: table, column: column, row: key, path: path, "is empty (NULL)")
+        }
+        return try StoredValue.convert(value, table: table, column: column, row: key, path: path, as: type)
+    }
+
+    /// The value at `index` as `T`, nil when it is NULL or the column is missing; `.damaged`
+    /// when it cannot be read as `T`.
+    func storedIfPresent<T: DatabaseValueConvertible>(
+        at index: Int?, _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self
+    ) throws -> T? {
+        guard let index, values.indices.contains(index) else { return nil }
+        let value = values[index]
+        if value.isNull { return nil }
+        return try StoredValue.convert(value, table: table, column: column, row: key, path: path, as: type)
+    }
+}
+
+extension Row {
+    /// The positions of `columns`, in order (nil for a missing one): rows of one statement share them.
+    func storedPositions(_ columns: [String]) -> [Int?] {
+        columns.map { storedIndex($0) }
     }
 }
 

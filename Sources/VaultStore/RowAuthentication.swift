@@ -86,7 +86,13 @@ struct RowIntegrity {
     /// changed when `row` (read with `SELECT *`) does not carry its own MAC; ``VaultError/Code/closed``
     /// when it was authenticated with a vault key this process does not hold (rotated elsewhere).
     func check(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws {
-        switch try verdict(row, in: table, db) {
+        try check(row, StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
+    }
+
+    /// The same with the row's values read once (the caller decodes the same values) and the
+    /// layout of the statement's rows found once (a page of rows shares it).
+    func check(_ row: Row, _ values: StoredRow, in table: AuthenticatedTable, layout: RowLayout, _ db: Database) throws {
+        switch try verdict(row, values, in: table, layout: layout, db) {
         case .authentic:
             return
         case .unknownKey:
@@ -110,15 +116,18 @@ struct RowIntegrity {
     }
 
     func verdict(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws -> Verdict {
-        let layout = Self.layout(of: row, in: table)
-        guard let stored = Self.storedMAC(row, layout: layout) else {
+        try verdict(row, StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
+    }
+
+    func verdict(_ row: Row, _ values: StoredRow, in table: AuthenticatedTable, layout: RowLayout, _ db: Database) throws -> Verdict {
+        guard let stored = Self.storedMAC(values, layout: layout) else {
             return .changed(columns: [RowMAC.column], reason: "is missing or unreadable: the row was written or edited without the vault key")
         }
         guard let authenticator = keyring.rowAuthenticator(id: stored.keyID) else {
             if try vaultKeyIDs(db).contains(stored.keyID) { return .unknownKey }
             return .changed(columns: [RowMAC.column], reason: "names a vault key the vault does not have")
         }
-        if try authenticator.matches(tag: stored.tag, { feed(row, table: table, layout: layout, into: &$0) }) { return .authentic }
+        if try authenticator.matches(tag: stored.tag, { feed(values, table: table, layout: layout, into: &$0) }) { return .authentic }
         return .changed(
             columns: try changedColumns(row, table: table, layout: layout, stored: stored, authenticator),
             reason: "was changed without the vault key")
@@ -177,7 +186,8 @@ struct RowIntegrity {
     func mac(_ row: Row, table: AuthenticatedTable, _ authenticator: RowAuthenticator) throws -> [UInt8] {
         let layout = Self.layout(of: row, in: table)
         var bytes = [RowMAC.version] + withUnsafeBytes(of: authenticator.keyID.bigEndian) { Array($0) }
-        bytes += try authenticator.tag { feed(row, table: table, layout: layout, into: &$0) }
+        let values = StoredRow(row)
+        bytes += try authenticator.tag { feed(values, table: table, layout: layout, into: &$0) }
         let key = row.storedKey(table.keyColumn)
         for column in layout.columns {
             bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: row[column.index]))
@@ -215,12 +225,12 @@ struct RowIntegrity {
     /// migration adds (NULL in existing rows) leaves their MACs valid, while setting any column
     /// to or from NULL changes the encoding. Hashed as it is produced: this runs on every read
     /// the vault acts on.
-    func feed(_ row: Row, table: AuthenticatedTable, layout: RowLayout, into input: inout TagInput) {
+    func feed(_ row: StoredRow, table: AuthenticatedTable, layout: RowLayout, into input: inout TagInput) {
         input.append(Self.rowDomain)
         Self.lengthPrefixed(keyring.vaultID, into: &input)
         Self.lengthPrefixed(layout.tableName, into: &input)
         for column in layout.columns {
-            let value: DatabaseValue = row[column.index]
+            let value = row.values[column.index]
             if value.isNull { continue }
             Self.lengthPrefixed(column.nameBytes, into: &input)
             Self.append(value, into: &input)
@@ -255,8 +265,8 @@ struct RowIntegrity {
         return changed.isEmpty ? [RowMAC.column] : changed
     }
 
-    static func storedMAC(_ row: Row, layout: RowLayout) -> RowMAC? {
-        guard let index = layout.macIndex, let data = Data.fromDatabaseValue(row[index]) else { return nil }
+    static func storedMAC(_ row: StoredRow, layout: RowLayout) -> RowMAC? {
+        guard let index = layout.macIndex, row.values.indices.contains(index), let data = Data.fromDatabaseValue(row.values[index]) else { return nil }
         return RowMAC([UInt8](data))
     }
 
