@@ -87,16 +87,24 @@ extension Vault {
         _ = arguments.append(contentsOf: [query.limit + 1])
         let sql = "SELECT * FROM notifications \(filter) ORDER BY created_at DESC, seq DESC LIMIT ?"
         return try read("listing notifications") { db in
-            let rows = try Row.fetchAll(db, sql: sql, arguments: arguments)
-            let page = rows.prefix(query.limit)
-            let next =
-                rows.count > query.limit
-                ? try page.last.map { last in
-                    NotificationCursor(
-                        createdAt: try last.stored("created_at", table: "notifications", row: last.storedKey("uuid"), path: self.path),
-                        seq: try last.stored("seq", table: "notifications", row: last.storedKey("uuid"), path: self.path))
-                } : nil
-            return NotificationPage(items: try page.map { try self.notification(from: $0, db) }, next: next)
+            // One prepared statement per filter shape, kept by the connection; rows are decoded as
+            // they are stepped (no copy of the page), with column positions found once per page.
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+            var items: [NotificationRecord] = []
+            items.reserveCapacity(min(query.limit, 256))
+            var reader: NotificationRowReader?
+            var last: NotificationCursor?
+            while let stepped = try rows.next() {
+                guard items.count < query.limit else {
+                    return NotificationPage(items: items, next: last)
+                }
+                let known = reader ?? NotificationRowReader(stepped, vault: self)
+                reader = known
+                let (record, cursor) = try known.record(from: stepped, db)
+                items.append(record)
+                last = cursor
+            }
+            return NotificationPage(items: items, next: nil)
         }
     }
 
@@ -162,36 +170,66 @@ extension Vault {
     }
 
     private func notification(from row: Row, _ db: Database) throws -> NotificationRecord {
-        try integrity.check(row, in: .notifications, db)
-        let key = row.storedKey("uuid")
-        func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
-            try row.stored(column, table: "notifications", row: key, path: path)
+        try NotificationRowReader(row, vault: self).record(from: row, db).record
+    }
+}
+
+/// Decodes `SELECT * FROM notifications` rows of one statement: the column positions and the
+/// row-MAC layout are found from the first row and reused for the others. Every row is still
+/// checked against its own MAC, and every sealed value opened with its own associated data
+/// (table, column, account, row).
+struct NotificationRowReader {
+    private static let table = "notifications"
+    private static let columns = [
+        "account_id", "uuid", "subject", "message", "actions", "created_at", "expires_at", "status",
+        "action_taken", "answered_at", "answered_by_device", "seq",
+    ]
+
+    private let vault: Vault
+    private let layout: RowIntegrity.RowLayout
+    private let positions: [Int?]
+
+    init(_ first: Row, vault: Vault) {
+        self.vault = vault
+        self.layout = RowIntegrity.layout(of: first, in: .notifications)
+        self.positions = first.storedPositions(Self.columns)
+    }
+
+    /// The record, and the cursor that lists what comes after it.
+    func record(from row: Row, _ db: Database) throws -> (record: NotificationRecord, cursor: NotificationCursor) {
+        let path = vault.path
+        // Each column read from SQLite once, for the row MAC and for the record.
+        let values = StoredRow(row)
+        try vault.integrity.check(row, values, in: .notifications, layout: layout, db)
+        let p = positions
+        let key = (try? values.storedIfPresent(at: p[1], "uuid", table: Self.table, row: "?", path: path, as: String.self)) ?? "?"
+        func value<T: DatabaseValueConvertible>(_ position: Int, _ column: String) throws -> T {
+            try values.stored(at: p[position], column, table: Self.table, row: key, path: path)
         }
-        func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
-            try row.storedIfPresent(column, table: "notifications", row: key, path: path)
+        func optional<T: DatabaseValueConvertible>(_ position: Int, _ column: String) throws -> T? {
+            try values.storedIfPresent(at: p[position], column, table: Self.table, row: key, path: path)
         }
-        let account = AccountID(rawValue: try value("account_id"))
-        let uuid: String = try value("uuid")
-        let open = { (column: String) throws -> String? in
-            try self.open(optional(column), table: "notifications", column: column, account: account, row: uuid, db)
+        let account = AccountID(rawValue: try value(0, "account_id"))
+        let uuid: String = try value(1, "uuid")
+        let open = { (position: Int, column: String) throws -> String? in
+            try vault.open(optional(position, column), table: Self.table, column: column, account: account, row: uuid, db)
         }
-        guard let subject = try open("subject"), let message = try open("message"), let actionsJSON = try open("actions") else {
+        guard let subject = try open(2, "subject"), let message = try open(3, "message"), let actionsJSON = try open(4, "actions") else {
             throw VaultError(.damaged, "notification \(uuid) is missing a sealed field", path: path)
         }
-        let actions: [NotificationAction]
-        do {
-            actions = try JSONDecoder().decode([NotificationAction].self, from: Data(actionsJSON.utf8))
-        } catch {
+        guard let actions = NotificationAction.list(fromJSON: actionsJSON) else {
             throw VaultError(.damaged, "notification \(uuid) has unreadable actions", path: path)
         }
-        let status: String = try value("status")
-        return NotificationRecord(
+        let createdAt: Int64 = try value(5, "created_at")
+        let status: String = try value(7, "status")
+        let record = NotificationRecord(
             uuid: uuid, account: account, subject: subject, message: message, actions: actions,
-            createdAt: try row.storedDate("created_at", table: "notifications", row: key, path: path),
-            expiresAt: try row.storedDateIfPresent("expires_at", table: "notifications", row: key, path: path),
+            createdAt: Date(millisecondsSince1970: createdAt),
+            expiresAt: try optional(6, "expires_at").map { (ms: Int64) in Date(millisecondsSince1970: ms) },
             status: NotificationStatus(rawValue: status) ?? .dismissed,
-            actionTaken: try open("action_taken"),
-            answeredAt: try row.storedDateIfPresent("answered_at", table: "notifications", row: key, path: path),
-            answeredByDevice: try optional("answered_by_device"))
+            actionTaken: try open(8, "action_taken"),
+            answeredAt: try optional(9, "answered_at").map { (ms: Int64) in Date(millisecondsSince1970: ms) },
+            answeredByDevice: try optional(10, "answered_by_device"))
+        return (record, NotificationCursor(createdAt: createdAt, seq: try value(11, "seq")))
     }
 }
