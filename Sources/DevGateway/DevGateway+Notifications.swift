@@ -33,16 +33,16 @@ extension DevGateway {
             }
             let start = try request.query["start_date"].map { _ throws(DeviceRejection) in try integer("start_date", default: 0) }
             let end = try request.query["end_date"].map { _ throws(DeviceRejection) in try integer("end_date", default: 0) }
-            let all = state.notifications.notices(
+            let found = state.notifications.page(
                 of: caller.subject,
                 start: start.map { Date(timeIntervalSince1970: Double($0) / 1000) },
-                end: end.map { Date(timeIntervalSince1970: Double($0) / 1000) })
-            let page = all.dropFirst(Int(min(startIndex - 1, Int64(all.count))))
-                .prefix(recordCount == 0 ? all.count : Int(min(recordCount, Int64(all.count))))
+                end: end.map { Date(timeIntervalSince1970: Double($0) / 1000) },
+                skipping: Int(min(startIndex - 1, Int64(Int.max / 2))),
+                count: recordCount == 0 ? nil : Int(min(recordCount, Int64(Int.max / 2))))
             return .json(
                 DeviceJSON.NotificationPage(
-                    notifications: page.map(DeviceJSON.Notification.init),
-                    totalCount: all.count, startIndex: Int(startIndex), recordCount: page.count))
+                    notifications: found.notices.map(DeviceJSON.Notification.init),
+                    totalCount: found.total, startIndex: Int(startIndex), recordCount: found.notices.count))
         }
     }
 

@@ -40,6 +40,12 @@ struct NotificationLedger: Sendable {
 
     private(set) var notices: [String: Notice] = [:]
     private var nextSeq = 1
+    /// Each subject's uuids, oldest first by (created, seq): a page is a slice, not a sort of the
+    /// whole history (a sync of 100,000 notifications asks for 1,000 pages).
+    private var order: [String: [String]] = [:]
+    /// Pending notifications that have an expiry: all that ``overdue(now:)`` needs to look at
+    /// (it runs before every device request).
+    private var expiring: Set<String> = []
 
     // MARK: - Creating
 
@@ -52,6 +58,16 @@ struct NotificationLedger: Sendable {
             createdAt: now, expiresAt: expiresAt, status: .pending, approvesRegistration: approvesRegistration, seq: nextSeq)
         nextSeq += 1
         notices[notice.uuid] = notice
+        if expiresAt != nil { expiring.insert(notice.uuid) }
+        var uuids = order[subject] ?? []
+        order[subject] = nil
+        // Usually the newest: appended. A clock set back inserts it in its place.
+        var index = uuids.count
+        while index > 0, let previous = notices[uuids[index - 1]], (previous.createdAt, previous.seq) > (notice.createdAt, notice.seq) {
+            index -= 1
+        }
+        uuids.insert(notice.uuid, at: index)
+        order[subject] = uuids
         return notice
     }
 
@@ -61,24 +77,35 @@ struct NotificationLedger: Sendable {
 
     /// The subject's notifications, newest first, created in `[start, end)` when given.
     func notices(of subject: String, start: Date?, end: Date?) -> [Notice] {
-        notices.values
-            .filter { notice in
-                notice.subject == subject
-                    && start.map { notice.createdAt >= $0 } ?? true
-                    && end.map { notice.createdAt < $0 } ?? true
-            }
-            .sorted { ($0.createdAt, $0.seq) > ($1.createdAt, $1.seq) }
+        let page = page(of: subject, start: start, end: end, skipping: 0, count: nil)
+        return page.notices
+    }
+
+    /// `count` (nil: all) of the subject's notifications created in `[start, end)`, newest first,
+    /// after skipping the newest `skipping`; and how many there are in all.
+    func page(of subject: String, start: Date?, end: Date?, skipping: Int, count: Int?) -> (total: Int, notices: [Notice]) {
+        let uuids = order[subject] ?? []
+        if start == nil, end == nil {
+            let lower = max(0, uuids.count - skipping - (count ?? uuids.count))
+            let upper = max(0, uuids.count - skipping)
+            return (uuids.count, uuids[lower..<upper].reversed().compactMap { notices[$0] })
+        }
+        let all = uuids.reversed().compactMap { notices[$0] }.filter { notice in
+            start.map { notice.createdAt >= $0 } ?? true && end.map { notice.createdAt < $0 } ?? true
+        }
+        return (all.count, Array(all.dropFirst(skipping).prefix(count ?? all.count)))
     }
 
     /// Pending notifications whose expiry passed (their uuid and approval registration).
     func overdue(now: Date) -> [Notice] {
-        notices.values.filter { $0.status == .pending && ($0.expiresAt.map { $0 <= now } ?? false) }
+        expiring.compactMap { notices[$0] }.filter { $0.status == .pending && ($0.expiresAt.map { $0 <= now } ?? false) }
     }
 
     // MARK: - Changing
 
     mutating func setStatus(_ uuid: String, _ status: Status) {
         notices[uuid]?.status = status
+        if status != .pending { expiring.remove(uuid) }
     }
 
     enum AnswerOutcome: Sendable {
@@ -102,6 +129,7 @@ struct NotificationLedger: Sendable {
         if let expiry = notice.expiresAt, expiry <= now {
             notice.status = .expired
             notices[uuid] = notice
+            expiring.remove(uuid)
             return .expired(notice)
         }
         guard notice.actions.contains(where: { $0.action == action }) else { return .actionNotOffered(notice) }
@@ -110,6 +138,7 @@ struct NotificationLedger: Sendable {
         notice.answeredAt = now
         notice.answeredByDevice = deviceID
         notices[uuid] = notice
+        expiring.remove(uuid)
         return .answered(notice)
     }
 }

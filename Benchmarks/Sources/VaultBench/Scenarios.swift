@@ -36,6 +36,10 @@ struct Scale {
     var agentIterations = 5000
     var agentClients = 64
     var agentSeconds = 10
+    /// `vault devices sync`: the account's devices at the gateway (this machine included).
+    var syncDevices = 1_000
+    /// `vault notifications sync --all`: the two histories whose rows/s and peak RSS are compared.
+    var syncNotificationSizes = [10_000, 100_000]
 }
 
 // MARK: - Token reads

@@ -1,7 +1,7 @@
 // `make bench`: the vault's hot paths against baselines measured in the same run.
 //
 //     VaultBench --vault-binary PATH [--out .bench/results.json] [--rows 1000000] [--quick]
-//                [--only unlock,tokens,durable,process,agent,refresh,pages,maintenance]
+//                [--only unlock,tokens,durable,process,agent,refresh,pages,maintenance,sync]
 //     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
 //     VaultBench child-agent SOCKET SECONDS              (likewise: one load client of the agent)
 //     VaultBench profile cold|store|page N              (a loop for callgrind)
@@ -45,10 +45,10 @@ if arguments.contains("--quick") {
     scale = Scale(
         hotIterations: 2000, coldIterations: 100, durableIterations: 40, pageIterations: 50, unlockIterations: 2,
         processIterations: 6, callers: 100, bareRefreshes: 3, processes: 2, notificationSizes: [1_000, 5_000, 20_000],
-        agentIterations: 500, agentClients: 8, agentSeconds: 2)
+        agentIterations: 500, agentClients: 8, agentSeconds: 2, syncDevices: 100, syncNotificationSizes: [1_000, 5_000])
 }
 // A subset of the groups, to re-measure one figure while working on it (`make bench` runs all).
-let groups = Set((option("--only") ?? "unlock,tokens,durable,process,agent,refresh,pages,maintenance").split(separator: ",").map(String.init))
+let groups = Set((option("--only") ?? "unlock,tokens,durable,process,agent,refresh,pages,maintenance,sync").split(separator: ",").map(String.init))
 let selfBinary = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-bench-\(getpid())")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -72,6 +72,7 @@ do {
         let history = try await benchNotificationPages(report, dir: dir, scale: scale, measure: groups.contains("pages"))
         if groups.contains("maintenance") { try await benchMaintenance(report, vaults: history, vaultBinary: vaultBinary, dir: dir) }
     }
+    if groups.contains("sync") { try await benchSync(report, dir: dir, vaultBinary: vaultBinary, scale: scale) }
 } catch {
     log("benchmark failed: \(error)")
     try? report.write(to: out)
