@@ -32,7 +32,8 @@ enum LoopbackServer {
 /// Forwards FlyingFox's own log lines (connections, request lines: never bodies) to swift-log.
 ///
 /// FlyingFox reports a client that hangs up mid-request as an error; for a development server
-/// under fault injection that is routine, so errors go to debug and info to trace.
+/// under fault injection that is routine, so errors go to debug and info to trace; critical
+/// ones stay errors, but for the cancellation `stop()` causes.
 private struct SwiftLogBridge: FlyingSocks.Logging {
     let logger: Logger
 
@@ -40,7 +41,17 @@ private struct SwiftLogBridge: FlyingSocks.Logging {
     func logInfo(_ info: @autoclosure () -> String) { logger.trace("\(info())") }
     func logWarning(_ warning: @autoclosure () -> String) { logger.debug("\(warning())") }
     func logError(_ error: @autoclosure () -> String) { logger.debug("\(error())") }
-    func logCritical(_ critical: @autoclosure () -> String) { logger.error("\(critical())") }
+    func logCritical(_ critical: @autoclosure () -> String) {
+        let message = critical()
+        // `stop()` cancels the server's task, which FlyingFox reports as a critical
+        // "server error: …CancellationError…": routine, and at error level it buried real
+        // errors under one line per test gateway.
+        if message.contains("CancellationError") {
+            logger.debug("\(message)")
+        } else {
+            logger.error("\(message)")
+        }
+    }
 }
 
 /// The server's socket pool, with Nagle's algorithm turned off on every socket it waits on.
