@@ -69,19 +69,20 @@ public struct RowAuthenticator: Sendable {
     /// The full tag of the bytes `feed` hands to the input, hashed as they come (no message
     /// is assembled in memory): the same tag as ``tag(_:)`` of their concatenation.
     public func tag(_ feed: (inout TagInput) throws -> Void) throws -> [UInt8] {
-        let state = UnsafeMutableRawPointer.allocate(byteCount: crypto_generichash_statebytes(), alignment: 64)
+        // libsodium's state (64-byte aligned; Swift sees the type as opaque), then the input's batch.
+        let stateBytes = (crypto_generichash_statebytes() + 63) / 64 * 64
+        let memory = UnsafeMutableRawPointer.allocate(byteCount: stateBytes + TagInput.batch, alignment: 64)
         defer {
-            sodium_memzero(state, crypto_generichash_statebytes())
-            state.deallocate()
+            sodium_memzero(memory, stateBytes + TagInput.batch)
+            memory.deallocate()
         }
-        // libsodium's state is 64-byte aligned; Swift sees the type as opaque.
-        let typed = OpaquePointer(state)
+        let typed = OpaquePointer(memory)
         let started = try material.withUnsafeBytes { key -> Int32 in
             guard let keyBase = key.baseAddress else { return -1 }
             return crypto_generichash_init(typed, keyBase.assumingMemoryBound(to: UInt8.self), key.count, Self.tagLength)
         }
         guard started == 0 else { throw CryptoError(.unavailable, "crypto_generichash_init failed") }
-        var input = TagInput(state: state)
+        var input = TagInput(state: memory, batch: memory + stateBytes)
         try feed(&input)
         input.flush()
         var out = [UInt8](repeating: 0, count: Self.tagLength)
@@ -97,9 +98,14 @@ public struct RowAuthenticator: Sendable {
     }
 
     private static func equal(_ expected: [UInt8], _ tag: some Collection<UInt8>) throws -> Bool {
-        let given = Array(tag)
-        guard given.count == expected.count else { return false }
-        return sodium_memcmp(expected, given, expected.count) == 0
+        guard tag.count == expected.count else { return false }
+        // In place when the tag is contiguous (an array or a slice of one); copied otherwise.
+        let compared = tag.withContiguousStorageIfAvailable { given in
+            guard let base = given.baseAddress else { return false }
+            return sodium_memcmp(expected, base, expected.count) == 0
+        }
+        if let compared { return compared }
+        return sodium_memcmp(expected, Array(tag), expected.count) == 0
     }
 
     /// Zeroes the key now; later use throws ``CryptoError/Code/keyWiped``.
@@ -125,27 +131,30 @@ public struct RowAuthenticator: Sendable {
 /// gathered and hashed a few hundred bytes at a time rather than one `crypto_generichash_update`
 /// each. The tag is the same: BLAKE2b hashes the concatenation however it is split.
 public struct TagInput {
-    fileprivate let state: UnsafeMutableRawPointer
-    private var pending: [UInt8] = []
-    private static let batch = 512
+    /// Bytes gathered before they are hashed.
+    static let batch = 512
 
-    fileprivate init(state: UnsafeMutableRawPointer) {
+    fileprivate let state: UnsafeMutableRawPointer
+    private let buffer: UnsafeMutableRawPointer
+    private var pending = 0
+
+    fileprivate init(state: UnsafeMutableRawPointer, batch buffer: UnsafeMutableRawPointer) {
         self.state = state
-        pending.reserveCapacity(Self.batch)
+        self.buffer = buffer
     }
 
     /// Hashes `bytes` next.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        if pending.count + bytes.count > Self.batch {
+        if pending + bytes.count > Self.batch {
             flush()
             if bytes.count >= Self.batch {
-                update(bytes)
+                update(base, count: bytes.count)
                 return
             }
         }
-        // As typed bytes: Array's bulk copy (a raw buffer is appended byte by byte).
-        pending.append(contentsOf: UnsafeBufferPointer(start: base.assumingMemoryBound(to: UInt8.self), count: bytes.count))
+        (buffer + pending).copyMemory(from: base, byteCount: bytes.count)
+        pending += bytes.count
     }
 
     /// Hashes `bytes` next.
@@ -153,15 +162,26 @@ public struct TagInput {
         bytes.withUnsafeBytes { append($0) }
     }
 
-    /// Hashes what was gathered (before the tag is finished).
-    fileprivate mutating func flush() {
-        guard !pending.isEmpty else { return }
-        pending.withUnsafeBytes { update($0) }
-        pending.removeAll(keepingCapacity: true)
+    /// Hashes `byte` next.
+    public mutating func append(byte: UInt8) {
+        if pending == Self.batch { flush() }
+        buffer.storeBytes(of: byte, toByteOffset: pending, as: UInt8.self)
+        pending += 1
     }
 
-    private func update(_ bytes: UnsafeRawBufferPointer) {
-        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        _ = crypto_generichash_update(OpaquePointer(state), base.assumingMemoryBound(to: UInt8.self), UInt64(bytes.count))
+    /// Hashes `value` next, as four big-endian bytes (a length prefix).
+    public mutating func append(bigEndian value: UInt32) {
+        withUnsafeBytes(of: value.bigEndian) { append($0) }
+    }
+
+    /// Hashes what was gathered (before the tag is finished).
+    fileprivate mutating func flush() {
+        guard pending > 0 else { return }
+        update(buffer, count: pending)
+        pending = 0
+    }
+
+    private func update(_ bytes: UnsafeRawPointer, count: Int) {
+        _ = crypto_generichash_update(OpaquePointer(state), bytes.assumingMemoryBound(to: UInt8.self), UInt64(count))
     }
 }

@@ -29,33 +29,68 @@ public struct SealContext: Sendable, Hashable {
 
     private static let domain = Array("credentialvault.seal.v1".utf8)
 
-    /// `prefix` (a sealed blob's header) then ``associatedData``, built in one array: this runs
-    /// for every value opened, and a page of notifications opens 150 of them.
+    /// `prefix` (a sealed blob's header) then ``associatedData``, written into one array with
+    /// one copy per part: this runs for every value opened, and a page of notifications opens
+    /// 150 of them.
     func associatedData(after prefix: ArraySlice<UInt8>) -> [UInt8] {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(
-            prefix.count + Self.domain.count + 6 * 4 + vaultID.count + table.utf8.count + column.utf8.count
-                + account.utf8.count + row.utf8.count + version.utf8.count)
-        bytes.append(contentsOf: prefix)
-        bytes.append(contentsOf: Self.domain)
-        func part(_ part: UnsafeBufferPointer<UInt8>) {
-            let count = UInt32(part.count)
-            bytes.append(UInt8(truncatingIfNeeded: count >> 24))
-            bytes.append(UInt8(truncatingIfNeeded: count >> 16))
-            bytes.append(UInt8(truncatingIfNeeded: count >> 8))
-            bytes.append(UInt8(truncatingIfNeeded: count))
-            bytes.append(contentsOf: part)
+        prefix.withUnsafeBytes { associatedData(after: $0) }
+    }
+
+    func associatedData(after prefix: UnsafeRawBufferPointer) -> [UInt8] {
+        var table = table
+        var column = column
+        var account = account
+        var row = row
+        var version = version
+        return table.withUTF8 { table in
+            column.withUTF8 { column in
+                account.withUTF8 { account in
+                    row.withUTF8 { row in
+                        version.withUTF8 { version in
+                            vaultID.withUnsafeBytes { vaultID in
+                                let count =
+                                    prefix.count + Self.domain.count + 6 * 4 + vaultID.count + table.count + column.count + account.count
+                                    + row.count + version.count
+                                return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                                    // A cursor passed along rather than a captured `var`: a nested
+                                    // function that mutates a capture pays a dynamic exclusivity
+                                    // check per call (a tenth of a notification page).
+                                    guard let base = UnsafeMutableRawPointer(buffer.baseAddress) else { return }
+                                    let limit = base + count
+                                    let afterPrefix = Self.put(prefix, at: base, limit: limit)
+                                    var end = Self.domain.withUnsafeBytes { Self.put($0, at: afterPrefix, limit: limit) }
+                                    end = Self.part(vaultID, at: end, limit: limit)
+                                    end = Self.part(UnsafeRawBufferPointer(table), at: end, limit: limit)
+                                    end = Self.part(UnsafeRawBufferPointer(column), at: end, limit: limit)
+                                    end = Self.part(UnsafeRawBufferPointer(account), at: end, limit: limit)
+                                    end = Self.part(UnsafeRawBufferPointer(row), at: end, limit: limit)
+                                    end = Self.part(UnsafeRawBufferPointer(version), at: end, limit: limit)
+                                    precondition(end == limit, "associated data is shorter than counted")
+                                    initialized = count
+                                }
+                            }
+                        }
+                    }
+                }
+            }
         }
-        func part(_ text: String) {
-            var text = text
-            text.withUTF8 { part($0) }
-        }
-        vaultID.withUnsafeBufferPointer { part($0) }
-        part(table)
-        part(column)
-        part(account)
-        part(row)
-        part(version)
-        return bytes
+    }
+
+    /// Copies `bytes` to `position` and returns the position after them; never past `limit`.
+    private static func put(
+        _ bytes: UnsafeRawBufferPointer, at position: UnsafeMutableRawPointer, limit: UnsafeMutableRawPointer
+    ) -> UnsafeMutableRawPointer {
+        precondition(limit - position >= bytes.count, "associated data is longer than counted")
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return position }
+        position.copyMemory(from: source, byteCount: bytes.count)
+        return position + bytes.count
+    }
+
+    /// `bytes` after their length, four bytes big-endian.
+    private static func part(
+        _ bytes: UnsafeRawBufferPointer, at position: UnsafeMutableRawPointer, limit: UnsafeMutableRawPointer
+    ) -> UnsafeMutableRawPointer {
+        let length = withUnsafeBytes(of: UInt32(truncatingIfNeeded: bytes.count).bigEndian) { put($0, at: position, limit: limit) }
+        return put(bytes, at: length, limit: limit)
     }
 }

@@ -25,17 +25,29 @@ public struct SealedBlob: Sendable, Hashable {
 
     /// Parses the layout without opening anything. Throws ``CryptoError/Code/malformedBlob``.
     public init(parsing bytes: [UInt8]) throws(CryptoError) {
-        guard bytes.count >= Self.minimumLength else {
-            throw CryptoError(.malformedBlob, "sealed value is \(bytes.count) bytes, shorter than the \(Self.minimumLength)-byte minimum")
-        }
-        guard bytes[0] == Self.currentVersion else {
-            throw CryptoError(.malformedBlob, "sealed value has format version \(bytes[0]); this build reads version \(Self.currentVersion)")
-        }
+        keyID = try Self.checkedKeyID(bytes)
         version = bytes[0]
-        keyID = bytes[1..<5].reduce(0) { $0 << 8 | UInt32($1) }
         header = bytes[0..<Self.headerLength]
         nonce = bytes[Self.headerLength..<(Self.headerLength + Self.nonceLength)]
         ciphertext = bytes[(Self.headerLength + Self.nonceLength)...]
+    }
+
+    /// The id of the key that sealed `bytes`, read in place after the same checks as
+    /// ``init(parsing:)`` (length, format version). Throws ``CryptoError/Code/malformedBlob``.
+    public static func keyID(of bytes: UnsafeRawBufferPointer) throws(CryptoError) -> UInt32 {
+        try checkedKeyID(bytes)
+    }
+
+    private static func checkedKeyID<Bytes: RandomAccessCollection<UInt8>>(_ bytes: Bytes) throws(CryptoError) -> UInt32
+    where Bytes.Index == Int {
+        guard bytes.count >= minimumLength else {
+            throw CryptoError(.malformedBlob, "sealed value is \(bytes.count) bytes, shorter than the \(minimumLength)-byte minimum")
+        }
+        let start = bytes.startIndex
+        guard bytes[start] == currentVersion else {
+            throw CryptoError(.malformedBlob, "sealed value has format version \(bytes[start]); this build reads version \(currentVersion)")
+        }
+        return UInt32(bytes[start + 1]) << 24 | UInt32(bytes[start + 2]) << 16 | UInt32(bytes[start + 3]) << 8 | UInt32(bytes[start + 4])
     }
 
     static func header(keyID: UInt32) -> [UInt8] {

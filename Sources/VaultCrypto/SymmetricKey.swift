@@ -87,9 +87,24 @@ public struct SymmetricKey: Sendable {
     /// Opens a sealed text: the plaintext bytes are zeroed as soon as the `String` is made.
     /// Nil when the plaintext is not UTF-8.
     public func openText(_ bytes: [UInt8], context: SealContext) throws -> String? {
-        var plaintext = try open(bytes, context: context)
-        defer { SecureBytes.zero(&plaintext) }
-        return String(validating: plaintext, as: UTF8.self)
+        try bytes.withUnsafeBytes { try openText($0, context: context) }
+    }
+
+    /// Opens a sealed text read where it lies (a blob SQLite holds, say): the same checks,
+    /// errors and answer as ``openText(_:context:)-([UInt8],_)``, without copying the sealed
+    /// bytes first. The plaintext goes to a scratch buffer that is zeroed once the `String` is made.
+    public func openText(_ bytes: UnsafeRawBufferPointer, context: SealContext) throws -> String? {
+        let keyID = try SealedBlob.keyID(of: bytes)
+        guard keyID == id else {
+            throw CryptoError(.keyMismatch, "sealed value names key \(keyID), expected key \(id)")
+        }
+        let count = bytes.count - SealedBlob.headerLength - SealedBlob.nonceLength - SealedBlob.tagLength
+        return try withUnsafeTemporaryAllocation(byteCount: max(count, 1), alignment: 1) { scratch in
+            let output = UnsafeMutableRawBufferPointer(rebasing: scratch[..<count])
+            defer { if let base = scratch.baseAddress { sodium_memzero(base, scratch.count) } }
+            try decrypt(sealed: bytes, context: context, into: output)
+            return String(validating: output.bindMemory(to: UInt8.self), as: UTF8.self)
+        }
     }
 
     /// Seals another key's material (key wrapping), read straight from its guarded memory.
@@ -119,22 +134,43 @@ public struct SymmetricKey: Sendable {
     /// Decrypts `blob` into `output` (exactly the plaintext's length); on failure `output` is zeroed.
     private func decrypt(_ blob: SealedBlob, context: SealContext, into output: UnsafeMutableRawBufferPointer) throws {
         // The header, nonce and ciphertext are read in place (slices of the blob's bytes).
-        let ad = context.associatedData(after: blob.header)
-        var written: UInt64 = 0
-        let status = try material.withUnsafeBytes { key in
-            blob.ciphertext.withUnsafeBufferPointer { ciphertext in
-                blob.nonce.withUnsafeBufferPointer { nonce in
-                    guard let keyBase = key.baseAddress, let out = output.baseAddress, let ciphertextBase = ciphertext.baseAddress,
-                        let nonceBase = nonce.baseAddress, output.count == ciphertext.count - SealedBlob.tagLength
-                    else { return Int32(-1) }
-                    return crypto_aead_xchacha20poly1305_ietf_decrypt(
-                        out.assumingMemoryBound(to: UInt8.self), &written, nil,
-                        ciphertextBase, UInt64(ciphertext.count),
-                        ad, UInt64(ad.count),
-                        nonceBase,
-                        keyBase.assumingMemoryBound(to: UInt8.self))
+        try blob.header.withUnsafeBytes { header in
+            try blob.nonce.withUnsafeBytes { nonce in
+                try blob.ciphertext.withUnsafeBytes { ciphertext in
+                    try decrypt(header: header, nonce: nonce, ciphertext: ciphertext, context: context, into: output)
                 }
             }
+        }
+    }
+
+    /// The same for sealed bytes whose layout ``SealedBlob/keyID(of:)`` checked.
+    private func decrypt(sealed bytes: UnsafeRawBufferPointer, context: SealContext, into output: UnsafeMutableRawBufferPointer) throws {
+        let header = SealedBlob.headerLength
+        let nonceEnd = header + SealedBlob.nonceLength
+        try decrypt(
+            header: UnsafeRawBufferPointer(rebasing: bytes[..<header]),
+            nonce: UnsafeRawBufferPointer(rebasing: bytes[header..<nonceEnd]),
+            ciphertext: UnsafeRawBufferPointer(rebasing: bytes[nonceEnd...]),
+            context: context, into: output)
+    }
+
+    private func decrypt(
+        header: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
+        context: SealContext, into output: UnsafeMutableRawBufferPointer
+    ) throws {
+        let ad = context.associatedData(after: header)
+        var written: UInt64 = 0
+        let status = try material.withUnsafeBytes { key in
+            guard let keyBase = key.baseAddress, let out = output.baseAddress,
+                let ciphertextBase = ciphertext.baseAddress, let nonceBase = nonce.baseAddress,
+                nonce.count == SealedBlob.nonceLength, output.count == ciphertext.count - SealedBlob.tagLength
+            else { return Int32(-1) }
+            return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                out.assumingMemoryBound(to: UInt8.self), &written, nil,
+                ciphertextBase.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
+                ad, UInt64(ad.count),
+                nonceBase.assumingMemoryBound(to: UInt8.self),
+                keyBase.assumingMemoryBound(to: UInt8.self))
         }
         guard status == 0 else {
             // libsodium leaves the output untouched on failure; clear it anyway.

@@ -97,6 +97,17 @@ struct StoredRow {
         self.values = values
     }
 
+    /// The current row of `statement` (being stepped by a cursor), read straight from SQLite:
+    /// GRDB's `Row` would also make each column's name for every row.
+    init(current statement: Statement) {
+        let sqlite = statement.sqliteStatement
+        let count = statement.columnCount
+        var values: [DatabaseValue] = []
+        values.reserveCapacity(count)
+        for index in 0..<count { values.append(DatabaseValue(sqliteStatement: sqlite, index: CInt(index))) }
+        self.values = values
+    }
+
     /// The value at `index` as `T`; `.damaged` when it is NULL, missing (nil) or cannot be read as `T`.
     func stored<T: DatabaseValueConvertible>(
         at index: Int?, _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self

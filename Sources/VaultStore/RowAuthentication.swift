@@ -304,12 +304,12 @@ struct RowIntegrity {
     }
 
     private static func lengthPrefixed(_ part: [UInt8], into input: inout TagInput) {
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { input.append($0) }
+        input.append(bigEndian: UInt32(truncatingIfNeeded: part.count))
         input.append(part)
     }
 
     private static func lengthPrefixed(_ part: UnsafeRawBufferPointer, into input: inout TagInput) {
-        withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { input.append($0) }
+        input.append(bigEndian: UInt32(truncatingIfNeeded: part.count))
         input.append(part)
     }
 
@@ -317,19 +317,21 @@ struct RowIntegrity {
     private static func append(_ value: DatabaseValue, into input: inout TagInput) {
         switch value.storage {
         case .null:
-            input.append([0])
-            lengthPrefixed([], into: &input)
+            input.append(byte: 0)
+            input.append(bigEndian: 0)
         case .int64(let number):
-            input.append([1])
+            input.append(byte: 1)
             withUnsafeBytes(of: number.bigEndian) { lengthPrefixed($0, into: &input) }
         case .double(let number):
-            input.append([2])
+            input.append(byte: 2)
             withUnsafeBytes(of: number.bitPattern.bigEndian) { lengthPrefixed($0, into: &input) }
-        case .string(var text):
-            input.append([3])
-            text.withUTF8 { lengthPrefixed(UnsafeRawBufferPointer($0), into: &input) }
+        case .string(let text):
+            input.append(byte: 3)
+            // Read in place (a native string always is); `withUTF8` would need a mutable copy.
+            let done = text.utf8.withContiguousStorageIfAvailable { lengthPrefixed(UnsafeRawBufferPointer($0), into: &input) }
+            if done == nil { lengthPrefixed(Array(text.utf8), into: &input) }
         case .blob(let data):
-            input.append([4])
+            input.append(byte: 4)
             data.withUnsafeBytes { lengthPrefixed($0, into: &input) }
         }
     }

@@ -306,25 +306,27 @@ extension Vault {
         version: String = "", _ db: Database
     ) throws -> String? {
         guard let blob else { return nil }
-        let bytes = [UInt8](blob)
-        let key: SymmetricKey
-        do {
-            key = try dataKey(id: SealedBlob(parsing: bytes).keyID, account: account, db)
-        } catch let error as CryptoError {
-            // A blob that cannot be parsed, or names a key its account does not have.
-            throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
-        }
-        let context = SealContext(
-            vaultID: keyring.vaultID, table: table, column: column,
-            account: account.rawValue, row: row, version: version)
-        do {
-            // The plaintext bytes are zeroed once the String is made.
-            guard let text = try key.openText(bytes, context: context) else {
-                throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
+        // Read in place: a page of notifications opens 150 values.
+        return try blob.withUnsafeBytes { bytes in
+            let key: SymmetricKey
+            do {
+                key = try dataKey(id: SealedBlob.keyID(of: bytes), account: account, db)
+            } catch let error as CryptoError {
+                // A blob that cannot be parsed, or names a key its account does not have.
+                throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
             }
-            return text
-        } catch let error as CryptoError {
-            throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
+            let context = SealContext(
+                vaultID: keyring.vaultID, table: table, column: column,
+                account: account.rawValue, row: row, version: version)
+            do {
+                // The plaintext bytes are zeroed once the String is made.
+                guard let text = try key.openText(bytes, context: context) else {
+                    throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
+                }
+                return text
+            } catch let error as CryptoError {
+                throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
+            }
         }
     }
 

@@ -89,7 +89,8 @@ extension Vault {
         return try read("listing notifications") { db in
             // One prepared statement per filter shape, kept by the connection; rows are decoded as
             // they are stepped (no copy of the page), with column positions found once per page.
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+            let statement = try db.cachedStatement(sql: sql)
+            let rows = try Row.fetchCursor(statement, arguments: arguments)
             var items: [NotificationRecord] = []
             items.reserveCapacity(min(query.limit, 256))
             var reader: NotificationRowReader?
@@ -100,7 +101,7 @@ extension Vault {
                 }
                 let known = reader ?? NotificationRowReader(stepped, vault: self)
                 reader = known
-                let (record, cursor) = try known.record(from: stepped, db)
+                let (record, cursor) = try known.record(from: stepped, StoredRow(current: statement), db)
                 items.append(record)
                 last = cursor
             }
@@ -170,7 +171,7 @@ extension Vault {
     }
 
     private func notification(from row: Row, _ db: Database) throws -> NotificationRecord {
-        try NotificationRowReader(row, vault: self).record(from: row, db).record
+        try NotificationRowReader(row, vault: self).record(from: row, StoredRow(row), db).record
     }
 }
 
@@ -195,11 +196,9 @@ struct NotificationRowReader {
         self.positions = first.storedPositions(Self.columns)
     }
 
-    /// The record, and the cursor that lists what comes after it.
-    func record(from row: Row, _ db: Database) throws -> (record: NotificationRecord, cursor: NotificationCursor) {
+    /// The record, and the cursor that lists what comes after it. `values` are `row`'s, each column read from SQLite once, for the row MAC and for the record.
+    func record(from row: Row, _ values: StoredRow, _ db: Database) throws -> (record: NotificationRecord, cursor: NotificationCursor) {
         let path = vault.path
-        // Each column read from SQLite once, for the row MAC and for the record.
-        let values = StoredRow(row)
         try vault.integrity.check(row, values, in: .notifications, layout: layout, db)
         let p = positions
         let key = (try? values.storedIfPresent(at: p[1], "uuid", table: Self.table, row: "?", path: path, as: String.self)) ?? "?"

@@ -123,14 +123,18 @@ import VaultCrypto
             for bit in 0..<8 {
                 var altered = blob
                 altered[position] ^= UInt8(1) << UInt8(bit)
+                // The version byte is malformed, the key id names another key, the rest fails the tag.
+                let expected: CryptoError.Code = position == 0 ? .malformedBlob : position < SealedBlob.headerLength ? .keyMismatch : .authenticationFailed
                 do {
                     let opened = try key.open(altered, context: Self.context)
                     Issue.record("byte \(position) bit \(bit) opened to \(opened.count) bytes")
                 } catch let error as CryptoError {
-                    // The version byte is malformed, the key id names another key, the rest fails the tag.
-                    let expected: CryptoError.Code = position == 0 ? .malformedBlob : position < SealedBlob.headerLength ? .keyMismatch : .authenticationFailed
                     #expect(error.code == expected, "byte \(position) bit \(bit)")
                     failures += 1
+                }
+                // Opened in place (as the vault reads a blob SQLite holds): the same verdict.
+                expectCryptoError(expected, "in place, byte \(position) bit \(bit)") {
+                    try altered.withUnsafeBytes { try key.openText($0, context: Self.context) }
                 }
             }
         }
@@ -184,6 +188,9 @@ import VaultCrypto
             if length > 0 { bytes[0] = SealedBlob.currentVersion }
             expectCryptoError(.malformedBlob, "length \(length)") { try SealedBlob(parsing: bytes) }
             expectCryptoError(.malformedBlob, "length \(length)") { try key.open(bytes, context: Self.context) }
+            expectCryptoError(.malformedBlob, "in place, length \(length)") {
+                try bytes.withUnsafeBytes { try key.openText($0, context: Self.context) }
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import CSodiumBaseline
 import DevGateway
 import Foundation
 import GRDB
@@ -9,7 +10,7 @@ import VaultStore
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
 /// (token after another connection committed), `store` (durable token store) or `page`
-/// (first notification page of 50 out of 1000).
+/// (first notification page of 50 out of 1000) or `page-baseline` (the same page's baseline).
 func profileLoop(_ arguments: [String]) async throws {
     guard arguments.count == 2, let iterations = Int(arguments[1]) else { throw BenchError("usage: profile cold|store|page N") }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
@@ -118,6 +119,14 @@ func profileLoop(_ arguments: [String]) async throws {
     case "page":
         try fillNotifications(bench, count: 1000)
         for _ in 0..<iterations { _ = try vault.notifications(NotificationQuery(limit: 50)) }
+    case "page-baseline":
+        // The same page's baseline (History.swift), to compare instruction counts with `page`.
+        try fillNotifications(bench, count: 1000)
+        guard sodium_init() >= 0 else { throw BenchError("sodium_init failed") }
+        let plain = try PlaintextNotifications(copying: bench, in: dir, name: "profile-plain")
+        defer { plain.close() }
+        let work = try plain.pageWork(after: nil)
+        for _ in 0..<iterations { try plain.page(after: nil, work: work) }
     default:
         throw BenchError("unknown profile \(arguments[0])")
     }
