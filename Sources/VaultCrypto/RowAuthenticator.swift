@@ -69,43 +69,58 @@ public struct RowAuthenticator: Sendable {
     /// The full tag of the bytes `feed` hands to the input, hashed as they come (no message
     /// is assembled in memory): the same tag as ``tag(_:)`` of their concatenation.
     public func tag(_ feed: (inout TagInput) throws -> Void) throws -> [UInt8] {
-        // libsodium's state (64-byte aligned; Swift sees the type as opaque), then the input's batch.
-        let stateBytes = (crypto_generichash_statebytes() + 63) / 64 * 64
-        let memory = UnsafeMutableRawPointer.allocate(byteCount: stateBytes + TagInput.batch, alignment: 64)
-        defer {
-            sodium_memzero(memory, stateBytes + TagInput.batch)
-            memory.deallocate()
-        }
-        let typed = OpaquePointer(memory)
-        let started = try material.withUnsafeBytes { key -> Int32 in
-            guard let keyBase = key.baseAddress else { return -1 }
-            return crypto_generichash_init(typed, keyBase.assumingMemoryBound(to: UInt8.self), key.count, Self.tagLength)
-        }
-        guard started == 0 else { throw CryptoError(.unavailable, "crypto_generichash_init failed") }
-        var input = TagInput(state: memory, batch: memory + stateBytes)
-        try feed(&input)
-        input.flush()
         var out = [UInt8](repeating: 0, count: Self.tagLength)
-        guard crypto_generichash_final(typed, &out, out.count) == 0 else {
-            throw CryptoError(.unavailable, "crypto_generichash_final failed")
-        }
+        try out.withUnsafeMutableBytes { try hash(feed, into: $0) }
         return out
     }
 
     /// Whether `tag` is the full tag of what `feed` hands over, compared in constant time.
     public func matches(tag: some Collection<UInt8>, _ feed: (inout TagInput) throws -> Void) throws -> Bool {
-        try Self.equal(try self.tag(feed), tag)
+        guard tag.count == Self.tagLength else { return false }
+        return try withUnsafeTemporaryAllocation(byteCount: Self.tagLength, alignment: 8) { computed in
+            try hash(feed, into: computed)
+            return Self.equal(UnsafeRawBufferPointer(computed), tag)
+        }
+    }
+
+    /// Hashes what `feed` hands over into `out` (``tagLength`` bytes). The hash state and the
+    /// input's batch are on the stack, and zeroed after.
+    private func hash(_ feed: (inout TagInput) throws -> Void, into out: UnsafeMutableRawBufferPointer) throws {
+        // libsodium's state (64-byte aligned; Swift sees the type as opaque), then the input's batch.
+        let stateBytes = (crypto_generichash_statebytes() + 63) / 64 * 64
+        try withUnsafeTemporaryAllocation(byteCount: stateBytes + TagInput.batch, alignment: 64) { memory in
+            guard let base = memory.baseAddress, let outBase = out.baseAddress, out.count == Self.tagLength else {
+                throw CryptoError(.unavailable, "no memory for a row tag")
+            }
+            defer { sodium_memzero(base, memory.count) }
+            let typed = OpaquePointer(base)
+            let started = try material.withUnsafeBytes { key -> Int32 in
+                guard let keyBase = key.baseAddress else { return -1 }
+                return crypto_generichash_init(typed, keyBase.assumingMemoryBound(to: UInt8.self), key.count, Self.tagLength)
+            }
+            guard started == 0 else { throw CryptoError(.unavailable, "crypto_generichash_init failed") }
+            var input = TagInput(state: base, batch: base + stateBytes)
+            try feed(&input)
+            input.flush()
+            guard crypto_generichash_final(typed, outBase.assumingMemoryBound(to: UInt8.self), Self.tagLength) == 0 else {
+                throw CryptoError(.unavailable, "crypto_generichash_final failed")
+            }
+        }
     }
 
     private static func equal(_ expected: [UInt8], _ tag: some Collection<UInt8>) throws -> Bool {
-        guard tag.count == expected.count else { return false }
+        expected.withUnsafeBytes { equal($0, tag) }
+    }
+
+    private static func equal(_ expected: UnsafeRawBufferPointer, _ tag: some Collection<UInt8>) -> Bool {
+        guard tag.count == expected.count, let expectedBase = expected.baseAddress else { return false }
         // In place when the tag is contiguous (an array or a slice of one); copied otherwise.
         let compared = tag.withContiguousStorageIfAvailable { given in
             guard let base = given.baseAddress else { return false }
-            return sodium_memcmp(expected, base, expected.count) == 0
+            return sodium_memcmp(expectedBase, base, expected.count) == 0
         }
         if let compared { return compared }
-        return sodium_memcmp(expected, Array(tag), expected.count) == 0
+        return sodium_memcmp(expectedBase, Array(tag), expected.count) == 0
     }
 
     /// Zeroes the key now; later use throws ``CryptoError/Code/keyWiped``.
@@ -132,50 +147,62 @@ public struct RowAuthenticator: Sendable {
 /// each. The tag is the same: BLAKE2b hashes the concatenation however it is split.
 public struct TagInput {
     /// Bytes gathered before they are hashed.
-    static let batch = 512
+    @inlinable static var batch: Int { 512 }
 
-    fileprivate let state: UnsafeMutableRawPointer
-    private let buffer: UnsafeMutableRawPointer
-    private var pending = 0
+    // Inlinable (and so visible to the compiler in other modules): a row's MAC input is ~70
+    // appends of a few bytes each, and a call into this module per append cost more than the
+    // copy. Hashing itself stays behind `flush()`.
+    @usableFromInline let state: UnsafeMutableRawPointer
+    @usableFromInline let buffer: UnsafeMutableRawPointer
+    @usableFromInline var pending = 0
 
-    fileprivate init(state: UnsafeMutableRawPointer, batch buffer: UnsafeMutableRawPointer) {
+    init(state: UnsafeMutableRawPointer, batch buffer: UnsafeMutableRawPointer) {
         self.state = state
         self.buffer = buffer
     }
 
     /// Hashes `bytes` next.
-    public mutating func append(_ bytes: UnsafeRawBufferPointer) {
+    @inlinable public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
-        if pending + bytes.count > Self.batch {
-            flush()
-            if bytes.count >= Self.batch {
-                update(base, count: bytes.count)
-                return
-            }
+        guard pending + bytes.count <= Self.batch else {
+            appendAfterFlush(bytes)
+            return
         }
         (buffer + pending).copyMemory(from: base, byteCount: bytes.count)
         pending += bytes.count
     }
 
     /// Hashes `bytes` next.
-    public mutating func append(_ bytes: [UInt8]) {
+    @inlinable public mutating func append(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { append($0) }
     }
 
     /// Hashes `byte` next.
-    public mutating func append(byte: UInt8) {
+    @inlinable public mutating func append(byte: UInt8) {
         if pending == Self.batch { flush() }
         buffer.storeBytes(of: byte, toByteOffset: pending, as: UInt8.self)
         pending += 1
     }
 
     /// Hashes `value` next, as four big-endian bytes (a length prefix).
-    public mutating func append(bigEndian value: UInt32) {
+    @inlinable public mutating func append(bigEndian value: UInt32) {
         withUnsafeBytes(of: value.bigEndian) { append($0) }
     }
 
+    /// The batch is full: hash it, then gather `bytes` (or hash them now when they fill a batch themselves).
+    @usableFromInline mutating func appendAfterFlush(_ bytes: UnsafeRawBufferPointer) {
+        flush()
+        guard let base = bytes.baseAddress else { return }
+        if bytes.count >= Self.batch {
+            update(base, count: bytes.count)
+        } else {
+            buffer.copyMemory(from: base, byteCount: bytes.count)
+            pending = bytes.count
+        }
+    }
+
     /// Hashes what was gathered (before the tag is finished).
-    fileprivate mutating func flush() {
+    @usableFromInline mutating func flush() {
         guard pending > 0 else { return }
         update(buffer, count: pending)
         pending = 0

@@ -94,15 +94,47 @@ public struct SymmetricKey: Sendable {
     /// errors and answer as ``openText(_:context:)-([UInt8],_)``, without copying the sealed
     /// bytes first. The plaintext goes to a scratch buffer that is zeroed once the `String` is made.
     public func openText(_ bytes: UnsafeRawBufferPointer, context: SealContext) throws -> String? {
+        try openingText(bytes) { header, nonce, ciphertext, output in
+            try context.withAssociatedData(after: header) { ad in
+                try decrypt(nonce: nonce, ciphertext: ciphertext, associatedData: ad, into: output)
+            }
+        }
+    }
+
+    /// Opens a sealed text of the place `shared` and `row` (and `version`) describe, read where
+    /// it lies: the same checks, errors and answer as ``openText(_:context:)-(UnsafeRawBufferPointer,_)``
+    /// with the ``SealContext`` of those parts, with the shared part of the associated data
+    /// encoded once for many values.
+    public func openText(_ bytes: UnsafeRawBufferPointer, sharing shared: SharedSealContext, row: String, version: String = "") throws -> String? {
+        try openingText(bytes) { header, nonce, ciphertext, output in
+            try shared.withAssociatedData(header: header, row: row, version: version) { ad in
+                try decrypt(nonce: nonce, ciphertext: ciphertext, associatedData: ad, into: output)
+            }
+        }
+    }
+
+    /// Checks that `bytes` are a sealed value of this key, then calls `decrypt` with its header,
+    /// nonce and ciphertext (in place) and a scratch buffer for the plaintext, zeroed once the
+    /// `String` is made.
+    private func openingText(
+        _ bytes: UnsafeRawBufferPointer,
+        _ decrypt: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void
+    ) throws -> String? {
         let keyID = try SealedBlob.keyID(of: bytes)
         guard keyID == id else {
             throw CryptoError(.keyMismatch, "sealed value names key \(keyID), expected key \(id)")
         }
-        let count = bytes.count - SealedBlob.headerLength - SealedBlob.nonceLength - SealedBlob.tagLength
+        let header = SealedBlob.headerLength
+        let nonceEnd = header + SealedBlob.nonceLength
+        let count = bytes.count - nonceEnd - SealedBlob.tagLength
         return try withUnsafeTemporaryAllocation(byteCount: max(count, 1), alignment: 1) { scratch in
             let output = UnsafeMutableRawBufferPointer(rebasing: scratch[..<count])
             defer { if let base = scratch.baseAddress { sodium_memzero(base, scratch.count) } }
-            try decrypt(sealed: bytes, context: context, into: output)
+            try decrypt(
+                UnsafeRawBufferPointer(rebasing: bytes[..<header]),
+                UnsafeRawBufferPointer(rebasing: bytes[header..<nonceEnd]),
+                UnsafeRawBufferPointer(rebasing: bytes[nonceEnd...]),
+                output)
             return String(validating: output.bindMemory(to: UInt8.self), as: UTF8.self)
         }
     }
@@ -143,32 +175,31 @@ public struct SymmetricKey: Sendable {
         }
     }
 
-    /// The same for sealed bytes whose layout ``SealedBlob/keyID(of:)`` checked.
-    private func decrypt(sealed bytes: UnsafeRawBufferPointer, context: SealContext, into output: UnsafeMutableRawBufferPointer) throws {
-        let header = SealedBlob.headerLength
-        let nonceEnd = header + SealedBlob.nonceLength
-        try decrypt(
-            header: UnsafeRawBufferPointer(rebasing: bytes[..<header]),
-            nonce: UnsafeRawBufferPointer(rebasing: bytes[header..<nonceEnd]),
-            ciphertext: UnsafeRawBufferPointer(rebasing: bytes[nonceEnd...]),
-            context: context, into: output)
-    }
-
     private func decrypt(
         header: UnsafeRawBufferPointer, nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer,
         context: SealContext, into output: UnsafeMutableRawBufferPointer
     ) throws {
-        let ad = context.associatedData(after: header)
+        try context.withAssociatedData(after: header) { ad in
+            try decrypt(nonce: nonce, ciphertext: ciphertext, associatedData: ad, into: output)
+        }
+    }
+
+    /// XChaCha20-Poly1305 open of `ciphertext` (tag last) into `output` (exactly the plaintext's
+    /// length); on failure `output` is zeroed.
+    private func decrypt(
+        nonce: UnsafeRawBufferPointer, ciphertext: UnsafeRawBufferPointer, associatedData ad: UnsafeRawBufferPointer,
+        into output: UnsafeMutableRawBufferPointer
+    ) throws {
         var written: UInt64 = 0
         let status = try material.withUnsafeBytes { key in
-            guard let keyBase = key.baseAddress, let out = output.baseAddress,
+            guard let keyBase = key.baseAddress, let out = output.baseAddress, let adBase = ad.baseAddress,
                 let ciphertextBase = ciphertext.baseAddress, let nonceBase = nonce.baseAddress,
                 nonce.count == SealedBlob.nonceLength, output.count == ciphertext.count - SealedBlob.tagLength
             else { return Int32(-1) }
             return crypto_aead_xchacha20poly1305_ietf_decrypt(
                 out.assumingMemoryBound(to: UInt8.self), &written, nil,
                 ciphertextBase.assumingMemoryBound(to: UInt8.self), UInt64(ciphertext.count),
-                ad, UInt64(ad.count),
+                adBase.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
                 nonceBase.assumingMemoryBound(to: UInt8.self),
                 keyBase.assumingMemoryBound(to: UInt8.self))
         }

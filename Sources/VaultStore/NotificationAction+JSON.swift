@@ -41,6 +41,7 @@ private struct ActionListScanner {
         skipSpace()
         guard take(UInt8(ascii: "[")) else { return nil }
         var actions: [NotificationAction] = []
+        actions.reserveCapacity(4)
         skipSpace()
         if take(UInt8(ascii: "]")) { return finished() ? actions : nil }
         while true {
@@ -65,18 +66,19 @@ private struct ActionListScanner {
         if !take(UInt8(ascii: "}")) {
             while true {
                 skipSpace()
-                guard let key = string() else { return nil }
+                // The key compared as bytes: no String is made for it.
+                guard let key = plainKey() else { return nil }
                 skipSpace()
                 guard take(UInt8(ascii: ":")) else { return nil }
                 skipSpace()
                 switch key {
-                case "label":
+                case .label:
                     guard label == nil, let value = string() else { return nil }
                     label = value
-                case "action":
+                case .action:
                     guard action == nil, let value = string() else { return nil }
                     action = value
-                case "authLevel":
+                case .authLevel:
                     guard authLevel == nil else { return nil }
                     if takeNull() {
                         authLevel = .some(nil)
@@ -84,8 +86,6 @@ private struct ActionListScanner {
                         guard let value = string() else { return nil }
                         authLevel = .some(value)
                     }
-                default:
-                    return nil
                 }
                 skipSpace()
                 if take(UInt8(ascii: ",")) { continue }
@@ -95,6 +95,27 @@ private struct ActionListScanner {
         }
         guard let label, let action else { return nil }
         return NotificationAction(label: label, action: action, authLevel: authLevel ?? nil)
+    }
+
+    private enum Key {
+        case label, action, authLevel
+    }
+
+    private static let keys: [(bytes: [UInt8], key: Key)] = [
+        (Array("label".utf8), .label), (Array("action".utf8), .action), (Array("authLevel".utf8), .authLevel),
+    ]
+
+    /// One of the three keys, written without escapes; nil for anything else (another key, or
+    /// one spelled with escapes, is left to `JSONDecoder`).
+    private mutating func plainKey() -> Key? {
+        guard take(UInt8(ascii: "\"")) else { return nil }
+        let start = index
+        while index < bytes.count, bytes[index] != UInt8(ascii: "\""), bytes[index] != UInt8(ascii: "\\") { index += 1 }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+        let name = UnsafeBufferPointer(rebasing: bytes[start..<index])
+        index += 1
+        for known in Self.keys where known.bytes.elementsEqual(name) { return known.key }
+        return nil
     }
 
     /// A JSON string; nil for anything JSON does not allow in one.

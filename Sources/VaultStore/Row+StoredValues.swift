@@ -137,7 +137,11 @@ struct StoredRow {
 extension Row {
     /// The positions of `columns`, in order (nil for a missing one): rows of one statement share them.
     func storedPositions(_ columns: [String]) -> [Int?] {
-        columns.map { storedIndex($0) }
+        // The names read once (each read of `columnNames` makes every name again).
+        let names = Array(columnNames)
+        return columns.map { column in
+            names.firstIndex(of: column) ?? names.firstIndex { $0.caseInsensitiveCompare(column) == .orderedSame }
+        }
     }
 }
 

@@ -232,7 +232,7 @@ struct RowIntegrity {
         for column in layout.columns {
             let value = row.values[column.index]
             if value.isNull { continue }
-            Self.lengthPrefixed(column.nameBytes, into: &input)
+            input.append(column.prefixedName)
             Self.append(value, into: &input)
         }
     }
@@ -266,8 +266,8 @@ struct RowIntegrity {
     }
 
     static func storedMAC(_ row: StoredRow, layout: RowLayout) -> RowMAC? {
-        guard let index = layout.macIndex, row.values.indices.contains(index), let data = Data.fromDatabaseValue(row.values[index]) else { return nil }
-        return RowMAC([UInt8](data))
+        guard let index = layout.macIndex, row.values.indices.contains(index), case .blob(let data) = row.values[index].storage else { return nil }
+        return RowMAC(data.withUnsafeBytes { Array($0.bindMemory(to: UInt8.self)) })
     }
 
     /// How a table's `SELECT *` rows are encoded: their columns but `row_mac`, sorted by name,
@@ -275,7 +275,8 @@ struct RowIntegrity {
     struct RowLayout: Sendable {
         struct Column: Sendable {
             var name: String
-            var nameBytes: [UInt8]
+            /// The name's length (four bytes, big-endian), then its UTF-8: how the MAC input names it.
+            var prefixedName: [UInt8]
             var index: Int
         }
         var tableName: [UInt8]
@@ -296,11 +297,17 @@ struct RowIntegrity {
         let layout = RowLayout(
             tableName: Array(table.name.utf8),
             columns: names.enumerated().filter { $0.element != RowMAC.column }
-                .map { RowLayout.Column(name: $0.element, nameBytes: Array($0.element.utf8), index: $0.offset) }
+                .map { RowLayout.Column(name: $0.element, prefixedName: Self.prefixed(Array($0.element.utf8)), index: $0.offset) }
                 .sorted { $0.name < $1.name },
             macIndex: names.firstIndex(of: RowMAC.column))
         layouts.withLock { $0[key] = layout }
         return layout
+    }
+
+    private static func prefixed(_ part: [UInt8]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        append(part, to: &bytes)
+        return bytes
     }
 
     private static func lengthPrefixed(_ part: [UInt8], into input: inout TagInput) {

@@ -330,6 +330,38 @@ extension Vault {
         }
     }
 
+    /// ``open(_:table:column:account:row:version:_:)`` for many rows of one table: `shared` is
+    /// the table, column and account of the associated data encoded once, and `keys` keeps the
+    /// data keys the rows' values named so far. The same checks, the same errors.
+    func open(
+        _ blob: Data?, sharing shared: SharedSealContext, table: String, column: String, account: AccountID, row: String,
+        keys: inout [UInt32: SymmetricKey], _ db: Database
+    ) throws -> String? {
+        guard let blob else { return nil }
+        return try blob.withUnsafeBytes { bytes in
+            let key: SymmetricKey
+            do {
+                let id = try SealedBlob.keyID(of: bytes)
+                if let known = keys[id] {
+                    key = known
+                } else {
+                    key = try dataKey(id: id, account: account, db)
+                    keys[id] = key
+                }
+            } catch let error as CryptoError {
+                throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
+            }
+            do {
+                guard let text = try key.openText(bytes, sharing: shared, row: row) else {
+                    throw VaultError(.damaged, "sealed value \(table).\(column) of row \(row) is not text", path: path)
+                }
+                return text
+            } catch let error as CryptoError {
+                throw VaultError.sealed(error, table: table, column: column, row: row, path: path)
+            }
+        }
+    }
+
     func account(from row: Row, _ db: Database) throws -> Account {
         try integrity.check(row, in: .accounts, db)
         let key = row.storedKey("account_id")

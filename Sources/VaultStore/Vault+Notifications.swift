@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultCrypto
 
 // MARK: - Notifications
 
@@ -180,7 +181,7 @@ extension Vault {
 /// checked against its own MAC, and every sealed value opened with its own associated data
 /// (table, column, account, row).
 struct NotificationRowReader {
-    private static let table = "notifications"
+    fileprivate static let table = "notifications"
     private static let columns = [
         "account_id", "uuid", "subject", "message", "actions", "created_at", "expires_at", "status",
         "action_taken", "answered_at", "answered_by_device", "seq",
@@ -189,11 +190,34 @@ struct NotificationRowReader {
     private let vault: Vault
     private let layout: RowIntegrity.RowLayout
     private let positions: [Int?]
+    private let sealing = PageSealing()
 
     init(_ first: Row, vault: Vault) {
         self.vault = vault
         self.layout = RowIntegrity.layout(of: first, in: .notifications)
         self.positions = first.storedPositions(Self.columns)
+    }
+
+    /// What the page's sealed values share: each sealed column's part of the associated data
+    /// for the account of the rows (a page is nearly always one account's), and the data keys
+    /// found so far. Lives as long as one read. Hashing the account on every value cost more
+    /// than the encoding it saved, so the account is compared instead.
+    private final class PageSealing {
+        private var account: AccountID?
+        private var contexts: [SharedSealContext?] = [nil, nil, nil, nil]
+        var keys: [UInt32: SymmetricKey] = [:]
+
+        /// `slot` numbers the sealed columns: 0 subject, 1 message, 2 actions, 3 action_taken.
+        func context(vault: Vault, slot: Int, column: String, account: AccountID) -> SharedSealContext {
+            if account != self.account {
+                self.account = account
+                contexts = [nil, nil, nil, nil]
+            }
+            if let known = contexts[slot] { return known }
+            let made = SharedSealContext(vaultID: vault.keyring.vaultID, table: NotificationRowReader.table, column: column, account: account.rawValue)
+            contexts[slot] = made
+            return made
+        }
     }
 
     /// The record, and the cursor that lists what comes after it. `values` are `row`'s, each column read from SQLite once, for the row MAC and for the record.
@@ -210,10 +234,14 @@ struct NotificationRowReader {
         }
         let account = AccountID(rawValue: try value(0, "account_id"))
         let uuid: String = try value(1, "uuid")
-        let open = { (position: Int, column: String) throws -> String? in
-            try vault.open(optional(position, column), table: Self.table, column: column, account: account, row: uuid, db)
+        let sealing = self.sealing
+        let open = { (position: Int, slot: Int, column: String) throws -> String? in
+            try vault.open(
+                optional(position, column), sharing: sealing.context(vault: vault, slot: slot, column: column, account: account),
+                table: Self.table, column: column, account: account, row: uuid, keys: &sealing.keys, db)
         }
-        guard let subject = try open(2, "subject"), let message = try open(3, "message"), let actionsJSON = try open(4, "actions") else {
+        guard let subject = try open(2, 0, "subject"), let message = try open(3, 1, "message"), let actionsJSON = try open(4, 2, "actions")
+        else {
             throw VaultError(.damaged, "notification \(uuid) is missing a sealed field", path: path)
         }
         guard let actions = NotificationAction.list(fromJSON: actionsJSON) else {
@@ -226,7 +254,7 @@ struct NotificationRowReader {
             createdAt: Date(millisecondsSince1970: createdAt),
             expiresAt: try optional(6, "expires_at").map { (ms: Int64) in Date(millisecondsSince1970: ms) },
             status: NotificationStatus(rawValue: status) ?? .dismissed,
-            actionTaken: try open(8, "action_taken"),
+            actionTaken: try open(8, 3, "action_taken"),
             answeredAt: try optional(9, "answered_at").map { (ms: Int64) in Date(millisecondsSince1970: ms) },
             answeredByDevice: try optional(10, "answered_by_device"))
         return (record, NotificationCursor(createdAt: createdAt, seq: try value(11, "seq")))

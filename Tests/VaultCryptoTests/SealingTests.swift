@@ -178,6 +178,35 @@ import VaultCrypto
         expectCryptoError(.authenticationFailed) { try wrapping.openKey(wrapped, id: 9, context: elsewhere) }
     }
 
+    @Test("a value opened with its table, column and account shared opens as with its whole context, and nowhere else")
+    func sharedContext() throws {
+        let key = try SymmetricKey.generate(id: 5)
+        let context = Self.context
+        for text in Self.texts {
+            let blob = try key.seal(text: text, context: context)
+            let shared = SharedSealContext(vaultID: context.vaultID, table: context.table, column: context.column, account: context.account)
+            let opened = try blob.withUnsafeBytes { try key.openText($0, sharing: shared, row: context.row, version: context.version) }
+            #expect(opened == text)
+        }
+        // Every part still binds: the same change that fails the whole context fails the shared one.
+        let blob = try key.seal(text: "bound", context: context)
+        for change in Self.contextChanges {
+            var other = context
+            change.change(&other)
+            let shared = SharedSealContext(vaultID: other.vaultID, table: other.table, column: other.column, account: other.account)
+            expectCryptoError(.authenticationFailed, "\(change.name)") {
+                try blob.withUnsafeBytes { try key.openText($0, sharing: shared, row: other.row, version: other.version) }
+            }
+        }
+        let shared = SharedSealContext(vaultID: context.vaultID, table: context.table, column: context.column, account: context.account)
+        expectCryptoError(.keyMismatch) {
+            try blob.withUnsafeBytes { try SymmetricKey.generate(id: 6).openText($0, sharing: shared, row: context.row, version: context.version) }
+        }
+        expectCryptoError(.malformedBlob) {
+            try Array(blob.prefix(10)).withUnsafeBytes { try key.openText($0, sharing: shared, row: context.row, version: context.version) }
+        }
+    }
+
     // MARK: - Parsing
 
     @Test("inputs shorter than a sealed blob are malformed, at every length")

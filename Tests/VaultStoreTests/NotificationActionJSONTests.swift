@@ -42,6 +42,7 @@ import VaultTestSupport
             #"[{"label":"A"}]"#, #"[{"label":null,"action":"a"}]"#, #"[{"label":1,"action":"a"}]"#,
             #"[{"label":"A","action":"a"},]"#, #"[{"label":"A","action":"a"}] x"#, #"{"label":"A","action":"a"}"#,
             "[{\"label\":\"A\u{1}\",\"action\":\"a\"}]", #"[{"label":"A","action":"a""#, "", "null",
+            #"[{"l\u0061bel":"A","action":"a"}]"#, #"[{"labelx":"A","label":"A","action":"a"}]"#, #"[{"lab":"A","action":"a"}]"#,
         ])
     func sameAsJSONDecoder(json: String) {
         let decoded = try? JSONDecoder().decode([NotificationAction].self, from: Data(json.utf8))
