@@ -120,7 +120,7 @@ struct RefreshLeaseTests {
     }
 
     @Test("a holder is gone when its pid is free or now names a process started at another time, never when it runs")
-    func holderProcess() throws {
+    func holderProcess() async throws {
         let me = try #require(LeaseProcess.current)
         #expect(!me.isGone)
         #expect(LeaseProcess(me.description) == me)
@@ -132,12 +132,11 @@ struct RefreshLeaseTests {
         elsewhere.startTime += 1
         #expect(!elsewhere.isGone, "a holder from another boot or machine cannot be judged: only the lease's expiry decides")
 
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        let start = LeaseProcess.startTime(of: child.processIdentifier)
-        child.waitUntilExit()
-        let dead = LeaseProcess(bootID: me.bootID, pid: child.processIdentifier, startTime: start ?? 0)
+        let child = try Spawn.start(
+            URL(fileURLWithPath: "/bin/true"), [], environment: nil, input: STDIN_FILENO, output: STDOUT_FILENO, error: STDERR_FILENO)
+        let start = LeaseProcess.startTime(of: child)
+        _ = await Spawn.wait(child)
+        let dead = LeaseProcess(bootID: me.bootID, pid: child, startTime: start ?? 0)
         #expect(dead.isGone, "a process that exited")
         #expect(LeaseProcess("not a process") == nil)
     }

@@ -48,12 +48,8 @@ public enum BuiltProgram {
         _ = FileManager.default.createFile(atPath: outURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
         // A sanitizer's settings reach the child too (where its reports go, its suppressions).
         let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
-        process.environment = environment.merging(sanitizerSettings) { given, _ in given }
         let out = try FileHandle(forWritingTo: outURL)
         let err = try FileHandle(forWritingTo: errURL)
         let input = try FileHandle(forReadingFrom: inURL)
@@ -62,26 +58,13 @@ public enum BuiltProgram {
             try? err.close()
             try? input.close()
         }
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            process.terminationHandler = { _ in continuation.resume() }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(throwing: error)
-            }
-        }
-        // The handler is done with: drop it, so nothing the process object holds outlives the run.
-        process.terminationHandler = nil
-        // Foundation's Process keeps itself alive through the run-loop source `run()` adds until
-        // `waitUntilExit()` clears it (swift-corelibs-foundation Process.swift; LeakSanitizer
-        // reported every child as leaked). The child has ended, so this returns at once.
-        process.waitUntilExit()
+        // posix_spawn, not Foundation's Process: see `Spawn`.
+        let pid = try Spawn.start(
+            executable, arguments, environment: environment.merging(sanitizerSettings) { given, _ in given },
+            input: input.fileDescriptor, output: out.fileDescriptor, error: err.fileDescriptor)
+        let termination = await Spawn.wait(pid)
         return Output(
-            status: process.terminationStatus,
+            status: termination.status,
             stdout: String(decoding: FileProbe.bytes(outURL), as: UTF8.self),
             stderr: String(decoding: FileProbe.bytes(errURL), as: UTF8.self))
     }

@@ -31,21 +31,23 @@ public final class ChildProgram: Sendable {
     /// Starts `executable ARGUMENTS`, with exactly `environment` when given (plus a sanitizer's
     /// settings), else this process's; throws if it could not be started.
     public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
+        var variables = environment
         if let environment {
             let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
-            process.environment = environment.merging(sanitizerSettings) { given, _ in given }
+            variables = environment.merging(sanitizerSettings) { given, _ in given }
         }
         let standardInput = Pipe()
         let standardOutput = Pipe()
         let standardError = Pipe()
-        process.standardInput = standardInput
-        process.standardOutput = standardOutput
-        process.standardError = standardError
-        try process.run()
-        processIdentifier = process.processIdentifier
+        // posix_spawn, not Foundation's Process: see `Spawn`.
+        let pid = try Spawn.start(
+            executable, arguments, environment: variables, input: standardInput.fileHandleForReading.fileDescriptor,
+            output: standardOutput.fileHandleForWriting.fileDescriptor, error: standardError.fileHandleForWriting.fileDescriptor)
+        // The child's ends belong to the child now: closed here, its output reaches end-of-file when it exits.
+        try? standardInput.fileHandleForReading.close()
+        try? standardOutput.fileHandleForWriting.close()
+        try? standardError.fileHandleForWriting.close()
+        processIdentifier = pid
         input = standardInput.fileHandleForWriting
         let output = self.output
         let errorsRead = DispatchSemaphore(value: 0)
@@ -64,12 +66,7 @@ public final class ChildProgram: Sendable {
                 }
                 if !lines.isEmpty { output.update { $0.lines += lines } }
             }
-            // Also what lets the Process object go: until waitUntilExit() returns, the run-loop
-            // source Process.run() added keeps it alive (LeakSanitizer reports it otherwise).
-            process.waitUntilExit()
-            let status =
-                process.terminationReason == .uncaughtSignal
-                ? 128 + process.terminationStatus : process.terminationStatus
+            let status = Spawn.waitBlocking(pid).shellStatus
             errorsRead.wait()
             output.update { $0.exitStatus = status }
         }
