@@ -1,27 +1,27 @@
 import Foundation
 
-// The agent's wire protocol, version 1.
-//
-// One request per connection over the agent's Unix-domain socket: the client writes one JSON
-// object on one line (at most `AgentProtocol.maximumRequestSize` bytes, newline included), the
-// agent answers with one JSON object on one line and closes the connection.
-//
-// Request:  {"v": 1, "op": "token" | "credential" | "unauthorized" | "status" | "lock" | "unlock" | "stop",
-//            "account": "<id, id prefix or subject>"?, "min_ttl": <seconds>?,
-//            "protocol", "host", "path"? (credential: the account whose credential hosts match),
-//            "presented": "<token>"? (unauthorized: an API refused it; refreshed once if current),
-//            "passphrase": "…"? | "key_file": "/path"? (unlock only)}
-// Response: {"v": 1, "ok": true, "token": {"value", "type", "expires_at" (seconds since 1970)?,
-//            "account", "scopes", "username"?}?, "status": {…}?}
-//        (credential with no matching host: ok, no token; hosts: "hosts": {"host[/path]": "username"})
-//        or {"v": 1, "ok": false, "error": {"code", "exit", "message"}}
-//
-// `exit` is the `vault` exit code the failure maps to (79 locked, 80 ended, 69 unavailable…),
-// so a client reports it as the command would. Error codes of the protocol itself:
-// `unsupported_version`, `malformed_request`, `request_too_large`, `peer_refused` (another uid),
-// `unknown_op`. A peer of another uid is refused before anything is read.
-
-/// The protocol's constants.
+/// The agent's wire protocol (version 1) and its constants.
+///
+/// One request per connection over the agent's Unix-domain socket: the client writes one JSON
+/// object on one line (at most `AgentProtocol.maximumRequestSize` bytes, newline included), the
+/// agent answers with one JSON object on one line and closes the connection.
+///
+/// ```
+/// Request:  {"v": 1, "op": "token" | "credential" | "unauthorized" | "hosts" | "status" | "lock" | "unlock" | "stop",
+///            "account": "<id, id prefix or subject>"?, "min_ttl": <seconds>?,
+///            "protocol", "host", "path"? (credential: the account whose credential hosts match),
+///            "presented": "<token>"? (unauthorized: an API refused it; refreshed once if current),
+///            "passphrase": "…"? | "key_file": "/path"? (unlock only)}
+/// Response: {"v": 1, "ok": true, "token": {"value", "type", "expires_at" (seconds since 1970)?,
+///            "account", "scopes", "username"?}?, "status": {…}?}
+///        (credential with no matching host: ok, no token; hosts: "hosts": {"host[/path]": "username"})
+///        or {"v": 1, "ok": false, "error": {"code", "exit", "message"}}
+/// ```
+///
+/// `exit` is the `vault` exit code the failure maps to (79 locked, 80 ended, 69 unavailable…),
+/// so a client reports it as the command would. Error codes of the protocol itself:
+/// `unsupported_version`, `malformed_request`, `request_too_large`, `peer_refused` (another uid),
+/// `unknown_op`. A peer of another uid is refused before anything is read.
 public enum AgentProtocol {
     public static let version = 1
     /// The largest request the agent reads, newline included; a longer one is refused.

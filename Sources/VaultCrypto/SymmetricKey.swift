@@ -76,7 +76,7 @@ public struct SymmetricKey: Sendable {
     /// ``CryptoError/Code/keyMismatch`` when the blob names another key, and
     /// ``CryptoError/Code/authenticationFailed`` when any byte was changed or the blob
     /// was moved to another place. Never returns partial plaintext. The caller owns the
-    /// plaintext: zero it when done (`SecureBytes.zero(_:)`), or use ``openText(_:context:)``.
+    /// plaintext: zero it when done (`SecureBytes.zero(_:)`), or use ``openText(_:context:)-([UInt8],_)``.
     public func open(_ bytes: [UInt8], context: SealContext) throws -> [UInt8] {
         let blob = try opening(bytes)
         var plaintext = [UInt8](repeating: 0, count: blob.ciphertext.count - SealedBlob.tagLength)

@@ -155,7 +155,9 @@ extension SessionService {
 
 extension SessionService {
     /// Records the user's activity: the idle deadline moves to now + the idle timeout (never
-    /// past the absolute deadline). Written at most once per `activityInterval(_:)`.
+    /// past the absolute deadline). Written only when the stored last activity is older than a
+    /// twentieth of the idle timeout (at least ``SessionConfiguration/activityWriteInterval``,
+    /// at most a quarter of the timeout), so frequent calls cost a read, not a write.
     public func recordActivity(for account: AccountID? = nil) async throws {
         let id = try await resolve(account)
         let (current, policy) = try await sessionAndPolicy(id)
@@ -164,7 +166,7 @@ extension SessionService {
     }
 
     /// Moves the idle deadline for activity now, unless the session's stored last activity is
-    /// more recent than ``activityInterval(_:)`` (so a script asking for a token every second
+    /// more recent than `activityInterval(_:)` (so a script asking for a token every second
     /// writes once in a while, not every time). The write is a transition: it happens only if the
     /// session is still active and not due, as it is in the vault at that moment.
     ///

@@ -60,10 +60,18 @@ public actor SessionService {
     /// Checks ID tokens at sign-in; caches each provider's JWKS.
     let idTokenVerifier: IDTokenVerifier
 
+    /// A session service over an open vault.
+    ///
     /// - Parameters:
+    ///   - vault: the open vault whose accounts, tokens and sessions the service serves; other
+    ///     processes on the same file coordinate with it through the file.
+    ///   - oauth: the OAuth client that refreshes and revokes tokens (its transport, pins and
+    ///     endpoint rules apply to every request).
     ///   - clock: drives timers and waits; tests pass a `TestClock`.
     ///   - wallClock: the time written to and compared with the vault; must advance with `clock`.
     ///     By default the vault's own (`VaultOptions.clock`).
+    ///   - configuration: refresh margins, back-off, watch and activity intervals.
+    ///   - logger: where the service logs (never a token or key).
     ///   - extensionHandler: asked to confirm each extension with the server, if the identity
     ///     service has one (the codelab's extension request); nil extends locally.
     public init(
@@ -203,7 +211,7 @@ public actor SessionService {
     public func activeAccount() async throws -> AccountID? { try await vaultCall { [vault] in try vault.activeAccountID() } }
 
     /// Changes an account's session policy (the active account's by default); its open
-    /// session's deadlines follow at once (`Vault.changeSessionPolicy(_:for:)`).
+    /// session's deadlines follow at once, in the same transaction as the policy.
     ///
     /// ```swift
     /// var policy = try await session.sessionPolicy()

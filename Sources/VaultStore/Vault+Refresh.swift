@@ -44,7 +44,7 @@ public struct RefreshState: Sendable, Hashable {
 }
 
 /// What `Vault.beginRefresh(for:holder:seenGeneration:leaseDuration:)` decided.
-public enum RefreshLeaseOutcome: Sendable {
+package enum RefreshLeaseOutcome: Sendable {
     /// The caller holds the lease and must refresh from these tokens, then call
     /// `Vault.completeRefresh(for:holder:tokens:)` or `Vault.failRefresh(for:holder:failure:nextAttemptAt:)`.
     /// `interrupted` is true when it took over a lease left by a process that died mid-refresh.

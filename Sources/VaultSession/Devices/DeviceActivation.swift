@@ -46,9 +46,15 @@ public actor DeviceActivation {
     /// How a wait was ended from outside (fallback activated, cancelled…).
     private var interruptions: [AccountID: ActivationOutcome] = [:]
 
+    /// Activation of this device for the accounts `session` serves.
+    ///
     /// - Parameters:
+    ///   - session: the session service whose accounts' tokens authorise the requests.
+    ///   - api: the identity service's device and notification endpoints.
     ///   - clock: drives the approval deadline and polling; tests pass a `TestClock`.
     ///   - wallClock: the time written to the vault; must advance with `clock`.
+    ///   - configuration: how long to wait for an approval and how often to ask.
+    ///   - logger: where activation logs (never a token or a fallback code).
     public init(
         session: SessionService, api: any DeviceNotificationAPI, clock: any Clock<Duration> = ContinuousClock(),
         wallClock: WallClock = .system, configuration: ActivationConfiguration = ActivationConfiguration(),
