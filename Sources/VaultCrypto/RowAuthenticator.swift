@@ -63,7 +63,7 @@ public struct RowAuthenticator: Sendable {
 
     /// Whether `tag` is the full tag of `message`, compared in constant time.
     public func matches(_ message: [UInt8], tag: some Collection<UInt8>) throws -> Bool {
-        try Self.equal(try self.tag(message), tag)
+        Self.equal(try self.tag(message), tag)
     }
 
     /// The full tag of the bytes `feed` hands to the input, hashed as they come (no message
@@ -108,7 +108,7 @@ public struct RowAuthenticator: Sendable {
         }
     }
 
-    private static func equal(_ expected: [UInt8], _ tag: some Collection<UInt8>) throws -> Bool {
+    private static func equal(_ expected: [UInt8], _ tag: some Collection<UInt8>) -> Bool {
         expected.withUnsafeBytes { equal($0, tag) }
     }
 
@@ -140,12 +140,13 @@ public struct RowAuthenticator: Sendable {
 }
 
 /// Where `RowAuthenticator.tag(_:)`, the form given a closure, takes its bytes, one piece at a time.
-/// Valid only inside the closure that receives it.
+/// Valid only inside the closure that receives it, and not copyable, so it cannot be kept past
+/// it (it points into memory that lives only as long as the closure).
 ///
 /// A row is fed as ~70 small pieces (each column's length, name, type and value); they are
 /// gathered and hashed a few hundred bytes at a time rather than one `crypto_generichash_update`
 /// each. The tag is the same: BLAKE2b hashes the concatenation however it is split.
-public struct TagInput {
+public struct TagInput: ~Copyable {
     /// Bytes gathered before they are hashed.
     @inlinable static var batch: Int { 512 }
 
@@ -156,7 +157,7 @@ public struct TagInput {
     @usableFromInline let buffer: UnsafeMutableRawPointer
     @usableFromInline var pending = 0
 
-    init(state: UnsafeMutableRawPointer, batch buffer: UnsafeMutableRawPointer) {
+    fileprivate init(state: UnsafeMutableRawPointer, batch buffer: UnsafeMutableRawPointer) {
         self.state = state
         self.buffer = buffer
     }

@@ -24,24 +24,11 @@ public struct SealContext: Sendable, Hashable {
         self.version = version
     }
 
-    /// Length-prefixed so that no two different contexts encode to the same bytes.
-    var associatedData: [UInt8] { associatedData(after: []) }
+    fileprivate static let domain = Array("credentialvault.seal.v1".utf8)
 
-    private static let domain = Array("credentialvault.seal.v1".utf8)
-
-    /// `prefix` (a sealed blob's header) then ``associatedData``, written into one array with
-    /// one copy per part: this runs for every value opened, and a page of notifications opens
-    /// 150 of them.
-    func associatedData(after prefix: ArraySlice<UInt8>) -> [UInt8] {
-        prefix.withUnsafeBytes { associatedData(after: $0) }
-    }
-
-    func associatedData(after prefix: UnsafeRawBufferPointer) -> [UInt8] {
-        withAssociatedData(after: prefix) { Array($0) }
-    }
-
-    /// Calls `body` with `prefix` then ``associatedData``, written on the stack (no allocation
-    /// for the 150 values of a page), valid only inside `body`.
+    /// Calls `body` with `prefix` (a sealed blob's header), then the domain and the vault id,
+    /// table, column, account, row and version, each after its length (so no two different
+    /// contexts encode to the same bytes), written on the stack and valid only inside `body`.
     func withAssociatedData<R>(after prefix: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var table = table
         var column = column
@@ -115,12 +102,11 @@ public struct SharedSealContext: Sendable {
     let encoded: [UInt8]
 
     public init(vaultID: [UInt8], table: String, column: String, account: String) {
-        var encoded = Array("credentialvault.seal.v1".utf8)
-        for part in [vaultID, Array(table.utf8), Array(column.utf8), Array(account.utf8)] {
-            withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { encoded.append(contentsOf: $0) }
-            encoded.append(contentsOf: part)
-        }
-        self.encoded = encoded
+        // The same writer as `SealContext.withAssociatedData`, so the two encodings cannot drift.
+        let context = SealContext(vaultID: vaultID, table: table, column: column, account: account, row: "")
+        let withoutRowAndVersion = context.withAssociatedData(after: UnsafeRawBufferPointer(start: nil, count: 0)) { Array($0) }
+        // Drop the empty row's and version's length prefixes; `withAssociatedData(header:row:version:)` writes them.
+        encoded = Array(withoutRowAndVersion.dropLast(8))
     }
 
     /// Calls `body` with `header`, the shared part, then `row` and `version`, written on the

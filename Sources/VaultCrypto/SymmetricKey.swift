@@ -47,21 +47,24 @@ public struct SymmetricKey: Sendable {
         let header = SealedBlob.header(keyID: id)
         var nonce = [UInt8](repeating: 0, count: SealedBlob.nonceLength)
         nonce.withUnsafeMutableBytes { if let base = $0.baseAddress { randombytes_buf(base, $0.count) } }
-        let ad = context.associatedData(after: header[...])
         var ciphertext = [UInt8](repeating: 0, count: plaintext.count + SealedBlob.tagLength)
         var written: UInt64 = 0
         // An empty plaintext may come without an address; libsodium is given a real one anyway.
         var nothing: UInt8 = 0
         let status = try withUnsafePointer(to: &nothing) { placeholder in
             let message = plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self) ?? placeholder
-            return try material.withUnsafeBytes { key in
-                guard let keyBase = key.baseAddress else { return Int32(-1) }
-                return crypto_aead_xchacha20poly1305_ietf_encrypt(
-                    &ciphertext, &written,
-                    message, UInt64(plaintext.count),
-                    ad, UInt64(ad.count),
-                    nil, nonce,
-                    keyBase.assumingMemoryBound(to: UInt8.self))
+            return try header.withUnsafeBytes { header in
+                try context.withAssociatedData(after: header) { ad in
+                    try material.withUnsafeBytes { key in
+                        guard let keyBase = key.baseAddress, let adBase = ad.baseAddress else { return Int32(-1) }
+                        return crypto_aead_xchacha20poly1305_ietf_encrypt(
+                            &ciphertext, &written,
+                            message, UInt64(plaintext.count),
+                            adBase.assumingMemoryBound(to: UInt8.self), UInt64(ad.count),
+                            nil, nonce,
+                            keyBase.assumingMemoryBound(to: UInt8.self))
+                    }
+                }
             }
         }
         guard status == 0, written == UInt64(ciphertext.count) else {
@@ -95,9 +98,7 @@ public struct SymmetricKey: Sendable {
     /// bytes first. The plaintext goes to a scratch buffer that is zeroed once the `String` is made.
     public func openText(_ bytes: UnsafeRawBufferPointer, context: SealContext) throws -> String? {
         try openingText(bytes) { header, nonce, ciphertext, output in
-            try context.withAssociatedData(after: header) { ad in
-                try decrypt(nonce: nonce, ciphertext: ciphertext, associatedData: ad, into: output)
-            }
+            try decrypt(header: header, nonce: nonce, ciphertext: ciphertext, context: context, into: output)
         }
     }
 

@@ -56,19 +56,16 @@ extension Row {
     /// The position of `column`. The vault's SQL spells every column as the schema does, so an
     /// exact comparison finds it; a case-insensitive one (GRDB's rule, which lowercases every
     /// name it compares) is the fallback. Token reads look up ~20 columns: this is on the hot path.
-    fileprivate func storedIndex(_ column: String) -> Int? {
-        var position = 0
-        for name in columnNames {
-            if name == column { return position }
-            position += 1
-        }
+    private func storedIndex(_ column: String) -> Int? {
+        Self.storedIndex(of: column, in: columnNames)
+    }
+
+    /// The position of `column` among `names` (exact first, then GRDB's case-insensitive rule).
+    fileprivate static func storedIndex(of column: String, in names: some Collection<String>) -> Int? {
+        if let exact = names.firstIndex(of: column) { return names.distance(from: names.startIndex, to: exact) }
         let wanted = column.lowercased()
-        position = 0
-        for name in columnNames {
-            if name.lowercased() == wanted { return position }
-            position += 1
-        }
-        return nil
+        guard let folded = names.firstIndex(where: { $0.lowercased() == wanted }) else { return nil }
+        return names.distance(from: names.startIndex, to: folded)
     }
 
     /// The row's key column (an account id, a uuid…) as text, or "?" when even that is unreadable.
@@ -139,9 +136,7 @@ extension Row {
     func storedPositions(_ columns: [String]) -> [Int?] {
         // The names read once (each read of `columnNames` makes every name again).
         let names = Array(columnNames)
-        return columns.map { column in
-            names.firstIndex(of: column) ?? names.firstIndex { $0.caseInsensitiveCompare(column) == .orderedSame }
-        }
+        return columns.map { Self.storedIndex(of: $0, in: names) }
     }
 }
 

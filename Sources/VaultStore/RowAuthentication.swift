@@ -190,7 +190,7 @@ struct RowIntegrity {
         bytes += try authenticator.tag { feed(values, table: table, layout: layout, into: &$0) }
         let key = row.storedKey(table.keyColumn)
         for column in layout.columns {
-            bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: row[column.index]))
+            bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))
         }
         return bytes
     }
@@ -267,7 +267,7 @@ struct RowIntegrity {
 
     static func storedMAC(_ row: StoredRow, layout: RowLayout) -> RowMAC? {
         guard let index = layout.macIndex, row.values.indices.contains(index), case .blob(let data) = row.values[index].storage else { return nil }
-        return RowMAC(data.withUnsafeBytes { Array($0.bindMemory(to: UInt8.self)) })
+        return RowMAC(data.withUnsafeBytes { Array($0) })
     }
 
     /// How a table's `SELECT *` rows are encoded: their columns but `row_mac`, sorted by name,

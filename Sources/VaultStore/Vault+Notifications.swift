@@ -198,20 +198,24 @@ struct NotificationRowReader {
         self.positions = first.storedPositions(Self.columns)
     }
 
-    /// What the page's sealed values share: each sealed column's part of the associated data
-    /// for the account of the rows (a page is nearly always one account's), and the data keys
-    /// found so far. Lives as long as one read. Hashing the account on every value cost more
-    /// than the encoding it saved, so the account is compared instead.
+    /// What the page's sealed values share: each sealed column's part of the associated data,
+    /// per account, and the data keys found so far. Lives as long as one read. The account is
+    /// compared with the previous row's, and the other accounts' parts looked up only when it
+    /// changes (hashing the account on every value cost more than the encoding it saved).
+    /// `keys` is by key id alone, as the keyring is: ids are unique in a vault, and a key used
+    /// for another account's value fails that value's associated data anyway.
     private final class PageSealing {
         private var account: AccountID?
         private var contexts: [SharedSealContext?] = [nil, nil, nil, nil]
+        private var otherAccounts: [AccountID: [SharedSealContext?]] = [:]
         var keys: [UInt32: SymmetricKey] = [:]
 
         /// `slot` numbers the sealed columns: 0 subject, 1 message, 2 actions, 3 action_taken.
         func context(vault: Vault, slot: Int, column: String, account: AccountID) -> SharedSealContext {
             if account != self.account {
+                if let previous = self.account { otherAccounts[previous] = contexts }
+                contexts = otherAccounts[account] ?? [nil, nil, nil, nil]
                 self.account = account
-                contexts = [nil, nil, nil, nil]
             }
             if let known = contexts[slot] { return known }
             let made = SharedSealContext(vaultID: vault.keyring.vaultID, table: NotificationRowReader.table, column: column, account: account.rawValue)
@@ -225,7 +229,8 @@ struct NotificationRowReader {
         let path = vault.path
         try vault.integrity.check(row, values, in: .notifications, layout: layout, db)
         let p = positions
-        let key = (try? values.storedIfPresent(at: p[1], "uuid", table: Self.table, row: "?", path: path, as: String.self)) ?? "?"
+        let storedUUID = try? values.storedIfPresent(at: p[1], "uuid", table: Self.table, row: "?", path: path, as: String.self)
+        let key = storedUUID ?? "?"
         func value<T: DatabaseValueConvertible>(_ position: Int, _ column: String) throws -> T {
             try values.stored(at: p[position], column, table: Self.table, row: key, path: path)
         }
@@ -233,7 +238,8 @@ struct NotificationRowReader {
             try values.storedIfPresent(at: p[position], column, table: Self.table, row: key, path: path)
         }
         let account = AccountID(rawValue: try value(0, "account_id"))
-        let uuid: String = try value(1, "uuid")
+        // Read once; when it is missing or unreadable, `value` throws the error that names it.
+        let uuid: String = try storedUUID ?? value(1, "uuid")
         let sealing = self.sealing
         let open = { (position: Int, slot: Int, column: String) throws -> String? in
             try vault.open(
