@@ -12,14 +12,27 @@ public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {
         precondition(!response.accessToken.isEmpty && !response.tokenType.isEmpty)
         precondition((response.expiresIn ?? 0) >= 0 && (response.expiresIn ?? 0) <= TokenResponse.maximumExpiresIn)
         _ = response.lifetime
-        var rendered = String(describing: response)
-        dump(response, to: &rendered)
+        let rendered = printed(response)
+        // The same response with every server-chosen text replaced: what is printed whatever the
+        // server sent. A token that is part of that text (a "token" reading `expiresIn: 3600),`)
+        // shows nothing of the server's token.
+        let fixed = printed(
+            TokenResponse(
+                accessToken: "A", tokenType: "T", expiresIn: response.expiresIn, refreshToken: response.refreshToken.map { _ in "R" },
+                scope: response.scope.map { _ in "S" }, idToken: response.idToken.map { _ in "I" }))
         for token in [response.accessToken, response.refreshToken, response.idToken].compactMap({ $0 }) {
             let core = token.trimmingCharacters(in: .whitespaces)
-            if core.count >= 8 { precondition(!rendered.contains(core)) }
+            if core.count >= 8 && !fixed.contains(core) { precondition(!rendered.contains(core)) }
         }
     } catch {
         _ = String(describing: error)
     }
     return 0
+}
+
+/// The description and the `dump` of `response`, as a log line or a debugger would show them.
+func printed(_ response: TokenResponse) -> String {
+    var rendered = String(describing: response)
+    dump(response, to: &rendered)
+    return rendered
 }

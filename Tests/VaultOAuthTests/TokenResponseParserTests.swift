@@ -142,7 +142,9 @@ struct TokenResponseParserTests {
         let echoedType = try parse(#"{"access_token":"A-T-seed","token_type":"x-A-T-seed"}"#)
         let echoedScope = try parse(#"{"access_token":"AT-SECRET-VALUE","token_type":"Bearer","scope":"openid AT-SECRET-VALUE"}"#)
         let spacedToken = try parse(#"{"access_token":" AT-seed-1","token_type":"AT-seed-1"}"#)
-        for tokens in [echoedType, echoedScope, spacedToken] {
+        // Spelled across a field's name and value, as `dump` printed them one by one.
+        let acrossFieldName = try parse(#"{"access_token":"tokenType: \"Bearer\"","token_type":"Bearer"}"#)
+        for tokens in [echoedType, echoedScope, spacedToken, acrossFieldName] {
             var dumped = ""
             dump(tokens, to: &dumped)
             for rendered in [tokens.description, dumped] {
