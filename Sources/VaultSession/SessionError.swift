@@ -59,7 +59,7 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "If the service changed its key, remove the account and add it again with the new pin; "
                 + "otherwise something on the network is impersonating it"
         case .authenticationTooOld(let account, let at, let maximum):
-            "the last sign-in of account \(account) was at \(at.formatted(.iso8601)), longer ago than the \(maximum.components.seconds) s this action allows; sign in again with `vault login --account \(account) --max-age 0`"
+            "the last sign-in of account \(account) was at \(at.messageText), longer ago than the \(maximum.components.seconds) s this action allows; sign in again with `vault login --account \(account) --max-age 0`"
         case .vault(let error): error.message
         }
     }

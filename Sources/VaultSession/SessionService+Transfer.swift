@@ -300,15 +300,15 @@ extension SessionService {
         }
         guard now < expires else {
             throw SessionTransferError(
-                .expired, "this export expired at \(Self.stamp(expires)); ask for a new one (`vault sessions export` makes one valid for 10 minutes)")
+                .expired, "this export expired at \(expires.messageText); ask for a new one (`vault sessions export` makes one valid for 10 minutes)")
         }
         let absolute = payload.session.absoluteDeadline.map(Date.init(millisecondsSince1970:))
         if let absolute, absolute <= now {
-            throw SessionTransferError(.expired, "the session this export carries reached its absolute deadline at \(Self.stamp(absolute)); sign in again")
+            throw SessionTransferError(.expired, "the session this export carries reached its absolute deadline at \(absolute.messageText); sign in again")
         }
         let accessExpiry = payload.tokens.expiresAt.map(Date.init(millisecondsSince1970:))
         if payload.tokens.refreshToken == nil, let accessExpiry, accessExpiry <= now {
-            throw SessionTransferError(.expired, "the access token this export carries expired at \(Self.stamp(accessExpiry)) and it has no refresh token")
+            throw SessionTransferError(.expired, "the access token this export carries expired at \(accessExpiry.messageText) and it has no refresh token")
         }
         let part = payload.account
         guard let tokenEndpoint = URL(string: part.tokenEndpoint) else {
@@ -344,9 +344,5 @@ extension SessionService {
             origin: AccountOrigin(
                 transfer: payload.id, importedAt: transfer.at, mode: payload.mode, host: payload.from.host,
                 vault: payload.from.vault))
-    }
-
-    private static func stamp(_ date: Date) -> String {
-        ISO8601DateFormatter().string(from: date)
     }
 }

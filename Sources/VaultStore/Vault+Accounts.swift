@@ -469,6 +469,16 @@ extension Vault {
     /// removes them all. A host another account already has is refused (`.alreadyExists`): one
     /// host, one account, so a token never goes to a host chosen by a guess.
     public func setCredentialHosts(_ hosts: [String], username: String?, for id: AccountID) throws {
+        try setCredentialHosts(hosts, username: username, keepingUsername: false, for: id)
+    }
+
+    /// The same, keeping the username the account has: read and written in one transaction, so
+    /// one another process sets meanwhile is never overwritten (a sign-in again with `--host`).
+    public func setCredentialHosts(_ hosts: [String], keepingUsernameFor id: AccountID) throws {
+        try setCredentialHosts(hosts, username: nil, keepingUsername: true, for: id)
+    }
+
+    private func setCredentialHosts(_ hosts: [String], username: String?, keepingUsername: Bool, for id: AccountID) throws {
         try write("setting credential hosts") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false else {
                 throw self.accountNotFound(id)
@@ -478,9 +488,14 @@ extension Vault {
                 throw VaultError(.alreadyExists, "\(host) is already handed to account \(other)", path: self.path)
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
-                try db.execute(
-                    sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",
-                    arguments: [hosts.isEmpty ? nil : hosts.joined(separator: " "), username, id.rawValue])
+                let joined = hosts.isEmpty ? nil : hosts.joined(separator: " ")
+                if keepingUsername {
+                    try db.execute(sql: "UPDATE accounts SET credential_hosts = ? WHERE account_id = ?", arguments: [joined, id.rawValue])
+                } else {
+                    try db.execute(
+                        sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",
+                        arguments: [joined, username, id.rawValue])
+                }
             }
         }
     }

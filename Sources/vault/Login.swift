@@ -286,9 +286,8 @@ extension VaultCommand {
         private func setHosts(_ id: AccountID, _ opened: OpenedVault) throws {
             guard !credentialHosts.isEmpty else { return }
             // A sign-in again keeps the username `accounts set-host --username` gave the account.
-            let username = try opened.vault.account(id)?.credentialUsername
             do {
-                try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: username, for: id)
+                try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), keepingUsernameFor: id)
             } catch let error as VaultError where error.code == .alreadyExists {
                 throw CommandFailure(.alreadyExists, "signed in and stored, but \(error.message): `vault accounts set-host` on the other account first")
             }

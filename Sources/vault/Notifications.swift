@@ -26,8 +26,8 @@ extension VaultCommand.Notifications {
                   vault notifications list --after n1.1790000180000.3
                   vault notifications list --follow --interval 30s
 
-                --follow prints the page, then syncs the account's newest notifications from the \
-                identity service every --interval and prints each new one as it arrives (with --json, \
+                --follow prints the account's page (the active account's without --account), oldest \
+                first, then syncs its newest notifications from the identity service every --interval and prints each new one as it arrives (with --json, \
                 one JSON object per line) until Ctrl-C.
                 """)
 
@@ -67,15 +67,12 @@ extension VaultCommand.Notifications {
         }
 
         func run() async throws {
+            if follow { return try await runFollowing() }
             let page = try await OpenedVault.with(global, credentials) { opened in
                 try opened.vault.notifications(
                     NotificationQuery(
                         account: try account.map { try opened.account($0) }, pendingOnly: pending, since: since?.date,
                         until: until?.date, limit: limit, after: after.flatMap(NotificationCursor.init)))
-            }
-            if output.json, follow {
-                for n in page.items.reversed() { print(JSONValue.notification(n).compact) }
-                return try await followNew(after: page.items)
             }
             if output.json {
                 let json: JSONValue = [
@@ -85,10 +82,9 @@ extension VaultCommand.Notifications {
                 print(json.rendered, terminator: "")
                 return
             }
-            if page.items.isEmpty, !follow { print("No notifications.") }
-            for n in follow ? page.items.reversed() : page.items { print(Self.line(n)) }
-            if let next = page.next, !follow { print("More: --after \(next)") }
-            if follow { try await followNew(after: page.items) }
+            if page.items.isEmpty { print("No notifications.") }
+            for n in page.items { print(Self.line(n)) }
+            if let next = page.next { print("More: --after \(next)") }
         }
 
         static func line(_ n: NotificationRecord) -> String {
@@ -99,15 +95,21 @@ extension VaultCommand.Notifications {
             return line
         }
 
-        /// Syncs the newest page every --interval and prints what is new, oldest first, until Ctrl-C.
-        private func followNew(after shown: [NotificationRecord]) async throws {
-            let initiallySeen = Set(shown.map(\.uuid))
-            let initiallyNewest = shown.map(\.createdAt).max() ?? since?.date
+        /// The newest page of the account it follows (the active one by default), oldest first,
+        /// then a sync every --interval and what is new, until Ctrl-C. One open of the vault
+        /// (one key derivation for a passphrase vault) for the whole run.
+        private func runFollowing() async throws {
             let every = interval.duration ?? .seconds(15)
-            Terminal.flushOutput()
+            let json = output.json
+            let render: @Sendable (NotificationRecord) -> String = { n in json ? JSONValue.notification(n).compact : Self.line(n) }
             do {
                 try await OpenedVault.with(global, credentials) { opened in
                     let id = try opened.account(account)
+                    let shown = try opened.vault.notifications(NotificationQuery(account: id, pendingOnly: pending, since: since?.date, limit: limit))
+                    for n in shown.items.reversed() { print(render(n)) }
+                    Terminal.flushOutput()
+                    let initiallySeen = Set(shown.items.map(\.uuid))
+                    let initiallyNewest = shown.items.map(\.createdAt).max() ?? since?.date
                     let inbox = NotificationInbox(
                         session: opened.session, api: try device.client(for: id, in: opened, global: global),
                         logger: global.logger("credentialvault.notifications"))
@@ -128,7 +130,7 @@ extension VaultCommand.Notifications {
                             }
                             for n in arrived.reversed() {
                                 seen.insert(n.uuid)
-                                print(output.json ? JSONValue.notification(n).compact : Self.line(n))
+                                print(render(n))
                             }
                             if let latest = arrived.map(\.createdAt).max(), latest > newest ?? .distantPast { newest = latest }
                             Terminal.flushOutput()

@@ -23,9 +23,10 @@ struct EscapingTests {
         let now = Date()
         let account = try vault.signIn(
             NewAccount(
-                issuer: "https://id.example.test", subject: "alice\(Self.hostile)", label: "Work\(Self.hostile)",
+                issuer: "https://id.example.test/\(Self.hostile)", subject: "alice\(Self.hostile)", label: "Work\(Self.hostile)",
                 email: "alice\(Self.hostile)@example.test",
-                client: OAuthClientSettings(tokenEndpoint: URL(fileURLWithPath: "/").deletingLastPathComponent(), clientID: "c")),
+                client: OAuthClientSettings(
+                    tokenEndpoint: URL(fileURLWithPath: "/").deletingLastPathComponent(), clientID: "cli\(Self.hostile)")),
             tokens: TokenSet(accessToken: "a", refreshToken: "r", accessTokenExpiresAt: now.addingTimeInterval(3600)),
             policy: SessionPolicy()
         ).account.id
