@@ -75,12 +75,6 @@ struct NotificationLedger: Sendable {
 
     func notice(_ uuid: String) -> Notice? { notices[uuid] }
 
-    /// The subject's notifications, newest first, created in `[start, end)` when given.
-    func notices(of subject: String, start: Date?, end: Date?) -> [Notice] {
-        let page = page(of: subject, start: start, end: end, skipping: 0, count: nil)
-        return page.notices
-    }
-
     /// `count` (nil: all) of the subject's notifications created in `[start, end)`, newest first,
     /// after skipping the newest `skipping`; and how many there are in all.
     func page(of subject: String, start: Date?, end: Date?, skipping: Int, count: Int?) -> (total: Int, notices: [Notice]) {

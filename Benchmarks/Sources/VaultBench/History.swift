@@ -225,17 +225,10 @@ func benchMaintenance(_ report: Report, vaults: [(Int, BenchVault)], vaultBinary
         var measured: [(rows: Int, seconds: Double, peakKiB: Int)] = []
         for (size, bench) in [small, big] {
             if command == "migrate" { try downgradeToSchema1(bench.url) }
-            let timeFile = dir.appendingPathComponent("time-\(command)-\(size).txt")
-            let run = try runProcess(
-                "/usr/bin/time",
-                [
-                    "-f", "%M", "-o", timeFile.path, vaultBinary, command,
-                    "--vault", bench.url.path, "--key-file", bench.keyFile.path, "--json",
-                ])
+            let run = try await runVault(vaultBinary, [command, "--json"], bench, dir: dir, tag: "\(command)-\(size)")
             guard run.status == 0 else { throw BenchError("vault \(command) exited \(run.status) on \(size) rows") }
-            let peak = Int((try String(contentsOf: timeFile, encoding: .utf8)).split(separator: "\n").last ?? "0") ?? 0
-            measured.append((size, Double(run.nanos) / 1e9, peak))
-            log("   \(size) rows: \(fmt(Double(run.nanos) / 1e9)) s, peak \(peak / 1024) MiB")
+            measured.append((size, run.seconds, run.peakKiB))
+            log("   \(size) rows: \(fmt(run.seconds)) s, peak \(run.peakKiB / 1024) MiB")
         }
         let (a, b) = (measured[0], measured[1])
         report.add(

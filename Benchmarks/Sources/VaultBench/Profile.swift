@@ -12,7 +12,7 @@ import VaultStore
 /// (token after another connection committed), `store` (durable token store) or `page`
 /// (first notification page of 50 out of 1000) or `page-baseline` (the same page's baseline).
 func profileLoop(_ arguments: [String]) async throws {
-    guard arguments.count == 2, let iterations = Int(arguments[1]) else { throw BenchError("usage: profile cold|store|page N") }
+    guard arguments.count == 2, let iterations = Int(arguments[1]) else { throw BenchError("usage: profile cold|store|page|page-baseline|split|http N") }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(at: dir) }
