@@ -172,16 +172,17 @@ struct TokenLedger: Sendable {
 
     // MARK: - Bearer access (device and notification endpoints)
 
-    /// The grant that issued `accessToken`, revoked or not (the caller decides what a revoked
-    /// grant means); nil for a token this ledger never issued.
     /// Forgets every access token issued to `subject` (their grants and refresh tokens stay):
-    /// the resource server refuses them from now on, as after a key rotation there. Returns how many.
+    /// every bearer endpoint (the resource, the device and notification API, revocation of an
+    /// access token) refuses them from now on, as after a key rotation there. Returns how many.
     mutating func invalidateAccessTokens(subject: String) -> Int {
         let gone = accessTokens.filter { grants[$0.value]?.subject == subject }.map(\.key)
         for token in gone { accessTokens[token] = nil }
         return gone.count
     }
 
+    /// The grant that issued `accessToken`, revoked or not (the caller decides what a revoked
+    /// grant means); nil for a token this ledger never issued.
     func grant(forAccessToken accessToken: String) -> Grant? {
         accessTokens[accessToken].flatMap { grants[$0] }
     }
