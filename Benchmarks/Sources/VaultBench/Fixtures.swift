@@ -74,6 +74,12 @@ func makeVault(
 func fillNotifications(_ bench: BenchVault, count: Int) throws {
     let vault = try bench.open()
     defer { vault.close() }
+    try fillNotifications(vault, account: bench.account, count: count)
+}
+
+/// Adds `count` notifications of `account` to an open vault, newest last; their uuids are
+/// `PREFIX-0000-4000-8000-<12-digit index>` (`uuidPrefix`: 8 hex digits).
+func fillNotifications(_ vault: Vault, account: AccountID, count: Int, uuidPrefix: String = "00000000") throws {
     let base = Date(timeIntervalSince1970: 1_700_000_000)
     let actions = [
         NotificationAction(label: "Approve", action: "approve", authLevel: "high"),
@@ -87,7 +93,7 @@ func fillNotifications(_ bench: BenchVault, count: Int) throws {
         let n = min(chunk, count - done)
         let records = (done..<(done + n)).map { i in
             NotificationRecord(
-                uuid: String(format: "00000000-0000-4000-8000-%012d", i), account: bench.account,
+                uuid: uuidPrefix + String(format: "-0000-4000-8000-%012d", i), account: account,
                 subject: subject, message: message, actions: actions,
                 createdAt: base.addingTimeInterval(Double(i)), expiresAt: base.addingTimeInterval(Double(i) + 300))
         }

@@ -90,6 +90,12 @@ struct Figure: Encodable {
     var met: Bool
     /// Spread and sample counts, for the reader (not part of the target).
     var detail: String
+
+    /// Whether the figure holds numbers at all: a NaN or infinite value or ratio, or a zero
+    /// baseline, means a scenario produced no samples, which is a failure and not a missed target.
+    var isMeasured: Bool {
+        vault.isFinite && (baseline.map { $0.isFinite && $0 > 0 } ?? true) && (ratio.map(\.isFinite) ?? true)
+    }
 }
 
 final class Report {

@@ -212,28 +212,38 @@ struct PlainNotification {
 
 // MARK: - Maintenance at scale
 
-/// `vault verify` and `vault rotate-key` as whole processes on the 100k and 1M vaults:
-/// rows per second and peak RSS (GNU time's maximum resident set size).
+/// `vault verify` and `vault rotate-key` as whole processes on the two largest history vaults,
+/// and `vault migrate` on schema-1 vaults of the same sizes: rows per second and peak RSS (GNU
+/// time's maximum resident set size).
 func benchMaintenance(_ report: Report, vaults: [(Int, BenchVault)], vaultBinary: String, dir: URL) async throws {
-    let large = vaults.filter { $0.0 >= 10_000 }
-    guard large.count >= 2, let small = large.first, let big = large.last else {
-        log("   (maintenance figures need the two largest vaults; skipped)")
-        return
+    // The two largest sizes, whatever the scale (quick mode's are small too).
+    let largest = vaults.sorted { $0.0 < $1.0 }.suffix(2)
+    guard largest.count == 2, let small = largest.first, let big = largest.last else {
+        throw BenchError("the maintenance figures need two history vaults, got \(vaults.count)")
     }
     for command in ["verify", "rotate-key", "migrate"] {
         log("== vault \(command)")
         var measured: [(rows: Int, seconds: Double, peakKiB: Int)] = []
         for (size, bench) in [small, big] {
-            if command == "migrate" { try downgradeToSchema1(bench.url) }
-            let run = try await runVault(vaultBinary, [command, "--json"], bench, dir: dir, tag: "\(command)-\(size)")
-            guard run.status == 0 else { throw BenchError("vault \(command) exited \(run.status) on \(size) rows") }
+            let run: (seconds: Double, peakKiB: Int, status: Int32)
+            if command == "migrate" {
+                let old = try Schema1Vault.grown(to: size, in: dir)
+                run = try await runVault(vaultBinary, ["migrate", "--json"] + old.arguments, dir: dir, tag: "migrate-\(size)")
+                guard run.status == 0 else { throw BenchError("vault migrate exited \(run.status) on a schema-1 vault of \(size) rows") }
+                try await old.checkMigrated(vaultBinary: vaultBinary, dir: dir)
+                old.remove()
+            } else {
+                run = try await runVault(vaultBinary, [command, "--json"], bench, dir: dir, tag: "\(command)-\(size)")
+                guard run.status == 0 else { throw BenchError("vault \(command) exited \(run.status) on \(size) rows") }
+            }
             measured.append((size, run.seconds, run.peakKiB))
             log("   \(size) rows: \(fmt(run.seconds)) s, peak \(run.peakKiB / 1024) MiB")
         }
         let (a, b) = (measured[0], measured[1])
+        let what = command == "migrate" ? "schema 1 → latest" : "notifications"
         report.add(
             Figure(
-                figure: "vault \(command), \(b.rows) notifications: rows/s", vault: Double(b.rows) / b.seconds,
+                figure: "vault \(command), \(b.rows) \(what): rows/s", vault: Double(b.rows) / b.seconds,
                 baseline: nil, unit: "rows/s", ratio: nil, target: "reported", met: true,
                 detail: "\(fmt(b.seconds)) s whole process; \(a.rows) rows: \(fmt(Double(a.rows) / a.seconds)) rows/s"))
         let ratio = Double(b.peakKiB) / Double(max(1, a.peakKiB))
@@ -245,28 +255,116 @@ func benchMaintenance(_ report: Report, vaults: [(Int, BenchVault)], vaultBinary
     }
 }
 
-/// Turns a schema-2 vault back into the schema-1 vault it would be had it never been migrated,
-/// so `vault migrate` has real work on a vault of this size: migration 0002's tables and
-/// columns are dropped and its record removed. Its sealed values are untouched (0002 adds
-/// none), so the migrated vault opens as before.
-func downgradeToSchema1(_ url: URL) throws {
-    let queue = try DatabaseQueue(path: url.path, configuration: baselineConfiguration())
-    defer { try? queue.close() }
-    try queue.writeWithoutTransaction { db in
-        try db.inTransaction {
-            try db.execute(
-                sql: """
-                    DROP TABLE session_policies;
-                    DROP TABLE refresh_state;
-                    ALTER TABLE vault_meta DROP COLUMN pending_vault_key_id;
-                    ALTER TABLE vault_meta DROP COLUMN pending_wrapped_vault_key;
-                    ALTER TABLE accounts DROP COLUMN pending_data_key_id;
-                    ALTER TABLE accounts DROP COLUMN pending_wrapped_data_key;
-                    DELETE FROM vault_migrations WHERE version = 2;
-                    PRAGMA user_version = 1;
-                    """)
-            return .commit
+/// A real schema-1 vault of a given size for `vault migrate`: the schema-1 fixture
+/// (`Tests/Fixtures/vault-v1.db`, written by schema 1's own code: its schema, its key wrapping,
+/// its three notifications) grown by `rows` notifications of its account alice.
+///
+/// The rows are sealed by today's code in a migrated copy of the same fixture (same vault id,
+/// same account data key) and copied, column for column of schema 1, into an untouched copy:
+/// a sealed value's associated data names the vault, table, column, account and row, none of
+/// which the copy changes, so they open there as they would have had schema 1 written them.
+/// `vault migrate` then takes the vault through every step, schema 3's first authentication of
+/// every row included, and `checkMigrated` holds the result to every row being authentic.
+struct Schema1Vault {
+    let url: URL
+    let passphraseFile: URL
+    let rows: Int
+
+    static let passphrase = "fixture passphrase v1"
+    /// The fixture's own notifications (`FixtureV1` in Tests/VaultTestSupport).
+    static let fixtureNotifications = 3
+    static let notificationColumns = """
+        seq, account_id, uuid, subject, message, actions, created_at, expires_at, status, action_taken,
+        answered_at, answered_by_device, updated_at
+        """
+
+    /// Tests/Fixtures/vault-v1.db of this checkout (this file is Benchmarks/Sources/VaultBench/History.swift).
+    static var fixture: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Tests/Fixtures/vault-v1.db")
+    }
+
+    var arguments: [String] { ["--vault", url.path, "--passphrase-file", passphraseFile.path] }
+
+    static func grown(to rows: Int, in dir: URL) throws -> Schema1Vault {
+        let start = nowNanos()
+        let files = FileManager.default
+        let url = dir.appendingPathComponent("schema1-\(rows).db")
+        let donor = dir.appendingPathComponent("schema1-\(rows)-donor.db")
+        let passphraseFile = dir.appendingPathComponent("schema1.passphrase")
+        for file in [url, donor] {
+            try? files.removeItem(at: file)
+            try files.copyItem(at: fixture, to: file)
+            try files.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
         }
-        try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+        defer { for suffix in ["", "-wal", "-shm"] { try? files.removeItem(atPath: donor.path + suffix) } }
+        guard files.createFile(atPath: passphraseFile.path, contents: Data(passphrase.utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw BenchError("cannot write \(passphraseFile.path)")
+        }
+        // The donor: opened (so migrated) by today's code, which seals the new rows.
+        let vault = try Vault.open(at: donor, credential: .passphrase(passphrase), options: quietOptions())
+        guard let alice = try vault.accounts().first(where: { $0.subject == "alice" }) else {
+            vault.close()
+            throw BenchError("the schema-1 fixture has no account alice")
+        }
+        do {
+            try fillNotifications(vault, account: alice.id, count: rows, uuidPrefix: "b0000000")
+            vault.close()
+        } catch {
+            vault.close()
+            throw error
+        }
+        // The copy stays as schema 1 wrote it; only notifications rows are added.
+        let queue = try DatabaseQueue(path: url.path)
+        defer { try? queue.close() }
+        try queue.writeWithoutTransaction { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS donor", arguments: [donor.path])
+            try db.inTransaction {
+                try db.execute(
+                    sql: """
+                        INSERT INTO main.notifications (\(notificationColumns))
+                        SELECT \(notificationColumns) FROM donor.notifications WHERE uuid LIKE 'b0000000-%'
+                        """)
+                return .commit
+            }
+            try db.execute(sql: "DETACH DATABASE donor")
+            let version = try Int.fetchOne(db, sql: "PRAGMA user_version")
+            let applied = try Int.fetchAll(db, sql: "SELECT version FROM vault_migrations ORDER BY version")
+            let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications") ?? 0
+            guard version == 1, applied == [1], count == rows + fixtureNotifications else {
+                throw BenchError(
+                    "the grown vault is not schema 1 with \(rows + fixtureNotifications) notifications "
+                        + "(user_version \(version ?? -1), migrations \(applied), \(count) rows)")
+            }
+        }
+        log("   grew the schema-1 fixture to \(rows + fixtureNotifications) notifications in \(fmt(Double(nowNanos() - start) / 1e9)) s")
+        return Schema1Vault(url: url, passphraseFile: passphraseFile, rows: rows)
+    }
+
+    /// The migrated vault is at the latest schema, holds every notification, and `vault verify`
+    /// finds every sealed value opening and every row authentic.
+    func checkMigrated(vaultBinary: String, dir: URL) async throws {
+        let facts = try Vault.inspect(at: url, options: quietOptions())
+        guard facts.schemaVersion == facts.latestSchemaVersion, facts.pendingMigrations.isEmpty else {
+            throw BenchError("vault migrate left schema \(facts.schemaVersion) of \(facts.latestSchemaVersion)")
+        }
+        let verified = try await runVault(vaultBinary, ["verify", "--json"] + arguments, dir: dir, tag: "migrated-verify-\(rows)")
+        guard verified.status == 0 else { throw BenchError("vault verify exited \(verified.status) on the migrated schema-1 vault of \(rows) rows") }
+        let queue = try DatabaseQueue(path: url.path, configuration: baselineConfiguration())
+        defer { try? queue.close() }
+        let count = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications") ?? 0 }
+        guard count == rows + Self.fixtureNotifications else {
+            throw BenchError("the migrated vault holds \(count) notifications, not \(rows + Self.fixtureNotifications)")
+        }
+    }
+
+    func remove() {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: url.path + suffix) }
+        // The pre-migration backup `vault migrate` leaves next to the vault.
+        let dir = url.deletingLastPathComponent()
+        let name = url.lastPathComponent
+        for file in (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? [] where file.hasPrefix(name + ".v") {
+            try? FileManager.default.removeItem(at: dir.appendingPathComponent(file))
+        }
     }
 }

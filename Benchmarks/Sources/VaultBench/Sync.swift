@@ -82,8 +82,15 @@ func benchSync(_ report: Report, dir: URL, vaultBinary: String, scale: Scale) as
 func runVault(_ binary: String, _ arguments: [String], _ bench: BenchVault, dir: URL, tag: String) async throws
     -> (seconds: Double, peakKiB: Int, status: Int32)
 {
+    try await runVault(binary, arguments + ["--vault", bench.url.path, "--key-file", bench.keyFile.path], dir: dir, tag: tag)
+}
+
+/// Runs the vault binary with exactly `arguments` (vault and credential included) under GNU time.
+func runVault(_ binary: String, _ arguments: [String], dir: URL, tag: String) async throws
+    -> (seconds: Double, peakKiB: Int, status: Int32)
+{
     let timeFile = dir.appendingPathComponent("time-\(tag).txt")
-    let command = ["-f", "%M", "-o", timeFile.path, binary] + arguments + ["--vault", bench.url.path, "--key-file", bench.keyFile.path]
+    let command = ["-f", "%M", "-o", timeFile.path, binary] + arguments
     let run = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(nanos: UInt64, status: Int32), any Error>) in
         Thread.detachNewThread { continuation.resume(with: Result { try runProcess("/usr/bin/time", command) }) }
     }
