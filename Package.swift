@@ -186,6 +186,8 @@ let package = Package(
             name: "VaultCommandTests",
             dependencies: [
                 "vault", "VaultStore", "VaultTestSupport", "DevGateway",
+                // `vault exec`'s signal forwarding, tested at its C boundary.
+                "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // NIOTransport plays the browser in the `vault login --browser` tests.
                 "VaultOAuth",

@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <signal.h>
+#include <stdatomic.h>
 
 int cv_disable_core_dumps(void) {
     if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
@@ -32,16 +33,31 @@ int cv_peer_credentials(int fd, unsigned int *uid, int *pid) {
     return 0;
 }
 
-static volatile sig_atomic_t cv_forward_target = 0;
-static volatile sig_atomic_t cv_pending[NSIG];
+// Shared by `vault exec`'s thread (which sets the target) and the signal handler, which the
+// kernel may run on any thread of the process at any time: C11 atomics (lock-free for int on
+// every platform Swift supports, so async-signal-safe), not `volatile sig_atomic_t`, which
+// orders accesses only within one thread. Sequentially consistent throughout: the argument
+// below needs one total order of the target's store and the pending flags' stores.
+static atomic_int cv_forward_target = 0;
+static atomic_int cv_pending[NSIG];
+
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "the signal handler needs lock-free atomics");
 
 static void cv_forward(int signo) {
     int saved = errno;
-    pid_t target = (pid_t)cv_forward_target;
+    int target = atomic_load(&cv_forward_target);
     if (target > 0) {
-        kill(target, signo);
+        kill((pid_t)target, signo);
     } else if (signo > 0 && signo < NSIG) {
-        cv_pending[signo] = 1;
+        // No target yet: keep the signal. If the target was set between the load above and
+        // this store, the setter may already have drained the flags; look again and deliver
+        // it here. The exchange makes exactly one of the two (this handler or the setter's
+        // drain) send it.
+        atomic_store(&cv_pending[signo], 1);
+        target = atomic_load(&cv_forward_target);
+        if (target > 0 && atomic_exchange(&cv_pending[signo], 0)) {
+            kill((pid_t)target, signo);
+        }
     }
     errno = saved;
 }
@@ -61,11 +77,15 @@ int cv_forward_signals(const int *signals, int count) {
 }
 
 void cv_set_forward_target(int pid) {
-    cv_forward_target = pid;
+    // Store first, then drain: a handler that stored its flag before this store is seen by the
+    // drain; one that stores after it sees the target on its second load (one total order).
+    atomic_store(&cv_forward_target, pid);
+    if (pid <= 0) {
+        return;  // back to keeping signals (kill(0, …) would signal the whole process group)
+    }
     for (int signo = 1; signo < NSIG; signo++) {
-        if (cv_pending[signo]) {
-            cv_pending[signo] = 0;
-            kill(pid, signo);
+        if (atomic_exchange(&cv_pending[signo], 0)) {
+            kill((pid_t)pid, signo);
         }
     }
 }

@@ -4,7 +4,7 @@ import VaultTestSupport
 
 /// Issue 12, parts 2 and 3, through the built `vault`: where `accounts add` lets a credential
 /// go, `--pin`, and the exit code of a pinning failure.
-@Suite("vault accounts add and vault token: endpoints and pins", .timeLimit(.minutes(2)))
+@Suite("vault accounts add and vault token: endpoints and pins", .timeLimit(.minutes(TestTimeScale.minutes(2))))
 struct TransportCommandTests {
     static let lookAlikes = [
         "http://127.evil.example/token", "http://127.0.0.1.nip.io/token", "http://localhost.example/token",

@@ -2,9 +2,10 @@ import Dispatch
 import Foundation
 import Testing
 import VaultSync
+import VaultTestSupport
 
 /// `Locked`, the package's one lock: one thread at a time inside `withLock`.
-@Suite(.timeLimit(.minutes(1))) struct LockedTests {
+@Suite(.timeLimit(.minutes(TestTimeScale.minutes(1)))) struct LockedTests {
     @Test("8 threads × 5,000 read-yield-write updates under the lock lose no update")
     func noLostUpdate() {
         // Each update reads the counter, gives the CPU away, then writes: without mutual

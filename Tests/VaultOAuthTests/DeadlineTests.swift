@@ -8,7 +8,7 @@ import VaultURLSession
 /// Issue 12, part 2: a token endpoint that answers one byte every 1.5 s never trips an idle
 /// timeout. Every request has a total deadline, measured on an injected clock: the test moves
 /// that clock, the server trickles in real time, and nothing in the test sleeps.
-@Suite("A total deadline on every request", .timeLimit(.minutes(1)))
+@Suite("A total deadline on every request", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct DeadlineTests {
     enum Transport: String, CaseIterable, Sendable {
         case urlSession, nio

@@ -7,7 +7,7 @@ import VaultURLSession
 
 /// Issue 12, part 3: with pins, a request goes only to a server whose validated chain holds one
 /// of them; otherwise not a byte of it is sent and the failure says "pinning".
-@Suite("SPKI pinning on the NIO transport", .timeLimit(.minutes(1)))
+@Suite("SPKI pinning on the NIO transport", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct PinningTests {
     static let tokenAnswer = #"{"access_token":"access-after-pinned-refresh","token_type":"Bearer","expires_in":3600}"#
     static let credentials = ClientCredentials(clientID: "vault-cli")

@@ -54,12 +54,12 @@ struct TransientFailureTests {
             #expect(error == .transient(.timeout))
 
             // The request did reach the server before the client gave up …
-            let arrived = await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 }
+            let arrived = await gateway.waitForStats(upTo: scaled(.seconds(60))) { $0.tokenRequests >= 1 }
             try #require(arrived, "the timed-out request never reached the gateway")
             // … which finishes the refresh afterwards: the answer is lost and the presented token
             // is now spent, so presenting it again looks like reuse.
             await gateway.releaseTokenResponses()
-            let answered = await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenResponses >= 1 }
+            let answered = await gateway.waitForStats(upTo: scaled(.seconds(60))) { $0.tokenResponses >= 1 }
             try #require(answered, "the released request was never answered")
             let (client, _) = makeClient()
             let retry = await refreshFailure(client, refreshToken: token, endpoint: gateway.tokenEndpoint, credentials: credentials)
@@ -80,7 +80,7 @@ struct TransientFailureTests {
             let error = await refreshFailure(
                 client, refreshToken: try issued.requiredRefreshToken, endpoint: gateway.tokenEndpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             #expect(error == .transient(.timeout))
-            #expect(await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 })
+            #expect(await gateway.waitForStats(upTo: scaled(.seconds(60))) { $0.tokenRequests >= 1 })
         }
     }
 
@@ -96,7 +96,7 @@ struct TransientFailureTests {
             let refresh = Task {
                 await refreshFailure(client, refreshToken: token, endpoint: endpoint, credentials: ClientCredentials(clientID: "vault-cli"))
             }
-            let arrived = await gateway.waitForStats(upTo: .seconds(60)) { $0.tokenRequests >= 1 }
+            let arrived = await gateway.waitForStats(upTo: scaled(.seconds(60))) { $0.tokenRequests >= 1 }
             refresh.cancel()
             try #require(arrived, "the request never reached the gateway")
             let error = await refresh.value

@@ -6,7 +6,7 @@ import VaultTestSupport
 
 /// Case 3 of issue 7: eight processes on one vault, each running a mix of reads, token
 /// rotations (compare-and-swap), account switches and notification writes.
-@Suite("Concurrency: 8 processes on one vault", .timeLimit(.minutes(30)))
+@Suite("Concurrency: 8 processes on one vault", .timeLimit(.minutes(TestTimeScale.minutes(30))))
 struct ConcurrencyMixedTests {
     @Test("8 processes × mixed operations: no lost update, no SQLITE_BUSY reaching a caller, integrity ok")
     func eightProcessesMixed() async throws {

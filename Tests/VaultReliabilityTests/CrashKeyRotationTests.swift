@@ -8,7 +8,7 @@ import VaultTestSupport
 
 /// Case 13 of issue 7: `rotate-key` killed with SIGKILL at random points of a large vault.
 /// After every kill every sealed field still opens; run again, the rotation resumes and finishes.
-@Suite("Crash: SIGKILL during key rotation", .timeLimit(.minutes(30)))
+@Suite("Crash: SIGKILL during key rotation", .timeLimit(.minutes(TestTimeScale.minutes(30))))
 struct CrashKeyRotationTests {
     @Test("rotate-key killed at random points: every field opens after every kill, and the rotation resumes to the end")
     func killedDuringKeyRotation() async throws {

@@ -14,7 +14,7 @@ import VaultTestSupport
 /// transport prints `received` once the gateway's answer is in and then never returns, so the
 /// kill lands exactly between receipt and `completeRefresh`. A second process then takes over
 /// the lease once it expired.
-@Suite("Crash: SIGKILL between a rotated token's receipt and its commit", .timeLimit(.minutes(10)))
+@Suite("Crash: SIGKILL between a rotated token's receipt and its commit", .timeLimit(.minutes(TestTimeScale.minutes(10))))
 struct CrashRefreshTests {
     enum Server: String, CaseIterable, CustomStringConvertible {
         /// Rotates refresh tokens and revokes the family when a spent one comes back (RFC 9700 §4.14.2).

@@ -9,7 +9,7 @@ import VaultTestSupport
 /// Case 1 of issue 7: a process killed with SIGKILL at random moments while it rotates tokens
 /// never leaves a vault that fails to open, fails its integrity check, or holds anything but
 /// the last refresh token it committed (or the one it was committing when it died).
-@Suite("Crash: SIGKILL during token rotations", .timeLimit(.minutes(30)))
+@Suite("Crash: SIGKILL during token rotations", .timeLimit(.minutes(TestTimeScale.minutes(30))))
 struct CrashRotationTests {
     /// What one child printed about one account.
     struct Seen {

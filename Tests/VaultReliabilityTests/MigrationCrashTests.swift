@@ -12,7 +12,7 @@ import VaultTestSupport
 /// The child (SessionProbe `migrate`) opens a copy of the schema-1 fixture, so it applies every
 /// shipped step, plus a slow test step after them (a big table and an index) so that kills land
 /// inside a step, not only between steps.
-@Suite("Crash: SIGKILL during migration", .timeLimit(.minutes(30)))
+@Suite("Crash: SIGKILL during migration", .timeLimit(.minutes(TestTimeScale.minutes(30))))
 struct MigrationCrashTests {
     static let fixtures = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().appending(path: "Fixtures")

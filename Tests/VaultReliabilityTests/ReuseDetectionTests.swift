@@ -12,7 +12,7 @@ import VaultTestSupport
 /// replayed (RFC 9700 §4.14.2). The vault never replays one, however many callers and
 /// "processes" (vault instances) refresh at once; when the server does revoke, the account ends
 /// as revoked and the other accounts are untouched.
-@Suite("Refresh-token reuse detection", .timeLimit(.minutes(20)))
+@Suite("Refresh-token reuse detection", .timeLimit(.minutes(TestTimeScale.minutes(20))))
 struct ReuseDetectionTests {
     /// A wall clock the test moves forward; shared by every vault instance and service.
     final class MovableClock: Sendable {

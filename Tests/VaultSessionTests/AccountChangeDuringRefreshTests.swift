@@ -8,7 +8,7 @@ import VaultTestSupport
 
 /// A refresh in flight while the user signs out or switches account never hands out, or
 /// keeps, a token it should not.
-@Suite("Sign-out, and account changes during a refresh", .timeLimit(.minutes(1)))
+@Suite("Sign-out, and account changes during a refresh", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct AccountChangeDuringRefreshTests {
     @Test("sign-out revokes the refresh token at the server and leaves nothing of the account")
     func signOutRevokesAndRemoves() async throws {

@@ -7,7 +7,7 @@ import VaultTestSupport
 
 /// A process that starts after a deadline passed, with no timer having run, judges the
 /// session from the deadlines stored in the vault exactly as a long-running one would.
-@Suite("Timeouts judged by a freshly started process", .timeLimit(.minutes(1)))
+@Suite("Timeouts judged by a freshly started process", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct ColdStartTests {
     static let minute: Duration = .seconds(60)
 

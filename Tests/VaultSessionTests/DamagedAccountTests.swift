@@ -9,7 +9,7 @@ import VaultTestSupport
 
 /// A row edited without the key is the damage of one account: that account reports it, the
 /// others keep working, and nothing is sent for the damaged one.
-@Suite("One account's edited rows leave the others working", .timeLimit(.minutes(1)))
+@Suite("One account's edited rows leave the others working", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct DamagedAccountTests {
     @Test("bob's session and token endpoint edited: alice is served, bob's token request fails as damaged and sends nothing")
     func damageStaysWithItsAccount() async throws {
@@ -40,7 +40,7 @@ struct DamagedAccountTests {
 }
 
 /// The endpoint rule holds at import and again at every request, whatever put the account there.
-@Suite("Look-alike loopback hosts, at sign-in and at request time", .timeLimit(.minutes(1)))
+@Suite("Look-alike loopback hosts, at sign-in and at request time", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct EndpointAtRequestTests {
     @Test("a sign-in naming a look-alike host is refused and stores nothing; one stored anyway is never sent a token")
     func lookAlikeHostsNeverGetAToken() async throws {

@@ -5,7 +5,7 @@ import VaultStore
 import VaultTestSupport
 
 /// Issue 13, part 2: a subscriber in one process sees, in order, what another process causes.
-@Suite("Events every process sees", .timeLimit(.minutes(1)))
+@Suite("Events every process sees", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct EventLogTests {
     @Test("what another instance does (switch, refresh, lock, unlock, end) arrives here, in order")
     func otherInstanceEventsArriveInOrder() async throws {

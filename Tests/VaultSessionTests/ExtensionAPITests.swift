@@ -9,7 +9,7 @@ import VaultTestSupport
 /// The session extension protocol (the codelab's extendSessionIdleTimeout) against the
 /// development gateway: asked only in the warning window, applied only when granted, the
 /// server's refusal kept with its code and message.
-@Suite("Session extension at the identity service", .timeLimit(.minutes(1)))
+@Suite("Session extension at the identity service", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct ExtensionAPITests {
     /// An interactive tool's policy: serving a token (the extension request's own) is not activity.
     static let policy = SessionPolicy(

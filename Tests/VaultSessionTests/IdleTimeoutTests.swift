@@ -8,7 +8,7 @@ import VaultTestSupport
 /// The codelab's session events, driven by the test clock: idle warning, extension, hard
 /// timeout; plus the absolute lifetime and the background timeout. Default policy: 15 min
 /// idle, warning 60 s before, 3 extensions, 12 h absolute, 5 min in the background, lock.
-@Suite("Idle warning, extension and timeouts", .timeLimit(.minutes(1)))
+@Suite("Idle warning, extension and timeouts", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct IdleTimeoutTests {
     static let minute: Duration = .seconds(60)
 

@@ -8,7 +8,7 @@ import VaultTestSupport
 /// Issue 12, part 2: a token endpoint slower than the refresh lease must never get the same
 /// refresh token twice. The holder renews its lease while its request is in flight, so another
 /// process (here a second vault handle, which judges the lease only by its expiry) keeps waiting.
-@Suite("Lease renewal while a slow refresh is in flight", .timeLimit(.minutes(1)))
+@Suite("Lease renewal while a slow refresh is in flight", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct LeaseRenewalTests {
     @Test("a refresh held by the server for three lease durations: the lease stays renewed, a second holder waits, one request in all")
     func slowServerNeverSeesTheRefreshTokenTwice() async throws {

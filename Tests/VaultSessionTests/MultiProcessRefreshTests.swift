@@ -6,7 +6,7 @@ import VaultStore
 import VaultTestSupport
 
 /// Several processes on one vault file share one refresh through the lease in the vault.
-@Suite("Refresh shared across processes", .timeLimit(.minutes(1)))
+@Suite("Refresh shared across processes", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct MultiProcessRefreshTests {
     @Test("4 processes × 50 callers: one request reaches the server and every caller gets the token the vault holds")
     func fourProcessesShareOneRefresh() async throws {

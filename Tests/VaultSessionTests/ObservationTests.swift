@@ -6,7 +6,7 @@ import VaultStore
 import VaultTestSupport
 
 /// A long-running process notices what other processes change in the vault.
-@Suite("Seeing other processes", .timeLimit(.minutes(1)))
+@Suite("Seeing other processes", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct ObservationTests {
     static var watching: SessionConfiguration {
         var configuration = SessionConfiguration.testing

@@ -8,7 +8,7 @@ import VaultTestSupport
 
 /// Refreshing ahead of expiry against a real gateway: when a request goes out, what is
 /// stored, and that a rotated refresh token is never presented again.
-@Suite("Refresh ahead of expiry", .timeLimit(.minutes(1)))
+@Suite("Refresh ahead of expiry", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct RefreshTests {
     @Test("a fresh token is served without asking the server; one inside the leeway is refreshed and the rotation stored")
     func refreshesOnlyInsideTheLeeway() async throws {

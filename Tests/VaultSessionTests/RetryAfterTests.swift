@@ -7,7 +7,7 @@ import VaultTestSupport
 
 /// The server's `Retry-After` (RFC 9110 §10.2.3), in seconds or as an HTTP date, on a 429 or a
 /// 503: no refresh request before it, the next one after it, never longer than the back-off cap.
-@Suite("Retry-After from the identity service", .timeLimit(.minutes(1)))
+@Suite("Retry-After from the identity service", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct RetryAfterTests {
     /// An IMF-fixdate, as a server sends it.
     static func httpDate(_ date: Date) -> String {

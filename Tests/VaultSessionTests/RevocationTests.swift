@@ -3,10 +3,11 @@ import Foundation
 import Testing
 import VaultSession
 import VaultStore
+import VaultTestSupport
 
 /// `invalid_grant` on refresh ends the session everywhere: this process, other instances
 /// on the same file, and other processes, without anyone asking the server again.
-@Suite("Revocation", .timeLimit(.minutes(1)))
+@Suite("Revocation", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct RevocationTests {
     @Test("invalid_grant: revoked and expired(revoked) events, SessionError.revoked, tokens wiped")
     func revokedGrantEndsTheSession() async throws {

@@ -5,7 +5,7 @@ import VaultStore
 import VaultTestSupport
 
 /// Issue 13, part 3: a token served counts as activity unless the policy says interactive only.
-@Suite("A session model scripts can live with", .timeLimit(.minutes(1)))
+@Suite("A session model scripts can live with", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct ScriptSessionTests {
     @Test(
         "a script asking for a token every second (a new process each time), 5 s idle timeout: a minute of work; interactive-only locks at 5 s",

@@ -6,7 +6,7 @@ import VaultTestSupport
 
 /// Issue 13, part 1: every session transition is a compare-and-swap on the row's version, so
 /// processes racing each other never undo a lock or an end and never exceed the extension limit.
-@Suite("Session transitions racing across processes", .timeLimit(.minutes(3)))
+@Suite("Session transitions racing across processes", .timeLimit(.minutes(TestTimeScale.minutes(3))))
 struct SessionRaceTests {
     @Test("4 processes × 1,500 random transitions: versions unique, no lock or end undone, extensions counted once and within the limit")
     func fourProcessesRace() async throws {

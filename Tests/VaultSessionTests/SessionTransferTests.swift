@@ -10,7 +10,7 @@ import VaultTestSupport
 
 /// Sealed session export and import between two vault files (issue 18): the refresh token has
 /// one holder at a time, and a blob is taken once, by its recipient, before it expires, unchanged.
-@Suite("Session export and import", .timeLimit(.minutes(2)))
+@Suite("Session export and import", .timeLimit(.minutes(TestTimeScale.minutes(2))))
 struct SessionTransferTests {
     /// A second vault file with its own key and a service on the harness's clocks and transport.
     struct Receiver {

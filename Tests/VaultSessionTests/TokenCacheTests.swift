@@ -7,7 +7,7 @@ import VaultTestSupport
 
 /// The warm-process token cache behind `validAccessToken()`: a fresh token is served without
 /// re-reading the vault while nothing has committed, and never once anything changed.
-@Suite("Warm-process token cache", .timeLimit(.minutes(1)))
+@Suite("Warm-process token cache", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct TokenCacheTests {
     /// New tokens for `account`, stored directly in `vault` (as a sign-in or refresh elsewhere would).
     private func replaceTokens(of account: AccountID, in vault: Vault, with value: String, h: SessionHarness) throws {

@@ -7,7 +7,7 @@ import VaultTestSupport
 
 /// A refresh that fails for a reason that may pass (5xx, timeout) keeps the session, serves
 /// the still-valid token, and backs off — in every instance sharing the vault.
-@Suite("Transient refresh failures", .timeLimit(.minutes(1)))
+@Suite("Transient refresh failures", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct TransientFailureTests {
     @Test("503: session kept, valid token served, shared back-off, then a successful refresh after retryAt")
     func serverErrorBacksOff() async throws {

@@ -9,7 +9,7 @@ import VaultTestSupport
 
 /// Issue 12, parts 2 and 3, through the session service: where a credential may go (at import
 /// and at every request), the total deadline of every request, and SPKI pins.
-@Suite("Transport rules through the session service", .timeLimit(.minutes(1)))
+@Suite("Transport rules through the session service", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct TransportRulesTests {
     /// Hosts that only look like this machine, and URLs whose user information hides the host.
     static let lookAlikes = [

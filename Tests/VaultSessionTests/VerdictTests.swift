@@ -8,7 +8,7 @@ import VaultTestSupport
 
 /// Issue 13, part 5: refusals whose meaning is unknown end in a verdict instead of backing off
 /// forever, and a token without `expires_in` is never fresh forever.
-@Suite("Verdicts that come", .timeLimit(.minutes(1)))
+@Suite("Verdicts that come", .timeLimit(.minutes(TestTimeScale.minutes(1))))
 struct VerdictTests {
     enum Refusal: String, CaseIterable, CustomTestStringConvertible {
         case unknownCode, nonJSON401

@@ -106,12 +106,12 @@ public final class ChildProgram: Sendable {
             output.update { $0.killed = true }
             Foundation.kill(processIdentifier, SIGKILL)
         }
-        await output.wait(upTo: .seconds(30)) { $0.exitStatus != nil }
+        await output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.exitStatus != nil }
     }
 
     /// Waits until a printed line satisfies `condition` or the child ended; whether a line did.
     @discardableResult
-    public func waitForLine(timeout: Duration = .seconds(60), _ condition: @escaping @Sendable (String) -> Bool) async -> Bool {
+    public func waitForLine(timeout: Duration = TestTimeScale.scaled(.seconds(60)), _ condition: @escaping @Sendable (String) -> Bool) async -> Bool {
         await output.wait(upTo: timeout) { $0.lines.contains(where: condition) || $0.exitStatus != nil }
         return output.value.lines.contains(where: condition)
     }

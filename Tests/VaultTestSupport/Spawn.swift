@@ -14,7 +14,8 @@ import Foundation
 /// once in a full run. swift-subprocess does not go through `Process` either, but a running
 /// child lives inside its closure, where `ChildProgram` must be an object a test holds; so
 /// this is `posix_spawn` directly, with what `Process` did: the given descriptors as 0, 1 and 2,
-/// every other descriptor closed in the child, a process group of its own.
+/// every other descriptor closed in the child, a process group of its own, every signal
+/// unblocked and at its default action.
 public enum Spawn {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -51,7 +52,17 @@ public enum Spawn {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        // As `Process` does: every signal unblocked and at its default action in the child. A
+        // test's task runs on a libdispatch worker thread, which blocks asynchronous signals, and
+        // a spawned child inherits its spawner's mask: a child started there never saw SIGTERM
+        // or SIGUSR2 (a shell's `trap` stayed silent).
+        var unblocked = sigset_t()
+        sigemptyset(&unblocked)
+        posix_spawnattr_setsigmask(&attributes, &unblocked)
+        var defaults = sigset_t()
+        sigfillset(&defaults)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         let variables = environment ?? ProcessInfo.processInfo.environment

@@ -16,4 +16,10 @@ public enum TestTimeScale {
 
     /// `duration` times ``factor``.
     public static func scaled(_ duration: Duration) -> Duration { duration * factor }
+
+    /// `minutes` times ``factor``, rounded up: a suite's time limit, which Swift Testing takes in
+    /// whole minutes (`.timeLimit(.minutes(TestTimeScale.minutes(1)))`). Under a sanitizer a
+    /// suite of loopback requests and child processes runs several times slower, and an unscaled
+    /// minute ran out while every request in it was still being answered.
+    public static func minutes(_ minutes: Int) -> Int { Int((Double(minutes) * factor).rounded(.up)) }
 }

@@ -41,7 +41,7 @@ public final class Watched<Value: Sendable>: Sendable {
 
     /// Waits until `condition` holds; false when it still does not after `timeout`.
     @discardableResult
-    public func wait(upTo timeout: Duration = .seconds(10), until condition: @escaping @Sendable (Value) -> Bool) async -> Bool {
+    public func wait(upTo timeout: Duration = TestTimeScale.scaled(.seconds(10)), until condition: @escaping @Sendable (Value) -> Bool) async -> Bool {
         let id = UUID()
         let bound = Task { [weak self] in
             try? await Task.sleep(for: timeout)

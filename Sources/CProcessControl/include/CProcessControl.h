@@ -26,7 +26,10 @@ int cv_peer_credentials(int fd, unsigned int *uid, int *pid);
 /// (exec resets handlers but keeps ignored signals ignored). Returns 0 or -1 with errno.
 int cv_forward_signals(const int *signals, int count);
 
-/// Sets where forwarded signals go, and forwards those that arrived before.
+/// Sets where forwarded signals go, and forwards those that arrived before, each once. Safe
+/// against a handler running at the same moment on another thread: a signal that arrives while
+/// the target is being set is forwarded exactly once, by the handler or by this call. A `pid`
+/// of 0 or less goes back to keeping signals until a target is set again.
 void cv_set_forward_target(int pid);
 
 #endif

@@ -201,7 +201,7 @@ func driveVerification(
     var idle = 0
     while !done.value, idle < 50 {
         // Advance only once the flow sleeps until its next poll; check for the end in between.
-        if await time.advanceWhenSleeping(by: step, timeout: .milliseconds(200)) { idle = 0 } else { idle += 1 }
+        if await time.advanceWhenSleeping(by: step, timeout: TestTimeScale.scaled(.milliseconds(200))) { idle = 0 } else { idle += 1 }
     }
     return try await verification.value
 }
