@@ -118,7 +118,7 @@ public final class ChildProgram: Sendable {
 
     /// Waits for the child to end by itself; its lines. Throws if it failed or did not end in
     /// time (killing it then).
-    public func finish(timeout: Duration = .seconds(120)) async throws -> [String] {
+    public func finish(timeout: Duration = TestTimeScale.scaled(.seconds(120))) async throws -> [String] {
         guard await output.wait(upTo: timeout, until: { $0.exitStatus != nil }) else {
             await kill()
             throw ChildProgramError(message: "the child did not finish in \(timeout); its last lines: \(output.value.lines.suffix(5))")

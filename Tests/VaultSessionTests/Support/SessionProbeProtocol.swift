@@ -29,7 +29,7 @@ extension ChildProgram {
     }
 
     /// Waits for the child's `ready` line; false if it exited or did not get there in time.
-    func waitUntilReady(timeout: Duration = .seconds(60)) async -> Bool {
+    func waitUntilReady(timeout: Duration = TestTimeScale.scaled(.seconds(60))) async -> Bool {
         await waitForLine(timeout: timeout) { $0 == "ready" }
     }
 
@@ -40,7 +40,7 @@ extension ChildProgram {
     }
 
     /// The result lines once the child exited (without `ready`).
-    func results(timeout: Duration = .seconds(60)) async throws -> [String] {
+    func results(timeout: Duration = TestTimeScale.scaled(.seconds(60))) async throws -> [String] {
         try await finish(timeout: timeout).filter { $0 != "ready" }
     }
 }
