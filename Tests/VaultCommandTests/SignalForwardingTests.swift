@@ -6,7 +6,7 @@ import VaultTestSupport
 /// `vault exec` installs its forwarding handlers before the child exists and names the child
 /// once it runs: a signal that arrives in between must reach the child, once. The whole command
 /// is tested in `AgentCommandTests.exec`; the gap, which a test cannot hit from outside, here.
-@Suite("Signal forwarding to exec's child", .serialized)
+@Suite("Signal forwarding to exec's child")
 struct SignalForwardingTests {
     @Test("a signal that arrives before the child exists reaches it once it does, once")
     func earlySignalIsKeptForTheChild() async throws {

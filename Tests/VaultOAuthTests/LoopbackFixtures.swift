@@ -4,6 +4,7 @@ import Logging
 import Testing
 import VaultOAuth
 import VaultSync
+import VaultTestSupport
 import VaultURLSession
 
 // MARK: - Log capture
@@ -64,16 +65,11 @@ func withGateway<T>(
     }
 }
 
-/// How many times longer than written a real-time bound in these tests is: `TEST_TIME_SCALE`
-/// (at least 1, default 1). A sanitizer slows the whole process down several times over, and
-/// on a loaded machine a 10 s transport timeout then ran out while the gateway was still
-/// answering; `scripts/sanitize.sh` sets it. Only bounds scale, never an expected outcome.
-let testTimeScale: Double =
-    ProcessInfo.processInfo.environment["TEST_TIME_SCALE"]
-    .flatMap(Double.init).map { max(1, $0) } ?? 1
+/// How many times longer than written a real-time bound in these tests is (``TestTimeScale``).
+let testTimeScale = TestTimeScale.factor
 
 /// `duration` times ``testTimeScale``.
-func scaled(_ duration: Duration) -> Duration { duration * testTimeScale }
+func scaled(_ duration: Duration) -> Duration { TestTimeScale.scaled(duration) }
 
 /// A client over a real URLSession transport, recording what it sends. Its timeout is scaled
 /// by ``testTimeScale``.
