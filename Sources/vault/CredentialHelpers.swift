@@ -136,7 +136,10 @@ extension VaultCommand {
                 let authority = url.port.map { "\(host):\($0)" } ?? host
                 guard let token = try await client.credential(scheme: url.scheme ?? "https", host: authority, path: url.path) else {
                     print(Self.notFound)
-                    Foundation.exit(1)
+                    // Thrown, not exit(1) here: the frame unwinds first, so nothing it holds is
+                    // still allocated at exit (LeakSanitizer reported the input, exited before
+                    // stdout was flushed, and docker saw no answer).
+                    throw ExitCode(1)
                 }
                 let answer: JSONValue = ["ServerURL": .string(server), "Username": .string(token.username ?? "oauth2"), "Secret": .string(token.value)]
                 print(answer.compact)
