@@ -14,7 +14,11 @@ struct LeaseRenewalTests {
     func slowServerNeverSeesTheRefreshTokenTwice() async throws {
         var configuration = SessionConfiguration.testing
         configuration.leaseDuration = .seconds(3)
-        // The held request must outlive the test on a loaded machine: only the test clock moves the lease.
+        // The held request must outlive the test on a loaded machine: only the test clock moves
+        // the lease. Its deadline too: the OAuth client measures it in real time, and under the
+        // sanitizers, with the whole suite running, the default 30 s ran out while the test
+        // waited for the first renewal, which ended the refresh and with it every renewal.
+        configuration.requestDeadline = .seconds(300)
         try await SessionHarness.run(configuration: configuration, transportTimeout: .seconds(300)) { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
             await h.gateway.holdTokenResponses()
