@@ -227,7 +227,7 @@ let package = Package(
         .testTarget(
             name: "VaultStoreTests",
             dependencies: [
-                "VaultStore", "VaultCrypto", "VaultTestSupport",
+                "VaultStore", "VaultCrypto", "VaultSync", "VaultTestSupport",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

@@ -23,7 +23,7 @@ extension Vault {
     public func unlock(with credential: VaultCredential) throws {
         let meta: UnlockRecord
         do {
-            guard let record = try pool.read({ try UnlockRecord.fetch($0, path: self.path) }) else {
+            guard let record = try withOpenPool({ pool in try pool.read { try UnlockRecord.fetch($0, path: self.path) } }) else {
                 throw VaultError(.damaged, "\(path) has no vault header row", path: path)
             }
             meta = record

@@ -320,8 +320,7 @@ extension Vault {
     /// try vault.backup(to: URL(fileURLWithPath: "/backups/vault-2026-01-31.db"))
     /// ```
     public func backup(to destination: URL, progress: ((MaintenanceProgress) -> Void)? = nil) throws {
-        try ensureOpen()
-        try Self.copy(from: pool, to: destination, sourcePath: path, progress: progress, logger: logger)
+        try withOpenPool { pool in try Self.copy(from: pool, to: destination, sourcePath: path, progress: progress, logger: logger) }
     }
 
     /// Like ``backup(to:progress:)`` for a vault that is not open: no credential is needed,

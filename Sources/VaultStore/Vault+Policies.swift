@@ -111,7 +111,9 @@ extension Vault {
     /// Cheap enough to check on every call; compare two readings to know whether to reload.
     public func dataVersion() throws -> Int64 {
         do {
-            return try pool.writeWithoutTransaction { db in try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0 }
+            return try withOpenPool { pool in try pool.writeWithoutTransaction { db in try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0 } }
+        } catch let error as VaultError {
+            throw error
         } catch {
             throw VaultError.storage(error, while: "reading data_version", path: path)
         }

@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import Synchronization
 import VaultCrypto
+import VaultSync
 
 /// An open, unlocked vault: one SQLite file holding accounts, tokens, sessions, devices
 /// and notifications, with every secret and personal field sealed.
@@ -28,8 +29,9 @@ public final class Vault: Sendable {
 
     let pool: DatabasePool
     let keyring: Keyring
-    /// Set by ``close()``. Locking drops the keys but keeps the file usable for plain metadata.
-    private let closed = Atomic<Bool>(false)
+    /// Closed by ``close()``, which waits for the reads and writes in flight (see `CloseGate`).
+    /// Locking drops the keys but keeps the file usable for plain metadata.
+    private let gate = CloseGate()
     /// Counts write transactions run through this value (see ``changeStamp()``): SQLite's
     /// `data_version` does not change for commits made on the connection that reads it.
     /// ``close()`` checkpoints only when it is not 0, so every write goes through ``write(_:_:)``.
@@ -232,7 +234,11 @@ public final class Vault: Sendable {
     /// Drops every key from memory (zeroed) and closes the database connections.
     /// Any later call on this value throws ``VaultError/Code/closed``.
     public func close() {
-        closed.store(true, ordering: .releasing)
+        // Once the reads and writes in flight on other threads are done; none starts after.
+        gate.close { closeWhileGated() }
+    }
+
+    private func closeWhileGated() {
         keyring.wipe()
         // SQLite folds the WAL back into the file only when the last connection closes, and
         // the pool's last connection is a read-only reader that cannot. Checkpoint explicitly
@@ -264,7 +270,7 @@ public final class Vault: Sendable {
     public var wallClock: WallClock { clock }
 
     /// Whether ``close()`` was called.
-    public var isClosed: Bool { closed.load(ordering: .acquiring) }
+    public var isClosed: Bool { gate.isClosed }
 
     // MARK: - Credential
 
@@ -542,31 +548,39 @@ extension Vault {
 
     // MARK: Reads and writes
 
-    func ensureOpen() throws {
-        if isClosed { throw VaultError(.closed, "the vault \(path) was closed; open it again", path: path) }
+    /// Runs `body` with the pool while this value is open; ``close()`` waits for it to return.
+    /// Every use of `pool` after opening goes through here (or ``read(_:_:)``/``write(_:_:)``):
+    /// a closed flag checked before the call cannot stop `close` from running in between.
+    func withOpenPool<T>(_ body: (DatabasePool) throws -> T) throws -> T {
+        guard let result = try gate.ifOpen({ try body(pool) }) else {
+            throw VaultError(.closed, "the vault \(path) was closed; open it again", path: path)
+        }
+        return result
     }
 
     func read<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
-        try ensureOpen()
-        do {
-            return try pool.read(body)
-        } catch {
-            throw VaultError.storage(error, while: action, path: path)
+        try withOpenPool { pool in
+            do {
+                return try pool.read(body)
+            } catch {
+                throw VaultError.storage(error, while: action, path: path)
+            }
         }
     }
 
     /// Runs `body` in a `BEGIN IMMEDIATE` transaction.
     func write<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
-        try ensureOpen()
-        // Counted after the transaction ends (committed or not), so a reader that took a
-        // ``changeStamp()`` before reading can never cache pre-write data under a post-write stamp.
-        defer { localWrites.add(1, ordering: .releasing) }
-        do {
-            return try pool.write(body)
-        } catch let refusal as SessionTransferError {
-            throw refusal  // a refusal decided inside the transaction, which rolled back
-        } catch {
-            throw VaultError.storage(error, while: action, path: path)
+        try withOpenPool { pool in
+            // Counted after the transaction ends (committed or not), so a reader that took a
+            // ``changeStamp()`` before reading can never cache pre-write data under a post-write stamp.
+            defer { localWrites.add(1, ordering: .releasing) }
+            do {
+                return try pool.write(body)
+            } catch let refusal as SessionTransferError {
+                throw refusal  // a refusal decided inside the transaction, which rolled back
+            } catch {
+                throw VaultError.storage(error, while: action, path: path)
+            }
         }
     }
 }

@@ -55,11 +55,12 @@ extension Vault {
     /// let outcome = try vault.attemptCheckpoint(waitingAtMost: .zero)
     /// ```
     public func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
-        try ensureOpen()
-        do {
-            return try pool.writeWithoutTransaction { db in try Self.checkpoint(db, waitingAtMost: wait) }
-        } catch {
-            return .failed(VaultError.storage(error, while: "checkpointing", path: path).message)
+        try withOpenPool { pool in
+            do {
+                return try pool.writeWithoutTransaction { db in try Self.checkpoint(db, waitingAtMost: wait) }
+            } catch {
+                return .failed(VaultError.storage(error, while: "checkpointing", path: path).message)
+            }
         }
     }
 
