@@ -44,6 +44,9 @@ let package = Package(
         .target(name: "CProcessControl"),
         // The one lock type, a pthread mutex that ThreadSanitizer can see (see Locked.swift).
         .target(name: "VaultSync"),
+        // Child processes started with posix_spawn (not Foundation's Process), waited for off
+        // the cooperative pool: `vault exec` and the tests' children.
+        .target(name: "VaultProcess"),
         .target(
             name: "VaultCrypto",
             dependencies: ["CSodium", "VaultSync"]
@@ -121,7 +124,7 @@ let package = Package(
         .executableTarget(
             name: "vault",
             dependencies: [
-                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "VaultAgent",
+                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "VaultAgent", "VaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // NIOThreadPool: the agent's blocking vault work (key derivation, SQLite) runs there.
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -142,7 +145,7 @@ let package = Package(
         .target(
             name: "VaultTestSupport",
             dependencies: [
-                "VaultSync", "VaultStore", "VaultCrypto",
+                "VaultSync", "VaultStore", "VaultCrypto", "VaultProcess",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Clocks", package: "swift-clocks"),
@@ -227,7 +230,7 @@ let package = Package(
         .testTarget(
             name: "VaultStoreTests",
             dependencies: [
-                "VaultStore", "VaultCrypto", "VaultSync", "VaultTestSupport",
+                "VaultStore", "VaultCrypto", "VaultSync", "VaultTestSupport", "VaultProcess",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),

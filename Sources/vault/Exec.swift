@@ -2,6 +2,7 @@ import ArgumentParser
 internal import CProcessControl
 import Foundation
 import VaultAgent
+import VaultProcess
 
 #if canImport(Glibc)
     import Glibc
@@ -17,7 +18,13 @@ extension VaultCommand {
                 serves the vault, else from the vault opened here), runs COMMAND with it in $NAME \
                 (--env, default ACCESS_TOKEN), passes standard input, output and error through, \
                 forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGWINCH to it, and \
-                exits with its status (128 + N when a signal N ended it).
+                exits with its status (128 + N when a signal N ended it). The command gets standard \
+                input, output and error and no other descriptor of this process.
+
+                --env refuses a variable that is already set (--replace to overwrite it) and always \
+                refuses the loader's and the shells' own (PATH, HOME, SHELL, IFS, ENV, BASH_ENV, \
+                LD_*, GCONV_PATH, …). A token that is not RFC 6750 b64token syntax is not put in the \
+                environment.
 
                 Example:
                   vault exec --env GITHUB_TOKEN -- gh api user
@@ -33,6 +40,8 @@ extension VaultCommand {
         var minTTL: TimeLimit?
         @Flag(help: "Open the vault directly even when an agent serves it.")
         var noAgent = false
+        @Flag(help: "Overwrite the --env variable when it is already set (never one of the loader's or shells').")
+        var replace = false
         @Argument(parsing: .postTerminator, help: ArgumentHelp("The command and its arguments, after --.", valueName: "command"))
         var command: [String] = []
 
@@ -43,6 +52,38 @@ extension VaultCommand {
                 variable.first.map { $0 == "_" || $0.isLetter } == true
                 && variable.allSatisfy { $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }
             guard validName else { throw ValidationError("--env must be a variable name (letters, digits, _)") }
+            if let reason = Self.reserved(variable) {
+                throw ValidationError("--env \(variable): \(reason); choose another name (the default is ACCESS_TOKEN)")
+            }
+            if !replace, ProcessInfo.processInfo.environment[variable] != nil {
+                throw ValidationError("--env \(variable): it is already set in the environment; give --replace to overwrite it")
+            }
+        }
+
+        /// Variables the dynamic loader, libc or a shell reads to decide what runs or how: a
+        /// token there would change what the command does, not just hand it a credential.
+        static let reservedNames: Set<String> = [
+            "PATH", "HOME", "SHELL", "IFS", "ENV", "BASH_ENV", "CDPATH", "PS4", "PROMPT_COMMAND", "SHELLOPTS", "BASHOPTS",
+            "GLOBIGNORE", "POSIXLY_CORRECT", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "RES_OPTIONS", "LOCALDOMAIN",
+            "GLIBC_TUNABLES", "TMPDIR", "PWD", "OLDPWD", "USER", "LOGNAME", "TERM", "TZ", "LANG", "LANGUAGE",
+        ]
+        static let reservedPrefixes = ["LD_", "MALLOC_", "BASH_FUNC_", "LC_"]
+
+        static func reserved(_ name: String) -> String? {
+            if reservedNames.contains(name) { return "the loader, libc or the shell reads it" }
+            if let prefix = reservedPrefixes.first(where: { name.hasPrefix($0) }) { return "\(prefix)* variables are read by the loader, libc or the shell" }
+            return nil
+        }
+
+        /// RFC 6750 §2.1 `b64token`: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"=".
+        static func isBearerTokenSyntax(_ value: String) -> Bool {
+            let bytes = Array(value.utf8)
+            let body = bytes.prefix { byte in
+                (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+                    || [UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"), UInt8(ascii: "+"), UInt8(ascii: "/")].contains(byte)
+            }
+            guard !body.isEmpty else { return false }
+            return bytes.dropFirst(body.count).allSatisfy { $0 == UInt8(ascii: "=") }
         }
 
         func run() async throws {
@@ -53,23 +94,33 @@ extension VaultCommand {
             let token = try await Token.fetch(
                 global: global, credentials: credentials, account: account,
                 minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent)
-            let process = Process()
-            process.executableURL = executable
-            process.arguments = Array(words.dropFirst())
+            guard Self.isBearerTokenSyntax(token.value) else {
+                throw CommandFailure(
+                    .failure, "the access token is not RFC 6750 token syntax (b64token); it was not put in the environment: use `vault token`")
+            }
             var environment = ProcessInfo.processInfo.environment
             environment[variable] = token.value
-            process.environment = environment
             // Handlers before the child exists: a signal in between is kept, not lost, and the
             // child still starts with default dispositions.
             let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
             guard forwarded.withUnsafeBufferPointer({ cv_forward_signals($0.baseAddress, Int32($0.count)) }) == 0 else {
                 throw CommandFailure(.failure, "cannot install the signal handlers")
             }
-            try process.run()
-            cv_set_forward_target(process.processIdentifier)
-            process.waitUntilExit()
-            let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-            Foundation.exit(status)
+            // posix_spawn, not Foundation's Process (see `Spawn`): descriptors 0-2 only, in the
+            // terminal's process group, ignored signals left ignored.
+            let pid: pid_t
+            do {
+                pid = try Spawn.start(
+                    executable, Array(words.dropFirst()), environment: environment,
+                    input: STDIN_FILENO, output: STDOUT_FILENO, error: STDERR_FILENO,
+                    ownProcessGroup: false, defaultSignals: false)
+            } catch {
+                throw CommandFailure(.failure, "\(error)")
+            }
+            cv_set_forward_target(pid)
+            // Waited for on a thread of its own, never a cooperative one.
+            let ended = await Spawn.wait(pid)
+            Foundation.exit(ended.shellStatus)
         }
 
         /// `name` when it has a slash, else the first executable of that name on $PATH.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultProcess
 import VaultTestSupport
 
 @testable import VaultStore

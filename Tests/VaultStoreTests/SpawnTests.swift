@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import VaultProcess
 import VaultTestSupport
 
 /// The test suite's own way of starting child processes (`Spawn`, used by every command-line

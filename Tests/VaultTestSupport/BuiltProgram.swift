@@ -1,4 +1,5 @@
 import Foundation
+import VaultProcess
 
 /// Runs an executable that `swift build --build-tests` put next to the test bundle (the
 /// `vault` command, say) as a child process, and collects what it printed.

@@ -1,4 +1,5 @@
 import Foundation
+import VaultProcess
 
 /// A child program a test drives while it runs — `SessionProbe`, say: every line it printed
 /// so far, its standard error, and its exit once it ended. The test can write to its standard

@@ -16,6 +16,9 @@ import Foundation
 /// this is `posix_spawn` directly, with what `Process` did: the given descriptors as 0, 1 and 2,
 /// every other descriptor closed in the child, a process group of its own, every signal
 /// unblocked and at its default action.
+///
+/// `vault exec` starts its command the same way, staying in the terminal's process group (so
+/// Ctrl-C and job control reach the command) and leaving ignored signals ignored (`nohup`).
 public enum Spawn {
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
@@ -37,8 +40,14 @@ public enum Spawn {
 
     /// Starts `executable ARGUMENTS` with `environment` (this process's when nil) and
     /// `input`, `output`, `error` as its standard descriptors; its pid.
+    ///
+    /// `ownProcessGroup`: the child leads a process group of its own (a test's child, killed
+    /// with its group); false keeps it in this one (a command run for the user at a terminal).
+    /// `defaultSignals`: every signal at its default action in the child; false keeps the
+    /// ignored ones ignored, as a shell does (handlers are reset by exec either way).
     public static func start(
-        _ executable: URL, _ arguments: [String], environment: [String: String]?, input: Int32, output: Int32, error: Int32
+        _ executable: URL, _ arguments: [String], environment: [String: String]?, input: Int32, output: Int32, error: Int32,
+        ownProcessGroup: Bool = true, defaultSignals: Bool = true
     ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -62,7 +71,10 @@ public enum Spawn {
         var defaults = sigset_t()
         sigfillset(&defaults)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        var flags = POSIX_SPAWN_SETSIGMASK
+        if ownProcessGroup { flags |= POSIX_SPAWN_SETPGROUP }
+        if defaultSignals { flags |= POSIX_SPAWN_SETSIGDEF }
+        posix_spawnattr_setflags(&attributes, Int16(flags))
 
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]
         let variables = environment ?? ProcessInfo.processInfo.environment
