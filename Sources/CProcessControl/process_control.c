@@ -2,6 +2,7 @@
 #include "CProcessControl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -31,6 +32,15 @@ int cv_peer_credentials(int fd, unsigned int *uid, int *pid) {
     *uid = credentials.uid;
     *pid = credentials.pid;
     return 0;
+}
+
+int cv_open_directory(int dirfd, const char *path, int nofollow) {
+    int flags = O_PATH | O_DIRECTORY | O_CLOEXEC | (nofollow ? O_NOFOLLOW : 0);
+    int fd;
+    do {
+        fd = openat(dirfd, path, flags);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
 }
 
 // Shared by `vault exec`'s thread (which sets the target) and the signal handler, which the

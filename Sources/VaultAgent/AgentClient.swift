@@ -12,19 +12,30 @@ import Foundation
 /// request.setValue("\(token.type) \(token.value)", forHTTPHeaderField: "Authorization")
 /// ```
 public struct AgentClient: Sendable {
-    /// The agent's socket.
-    public let socketPath: URL
+    /// The socket's file name.
+    public let socketName: String
+    /// The places searched for it, in order (``AgentSocket``).
+    public let places: [URL]
     /// How long one request may take (a refresh at the identity service included).
     public var timeoutSeconds: Int
 
-    public init(vault: URL, timeoutSeconds: Int = 60) {
-        self.init(socket: AgentSocket.path(forVault: vault), timeoutSeconds: timeoutSeconds)
-    }
-
-    public init(socket: URL, timeoutSeconds: Int = 60) {
-        socketPath = socket
+    /// The client of the agent for `vault`, searching every place an agent of this user may
+    /// listen (``AgentSocket/directories(environment:)``).
+    public init(vault: URL, timeoutSeconds: Int = 60, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        socketName = AgentSocket.name(forVault: vault)
+        places = AgentSocket.directories(environment: environment)
         self.timeoutSeconds = timeoutSeconds
     }
+
+    /// The client of the agent listening on `socket` (its directory checked the same way).
+    public init(socket: URL, timeoutSeconds: Int = 60) {
+        socketName = socket.lastPathComponent
+        places = [socket.deletingLastPathComponent()]
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    /// Where the agent would listen (the first place), for messages.
+    public var socketPath: URL? { places.first?.appending(path: socketName) }
 
     /// A token valid for at least `minimumValidity` (nil: the agent's leeway). Throws
     /// ``AgentFailure`` (with the exit code `vault token` would use) or ``AgentConnectionError``.
@@ -36,12 +47,12 @@ public struct AgentClient: Sendable {
 
     /// Sends one request and returns the agent's answer; throws its failure when it is one.
     public func send(_ request: AgentRequest) async throws -> AgentResponse {
-        let path = socketPath.path
+        let (name, places) = (socketName, self.places)
         let timeout = timeoutSeconds
         let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AgentResponse, any Error>) in
             // Blocking socket I/O off the cooperative pool (no thread made per request).
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.exchange(request, path: path, timeoutSeconds: timeout) })
+                continuation.resume(with: Result { try Self.exchange(request, name: name, places: places, timeoutSeconds: timeout) })
             }
         }
         if let failure = response.error, !response.ok { throw failure }
@@ -53,8 +64,9 @@ public struct AgentClient: Sendable {
         (try? await send(AgentRequest(.status))) != nil
     }
 
-    static func exchange(_ request: AgentRequest, path: String, timeoutSeconds: Int) throws -> AgentResponse {
-        let fd = try AgentSocket.connect(path).get()
+    /// Connects (every check made first: ``AgentSocket``), sends `request`, reads the answer.
+    static func exchange(_ request: AgentRequest, name: String, places: [URL], timeoutSeconds: Int) throws -> AgentResponse {
+        let (fd, _) = try AgentSocket.connect(name, searching: places)
         defer { close(fd) }
         AgentSocket.setTimeouts(fd, seconds: timeoutSeconds)
         var body = try JSONEncoder().encode(request)

@@ -122,11 +122,17 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     public var lastUse: Double?
     public var startedAt: Double
     public var socket: String
+    /// Why a locked agent is locked: `key_changed` when another process replaced the vault's
+    /// keys (`rotate-key`, `passwd`) or the vault file, nil for an ordinary lock.
+    public var lockReason: String?
 
-    public init(vault: String, pid: Int32, locked: Bool, lockAfter: Int?, lastUse: Date?, startedAt: Date, socket: String) {
+    public init(
+        vault: String, pid: Int32, locked: Bool, lockAfter: Int?, lastUse: Date?, startedAt: Date, socket: String, lockReason: String? = nil
+    ) {
         self.vault = vault
         self.pid = pid
         self.locked = locked
+        self.lockReason = lockReason
         self.lockAfter = lockAfter
         self.lastUse = lastUse?.timeIntervalSince1970
         self.startedAt = startedAt.timeIntervalSince1970
@@ -135,6 +141,7 @@ public struct AgentStatus: Codable, Sendable, Hashable {
 
     enum CodingKeys: String, CodingKey {
         case vault, pid, locked, socket
+        case lockReason = "lock_reason"
         case lockAfter = "lock_after_seconds"
         case lastUse = "last_use"
         case startedAt = "started_at"

@@ -1,4 +1,4 @@
-import CProcessControl
+internal import CProcessControl
 import Foundation
 import VaultSync
 
@@ -20,41 +20,61 @@ public final class AgentServer: Sendable {
         public var pid: Int32
     }
 
+    /// The socket (for messages: the agent reaches it through its directory's descriptor).
     public let path: URL
+    private let name: String
+    /// The socket's directory, opened and checked once; the socket is bound and removed through it.
+    private let directory: Int32
     private let listener: Int32
     private let stopped = Locked(false)
     private let handler: @Sendable (AgentRequest, Peer) async -> AgentResponse
     private let refusal: @Sendable (Peer) -> Void
 
-    /// Binds the socket. A socket left by a dead agent is replaced; a live agent's is not
-    /// (``AgentFailure`` with code `already_running`).
+    /// Binds the socket `name` in `directory` (created 0700 when missing; refused unless it is a
+    /// real directory of this user's closed to others). A socket left by a dead agent is
+    /// replaced; a live agent's is not (``AgentFailure`` with code `already_running`), and
+    /// anything else in its place (another user's socket or listener, a link, a file) is refused.
     public init(
-        path: URL, handler: @escaping @Sendable (AgentRequest, Peer) async -> AgentResponse,
+        directory: URL, name: String, handler: @escaping @Sendable (AgentRequest, Peer) async -> AgentResponse,
         onRefusedPeer refusal: @escaping @Sendable (Peer) -> Void
     ) throws {
-        self.path = path
+        self.path = directory.appending(path: name)
+        self.name = name
         self.handler = handler
         self.refusal = refusal
-        try AgentSocket.prepareDirectory(path.deletingLastPathComponent())
-        switch AgentSocket.connect(path.path) {
-        case .success(let fd):
+        let directoryFD = try AgentSocket.prepareDirectory(directory)
+        do {
+            listener = try Self.bind(name, in: directoryFD, path: path)
+        } catch {
+            close(directoryFD)
+            throw error
+        }
+        self.directory = directoryFD
+    }
+
+    private static func bind(_ name: String, in directoryFD: Int32, path: URL) throws -> Int32 {
+        do {
+            let (fd, _) = try AgentSocket.connect(name, searching: [path.deletingLastPathComponent()])
             close(fd)
             throw AgentFailure(
                 code: "already_running", exit: 73, message: "an agent is already running for this vault (socket \(path.path)); `vault agent stop` first")
-        case .failure(.notRunning):
-            unlink(path.path)  // a dead agent's socket, or none
-        case .failure(let error):
+        } catch AgentConnectionError.notRunning {
+            unlinkat(directoryFD, name, 0)  // a dead agent's socket, or none
+        } catch let error as AgentConnectionError {
+            if case .untrusted(let reason) = error {
+                throw AgentFailure(code: "socket", exit: 82, message: "\(reason); the agent will not listen there")
+            }
             throw AgentFailure(code: "socket", exit: 74, message: "\(error)")
         }
-        guard var address = AgentSocket.address(path.path) else {
-            throw AgentFailure(code: "socket", exit: 74, message: "the socket path \(path.path) is too long")
+        guard var address = AgentSocket.address("/proc/self/fd/\(directoryFD)/\(name)") else {
+            throw AgentFailure(code: "socket", exit: 74, message: "the socket name \(name) is too long")
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw AgentFailure(code: "socket", exit: 74, message: String(cString: strerror(errno))) }
         // Created 0600 whatever the umask: no moment where another user may connect.
         let previous = umask(0o177)
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         umask(previous)
         guard bound == 0, listen(fd, 64) == 0 else {
@@ -62,7 +82,7 @@ public final class AgentServer: Sendable {
             close(fd)
             throw AgentFailure(code: "socket", exit: 74, message: "cannot listen on \(path.path): \(reason)")
         }
-        listener = fd
+        return fd
     }
 
     /// Accepts connections on a thread of its own until ``stop()``.
@@ -91,7 +111,8 @@ public final class AgentServer: Sendable {
         guard first else { return }
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
-        unlink(path.path)
+        unlinkat(directory, name, 0)
+        close(directory)
     }
 
     private func serve(_ fd: Int32) {

@@ -62,7 +62,7 @@ final class Keyring: Sendable {
         guard let current = keys.0 else { return try vaultKey() }
         if current.id == id { return current }
         if let pending = keys.1, pending.id == id { return pending }
-        throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again")
+        throw VaultError.keyChanged(path: nil)
     }
 
     func pendingVaultKey() -> SymmetricKey? { state.withLock { $0.pendingVaultKey } }

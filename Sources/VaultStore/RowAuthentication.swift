@@ -96,7 +96,7 @@ struct RowIntegrity {
         case .authentic:
             return
         case .unknownKey:
-            throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: path)
+            throw VaultError.keyChanged(path: path)
         case .changed(let columns, let reason):
             let names = columns.map { "\(table.name).\($0)" }.joined(separator: ", ")
             throw VaultError(
@@ -197,14 +197,15 @@ struct RowIntegrity {
 
     /// The authenticator new MACs are made with: the next vault key's during a key rotation
     /// when this process holds it, else the current one's. Read in the caller's transaction, so
-    /// a rotation finished by another process is noticed (``VaultError/Code/closed``), never
+    /// a rotation finished by another process is noticed (``VaultError/Code/keyChanged``), never
     /// answered with MACs no other process can check.
     func writingAuthenticator(_ db: Database) throws -> RowAuthenticator {
         let ids = try vaultKeyIDs(db)
         for id in ids.reversed() {
             if let authenticator = keyring.rowAuthenticator(id: id) { return authenticator }
         }
-        throw VaultError(.closed, "the vault was closed, or its key was rotated by another process; open or unlock it again", path: path)
+        _ = try keyring.vaultKey()  // `.closed` when the keys were wiped
+        throw VaultError.keyChanged(path: path)
     }
 
     /// The vault key ids the file names: the current one, then the next one during a rotation.

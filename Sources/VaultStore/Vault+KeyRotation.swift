@@ -114,7 +114,7 @@ extension Vault {
             return meta
         }
         guard meta.vaultKeyID == (try keyring.vaultKey()).id else {
-            throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: path)
+            throw VaultError.keyChanged(path: path)
         }
         let kek = try Self.keyEncryptionKey(meta, credential: credential, path: path)
         defer { kek.wipe() }

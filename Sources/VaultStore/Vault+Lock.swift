@@ -35,4 +35,14 @@ extension Vault {
         keyring.setPendingVaultKey(keys.pending)
         logger.info("unlocked vault", metadata: ["path": "\(path)"])
     }
+
+    /// Whether the keys this process holds still open the vault: false once another process
+    /// replaced them (`rotate-key`, or `passwd` without keeping the keys). One point read.
+    /// Throws `.closed` when the keys were wiped.
+    public func holdsCurrentKey() throws -> Bool {
+        let held = try keyring.vaultKey().id
+        let meta = try read("reading the key record") { db in try UnlockRecord.fetch(db, path: self.path) }
+        guard let meta else { throw VaultError(.damaged, "\(path) has no vault header row", path: path) }
+        return meta.vaultKeyID == held || meta.pendingVaultKeyID == held
+    }
 }

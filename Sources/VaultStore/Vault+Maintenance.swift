@@ -118,7 +118,7 @@ extension Vault {
                     case .authentic:
                         authenticated += 1
                     case .unknownKey:
-                        throw VaultError(.closed, "the vault key was rotated by another process; unlock the vault again", path: self.path)
+                        throw VaultError.keyChanged(path: self.path)
                     case .changed(let columns, let reason):
                         // A sealed value that does not open is already listed, with its own reason.
                         let name = row.storedKey(table.nameColumn)

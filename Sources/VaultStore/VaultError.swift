@@ -49,6 +49,9 @@ public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidArgument = Code("invalidArgument")
         /// The vault was closed; its keys are gone.
         public static let closed = Code("closed")
+        /// The vault's keys were replaced by another process (`rotate-key`, `passwd`): the keys
+        /// this one holds no longer open it. Unlock (open) it again.
+        public static let keyChanged = Code("keyChanged")
         /// The file system or SQLite failed (disk full, I/O error, permission denied).
         public static let storage = Code("storage")
         /// Another connection held the vault's lock past the busy timeout: try again.
@@ -68,6 +71,11 @@ public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// The keys this process holds were replaced by another process (``Code/keyChanged``).
+    static func keyChanged(path: String?) -> VaultError {
+        VaultError(.keyChanged, "the vault key was changed by another process (`vault rotate-key` or `vault passwd`); unlock the vault again", path: path)
+    }
 }
 
 extension VaultError {

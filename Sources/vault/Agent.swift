@@ -17,8 +17,11 @@ extension VaultCommand {
                 The agent holds the vault's keys in locked memory and runs the session service \
                 (refreshes, timeouts, events) for the vault; `vault token` and the other commands \
                 then ask it over a Unix socket instead of deriving the key each time. Its socket is \
-                $XDG_RUNTIME_DIR/credentialvault/agent-<id>.sock (a private /tmp/credentialvault-UID \
-                directory without a runtime directory); a connection from another user is refused. \
+                agent-<id>.sock in $XDG_RUNTIME_DIR/credentialvault/ when that directory is yours and \
+                private, else /run/user/UID/credentialvault/, else \
+                ~/.local/state/credentialvault/run-<machine>/ (home from the password database); \
+                clients search them in that order. Both ends check the directory (yours, mode 700, not \
+                a link), the socket and the peer's uid before a byte is sent. \
                 It drops the keys after --lock-after without use (default 1h), on `vault lock`, and \
                 when the session service locks a session; `vault unlock` unlocks it again.
                 """,
@@ -43,7 +46,7 @@ extension VaultCommand {
             @Flag(help: .hidden) var daemon = false
 
             func run() async throws {
-                let socket = AgentSocket.path(forVault: global.url)
+                let socket = try AgentSocket.path(forVault: global.url)
                 let foreground = !daemon
                 let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration) { line in
                     if foreground { Terminal.printError("vault agent: \(line)") }
@@ -53,7 +56,7 @@ extension VaultCommand {
                 let server: AgentServer
                 do {
                     server = try AgentServer(
-                        path: socket, handler: { request, _ in await host.handle(request) },
+                        directory: socket.deletingLastPathComponent(), name: socket.lastPathComponent, handler: { request, _ in await host.handle(request) },
                         onRefusedPeer: { peer in
                             Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")
                         })
@@ -106,7 +109,7 @@ extension VaultCommand {
             func run() async throws {
                 let client = AgentClient(vault: global.url)
                 if await client.isRunning() {
-                    throw CommandFailure(.alreadyExists, "an agent is already running for \(global.url.path) (socket \(client.socketPath.path))")
+                    throw CommandFailure(.alreadyExists, "an agent is already running for \(global.url.path)")
                 }
                 var arguments = ["agent", "run", "--daemon", "--vault", global.url.path]
                 if let file = credentials.passphraseFile { arguments += ["--passphrase-file", file] }
@@ -159,7 +162,22 @@ extension VaultCommand {
             @OptionGroup var global: GlobalOptions
 
             func run() async throws {
-                _ = try await AgentCall.send(.stop, global: global)
+                do {
+                    _ = try await AgentCall.send(.stop, global: global)
+                } catch let failure as CommandFailure where failure.code == .failure {
+                    // The agent may stop before its answer is out ("did not answer"): what
+                    // counts is whether it is gone, checked below.
+                }
+                // Exit 0 once the agent is gone (its socket answers no more), non-zero only
+                // while it still runs.
+                let client = AgentClient(vault: global.url, timeoutSeconds: 2)
+                let deadline = ContinuousClock.now.advanced(by: .seconds(10))
+                while await client.isRunning() {
+                    guard ContinuousClock.now < deadline else {
+                        throw CommandFailure(.failure, "the agent for \(global.url.path) is still running 10 s after `stop`")
+                    }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
                 print("Agent for \(global.url.path) stopped.")
             }
         }
@@ -176,13 +194,20 @@ extension VaultCommand {
                 if output.json {
                     let json: JSONValue = [
                         "vault": .string(status.vault), "socket": .string(status.socket), "pid": .int(Int64(status.pid)),
-                        "locked": .bool(status.locked), "lock_after_seconds": .number(status.lockAfter),
+                        "locked": .bool(status.locked), "lock_reason": status.lockReason.map(JSONValue.string) ?? .null,
+                        "lock_after_seconds": .number(status.lockAfter),
                         "last_use": .date(status.lastUse.map(Date.init(timeIntervalSince1970:))),
                         "started_at": .date(Date(timeIntervalSince1970: status.startedAt)),
                     ]
                     print(json.rendered, terminator: "")
                 } else {
-                    print("Agent for \(status.vault): pid \(status.pid), \(status.locked ? "locked (`vault unlock`)" : "unlocked"), socket \(status.socket)")
+                    let state =
+                        switch (status.locked, status.lockReason) {
+                        case (false, _): "unlocked"
+                        case (true, "key_changed"): "locked (key changed: `vault unlock`)"
+                        case (true, _): "locked (`vault unlock`)"
+                        }
+                    print("Agent for \(status.vault): pid \(status.pid), \(state), socket \(status.socket)")
                     if let lockAfter = status.lockAfter { print("  drops the keys after \(Format.span(.seconds(lockAfter))) without use") }
                 }
             }
@@ -235,6 +260,15 @@ extension CommandFailure {
     init(_ failure: AgentFailure) {
         self.init(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
     }
+
+    /// A connection that failed: an untrusted place is a permission problem (82).
+    init(_ error: AgentConnectionError) {
+        if case .untrusted = error {
+            self.init(.unsafePermissions, "\(error)")
+        } else {
+            self.init(.failure, "\(error)")
+        }
+    }
 }
 
 /// One request to the vault's agent from a command, its failures as the command's.
@@ -251,7 +285,7 @@ enum AgentCall {
         } catch AgentConnectionError.notRunning {
             throw CommandFailure(.noRecord, "no agent is running for \(global.url.path): `vault agent start`")
         } catch let error as AgentConnectionError {
-            throw CommandFailure(.failure, "\(error)")
+            throw CommandFailure(error)
         }
     }
 }

@@ -29,6 +29,9 @@ actor AgentHost {
     private var watcher: Task<Void, Never>?
     private var stopRequested: CheckedContinuation<Void, Never>?
     private var stopWanted = false
+    /// Why the keys were dropped when it was not an ordinary lock (`key_changed`): told in
+    /// `status` and in the refusal of every request until `vault unlock`.
+    private var lockReason: String?
 
     /// Where lock and unlock are told (standard error in the foreground; nowhere detached).
     let report: @Sendable (String) -> Void
@@ -44,6 +47,9 @@ actor AgentHost {
 
     /// Opens the vault with `credential` (the service started, the lock timer armed).
     func unlock(_ choose: @escaping @Sendable (URL, VaultUnlockMethod) throws -> VaultCredential) async throws {
+        // Keys another process replaced are dropped first, and the vault opened afresh with the
+        // credential given: never the new key kept next to (or chained under) the old one.
+        await checkKeysStillCurrent()
         guard opened == nil else { return }
         // Key derivation and SQLite off the cooperative pool, and off this actor's thread.
         let global = self.global
@@ -63,6 +69,7 @@ actor AgentHost {
             throw error
         }
         identity = Self.identity(of: url)
+        lockReason = nil
         lastUse = Date()
         armLockTimer()
         let events = vault.session.events()
@@ -80,10 +87,12 @@ actor AgentHost {
         logger.info("agent unlocked", metadata: ["vault": "\(url.path)"])
     }
 
-    /// Drops the keys: stops the service and closes the vault (its keys are wiped).
-    func lock(because reason: String) async {
+    /// Drops the keys: stops the service and closes the vault (its keys are wiped). `code`
+    /// (`key_changed`) is kept and told until the next unlock.
+    func lock(because reason: String, code: String? = nil) async {
         guard let current = opened else { return }
         opened = nil
+        lockReason = code
         identity = nil
         lockTimer?.cancel()
         watcher?.cancel()
@@ -110,6 +119,7 @@ actor AgentHost {
     func handle(_ request: AgentRequest) async -> AgentResponse {
         switch request.op {
         case .status:
+            await checkKeysStillCurrent()
             return AgentResponse(status: status)
         case .stop:
             await lock(because: "stopped")
@@ -146,7 +156,7 @@ actor AgentHost {
                 do {
                     return AgentResponse(hosts: try await CredentialAnswers.hosts(in: current))
                 } catch {
-                    return Self.failure(error)
+                    return await failure(error)
                 }
             case .failure(let refusal):
                 return await refused(refusal)
@@ -172,7 +182,7 @@ actor AgentHost {
                 }
             return AgentResponse(token: AgentToken(token))
         } catch {
-            return Self.failure(error)
+            return await failure(error)
         }
     }
 
@@ -199,11 +209,38 @@ actor AgentHost {
                 minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
             return AgentResponse(token: token)
         } catch {
-            return Self.failure(error)
+            return await failure(error)
         }
     }
 
     private enum Refusal: Error { case locked, replaced }
+
+    static let keyChangedReason = "the vault's keys were changed by another process (`vault rotate-key` or `vault passwd`)"
+
+    /// Drops keys that no longer open the vault (another process rotated them): the agent
+    /// then says so, instead of failing every request with a stale key.
+    private func checkKeysStillCurrent() async {
+        guard let current = opened else { return }
+        let stale = (try? await OpenedVault.blocking { try !current.vault.holdsCurrentKey() }) ?? false
+        if stale { await lock(because: Self.keyChangedReason, code: "key_changed") }
+    }
+
+    /// A request's failure; one that says the keys changed locks the agent and is answered as
+    /// the lock it is.
+    private func failure(_ error: any Error) async -> AgentResponse {
+        guard Self.isKeyChange(error) else { return Self.failure(error) }
+        await lock(because: Self.keyChangedReason, code: "key_changed")
+        return await refused(.locked)
+    }
+
+    static func isKeyChange(_ error: any Error) -> Bool {
+        switch error {
+        case let error as VaultError: error.code == .keyChanged
+        case let error as SessionError:
+            if case .vault(let underlying) = error { underlying.code == .keyChanged } else { false }
+        default: false
+        }
+    }
 
     /// The open vault, unless locked or its file was replaced.
     private func usable() -> Result<OpenedVault, Refusal> {
@@ -215,6 +252,11 @@ actor AgentHost {
     private func refused(_ refusal: Refusal) async -> AgentResponse {
         switch refusal {
         case .locked:
+            if lockReason == "key_changed" {
+                return .failure(
+                    "locked", exit: ExitStatus.sessionLocked.rawValue,
+                    "the agent for \(url.path) is locked (key changed): \(Self.keyChangedReason); run `vault unlock`")
+            }
             return .failure("locked", exit: ExitStatus.sessionLocked.rawValue, "the agent for \(url.path) is locked: run `vault unlock`")
         case .replaced:
             await lock(because: "the vault file was replaced or removed")
@@ -227,7 +269,7 @@ actor AgentHost {
     var status: AgentStatus {
         AgentStatus(
             vault: url.path, pid: getpid(), locked: opened == nil, lockAfter: lockAfter.map { Int($0.components.seconds) },
-            lastUse: lastUse, startedAt: startedAt, socket: socket.path)
+            lastUse: lastUse, startedAt: startedAt, socket: socket.path, lockReason: opened == nil ? lockReason : nil)
     }
 
     // MARK: - Rules

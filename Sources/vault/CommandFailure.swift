@@ -126,6 +126,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .recordNotFound: .noRecord
         case .staleGeneration, .busy: .busy
         case .storage: .storage
+        case .keyChanged: .sessionLocked
         default: .failure
         }
     }

@@ -18,9 +18,30 @@ enum CredentialHosts {
         guard let authority = parts.first?.lowercased(), !authority.isEmpty,
             authority.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "." || $0 == "-" || $0 == ":" || $0 == "[" || $0 == "]") })
         else { return nil }
-        let path = parts.count > 1 ? parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "/")) : ""
+        guard let segments = pathSegments(parts.count > 1 ? String(parts[1]) : "") else { return nil }
+        let path = segments.joined(separator: "/")
         guard path.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F }) else { return nil }
         return path.isEmpty ? authority : "\(authority)/\(path)"
+    }
+
+    /// The segments of `path` as a server resolves them: percent-encoding decoded once, empty
+    /// and `.` segments dropped, `..` taking the one before away. Nil when it climbs above its
+    /// root, is not valid percent-encoded UTF-8, or still holds an encoded octet after
+    /// decoding (`%252e`: a server decoding twice would see `.`).
+    static func pathSegments(_ path: String) -> [String]? {
+        guard let decoded = path.removingPercentEncoding ?? (path.contains("%") ? nil : path) else { return nil }
+        if decoded.range(of: "%[0-9A-Fa-f]{2}", options: .regularExpression) != nil { return nil }
+        var segments: [String] = []
+        for segment in decoded.split(separator: "/", omittingEmptySubsequences: true) {
+            switch segment {
+            case ".": continue
+            case "..":
+                guard !segments.isEmpty else { return nil }
+                segments.removeLast()
+            default: segments.append(String(segment))
+            }
+        }
+        return segments
     }
 
     /// The account to answer `host` (and `path`) over `scheme`, or nil.
@@ -29,14 +50,15 @@ enum CredentialHosts {
         let scheme = scheme.lowercased()
         guard scheme == "https" || (scheme == "http" && EndpointRule.violation(URL(string: "http://\(host)/") ?? URL(fileURLWithPath: "/")) == nil)
         else { return nil }
-        let requestPath = (path ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        // Matched on the path the server will resolve: `team/../other` is `other`, never `team`.
+        guard let requestPath = pathSegments(path ?? "") else { return nil }
         var best: (account: Account, length: Int)?
         for account in accounts where account.upgradedTo == nil {
             for entry in account.credentialHosts {
                 let parts = entry.split(separator: "/", maxSplits: 1)
                 guard parts.first.map(String.init) == host else { continue }
-                let prefix = parts.count > 1 ? String(parts[1]) : ""
-                guard prefix.isEmpty || requestPath == prefix || requestPath.hasPrefix(prefix + "/") else { continue }
+                guard let prefix = pathSegments(parts.count > 1 ? String(parts[1]) : "") else { continue }
+                guard requestPath.starts(with: prefix) else { continue }
                 if best == nil || prefix.count > (best?.length ?? -1) { best = (account, prefix.count) }
             }
         }
@@ -101,6 +123,14 @@ struct AgentOrVault {
                 throw CommandFailure(failure)
             } catch AgentConnectionError.notRunning {
                 // No agent: open the vault here.
+            } catch let error as AgentConnectionError {
+                if case .badAnswer = error {
+                    Terminal.printError("vault: warning: \(error); opening the vault directly")
+                } else {
+                    // Something else answers in the agent's place, or the place fails a check:
+                    // refused, never worked around behind the user's back.
+                    throw CommandFailure(error)
+                }
             } catch {
                 Terminal.printError("vault: warning: \(error); opening the vault directly")
             }

@@ -209,6 +209,61 @@ struct AgentCommandTests {
         }
     }
 
+    @Test("rotate-key while the agent serves: it drops the stale keys, says `locked (key changed)`, and `vault unlock` works again")
+    func keyRotatedUnderTheAgent() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            #expect(try await world.cli.run(["token"]).status == 0)
+            let rotated = try await world.cli.run(["rotate-key", "--key-file", world.keyFile.path])
+            #expect(rotated.status == 0, "\(rotated)")
+            // The next request finds out; no wedged agent that says it is unlocked.
+            let refused = try await world.cli.run(["token"])
+            #expect(refused.status == 79, "\(refused)")
+            #expect(refused.stderr.contains("locked (key changed)"), "\(refused.stderr)")
+            let status = try await world.status()
+            #expect(status["locked"] as? Bool == true)
+            #expect(status["lock_reason"] as? String == "key_changed")
+            #expect(try await world.cli.run(["agent", "status"]).stdout.contains("locked (key changed"))
+            let unlocked = try await world.cli.run(["unlock", "--key-file", world.keyFile.path])
+            #expect(unlocked.status == 0, "\(unlocked)")
+            #expect(try await world.status()["locked"] as? Bool == false)
+            #expect(try await world.cli.run(["token"]).status == 0)
+
+            // Rotated again with no request in between: `status` alone tells the truth.
+            #expect(try await world.cli.run(["rotate-key", "--key-file", world.keyFile.path]).status == 0)
+            #expect(try await world.status()["lock_reason"] as? String == "key_changed")
+            let stopped = try await world.cli.run(["agent", "stop"])
+            #expect(stopped.status == 0, "\(stopped)")
+            #expect(try await world.cli.run(["agent", "status"]).status == 67, "stop returned once the agent was gone")
+        }
+    }
+
+    @Test("exec --env: the loader's and shells' variables are refused, a set one needs --replace; the command gets descriptors 0-2 only")
+    func execEnvironmentAndDescriptors() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            for name in ["PATH", "LD_PRELOAD", "HOME", "IFS", "BASH_ENV", "GCONV_PATH"] {
+                let refused = try await world.cli.run(["exec", "--env", name, "--", "/bin/true"])
+                #expect(refused.status == 64, "\(name): \(refused)")
+                #expect(!refused.stdout.contains("ey"), "no token printed")
+            }
+            var cli = world.cli
+            cli.environment["MY_TOKEN"] = "already here"
+            let taken = try await cli.run(["exec", "--env", "MY_TOKEN", "--", "/bin/sh", "-c", #"printf %s "$MY_TOKEN""#])
+            #expect(taken.status == 64, "\(taken)")
+            let replaced = try await cli.run(["exec", "--env", "MY_TOKEN", "--replace", "--", "/bin/sh", "-c", #"printf %s "$MY_TOKEN""#])
+            #expect(replaced.status == 0, "\(replaced)")
+            #expect(replaced.stdout == (try await world.cli.run(["token"]).stdout.trimmingCharacters(in: .newlines)))
+            // The shell looks at its own descriptors (stat, no directory opened): the agent's
+            // connection and the vault's files stay behind.
+            let listed = try await world.cli.run([
+                "exec", "--", "/bin/sh", "-c", #"i=0; while [ $i -lt 64 ]; do [ -e /proc/$$/fd/$i ] && printf '%s ' $i; i=$((i+1)); done"#,
+            ])
+            #expect(listed.status == 0, "\(listed)")
+            #expect(listed.stdout == "0 1 2 ", "\(listed.stdout)")
+        }
+    }
+
     @Test("exec: the command gets the token in --env, its status is ours, and a signal reaches it")
     func exec() async throws {
         try await Self.withWorld { world in

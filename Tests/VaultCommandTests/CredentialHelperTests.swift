@@ -66,6 +66,27 @@ struct CredentialHelperTests {
         await world.gateway.stop()
     }
 
+    @Test("a path is matched as the server resolves it: `..`, `.`, repeated slashes and percent-encoding; a path climbing above its root matches nothing")
+    func pathsAreNormalisedBeforeMatching() async throws {
+        let world = try await World()
+        let token = try await world.token
+        func answer(_ path: String) async throws -> String {
+            try await world.helper(["git-credential", "get"], "protocol=https\nhost=git.example.test\npath=\(path)\n\n").stdout
+        }
+        // Outside the account's `team` prefix, however it is written.
+        for path in [
+            "team/../other/repo.git", "team/%2e%2e/other/repo.git", "team/%2E%2E%2Fother/repo.git", "./team/../../team/repo.git", "team%2f..%2f..%2fteam",
+            "team/%252e%252e/other",
+        ] {
+            #expect(!(try await answer(path)).contains(token), "\(path) got the token bound to git.example.test/team")
+        }
+        // Inside it, however it is written.
+        for path in ["team/app.git", "team//app.git", "./team/./app.git", "other/../team/app.git", "%74eam/app.git"] {
+            #expect(try await answer(path).contains("password=\(token)\n"), "\(path) is inside git.example.test/team")
+        }
+        await world.gateway.stop()
+    }
+
     @Test("get answers password_expiry_utc; unknown hosts and plain http off this machine get no answer; store is ignored")
     func gitProtocol() async throws {
         let world = try await World()

@@ -102,7 +102,7 @@ struct KeyRotationTests {
         // The other process's keys are stale: it is told to unlock, never handed garbage.
         #expect {
             _ = try other.tokens(for: alice.id)
-        } throws: { ($0 as? VaultError)?.code == .closed }
+        } throws: { ($0 as? VaultError)?.code == .keyChanged }
         try other.unlock(with: test.credential)
         #expect(try other.tokens(for: alice.id)?.tokens.accessToken == "fixture-access-alice")
         vault.close()

@@ -26,7 +26,7 @@ struct RunningAgent {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let client = AgentClient(socket: AgentSocket.path(forVault: bench.url, environment: environment), timeoutSeconds: 30)
+        let client = AgentClient(socket: try AgentSocket.path(forVault: bench.url, environment: environment), timeoutSeconds: 30)
         let deadline = nowNanos() + 30_000_000_000
         while !(await client.isRunning()) {
             guard process.isRunning, nowNanos() < deadline else {
@@ -97,7 +97,7 @@ private func benchAgentLoad(_ report: Report, agent: RunningAgent, selfBinary: S
     for _ in 0..<clients {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: selfBinary)
-        process.arguments = ["child-agent", agent.client.socketPath.path, "\(seconds)"]
+        process.arguments = ["child-agent", agent.client.socketPath?.path ?? "", "\(seconds)"]
         let input = Pipe()
         let output = Pipe()
         process.standardInput = input

@@ -32,4 +32,10 @@ int cv_forward_signals(const int *signals, int count);
 /// of 0 or less goes back to keeping signals until a target is set again.
 void cv_set_forward_target(int pid);
 
+/// Opens the directory `path` (relative to `dirfd`, or `AT_FDCWD`) as a handle that only names
+/// it: `O_PATH | O_DIRECTORY | O_CLOEXEC`, plus `O_NOFOLLOW` when `nofollow` is non-zero (the
+/// last component may not be a symbolic link). The descriptor, or -1 with errno set. O_PATH
+/// needs _GNU_SOURCE, which Swift's Glibc module does not define: this is why it is here.
+int cv_open_directory(int dirfd, const char *path, int nofollow);
+
 #endif
