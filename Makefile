@@ -34,7 +34,7 @@ release: release-deps
 # the loopback servers and the tests share.
 # The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3;
 # the credential helper test has git drive `vault git-credential`.
-TEST_PACKAGES := python3 util-linux git
+TEST_PACKAGES := python3 util-linux git passwd
 test-deps: deps
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -40,9 +40,9 @@ enum SignInChapter {
             narrator.say("a token for an action that needs a sign-in within 1 s is refused: \(error)")
         }
         await gateway.signInBrowserUser("alice")
-        let browser: @Sendable (URL) async -> Void = { url in
+        let browser: @Sendable (BrowserSignInLinks) async -> Void = { links in
             narrator.say("the browser opens the authorization URL with max_age=0 and prompt=login, PKCE S256, state and nonce")
-            Task.detached { await Browser.visit(url) }
+            Task.detached { await Browser.visit(links.opener) }
         }
         let again = try await session.signIn(
             using: SignInRequest(

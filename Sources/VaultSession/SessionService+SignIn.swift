@@ -9,10 +9,28 @@ public enum SignInMethod: Sendable {
     /// verification URI (it returns at once; polling starts when it has).
     case device(present: @Sendable (DeviceAuthorization) async -> Void)
     /// The authorization code grant with PKCE and a loopback redirect (RFC 7636, RFC 8252):
-    /// `open` opens (or prints) the authorization URL; the browser must come back within `timeout`.
-    case browser(open: @Sendable (URL) async -> Void, timeout: Duration = .seconds(300))
+    /// `open` opens the browser (with ``BrowserSignInLinks/opener``) or prints the
+    /// authorization URL on the user's terminal, and returns without waiting for the browser
+    /// (the redirect is answered only after it returns); the browser must come back within `timeout`.
+    case browser(open: @Sendable (BrowserSignInLinks) async -> Void, timeout: Duration = .seconds(300))
     /// A new guest account from the provider's guest endpoint.
     case guest
+}
+
+/// The two ways into a browser sign-in.
+public struct BrowserSignInLinks: Sendable {
+    /// The authorization URL itself (state, PKCE challenge, nonce): for the user's own
+    /// terminal, never for another process's arguments or environment.
+    public var authorization: URL
+    /// A one-time loopback URL that redirects this user's browser to ``authorization``; the
+    /// one to give a browser launcher (`xdg-open URL` is readable by every user in
+    /// `/proc/PID/cmdline`, and this URL answers only this user).
+    public var opener: URL
+
+    public init(authorization: URL, opener: URL) {
+        self.authorization = authorization
+        self.opener = opener
+    }
 }
 
 /// What to sign in to, as whom, and how.
@@ -95,6 +113,30 @@ extension SessionService {
     /// ```
     @discardableResult
     public func signIn(using request: SignInRequest) async throws -> SignInResult {
+        guard case .browser = request.method else { return try await signIn(using: request, listener: nil) }
+        // The browser's page waits for the outcome: "Signed in" only once the account is
+        // checked and stored, else what failed.
+        let listener = try await LoopbackRedirectListener.start()
+        do {
+            let result = try await signIn(using: request, listener: listener)
+            await listener.finish(.signedIn)
+            return result
+        } catch {
+            await listener.finish(Task.isCancelled ? .unfinished : .failed(Self.pageReason(error)))
+            throw error
+        }
+    }
+
+    /// A secret-free sentence for the browser's page.
+    static func pageReason(_ error: any Error) -> String {
+        switch error {
+        case let error as SignInError: "\(error.code): \(error)"
+        case let error as SessionError: "\(error)"
+        default: "the vault could not finish the sign-in"
+        }
+    }
+
+    private func signIn(using request: SignInRequest, listener: LoopbackRedirectListener?) async throws -> SignInResult {
         let provider = request.provider
         try provider.checkEndpoints()
         let pins = try SPKIPin.parse(request.pins)
@@ -121,9 +163,10 @@ extension SessionService {
             response = try await oauth.pollDeviceAuthorization(authorization, tokenEndpoint: provider.tokenEndpoint, client: client, pins: pins)
         case .browser(let open, let timeout):
             guard let endpoint = provider.authorizationEndpoint else { throw SignInError.missingMetadata(field: "authorization_endpoint") }
+            guard let listener else { throw SignInError.listenerFailed(reason: "no loopback listener") }
             let (tokens, sent) = try await browserSignIn(
                 endpoint: endpoint, provider: provider, client: client, request: request,
-                pins: pins, open: open, timeout: timeout)
+                pins: pins, listener: listener, open: open, timeout: timeout)
             response = tokens
             nonce = sent
         case .guest:
@@ -241,15 +284,14 @@ extension SessionService {
 
     private func browserSignIn(
         endpoint: URL, provider: ProviderMetadata, client: ClientCredentials, request: SignInRequest,
-        pins: [SPKIPin], open: @Sendable (URL) async -> Void,
+        pins: [SPKIPin], listener: LoopbackRedirectListener, open: @Sendable (BrowserSignInLinks) async -> Void,
         timeout: Duration
     ) async throws -> (TokenResponse, String?) {
-        let listener = try await LoopbackRedirectListener.start()
         do {
             let authorization = try AuthorizationRequest(
                 endpoint: endpoint, clientID: request.clientID, redirectURI: listener.redirectURI, scopes: request.scopes,
                 maxAge: request.maxAge, prompt: request.maxAge == .zero ? "login" : nil)
-            await open(authorization.url)
+            await open(BrowserSignInLinks(authorization: authorization.url, opener: listener.opener(for: authorization.url)))
             let query = try await withThrowingTaskGroup(of: [URLQueryItem]?.self) { group in
                 group.addTask { try await listener.nextRedirect() }
                 group.addTask { [clock] in
@@ -262,12 +304,10 @@ extension SessionService {
                 }
                 return query
             }
-            await listener.close()
             let code = try authorization.code(from: query, issuer: provider.issuer, issuerRequired: provider.issuesIssuerParameter)
             let tokens = try await oauth.exchangeCode(code, of: authorization, tokenEndpoint: provider.tokenEndpoint, client: client, pins: pins)
             return (tokens, authorization.nonce)
         } catch {
-            await listener.close()
             if Task.isCancelled { throw SignInError.cancelled }
             throw error
         }

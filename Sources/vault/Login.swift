@@ -236,13 +236,16 @@ extension VaultCommand {
             let open = !noOpen && Terminal.hasDisplay
             let wait = timeout?.duration ?? .seconds(300)
             return .browser(
-                open: { url in
-                    if open, await Terminal.openInBrowser(url) {
-                        Terminal.printError("Opened the browser to sign in. If it did not open, visit:")
+                open: { links in
+                    // The launcher gets the one-time loopback link (answered only for this
+                    // user), never the authorization URL: another process's argv is readable by
+                    // every user. The full URL goes to this user's terminal only.
+                    if open, Terminal.launchBrowser(links.opener) {
+                        Terminal.printError("Opening the browser to sign in. If it does not open, visit:")
                     } else {
                         Terminal.printError("Open this URL in a browser to sign in:")
                     }
-                    Terminal.printError(url.absoluteString)
+                    Terminal.printError(links.authorization.absoluteString)
                     Terminal.printError("Waiting up to \(Format.span(wait)) for the browser to come back; Ctrl-C to stop.")
                 }, timeout: wait)
         }

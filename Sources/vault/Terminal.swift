@@ -1,4 +1,5 @@
 import Foundation
+import VaultProcess
 
 #if canImport(Glibc)
     import Glibc
@@ -34,25 +35,29 @@ enum Terminal {
         return !(environment["DISPLAY"] ?? "").isEmpty || !(environment["WAYLAND_DISPLAY"] ?? "").isEmpty
     }
 
-    /// Opens `url` with `xdg-open`; false when it could not be started or failed. Waits for it
-    /// without holding a thread (some setups keep xdg-open running while the browser starts).
-    static func openInBrowser(_ url: URL) async -> Bool {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["xdg-open", url.absoluteString]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        let status: Int32? = await withCheckedContinuation { continuation in
-            process.terminationHandler = { ended in continuation.resume(returning: ended.terminationStatus) }
-            do {
-                try process.run()
-            } catch {
-                process.terminationHandler = nil
-                continuation.resume(returning: nil)
+    /// Starts `xdg-open URL` and returns at once: false when it could not be started. Its end
+    /// is waited for on a thread of its own; a failure is told on standard error then. Never
+    /// awaited by the sign-in: a launcher may run as long as the browser it starts (some do),
+    /// and the browser's redirect must be answered meanwhile.
+    static func launchBrowser(_ url: URL) -> Bool {
+        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        guard null >= 0 else { return false }
+        defer { close(null) }
+        let pid: pid_t
+        do {
+            pid = try Spawn.start(
+                URL(fileURLWithPath: "/usr/bin/env"), ["xdg-open", url.absoluteString], environment: nil,
+                input: null, output: null, error: null)
+        } catch {
+            return false
+        }
+        Task.detached {
+            let ended = await Spawn.wait(pid)
+            if ended.shellStatus != 0 {
+                printError("vault: the browser could not be opened (xdg-open exited \(ended.shellStatus)); open the URL above")
             }
         }
-        return status == 0
+        return true
     }
 
     static func printError(_ line: String) {

@@ -4,6 +4,10 @@ import Testing
 import VaultOAuth
 import VaultTestSupport
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// `vault login` as a user runs it, against the development gateway on loopback: the binary in
 /// a child process, the test playing the user at the gateway.
 @Suite("vault login: device code, browser, bare token, re-login, step-up, Ctrl-C")
@@ -118,6 +122,44 @@ struct LoginCommandTests {
         let output = await world.end(child)
         #expect(output.exitStatus == 0, "\(output.standardError)")
         #expect(output.lines.contains { $0.contains("Signed in as bob") })
+        await world.gateway.stop()
+    }
+
+    @Test(
+        "--browser with a launcher that never returns, or fails: the sign-in goes on, and a failed launcher is told",
+        arguments: [true, false])
+    func browserLauncherHangsOrFails(hangs: Bool) async throws {
+        let world = try await World()
+        await world.gateway.signInBrowserUser("bob")
+        // A fake xdg-open first on PATH: one that stays until the test ends, or one that fails.
+        let bin = world.cli.file("bin")
+        try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: false)
+        let release = world.cli.file("release")
+        let script =
+            hangs
+            ? "#!/bin/sh\nwhile [ ! -e '\(release.path)' ]; do sleep 0.1; done\n"
+            : "#!/bin/sh\nexit 3\n"
+        try Data(script.utf8).write(to: bin.appending(path: "xdg-open"))
+        chmod(bin.appending(path: "xdg-open").path, 0o755)
+        defer { _ = FileManager.default.createFile(atPath: release.path, contents: nil) }
+        let child = try ChildProgram(
+            try BuiltProgram.url(named: "vault"), ["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--browser"],
+            environment: [
+                "PATH": "\(bin.path):/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
+                "VAULT_KEY_FILE": world.key.path, "DISPLAY": ":99",
+            ])
+        #expect(
+            await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { output in
+                output.standardError.split(separator: "\n").contains { $0.hasPrefix("http://") && !$0.contains(" ") }
+            })
+        if !hangs {
+            #expect(await child.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("xdg-open exited 3") })
+        }
+        let line = try #require(child.output.value.standardError.split(separator: "\n").first { $0.hasPrefix("http://") && !$0.contains(" ") })
+        let page = try await Self.browse(try #require(URL(string: String(line))))
+        #expect(page.contains("Signed in"), "\(page)")
+        let output = await world.end(child)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
         await world.gateway.stop()
     }
 

@@ -296,8 +296,9 @@ struct SignInTests {
     // MARK: - Browser
 
     /// A browser: GETs the authorization URL, follows the redirect to the loopback listener.
-    static let followRedirects: @Sendable (URL) async -> Void = { url in
-        Task.detached { _ = try? await URLSession.shared.data(from: url) }
+    /// The user's browser: given the one-time opener link, as `xdg-open` would be.
+    static let followRedirects: @Sendable (BrowserSignInLinks) async -> Void = { links in
+        Task.detached { _ = try? await URLSession.shared.data(from: links.opener) }
     }
 
     @Test("browser flow: PKCE, state and nonce checked, the redirect lands on 127.0.0.1, the account is stored verified")
@@ -314,8 +315,8 @@ struct SignInTests {
     @Test("browser flow: a redirect with another state is refused and nothing is stored")
     func browserWrongState() async throws {
         try await Self.withWorld { world in
-            let forged: @Sendable (URL) async -> Void = { url in
-                let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+            let forged: @Sendable (BrowserSignInLinks) async -> Void = { links in
+                let items = URLComponents(url: links.authorization, resolvingAgainstBaseURL: false)?.queryItems ?? []
                 guard let redirect = items.first(where: { $0.name == "redirect_uri" })?.value,
                     let target = URL(string: redirect + "?code=stolen&state=not-ours")
                 else { return }

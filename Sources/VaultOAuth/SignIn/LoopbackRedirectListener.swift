@@ -7,60 +7,78 @@ import VaultCrypto
 import VaultSync
 
 /// The browser's way back (RFC 8252 §7.3): an HTTP listener on 127.0.0.1 at a port the system
-/// picks, for one redirect to one unguessable path.
+/// picks, for one redirect to one unguessable path, answered only for this user.
 ///
-/// It answers the first request to its path with a page that says the tab can be closed (or
-/// why the sign-in failed) and hands the query to ``nextRedirect()``; any other path gets a 404
-/// and is ignored. It never follows, fetches or logs what it receives. ``close()`` stops it.
+/// Every connection's peer is looked up (``LoopbackPeer``): one whose socket is not this
+/// uid's (another local user who learned the port) gets 403 and changes nothing, so it can
+/// neither deliver a code of its own account nor take this user's. The first request to the
+/// callback path hands its query to ``nextRedirect()`` and is answered only when the caller
+/// calls ``finish(_:)`` with the outcome, so the page says "Signed in" only once the vault has
+/// checked and stored the sign-in. ``opener(for:)`` gives a browser launcher a one-time
+/// loopback URL that redirects to the authorization URL, so the state, PKCE challenge and
+/// nonce never appear in any process's arguments or environment. Any other path gets a 404.
+/// It never follows, fetches or logs what it receives.
 ///
 /// ```swift
 /// let listener = try await LoopbackRedirectListener.start()
-/// defer { Task { await listener.close() } }
 /// let request = try AuthorizationRequest(endpoint: endpoint, clientID: id, redirectURI: listener.redirectURI, scopes: scopes)
+/// openBrowser(listener.opener(for: request.url))
 /// let query = try await listener.nextRedirect()
+/// // … check state, exchange the code, verify the ID token, store …
+/// await listener.finish(.signedIn)
 /// ```
 public final class LoopbackRedirectListener: Sendable {
     /// `http://127.0.0.1:<port>/callback/<random>`: what the authorization request names.
     public let redirectURI: URL
+    private let openerPath: String
     private let channel: any Channel
     private let redirects: AsyncStream<[URLQueryItem]>
+    private let state: Locked<ListenerState>
 
-    private init(channel: any Channel, redirectURI: URL, redirects: AsyncStream<[URLQueryItem]>) {
+    private init(channel: any Channel, redirectURI: URL, openerPath: String, redirects: AsyncStream<[URLQueryItem]>, state: Locked<ListenerState>) {
         self.channel = channel
         self.redirectURI = redirectURI
+        self.openerPath = openerPath
         self.redirects = redirects
+        self.state = state
     }
 
     /// Starts listening on 127.0.0.1 (an IP literal, never `localhost`: RFC 8252 §8.3).
-    /// `page` chooses the page the browser gets for a redirect's query.
+    /// `owner` tells who owns a connection's peer (the kernel's socket tables; a test may
+    /// stand in another user).
     public static func start(
-        page: @escaping @Sendable ([URLQueryItem]) -> RedirectPage = RedirectPage.default
+        owner: @escaping @Sendable (_ peer: (address: String, port: Int), _ local: (address: String, port: Int)) -> uid_t? = LoopbackPeer.owner
     ) async throws(SignInError) -> LoopbackRedirectListener {
         let path: String
+        let openerPath: String
         do {
             path = "/callback/" + Base64URL.encode(try Random.bytes(12))
+            openerPath = "/start/" + Base64URL.encode(try Random.bytes(12))
         } catch {
             throw .listenerFailed(reason: "no randomness from libsodium")
         }
         let (stream, continuation) = AsyncStream.makeStream(of: [URLQueryItem].self, bufferingPolicy: .bufferingOldest(1))
-        let answered = Locked(false)
+        let state = Locked(ListenerState())
+        let user = getuid()
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .serverChannelOption(.backlog, value: 16)
+            .serverChannelOption(.backlog, value: 64)
             .childChannelInitializer { child in
-                child.eventLoop.makeCompletedFuture {
+                // Decided once, at accept, before a byte is read; unknown means refused.
+                let ours: Bool
+                if let peer = child.remoteAddress, let peerIP = peer.ipAddress, let peerPort = peer.port,
+                    let local = child.localAddress, let localIP = local.ipAddress, let localPort = local.port
+                {
+                    ours = owner((peerIP, peerPort), (localIP, localPort)) == user
+                } else {
+                    ours = false
+                }
+                return child.eventLoop.makeCompletedFuture {
                     try child.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try child.pipeline.syncOperations.addHandler(
-                        RedirectHandler(path: path, page: page) { query in
-                            // Only the first redirect counts; a second (a reload) gets its page but changes nothing.
-                            let first = answered.withLock { done -> Bool in
-                                defer { done = true }
-                                return !done
-                            }
-                            if first {
-                                continuation.yield(query)
-                                continuation.finish()
-                            }
+                        RedirectHandler(path: path, openerPath: openerPath, trusted: ours, state: state) { query in
+                            continuation.yield(query)
+                            continuation.finish()
                         })
                 }
             }
@@ -75,20 +93,51 @@ public final class LoopbackRedirectListener: Sendable {
             throw .listenerFailed(reason: "the listening socket has no port")
         }
         channel.closeFuture.whenComplete { _ in continuation.finish() }
-        return LoopbackRedirectListener(channel: channel, redirectURI: uri, redirects: stream)
+        return LoopbackRedirectListener(channel: channel, redirectURI: uri, openerPath: openerPath, redirects: stream, state: state)
+    }
+
+    /// A one-time URL on this listener that redirects this user's browser to `authorization`:
+    /// what a browser launcher (`xdg-open`) is given instead of the authorization URL, whose
+    /// state, challenge and nonce would otherwise be readable by every user in its argv.
+    public func opener(for authorization: URL) -> URL {
+        state.withLock { $0.openerTarget = authorization }
+        let port = redirectURI.port ?? 0
+        return URL(string: "http://127.0.0.1:\(port)\(openerPath)") ?? redirectURI
     }
 
     /// The query of the first redirect to ``redirectURI``; waits for it. Throws `.cancelled`
-    /// when the task is cancelled or the listener is closed before one arrives.
+    /// when the task is cancelled or the listener is closed before one arrives. The browser
+    /// waits for its page until ``finish(_:)``.
     public func nextRedirect() async throws(SignInError) -> [URLQueryItem] {
         for await query in redirects { return query }
         throw .cancelled
     }
 
-    /// Stops listening. Idempotent.
-    public func close() async {
+    /// Answers the browser waiting on the redirect (if one is) with `page`, and stops listening.
+    public func finish(_ page: RedirectPage) async {
+        let reply = state.withLock { state -> EventLoopPromise<RedirectPage>? in
+            defer { state.reply = nil }
+            return state.reply
+        }
+        reply?.succeed(page)
         try? await channel.close()
     }
+
+    /// Stops listening; a browser still waiting is told the sign-in did not finish. Idempotent.
+    public func close() async {
+        await finish(.unfinished)
+    }
+}
+
+/// What the listener's connections share.
+struct ListenerState: Sendable {
+    /// Where the opener URL sends the browser, until it is used once.
+    var openerTarget: URL?
+    var openerUsed = false
+    /// The callback was reached (once; a reload gets a page of its own).
+    var redirected = false
+    /// The browser waiting for the outcome.
+    var reply: EventLoopPromise<RedirectPage>?
 }
 
 /// The page the browser shows after the redirect.
@@ -103,16 +152,18 @@ public struct RedirectPage: Sendable {
         self.message = message
     }
 
-    /// "Signed in" when the query has a code, the error code otherwise (escaped, never the
-    /// provider's description).
-    public static let `default`: @Sendable ([URLQueryItem]) -> RedirectPage = { query in
-        if query.contains(where: { $0.name == "code" }) {
-            return RedirectPage(title: "Signed in", message: "You can close this tab and go back to the terminal.")
-        }
-        let code = query.first { $0.name == "error" }?.value ?? "no code"
-        return RedirectPage(
+    /// The vault checked the redirect, exchanged the code, verified the ID token and stored the account.
+    public static let signedIn = RedirectPage(title: "Signed in", message: "You can close this tab and go back to the terminal.")
+
+    /// The sign-in stopped before it finished (cancelled, timed out, the listener closed).
+    public static let unfinished = RedirectPage(
+        status: 400, title: "Sign-in not finished", message: "The sign-in did not finish; nothing was stored. Go back to the terminal.")
+
+    /// The vault refused the sign-in: `reason` (a secret-free sentence) says why.
+    public static func failed(_ reason: String) -> RedirectPage {
+        RedirectPage(
             status: 400, title: "Sign-in failed",
-            message: "The provider answered \(code). You can close this tab; the terminal says what to do next.")
+            message: "The vault did not accept this sign-in: \(reason). Nothing was stored; you can close this tab, the terminal says what to do next.")
     }
 
     var html: String {
@@ -128,19 +179,27 @@ public struct RedirectPage: Sendable {
     }
 }
 
-/// Answers one HTTP/1.1 request per connection; hands the query of a GET to the listener's path on.
+/// Answers one HTTP/1.1 request per connection: the opener, the callback (held until the
+/// outcome), 403 for a peer of another user, 404 for anything else.
 private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
     private let path: String
-    private let page: @Sendable ([URLQueryItem]) -> RedirectPage
+    private let openerPath: String
+    private let trusted: Bool
+    private let state: Locked<ListenerState>
     private let deliver: @Sendable ([URLQueryItem]) -> Void
     private var head: HTTPRequestHead?
 
-    init(path: String, page: @escaping @Sendable ([URLQueryItem]) -> RedirectPage, deliver: @escaping @Sendable ([URLQueryItem]) -> Void) {
+    init(
+        path: String, openerPath: String, trusted: Bool, state: Locked<ListenerState>,
+        deliver: @escaping @Sendable ([URLQueryItem]) -> Void
+    ) {
         self.path = path
-        self.page = page
+        self.openerPath = openerPath
+        self.trusted = trusted
+        self.state = state
         self.deliver = deliver
     }
 
@@ -153,15 +212,63 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
         case .end:
             guard let head else { return }
             self.head = nil
+            guard trusted else {
+                respond(context: context, page: RedirectPage(status: 403, title: "Forbidden", message: "This sign-in belongs to another user."))
+                return
+            }
             let components = URLComponents(string: head.uri)
-            if head.method == .GET, components?.path == path {
-                let query = components?.queryItems ?? []
-                respond(context: context, page: page(query))
-                deliver(query)
+            guard head.method == .GET, let requested = components?.path else {
+                respond(context: context, page: RedirectPage(status: 404, title: "Not found", message: "Nothing here."))
+                return
+            }
+            if requested == openerPath {
+                let target = state.withLock { state -> URL? in
+                    guard !state.openerUsed, let target = state.openerTarget else { return nil }
+                    state.openerUsed = true
+                    return target
+                }
+                guard let target else {
+                    respond(
+                        context: context,
+                        page: RedirectPage(status: 410, title: "Link used", message: "This sign-in link was already used; go back to the terminal."))
+                    return
+                }
+                redirect(context: context, to: target)
+            } else if requested == path {
+                let promise = context.eventLoop.makePromise(of: RedirectPage.self)
+                let first = state.withLock { state -> Bool in
+                    guard !state.redirected else { return false }
+                    state.redirected = true
+                    state.reply = promise
+                    return true
+                }
+                guard first else {
+                    promise.succeed(
+                        RedirectPage(status: 409, title: "Already answered", message: "This sign-in was already answered; go back to the terminal."))
+                    respond(
+                        context: context,
+                        page: RedirectPage(status: 409, title: "Already answered", message: "This sign-in was already answered; go back to the terminal."))
+                    return
+                }
+                let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+                promise.futureResult.whenSuccess { page in bound.value.0.respond(context: bound.value.1, page: page) }
+                deliver(components?.queryItems ?? [])
             } else {
                 respond(context: context, page: RedirectPage(status: 404, title: "Not found", message: "Nothing here."))
             }
         }
+    }
+
+    private func redirect(context: ChannelHandlerContext, to target: URL) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Location", value: target.absoluteString)
+        headers.add(name: "Content-Length", value: "0")
+        headers.add(name: "Cache-Control", value: "no-store")
+        headers.add(name: "Referrer-Policy", value: "no-referrer")
+        headers.add(name: "Connection", value: "close")
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: .http1_1, status: .found, headers: headers))), promise: nil)
+        let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
     }
 
     private func respond(context: ChannelHandlerContext, page: RedirectPage) {
