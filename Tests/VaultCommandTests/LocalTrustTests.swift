@@ -41,14 +41,22 @@ struct LocalTrustTests {
             guard let entry = getpwnam(name) else { throw Failure("\(name) is not in the password database") }
             uid = entry.pointee.pw_uid
             try FileManager.default.createDirectory(at: shared, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
-            let binary = shared.appending(path: "vault")
-            try FileManager.default.copyItem(at: try BuiltProgram.url(named: "vault"), to: binary)
-            chmod(binary.path, 0o755)
+            binary = try await LocalTrustTests.binaryForEveryone.value
+            // A sanitizer's reports from the victim's processes: somewhere it can write, moved
+            // to the run's report directory at the end (an unwritable log_path aborts them).
+            try FileManager.default.createDirectory(at: shared.appending(path: "reports"), withIntermediateDirectories: false)
+            chmod(shared.appending(path: "reports").path, 0o1777)
         }
 
         func remove() async {
             // Every process left of the victim's (a browser still waiting, a login), or userdel refuses.
             Self.killProcesses(of: uid)
+            for (_, directory) in Self.sanitizerLogDirectories() {
+                let reports = shared.appending(path: "reports")
+                for name in (try? FileManager.default.contentsOfDirectory(atPath: reports.path)) ?? [] {
+                    try? FileManager.default.moveItem(at: reports.appending(path: name), to: directory.appending(path: "victim-\(name)"))
+                }
+            }
             _ = try? await BuiltProgram.run(
                 URL(fileURLWithPath: "/usr/sbin/userdel"), ["--remove", name], environment: ["PATH": "/usr/sbin:/usr/bin:/bin"], in: scratch)
             try? FileManager.default.removeItem(at: home)
@@ -68,11 +76,29 @@ struct LocalTrustTests {
         }
 
         var vault: URL { home.appending(path: "vault.db") }
-        var binary: URL { shared.appending(path: "vault") }
+        let binary: URL
+
+        /// The `*SAN_OPTIONS` variables of a sanitizer run that name a `log_path`, and its directory.
+        static func sanitizerLogDirectories() -> [(variable: String, directory: URL)] {
+            ProcessInfo.processInfo.environment.compactMap { variable, value in
+                guard variable.hasSuffix("SAN_OPTIONS"),
+                    let path = value.split(separator: " ").first(where: { $0.hasPrefix("log_path=") })?.dropFirst("log_path=".count)
+                else { return nil }
+                return (variable, URL(fileURLWithPath: String(path)).deletingLastPathComponent())
+            }
+        }
 
         /// The victim's environment: no runtime directory (su, cron, ssh without logind).
         func environment(_ extra: [String: String] = [:]) -> [String: String] {
-            ["PATH": "\(shared.path):/usr/bin:/bin", "HOME": home.path, "VAULT_PATH": vault.path, "USER": name].merging(extra) { $1 }
+            var environment = ["PATH": "\(shared.path):/usr/bin:/bin", "HOME": home.path, "VAULT_PATH": vault.path, "USER": name]
+            for (variable, _) in Self.sanitizerLogDirectories() {
+                let value = ProcessInfo.processInfo.environment[variable] ?? ""
+                let rewritten = value.split(separator: " ").map { option in
+                    option.hasPrefix("log_path=") ? "log_path=\(shared.path)/reports/\(option.split(separator: "/").last ?? "san")" : String(option)
+                }
+                environment[variable] = rewritten.joined(separator: " ")
+            }
+            return environment.merging(extra) { $1 }
         }
 
         /// `vault ARGUMENTS` run as the victim.
@@ -90,6 +116,35 @@ struct LocalTrustTests {
             chown(url.path, uid, uid)
             chmod(url.path, 0o600)
             return url
+        }
+    }
+
+    /// The built `vault` where every user can run it: the build's own when every directory on
+    /// its path lets others through, else one copy per test process, made on a thread of its
+    /// own (a sanitizer build is hundreds of MB: never copied on the cooperative pool, nor once
+    /// per test).
+    static let binaryForEveryone = Task<URL, any Error> {
+        let built = try BuiltProgram.url(named: "vault")
+        var directory = built.deletingLastPathComponent()
+        var reachable = FileProbe.mode(built).map { $0 & 0o005 == 0o005 } ?? false
+        while reachable && directory.path != "/" {
+            reachable = FileProbe.mode(directory).map { $0 & 0o001 != 0 } ?? false
+            directory.deleteLastPathComponent()
+        }
+        if reachable { return built }
+        let copy = URL(fileURLWithPath: "/tmp/cv-vault-\(getpid())")
+        atexit { try? FileManager.default.removeItem(atPath: "/tmp/cv-vault-\(getpid())") }
+        return try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                continuation.resume(
+                    with: Result {
+                        try FileManager.default.createDirectory(at: copy, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+                        let binary = copy.appending(path: "vault")
+                        if !FileManager.default.fileExists(atPath: binary.path) { try FileManager.default.copyItem(at: built, to: binary) }
+                        chmod(binary.path, 0o755)
+                        return binary
+                    })
+            }
         }
     }
 
