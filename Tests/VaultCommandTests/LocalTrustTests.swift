@@ -355,7 +355,7 @@ struct LocalTrustTests {
             let script = """
                 #!/bin/sh
                 i=0
-                while [ ! -e "\(meeting.path)/go" ] && [ $i -lt \(waitSteps) ]; do sleep 0.1; i=$((i+1)); done
+                while [ ! -e "\(meeting.path)/go" ] && [ -d "\(meeting.path)" ] && [ $i -lt \(waitSteps) ]; do sleep 0.1; i=$((i+1)); done
                 /usr/bin/python3 -c 'import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=60).read().decode())' "$1" > "\(victim.home.path)/page" 2>&1
                 """
             try Data(script.utf8).write(to: browser)

@@ -131,13 +131,14 @@ struct LoginCommandTests {
     func browserLauncherHangsOrFails(hangs: Bool) async throws {
         let world = try await World()
         await world.gateway.signInBrowserUser("bob")
-        // A fake xdg-open first on PATH: one that stays until the test ends, or one that fails.
+        // A fake xdg-open first on PATH: one that stays until the test ends (or its directory is
+        // gone, or 10 min passed: never left behind), or one that fails.
         let bin = world.cli.file("bin")
         try FileManager.default.createDirectory(at: bin, withIntermediateDirectories: false)
         let release = world.cli.file("release")
         let script =
             hangs
-            ? "#!/bin/sh\nwhile [ ! -e '\(release.path)' ]; do sleep 0.1; done\n"
+            ? "#!/bin/sh\ni=0\nwhile [ ! -e '\(release.path)' ] && [ -d '\(bin.path)' ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i+1)); done\n"
             : "#!/bin/sh\nexit 3\n"
         try Data(script.utf8).write(to: bin.appending(path: "xdg-open"))
         chmod(bin.appending(path: "xdg-open").path, 0o755)
