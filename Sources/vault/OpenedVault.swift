@@ -67,11 +67,18 @@ struct OpenedVault: Sendable {
         }
         // NIOTransport for every request: it can check pins, opens nothing until the first
         // request, and keeps libcurl out of the process (see NIOTransport).
-        let oauth = OAuthClient(transport: NIOTransport(timeout: .seconds(15)), logger: global.logger("credentialvault.oauth"))
+        let oauth = OAuthClient(transport: NIOTransport(timeout: httpTimeout()), logger: global.logger("credentialvault.oauth"))
         return OpenedVault(
             vault: vault,
             session: SessionService(vault: vault, oauth: oauth, configuration: configuration, logger: global.logger("credentialvault.session")),
             url: url, credential: credential)
+    }
+
+    /// The bound on one request to the identity service: `$VAULT_HTTP_TIMEOUT` seconds (1 to
+    /// 600, for a slow network or proxy), else 15 s. A value outside that range is ignored.
+    static func httpTimeout(environment: [String: String] = ProcessInfo.processInfo.environment) -> Duration {
+        guard let text = environment["VAULT_HTTP_TIMEOUT"], let seconds = Int(text), (1...600).contains(seconds) else { return .seconds(15) }
+        return .seconds(seconds)
     }
 
     static func refuseOutdated(_ facts: VaultOpeningFacts) throws {

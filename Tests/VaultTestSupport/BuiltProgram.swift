@@ -34,7 +34,8 @@ public enum BuiltProgram {
     }
 
     /// Runs `executable ARGUMENTS` with exactly `environment` (plus the `*SAN_OPTIONS` of a
-    /// sanitizer run), `stdin` as standard input, and
+    /// sanitizer run and `VAULT_HTTP_TIMEOUT` scaled by `TestTimeScale`, unless given), `stdin`
+    /// as standard input, and
     /// waits for it to exit without blocking a thread. Output goes through files in
     /// `directory`, so a large output never fills a pipe.
     public static func run(
@@ -50,7 +51,9 @@ public enum BuiltProgram {
         _ = FileManager.default.createFile(atPath: errURL.path, contents: nil)
         _ = FileManager.default.createFile(atPath: inURL.path, contents: Data(stdin.utf8), attributes: [.posixPermissions: 0o600])
         // A sanitizer's settings reach the child too (where its reports go, its suppressions).
-        let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
+        var inherited = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
+        // The child's own bound on a request scales with the tests' (TestTimeScale), like every wait.
+        inherited["VAULT_HTTP_TIMEOUT"] = "\(Int(15 * TestTimeScale.factor))"
         let out = try FileHandle(forWritingTo: outURL)
         let err = try FileHandle(forWritingTo: errURL)
         let input = try FileHandle(forReadingFrom: inURL)
@@ -61,7 +64,7 @@ public enum BuiltProgram {
         }
         // posix_spawn, not Foundation's Process: see `Spawn`.
         let pid = try Spawn.start(
-            executable, arguments, environment: environment.merging(sanitizerSettings) { given, _ in given },
+            executable, arguments, environment: environment.merging(inherited) { given, _ in given },
             input: input.fileDescriptor, output: out.fileDescriptor, error: err.fileDescriptor)
         let termination = await Spawn.wait(pid)
         return Output(

@@ -34,8 +34,10 @@ public final class ChildProgram: Sendable {
     public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
         var variables = environment
         if let environment {
-            let sanitizerSettings = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
-            variables = environment.merging(sanitizerSettings) { given, _ in given }
+            var inherited = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
+            // The child's own bound on a request scales with the tests' (TestTimeScale), like every wait.
+            inherited["VAULT_HTTP_TIMEOUT"] = "\(Int(15 * TestTimeScale.factor))"
+            variables = environment.merging(inherited) { given, _ in given }
         }
         let standardInput = Pipe()
         let standardOutput = Pipe()
