@@ -164,6 +164,21 @@ struct LoginCommandTests {
         await world.gateway.stop()
     }
 
+    @Test("a sign-in whose code the provider no longer accepts (invalid_grant) says so, not that a refresh token expired")
+    func codeRefused() async throws {
+        let world = try await World()
+        await world.gateway.failNextTokenRequests(
+            1, with: TokenFault(status: 400, error: "invalid_grant", body: #"{"error":"invalid_grant","error_description":"the device_code was already used"}"#)
+        )
+        let child = try world.start(world.device())
+        let output = await world.end(child)
+        #expect(output.exitStatus != 0)
+        #expect(output.standardError.contains("no longer accepts this sign-in's code"), "\(output.standardError)")
+        #expect(!output.standardError.contains("refresh token"), "\(output.standardError)")
+        #expect(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
+        await world.gateway.stop()
+    }
+
     @Test("--account: signing in as another user is refused (exit 88) and the account keeps its session")
     func wrongUser() async throws {
         let world = try await World()

@@ -102,6 +102,9 @@ extension SignInError: CustomStringConvertible {
             "the browser did not come back within \(seconds) s; nothing was stored (raise --timeout, or use --device)"
         case .listenerFailed(let reason):
             "cannot listen for the browser's redirect on 127.0.0.1: \(reason); use --device"
+        case .tokenRequestFailed(.invalidGrant(let detail)):
+            // The grant here is the sign-in's authorization or device code, not a refresh token.
+            "the provider no longer accepts this sign-in's code (invalid_grant\(detail.map { ": \($0)" } ?? "")); nothing was stored: sign in again"
         case .tokenRequestFailed(let failure):
             "the token request failed: \(failure)"
         case .malformedResponse(let endpoint, let reason):
