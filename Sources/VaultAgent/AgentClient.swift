@@ -14,8 +14,8 @@ import Foundation
 public struct AgentClient: Sendable {
     /// The socket's file name.
     public let socketName: String
-    /// The places searched for it, in order (``AgentSocket``).
-    public let places: [URL]
+    /// Where it is searched for, in order (``AgentSocket``).
+    public let search: AgentSocket.Places
     /// How long one request may take (a refresh at the identity service included).
     public var timeoutSeconds: Int
 
@@ -23,19 +23,19 @@ public struct AgentClient: Sendable {
     /// listen (``AgentSocket/directories(environment:)``).
     public init(vault: URL, timeoutSeconds: Int = 60, environment: [String: String] = ProcessInfo.processInfo.environment) {
         socketName = AgentSocket.name(forVault: vault)
-        places = AgentSocket.directories(environment: environment)
+        search = AgentSocket.Places(environment: environment)
         self.timeoutSeconds = timeoutSeconds
     }
 
     /// The client of the agent listening on `socket` (its directory checked the same way).
     public init(socket: URL, timeoutSeconds: Int = 60) {
         socketName = socket.lastPathComponent
-        places = [socket.deletingLastPathComponent()]
+        search = AgentSocket.Places(only: socket.deletingLastPathComponent())
         self.timeoutSeconds = timeoutSeconds
     }
 
     /// Where the agent would listen (the first place), for messages.
-    public var socketPath: URL? { places.first?.appending(path: socketName) }
+    public var socketPath: URL? { search.all.first?.appending(path: socketName) }
 
     /// A token valid for at least `minimumValidity` (nil: the agent's leeway). Throws
     /// ``AgentFailure`` (with the exit code `vault token` would use) or ``AgentConnectionError``.
@@ -47,12 +47,12 @@ public struct AgentClient: Sendable {
 
     /// Sends one request and returns the agent's answer; throws its failure when it is one.
     public func send(_ request: AgentRequest) async throws -> AgentResponse {
-        let (name, places) = (socketName, self.places)
+        let (name, search) = (socketName, self.search)
         let timeout = timeoutSeconds
         let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AgentResponse, any Error>) in
             // Blocking socket I/O off the cooperative pool (no thread made per request).
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.exchange(request, name: name, places: places, timeoutSeconds: timeout) })
+                continuation.resume(with: Result { try Self.exchange(request, name: name, search: search, timeoutSeconds: timeout) })
             }
         }
         if let failure = response.error, !response.ok { throw failure }
@@ -65,8 +65,8 @@ public struct AgentClient: Sendable {
     }
 
     /// Connects (every check made first: ``AgentSocket``), sends `request`, reads the answer.
-    static func exchange(_ request: AgentRequest, name: String, places: [URL], timeoutSeconds: Int) throws -> AgentResponse {
-        let (fd, _) = try AgentSocket.connect(name, searching: places)
+    static func exchange(_ request: AgentRequest, name: String, search: AgentSocket.Places, timeoutSeconds: Int) throws -> AgentResponse {
+        let (fd, _) = try AgentSocket.connect(name, searching: search)
         defer { close(fd) }
         AgentSocket.setTimeouts(fd, seconds: timeoutSeconds)
         var body = try JSONEncoder().encode(request)

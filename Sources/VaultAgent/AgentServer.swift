@@ -54,7 +54,7 @@ public final class AgentServer: Sendable {
 
     private static func bind(_ name: String, in directoryFD: Int32, path: URL) throws -> Int32 {
         do {
-            let (fd, _) = try AgentSocket.connect(name, searching: [path.deletingLastPathComponent()])
+            let (fd, _) = try AgentSocket.connect(name, searching: AgentSocket.Places(only: path.deletingLastPathComponent()))
             close(fd)
             throw AgentFailure(
                 code: "already_running", exit: 73, message: "an agent is already running for this vault (socket \(path.path)); `vault agent stop` first")
@@ -66,7 +66,7 @@ public final class AgentServer: Sendable {
             }
             throw AgentFailure(code: "socket", exit: 74, message: "\(error)")
         }
-        guard var address = AgentSocket.address("/proc/self/fd/\(directoryFD)/\(name)") else {
+        guard var address = AgentSocket.address(AgentSocket.path(through: directoryFD, name)) else {
             throw AgentFailure(code: "socket", exit: 74, message: "the socket name \(name) is too long")
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -42,21 +42,45 @@ public enum AgentSocket {
 
     /// Every place an agent of this user may listen, in the order clients search them.
     public static func directories(environment: [String: String] = ProcessInfo.processInfo.environment) -> [URL] {
-        var runtimes: [String] = []
-        if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isPrivateDirectoryOfOurs(runtime) {
-            runtimes.append(runtime)
+        Places(environment: environment).all
+    }
+
+    /// Where a client looks for an agent's socket, in order. The home place (a password-database
+    /// lookup, the machine id read and hashed) is worked out only when no runtime place holds
+    /// the socket: an agent in the runtime directory costs `vault token` none of it.
+    public struct Places: Sendable {
+        let runtime: [URL]
+        let includesHome: Bool
+
+        /// This user's places (``AgentSocket``'s list).
+        public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+            var runtimes: [String] = []
+            if let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/"), isPrivateDirectoryOfOurs(runtime) {
+                runtimes.append(runtime)
+            }
+            let standard = "/run/user/\(getuid())"
+            if !runtimes.contains(where: { sameFile($0, standard) }), isPrivateDirectoryOfOurs(standard) {
+                runtimes.append(standard)
+            }
+            runtime = runtimes.map { URL(fileURLWithPath: $0, isDirectory: true).appending(path: "credentialvault", directoryHint: .isDirectory) }
+            includesHome = true
         }
-        let standard = "/run/user/\(getuid())"
-        if !runtimes.contains(where: { sameFile($0, standard) }), isPrivateDirectoryOfOurs(standard) {
-            runtimes.append(standard)
+
+        /// One given directory only.
+        public init(only directory: URL) {
+            runtime = [directory]
+            includesHome = false
         }
-        var places = runtimes.map { URL(fileURLWithPath: $0, isDirectory: true).appending(path: "credentialvault", directoryHint: .isDirectory) }
-        if let home = homeDirectory() {
-            places.append(
-                URL(fileURLWithPath: home, isDirectory: true)
-                    .appending(path: ".local/state/credentialvault/run-\(machineTag())", directoryHint: .isDirectory))
+
+        /// The home place, when there is a home directory.
+        var home: URL? {
+            guard includesHome, let home = homeDirectory() else { return nil }
+            return URL(fileURLWithPath: home, isDirectory: true)
+                .appending(path: ".local/state/credentialvault/run-\(machineTag())", directoryHint: .isDirectory)
         }
-        return places
+
+        /// Every place, in search order.
+        public var all: [URL] { runtime + (home.map { [$0] } ?? []) }
     }
 
     /// 16 hex digits naming the vault by its resolved path.
@@ -76,11 +100,17 @@ public enum AgentSocket {
     static func checkDirectory(_ fd: Int32, path: String) throws(AgentConnectionError) {
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw .unusable("cannot read \(path): \(String(cString: strerror(errno)))") }
-        guard (info.st_mode & S_IFMT) == S_IFDIR else { throw untrusted(path, "is not a directory") }
-        guard info.st_uid == getuid() else { throw untrusted(path, "belongs to uid \(info.st_uid), not to this user (uid \(getuid()))") }
+        if let problem = privacyProblem(info, path: path) { throw problem }
+    }
+
+    /// What makes `info` not a private directory of this user's, or nil.
+    static func privacyProblem(_ info: stat, path: String) -> AgentConnectionError? {
+        guard (info.st_mode & S_IFMT) == S_IFDIR else { return untrusted(path, "is not a directory") }
+        guard info.st_uid == getuid() else { return untrusted(path, "belongs to uid \(info.st_uid), not to this user (uid \(getuid()))") }
         guard info.st_mode & 0o077 == 0 else {
-            throw untrusted(path, "is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))); `chmod 700` it")
+            return untrusted(path, "is open to other users (mode \(String(info.st_mode & 0o777, radix: 8))); `chmod 700` it")
         }
+        return nil
     }
 
     /// Opens `directory` (`O_PATH|O_NOFOLLOW`) and checks it; nil when it does not exist.
@@ -135,39 +165,54 @@ public enum AgentSocket {
     /// before a byte is sent. Throws `.notRunning` when no place has a live agent's socket,
     /// `.untrusted` at the first place that fails a check (the search stops there: it is never
     /// skipped in favour of a later place).
-    static func connect(_ name: String, searching directories: [URL]) throws(AgentConnectionError) -> (fd: Int32, path: URL) {
-        guard !directories.isEmpty else { throw .unusable(noPlace().message) }
-        for directory in directories {
-            guard let directoryFD = try openChecked(directory) else { continue }
-            defer { close(directoryFD) }
-            let path = directory.appending(path: name).path
-            guard try checkSocketEntry(directoryFD, name, path: path) else { continue }
-            switch connect(through: directoryFD, name) {
-            case .success(let fd):
-                var uid: UInt32 = 0
-                var pid: Int32 = 0
-                guard cv_peer_credentials(fd, &uid, &pid) == 0 else {
-                    close(fd)
-                    throw .unusable("cannot tell who listens on \(path): \(String(cString: strerror(errno)))")
-                }
-                guard uid == getuid() else {
-                    close(fd)
-                    throw untrusted(path, "is served by a process of uid \(uid) (pid \(pid)), not by this user's agent")
-                }
-                return (fd, URL(fileURLWithPath: path))
-            case .failure(.notRunning):
-                continue  // a dead agent's socket: look further
-            case .failure(let error):
-                throw error
-            }
+    static func connect(_ name: String, searching places: Places) throws(AgentConnectionError) -> (fd: Int32, path: URL) {
+        for directory in places.runtime {
+            if let found = try connect(name, in: directory) { return found }
         }
-        throw .notRunning
+        guard let home = places.home else {
+            if places.runtime.isEmpty { throw .unusable(noPlace().message) }
+            throw .notRunning
+        }
+        guard let found = try connect(name, in: home) else { throw .notRunning }
+        return found
+    }
+
+    /// The connection to a live agent's socket `name` in `directory`, nil when there is none
+    /// (no directory, no socket, a dead agent's); throws when something there fails a check.
+    private static func connect(_ name: String, in directory: URL) throws(AgentConnectionError) -> (fd: Int32, path: URL)? {
+        guard let directoryFD = try openChecked(directory) else { return nil }
+        defer { close(directoryFD) }
+        let path = directory.appending(path: name).path
+        guard try checkSocketEntry(directoryFD, name, path: path) else { return nil }
+        switch connect(through: directoryFD, name) {
+        case .success(let fd):
+            var uid: UInt32 = 0
+            var pid: Int32 = 0
+            guard cv_peer_credentials(fd, &uid, &pid) == 0 else {
+                close(fd)
+                throw .unusable("cannot tell who listens on \(path): \(String(cString: strerror(errno)))")
+            }
+            guard uid == getuid() else {
+                close(fd)
+                throw untrusted(path, "is served by a process of uid \(uid) (pid \(pid)), not by this user's agent")
+            }
+            return (fd, URL(fileURLWithPath: path))
+        case .failure(.notRunning):
+            return nil  // a dead agent's socket: look further
+        case .failure(let error):
+            throw error
+        }
+    }
+
+    /// The path of `name` reached through the opened directory `fd`.
+    static func path(through fd: Int32, _ name: String) -> String {
+        "/proc/self/fd/\(fd)/\(name)"
     }
 
     /// `connect` to `name` in the opened directory, through `/proc/self/fd` (no path to swap,
     /// and no `sun_path` length limit on deep home directories).
     static func connect(through directory: Int32, _ name: String) -> Result<Int32, AgentConnectionError> {
-        guard var address = address("/proc/self/fd/\(directory)/\(name)") else { return .failure(.unusable("the socket name is too long")) }
+        guard var address = address(path(through: directory, name)) else { return .failure(.unusable("the socket name is too long")) }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return .failure(.unusable(String(cString: strerror(errno)))) }
         var result: Int32
@@ -255,8 +300,7 @@ public enum AgentSocket {
     /// Whether `path` (links followed) is a directory of this user's with no group or other bits.
     static func isPrivateDirectoryOfOurs(_ path: String) -> Bool {
         var info = stat()
-        guard stat(path, &info) == 0 else { return false }
-        return (info.st_mode & S_IFMT) == S_IFDIR && info.st_uid == getuid() && info.st_mode & 0o077 == 0
+        return stat(path, &info) == 0 && privacyProblem(info, path: path) == nil
     }
 
     static func sameFile(_ a: String, _ b: String) -> Bool {

@@ -37,12 +37,25 @@ extension Vault {
     }
 
     /// Whether the keys this process holds still open the vault: false once another process
-    /// replaced them (`rotate-key`, or `passwd` without keeping the keys). One point read.
-    /// Throws `.closed` when the keys were wiped.
+    /// replaced them (`rotate-key`, or `passwd` without keeping the keys). Decided by the vault
+    /// header row's MAC, not by the key id it names: an edited or put-back row can make this
+    /// answer false (the caller locks), never true for keys the vault no longer uses. One point
+    /// read. Throws `.closed` when the keys were wiped, `.damaged` for a row that fails its MAC.
     public func holdsCurrentKey() throws -> Bool {
-        let held = try keyring.vaultKey().id
-        let meta = try read("reading the key record") { db in try UnlockRecord.fetch(db, path: self.path) }
-        guard let meta else { throw VaultError(.damaged, "\(path) has no vault header row", path: path) }
-        return meta.vaultKeyID == held || meta.pendingVaultKeyID == held
+        _ = try keyring.vaultKey()
+        let integrity = self.integrity
+        return try read("reading the key record") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else {
+                throw VaultError(.damaged, "\(self.path) has no vault header row", path: self.path)
+            }
+            switch try integrity.verdict(row, in: .vaultMeta, db) {
+            case .authentic: return true
+            case .unknownKey: return false
+            case .changed(let columns, let reason):
+                throw VaultError(
+                    .damaged, "vault_meta.\(columns.joined(separator: ", vault_meta.")) \(reason): \(self.path) is damaged or was tampered with",
+                    path: self.path)
+            }
+        }
     }
 }

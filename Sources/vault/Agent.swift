@@ -204,7 +204,7 @@ extension VaultCommand {
                     let state =
                         switch (status.locked, status.lockReason) {
                         case (false, _): "unlocked"
-                        case (true, "key_changed"): "locked (key changed: `vault unlock`)"
+                        case (true, AgentHost.keyChangedCode): "locked (key changed: `vault unlock`)"
                         case (true, _): "locked (`vault unlock`)"
                         }
                     print("Agent for \(status.vault): pid \(status.pid), \(state), socket \(status.socket)")

@@ -215,6 +215,8 @@ actor AgentHost {
 
     private enum Refusal: Error { case locked, replaced }
 
+    /// The lock reason `status` reports when another process replaced the vault's keys.
+    static let keyChangedCode = "key_changed"
     static let keyChangedReason = "the vault's keys were changed by another process (`vault rotate-key` or `vault passwd`)"
 
     /// Drops keys that no longer open the vault (another process rotated them): the agent
@@ -222,14 +224,14 @@ actor AgentHost {
     private func checkKeysStillCurrent() async {
         guard let current = opened else { return }
         let stale = (try? await OpenedVault.blocking { try !current.vault.holdsCurrentKey() }) ?? false
-        if stale { await lock(because: Self.keyChangedReason, code: "key_changed") }
+        if stale { await lock(because: Self.keyChangedReason, code: Self.keyChangedCode) }
     }
 
     /// A request's failure; one that says the keys changed locks the agent and is answered as
     /// the lock it is.
     private func failure(_ error: any Error) async -> AgentResponse {
         guard Self.isKeyChange(error) else { return Self.failure(error) }
-        await lock(because: Self.keyChangedReason, code: "key_changed")
+        await lock(because: Self.keyChangedReason, code: Self.keyChangedCode)
         return await refused(.locked)
     }
 
@@ -252,7 +254,7 @@ actor AgentHost {
     private func refused(_ refusal: Refusal) async -> AgentResponse {
         switch refusal {
         case .locked:
-            if lockReason == "key_changed" {
+            if lockReason == Self.keyChangedCode {
                 return .failure(
                     "locked", exit: ExitStatus.sessionLocked.rawValue,
                     "the agent for \(url.path) is locked (key changed): \(Self.keyChangedReason); run `vault unlock`")

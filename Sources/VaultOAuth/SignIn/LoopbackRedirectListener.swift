@@ -235,16 +235,13 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
                 }
                 redirect(context: context, to: target)
             } else if requested == path {
-                let promise = context.eventLoop.makePromise(of: RedirectPage.self)
-                let first = state.withLock { state -> Bool in
-                    guard !state.redirected else { return false }
+                let first = state.withLock { state -> EventLoopPromise<RedirectPage>? in
+                    guard !state.redirected else { return nil }
                     state.redirected = true
-                    state.reply = promise
-                    return true
+                    state.reply = context.eventLoop.makePromise(of: RedirectPage.self)
+                    return state.reply
                 }
-                guard first else {
-                    promise.succeed(
-                        RedirectPage(status: 409, title: "Already answered", message: "This sign-in was already answered; go back to the terminal."))
+                guard let promise = first else {
                     respond(
                         context: context,
                         page: RedirectPage(status: 409, title: "Already answered", message: "This sign-in was already answered; go back to the terminal."))
