@@ -250,18 +250,16 @@ public enum AgentSocket {
                 throw AgentFailure(code: "socket_directory", exit: 74, message: "cannot create \(current): \(reason)")
             }
         }
+        let opened: Int32?
         do {
-            guard let fd = try openChecked(directory) else {
-                throw AgentFailure(code: "socket_directory", exit: 74, message: "\(directory.path) disappeared while it was being prepared")
-            }
-            return fd
-        } catch let error as AgentConnectionError {
-            throw failure(error)
-        } catch let error as AgentFailure {
-            throw error
+            opened = try openChecked(directory)
         } catch {
-            throw AgentFailure(code: "socket_directory", exit: 74, message: "\(error)")
+            throw failure(error)
         }
+        guard let opened else {
+            throw AgentFailure(code: "socket_directory", exit: 74, message: "\(directory.path) disappeared while it was being prepared")
+        }
+        return opened
     }
 
     // MARK: - Places
