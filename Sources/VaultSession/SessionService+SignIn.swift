@@ -55,11 +55,14 @@ public struct SignInRequest: Sendable {
     public var label: String?
     /// The guest account to upgrade. Nil: the active account when it is a guest of this provider.
     public var upgrading: AccountID?
+    /// The loopback redirect URI the provider registered, stored with the account; nil: the
+    /// account's stored one, else ``LoopbackRedirect/default``.
+    public var redirect: LoopbackRedirect?
 
     public init(
         provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
         pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
-        policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil
+        policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil, redirect: LoopbackRedirect? = nil
     ) {
         self.provider = provider
         self.clientID = clientID
@@ -72,6 +75,7 @@ public struct SignInRequest: Sendable {
         self.policy = policy
         self.label = label
         self.upgrading = upgrading
+        self.redirect = redirect
     }
 }
 
@@ -116,7 +120,7 @@ extension SessionService {
         guard case .browser = request.method else { return try await signIn(using: request, listener: nil) }
         // The browser's page waits for the outcome: "Signed in" only once the account is
         // checked and stored, else what failed.
-        let listener = try await LoopbackRedirectListener.start()
+        let listener = try await LoopbackRedirectListener.start(redirect: try await redirect(for: request))
         do {
             let result = try await signIn(using: request, listener: listener)
             await listener.finish(.signedIn)
@@ -125,6 +129,16 @@ extension SessionService {
             await listener.finish(Task.isCancelled ? .unfinished : .failed(Self.pageReason(error)))
             throw error
         }
+    }
+
+    /// The redirect URI a browser sign-in listens on: the one asked for, else the account's,
+    /// else the default.
+    private func redirect(for request: SignInRequest) async throws -> LoopbackRedirect {
+        if let redirect = request.redirect { return redirect }
+        guard let id = request.account, let stored = try await vaultCall({ [vault] in try vault.account(id) })?.client.redirectURI else {
+            return .default
+        }
+        return try LoopbackRedirect(parsing: stored)
     }
 
     /// A secret-free sentence for the browser's page.
@@ -201,7 +215,8 @@ extension SessionService {
         let isGuest = { if case .guest = request.method { true } else { false } }()
         let settings = OAuthClientSettings(
             tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint, clientID: request.clientID,
-            authentication: request.clientSecret == nil ? .none : .clientSecretBasic, scopes: request.scopes, pins: request.pins)
+            authentication: request.clientSecret == nil ? .none : .clientSecretBasic, scopes: request.scopes, pins: request.pins,
+            redirectURI: request.redirect?.description)
         let new = NewAccount(
             issuer: provider.issuer, subject: subject,
             label: request.label ?? existing?.label ?? verified.flatMap { $0.name ?? $0.preferredUsername ?? $0.email },

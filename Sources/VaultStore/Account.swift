@@ -19,10 +19,15 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
     /// pin form). Empty: the system's trust store alone decides. With pins, a TLS handshake
     /// whose chain holds none of them sends nothing. Several allow a key rollover.
     public var pins: [String]
+    /// The loopback redirect URI the provider registered for this client, as given to
+    /// `vault login --redirect-uri` (schema 10); nil: the default, `http://127.0.0.1/callback`
+    /// with any port.
+    public var redirectURI: String?
 
     public init(
         tokenEndpoint: URL, revocationEndpoint: URL? = nil, clientID: String,
-        authentication: ClientAuthentication = .none, scopes: [String] = [], pins: [String] = []
+        authentication: ClientAuthentication = .none, scopes: [String] = [], pins: [String] = [],
+        redirectURI: String? = nil
     ) {
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
@@ -30,6 +35,7 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
         self.authentication = authentication
         self.scopes = scopes
         self.pins = pins
+        self.redirectURI = redirectURI
     }
 }
 

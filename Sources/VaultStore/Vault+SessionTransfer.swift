@@ -257,6 +257,7 @@ extension Vault {
                 }
                 new.providerMetadata = existing.providerMetadata
                 new.subjectSource = existing.subjectSource
+                new.client.redirectURI = existing.client.redirectURI
                 let held = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [existing.id.rawValue])
                 if let held { try self.integrity.check(held, in: .tokens, db) }
                 if imported.tokens.refreshToken == nil, held?.holdsValue("refresh_token") == true {

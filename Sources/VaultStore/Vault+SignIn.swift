@@ -102,6 +102,11 @@ extension Vault {
             updated.client.tokenEndpoint = new.client.tokenEndpoint
             updated.client.revocationEndpoint = new.client.revocationEndpoint
         }
+        if let redirect = new.client.redirectURI, redirect != account.client.redirectURI {
+            assignments.append("redirect_uri = ?")
+            arguments.append(redirect)
+            updated.client.redirectURI = redirect
+        }
         if let source = new.subjectSource, source != account.subjectSource,
             source == .verified || account.subjectSource == nil
         {

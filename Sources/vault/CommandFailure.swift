@@ -147,7 +147,7 @@ struct CommandFailure: Error, CustomStringConvertible {
     static func status(of error: SignInError) -> ExitStatus {
         switch error {
         case .discoveryFailed: .serverUnavailable
-        case .missingMetadata, .insecureEndpoint: .usage
+        case .missingMetadata, .insecureEndpoint, .invalidRedirectURI: .usage
         case .authorizationDenied: .signInDeclined
         case .deviceCodeExpired, .timedOut: .signInTimedOut
         case .issuerMismatch, .stateMismatch, .issuerParameterMismatch, .missingIDToken, .idTokenRejected, .malformedResponse: .signInRejected

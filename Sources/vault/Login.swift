@@ -22,10 +22,13 @@ extension VaultCommand {
                 used. The account becomes the active one.
 
                 --device: the device authorization grant (RFC 8628): shows a code and where to \
-                enter it, on any machine. --browser: authorization code with PKCE and a redirect \
-                to 127.0.0.1 (RFC 7636, RFC 8252); opens the browser with xdg-open when there is a \
+                enter it, on any machine. --browser: authorization code with PKCE and a loopback \
+                redirect (RFC 7636, RFC 8252); opens the browser with xdg-open when there is a \
                 display, else (and with --no-open) prints the URL on a line of its own on standard \
-                error. The default is --browser with a display, --device without. --guest: a guest \
+                error. The redirect URI is http://127.0.0.1/callback at a port chosen at run time: \
+                register that with the provider (RFC 8252 §7.3 lets the port vary). A provider that \
+                registered another loopback URI (or insists on a port) gets it with --redirect-uri; \
+                the account keeps it for the next sign-in. The default is --browser with a display, --device without. --guest: a guest \
                 account from the provider's guest endpoint. --with-token: a bare access token on \
                 standard input (no refresh; expiry from --expires-in or the token's JWT exp).
 
@@ -66,6 +69,12 @@ extension VaultCommand {
         @Flag(help: "With --browser: print the URL instead of opening a browser.") var noOpen = false
         @Option(help: ArgumentHelp("With --browser: how long to wait for the browser to come back. Default 5m.", valueName: "duration"))
         var timeout: TimeLimit?
+        @Option(
+            name: .customLong("redirect-uri"),
+            help: ArgumentHelp(
+                "With --browser: the loopback redirect URI the provider registered: http://127.0.0.1, http://[::1] or http://localhost, a path, a port or none (any). Default http://127.0.0.1/callback (or the account's).",
+                valueName: "uri"))
+        var redirectURI: String?
 
         @Option(help: ArgumentHelp("Sign this account in again. " + AccountReference.help, valueName: "account"))
         var account: String?
@@ -115,6 +124,10 @@ extension VaultCommand {
                 if let reason = EndpointRule.violation(url) { throw ValidationError("\(name) is refused: \(reason)") }
             }
             do { _ = try SPKIPin.parse(pins) } catch { throw ValidationError("--pin: \(error)") }
+            if let redirectURI {
+                do { _ = try LoopbackRedirect(parsing: redirectURI) } catch { throw ValidationError("--redirect-uri \(redirectURI): \(error)") }
+                if device || guest || withToken { throw ValidationError("--redirect-uri is for --browser") }
+            }
             if let expiresIn, expiresIn <= 0 { throw ValidationError("--expires-in must be a positive number of seconds") }
             for host in credentialHosts where CredentialHosts.normalise(host) == nil { throw ValidationError("--host \(host) is not host[:port][/path]") }
         }
@@ -168,7 +181,8 @@ extension VaultCommand {
             let request = SignInRequest(
                 provider: provider, clientID: clientID, clientSecret: secret ?? storedSecret,
                 scopes: scopes, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, method: method(),
-                account: existing?.id, maxAge: maxAge?.duration, policy: policy, label: label, upgrading: upgrading)
+                account: existing?.id, maxAge: maxAge?.duration, policy: policy, label: label, upgrading: upgrading,
+                redirect: try redirectURI.map { try LoopbackRedirect(parsing: $0) })
             let result = try await opened.session.signIn(using: request)
             try setHosts(result.account.id, opened)
             return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))

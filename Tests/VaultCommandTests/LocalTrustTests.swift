@@ -327,7 +327,7 @@ struct LocalTrustTests {
         if result["found"]:
             port = re.match(r"http://127\.0\.0\.1:(\d+)/", result["found"]).group(1)
             result["opener"] = status(result["found"])
-            result["callback"] = status("http://127.0.0.1:%s/callback/guess?code=attackers-code&state=guess" % port)
+            result["callback"] = status("http://127.0.0.1:%s/callback?code=attackers-code&state=guess" % port)
         open(out, "w").write(json.dumps(result))
         """#
 

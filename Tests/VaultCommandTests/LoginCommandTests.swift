@@ -125,6 +125,36 @@ struct LoginCommandTests {
         await world.gateway.stop()
     }
 
+    @Test("--redirect-uri: the provider's registered loopback URI is used, kept with the account, and used again by --account")
+    func registeredRedirectURI() async throws {
+        let world = try await World()
+        await world.gateway.signInBrowserUser("bob")
+        func signIn(_ arguments: [String]) async throws -> (String, ChildProgram.Output) {
+            let child = try world.start(arguments + ["--browser", "--no-open"])
+            #expect(
+                await child.output.wait(upTo: TestTimeScale.scaled(.seconds(60))) { output in
+                    output.standardError.split(separator: "\n").contains { $0.hasPrefix("http://") && !$0.contains(" ") }
+                })
+            let line = try #require(child.output.value.standardError.split(separator: "\n").first { $0.hasPrefix("http://") && !$0.contains(" ") })
+            let url = try #require(URLComponents(string: String(line)))
+            let redirect = try #require(url.queryItems?.first { $0.name == "redirect_uri" }?.value)
+            _ = try await Self.browse(try #require(url.url))
+            return (redirect, await world.end(child))
+        }
+        let (first, signedIn) = try await signIn(["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--redirect-uri", "http://[::1]/oauth/cb"])
+        #expect(signedIn.exitStatus == 0, "\(signedIn.standardError)")
+        #expect(first.wholeMatch(of: /http:\/\/\[::1\]:[0-9]+\/oauth\/cb/) != nil, "\(first)")
+        let account = try #require(try await world.cli.run(["accounts", "list", "--json"]).jsonArray().first?["id"] as? String)
+        let (again, signedInAgain) = try await signIn(["login", "--account", account])
+        #expect(signedInAgain.exitStatus == 0, "\(signedInAgain.standardError)")
+        #expect(again.hasPrefix("http://[::1]:") && again.hasSuffix("/oauth/cb"), "the account's redirect URI, not the default: \(again)")
+
+        let refused = try await world.cli.run(["login", "--issuer", world.issuer, "--client-id", "vault-cli", "--redirect-uri", "http://example.com/cb"])
+        #expect(refused.status == 64, "\(refused)")
+        #expect(refused.stderr.contains("127.0.0.1, [::1] or localhost"), "\(refused.stderr)")
+        await world.gateway.stop()
+    }
+
     @Test(
         "--browser with a launcher that never returns, or fails: the sign-in goes on, and a failed launcher is told",
         arguments: [true, false])

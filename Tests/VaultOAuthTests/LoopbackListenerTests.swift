@@ -32,6 +32,20 @@ struct LoopbackListenerTests {
         await listener.close()
     }
 
+    @Test("a connection over [::1] is found in the kernel's IPv6 socket table as this uid's")
+    func realOwnerLookupIPv6() async throws {
+        let seen = Locked<uid_t?>(nil)
+        let listener = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://[::1]/cb")) { peer, local in
+            let owner = LoopbackPeer.owner(peer: peer, local: local)
+            seen.withLock { $0 = owner }
+            return owner
+        }
+        let port = try #require(listener.redirectURI.port)
+        #expect(try await Self.get(try #require(URL(string: "http://[::1]:\(port)/elsewhere"))).status == 404)
+        #expect(seen.withLock { $0 } == getuid())
+        await listener.close()
+    }
+
     @Test("the opener redirects once to the authorization URL; a second use is refused")
     func openerIsOneTime() async throws {
         let listener = try await LoopbackRedirectListener.start { _, _ in getuid() }
@@ -89,7 +103,72 @@ struct LoopbackListenerTests {
         #expect(!body.contains("Signed in"))
     }
 
-    @Test("the socket table: a live IPv4 entry, an IPv4-mapped IPv6 entry, and an orphaned or TIME_WAIT one (uid 0, inode 0)")
+    @Test("the default redirect URI is the registered http://127.0.0.1/callback at a run-time port; other paths get 404")
+    func defaultRedirectIsTheRegisteredOne() async throws {
+        let listener = try await LoopbackRedirectListener.start { _, _ in getuid() }
+        let uri = listener.redirectURI.absoluteString
+        #expect(uri.wholeMatch(of: /http:\/\/127\.0\.0\.1:[0-9]+\/callback/) != nil, "\(uri)")
+        let port = try #require(listener.redirectURI.port)
+        #expect(try await Self.get(try #require(URL(string: "http://127.0.0.1:\(port)/callback/x?code=c"))).status == 404)
+        let browser = Task { try await Self.get(try #require(URL(string: uri + "?code=c&state=s"))) }
+        #expect(try await listener.nextRedirect().first { $0.name == "code" }?.value == "c")
+        await listener.finish(.signedIn)
+        #expect(try await browser.value.status == 200)
+    }
+
+    @Test("localhost listens on 127.0.0.1 and [::1] at one port: a browser resolving either comes back")
+    func localhostListensOnBothFamilies() async throws {
+        let listener = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://localhost/oauth/done")) { _, _ in
+            getuid()
+        }
+        let port = try #require(listener.redirectURI.port)
+        #expect(listener.redirectURI.absoluteString == "http://localhost:\(port)/oauth/done")
+        #expect(try await Self.get(try #require(URL(string: "http://127.0.0.1:\(port)/elsewhere"))).status == 404, "IPv4 is listened on")
+        let browser = Task { try await Self.get(try #require(URL(string: "http://[::1]:\(port)/oauth/done?code=v6&state=s"))) }
+        #expect(try await listener.nextRedirect().first { $0.name == "code" }?.value == "v6")
+        await listener.finish(.signedIn)
+        #expect(try await browser.value.status == 200)
+    }
+
+    @Test("a registered port is used exactly; when either localhost address has it, the sign-in fails naming it and holds nothing")
+    func fixedPortTaken() async throws {
+        let holder = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://[::1]/cb")) { _, _ in getuid() }
+        let port = try #require(holder.redirectURI.port)
+        await #expect {
+            _ = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://localhost:\(port)/cb")) { _, _ in getuid() }
+        } throws: { error in
+            guard case .listenerFailed(let reason)? = error as? SignInError else { return false }
+            return reason.contains("[::1]:\(port)") && reason.contains("in use")
+        }
+        // All or none: 127.0.0.1 at that port was let go again.
+        let fixed = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://127.0.0.1:\(port)/cb")) { _, _ in getuid() }
+        #expect(fixed.redirectURI.absoluteString == "http://127.0.0.1:\(port)/cb")
+        await fixed.close()
+        await holder.close()
+    }
+
+    @Test(
+        "redirect URIs: loopback http only, path kept, port optional",
+        arguments: [
+            ("http://127.0.0.1/callback", "http://127.0.0.1/callback"), ("http://127.0.0.1:8400/cb", "http://127.0.0.1:8400/cb"),
+            ("http://[::1]/cb", "http://[::1]/cb"), ("http://LOCALHOST:9/", "http://localhost:9/"), ("http://localhost", "http://localhost/"),
+        ])
+    func redirectURIsAccepted(given: String, registered: String) throws {
+        #expect(try LoopbackRedirect(parsing: given).description == registered)
+    }
+
+    @Test(
+        "redirect URIs that could leave this machine or hide a second meaning are refused",
+        arguments: [
+            "https://127.0.0.1/cb", "http://example.com/cb", "http://127.0.0.2/cb", "http://localhost.example.com/cb",
+            "http://user@127.0.0.1/cb", "http://127.0.0.1/cb?x=1", "http://127.0.0.1/cb#f", "http://127.0.0.1:0/cb", "com.example.app:/cb",
+            "not a url",
+        ])
+    func redirectURIsRefused(given: String) {
+        #expect(throws: SignInError.self) { try LoopbackRedirect(parsing: given) }
+    }
+
+    @Test("the socket table: a live IPv4 entry, an IPv4-mapped IPv6 entry, a [::1] entry, and an orphaned or TIME_WAIT one (uid 0, inode 0)")
     func tableParsing() {
         let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
         // 127.0.0.1:40000 -> 127.0.0.1:8400, uid 1000, inode 4242.
@@ -100,6 +179,11 @@ struct LoopbackListenerTests {
             header
             + "   0: 0000000000000000FFFF00000100007F:9C40 0000000000000000FFFF00000100007F:20D0 01 00000000:00000000 00:00000000 00000000  1001        0 4343 1\n"
         #expect(LoopbackPeer.owner(peer: ("127.0.0.1", 40000), local: ("127.0.0.1", 8400), tables: [mapped]) == 1001)
+        let loopback6 =
+            header
+            + "   0: 00000000000000000000000001000000:9C40 00000000000000000000000001000000:20D0 01 00000000:00000000 00:00000000 00000000  1002        0 4444 1\n"
+        #expect(LoopbackPeer.owner(peer: ("::1", 40000), local: ("::1", 8400), tables: [loopback6]) == 1002)
+        #expect(LoopbackPeer.owner(peer: ("127.0.0.1", 40000), local: ("127.0.0.1", 8400), tables: [loopback6]) == nil)
         let timeWait = header + "   0: 0100007F:9C40 0100007F:20D0 06 00000000:00000000 03:00001770 00000000     0        0 0 3 0\n"
         #expect(LoopbackPeer.owner(peer: ("127.0.0.1", 40000), local: ("127.0.0.1", 8400), tables: [timeWait]) == nil)
     }

@@ -146,6 +146,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-10 fixture opens with the newest code: heidi's registered redirect URI survives")
+    func schemaTenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV10.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV10.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV10.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

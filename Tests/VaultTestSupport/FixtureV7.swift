@@ -46,8 +46,9 @@ public enum FixtureV7 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV6.differences(in: vault, laterAccounts: 1, laterEventKinds: ["session_imported"])
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV6.differences(in: vault, laterAccounts: 1 + laterAccounts, laterEventKinds: ["session_imported"])
         guard let grace = try vault.accounts().first(where: { $0.subject == "grace" }) else { return problems + ["grace missing"] }
         if grace.origin?.transfer != transfer || grace.origin?.vault != sender || grace.origin?.host != host || grace.origin?.mode != .move {
             problems.append("grace: origin differs")

@@ -19,8 +19,9 @@ public enum FixtureV8 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV7.differences(in: vault)
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV7.differences(in: vault, laterAccounts: laterAccounts)
         let accounts = try vault.accounts()
         if accounts.first(where: { $0.subject == "alice" })?.notificationRetention != retention { problems.append("alice: retention differs") }
         if accounts.contains(where: { $0.subject != "alice" && $0.notificationRetention != nil }) { problems.append("retention on another account") }

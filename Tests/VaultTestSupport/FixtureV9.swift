@@ -27,8 +27,9 @@ public enum FixtureV9 {
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
-    public static func differences(in vault: Vault) throws -> [String] {
-        var problems = try FixtureV8.differences(in: vault)
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV8.differences(in: vault, laterAccounts: laterAccounts)
         guard let device = try vault.device(registration) else { return problems + ["grace's pending device missing"] }
         if device.name != deviceName || device.status != .pending || device.deviceID != vault.deviceID {
             problems.append("grace's device differs")

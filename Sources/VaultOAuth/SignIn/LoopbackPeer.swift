@@ -5,8 +5,8 @@ import Foundation
 #endif
 
 /// Who is at the other end of a TCP connection over loopback: the uid that owns the peer's
-/// socket, read from the kernel's socket tables (`/proc/net/tcp`, `/proc/net/tcp6` for
-/// IPv4-mapped peers).
+/// socket, read from the kernel's socket tables (`/proc/net/tcp`, and `/proc/net/tcp6` for
+/// `[::1]` and IPv4-mapped peers).
 ///
 /// The loopback redirect listener answers only this user's browser: another local user who
 /// learned the callback's port cannot deliver a code of their own (their account) or take
@@ -47,7 +47,7 @@ public enum LoopbackPeer {
 
     /// The same, from the tables' text (for tests).
     static func owner(peer: (address: String, port: Int), local: (address: String, port: Int), tables: [String]) -> uid_t? {
-        guard let peerAddress = ipv4Bytes(peer.address), let localAddress = ipv4Bytes(local.address) else { return nil }
+        guard let peerAddress = addressBytes(peer.address), let localAddress = addressBytes(local.address) else { return nil }
         var owners: [uid_t] = []
         for table in tables {
             for line in table.split(separator: "\n").dropFirst() {
@@ -85,8 +85,8 @@ public enum LoopbackPeer {
         }
 
         /// `0100007F:1F90` (IPv4) or 32 hex digits (IPv6): the address as the kernel keeps it,
-        /// printed as host-order 32-bit words. IPv6 entries count only as IPv4-mapped
-        /// (`::ffff:a.b.c.d`), the only way an IPv4 peer appears there.
+        /// printed as host-order 32-bit words. An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`,
+        /// how an IPv4 peer of a dual-stack socket appears) is read as the IPv4 address.
         static func endpoint(_ field: Substring) -> Endpoint? {
             let parts = field.split(separator: ":")
             guard parts.count == 2, let port = Int(parts[1], radix: 16) else { return nil }
@@ -107,17 +107,25 @@ public enum LoopbackPeer {
             case 4:
                 return Endpoint(address: bytes, port: port)
             case 16:
-                guard bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF else { return nil }
-                return Endpoint(address: Array(bytes[12..<16]), port: port)
+                return Endpoint(address: unmapped(bytes), port: port)
             default:
                 return nil
             }
         }
     }
 
-    static func ipv4Bytes(_ text: String) -> [UInt8]? {
+    /// An address's bytes in network order: 4 for IPv4, 16 for IPv6 (4 for an IPv4-mapped one).
+    static func addressBytes(_ text: String) -> [UInt8]? {
         var address = in_addr()
-        guard inet_pton(AF_INET, text, &address) == 1 else { return nil }
-        return withUnsafeBytes(of: address.s_addr) { Array($0) }
+        if inet_pton(AF_INET, text, &address) == 1 { return withUnsafeBytes(of: address.s_addr) { Array($0) } }
+        var address6 = in6_addr()
+        guard inet_pton(AF_INET6, text, &address6) == 1 else { return nil }
+        return unmapped(withUnsafeBytes(of: address6) { Array($0) })
+    }
+
+    /// `::ffff:a.b.c.d` as `a.b.c.d`; any other IPv6 address as it is.
+    static func unmapped(_ bytes: [UInt8]) -> [UInt8] {
+        guard bytes.count == 16, bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xFF, bytes[11] == 0xFF else { return bytes }
+        return Array(bytes[12..<16])
     }
 }

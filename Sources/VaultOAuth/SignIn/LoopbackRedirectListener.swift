@@ -6,13 +6,16 @@ import NIOPosix
 import VaultCrypto
 import VaultSync
 
-/// The browser's way back (RFC 8252 §7.3): an HTTP listener on 127.0.0.1 at a port the system
-/// picks, for one redirect to one unguessable path, answered only for this user.
+/// The browser's way back (RFC 8252 §7.3): an HTTP listener on a loopback address, at the
+/// redirect URI's port or one the system picks, for one redirect to the registered path,
+/// answered only for this user.
 ///
-/// Every connection's peer is looked up (``LoopbackPeer``): one whose socket is not this
-/// uid's (another local user who learned the port) gets 403 and changes nothing, so it can
-/// neither deliver a code of its own account nor take this user's. The first request to the
-/// callback path hands its query to ``nextRedirect()`` and is answered only when the caller
+/// The path is the one the provider registered (``LoopbackRedirect``, by default `/callback`):
+/// nothing in it is secret. What protects the flow is the `state`, PKCE and who may talk to
+/// the listener: every connection's peer is looked up (``LoopbackPeer``), and one whose socket
+/// is not this uid's (another local user who learned the port) gets 403 and changes nothing, so
+/// it can neither deliver a code of its own account nor take this user's. The first request to
+/// the callback path hands its query to ``nextRedirect()`` and is answered only when the caller
 /// calls ``finish(_:)`` with the outcome, so the page says "Signed in" only once the vault has
 /// checked and stored the sign-in. ``opener(for:)`` gives a browser launcher a one-time
 /// loopback URL that redirects to the authorization URL, so the state, PKCE challenge and
@@ -20,7 +23,7 @@ import VaultSync
 /// It never follows, fetches or logs what it receives.
 ///
 /// ```swift
-/// let listener = try await LoopbackRedirectListener.start()
+/// let listener = try await LoopbackRedirectListener.start(redirect: .default)
 /// let request = try AuthorizationRequest(endpoint: endpoint, clientID: id, redirectURI: listener.redirectURI, scopes: scopes)
 /// openBrowser(listener.opener(for: request.url))
 /// let query = try await listener.nextRedirect()
@@ -28,38 +31,50 @@ import VaultSync
 /// await listener.finish(.signedIn)
 /// ```
 public final class LoopbackRedirectListener: Sendable {
-    /// `http://127.0.0.1:<port>/callback/<random>`: what the authorization request names.
+    /// The redirect URI with the port listened on, e.g. `http://127.0.0.1:49152/callback`: what
+    /// the authorization request and the code exchange name.
     public let redirectURI: URL
+    private let openerBase: String
     private let openerPath: String
-    private let channel: any Channel
+    private let channels: [any Channel]
     private let redirects: AsyncStream<[URLQueryItem]>
     private let state: Locked<ListenerState>
 
-    private init(channel: any Channel, redirectURI: URL, openerPath: String, redirects: AsyncStream<[URLQueryItem]>, state: Locked<ListenerState>) {
-        self.channel = channel
+    private init(
+        channels: [any Channel], redirectURI: URL, openerBase: String, openerPath: String,
+        redirects: AsyncStream<[URLQueryItem]>, state: Locked<ListenerState>
+    ) {
+        self.channels = channels
         self.redirectURI = redirectURI
+        self.openerBase = openerBase
         self.openerPath = openerPath
         self.redirects = redirects
         self.state = state
     }
 
-    /// Starts listening on 127.0.0.1 (an IP literal, never `localhost`: RFC 8252 §8.3).
-    /// `owner` tells who owns a connection's peer (the kernel's socket tables; a test may
-    /// stand in another user).
+    /// How many times a `localhost` listener without a fixed port tries another port when
+    /// `[::1]` has the one `127.0.0.1` got.
+    static let localhostAttempts = 8
+
+    /// Starts listening for `redirect`: on 127.0.0.1, on [::1], or for `localhost` on both at
+    /// one port (the browser may resolve either; if either address is taken, it fails, unless
+    /// the machine has no IPv6 loopback at all). `owner` tells who owns a connection's peer
+    /// (the kernel's socket tables; a test may stand in another user).
     public static func start(
+        redirect: LoopbackRedirect = .default,
         owner: @escaping @Sendable (_ peer: (address: String, port: Int), _ local: (address: String, port: Int)) -> uid_t? = LoopbackPeer.owner
     ) async throws(SignInError) -> LoopbackRedirectListener {
-        let path: String
         let openerPath: String
         do {
-            path = "/callback/" + Base64URL.encode(try Random.bytes(12))
             openerPath = "/start/" + Base64URL.encode(try Random.bytes(12))
         } catch {
             throw .listenerFailed(reason: "no randomness from libsodium")
         }
+        guard openerPath != redirect.path else { throw .listenerFailed(reason: "the opener path met the redirect path") }
         let (stream, continuation) = AsyncStream.makeStream(of: [URLQueryItem].self, bufferingPolicy: .bufferingOldest(1))
         let state = Locked(ListenerState())
         let user = getuid()
+        let path = redirect.path
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(.backlog, value: 64)
@@ -82,18 +97,74 @@ public final class LoopbackRedirectListener: Sendable {
                         })
                 }
             }
-        let channel: any Channel
-        do {
-            channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
-        } catch {
-            throw .listenerFailed(reason: "\(error)")
+        let attempts = redirect.host == .localhost && redirect.port == nil ? localhostAttempts : 1
+        var channels: [any Channel] = []
+        var lastFailure = ""
+        for _ in 0..<attempts {
+            do {
+                channels = try await bind(bootstrap, addresses: redirect.host.addresses, port: redirect.port ?? 0)
+                break
+            } catch let failure as BindFailure {
+                lastFailure = failure.reason
+                if !failure.portTakenOnLaterAddress { break }
+            } catch {
+                lastFailure = "\(error)"
+                break
+            }
         }
-        guard let port = channel.localAddress?.port, let uri = URL(string: "http://127.0.0.1:\(port)\(path)") else {
-            try? await channel.close()
-            throw .listenerFailed(reason: "the listening socket has no port")
+        guard let first = channels.first, let port = first.localAddress?.port, let uri = URL(string: redirect.uri(port: port)) else {
+            for channel in channels { try? await channel.close() }
+            throw .listenerFailed(reason: lastFailure.isEmpty ? "the listening socket has no port" : lastFailure)
         }
-        channel.closeFuture.whenComplete { _ in continuation.finish() }
-        return LoopbackRedirectListener(channel: channel, redirectURI: uri, openerPath: openerPath, redirects: stream, state: state)
+        let finished = Locked(channels.count)
+        for channel in channels {
+            // The stream ends when the last socket closes.
+            channel.closeFuture.whenComplete { _ in
+                if finished.withLock({ count in
+                    count -= 1
+                    return count == 0
+                }) {
+                    continuation.finish()
+                }
+            }
+        }
+        let openerHost = first.localAddress?.protocol == .inet6 ? "[::1]" : "127.0.0.1"
+        return LoopbackRedirectListener(
+            channels: channels, redirectURI: uri, openerBase: "http://\(openerHost):\(port)", openerPath: openerPath,
+            redirects: stream, state: state)
+    }
+
+    /// Why binding stopped, and whether another port may do.
+    private struct BindFailure: Error {
+        var reason: String
+        var portTakenOnLaterAddress: Bool
+    }
+
+    /// Binds every address at one port: the first at `port` (0: any), the others at the port
+    /// the first got. All or none: on a failure the ones bound are closed.
+    private static func bind(_ bootstrap: ServerBootstrap, addresses: [String], port: Int) async throws -> [any Channel] {
+        var channels: [any Channel] = []
+        var chosen = port
+        for (index, address) in addresses.enumerated() {
+            do {
+                let channel = try await bootstrap.bind(host: address, port: chosen).get()
+                channels.append(channel)
+                chosen = channel.localAddress?.port ?? chosen
+            } catch {
+                let errno = (error as? IOError)?.errnoCode
+                if index > 0, address == "::1", errno == EADDRNOTAVAIL || errno == EAFNOSUPPORT {
+                    // No IPv6 loopback on this machine: `localhost` can only be 127.0.0.1.
+                    continue
+                }
+                for channel in channels { try? await channel.close() }
+                let taken = errno == EADDRINUSE
+                let shown = address.contains(":") ? "[\(address)]" : address
+                throw BindFailure(
+                    reason: taken ? "\(shown):\(chosen) is in use by another program" : "cannot listen on \(shown):\(chosen) (\(error))",
+                    portTakenOnLaterAddress: taken && index > 0 && port == 0)
+            }
+        }
+        return channels
     }
 
     /// A one-time URL on this listener that redirects this user's browser to `authorization`:
@@ -101,8 +172,7 @@ public final class LoopbackRedirectListener: Sendable {
     /// state, challenge and nonce would otherwise be readable by every user in its argv.
     public func opener(for authorization: URL) -> URL {
         state.withLock { $0.openerTarget = authorization }
-        let port = redirectURI.port ?? 0
-        return URL(string: "http://127.0.0.1:\(port)\(openerPath)") ?? redirectURI
+        return URL(string: openerBase + openerPath) ?? redirectURI
     }
 
     /// The query of the first redirect to ``redirectURI``; waits for it. Throws `.cancelled`
@@ -120,7 +190,7 @@ public final class LoopbackRedirectListener: Sendable {
             return state.reply
         }
         reply?.succeed(page)
-        try? await channel.close()
+        for channel in channels { try? await channel.close() }
     }
 
     /// Stops listening; a browser still waiting is told the sign-in did not finish. Idempotent.

@@ -39,6 +39,8 @@ public enum SignInError: Error, Sendable, Hashable {
     case timedOut(seconds: Int)
     /// The loopback redirect listener could not start.
     case listenerFailed(reason: String)
+    /// A redirect URI that is not a loopback one this machine can listen on (RFC 8252 §7.3).
+    case invalidRedirectURI(reason: String)
     /// The token endpoint refused or failed the exchange.
     case tokenRequestFailed(RefreshError)
     /// A response that is not what the RFC says (device authorization, guest endpoint).
@@ -66,6 +68,7 @@ public enum SignInError: Error, Sendable, Hashable {
         case .deviceCodeExpired: "expired_token"
         case .timedOut: "timed_out"
         case .listenerFailed: "listener_failed"
+        case .invalidRedirectURI: "invalid_redirect_uri"
         case .tokenRequestFailed: "token_request_failed"
         case .malformedResponse: "malformed_response"
         case .missingIDToken: "missing_id_token"
@@ -101,7 +104,9 @@ extension SignInError: CustomStringConvertible {
         case .timedOut(let seconds):
             "the browser did not come back within \(seconds) s; nothing was stored (raise --timeout, or use --device)"
         case .listenerFailed(let reason):
-            "cannot listen for the browser's redirect on 127.0.0.1: \(reason); use --device"
+            "cannot listen for the browser's redirect: \(reason); use --device"
+        case .invalidRedirectURI(let reason):
+            "the redirect URI is refused: \(reason)"
         case .tokenRequestFailed(.invalidGrant(let detail)):
             // The grant here is the sign-in's authorization or device code, not a refresh token.
             "the provider no longer accepts this sign-in's code (invalid_grant\(detail.map { ": \($0)" } ?? "")); nothing was stored: sign in again"

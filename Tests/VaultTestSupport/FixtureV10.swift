@@ -1,0 +1,39 @@
+import Foundation
+import VaultStore
+
+/// The records of the schema-10 fixture vault, `Tests/Fixtures/vault-v10.db`: everything in
+/// ``FixtureV9`` plus what schema 10 added: heidi's provider registered its own loopback
+/// redirect URI (a `localhost` one with a fixed port), kept with her account.
+///
+/// Frozen: this file describes a file that has landed.
+public enum FixtureV10 {
+    public static let fileName = "vault-v10.db"
+    /// The fixture's passphrase: a published test value, protecting nothing.
+    public static let passphrase = "fixture passphrase v10"
+    public static let redirectURI = "http://localhost:8400/oauth/callback"
+
+    /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-10 code).
+    public static func populate(_ vault: Vault) throws {
+        try FixtureV9.populate(vault)
+        try vault.addAccount(
+            NewAccount(
+                issuer: "https://id.fixture.test", subject: "heidi", label: "Heidi",
+                client: OAuthClientSettings(
+                    tokenEndpoint: URL(string: "https://id.fixture.test/token")!, clientID: "fixture-cli",
+                    scopes: ["openid"], redirectURI: redirectURI),
+                subjectSource: .verified))
+    }
+
+    /// Every difference between the vault and the fixture's records; empty when all survived.
+    /// `laterAccounts`: accounts later fixtures added on top.
+    public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
+        var problems = try FixtureV9.differences(in: vault, laterAccounts: 1 + laterAccounts)
+        let accounts = try vault.accounts()
+        guard let heidi = accounts.first(where: { $0.subject == "heidi" }) else { return problems + ["heidi missing"] }
+        if heidi.client.redirectURI != redirectURI { problems.append("heidi: redirect URI differs: \(String(describing: heidi.client.redirectURI))") }
+        if heidi.label != "Heidi" || heidi.subjectSource != .verified { problems.append("heidi: account differs") }
+        if accounts.contains(where: { $0.subject != "heidi" && $0.client.redirectURI != nil }) { problems.append("a redirect URI on another account") }
+        if try vault.activeAccountID() == heidi.id { problems.append("heidi became the active account") }
+        return problems
+    }
+}
