@@ -56,6 +56,11 @@ extension DevGateway {
         var metadata = discoveryMetadata()
         if let issuer = settings.issuer { metadata["issuer"] = .string(issuer) }
         for field in settings.omit { metadata[field] = nil }
+        if openIDConfiguration {
+            for field in settings.omitFromOpenID { metadata[field] = nil }
+        } else {
+            for (field, value) in settings.authorizationServerOverrides { metadata[field] = .string(value) }
+        }
         return .json(metadata)
     }
 

@@ -150,7 +150,8 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .missingMetadata, .insecureEndpoint, .invalidRedirectURI: .usage
         case .authorizationDenied: .signInDeclined
         case .deviceCodeExpired, .timedOut: .signInTimedOut
-        case .issuerMismatch, .stateMismatch, .issuerParameterMismatch, .missingIDToken, .idTokenRejected, .malformedResponse: .signInRejected
+        case .issuerMismatch, .metadataConflict, .stateMismatch, .issuerParameterMismatch, .missingIDToken, .idTokenRejected, .malformedResponse:
+            .signInRejected
         case .authorizationFailed: .clientRefused
         case .wrongAccount: .wrongAccount
         case .cancelled: .interrupted

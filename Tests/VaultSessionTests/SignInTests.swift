@@ -281,6 +281,36 @@ struct SignInTests {
         }
     }
 
+    @Test("discovery merges the documents: a revocation endpoint only the RFC 8414 document names is used")
+    func discoveryMerges() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.setDiscovery(DiscoverySettings(omitFromOpenID: ["revocation_endpoint", "revocation_endpoint_auth_methods_supported"]))
+            let metadata = try await world.provider()
+            #expect(metadata.source == .openIDConfiguration)
+            #expect(metadata.revocationEndpoint == world.gateway.revocationEndpoint)
+            #expect(metadata.revocationEndpointAuthMethods.contains("none"))
+            #expect(metadata.jwksURI != nil && metadata.deviceAuthorizationEndpoint != nil)
+        }
+    }
+
+    @Test("documents that disagree on an endpoint, or an RFC 8414 document naming another issuer, are refused")
+    func discoveryConflicts() async throws {
+        try await Self.withWorld { world in
+            let elsewhere = "http://127.0.0.1:1/elsewhere/revoke"
+            await world.gateway.setDiscovery(DiscoverySettings(authorizationServerOverrides: ["revocation_endpoint": elsewhere]))
+            await #expect {
+                _ = try await world.provider()
+            } throws: { error in
+                guard case .metadataConflict(let field, _, let second)? = error as? SignInError else { return false }
+                return field == "revocation_endpoint" && second.contains(elsewhere)
+            }
+            await world.gateway.setDiscovery(DiscoverySettings(authorizationServerOverrides: ["issuer": "https://impostor.example.test"]))
+            await #expect(throws: SignInError.issuerMismatch(expected: world.gateway.baseURL.absoluteString, found: "https://impostor.example.test")) {
+                _ = try await world.provider()
+            }
+        }
+    }
+
     @Test("metadata naming another issuer is refused; metadata without a token endpoint too")
     func discoveryRefusals() async throws {
         try await Self.withWorld { world in

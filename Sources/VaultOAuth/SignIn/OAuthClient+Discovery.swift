@@ -6,11 +6,16 @@ import Logging
 extension OAuthClient {
     /// Finds the provider's endpoints from its issuer identifier.
     ///
-    /// Asks `ISSUER/.well-known/openid-configuration` first (OpenID Connect Discovery §4.1), then
-    /// RFC 8414's `https://host/.well-known/oauth-authorization-server/PATH` (§3.1, the
-    /// well-known segment inserted before the issuer's path). The document's `issuer` must equal
-    /// the one asked for (§4.3 / §3.3; a single trailing slash typed by the user is forgiven), and
-    /// every endpoint in it must pass ``EndpointRule``: a document that fails either is not used.
+    /// Reads, side by side, `ISSUER/.well-known/openid-configuration` (OpenID Connect Discovery
+    /// §4.1), RFC 8414's `https://host/.well-known/oauth-authorization-server/PATH` (§3.1, the
+    /// well-known segment inserted before the issuer's path) and, for an issuer with a path, the
+    /// `ISSUER/.well-known/oauth-authorization-server` form some servers use; and merges them:
+    /// each endpoint from whichever document has it (a provider's OpenID document may lack the
+    /// `revocation_endpoint` its RFC 8414 one has). A document that is absent or fails to load
+    /// is skipped (logged at debug level, what `--verbose` shows). Every document's `issuer`
+    /// must equal the one asked for (§4.3 / §3.3; a single trailing slash typed by the user is
+    /// forgiven), two documents may not disagree on an endpoint, and every endpoint must pass
+    /// ``EndpointRule``; a document that fails any of these stops the discovery.
     ///
     /// ```swift
     /// let metadata = try await oauth.discover(issuer: URL(string: "https://id.example.com/realms/dev")!)
@@ -27,49 +32,80 @@ extension OAuthClient {
         let logger = logger(for: issuer, operation: "discovery")
 
         components.path = path + "/.well-known/openid-configuration"
-        var attempts: [(URL?, ProviderMetadata.Source)] = [(components.url, .openIDConfiguration)]
+        var candidates: [(URL?, ProviderMetadata.Source)] = [(components.url, .openIDConfiguration)]
         components.path = "/.well-known/oauth-authorization-server" + path
-        attempts.append((components.url, .authorizationServer))
+        candidates.append((components.url, .authorizationServer))
+        if !path.isEmpty {
+            components.path = path + "/.well-known/oauth-authorization-server"
+            candidates.append((components.url, .authorizationServer))
+        }
+        let attempts = candidates.compactMap { url, source in url.map { ($0, source) } }
 
+        let answers = await withTaskGroup(of: (Int, Result<HTTPResponse, any Error>).self) { group in
+            for (index, (url, _)) in attempts.enumerated() {
+                group.addTask { [transport, requestDeadline, clock] in
+                    do {
+                        let request = HTTPRequest(method: .get, url: url, headers: ["Accept": "application/json"], pins: pins)
+                        return (index, .success(try await transport.send(request, deadline: requestDeadline, clock: clock)))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            var answers: [Result<HTTPResponse, any Error>?] = Array(repeating: nil, count: attempts.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
+        if Task.isCancelled { throw .cancelled }
+
+        var documents: [MetadataDocument] = []
         var reasons: [String] = []
-        for (candidate, source) in attempts {
-            guard let url = candidate else { continue }
+        let trimmed = asked.hasSuffix("/") ? String(asked.dropLast()) : asked
+        for ((url, source), answer) in zip(attempts, answers) {
             let response: HTTPResponse
-            do {
-                let request = HTTPRequest(method: .get, url: url, headers: ["Accept": "application/json"], pins: pins)
-                response = try await transport.send(request, deadline: requestDeadline, clock: clock)
-            } catch {
-                if Task.isCancelled { throw .cancelled }
+            switch answer {
+            case .success(let answered)?:
+                response = answered
+            case .failure(let error)?:
                 if case .pinningFailed(let host, let reason)? = error as? TransportError {
                     throw .discoveryFailed(issuer: asked, reason: "pinning failed for \(host): \(reason)")
                 }
                 reasons.append("\(url.path): \(TransientFailure(transportFailure: error).map(\.description) ?? "no answer")")
-                logger.debug("discovery request failed", metadata: ["oauth.source": "\(source.rawValue)"])
+                logger.debug("discovery document skipped: no answer", metadata: ["oauth.source": "\(source.rawValue)", "url.path": "\(url.path)"])
+                continue
+            case nil:
                 continue
             }
             guard response.isSuccess else {
                 reasons.append("\(url.path): HTTP \(response.status)")
-                logger.debug("discovery document not there", metadata: ["oauth.source": "\(source.rawValue)", "http.status": "\(response.status)"])
+                logger.debug(
+                    "discovery document skipped: not there",
+                    metadata: ["oauth.source": "\(source.rawValue)", "url.path": "\(url.path)", "http.status": "\(response.status)"])
                 continue
             }
-            let metadata: ProviderMetadata
+            let document: MetadataDocument
             do {
-                metadata = try ProviderMetadata(document: response.body, source: source)
+                document = try MetadataDocument(response.body, source: source)
             } catch .discoveryFailed(_, let reason) {
-                throw .discoveryFailed(issuer: asked, reason: "\(url.path): \(reason)")
+                // A document that does not parse is not the provider's word: skipped like a 404.
+                reasons.append("\(url.path): \(reason)")
+                logger.debug(
+                    "discovery document skipped: unreadable", metadata: ["oauth.source": "\(source.rawValue)", "url.path": "\(url.path)"])
+                continue
             } catch {
                 throw error
             }
-            let trimmed = asked.hasSuffix("/") ? String(asked.dropLast()) : asked
-            guard metadata.issuer == asked || metadata.issuer == trimmed else {
-                logger.debug("discovery refused", metadata: ["oauth.outcome": "issuer_mismatch"])
-                throw .issuerMismatch(expected: asked, found: Self.printable(metadata.issuer))
+            guard document.issuer == asked || document.issuer == trimmed else {
+                logger.debug("discovery refused", metadata: ["oauth.outcome": "issuer_mismatch", "url.path": "\(url.path)"])
+                throw .issuerMismatch(expected: asked, found: Self.printable(document.issuer))
             }
-            try metadata.checkEndpoints()
-            logger.debug("discovered", metadata: ["oauth.source": "\(source.rawValue)"])
-            return metadata
+            documents.append(document)
         }
-        throw .discoveryFailed(issuer: asked, reason: reasons.joined(separator: "; "))
+        guard !documents.isEmpty else { throw .discoveryFailed(issuer: asked, reason: reasons.joined(separator: "; ")) }
+        let metadata = try ProviderMetadata(merging: documents)
+        try metadata.checkEndpoints()
+        logger.debug("discovered", metadata: ["oauth.documents": "\(documents.count)", "oauth.source": "\(metadata.source.rawValue)"])
+        return metadata
     }
 
     /// A server-chosen string made safe for a one-line message: control characters dropped,

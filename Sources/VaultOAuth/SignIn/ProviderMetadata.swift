@@ -42,6 +42,13 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     public var scopesSupported: [String] = []
     /// `authorization_response_iss_parameter_supported` (RFC 9207).
     public var issuesIssuerParameter: Bool
+    /// `userinfo_endpoint` (OpenID Connect Core §5.3): who signed in, when the grant brings no ID token.
+    public var userinfoEndpoint: URL?
+    /// `revocation_endpoint_auth_methods_supported` (RFC 8414 §2); empty when not published.
+    /// Without `none` in it, a public client may be refused at the revocation endpoint.
+    public var revocationEndpointAuthMethods: [String] = []
+    /// Where the metadata came from: the first document that answered (discovery merges the
+    /// OpenID Connect document with the RFC 8414 ones).
     public var source: Source
 
     public init(
@@ -78,6 +85,8 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         case idTokenSigningAlgorithms = "id_token_signing_alg_values_supported"
         case issuesIssuerParameter = "authorization_response_iss_parameter_supported"
         case scopesSupported = "scopes_supported"
+        case userinfoEndpoint = "userinfo_endpoint"
+        case revocationEndpointAuthMethods = "revocation_endpoint_auth_methods_supported"
         case source = "x_credentialvault_source"
     }
 
@@ -96,6 +105,8 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         idTokenSigningAlgorithms = try container.decodeIfPresent([String].self, forKey: .idTokenSigningAlgorithms) ?? []
         scopesSupported = try container.decodeIfPresent([String].self, forKey: .scopesSupported) ?? []
         issuesIssuerParameter = try container.decodeIfPresent(Bool.self, forKey: .issuesIssuerParameter) ?? false
+        userinfoEndpoint = try container.decodeIfPresent(URL.self, forKey: .userinfoEndpoint)
+        revocationEndpointAuthMethods = try container.decodeIfPresent([String].self, forKey: .revocationEndpointAuthMethods) ?? []
         source = try container.decodeIfPresent(Source.self, forKey: .source) ?? .explicit
     }
 
@@ -105,7 +116,7 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
             ("token_endpoint", tokenEndpoint), ("authorization_endpoint", authorizationEndpoint),
             ("revocation_endpoint", revocationEndpoint), ("device_authorization_endpoint", deviceAuthorizationEndpoint),
             ("jwks_uri", jwksURI), ("guest_endpoint", guestEndpoint), ("guest_conversion_endpoint", guestConversionEndpoint),
-            ("device_api_endpoint", deviceAPIEndpoint),
+            ("device_api_endpoint", deviceAPIEndpoint), ("userinfo_endpoint", userinfoEndpoint),
         ]
     }
 
@@ -131,10 +142,29 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     }
 }
 
-extension ProviderMetadata {
+/// One metadata document as published: every member optional, so documents can be merged
+/// before the token endpoint is required.
+struct MetadataDocument: Sendable {
+    var source: ProviderMetadata.Source
+    var issuer: String
+    /// The endpoint members present, by member name.
+    var endpoints: [String: URL] = [:]
+    /// The list members present, by member name.
+    var lists: [String: [String]] = [:]
+    var issuesIssuerParameter: Bool?
+
+    static let endpointMembers = [
+        "token_endpoint", "authorization_endpoint", "revocation_endpoint", "device_authorization_endpoint", "jwks_uri",
+        "guest_endpoint", "guest_conversion_endpoint", "device_api_endpoint", "userinfo_endpoint",
+    ]
+    static let listMembers = [
+        "code_challenge_methods_supported", "id_token_signing_alg_values_supported", "scopes_supported",
+        "revocation_endpoint_auth_methods_supported",
+    ]
+
     /// Members a provider publishes, read leniently: a member of the wrong type is an error
     /// naming it; a URL member that is not an absolute URL is too; unknown members are ignored.
-    init(document data: Data, source: Source) throws(SignInError) {
+    init(_ data: Data, source: ProviderMetadata.Source) throws(SignInError) {
         guard data.count <= TokenResponse.maximumBodySize else {
             throw .discoveryFailed(issuer: "", reason: "the document is larger than \(TokenResponse.maximumBodySize) bytes")
         }
@@ -156,35 +186,68 @@ extension ProviderMetadata {
             default: throw .discoveryFailed(issuer: "", reason: "\(name) is not a string")
             }
         }
-        func url(_ name: String) throws(SignInError) -> URL? {
-            guard let text = try string(name) else { return nil }
+        guard let issuer = try string("issuer"), !issuer.isEmpty else { throw .discoveryFailed(issuer: "", reason: "the document has no issuer") }
+        self.source = source
+        self.issuer = issuer
+        for name in Self.endpointMembers {
+            guard let text = try string(name) else { continue }
             guard let url = URL(string: text), url.scheme != nil, url.host != nil else {
                 throw .discoveryFailed(issuer: "", reason: "\(name) is not an absolute URL")
             }
-            return url
+            endpoints[name] = url
         }
-        func strings(_ name: String) throws(SignInError) -> [String] {
+        for name in Self.listMembers {
             switch object[name] {
-            case nil, is NSNull: return []
+            case nil, is NSNull: continue
             case let values as [Any]:
                 let strings = values.compactMap { $0 as? String }
                 guard strings.count == values.count else { throw .discoveryFailed(issuer: "", reason: "\(name) is not an array of strings") }
-                return strings
+                lists[name] = strings
             default: throw .discoveryFailed(issuer: "", reason: "\(name) is not an array")
             }
         }
-        guard let issuer = try string("issuer"), !issuer.isEmpty else { throw .discoveryFailed(issuer: "", reason: "the document has no issuer") }
-        guard let token = try url("token_endpoint") else { throw .missingMetadata(field: "token_endpoint") }
+        issuesIssuerParameter = object["authorization_response_iss_parameter_supported"] as? Bool
+    }
+}
+
+extension ProviderMetadata {
+    /// One provider's documents as one: each endpoint from whichever document has it, each list
+    /// from the first that has it. Two documents naming different URLs for one endpoint are
+    /// refused (one of them is not the provider's, or it is misconfigured: either way no
+    /// credential should follow it). The caller has checked every document's issuer.
+    init(merging documents: [MetadataDocument]) throws(SignInError) {
+        guard let first = documents.first else { throw .discoveryFailed(issuer: "", reason: "no document") }
+        var endpoints: [String: (url: URL, source: Source)] = [:]
+        var lists: [String: [String]] = [:]
+        for document in documents {
+            for (name, url) in document.endpoints {
+                if let held = endpoints[name], held.url != url {
+                    throw .metadataConflict(
+                        field: name, first: "\(held.source.rawValue): \(held.url.absoluteString)",
+                        second: "\(document.source.rawValue): \(url.absoluteString)")
+                }
+                endpoints[name] = endpoints[name] ?? (url, document.source)
+            }
+            for (name, values) in document.lists where lists[name] == nil { lists[name] = values }
+        }
+        guard let token = endpoints["token_endpoint"]?.url else { throw .missingMetadata(field: "token_endpoint") }
         self.init(
-            issuer: issuer, tokenEndpoint: token, authorizationEndpoint: try url("authorization_endpoint"),
-            revocationEndpoint: try url("revocation_endpoint"), deviceAuthorizationEndpoint: try url("device_authorization_endpoint"),
-            jwksURI: try url("jwks_uri"), guestEndpoint: try url("guest_endpoint"),
-            guestConversionEndpoint: try url("guest_conversion_endpoint"),
-            codeChallengeMethods: try strings("code_challenge_methods_supported"),
-            idTokenSigningAlgorithms: try strings("id_token_signing_alg_values_supported"),
-            issuesIssuerParameter: (object["authorization_response_iss_parameter_supported"] as? Bool) ?? false,
-            source: source)
-        scopesSupported = try strings("scopes_supported")
-        deviceAPIEndpoint = try url("device_api_endpoint")
+            issuer: first.issuer, tokenEndpoint: token, authorizationEndpoint: endpoints["authorization_endpoint"]?.url,
+            revocationEndpoint: endpoints["revocation_endpoint"]?.url,
+            deviceAuthorizationEndpoint: endpoints["device_authorization_endpoint"]?.url,
+            jwksURI: endpoints["jwks_uri"]?.url, guestEndpoint: endpoints["guest_endpoint"]?.url,
+            guestConversionEndpoint: endpoints["guest_conversion_endpoint"]?.url,
+            codeChallengeMethods: lists["code_challenge_methods_supported"] ?? [],
+            idTokenSigningAlgorithms: lists["id_token_signing_alg_values_supported"] ?? [],
+            issuesIssuerParameter: documents.contains { $0.issuesIssuerParameter == true }, source: first.source)
+        scopesSupported = lists["scopes_supported"] ?? []
+        revocationEndpointAuthMethods = lists["revocation_endpoint_auth_methods_supported"] ?? []
+        deviceAPIEndpoint = endpoints["device_api_endpoint"]?.url
+        userinfoEndpoint = endpoints["userinfo_endpoint"]?.url
+    }
+
+    /// One document read alone (tests, and a stored form's checks).
+    init(document data: Data, source: Source) throws(SignInError) {
+        try self.init(merging: [MetadataDocument(data, source: source)])
     }
 }

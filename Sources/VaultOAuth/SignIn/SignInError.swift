@@ -19,6 +19,8 @@ public enum SignInError: Error, Sendable, Hashable {
     /// The metadata names another issuer than the one asked for (OIDC Discovery §4.3, RFC 8414 §3.3):
     /// it may be an impostor's document, so nothing from it is used.
     case issuerMismatch(expected: String, found: String)
+    /// Two of the provider's metadata documents name different URLs for one endpoint; neither is used.
+    case metadataConflict(field: String, first: String, second: String)
     /// The flow needs an endpoint (or value) the provider does not publish and that was not given.
     case missingMetadata(field: String)
     /// An endpoint would receive a credential over plain HTTP off this machine, or is not a URL.
@@ -59,6 +61,7 @@ public enum SignInError: Error, Sendable, Hashable {
         switch self {
         case .discoveryFailed: "discovery_failed"
         case .issuerMismatch: "issuer_mismatch"
+        case .metadataConflict: "metadata_conflict"
         case .missingMetadata: "missing_metadata"
         case .insecureEndpoint: "insecure_endpoint"
         case .authorizationDenied: "access_denied"
@@ -87,6 +90,8 @@ extension SignInError: CustomStringConvertible {
             "cannot read the provider metadata of \(issuer): \(reason); give the endpoints with --token-endpoint and friends"
         case .issuerMismatch(let expected, let found):
             "the provider metadata names the issuer \(found), not \(expected); nothing from it was used"
+        case .metadataConflict(let field, let first, let second):
+            "the provider's metadata documents disagree on its \(field) (\(first); \(second)); nothing from them was used — give the endpoints explicitly"
         case .missingMetadata(let field):
             "the provider publishes no \(field); give it explicitly"
         case .insecureEndpoint(let field, let reason):
