@@ -91,6 +91,8 @@ public struct SignInResult: Sendable {
     /// Whether the provider converted the guest itself (its conversion endpoint) rather than
     /// the vault linking it locally and revoking the guest's grant.
     public var convertedAtProvider: Bool
+    /// Whether a sign-out will be able to end this sign-in at the provider.
+    public var revocation: RevocationSupport
 }
 
 extension SessionService {
@@ -249,7 +251,9 @@ extension SessionService {
         }
         return SignInResult(
             account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
-            upgradedGuest: upgrade, convertedAtProvider: converted)
+            upgradedGuest: upgrade, convertedAtProvider: converted,
+            revocation: .judge(
+                endpoint: provider.revocationEndpoint, methods: provider.revocationEndpointAuthMethods, authentication: settings.authentication))
     }
 
     /// Upgrades a guest account to a registered one already in the vault, without signing in

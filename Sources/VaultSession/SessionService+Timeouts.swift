@@ -395,10 +395,21 @@ extension SessionService {
         try await settle()
     }
 
-    /// Ends the account's session now (signed out locally, tokens wiped) without removing the account.
-    public func endSession(for account: AccountID? = nil) async throws {
+    /// Ends the account's session now without removing the account: first revokes its refresh
+    /// token at the identity service (RFC 7009) when `revoke` is true and it offers revocation,
+    /// exactly as ``signOut(_:revoke:)`` does, then wipes the tokens and ends the session
+    /// locally. The local end happens whatever the server answered; the result says whether the
+    /// grant ended at the server too, never leaving that to a log line.
+    ///
+    /// ```swift
+    /// if case .failed(let why) = try await session.endSession() { print("the server may still accept the grant: \(why)") }
+    /// ```
+    @discardableResult
+    public func endSession(for account: AccountID? = nil, revoke: Bool = true) async throws -> SignOutReport.Revocation {
         let id = try await resolve(account)
+        let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
         try await applyExpiry(id, reason: .endedByUser, timedOut: false)
+        return revocation
     }
 }
 

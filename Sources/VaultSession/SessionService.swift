@@ -288,7 +288,7 @@ public actor SessionService {
     /// none). Should a refresh (here or in another process) store new tokens while the request
     /// is out, the new ones are revoked too: a server may not end the grant for a rotated-away
     /// token. Never throws: what happened is the result.
-    private func revokeAtServer(_ id: AccountID) async -> SignOutReport.Revocation {
+    func revokeAtServer(_ id: AccountID) async -> SignOutReport.Revocation {
         if vault.isLocked {
             logger.warning(
                 "the vault is locked: removing the account without revoking its token at the server",

@@ -108,6 +108,7 @@ extension VaultCommand.Accounts {
         var noRevoke = false
         @Flag(name: [.customShort("y"), .long], help: "Do not ask for confirmation.")
         var yes = false
+        @OptionGroup var output: OutputOptions
 
         func run() async throws {
             let (removed, report, next) = try await OpenedVault.with(global, credentials) { opened in
@@ -129,10 +130,11 @@ extension VaultCommand.Accounts {
                 let next = try report.removal.active.flatMap { try opened.vault.account($0) }
                 return (stored, report, next)
             }
-            if case .failed(let why) = report.revocation {
-                Terminal.printError(
-                    "vault: warning: the identity service did not revoke the refresh token (\(why)); it may accept it until it expires: revoke the sign-in there if you can"
-                )
+            report.revocation.warnIfAlive(AccountReference.name(of: removed.id, account: removed))
+            if output.json {
+                let members: [(String, JSONValue)] = [("account", .string(removed.id.rawValue))] + report.revocation.jsonMembers
+                print(JSONValue.object(members + [("active", report.removal.active.map { .string($0.rawValue) } ?? .null)]).rendered, terminator: "")
+                return
             }
             print("Removed \(AccountReference.name(of: removed.id, account: removed)) at \(Terminal.printable(removed.issuer)).")
             if report.removal.previousActive == removed.id {

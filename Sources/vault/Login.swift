@@ -142,6 +142,7 @@ extension VaultCommand {
                     try await command.signIn(opened, secret: secret, bareToken: bareToken)
                 }
             }
+            if let warning = result.result?.revocation.warning { Terminal.printError(warning) }
             if output.json {
                 print(result.json.rendered, terminator: "")
             } else {
@@ -388,6 +389,7 @@ struct LoginOutcome {
             "replaced_existing": .bool(result?.replacedExisting ?? false),
             "subject_verified": .bool(view.account.subjectSource == .verified),
             "upgraded_guest": upgrade,
+            "revocation": result?.revocation.json ?? .null,
         ]
     }
 }

@@ -35,7 +35,8 @@ extension VaultCommand.Sessions {
 
                 --move (the default when the account has a refresh token): once the blob is written, \
                 this vault wipes the account's tokens and ends its session (exported), so only the \
-                importing vault holds the refresh token. --access-only: only the access token and \
+                importing vault holds the refresh token; the grant is not revoked (it is the one \
+                that moved), and the command says so. --access-only: only the access token and \
                 its expiry go; this vault keeps the grant.
 
                 On the other machine: `vault sessions import < blob`.
@@ -85,6 +86,12 @@ extension VaultCommand.Sessions {
                 "Exported the session of account \(report.transfer.account) to recipient \(report.transfer.peer) "
                     + "(\(moved ? "moved: this vault's session ended" : "access token only: this vault keeps the grant")); "
                     + "import it before \(Format.iso8601(report.transfer.expiresAt)).")
+            if moved {
+                // Not revoked, and said so: the refresh token is the one the export carries.
+                Terminal.printError(
+                    "The grant was not revoked at the identity service: it moved with the export. If the export is never imported, "
+                        + "the provider may accept it until it expires; after the import, `vault sessions end` there revokes it.")
+            }
         }
 
         /// The whole line in one write(2) loop on standard output, unbuffered: written before

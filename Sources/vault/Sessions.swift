@@ -63,21 +63,35 @@ extension VaultCommand.Sessions {
     struct End: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
             commandName: "end",
-            abstract: "End an account's session now: its tokens are wiped, the account stays.",
-            discussion: "The account's tools get exit code 80 (sign in again) until a new sign-in is imported with `vault accounts add`.")
+            abstract: "End an account's session now: its grant is revoked, its tokens are wiped, the account stays.",
+            discussion: """
+                First revokes the refresh token at the identity service when it has a revocation \
+                endpoint (RFC 7009), as `vault accounts remove` does; a provider without one, or one \
+                that refuses or cannot be reached, is a warning (and `revoked: false` with the reason \
+                in --json), and the session ends here all the same. The account's tools get exit \
+                code 80 (sign in again) until the next `vault login --account`.
+                """)
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var output: OutputOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
+        @Flag(help: "Do not revoke the refresh token at the identity service; only end the session here.")
+        var noRevoke = false
 
         func run() async throws {
-            let ended = try await OpenedVault.with(global, credentials) { opened in
+            let (id, ended, revocation) = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                try await opened.session.endSession(for: id)
-                return opened.name(of: id)
+                let revocation = try await opened.session.endSession(for: id, revoke: !noRevoke)
+                return (id, opened.name(of: id), revocation)
             }
-            print("Ended the session of \(ended); its tokens were wiped.")
+            revocation.warnIfAlive(ended)
+            if output.json {
+                print(JSONValue.object([("account", .string(id.rawValue))] + revocation.jsonMembers).rendered, terminator: "")
+                return
+            }
+            print("Ended the session of \(ended); its tokens were wiped" + (revocation.revoked ? " and its grant revoked." : "."))
         }
     }
 

@@ -143,7 +143,7 @@ func race(vault: Vault, keyFile: URL, wallClock: WallClock, rounds: Int, seed: U
             case 6000..<8000: try await service.lock()
             case 8000..<9990: try await service.unlock(with: .keyFile(keyFile))
             case _ where round < endsFrom: try await service.unlock(with: .keyFile(keyFile))
-            default: try await service.endSession()
+            default: try await service.endSession(revoke: false)  // the timer race, not the provider
             }
         } catch {
             continue  // locked, expired, another process first: the race's ordinary refusals

@@ -75,6 +75,22 @@ struct LoginCommandTests {
         await world.gateway.stop()
     }
 
+    @Test("a provider without a revocation endpoint: the sign-in says up front that signing out cannot end it there")
+    func noRevocationSaidUpFront() async throws {
+        let world = try await World()
+        await world.gateway.setDiscovery(DiscoverySettings(omit: ["revocation_endpoint"]))
+        let child = try world.start(world.device(["--json"]))
+        let code = try await world.userCode()
+        #expect(await world.gateway.approveDeviceCode(userCode: code, subject: "alice"))
+        let output = await world.end(child)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
+        #expect(output.standardError.contains("publishes no revocation endpoint"), "\(output.standardError)")
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(output.lines.joined(separator: "\n").utf8)) as? [String: Any])
+        let revocation = try #require(json["revocation"] as? [String: Any])
+        #expect(revocation["available"] as? Bool == false)
+        await world.gateway.stop()
+    }
+
     @Test("--device: Ctrl-C while waiting stops cleanly (exit 130), nothing stored")
     func interrupted() async throws {
         let world = try await World()
