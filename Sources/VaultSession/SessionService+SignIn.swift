@@ -91,6 +91,9 @@ public struct SignInResult: Sendable {
     /// Whether the provider converted the guest itself (its conversion endpoint) rather than
     /// the vault linking it locally and revoking the guest's grant.
     public var convertedAtProvider: Bool
+    /// The grant brought no ID token and the subject came from the userinfo endpoint (recorded
+    /// as not verified).
+    public var subjectFromUserinfo: Bool
     /// Whether a sign-out will be able to end this sign-in at the provider.
     public var revocation: RevocationSupport
 }
@@ -192,12 +195,19 @@ extension SessionService {
 
         // 2. Who signed in. From here on a failure revokes what the provider just granted.
         let verified: VerifiedIDToken?
+        var userinfo: UserInfo?
         let subject: String
         let source: SubjectSource
         do {
             verified = try await verifyIDToken(in: response, provider: provider, request: request, nonce: nonce, pins: pins)
             if let verified {
                 (subject, source) = (verified.subject, .verified)
+            } else if response.idToken == nil, request.scopes.contains("openid"), let endpoint = provider.userinfoEndpoint {
+                // openid asked, no ID token sent (a device grant at some providers): the
+                // userinfo endpoint names the user, over the same transport rules; unsigned,
+                // so the subject is recorded as not verified.
+                let info = try await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, pins: pins)
+                (subject, source, userinfo) = (info.subject, .unverified, info)
             } else if let existing {
                 (subject, source) = (existing.subject, existing.subjectSource ?? .given)
             } else {
@@ -206,7 +216,7 @@ extension SessionService {
             if let existing, existing.subject != subject {
                 throw SignInError.wrongAccount(
                     expected: Self.name(of: existing),
-                    signedInAs: verified.map(Self.name(of:)) ?? subject)
+                    signedInAs: verified.map(Self.name(of:)) ?? userinfo.flatMap { $0.preferredUsername ?? $0.email } ?? subject)
             }
         } catch {
             await revokeUnstored(response, provider: provider, client: client, pins: pins)
@@ -221,8 +231,9 @@ extension SessionService {
             redirectURI: request.redirect?.description)
         let new = NewAccount(
             issuer: provider.issuer, subject: subject,
-            label: request.label ?? existing?.label ?? verified.flatMap { $0.name ?? $0.preferredUsername ?? $0.email },
-            email: verified?.email ?? existing?.email, client: settings, clientSecret: request.clientSecret,
+            label: request.label ?? existing?.label ?? verified.flatMap { $0.name ?? $0.preferredUsername ?? $0.email }
+                ?? userinfo.flatMap { $0.name ?? $0.preferredUsername ?? $0.email },
+            email: verified?.email ?? userinfo?.email ?? existing?.email, client: settings, clientSecret: request.clientSecret,
             providerMetadata: provider.encoded(), subjectSource: source, kind: isGuest ? .guest : .registered)
         let guest = isGuest ? nil : try await guestToUpgrade(request, provider: provider)
         let tokens = tokenSet(from: response, previous: nil, account: settings)
@@ -251,7 +262,7 @@ extension SessionService {
         }
         return SignInResult(
             account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
-            upgradedGuest: upgrade, convertedAtProvider: converted,
+            upgradedGuest: upgrade, convertedAtProvider: converted, subjectFromUserinfo: userinfo != nil,
             revocation: .judge(
                 endpoint: provider.revocationEndpoint, methods: provider.revocationEndpointAuthMethods, authentication: settings.authentication))
     }
@@ -340,7 +351,8 @@ extension SessionService {
     ) async throws -> VerifiedIDToken? {
         let asked = request.scopes.contains("openid")
         guard let idToken = response.idToken else {
-            if asked { throw SignInError.missingIDToken }
+            // Without one, the userinfo endpoint (when published) names the user instead.
+            if asked && provider.userinfoEndpoint == nil { throw SignInError.missingIDToken }
             return nil
         }
         guard let jwksURI = provider.jwksURI else {

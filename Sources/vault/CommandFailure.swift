@@ -86,7 +86,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case let error as PinError:
             self.init(.usage, error.description)
         case let error as SignInError:
-            self.init(Self.status(of: error), error.description)
+            self.init(Self.status(of: error), Self.message(for: error))
         case let error as SessionTransferError:
             self.init(Self.status(of: error.code), error.message)
         case let error as DeviceAPIError:
@@ -144,6 +144,26 @@ struct CommandFailure: Error, CustomStringConvertible {
         }
     }
 
+    /// The `vault login` option that supplies each endpoint a provider may not publish.
+    static let endpointOptions = [
+        "token_endpoint": "--token-endpoint", "authorization_endpoint": "--authorization-endpoint",
+        "device_authorization_endpoint": "--device-authorization-endpoint", "revocation_endpoint": "--revocation-endpoint",
+        "jwks_uri": "--jwks-uri", "guest_endpoint": "--guest-endpoint",
+    ]
+
+    /// A sign-in failure in the command's words: a missing endpoint names the option that gives it.
+    static func message(for error: SignInError) -> String {
+        switch error {
+        case .missingMetadata(let field):
+            guard let option = endpointOptions[field] else { return error.description }
+            return "the provider publishes no \(field): give it with `vault login \(option) URL` (the provider's documentation names it)"
+        case .discoveryFailed(let issuer, let reason):
+            return "cannot read the provider metadata of \(issuer): \(reason); give the endpoints with --token-endpoint and the other endpoint options"
+        default:
+            return error.description
+        }
+    }
+
     static func status(of error: SignInError) -> ExitStatus {
         switch error {
         case .discoveryFailed: .serverUnavailable
@@ -156,7 +176,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .wrongAccount: .wrongAccount
         case .cancelled: .interrupted
         case .listenerFailed: .storage
-        case .tokenRequestFailed(let failure):
+        case .tokenRequestFailed(let failure, _):
             switch failure {
             case .transient, .malformedResponse: .serverUnavailable
             case .clientMisconfigured, .unrecognizedError: .clientRefused

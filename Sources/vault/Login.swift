@@ -362,6 +362,8 @@ struct LoginOutcome {
         }
         switch account.subjectSource {
         case .verified?: lines.append("  Identity verified (ID token signature and claims checked).")
+        case .unverified? where result?.subjectFromUserinfo == true:
+            lines.append("  Identity not verified: the provider sent no ID token; the subject is what its userinfo endpoint said.")
         case .unverified?: lines.append("  Identity not verified: the subject was read from the token without checking a signature.")
         case .generated?: lines.append("  The provider named no user: the account's subject is \(account.subject).")
         default: break

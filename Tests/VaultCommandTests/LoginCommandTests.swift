@@ -91,6 +91,21 @@ struct LoginCommandTests {
         await world.gateway.stop()
     }
 
+    @Test("a provider that publishes no device authorization endpoint: the error names the option that gives it")
+    func missingDeviceEndpointNamesTheOption() async throws {
+        let world = try await World()
+        await world.gateway.setDiscovery(DiscoverySettings(omit: ["device_authorization_endpoint"]))
+        let refused = try await world.cli.run(world.device())
+        #expect(refused.status == 64, "\(refused)")
+        #expect(refused.stderr.contains("--device-authorization-endpoint"), "\(refused.stderr)")
+        let given = try world.start(world.device(["--device-authorization-endpoint", world.gateway.deviceAuthorizationEndpoint.absoluteString]))
+        let code = try await world.userCode()
+        #expect(await world.gateway.approveDeviceCode(userCode: code, subject: "alice"))
+        let output = await world.end(given)
+        #expect(output.exitStatus == 0, "\(output.standardError)")
+        await world.gateway.stop()
+    }
+
     @Test("--device: Ctrl-C while waiting stops cleanly (exit 130), nothing stored")
     func interrupted() async throws {
         let world = try await World()

@@ -118,21 +118,21 @@ extension OAuthClient {
         let secrets = [code, request.codeVerifier] + client.secrets
         let response = try await sendSignInRequest(
             formRequest(to: tokenEndpoint, form: form, client: client, pins: pins),
-            secrets: secrets, logger: logger)
+            step: .codeExchange, secrets: secrets, logger: logger)
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])
             return tokens
         case .failure(let failure):
             logger.debug("code exchange failed", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
-            throw .tokenRequestFailed(failure)
+            throw .tokenRequestFailed(failure, step: .codeExchange)
         }
     }
 
     /// Sends a form to a sign-in endpoint that answers with a token response (the guest
     /// protocol's registration); maps the answer like a token request.
     func tokenResponse(
-        from endpoint: URL, field: String, form: [(String, String)], client: ClientCredentials,
+        from endpoint: URL, field: String, step: SignInStep, form: [(String, String)], client: ClientCredentials,
         headers extra: HTTPHeaderFields = [:], secrets: [String] = [], pins: [SPKIPin]
     ) async throws(SignInError) -> TokenResponse {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: field, reason: reason) }
@@ -140,10 +140,10 @@ extension OAuthClient {
         var request = formRequest(to: endpoint, form: form, client: client, pins: pins)
         for field in extra { request.headers[field.name] = field.value }
         let allSecrets = secrets + client.secrets
-        let response = try await sendSignInRequest(request, secrets: allSecrets, logger: logger)
+        let response = try await sendSignInRequest(request, step: step, secrets: allSecrets, logger: logger)
         switch Self.classifyRefresh(response, secrets: allSecrets, now: now()) {
         case .success(let tokens): return tokens
-        case .failure(let failure): throw .tokenRequestFailed(failure)
+        case .failure(let failure): throw .tokenRequestFailed(failure, step: step)
         }
     }
 }

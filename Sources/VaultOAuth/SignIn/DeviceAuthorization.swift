@@ -49,9 +49,9 @@ extension OAuthClient {
         var form: [(String, String)] = []
         if !scopes.isEmpty { form.append(("scope", scopes.joined(separator: " "))) }
         let request = formRequest(to: endpoint, form: form, client: client, pins: pins)
-        let response = try await sendSignInRequest(request, secrets: client.secrets, logger: logger)
+        let response = try await sendSignInRequest(request, step: .deviceAuthorization, secrets: client.secrets, logger: logger)
         guard response.isSuccess else {
-            throw Self.authorizationFailure(response, endpoint: "device authorization endpoint", secrets: client.secrets)
+            throw Self.authorizationFailure(response, endpoint: "device authorization endpoint", step: .deviceAuthorization, secrets: client.secrets)
         }
         guard let fields = JSONFields.parse(response.body), response.body.count <= TokenResponse.maximumBodySize else {
             throw .malformedResponse(endpoint: "device authorization endpoint", reason: "the body is not a JSON object")
@@ -128,7 +128,7 @@ extension OAuthClient {
             } catch {
                 if Task.isCancelled { throw .cancelled }
                 let failure = RefreshError(transportFailure: error)
-                guard failure.isTransient else { throw .tokenRequestFailed(failure) }
+                guard failure.isTransient else { throw .tokenRequestFailed(failure, step: .devicePoll) }
                 wait = min(wait * 2, .seconds(60))
                 logger.debug("device token poll failed, backing off", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
                 continue
@@ -164,32 +164,32 @@ extension OAuthClient {
                 continue
             case .failure(let failure):
                 logger.debug("device authorization finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
-                throw .tokenRequestFailed(failure)
+                throw .tokenRequestFailed(failure, step: .devicePoll)
             }
         }
     }
 
     /// Sends a sign-in request; a transport failure becomes a token-request failure.
-    func sendSignInRequest(_ request: HTTPRequest, secrets: [String], logger: Logger) async throws(SignInError) -> HTTPResponse {
+    func sendSignInRequest(_ request: HTTPRequest, step: SignInStep, secrets: [String], logger: Logger) async throws(SignInError) -> HTTPResponse {
         do {
             return try await transport.send(request, deadline: requestDeadline, clock: clock)
         } catch {
             if Task.isCancelled { throw .cancelled }
             let failure = RefreshError(transportFailure: error)
             logger.debug("request failed", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
-            throw .tokenRequestFailed(failure)
+            throw .tokenRequestFailed(failure, step: step)
         }
     }
 
     /// An error answer of an authorization-side endpoint: `access_denied` and other codes keep
     /// their (redacted) description; anything else is a token-request failure by status.
-    static func authorizationFailure(_ response: HTTPResponse, endpoint: String, secrets: [String]) -> SignInError {
+    static func authorizationFailure(_ response: HTTPResponse, endpoint: String, step: SignInStep, secrets: [String]) -> SignInError {
         if let error = OAuthErrorResponse.parse(response.body, redaction: Redaction(secrets: secrets)) {
             if error.error == "access_denied" { return .authorizationDenied(description: error.errorDescription) }
             return .authorizationFailed(code: printable(error.error), description: error.errorDescription)
         }
         if case .failure(let failure) = classifyRefresh(response, secrets: secrets, now: Date()) {
-            return .tokenRequestFailed(failure)
+            return .tokenRequestFailed(failure, step: step)
         }
         return .malformedResponse(endpoint: endpoint, reason: "HTTP \(response.status)")
     }

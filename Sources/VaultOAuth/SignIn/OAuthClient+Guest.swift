@@ -15,7 +15,7 @@ extension OAuthClient {
     public func registerGuest(endpoint: URL, client: ClientCredentials, scopes: [String], pins: [SPKIPin] = []) async throws(SignInError) -> TokenResponse {
         var form: [(String, String)] = []
         if !scopes.isEmpty { form.append(("scope", scopes.joined(separator: " "))) }
-        return try await tokenResponse(from: endpoint, field: "guest_endpoint", form: form, client: client, pins: pins)
+        return try await tokenResponse(from: endpoint, field: "guest_endpoint", step: .guestRegistration, form: form, client: client, pins: pins)
     }
 
     /// Asks the provider to convert a guest into the signed-in user: the provider moves the
@@ -29,10 +29,10 @@ extension OAuthClient {
         var request = formRequest(to: endpoint, form: [("guest_refresh_token", guestRefreshToken)], client: client, pins: pins)
         request.headers["Authorization"] = "Bearer " + userAccessToken
         let secrets = [userAccessToken, guestRefreshToken] + client.secrets
-        let response = try await sendSignInRequest(request, secrets: secrets, logger: logger)
+        let response = try await sendSignInRequest(request, step: .guestConversion, secrets: secrets, logger: logger)
         guard response.isSuccess else {
             logger.debug("guest conversion refused", metadata: ["http.status": "\(response.status)"])
-            throw Self.authorizationFailure(response, endpoint: "guest conversion endpoint", secrets: secrets)
+            throw Self.authorizationFailure(response, endpoint: "guest conversion endpoint", step: .guestConversion, secrets: secrets)
         }
         logger.debug("guest converted", metadata: ["oauth.outcome": "success"])
     }

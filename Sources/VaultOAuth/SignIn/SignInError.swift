@@ -43,8 +43,9 @@ public enum SignInError: Error, Sendable, Hashable {
     case listenerFailed(reason: String)
     /// A redirect URI that is not a loopback one this machine can listen on (RFC 8252 §7.3).
     case invalidRedirectURI(reason: String)
-    /// The token endpoint refused or failed the exchange.
-    case tokenRequestFailed(RefreshError)
+    /// A request of the sign-in (which one: `step`) was refused or failed; its failure is
+    /// classified like a refresh's, and worded for the step.
+    case tokenRequestFailed(RefreshError, step: SignInStep)
     /// A response that is not what the RFC says (device authorization, guest endpoint).
     case malformedResponse(endpoint: String, reason: String)
     /// `openid` was asked for and the token response has no `id_token`.
@@ -112,15 +113,12 @@ extension SignInError: CustomStringConvertible {
             "cannot listen for the browser's redirect: \(reason); use --device"
         case .invalidRedirectURI(let reason):
             "the redirect URI is refused: \(reason)"
-        case .tokenRequestFailed(.invalidGrant(let detail)):
-            // The grant here is the sign-in's authorization or device code, not a refresh token.
-            "the provider no longer accepts this sign-in's code (invalid_grant\(detail.map { ": \($0)" } ?? "")); nothing was stored: sign in again"
-        case .tokenRequestFailed(let failure):
-            "the token request failed: \(failure)"
+        case .tokenRequestFailed(let failure, let step):
+            Self.wording(failure, step: step)
         case .malformedResponse(let endpoint, let reason):
             "the \(endpoint) sent an invalid response: \(reason)"
         case .missingIDToken:
-            "the provider sent no ID token although openid was asked for; nothing was stored"
+            "the provider sent no ID token although openid was asked for, and publishes no userinfo endpoint to say who signed in; nothing was stored: ask for scopes without openid (the account then gets a generated subject), or have the provider send an ID token"
         case .idTokenRejected(let failure):
             "the ID token was rejected: \(failure); nothing was stored"
         case .wrongAccount(let expected, let signedInAs):
@@ -130,4 +128,40 @@ extension SignInError: CustomStringConvertible {
         }
     }
 
+    /// A failed request of the sign-in, in words that name the request: a 5xx on the device
+    /// poll is not a "token refresh".
+    static func wording(_ failure: RefreshError, step: SignInStep) -> String {
+        let detail = { (text: String?) in text.map { ": \($0)" } ?? "" }
+        switch failure {
+        case .invalidGrant(let description) where step == .codeExchange || step == .devicePoll:
+            // The grant here is the sign-in's authorization or device code, not a refresh token.
+            return "the provider no longer accepts this sign-in's code (invalid_grant\(detail(description))); nothing was stored: sign in again"
+        case .invalidGrant(let description):
+            return "the provider refused the \(step) (invalid_grant\(detail(description))); nothing was stored"
+        case .transient(let failure):
+            return "the \(step) failed: \(failure); nothing was stored, try again later"
+        case .clientMisconfigured(let code, let description):
+            return "the provider rejected this client at the \(step) (\(code)\(detail(description))); check the client id, its secret and the endpoint"
+        case .unrecognizedError(let status, let code, let description):
+            return "the provider refused the \(step) with HTTP \(status) \(code)\(detail(description)); nothing was stored"
+        case .malformedResponse(let status, let reason):
+            return "the provider's answer to the \(step) is invalid (HTTP \(status)): \(reason)"
+        case .cancelled:
+            return "the sign-in was cancelled; nothing was stored"
+        case .pinningFailed:
+            return failure.description
+        }
+    }
+}
+
+/// Which request of a sign-in failed, for its message.
+public enum SignInStep: String, Sendable, Hashable, CustomStringConvertible {
+    case deviceAuthorization = "device authorization request"
+    case devicePoll = "device token poll"
+    case codeExchange = "authorization code exchange"
+    case guestRegistration = "guest registration"
+    case guestConversion = "guest conversion"
+    case userinfo = "userinfo request"
+
+    public var description: String { rawValue }
 }
