@@ -6,7 +6,7 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps test-deps release-deps build release test demo example lint format docs bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
+.PHONY: deps test-deps release-deps build release test interop demo example lint format docs bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
 
 deps:
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -49,6 +49,15 @@ TEST_TIME_SCALE ?= 3
 test: test-deps
 	swift build --build-tests
 	TEST_TIME_SCALE=$(TEST_TIME_SCALE) swift test --skip-build
+	$(MAKE) interop
+
+# The conformance suite against a provider nobody here wrote: django-oauth-toolkit from PyPI
+# (versions pinned in Interop/dot/requirements.txt, in a venv under ~/.cache), on loopback, with a
+# scripted browser; browser and device sign-in, refresh, reuse detection, step-up, revocation
+# on remove, end and move. See Interop/dot/README.md.
+interop: deps
+	swift build --product vault
+	Interop/dot/run.sh .build/debug/vault
 
 # The main job: the whole product on a fresh vault in ./.demo/ against the development
 # gateway on loopback, told in plain words; then the vault command on the result.

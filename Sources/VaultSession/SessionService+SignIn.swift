@@ -223,6 +223,17 @@ extension SessionService {
             throw error
         }
 
+        // An opaque subject (a database id) with no name in the ID token: the userinfo
+        // endpoint may name the user. Only a label is taken from it, and only for this subject.
+        if let verified, request.label == nil, existing?.label == nil, userinfo == nil,
+            verified.name == nil, verified.preferredUsername == nil, verified.email == nil,
+            let endpoint = provider.userinfoEndpoint,
+            let info = try? await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, pins: pins),
+            info.subject == verified.subject
+        {
+            userinfo = info
+        }
+
         // 3. Store it (and take over a guest).
         let isGuest = { if case .guest = request.method { true } else { false } }()
         let settings = OAuthClientSettings(
@@ -262,7 +273,7 @@ extension SessionService {
         }
         return SignInResult(
             account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
-            upgradedGuest: upgrade, convertedAtProvider: converted, subjectFromUserinfo: userinfo != nil,
+            upgradedGuest: upgrade, convertedAtProvider: converted, subjectFromUserinfo: userinfo != nil && verified == nil,
             revocation: .judge(
                 endpoint: provider.revocationEndpoint, methods: provider.revocationEndpointAuthMethods, authentication: settings.authentication))
     }

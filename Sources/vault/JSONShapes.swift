@@ -52,6 +52,7 @@ extension JSONValue {
             "authentication": .string(client.authentication.rawValue),
             "scopes": .strings(client.scopes),
             "pins": .strings(client.pins),
+            "redirect_uri": .text(client.redirectURI),
         ]
     }
 

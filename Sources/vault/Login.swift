@@ -59,7 +59,9 @@ extension VaultCommand {
         var clientSecretFile: String?
         @Option(
             name: .customLong("scope"),
-            help: ArgumentHelp("A scope to ask for (repeatable). Default: openid, and offline_access when the provider offers it.", valueName: "scope"))
+            help: ArgumentHelp(
+                "A scope to ask for (repeatable). Default: openid, and profile, email and offline_access when the provider lists them.", valueName: "scope"
+            ))
         var scopes: [String] = []
 
         @Flag(help: "Sign in with a code entered on another device (RFC 8628).") var device = false
@@ -229,9 +231,11 @@ extension VaultCommand {
             return metadata
         }
 
+        /// `openid`, plus `profile` and `email` (a name to show for the account, OpenID Connect
+        /// Core §5.4) and `offline_access` (a refresh token) where the provider lists them: some
+        /// refuse scopes they do not know.
         static func defaultScopes(_ provider: ProviderMetadata) -> [String] {
-            // offline_access only where the provider says it has it: some refuse unknown scopes.
-            provider.scopesSupported.contains("offline_access") ? ["openid", "offline_access"] : ["openid"]
+            ["openid"] + ["profile", "email", "offline_access"].filter(provider.scopesSupported.contains)
         }
 
         private func method() -> SignInMethod {
