@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOExtras
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
@@ -26,6 +27,9 @@ import X509
 ///   ``TrustRoots``, host name or IP) and the handshake succeeds only if the validated chain holds
 ///   one of the pins; otherwise ``TransportError/pinningFailed(host:reason:)``, with no byte of
 ///   the request written. Plain http with pins is refused before connecting.
+/// - With a ``proxy``, an https request to a host it does not exclude goes through an HTTP
+///   `CONNECT` tunnel: the proxy sees the host and port, never a byte of the request, and the
+///   handshake, the certificate checks and the pins are the server's, end to end.
 /// - Redirects are not followed and a 401 is returned as a response.
 /// - ``timeout`` (or the request's own) is a *total* deadline, not an idle one.
 ///
@@ -42,6 +46,8 @@ public final class NIOTransport: HTTPTransport {
     public let maximumResponseSize: Int
     /// Where a server's chain must lead.
     public let trustRoots: TrustRoots
+    /// The proxy https requests go through (`HTTPS_PROXY`); nil: every request goes direct.
+    public let proxy: ProxyConfiguration?
     /// The event loops to use; nil: NIO's shared group, started on the first request.
     private let group: (any EventLoopGroup)?
     /// Made on the first https request: loading trust roots is work a command that sends
@@ -52,11 +58,12 @@ public final class NIOTransport: HTTPTransport {
     /// before the first request, so a tool can make it at start and send nothing.
     public init(
         timeout: Duration = .seconds(30), maximumResponseSize: Int = 4 << 20, trustRoots: TrustRoots = .system,
-        eventLoopGroup: (any EventLoopGroup)? = nil
+        proxy: ProxyConfiguration? = nil, eventLoopGroup: (any EventLoopGroup)? = nil
     ) {
         self.timeout = timeout
         self.maximumResponseSize = maximumResponseSize
         self.trustRoots = trustRoots
+        self.proxy = proxy
         self.group = eventLoopGroup
     }
 
@@ -79,16 +86,24 @@ public final class NIOTransport: HTTPTransport {
     private func exchange(_ request: HTTPRequest, with target: HTTPTarget) async throws -> HTTPResponse {
         let check = request.pins.isEmpty ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: trustRoots)
         let connection: Connection
+        // Only https is tunnelled: plain http goes to loopback only (EndpointRule), never proxied.
+        let tunnel = proxy.flatMap { proxy in
+            target.usesTLS && proxy.proxies(target.host)
+                ? Tunnel(proxy: proxy, deadline: .now() + TimeAmount.nanoseconds(Self.nanoseconds(request.timeout ?? timeout))) : nil
+        }
         do {
             let context = try target.usesTLS ? sslContext() : nil
             connection = try await ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
-                .connect(host: target.host, port: target.port) { channel in
+                .connect(host: tunnel?.proxy.host ?? target.host, port: tunnel?.proxy.port ?? target.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        try Self.configure(channel, target: target, context: context, check: check)
+                        if let tunnel {
+                            return try Self.configureTunnel(channel, tunnel: tunnel, target: target, context: context, check: check)
+                        }
+                        return try Self.configure(channel, target: target, context: context, check: check)
                     }
                 }
         } catch {
-            throw Self.transportError(for: error, target: target, check: check)
+            throw Self.transportError(for: error, target: target, check: check, tunnel: tunnel)
         }
 
         let channel = connection.channel
@@ -122,8 +137,14 @@ public final class NIOTransport: HTTPTransport {
                 channel.channel.close(promise: nil)
             }
         } catch {
-            throw Self.transportError(for: error, target: target, check: check)
+            throw Self.transportError(for: error, target: target, check: check, tunnel: tunnel)
         }
+    }
+
+    static func nanoseconds(_ duration: Duration) -> Int64 {
+        let (seconds, attoseconds) = duration.components
+        return seconds.multipliedReportingOverflow(by: 1_000_000_000).overflow
+            ? Int64.max : seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 
     /// The pipeline: TLS (with the pin check when there are pins) and a gate that reports the
@@ -135,21 +156,72 @@ public final class NIOTransport: HTTPTransport {
         let pipeline = channel.pipeline.syncOperations
         var secured: EventLoopFuture<Void>?
         if let context {
-            // SNI carries names only; for an IP literal NIOSSL checks the certificate against the peer's address.
-            let serverName = target.isIPLiteral ? nil : target.host
-            let tls =
-                if let check {
-                    try NIOSSLClientHandler(context: context, serverHostname: serverName, customVerificationCallback: check.verify)
-                } else {
-                    try NIOSSLClientHandler(context: context, serverHostname: serverName)
-                }
-            let gate = HandshakeGate(channel.eventLoop.makePromise(of: Void.self))
+            let (tls, gate) = try securing(channel, target: target, context: context, check: check)
             try pipeline.addHandler(tls)
             try pipeline.addHandler(gate)
             secured = gate.completed
         }
         try pipeline.addHTTPClientHandlers()
         return (try NIOAsyncChannel(wrappingChannelSynchronously: channel), secured)
+    }
+
+    /// The TLS handler for `target` (with the pin check when there are pins) and the gate that
+    /// reports the end of its handshake.
+    private static func securing(
+        _ channel: any Channel, target: HTTPTarget, context: NIOSSLContext, check: PinnedChainCheck?
+    ) throws -> (NIOSSLClientHandler, HandshakeGate) {
+        // SNI carries names only; for an IP literal NIOSSL checks the certificate against the peer's address.
+        let serverName = target.isIPLiteral ? nil : target.host
+        let tls =
+            if let check {
+                try NIOSSLClientHandler(context: context, serverHostname: serverName, customVerificationCallback: check.verify)
+            } else {
+                try NIOSSLClientHandler(context: context, serverHostname: serverName)
+            }
+        return (tls, HandshakeGate(channel.eventLoop.makePromise(of: Void.self)))
+    }
+
+    /// A connection to the proxy: `CONNECT host:port` first (HTTP/1.1 to the proxy, through
+    /// NIOExtras' handler); once the proxy answers 2xx, its HTTP handlers leave the pipeline and
+    /// TLS with the server starts on the tunnel, under the same HTTP/1.1 handlers and async
+    /// wrapper as a direct connection (installed now, so no read is ever missed). `secured`
+    /// completes when the server's handshake did; nothing of the request is written before.
+    private static func configureTunnel(
+        _ channel: any Channel, tunnel: Tunnel, target: HTTPTarget, context: NIOSSLContext?, check: PinnedChainCheck?
+    ) throws -> Connection {
+        guard let context else { throw TransportError.connectionFailed(reason: "only https is sent through a proxy") }
+        let pipeline = channel.pipeline.syncOperations
+        var headers = HTTPHeaders()
+        headers.add(name: "Host", value: target.hostHeader)
+        if let authorization = tunnel.proxy.authorization { headers.add(name: "Proxy-Authorization", value: authorization) }
+        let connected = channel.eventLoop.makePromise(of: Void.self)
+        let encoder = HTTPRequestEncoder()
+        let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        let connect = NIOHTTP1ProxyConnectHandler(
+            targetHost: target.host, targetPort: target.port, headers: headers, deadline: tunnel.deadline, promise: connected)
+        try pipeline.addHandler(encoder)
+        try pipeline.addHandler(decoder)
+        try pipeline.addHandler(connect)
+        // The request's own HTTP/1.1 handlers, above where TLS will sit.
+        let requestEncoder = HTTPRequestEncoder()
+        try pipeline.addHandler(requestEncoder)
+        try pipeline.addHandler(ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .dropBytes)))
+        let wrapped = try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+        let secured = connected.futureResult.flatMap {
+            // On the event loop, in order: the proxy's HTTP codec goes, then TLS comes in its
+            // place (its handshake starts as it is added to the active channel).
+            // (The CONNECT handler has removed itself.)
+            channel.pipeline.removeHandler(decoder).flatMap { channel.pipeline.removeHandler(encoder) }
+                .flatMapThrowing {
+                    let (tls, gate) = try securing(channel, target: target, context: context, check: check)
+                    let sync = channel.pipeline.syncOperations
+                    try sync.addHandler(gate, position: .before(requestEncoder))
+                    try sync.addHandler(tls, position: .before(gate))
+                    return gate.completed
+                }
+                .flatMap { $0 }
+        }
+        return (wrapped, secured)
     }
 
     private func sslContext() throws -> NIOSSLContext {
@@ -216,9 +288,17 @@ public final class NIOTransport: HTTPTransport {
 
     /// What went wrong, in this build's words: never a header value or body, and a pin check's
     /// verdict before anything NIOSSL says about the same handshake.
-    private static func transportError(for error: any Error, target: HTTPTarget, check: PinnedChainCheck?) -> TransportError {
+    private static func transportError(
+        for error: any Error, target: HTTPTarget, check: PinnedChainCheck?, tunnel: Tunnel? = nil
+    ) -> TransportError {
         if case .refused(let reason)? = check?.verdict {
             return .pinningFailed(host: target.hostForMessages, reason: reason)
+        }
+        if let tunnel, let refusal = error as? NIOHTTP1ProxyConnectHandler.Error {
+            return .connectionFailed(reason: "the proxy \(tunnel.proxy) \(Self.proxyRefusal(refusal)) to \(target.hostForMessages)")
+        }
+        if let tunnel, error is NIOConnectionError || error is IOError {
+            return .connectionFailed(reason: "could not connect to the proxy \(tunnel.proxy)")
         }
         switch error {
         case let error as TransportError:
@@ -250,6 +330,31 @@ public final class NIOTransport: HTTPTransport {
     }
 }
 
+// MARK: - Proxy
+
+extension NIOTransport {
+    /// A request's way through the proxy.
+    struct Tunnel: Sendable {
+        var proxy: ProxyConfiguration
+        var deadline: NIODeadline
+    }
+
+    /// What the proxy did instead of opening the tunnel, in this build's words.
+    static func proxyRefusal(_ error: NIOHTTP1ProxyConnectHandler.Error) -> String {
+        typealias Refusal = NIOHTTP1ProxyConnectHandler.Error
+        // The handler's errors compare by kind only.
+        if error == Refusal.proxyAuthenticationRequired() {
+            return "asked for credentials (HTTP 407: give them in the proxy URL) instead of opening a tunnel"
+        }
+        if error == Refusal.invalidProxyResponseHead(HTTPResponseHead(version: .http1_1, status: .ok)) {
+            return "answered the CONNECT with an error status instead of opening a tunnel"
+        }
+        if error == Refusal.httpProxyHandshakeTimeout() { return "did not open a tunnel in time" }
+        if error == Refusal.remoteConnectionClosed() { return "closed the connection instead of opening a tunnel" }
+        return "did not open a tunnel"
+    }
+}
+
 // MARK: - Trust roots
 
 extension NIOTransport {
@@ -277,6 +382,34 @@ extension NIOTransport {
             source = .certificates(nioSSL, CertificateStore(try derCertificates.map { try Certificate(derEncoded: $0) }))
         }
 
+        /// The certificates of a PEM bundle (`--ca-file`, `SSL_CERT_FILE`): a private certificate
+        /// authority, instead of the system's store, as curl's `--cacert` does. Read now, so a
+        /// missing or empty file is an error before anything is sent.
+        ///
+        /// ```swift
+        /// let transport = NIOTransport(trustRoots: try .init(pemFile: "/etc/corp/ca.pem"))
+        /// ```
+        public init(pemFile path: String) throws(TrustRootsError) {
+            let data: Data
+            do {
+                data = try Data(contentsOf: URL(fileURLWithPath: path))
+            } catch {
+                throw TrustRootsError("cannot read the CA file \(path): \((error as NSError).localizedFailureReason ?? "no such file or no permission")")
+            }
+            let certificates: [NIOSSLCertificate]
+            do {
+                certificates = try NIOSSLCertificate.fromPEMBytes(Array(data))
+            } catch {
+                throw TrustRootsError("the CA file \(path) is not a PEM certificate bundle")
+            }
+            guard !certificates.isEmpty else { throw TrustRootsError("the CA file \(path) holds no PEM certificate") }
+            do {
+                try self.init(derCertificates: certificates.map { try $0.toDERBytes() })
+            } catch {
+                throw TrustRootsError("the CA file \(path) holds a certificate that cannot be read")
+            }
+        }
+
         private init(source: Source) { self.source = source }
 
         var nioSSLTrustRoots: NIOSSLTrustRoots {
@@ -286,6 +419,12 @@ extension NIOTransport {
             }
         }
     }
+}
+
+/// A CA bundle that cannot be used; says which file and why.
+public struct TrustRootsError: Error, Sendable, Hashable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }
 
 // MARK: - Handshake gate

@@ -36,6 +36,10 @@ public actor SessionService {
     let holderID: String
     nonisolated let hub = EventHub()
 
+    /// The transport the service's OAuth client sends through (its trust roots, proxy and
+    /// bounds): for a tool's own requests to the same provider, such as the device API.
+    public nonisolated var transport: any HTTPTransport { oauth.transport }
+
     /// In-flight refreshes, one per account, shared by every caller in this process.
     var refreshes: [AccountID: Task<StoredTokens, any Error>] = [:]
     /// The idle deadline a warning was already raised for, per account.

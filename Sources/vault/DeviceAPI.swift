@@ -28,7 +28,9 @@ struct DeviceAPIOptions: ParsableArguments {
             throw CommandFailure(.usage, "--api \(text) is not an absolute URL")
         }
         try EndpointRule.check(url, role: "device API", pins: try SPKIPin.parse(stored.client.pins))
-        return HTTPDeviceNotificationAPI(baseURL: url, session: opened.session, logger: global.logger("credentialvault.devices.http"))
+        // The same transport as the sign-in's: its CA file and proxy.
+        return HTTPDeviceNotificationAPI(
+            baseURL: url, session: opened.session, transport: opened.session.transport, logger: global.logger("credentialvault.devices.http"))
     }
 }
 

@@ -17,6 +17,14 @@ struct GlobalOptions: ParsableArguments {
     @Flag(name: [.customShort("v"), .long], help: "Log what the vault does to standard error (info and debug).")
     var verbose = false
 
+    @Option(
+        name: .customLong("ca-file"),
+        help: ArgumentHelp(
+            "A PEM bundle of the certificate authorities the identity service's TLS must lead to.",
+            discussion: "Default: $SSL_CERT_FILE, else the system's store. HTTPS_PROXY and NO_PROXY are read from the environment.",
+            valueName: "file"))
+    var caFile: String?
+
     /// The vault file: --vault, else $VAULT_PATH, else the XDG default location.
     var url: URL {
         let environment = ProcessInfo.processInfo.environment

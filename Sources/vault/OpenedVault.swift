@@ -65,13 +65,34 @@ struct OpenedVault: Sendable {
             vault.close()
             throw CommandFailure(.failure, "\(url.path) was opened without a credential")
         }
-        // NIOTransport for every request: it can check pins, opens nothing until the first
-        // request, and keeps libcurl out of the process (see NIOTransport).
-        let oauth = OAuthClient(transport: NIOTransport(timeout: httpTimeout()), logger: global.logger("credentialvault.oauth"))
+        let oauth = OAuthClient(transport: try transport(global), logger: global.logger("credentialvault.oauth"))
         return OpenedVault(
             vault: vault,
             session: SessionService(vault: vault, oauth: oauth, configuration: configuration, logger: global.logger("credentialvault.session")),
             url: url, credential: credential)
+    }
+
+    /// NIOTransport for every request: it can check pins, opens nothing until the first request,
+    /// and keeps libcurl out of the process (see NIOTransport). Its trust roots are `--ca-file`,
+    /// else `$SSL_CERT_FILE`, else the system's; its proxy `HTTPS_PROXY` with `NO_PROXY`. Both
+    /// are read now, so a missing CA file or an unusable proxy setting is an error at once.
+    static func transport(_ global: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> NIOTransport {
+        let given = global.caFile.map { ($0, "--ca-file") } ?? environment["SSL_CERT_FILE"].flatMap { $0.isEmpty ? nil : ($0, "SSL_CERT_FILE") }
+        var roots = NIOTransport.TrustRoots.system
+        if let (path, source) = given {
+            do {
+                roots = try NIOTransport.TrustRoots(pemFile: (path as NSString).expandingTildeInPath)
+            } catch {
+                throw CommandFailure(.usage, "\(error) (from \(source))")
+            }
+        }
+        let proxy: ProxyConfiguration?
+        do {
+            proxy = try ProxyConfiguration.fromEnvironment(environment)
+        } catch {
+            throw CommandFailure(.usage, "HTTPS_PROXY: \(error)")
+        }
+        return NIOTransport(timeout: httpTimeout(environment: environment), trustRoots: roots, proxy: proxy)
     }
 
     /// The bound on one request to the identity service: `$VAULT_HTTP_TIMEOUT` seconds (1 to

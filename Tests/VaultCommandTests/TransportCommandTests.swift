@@ -33,6 +33,21 @@ struct TransportCommandTests {
         #expect(try await fixture.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
     }
 
+    @Test("a CA file that cannot be read (--ca-file or SSL_CERT_FILE) or an unusable HTTPS_PROXY: exit 64 naming it, before anything is sent")
+    func caFileAndProxySettings() async throws {
+        let fixture = try await AccountsAndTokenTests.Fixture()
+        let missing = try await fixture.run(["accounts", "list", "--ca-file", "/nonexistent/corp-ca.pem"])
+        #expect(missing.status == Exit.usage, "\(missing)")
+        #expect(missing.stderr.contains("/nonexistent/corp-ca.pem") && missing.stderr.contains("--ca-file"), "\(missing.stderr)")
+        let fromEnvironment = try await fixture.cli.run(["accounts", "list"], environment: ["SSL_CERT_FILE": "/nonexistent/bundle.pem"])
+        #expect(fromEnvironment.status == Exit.usage, "\(fromEnvironment)")
+        #expect(fromEnvironment.stderr.contains("SSL_CERT_FILE"), "\(fromEnvironment.stderr)")
+        let socks = try await fixture.cli.run(["accounts", "list"], environment: ["HTTPS_PROXY": "socks5://me:hunter2@proxy:1080"])
+        #expect(socks.status == Exit.usage, "\(socks)")
+        #expect(socks.stderr.contains("HTTPS_PROXY") && !socks.stderr.contains("hunter2"), "\(socks.stderr)")
+        #expect(try await fixture.cli.run(["accounts", "list"], environment: ["HTTPS_PROXY": "http://proxy.corp:3128"]).status == 0)
+    }
+
     @Test("--pin: a malformed pin or pins on plain http exit 64 naming the rule; good pins are stored and shown")
     func pinOption() async throws {
         let chain = try TestChain()

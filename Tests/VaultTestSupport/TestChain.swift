@@ -5,7 +5,7 @@ import SwiftASN1
 import X509
 
 /// A certificate chain made inside a test, never written to disk: a root CA, an intermediate
-/// CA and a leaf for `127.0.0.1` / `localhost` (P-256 keys, swift-certificates), plus the
+/// CA and a leaf for `127.0.0.1` / `localhost` / ``proxiedHost`` (P-256 keys, swift-certificates), plus the
 /// SPKI pin of each, computed here with swift-crypto's SHA-256, independently of the code under test.
 ///
 /// ```swift
@@ -103,7 +103,10 @@ public struct TestChain: Sendable {
             Critical(BasicConstraints.notCertificateAuthority)
             Critical(KeyUsage(digitalSignature: true))
             try ExtendedKeyUsage([.serverAuth])
-            SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1]))])
+            // idp.proxied.test: a name only a test proxy resolves (to this loopback server).
+            SubjectAlternativeNames([
+                .dnsName("localhost"), .dnsName(TestChain.proxiedHost), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])),
+            ])
             AuthorityKeyIdentifier(keyIdentifier: try keyIdentifier(of: issuer))
         }
         let certificate = try Certificate(
@@ -129,6 +132,10 @@ public struct TestChain: Sendable {
 }
 
 extension TestChain {
+    /// A host name in the leaf's certificate that does not resolve: reached only through
+    /// ``ConnectProxy``, which tunnels it to the loopback server.
+    public static let proxiedHost = "idp.proxied.test"
+
     /// A well-formed pin of a key no test server has.
     public static let unrelatedPin = "sha256/" + Data(repeating: 0xA5, count: 32).base64EncodedString()
 }
