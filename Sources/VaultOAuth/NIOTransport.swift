@@ -83,8 +83,18 @@ public final class NIOTransport: HTTPTransport {
 
     private typealias Connection = (channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>, secured: EventLoopFuture<Void>?)
 
+    /// The trust roots, a lazily named CA file read now; a file that cannot be read fails the
+    /// request before anything is sent.
+    private func resolvedTrustRoots() throws(TransportError) -> TrustRoots {
+        do {
+            return try trustRoots.resolved()
+        } catch {
+            throw .connectionFailed(reason: error.description)
+        }
+    }
+
     private func exchange(_ request: HTTPRequest, with target: HTTPTarget) async throws -> HTTPResponse {
-        let check = request.pins.isEmpty ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: trustRoots)
+        let check = try request.pins.isEmpty ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: resolvedTrustRoots())
         let connection: Connection
         // Only https is tunnelled: plain http goes to loopback only (EndpointRule), never proxied.
         let tunnel = proxy.flatMap { proxy in
@@ -231,7 +241,7 @@ public final class NIOTransport: HTTPTransport {
             configuration.minimumTLSVersion = .tlsv12
             // Also what makes NIOSSL check the host name after a pinned handshake.
             configuration.certificateVerification = .fullVerification
-            configuration.trustRoots = trustRoots.nioSSLTrustRoots
+            configuration.trustRoots = try resolvedTrustRoots().nioSSLTrustRoots
             let made = try NIOSSLContext(configuration: configuration)
             current = made
             return made
@@ -368,6 +378,8 @@ extension NIOTransport {
         enum Source: Sendable {
             case system
             case certificates([NIOSSLCertificate], CertificateStore)
+            /// A PEM bundle, read on the first https request (and then kept).
+            case file(String, Locked<Result<TrustRoots, TrustRootsError>?>)
         }
 
         let source: Source
@@ -390,6 +402,30 @@ extension NIOTransport {
         /// let transport = NIOTransport(trustRoots: try .init(pemFile: "/etc/corp/ca.pem"))
         /// ```
         public init(pemFile path: String) throws(TrustRootsError) {
+            self = try Self.read(path)
+        }
+
+        /// The same bundle, read only when the first https request needs it: a command that
+        /// sends nothing never parses it. A file that cannot be read then fails that request
+        /// (and every later one) with ``TrustRootsError``'s reason; check it with
+        /// ``checkReadable(_:)`` first to fail early.
+        public static func pemFile(lazily path: String) -> TrustRoots {
+            TrustRoots(source: .file(path, Locked(nil)))
+        }
+
+        /// Throws unless `path` is a regular file this process can open: the cheap check a
+        /// command makes before relying on ``pemFile(lazily:)``.
+        public static func checkReadable(_ path: String) throws(TrustRootsError) {
+            var isDirectory: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+                throw TrustRootsError("cannot read the CA file \(path): there is no such file")
+            }
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw TrustRootsError("cannot read the CA file \(path): no permission")
+            }
+        }
+
+        private static func read(_ path: String) throws(TrustRootsError) -> TrustRoots {
             let data: Data
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -404,7 +440,7 @@ extension NIOTransport {
             }
             guard !certificates.isEmpty else { throw TrustRootsError("the CA file \(path) holds no PEM certificate") }
             do {
-                try self.init(derCertificates: certificates.map { try $0.toDERBytes() })
+                return try TrustRoots(derCertificates: certificates.map { try $0.toDERBytes() })
             } catch {
                 throw TrustRootsError("the CA file \(path) holds a certificate that cannot be read")
             }
@@ -412,9 +448,21 @@ extension NIOTransport {
 
         private init(source: Source) { self.source = source }
 
+        /// The roots themselves: a lazily named file read now (once).
+        func resolved() throws(TrustRootsError) -> TrustRoots {
+            guard case .file(let path, let loaded) = source else { return self }
+            let result = loaded.withLock { loaded -> Result<TrustRoots, TrustRootsError> in
+                if let loaded { return loaded }
+                let read = Result { () throws(TrustRootsError) -> TrustRoots in try Self.read(path) }
+                loaded = read
+                return read
+            }
+            return try result.get()
+        }
+
         var nioSSLTrustRoots: NIOSSLTrustRoots {
             switch source {
-            case .system: .default
+            case .system, .file: .default
             case .certificates(let certificates, _): .certificates(certificates)
             }
         }

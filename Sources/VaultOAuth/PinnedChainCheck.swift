@@ -105,7 +105,8 @@ extension NIOTransport.TrustRoots {
     /// The same roots for swift-certificates' `Verifier`.
     var certificateStore: CertificateStore {
         switch source {
-        case .system: .systemTrustRoots
+        // A lazily named file is resolved before a check is made (NIOTransport.exchange).
+        case .system, .file: .systemTrustRoots
         case .certificates(_, let store): store
         }
     }

@@ -74,17 +74,21 @@ struct OpenedVault: Sendable {
 
     /// NIOTransport for every request: it can check pins, opens nothing until the first request,
     /// and keeps libcurl out of the process (see NIOTransport). Its trust roots are `--ca-file`,
-    /// else `$SSL_CERT_FILE`, else the system's; its proxy `HTTPS_PROXY` with `NO_PROXY`. Both
-    /// are read now, so a missing CA file or an unusable proxy setting is an error at once.
+    /// else `$SSL_CERT_FILE`, else the system's; its proxy `HTTPS_PROXY` with `NO_PROXY`. A
+    /// missing CA file or an unusable proxy setting is an error at once.
     static func transport(_ global: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> NIOTransport {
         let given = global.caFile.map { ($0, "--ca-file") } ?? environment["SSL_CERT_FILE"].flatMap { $0.isEmpty ? nil : ($0, "SSL_CERT_FILE") }
         var roots = NIOTransport.TrustRoots.system
-        if let (path, source) = given {
+        if let (given, source) = given {
+            // Checked now, parsed at the first https request: `SSL_CERT_FILE` is often set for
+            // every process, and a command that sends nothing should not parse a whole bundle.
+            let path = (given as NSString).expandingTildeInPath
             do {
-                roots = try NIOTransport.TrustRoots(pemFile: (path as NSString).expandingTildeInPath)
+                try NIOTransport.TrustRoots.checkReadable(path)
             } catch {
                 throw CommandFailure(.usage, "\(error) (from \(source))")
             }
+            roots = .pemFile(lazily: path)
         }
         let proxy: ProxyConfiguration?
         do {

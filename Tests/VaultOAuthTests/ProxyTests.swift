@@ -149,6 +149,21 @@ struct ProxyTests {
             }
             let trusted = try await refresh(trusting: bundle.path)
             #expect(trusted.accessToken == "access-after-pinned-refresh")
+            // Named lazily (what `vault` does with SSL_CERT_FILE): read at the first request.
+            let lazy = NIOTransport(timeout: TestTimeScale.scaled(.seconds(30)), trustRoots: .pemFile(lazily: bundle.path))
+            let lazily = try await OAuthClient(transport: lazy, logger: PinningTests.quiet).refresh(
+                refreshToken: "refresh-ca", endpoint: server.url("/oauth/token"), client: PinningTests.credentials)
+            #expect(lazily.accessToken == "access-after-pinned-refresh")
+            let unreadable = NIOTransport(
+                timeout: TestTimeScale.scaled(.seconds(30)), trustRoots: .pemFile(lazily: directory.url.appending(path: "gone.pem").path))
+            do {
+                _ = try await OAuthClient(transport: unreadable, logger: PinningTests.quiet).refresh(
+                    refreshToken: "refresh-never-sent", endpoint: server.url("/oauth/token"), client: PinningTests.credentials)
+                Issue.record("a request went out without its CA file")
+            } catch {
+                #expect("\(error)".contains("cannot read the CA file"), "\(error)")
+            }
+            #expect(server.log.value.requests.count == 2, "the request without its CA file was not sent")
             do {
                 _ = try await refresh(trusting: other.path)
                 Issue.record("a chain to another CA was trusted")
