@@ -37,12 +37,19 @@ struct SignInTests {
             await gateway.setClock { time.now() }
             await gateway.registerClient(id: SignInTests.clientID)
             await gateway.setDeviceGrantSettings(interval: 5, lifetime: 600)
+            // Requests are bounded in real time by the transport. Their deadlines on the test
+            // clock are out of reach: the device flow's player advances that clock whenever
+            // anything sleeps on it, and under load a request still in flight was cut off by
+            // those advances ("did not answer in time", then "device_code was already used").
             let oauth = OAuthClient(
                 transport: NIOTransport(timeout: TestTimeScale.scaled(.seconds(10))), logger: store.logs.logger(label: "oauth"),
-                clock: time.clock, now: time.wallClock.now)
+                requestDeadline: Self.unreachable, clock: time.clock, now: time.wallClock.now)
             vault = try store.create(clock: time.wallClock)
+            var configuration = SessionConfiguration()
+            configuration.requestDeadline = Self.unreachable
+            configuration.leaseDuration = Self.unreachable * 2
             service = SessionService(
-                vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock,
+                vault: vault, oauth: oauth, clock: time.clock, wallClock: time.wallClock, configuration: configuration,
                 logger: store.logs.logger(label: "session"))
         }
 
@@ -82,14 +89,32 @@ struct SignInTests {
                 return .failure(SignInError.cancelled)
             }
             await user(gateway, code)
-            // Play the clock poll by poll until the sign-in ends (bounded: 40 polls).
-            for _ in 0..<40 {
-                if await time.advanceWhenSleeping(by: .seconds(5), timeout: TestTimeScale.scaled(.seconds(2))) == false { break }
+            // Play the clock poll by poll until the sign-in ends: a poll that takes long in real
+            // time (a loaded machine) only delays the next advance, it never ends the playing
+            // while the sign-in still waits on the clock (which hung the test). Bounded in real
+            // time; a sign-in still waiting then is cancelled and reported.
+            let finished = Watched(false)
+            let watcher = Task {
+                _ = await task.result
+                finished.update { $0 = true }
+            }
+            defer { watcher.cancel() }
+            let start = ContinuousClock.now
+            while !finished.value, ContinuousClock.now - start < TestTimeScale.scaled(.seconds(60)) {
+                if await finished.wait(upTo: .milliseconds(20), until: { $0 }) { break }
+                _ = await time.advanceWhenSleeping(by: .seconds(5), timeout: .milliseconds(200))
+            }
+            if !finished.value {
+                task.cancel()
+                Issue.record("the device sign-in still waited after a minute of playing the clock")
             }
             return await task.result
         }
 
         var accountCount: Int { (try? vault.accounts().count) ?? -1 }
+
+        /// A request deadline the test clock never reaches in a test (its advances add up to minutes).
+        static let unreachable = Duration.seconds(86_400)
     }
 
     static func withWorld(_ body: (World) async throws -> Void) async throws {
