@@ -33,8 +33,8 @@ release: release-deps
 # fsync, busy waits) on NIO's blocking-I/O threads, so nothing starves the cooperative pool
 # the loopback servers and the tests share.
 # The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3;
-# the credential helper test has git drive `vault git-credential`.
-TEST_PACKAGES := python3 util-linux git passwd
+# the credential helper test has git drive `vault git-credential`; the DOT suite needs a venv.
+TEST_PACKAGES := python3 python3-venv util-linux git passwd
 test-deps: deps
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -122,6 +122,7 @@ class Browser:
     def __init__(self, args):
         self.args = args
         self.s = requests.Session()
+        self.s.trust_env = False  # loopback only: never a proxy from the environment
         self.s.headers["User-Agent"] = "cv-interop-scripted-browser/1 (requests)"
         self.s.headers["Accept"] = "text/html,application/xhtml+xml,*/*;q=0.8"
         self.jar_path = args.cookies or os.environ.get("DOT_BROWSER_COOKIES") or None

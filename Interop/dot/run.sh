@@ -21,8 +21,10 @@ cleanup() {
         kill "$provider_pid" 2>/dev/null || true
         wait "$provider_pid" 2>/dev/null || true
     fi
-    # Browsers the suite started are detached (setsid): end any still running.
-    pkill -f "$here/browser.py" 2>/dev/null || true
+    # Browsers this run started are detached (setsid): end those still running, and no other.
+    if [ -f "$work/browsers" ]; then
+        while read -r pid; do kill -- "-$pid" 2>/dev/null || true; done <"$work/browsers"
+    fi
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -40,6 +42,9 @@ origin="$(sed -n 's/^ready //p' "$work/provider/ready")"
 echo "django-oauth-toolkit $("$venv/bin/python" -c 'import oauth2_provider; print(oauth2_provider.__version__)') at $origin"
 
 mkdir -p "$work/suite"
+export DOT_BROWSER_PIDS="$work/browsers"
+# The provider, its browser and the vault talk over loopback only: never through a proxy CI may set.
+export NO_PROXY="127.0.0.1,localhost,::1" no_proxy="127.0.0.1,localhost,::1"
 if ! "$venv/bin/python" -u "$here/suite.py" "$vault" "$origin/o" "$work/suite"; then
     echo "--- provider log (last 80 lines)"; tail -n 80 "$work/provider/log"
     for log in "$work"/suite/*/browser.log; do [ -f "$log" ] && { echo "--- $log"; tail -n 40 "$log"; }; done

@@ -15,12 +15,11 @@ req="$here/requirements.txt"
 log() { echo "dot-setup: $*" >&2; }
 
 apt_install() {
-    if [ "$(id -u)" != 0 ]; then
-        log "need Debian packages $* but not root"; exit 1
-    fi
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
     log "installing Debian packages: $*"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    $sudo apt-get update -qq
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
 # Use Debian's interpreter (the one CI has), not a pyenv shim that may shadow it.

@@ -13,10 +13,12 @@ one line per case with its time.
 
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 
 import requests
@@ -61,7 +63,7 @@ class Vault:
             "DOT_BROWSER_COOKIES": os.path.join(self.dir, "cookies.txt"),
             "LANG": "C.UTF-8",
         }
-        for name in ("DOT_VENV", "TEST_TIME_SCALE"):
+        for name in ("DOT_VENV", "DOT_BROWSER_PIDS", "TEST_TIME_SCALE"):
             if name in os.environ:
                 self.env[name] = os.environ[name]
 
@@ -97,34 +99,59 @@ class Vault:
             return "(no browser log)"
 
 
+PROVIDER = requests.Session()
+PROVIDER.trust_env = False  # loopback only: never a proxy from the environment
+
+
 def userinfo(token):
     """The provider's own word on an access token: 200 and who it is, or 401 once revoked."""
-    response = requests.get(USERINFO, headers={"Authorization": "Bearer " + token}, timeout=30)
+    response = PROVIDER.get(USERINFO, headers={"Authorization": "Bearer " + token}, timeout=30)
     return response.status_code, (response.json() if response.status_code == 200 else None)
 
 
 def device_sign_in(vault, user, *extra):
-    """`vault login --device` as a child; the user approves the code it shows in the browser."""
+    """`vault login --device` as a child; the user approves the code it shows in the browser.
+    Its standard error is read on a thread (a line that never comes cannot block the suite), and
+    the child is ended whatever happens."""
     child = vault.start("login", "--issuer", ISSUER, "--client-id", "cv-device", "--device",
                         "--device-authorization-endpoint", DEVICE_ENDPOINT, *extra)
-    shown = ""
-    deadline = time.monotonic() + COMMAND_SECONDS
-    uri = code = None
-    while time.monotonic() < deadline and not (uri and code):
-        line = child.stderr.readline()
-        if not line:
-            break
-        shown += line
-        uri = uri or (re.search(r"To sign in, open (\S+)", line) or [None, None])[1]
-        code = code or (re.search(r"enter the code: (\S+)", line) or [None, None])[1]
-    check(uri and code, f"vault login --device showed no code: {shown}")
-    approved = subprocess.run(
-        [sys.executable, os.path.join(HERE, "browser.py"), "device", uri, code, "--user", user],
-        capture_output=True, text=True, timeout=COMMAND_SECONDS)
-    check(approved.returncode == 0, f"the browser could not approve the code: {approved.stderr[-800:]}")
-    out, err = child.communicate(timeout=COMMAND_SECONDS)
-    check(child.returncode == 0, f"vault login --device exited {child.returncode}: {shown + err}")
-    return out, shown + err
+    lines = queue.Queue()
+    err_lines = []
+    out_chunks = []
+
+    def pump(stream, sink, into_queue):
+        for line in stream:
+            sink.append(line)
+            if into_queue:
+                lines.put(line)
+    readers = [threading.Thread(target=pump, args=(child.stderr, err_lines, True), daemon=True),
+               threading.Thread(target=pump, args=(child.stdout, out_chunks, False), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        deadline = time.monotonic() + COMMAND_SECONDS
+        uri = code = None
+        while time.monotonic() < deadline and not (uri and code):
+            try:
+                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            uri = uri or (re.search(r"To sign in, open (\S+)", line) or [None, None])[1]
+            code = code or (re.search(r"enter the code: (\S+)", line) or [None, None])[1]
+        check(uri and code, f"vault login --device showed no code: {''.join(err_lines)}")
+        approved = subprocess.run(
+            [sys.executable, os.path.join(HERE, "browser.py"), "device", uri, code, "--user", user],
+            capture_output=True, text=True, timeout=COMMAND_SECONDS, env=dict(os.environ, NO_PROXY="*"))
+        check(approved.returncode == 0, f"the browser could not approve the code: {approved.stderr[-800:]}")
+        child.wait(timeout=COMMAND_SECONDS)
+        for reader in readers:
+            reader.join(timeout=10)
+        check(child.returncode == 0, f"vault login --device exited {child.returncode}: {''.join(err_lines)}")
+        return "".join(out_chunks), "".join(err_lines)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 CASES = []

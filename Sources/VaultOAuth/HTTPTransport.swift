@@ -17,4 +17,15 @@
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the response, or throws if none was received.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
+
+    /// The same transport (bounds, proxy) trusting only the certificate authorities of the PEM
+    /// bundle at `path`: for an account whose provider chains to a private CA. Throws when the
+    /// transport cannot choose its trust roots (the default, and `URLSessionTransport`).
+    func trusting(caFile path: String) throws(TrustRootsError) -> any HTTPTransport
+}
+
+extension HTTPTransport {
+    public func trusting(caFile path: String) throws(TrustRootsError) -> any HTTPTransport {
+        throw TrustRootsError("\(type(of: self)) cannot trust a CA file (\(path)); use NIOTransport")
+    }
 }

@@ -50,9 +50,19 @@ public final class NIOTransport: HTTPTransport {
     public let proxy: ProxyConfiguration?
     /// The event loops to use; nil: NIO's shared group, started on the first request.
     private let group: (any EventLoopGroup)?
-    /// Made on the first https request: loading trust roots is work a command that sends
-    /// nothing should not do.
-    private let tlsContext = Locked<NIOSSLContext?>(nil)
+    /// Made on the first https request, on NIO's blocking-I/O pool (loading trust roots reads
+    /// files: not for the cooperative pool, and not for a command that sends nothing); shared
+    /// by every request, one for direct connections and one for tunnels. A failure is not kept.
+    private let tlsContexts = Locked<[ContextKind: Task<NIOSSLContext, any Error>]>([:])
+    /// The trust roots read (a lazily named file), shared the same way.
+    private let readRoots = Locked<Task<TrustRoots, any Error>?>(nil)
+
+    /// Direct connections let NIOSSL check the host name (and an IP literal against the peer's
+    /// address); through a proxy the peer is the proxy, so the target's identity is checked by
+    /// ``PinnedChainCheck`` alone.
+    private enum ContextKind: Hashable {
+        case direct, tunnelled
+    }
 
     /// Creates a transport. Making one is cheap: no thread, socket or trust store is touched
     /// before the first request, so a tool can make it at start and send nothing.
@@ -65,6 +75,14 @@ public final class NIOTransport: HTTPTransport {
         self.trustRoots = trustRoots
         self.proxy = proxy
         self.group = eventLoopGroup
+    }
+
+    /// The same transport (bounds, proxy, event loops) with the PEM bundle at `path` as its
+    /// trust roots, read at its first https request.
+    public func trusting(caFile path: String) throws(TrustRootsError) -> any HTTPTransport {
+        NIOTransport(
+            timeout: timeout, maximumResponseSize: maximumResponseSize, trustRoots: .pemFile(lazily: path), proxy: proxy,
+            eventLoopGroup: group)
     }
 
     /// Sends `request` on a connection of its own; throws ``TransportError`` when no HTTP
@@ -83,26 +101,40 @@ public final class NIOTransport: HTTPTransport {
 
     private typealias Connection = (channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>, secured: EventLoopFuture<Void>?)
 
-    /// The trust roots, a lazily named CA file read now; a file that cannot be read fails the
-    /// request before anything is sent.
-    private func resolvedTrustRoots() throws(TransportError) -> TrustRoots {
+    /// The trust roots, a lazily named CA file read now (off the cooperative pool, once); a file
+    /// that cannot be read fails the request before anything is sent, and is read again next time.
+    private func resolvedTrustRoots() async throws -> TrustRoots {
+        guard case .file = trustRoots.source else { return trustRoots }
+        let task = readRoots.withLock { current in
+            if let current { return current }
+            let roots = trustRoots
+            let made = Task { try await NIOThreadPool.singleton.runIfActive { try roots.resolved() } }
+            current = made
+            return made
+        }
         do {
-            return try trustRoots.resolved()
+            return try await task.value
         } catch {
-            throw .connectionFailed(reason: error.description)
+            readRoots.withLock { if $0 == task { $0 = nil } }
+            throw TransportError.connectionFailed(reason: (error as? TrustRootsError)?.description ?? "the CA file could not be read")
         }
     }
 
     private func exchange(_ request: HTTPRequest, with target: HTTPTarget) async throws -> HTTPResponse {
-        let check = try request.pins.isEmpty ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: resolvedTrustRoots())
         let connection: Connection
         // Only https is tunnelled: plain http goes to loopback only (EndpointRule), never proxied.
         let tunnel = proxy.flatMap { proxy in
             target.usesTLS && proxy.proxies(target.host)
                 ? Tunnel(proxy: proxy, deadline: .now() + TimeAmount.nanoseconds(Self.nanoseconds(request.timeout ?? timeout))) : nil
         }
+        let roots = target.usesTLS ? try await resolvedTrustRoots() : trustRoots
+        // Through a tunnel the chain and the target's identity are always checked here (with
+        // or without pins): NIOSSL would compare IP names with the proxy's address.
+        let check =
+            request.pins.isEmpty && tunnel == nil
+            ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: roots)
         do {
-            let context = try target.usesTLS ? sslContext() : nil
+            let context = target.usesTLS ? try await sslContext(tunnel == nil ? .direct : .tunnelled, roots: roots) : nil
             connection = try await ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
                 .connect(host: tunnel?.proxy.host ?? target.host, port: tunnel?.proxy.port ?? target.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -167,8 +199,13 @@ public final class NIOTransport: HTTPTransport {
         var secured: EventLoopFuture<Void>?
         if let context {
             let (tls, gate) = try securing(channel, target: target, context: context, check: check)
-            try pipeline.addHandler(tls)
-            try pipeline.addHandler(gate)
+            do {
+                try pipeline.addHandler(tls)
+                try pipeline.addHandler(gate)
+            } catch {
+                gate.abandon(error)
+                throw error
+            }
             secured = gate.completed
         }
         try pipeline.addHTTPClientHandlers()
@@ -207,8 +244,10 @@ public final class NIOTransport: HTTPTransport {
         let connected = channel.eventLoop.makePromise(of: Void.self)
         let encoder = HTTPRequestEncoder()
         let decoder = ByteToMessageHandler(HTTPResponseDecoder(leftOverBytesStrategy: .forwardBytes))
+        // The CONNECT target is an authority (RFC 9110 §9.3.6): an IPv6 literal in brackets.
         let connect = NIOHTTP1ProxyConnectHandler(
-            targetHost: target.host, targetPort: target.port, headers: headers, deadline: tunnel.deadline, promise: connected)
+            targetHost: target.host.contains(":") ? "[\(target.host)]" : target.host, targetPort: target.port, headers: headers,
+            deadline: tunnel.deadline, promise: connected)
         try pipeline.addHandler(encoder)
         try pipeline.addHandler(decoder)
         try pipeline.addHandler(connect)
@@ -225,8 +264,13 @@ public final class NIOTransport: HTTPTransport {
                 .flatMapThrowing {
                     let (tls, gate) = try securing(channel, target: target, context: context, check: check)
                     let sync = channel.pipeline.syncOperations
-                    try sync.addHandler(gate, position: .before(requestEncoder))
-                    try sync.addHandler(tls, position: .before(gate))
+                    do {
+                        try sync.addHandler(gate, position: .before(requestEncoder))
+                        try sync.addHandler(tls, position: .before(gate))
+                    } catch {
+                        gate.abandon(error)  // the proxy closed at once: no promise is left open
+                        throw error
+                    }
                     return gate.completed
                 }
                 .flatMap { $0 }
@@ -234,17 +278,27 @@ public final class NIOTransport: HTTPTransport {
         return (wrapped, secured)
     }
 
-    private func sslContext() throws -> NIOSSLContext {
-        try tlsContext.withLock { current in
-            if let current { return current }
-            var configuration = TLSConfiguration.makeClientConfiguration()
-            configuration.minimumTLSVersion = .tlsv12
-            // Also what makes NIOSSL check the host name after a pinned handshake.
-            configuration.certificateVerification = .fullVerification
-            configuration.trustRoots = try resolvedTrustRoots().nioSSLTrustRoots
-            let made = try NIOSSLContext(configuration: configuration)
-            current = made
+    private func sslContext(_ kind: ContextKind, roots: TrustRoots) async throws -> NIOSSLContext {
+        let task = tlsContexts.withLock { contexts in
+            if let current = contexts[kind] { return current }
+            let made = Task {
+                try await NIOThreadPool.singleton.runIfActive {
+                    var configuration = TLSConfiguration.makeClientConfiguration()
+                    configuration.minimumTLSVersion = .tlsv12
+                    // Direct: also what makes NIOSSL check the host name after a pinned handshake.
+                    configuration.certificateVerification = kind == .direct ? .fullVerification : .noHostnameVerification
+                    configuration.trustRoots = roots.nioSSLTrustRoots
+                    return try NIOSSLContext(configuration: configuration)
+                }
+            }
+            contexts[kind] = made
             return made
+        }
+        do {
+            return try await task.value
+        } catch {
+            tlsContexts.withLock { if $0[kind] == task { $0[kind] = nil } }
+            throw error
         }
     }
 
@@ -302,12 +356,15 @@ public final class NIOTransport: HTTPTransport {
         for error: any Error, target: HTTPTarget, check: PinnedChainCheck?, tunnel: Tunnel? = nil
     ) -> TransportError {
         if case .refused(let reason)? = check?.verdict {
+            guard check?.pins.isEmpty == false else {
+                return .connectionFailed(reason: "TLS handshake refused by the certificate check of \(target.hostForMessages): \(reason)")
+            }
             return .pinningFailed(host: target.hostForMessages, reason: reason)
         }
         if let tunnel, let refusal = error as? NIOHTTP1ProxyConnectHandler.Error {
             return .connectionFailed(reason: "the proxy \(tunnel.proxy) \(Self.proxyRefusal(refusal)) to \(target.hostForMessages)")
         }
-        if let tunnel, error is NIOConnectionError || error is IOError {
+        if let tunnel, error is NIOConnectionError {
             return .connectionFailed(reason: "could not connect to the proxy \(tunnel.proxy)")
         }
         switch error {
@@ -416,9 +473,13 @@ extension NIOTransport {
         /// Throws unless `path` is a regular file this process can open: the cheap check a
         /// command makes before relying on ``pemFile(lazily:)``.
         public static func checkReadable(_ path: String) throws(TrustRootsError) {
-            var isDirectory: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory), !isDirectory.boolValue else {
+            // A regular file only: a FIFO or a device would block the reading thread for good.
+            let target = URL(fileURLWithPath: path).resolvingSymlinksInPath().path  // SSL_CERT_FILE is often a link
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: target) else {
                 throw TrustRootsError("cannot read the CA file \(path): there is no such file")
+            }
+            guard attributes[.type] as? FileAttributeType == .typeRegular else {
+                throw TrustRootsError("cannot read the CA file \(path): it is not a regular file")
             }
             guard FileManager.default.isReadableFile(atPath: path) else {
                 throw TrustRootsError("cannot read the CA file \(path): no permission")
@@ -426,6 +487,7 @@ extension NIOTransport {
         }
 
         private static func read(_ path: String) throws(TrustRootsError) -> TrustRoots {
+            try checkReadable(path)
             let data: Data
             do {
                 data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -451,10 +513,11 @@ extension NIOTransport {
         /// The roots themselves: a lazily named file read now (once).
         func resolved() throws(TrustRootsError) -> TrustRoots {
             guard case .file(let path, let loaded) = source else { return self }
+            // A failure is not kept: the file may be fixed while a long-lived agent runs.
             let result = loaded.withLock { loaded -> Result<TrustRoots, TrustRootsError> in
                 if let loaded { return loaded }
                 let read = Result { () throws(TrustRootsError) -> TrustRoots in try Self.read(path) }
-                loaded = read
+                if case .success = read { loaded = read }
                 return read
             }
             return try result.get()
@@ -487,6 +550,9 @@ private final class HandshakeGate: ChannelInboundHandler, RemovableChannelHandle
     var completed: EventLoopFuture<Void> { promise.futureResult }
 
     init(_ promise: EventLoopPromise<Void>) { self.promise = promise }
+
+    /// Fails the handshake's future when the gate never made it into the pipeline.
+    func abandon(_ error: any Error) { promise.fail(error) }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case .handshakeCompleted? = event as? TLSUserEvent { promise.succeed(()) }

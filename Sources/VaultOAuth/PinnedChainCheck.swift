@@ -21,6 +21,10 @@ import X509
 /// that merely rides along in the presented certificates proves nothing. SHA-256 is libsodium's
 /// (``Digest/sha256(_:)``); no cryptography is written here.
 ///
+/// Without pins it is the identity check of a connection through a proxy: the chain must
+/// validate and name the target, which NIOSSL cannot check there (it would compare IP names
+/// with the proxy's address).
+///
 /// ```swift
 /// let check = PinnedChainCheck(pins: pins, target: target, trustRoots: .system)
 /// let tls = try NIOSSLClientHandler(context: context, serverHostname: "id.example.com", customVerificationCallback: check.verify)
@@ -28,7 +32,7 @@ import X509
 struct PinnedChainCheck: Sendable {
     /// What the check decided; read after a failed handshake to report it as a pinning failure.
     enum Verdict: Sendable, Hashable {
-        /// The validated chain holds a pin.
+        /// The validated chain holds a pin (or, without pins, validates for the target).
         case pinned
         /// Refused, and why (this build's words: which check failed, never certificate contents).
         case refused(String)
@@ -79,10 +83,11 @@ struct PinnedChainCheck: Sendable {
         }
         switch await verifier.validate(leaf: leaf, intermediates: CertificateStore(certificates.dropFirst())) {
         case .validCertificate(let chain):
-            if chain.contains(where: holdsPin) { return record(.pinned) }
+            if pins.isEmpty || chain.contains(where: holdsPin) { return record(.pinned) }
             return record(.refused("its validated certificate chain holds none of the \(pins.count) pin(s)"))
         case .couldNotValidate(let failures):
             let why = failures.isEmpty ? "no path to a trusted root" : "no path to a trusted root that meets RFC 5280 and names this host"
+            if pins.isEmpty { return record(.refused("its certificate chain does not validate (\(why))")) }
             if certificates.contains(where: holdsPin) {
                 return record(.refused("a pinned key was presented, but the chain does not validate (\(why)); a pin counts only in a valid chain"))
             }
@@ -105,9 +110,10 @@ extension NIOTransport.TrustRoots {
     /// The same roots for swift-certificates' `Verifier`.
     var certificateStore: CertificateStore {
         switch source {
-        // A lazily named file is resolved before a check is made (NIOTransport.exchange).
-        case .system, .file: .systemTrustRoots
+        case .system: .systemTrustRoots
         case .certificates(_, let store): store
+        // Resolved before a check is made (NIOTransport.exchange); unresolved, it trusts nothing.
+        case .file: CertificateStore()
         }
     }
 }

@@ -42,7 +42,9 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible, C
         } else {
             authorization = nil
         }
-        self.exclusions = exclusions.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty }
+        self.exclusions = exclusions.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .map { $0.hasSuffix(".") && $0 != "." ? String($0.dropLast()) : $0 }  // `corp.example.` as `corp.example`
+            .filter { !$0.isEmpty }
     }
 
     /// The proxy the environment names for https: `https_proxy` or `HTTPS_PROXY` (the
@@ -54,7 +56,8 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible, C
         guard let url = [environment["https_proxy"], environment["HTTPS_PROXY"]].compactMap({ $0 }).first(where: { !$0.isEmpty }) else {
             return nil
         }
-        let exclusions = (environment["no_proxy"] ?? environment["NO_PROXY"] ?? "").split(separator: ",").map(String.init)
+        let exclusions = ([environment["no_proxy"], environment["NO_PROXY"]].compactMap { $0 }.first { !$0.isEmpty } ?? "")
+            .split(separator: ",").map(String.init)
         return try ProxyConfiguration(url: url, exclusions: exclusions)
     }
 
@@ -85,9 +88,12 @@ public struct ProxyConfiguration: Sendable, Hashable, CustomStringConvertible, C
             displayStyle: .struct)
     }
 
-    /// `localhost`, `*.localhost`, 127.0.0.0/8 and ::1: never proxied.
+    /// `localhost`, `*.localhost`, 127.0.0.0/8 and ::1: never proxied. IPv4 is read as the
+    /// resolver reads it (`inet_aton`: `127.1` and `2130706433` are loopback too).
     static func isLoopback(_ name: String) -> Bool {
         if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        var address = in_addr()
+        if inet_aton(name, &address) != 0 { return UInt32(bigEndian: address.s_addr) >> 24 == 127 }
         guard let bytes = LoopbackPeer.addressBytes(name) else { return false }
         return bytes.count == 4 ? bytes[0] == 127 : bytes == Array(repeating: 0, count: 15) + [1]
     }

@@ -12,6 +12,12 @@ extension SessionService {
         return try pins(of: stored)
     }
 
+    /// The PEM bundle the account's provider chains to, if it has one.
+    func caFile(of account: AccountID) async throws -> String? {
+        guard let stored = try await vaultCall({ [vault] in try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
+        return stored.client.caFile
+    }
+
     /// The identity service reported this device revoked for `account`: the session ends as
     /// expired(device revoked) with its tokens wiped (one transaction, like a revoked grant),
     /// and this device's registration is marked revoked. Returns the error to throw.

@@ -58,11 +58,15 @@ public struct SignInRequest: Sendable {
     /// The loopback redirect URI the provider registered, stored with the account; nil: the
     /// account's stored one, else ``LoopbackRedirect/default``.
     public var redirect: LoopbackRedirect?
+    /// A PEM bundle of the certificate authorities the provider's TLS chains to, stored with the
+    /// account for its later requests; nil: the account's stored one, else the service's roots.
+    public var caFile: String?
 
     public init(
         provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
         pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
-        policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil, redirect: LoopbackRedirect? = nil
+        policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil, redirect: LoopbackRedirect? = nil,
+        caFile: String? = nil
     ) {
         self.provider = provider
         self.clientID = clientID
@@ -76,6 +80,7 @@ public struct SignInRequest: Sendable {
         self.label = label
         self.upgrading = upgrading
         self.redirect = redirect
+        self.caFile = caFile
     }
 }
 
@@ -101,8 +106,8 @@ public struct SignInResult: Sendable {
 extension SessionService {
     /// Reads the provider's metadata from its issuer identifier (OpenID Connect Discovery,
     /// then RFC 8414). See `OAuthClient.discover(issuer:pins:)`.
-    public func discoverProvider(issuer: URL, pins: [String] = []) async throws -> ProviderMetadata {
-        try await oauth.discover(issuer: issuer, pins: try SPKIPin.parse(pins))
+    public func discoverProvider(issuer: URL, pins: [String] = [], caFile: String? = nil) async throws -> ProviderMetadata {
+        try await oauthClient(trusting: caFile).discover(issuer: issuer, pins: try SPKIPin.parse(pins))
     }
 
     /// Signs the user in, verifies who they are, and stores the account and its session — the
@@ -170,6 +175,9 @@ extension SessionService {
         if let existing, existing.issuer != provider.issuer {
             throw SignInError.wrongAccount(expected: Self.name(of: existing), signedInAs: "a user of \(provider.issuer)")
         }
+        // Every request of this sign-in trusts the CA file asked for, else the account's.
+        let oauth = try oauthClient(trusting: request.caFile ?? existing?.client.caFile)
+        let verifier = try idTokenVerifier(trusting: request.caFile ?? existing?.client.caFile)
 
         // 1. The user's tokens.
         var nonce: String?
@@ -185,7 +193,7 @@ extension SessionService {
             guard let listener else { throw SignInError.listenerFailed(reason: "no loopback listener") }
             let (tokens, sent) = try await browserSignIn(
                 endpoint: endpoint, provider: provider, client: client, request: request,
-                pins: pins, listener: listener, open: open, timeout: timeout)
+                pins: pins, listener: listener, open: open, timeout: timeout, oauth: oauth)
             response = tokens
             nonce = sent
         case .guest:
@@ -199,13 +207,15 @@ extension SessionService {
         let subject: String
         let source: SubjectSource
         do {
-            verified = try await verifyIDToken(in: response, provider: provider, request: request, nonce: nonce, pins: pins)
+            verified = try await verifyIDToken(in: response, provider: provider, request: request, nonce: nonce, pins: pins, verifier: verifier)
             if let verified {
                 (subject, source) = (verified.subject, .verified)
-            } else if response.idToken == nil, request.scopes.contains("openid"), let endpoint = provider.userinfoEndpoint {
-                // openid asked, no ID token sent (a device grant at some providers): the
+            } else if response.idToken == nil, request.scopes.contains("openid"), Self.mayLackIDToken(request.method),
+                let endpoint = provider.userinfoEndpoint
+            {
+                // openid asked, no ID token sent by a device grant (django-oauth-toolkit's): the
                 // userinfo endpoint names the user, over the same transport rules; unsigned,
-                // so the subject is recorded as not verified.
+                // so the subject is recorded as not verified. The code flow must send one.
                 let info = try await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, pins: pins)
                 (subject, source, userinfo) = (info.subject, .unverified, info)
             } else if let existing {
@@ -219,7 +229,7 @@ extension SessionService {
                     signedInAs: verified.map(Self.name(of:)) ?? userinfo.flatMap { $0.preferredUsername ?? $0.email } ?? subject)
             }
         } catch {
-            await revokeUnstored(response, provider: provider, client: client, pins: pins)
+            await revokeUnstored(response, provider: provider, client: client, pins: pins, oauth: oauth)
             throw error
         }
 
@@ -239,7 +249,7 @@ extension SessionService {
         let settings = OAuthClientSettings(
             tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint, clientID: request.clientID,
             authentication: request.clientSecret == nil ? .none : .clientSecretBasic, scopes: request.scopes, pins: request.pins,
-            redirectURI: request.redirect?.description)
+            redirectURI: request.redirect?.description, caFile: request.caFile)
         let new = NewAccount(
             issuer: provider.issuer, subject: subject,
             label: request.label ?? existing?.label ?? verified.flatMap { $0.name ?? $0.preferredUsername ?? $0.email }
@@ -269,7 +279,7 @@ extension SessionService {
         if let guest, guest.id != record.account.id {
             (upgrade, converted) = try await takeOver(
                 guest, by: record.account, userAccessToken: response.accessToken,
-                provider: provider, client: client, pins: pins)
+                provider: provider, client: client, pins: pins, oauth: oauth)
         }
         return SignInResult(
             account: record.account, idToken: verified, replacedExisting: record.replacedExisting,
@@ -289,7 +299,7 @@ extension SessionService {
         let client = try await clientCredentials(for: user)
         return try await takeOver(
             guestAccount, by: user, userAccessToken: token?.value, provider: metadata,
-            client: client, pins: try pins(of: user)
+            client: client, pins: try pins(of: user), oauth: try oauthClient(trusting: user.client.caFile)
         ).0
     }
 
@@ -298,11 +308,13 @@ extension SessionService {
     /// could not be (the subject then stays unverified). A token that reaches the keys and
     /// fails a check throws `SignInError.idTokenRejected(_:)`. Its expiry is not held against
     /// it: it may have been received a while ago, and its signature still says whom it names.
-    public func verifyImportedIDToken(_ idToken: String, issuer: String, clientID: String, pins: [String] = []) async throws -> VerifiedIDToken? {
+    public func verifyImportedIDToken(
+        _ idToken: String, issuer: String, clientID: String, pins: [String] = [], caFile: String? = nil
+    ) async throws -> VerifiedIDToken? {
         guard let url = URL(string: issuer), url.scheme != nil, url.host != nil else { return nil }
         let provider: ProviderMetadata
         do {
-            provider = try await discoverProvider(issuer: url, pins: pins)
+            provider = try await discoverProvider(issuer: url, pins: pins, caFile: caFile)
         } catch {
             logger.notice("the imported ID token is not verified: no provider metadata", metadata: ["error": "\(error)"])
             return nil
@@ -311,8 +323,9 @@ extension SessionService {
         var expectations = IDTokenExpectations(issuer: provider.issuer, clientID: clientID, skew: configuration.idTokenClockSkew, now: now())
         expectations.checksExpiry = false
         let parsedPins = try SPKIPin.parse(pins)
+        let verifier = try idTokenVerifier(trusting: caFile)
         do {
-            return try await idTokenVerifier.verify(idToken, jwksURI: jwksURI, expecting: expectations, pins: parsedPins)
+            return try await verifier.verify(idToken, jwksURI: jwksURI, expecting: expectations, pins: parsedPins)
         } catch .keySetUnavailable {
             logger.notice("the imported ID token is not verified: the provider's keys cannot be read")
             return nil
@@ -326,7 +339,7 @@ extension SessionService {
     private func browserSignIn(
         endpoint: URL, provider: ProviderMetadata, client: ClientCredentials, request: SignInRequest,
         pins: [SPKIPin], listener: LoopbackRedirectListener, open: @Sendable (BrowserSignInLinks) async -> Void,
-        timeout: Duration
+        timeout: Duration, oauth: OAuthClient
     ) async throws -> (TokenResponse, String?) {
         do {
             let authorization = try AuthorizationRequest(
@@ -358,12 +371,12 @@ extension SessionService {
     /// the provider publishes its keys. Nil: no ID token to verify.
     private func verifyIDToken(
         in response: TokenResponse, provider: ProviderMetadata, request: SignInRequest,
-        nonce: String?, pins: [SPKIPin]
+        nonce: String?, pins: [SPKIPin], verifier: IDTokenVerifier
     ) async throws -> VerifiedIDToken? {
         let asked = request.scopes.contains("openid")
         guard let idToken = response.idToken else {
-            // Without one, the userinfo endpoint (when published) names the user instead.
-            if asked && provider.userinfoEndpoint == nil { throw SignInError.missingIDToken }
+            // Without one, the userinfo endpoint (when published) names a device grant's user.
+            if asked && (provider.userinfoEndpoint == nil || !Self.mayLackIDToken(request.method)) { throw SignInError.missingIDToken }
             return nil
         }
         guard let jwksURI = provider.jwksURI else {
@@ -375,7 +388,7 @@ extension SessionService {
             skew: configuration.idTokenClockSkew, now: now(),
             algorithms: provider.idTokenSigningAlgorithms.isEmpty ? IDTokenExpectations.supportedAlgorithms : Set(provider.idTokenSigningAlgorithms))
         do {
-            return try await idTokenVerifier.verify(idToken, jwksURI: jwksURI, expecting: expectations, pins: pins)
+            return try await verifier.verify(idToken, jwksURI: jwksURI, expecting: expectations, pins: pins)
         } catch {
             logger.notice("ID token rejected", metadata: ["check": "\(error.check)"])
             throw SignInError.idTokenRejected(error)
@@ -403,7 +416,7 @@ extension SessionService {
     /// links it locally in one transaction.
     private func takeOver(
         _ guest: Account, by user: Account, userAccessToken: String?, provider: ProviderMetadata?,
-        client: ClientCredentials, pins: [SPKIPin]
+        client: ClientCredentials, pins: [SPKIPin], oauth: OAuthClient
     ) async throws -> (GuestUpgrade, Bool) {
         let guestTokens = try? await vaultCall { [vault] in try vault.tokens(for: guest.id) }
         var converted = false
@@ -434,7 +447,9 @@ extension SessionService {
     }
 
     /// Revokes tokens that were obtained but will not be stored (a failed check), best effort.
-    private func revokeUnstored(_ response: TokenResponse, provider: ProviderMetadata, client: ClientCredentials, pins: [SPKIPin]) async {
+    private func revokeUnstored(
+        _ response: TokenResponse, provider: ProviderMetadata, client: ClientCredentials, pins: [SPKIPin], oauth: OAuthClient
+    ) async {
         guard let endpoint = provider.revocationEndpoint else { return }
         let (token, hint) = response.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (response.accessToken, .accessToken)
         do {
@@ -470,6 +485,14 @@ extension SessionService {
 
     static func name(of token: VerifiedIDToken) -> String {
         token.preferredUsername ?? token.name ?? token.email ?? token.subject
+    }
+
+    /// Whether a grant may come back without an ID token although `openid` was asked: the
+    /// device grant (RFC 8628 says nothing of ID tokens; some providers send none). The code
+    /// flow must send one (OpenID Connect Core §3.1.3.3).
+    static func mayLackIDToken(_ method: SignInMethod) -> Bool {
+        if case .device = method { return true }
+        return false
     }
 
     static func methodName(_ method: SignInMethod) -> String {

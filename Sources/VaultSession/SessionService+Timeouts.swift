@@ -407,6 +407,10 @@ extension SessionService {
     @discardableResult
     public func endSession(for account: AccountID? = nil, revoke: Bool = true) async throws -> SignOutReport.Revocation {
         let id = try await resolve(account)
+        // A refresh of this process still in flight would store a rotation after the
+        // revocation, to be wiped unrevoked: it is cancelled first, as signOut does. (One in
+        // another process is followed by revokeAtServer's generation check.)
+        refreshes[id]?.cancel()
         let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
         try await applyExpiry(id, reason: .endedByUser, timedOut: false)
         return revocation

@@ -262,11 +262,13 @@ extension SessionService {
             throw error
         }
         let pins: [SPKIPin]
+        let oauth: OAuthClient
         do {
             pins = try self.pins(of: account)
+            oauth = try oauthClient(trusting: account.client.caFile)
         } catch {
             try? await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: "a stored pin is malformed", nextAttemptAt: nil)
+                try vault.failRefresh(for: id, holder: holder, failure: "the account's pins or CA file cannot be used", nextAttemptAt: nil)
             }
             throw error
         }

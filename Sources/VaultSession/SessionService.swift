@@ -42,6 +42,9 @@ public actor SessionService {
 
     /// In-flight refreshes, one per account, shared by every caller in this process.
     var refreshes: [AccountID: Task<StoredTokens, any Error>] = [:]
+    /// OAuth clients and ID-token verifiers for providers that chain to a private CA (an
+    /// account's `caFile`), made once per file; the service's own serve every other request.
+    var trustingClients: [String: (oauth: OAuthClient, verifier: IDTokenVerifier)] = [:]
     /// The idle deadline a warning was already raised for, per account.
     var warned: [AccountID: Date] = [:]
     /// Why this process dropped the vault's keys (nil while unlocked).
@@ -339,17 +342,18 @@ public actor SessionService {
         var endpoint: URL
         var client: ClientCredentials
         var pins: [SPKIPin]
+        var caFile: String?
     }
 
     private func revocationRequest(for tokens: TokenSet, of account: Account, at endpoint: URL) async throws -> RevocationRequest {
         let (token, hint) = tokens.refreshToken.map { ($0, TokenTypeHint.refreshToken) } ?? (tokens.accessToken, .accessToken)
         return RevocationRequest(
             token: token, hint: hint, endpoint: endpoint, client: try await clientCredentials(for: account),
-            pins: try pins(of: account))
+            pins: try pins(of: account), caFile: account.client.caFile)
     }
 
     private func send(_ request: RevocationRequest) async throws {
-        try await oauth.revoke(
+        try await oauthClient(trusting: request.caFile).revoke(
             token: request.token, hint: request.hint, endpoint: request.endpoint, client: request.client,
             pins: request.pins, deadline: configuration.requestDeadline)
     }
@@ -394,6 +398,27 @@ public actor SessionService {
     /// ``VaultError`` into ``SessionError``.
     static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await NIOThreadPool.singleton.runIfActive { try SessionError.wrapping(body) }
+    }
+
+    /// The OAuth client for a provider whose TLS chains to the PEM bundle `caFile` (an
+    /// account's), with the same transport bounds and proxy; the service's own for nil.
+    func oauthClient(trusting caFile: String?) throws -> OAuthClient {
+        try trusting(caFile).oauth
+    }
+
+    /// The ID-token verifier for such a provider (its JWKS fetched trusting the same bundle).
+    func idTokenVerifier(trusting caFile: String?) throws -> IDTokenVerifier {
+        try trusting(caFile).verifier
+    }
+
+    private func trusting(_ caFile: String?) throws -> (oauth: OAuthClient, verifier: IDTokenVerifier) {
+        guard let caFile else { return (oauth, idTokenVerifier) }
+        if let made = trustingClients[caFile] { return made }
+        var client = oauth
+        client.transport = try oauth.transport.trusting(caFile: caFile)
+        let made = (oauth: client, verifier: IDTokenVerifier(oauth: client))
+        trustingClients[caFile] = made
+        return made
     }
 
     /// The account's SPKI pins. A stored pin that does not parse (only a tool writing the store

@@ -23,11 +23,14 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
     /// `vault login --redirect-uri` (schema 10); nil: the default, `http://127.0.0.1/callback`
     /// with any port.
     public var redirectURI: String?
+    /// The absolute path of a PEM bundle of the certificate authorities the provider's TLS
+    /// chains to (`vault login --ca-file`, schema 10); nil: the process's trust roots.
+    public var caFile: String?
 
     public init(
         tokenEndpoint: URL, revocationEndpoint: URL? = nil, clientID: String,
         authentication: ClientAuthentication = .none, scopes: [String] = [], pins: [String] = [],
-        redirectURI: String? = nil
+        redirectURI: String? = nil, caFile: String? = nil
     ) {
         self.tokenEndpoint = tokenEndpoint
         self.revocationEndpoint = revocationEndpoint
@@ -36,6 +39,7 @@ public struct OAuthClientSettings: Sendable, Hashable, Codable {
         self.scopes = scopes
         self.pins = pins
         self.redirectURI = redirectURI
+        self.caFile = caFile
     }
 }
 

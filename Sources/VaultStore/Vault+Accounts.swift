@@ -40,8 +40,8 @@ extension Vault {
                 sql: """
                     INSERT INTO accounts (account_id, issuer, subject, label, email, token_endpoint, revocation_endpoint,
                         client_id, client_auth, client_secret, scopes, pins, data_key_id, wrapped_data_key, created_at,
-                        provider_metadata, subject_source, kind, redirect_uri)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        provider_metadata, subject_source, kind, redirect_uri, ca_file)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id.rawValue, new.issuer, new.subject, try seal("label", new.label), try seal("email", new.email),
@@ -50,7 +50,7 @@ extension Vault {
                     new.client.scopes.joined(separator: " "), new.client.pins.isEmpty ? nil : new.client.pins.joined(separator: " "),
                     Int64(keyID), Data(wrapped), now.millisecondsSince1970,
                     new.providerMetadata, new.subjectSource?.rawValue, new.kind == .guest ? "guest" : nil,
-                    new.client.redirectURI,
+                    new.client.redirectURI, new.client.caFile,
                 ])
             try self.integrity.authenticate(.accounts, where: "account_id = ?", [id.rawValue], db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
@@ -392,7 +392,7 @@ extension Vault {
                 scopes: scopes.split(separator: " ").map(String.init),
                 pins: pins?.split(separator: " ").map(String.init) ?? [],
                 // NULL in rows written before schema 10, and where the default is used.
-                redirectURI: try optional("redirect_uri")),
+                redirectURI: try optional("redirect_uri"), caFile: try optional("ca_file")),
             hasClientSecret: !(row["client_secret"] as DatabaseValue).isNull,
             createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
             // The columns below are NULL in rows written before schema 5.

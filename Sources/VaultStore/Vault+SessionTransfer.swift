@@ -242,6 +242,9 @@ extension Vault {
                         : "this export (\(imported.transfer.id)) was made by this vault; import it into the vault whose recipient key it was sealed to")
             }
             var new = imported.account
+            // A CA file is a path on the exporting machine: an import never brings one (an
+            // existing account keeps its own, below).
+            new.client.caFile = nil
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?", arguments: [new.issuer, new.subject]) {
                 // An existing account keeps its own settings: a blob (anyone can seal one to a
                 // public recipient key) never re-points where this vault sends its credentials.
@@ -258,6 +261,7 @@ extension Vault {
                 new.providerMetadata = existing.providerMetadata
                 new.subjectSource = existing.subjectSource
                 new.client.redirectURI = existing.client.redirectURI
+                new.client.caFile = existing.client.caFile
                 let held = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [existing.id.rawValue])
                 if let held { try self.integrity.check(held, in: .tokens, db) }
                 if imported.tokens.refreshToken == nil, held?.holdsValue("refresh_token") == true {

@@ -107,6 +107,11 @@ extension Vault {
             arguments.append(redirect)
             updated.client.redirectURI = redirect
         }
+        if let caFile = new.client.caFile, caFile != account.client.caFile {
+            assignments.append("ca_file = ?")
+            arguments.append(caFile)
+            updated.client.caFile = caFile
+        }
         if let source = new.subjectSource, source != account.subjectSource,
             source == .verified || account.subjectSource == nil
         {

@@ -118,7 +118,8 @@ extension VaultCommand.Accounts {
                 label: label,
                 client: OAuthClientSettings(
                     tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
-                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic, pins: pins),
+                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic, pins: pins,
+                    caFile: global.caFilePath),
                 clientSecret: clientSecret,
                 subjectSource: subject != nil ? .given : claims.subject != nil ? .unverified : .generated)
             var policy = SessionPolicy()
@@ -137,7 +138,8 @@ extension VaultCommand.Accounts {
             let view = try await OpenedVault.with(global, credentials) { opened in
                 // The ID token names the user for sure only once its signature is checked.
                 if let idToken = response.idToken, let vouching,
-                    let verified = try await opened.session.verifyImportedIDToken(idToken, issuer: vouching, clientID: clientID, pins: pins)
+                    let verified = try await opened.session.verifyImportedIDToken(
+                        idToken, issuer: vouching, clientID: clientID, pins: pins, caFile: global.caFilePath)
                 {
                     if let subject, subject != verified.subject {
                         throw CommandFailure(

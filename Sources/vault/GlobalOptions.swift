@@ -21,9 +21,15 @@ struct GlobalOptions: ParsableArguments {
         name: .customLong("ca-file"),
         help: ArgumentHelp(
             "A PEM bundle of the certificate authorities the identity service's TLS must lead to.",
-            discussion: "Default: $SSL_CERT_FILE, else the system's store. HTTPS_PROXY and NO_PROXY are read from the environment.",
+            discussion:
+                "Default: $SSL_CERT_FILE, else the system's store. Given to `login` or `accounts add`, it is kept with the account for its later requests. HTTPS_PROXY and NO_PROXY are read from the environment.",
             valueName: "file"))
     var caFile: String?
+
+    /// `--ca-file` as an absolute path (what an account stores), or nil.
+    var caFilePath: String? {
+        caFile.map { URL(fileURLWithPath: ($0 as NSString).expandingTildeInPath).standardizedFileURL.path }
+    }
 
     /// The vault file: --vault, else $VAULT_PATH, else the XDG default location.
     var url: URL {

@@ -53,6 +53,7 @@ extension JSONValue {
             "scopes": .strings(client.scopes),
             "pins": .strings(client.pins),
             "redirect_uri": .text(client.redirectURI),
+            "ca_file": .text(client.caFile),
         ]
     }
 

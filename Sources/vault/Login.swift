@@ -185,7 +185,7 @@ extension VaultCommand {
                 provider: provider, clientID: clientID, clientSecret: secret ?? storedSecret,
                 scopes: scopes, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, method: method(),
                 account: existing?.id, maxAge: maxAge?.duration, policy: policy, label: label, upgrading: upgrading,
-                redirect: try redirectURI.map { try LoopbackRedirect(parsing: $0) })
+                redirect: try redirectURI.map { try LoopbackRedirect(parsing: $0) }, caFile: global.caFilePath)
             let result = try await opened.session.signIn(using: request)
             try setHosts(result.account.id, opened)
             return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))
@@ -194,18 +194,19 @@ extension VaultCommand {
         /// The provider: discovered from --issuer, else the account's stored metadata, else
         /// built from the endpoint options.
         private func provider(_ opened: OpenedVault, existing: Account?) async throws -> ProviderMetadata {
+            let caFile = global.caFilePath ?? existing?.client.caFile
             if let issuer, let url = URL(string: issuer) {
                 if let tokenEndpoint, let endpoint = URL(string: tokenEndpoint) {
                     // Every endpoint given: discovery is a bonus, not a requirement.
-                    let found = try? await opened.session.discoverProvider(issuer: url, pins: pins)
+                    let found = try? await opened.session.discoverProvider(issuer: url, pins: pins, caFile: caFile)
                     if found == nil { return ProviderMetadata(issuer: issuer, tokenEndpoint: endpoint) }
                 }
-                return try await opened.session.discoverProvider(issuer: url, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins)
+                return try await opened.session.discoverProvider(issuer: url, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, caFile: caFile)
             }
             if let existing {
                 if let stored = existing.providerMetadata.flatMap(ProviderMetadata.decoded) { return stored }
                 if let url = URL(string: existing.issuer), url.scheme != nil,
-                    let found = try? await opened.session.discoverProvider(issuer: url, pins: existing.client.pins)
+                    let found = try? await opened.session.discoverProvider(issuer: url, pins: existing.client.pins, caFile: caFile)
                 {
                     return found
                 }
@@ -297,7 +298,7 @@ extension VaultCommand {
                 client: OAuthClientSettings(
                     tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint,
                     clientID: clientID, authentication: secret == nil ? .none : .clientSecretBasic,
-                    scopes: scopes, pins: pins),
+                    scopes: scopes, pins: pins, caFile: global.caFilePath ?? existing?.client.caFile),
                 clientSecret: secret, providerMetadata: provider.encoded(),
                 subjectSource: existing?.subjectSource ?? (claims.subject != nil ? .unverified : .generated))
             let added = try await opened.session.signIn(account, tokens: response, policy: policy)

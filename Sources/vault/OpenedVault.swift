@@ -53,6 +53,9 @@ struct OpenedVault: Sendable {
         _ global: GlobalOptions, configuration: SessionConfiguration = SessionConfiguration(),
         credential choose: (URL, VaultUnlockMethod) throws -> VaultCredential
     ) throws -> OpenedVault {
+        // Before the vault is opened (and a passphrase derived): a bad CA file or proxy setting
+        // fails here, with nothing to close.
+        let transport = try transport(global)
         let url = global.url
         var chosen: VaultCredential?
         let vault = try Vault.open(at: url, options: global.storeOptions()) { facts in
@@ -65,7 +68,7 @@ struct OpenedVault: Sendable {
             vault.close()
             throw CommandFailure(.failure, "\(url.path) was opened without a credential")
         }
-        let oauth = OAuthClient(transport: try transport(global), logger: global.logger("credentialvault.oauth"))
+        let oauth = OAuthClient(transport: transport, logger: global.logger("credentialvault.oauth"))
         return OpenedVault(
             vault: vault,
             session: SessionService(vault: vault, oauth: oauth, configuration: configuration, logger: global.logger("credentialvault.session")),
@@ -75,7 +78,8 @@ struct OpenedVault: Sendable {
     /// NIOTransport for every request: it can check pins, opens nothing until the first request,
     /// and keeps libcurl out of the process (see NIOTransport). Its trust roots are `--ca-file`,
     /// else `$SSL_CERT_FILE`, else the system's; its proxy `HTTPS_PROXY` with `NO_PROXY`. A
-    /// missing CA file or an unusable proxy setting is an error at once.
+    /// missing `--ca-file` or an unusable proxy setting is an error at once; a missing
+    /// `SSL_CERT_FILE` (set for every process) a warning, and the system's store.
     static func transport(_ global: GlobalOptions, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> NIOTransport {
         let given = global.caFile.map { ($0, "--ca-file") } ?? environment["SSL_CERT_FILE"].flatMap { $0.isEmpty ? nil : ($0, "SSL_CERT_FILE") }
         var roots = NIOTransport.TrustRoots.system
@@ -85,10 +89,13 @@ struct OpenedVault: Sendable {
             let path = (given as NSString).expandingTildeInPath
             do {
                 try NIOTransport.TrustRoots.checkReadable(path)
+                roots = .pemFile(lazily: path)
+            } catch let failure where source == "SSL_CERT_FILE" {
+                // Set for every process, not asked for here: the system's store, and a word.
+                Terminal.printError("vault: warning: \(failure) (from SSL_CERT_FILE); using the system's certificate store")
             } catch {
                 throw CommandFailure(.usage, "\(error) (from \(source))")
             }
-            roots = .pemFile(lazily: path)
         }
         let proxy: ProxyConfiguration?
         do {

@@ -33,15 +33,16 @@ struct TransportCommandTests {
         #expect(try await fixture.run(["accounts", "list", "--json"]).jsonArray().isEmpty)
     }
 
-    @Test("a CA file that cannot be read (--ca-file or SSL_CERT_FILE) or an unusable HTTPS_PROXY: exit 64 naming it, before anything is sent")
+    @Test("a --ca-file that cannot be read or an unusable HTTPS_PROXY: exit 64 naming it; a missing SSL_CERT_FILE: a warning")
     func caFileAndProxySettings() async throws {
         let fixture = try await AccountsAndTokenTests.Fixture()
         let missing = try await fixture.run(["accounts", "list", "--ca-file", "/nonexistent/corp-ca.pem"])
         #expect(missing.status == Exit.usage, "\(missing)")
         #expect(missing.stderr.contains("/nonexistent/corp-ca.pem") && missing.stderr.contains("--ca-file"), "\(missing.stderr)")
+        // SSL_CERT_FILE is set for every process, not asked for by this command: a warning.
         let fromEnvironment = try await fixture.cli.run(["accounts", "list"], environment: ["SSL_CERT_FILE": "/nonexistent/bundle.pem"])
-        #expect(fromEnvironment.status == Exit.usage, "\(fromEnvironment)")
-        #expect(fromEnvironment.stderr.contains("SSL_CERT_FILE"), "\(fromEnvironment.stderr)")
+        #expect(fromEnvironment.status == 0, "\(fromEnvironment)")
+        #expect(fromEnvironment.stderr.contains("warning") && fromEnvironment.stderr.contains("SSL_CERT_FILE"), "\(fromEnvironment.stderr)")
         let socks = try await fixture.cli.run(["accounts", "list"], environment: ["HTTPS_PROXY": "socks5://me:hunter2@proxy:1080"])
         #expect(socks.status == Exit.usage, "\(socks)")
         #expect(socks.stderr.contains("HTTPS_PROXY") && !socks.stderr.contains("hunter2"), "\(socks.stderr)")

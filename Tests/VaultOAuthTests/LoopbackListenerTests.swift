@@ -168,6 +168,19 @@ struct LoopbackListenerTests {
         #expect(throws: SignInError.self) { try LoopbackRedirect(parsing: given) }
     }
 
+    @Test("the well-known path takes only this sign-in's answer: another state gets 400 and the sign-in waits on; after the end, 410")
+    func onlyThisSignInsState() async throws {
+        let listener = try await LoopbackRedirectListener.start { _, _ in getuid() }
+        _ = listener.opener(for: try #require(URL(string: "https://id.example.com/authorize?client_id=c&state=ours-123")))
+        let uri = listener.redirectURI.absoluteString
+        #expect(try await Self.get(try #require(URL(string: uri + "?code=theirs&state=theirs"))).status == 400)
+        #expect(try await Self.get(try #require(URL(string: uri + "?error=access_denied"))).status == 400, "no state: not ours either")
+        let browser = Task { try await Self.get(try #require(URL(string: uri + "?code=ours&state=ours-123"))) }
+        #expect(try await listener.nextRedirect().first { $0.name == "code" }?.value == "ours")
+        await listener.finish(.signedIn)
+        #expect(try await browser.value.status == 200)
+    }
+
     @Test("the socket table: a live IPv4 entry, an IPv4-mapped IPv6 entry, a [::1] entry, and an orphaned or TIME_WAIT one (uid 0, inode 0)")
     func tableParsing() {
         let header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"

@@ -42,6 +42,27 @@ struct ProxyTests {
         }
     }
 
+    @Test("through the proxy, a certificate naming the proxy's address but not the host is refused: identity is the target's")
+    func identityIsTheTargets() async throws {
+        let chain = try TestChain()
+        let proxy = try ConnectProxy.start()
+        defer { proxy.stop() }
+        try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
+            // The leaf names 127.0.0.1, the proxy's own address, and not this host: a direct
+            // check against the peer's address would have let it through.
+            let client = try Self.transport(chain, proxy: "http://127.0.0.1:\(proxy.port)")
+            let endpoint = try #require(URL(string: "https://elsewhere.proxied.test:\(server.port)/oauth/token"))
+            do throws(RefreshError) {
+                _ = try await client.refresh(refreshToken: "refresh-never-sent", endpoint: endpoint, client: PinningTests.credentials)
+                Issue.record("a certificate for another name was accepted through the proxy")
+            } catch {
+                #expect("\(error)".contains("certificate check of elsewhere.proxied.test"), "\(error)")
+            }
+            #expect(proxy.tunnels.value.count == 1)
+            #expect(server.log.value.applicationBytes == 0)
+        }
+    }
+
     @Test("a wrong pin through the proxy: the tunnel opens, the handshake is refused, not a byte of the request is sent")
     func pinsAreEndToEnd() async throws {
         let chain = try TestChain()
@@ -102,10 +123,12 @@ struct ProxyTests {
         arguments: [
             ("id.corp.example", true), ("corp.example", true), ("login.id.corp.example", true), ("notcorp.example", false),
             ("api.internal", true), ("10.1.2.3", true), ("11.1.2.3", false), ("fd00::5", true), ("2001:db8::1", false),
-            ("localhost", true), ("127.0.0.53", true), ("::1", true), ("id.example.com", false),
+            ("localhost", true), ("127.0.0.53", true), ("127.1", true), ("::1", true), ("id.example.com", false),
+            ("trailing.example", true),
         ])
     func exclusions(host: String, direct: Bool) throws {
-        let proxy = try ProxyConfiguration(url: "proxy.corp.example:3128", exclusions: [" .corp.example", "*.internal", "10.0.0.0/8", "fd00::/8"])
+        let proxy = try ProxyConfiguration(
+            url: "proxy.corp.example:3128", exclusions: [" .corp.example", "*.internal", "10.0.0.0/8", "fd00::/8", "trailing.example."])
         #expect(proxy.proxies(host) == !direct)
         #expect(try ProxyConfiguration(url: "proxy:3128", exclusions: ["*"]).proxies("id.example.com") == false)
         #expect(try ProxyConfiguration(url: "proxy:3128", exclusions: ["api.internal:8443"]).proxies("api.internal") == false)
@@ -120,6 +143,7 @@ struct ProxyTests {
         #expect(try ProxyConfiguration.fromEnvironment(["HTTPS_PROXY": "proxy.corp"])?.port == 1080)
         #expect(try ProxyConfiguration.fromEnvironment(["HTTP_PROXY": "http://plain:80"]) == nil, "plain http is never proxied")
         #expect(try ProxyConfiguration.fromEnvironment(["HTTPS_PROXY": ""]) == nil)
+        #expect(try ProxyConfiguration.fromEnvironment(["HTTPS_PROXY": "p:1", "no_proxy": "", "NO_PROXY": "a.example"])?.exclusions == ["a.example"])
         for url in ["https://dave:hunter2@proxy:443", "socks5://dave:hunter2@proxy:1080"] {
             #expect {
                 try ProxyConfiguration.fromEnvironment(["HTTPS_PROXY": url])

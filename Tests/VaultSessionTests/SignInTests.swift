@@ -367,20 +367,28 @@ struct SignInTests {
         }
     }
 
-    @Test("browser flow: a redirect with another state is refused and nothing is stored")
+    @Test("browser flow: a redirect with another state is ignored (400); the sign-in waits for its own and stores only that")
     func browserWrongState() async throws {
         try await Self.withWorld { world in
-            let forged: @Sendable (BrowserSignInLinks) async -> Void = { links in
+            await world.gateway.signInBrowserUser("bob")
+            let forgedStatus = Watched<Int?>(nil)
+            let open: @Sendable (BrowserSignInLinks) async -> Void = { links in
                 let items = URLComponents(url: links.authorization, resolvingAgainstBaseURL: false)?.queryItems ?? []
                 guard let redirect = items.first(where: { $0.name == "redirect_uri" })?.value,
                     let target = URL(string: redirect + "?code=stolen&state=not-ours")
                 else { return }
-                Task.detached { _ = try? await URLSession.shared.data(from: target) }
+                // A page (or another process of this user) pokes the well-known callback first;
+                // then the user's browser comes back with the real answer.
+                Task.detached {
+                    let answer = try? await URLSession.shared.data(from: target)
+                    forgedStatus.update { $0 = (answer?.1 as? HTTPURLResponse)?.statusCode ?? -1 }
+                    await SignInTests.followRedirects(links)
+                }
             }
-            await #expect(throws: SignInError.stateMismatch) {
-                try await world.service.signIn(using: try await world.request(.browser(open: forged)))
-            }
-            #expect(world.accountCount == 0)
+            let result = try await world.service.signIn(using: try await world.request(.browser(open: open)))
+            #expect(result.account.subject == "bob")
+            #expect(forgedStatus.value == 400, "the forged answer was turned away")
+            #expect(await world.gateway.stats().tokenRequests == 1, "only the real code was exchanged")
         }
     }
 

@@ -145,6 +145,24 @@ struct TransportRulesTests {
         }
     }
 
+    @Test("an account's own CA file: its refresh trusts that bundle though the service's roots do not; another account's is refused")
+    func accountCAFile() async throws {
+        let chain = try TestChain()
+        let directory = try TemporaryDirectory()
+        let bundle = directory.url.appending(path: "corp-ca.pem")
+        let base64 = Data(chain.root.der).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+        try Data("-----BEGIN CERTIFICATE-----\n\(base64)\n-----END CERTIFICATE-----\n".utf8).write(to: bundle)
+        let answer = #"{"access_token":"access-private-ca","refresh_token":"refresh-private-ca","token_type":"Bearer","expires_in":3600}"#
+        try await TransportWorld.run(chain: chain, serviceTrustsChain: false, answer: .json(200, answer)) { world in
+            let alice = try await world.signIn(expiresIn: .zero, caFile: bundle.path)
+            #expect(try world.vault.account(alice)?.client.caFile == bundle.path, "kept with the account")
+            #expect(try await world.service.validAccessToken(for: alice).value == "access-private-ca")
+            let bob = try await world.signIn(expiresIn: .zero, subject: "bob")
+            await #expect(throws: SessionError.self) { try await world.service.validAccessToken(for: bob) }
+            #expect(world.server.log.value.requests.count == 1, "only the account trusting the CA reached the server")
+        }
+    }
+
     @Test("a wrong pin: nothing sent, reported as pinning (not revoked, not unavailable), tokens and session kept, every time")
     func wrongPinIsItsOwnFailure() async throws {
         let chain = try TestChain()
@@ -197,14 +215,14 @@ struct TransportWorld {
     let transport: CountingTransport
 
     static func run(
-        chain: TestChain? = nil, answer: LoopbackServer.Answer = .silence,
+        chain: TestChain? = nil, serviceTrustsChain: Bool = true, answer: LoopbackServer.Answer = .silence,
         configuration: SessionConfiguration = SessionConfiguration(),
         _ body: (TransportWorld) async throws -> Void
     ) async throws {
         let time = TestTime()
         let store = try TestVault(.keyFile)
         let vault = try store.create(clock: time.wallClock)
-        let roots = try chain.map { try NIOTransport.TrustRoots(derCertificates: [$0.root.der]) } ?? .system
+        let roots = try chain.flatMap { serviceTrustsChain ? try NIOTransport.TrustRoots(derCertificates: [$0.root.der]) : nil } ?? .system
         let transport = CountingTransport(NIOTransport(timeout: .seconds(600), trustRoots: roots))
         let oauth = OAuthClient(
             transport: transport, logger: store.logs.logger(label: "oauth"),
@@ -240,11 +258,13 @@ struct TransportWorld {
     }
 
     /// Signs alice in against the loopback server's endpoints.
-    func signIn(expiresIn: Duration = .seconds(3600), pins: [String] = []) async throws -> AccountID {
+    func signIn(expiresIn: Duration = .seconds(3600), pins: [String] = [], caFile: String? = nil, subject: String = "alice") async throws -> AccountID {
         let client = OAuthClientSettings(
             tokenEndpoint: server.url("/oauth/token"), revocationEndpoint: server.url("/oauth/revoke"),
-            clientID: "vault-cli", pins: pins)
-        return try await service.signIn(account(client), tokens: tokens(expiresIn: expiresIn), policy: .tokensOnly).id
+            clientID: "vault-cli", pins: pins, caFile: caFile)
+        var new = account(client)
+        new.subject = subject
+        return try await service.signIn(new, tokens: tokens(expiresIn: expiresIn), policy: .tokensOnly).id
     }
 }
 
@@ -260,5 +280,9 @@ final class CountingTransport: HTTPTransport {
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         sent.withLock { $0.append(request) }
         return try await base.send(request)
+    }
+
+    func trusting(caFile path: String) throws(TrustRootsError) -> any HTTPTransport {
+        CountingTransport(try base.trusting(caFile: path))
     }
 }

@@ -147,7 +147,7 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
-    @Test("schema-10 fixture opens with the newest code: heidi's registered redirect URI survives")
+    @Test("schema-10 fixture opens with the newest code: heidi's registered redirect URI and CA file survive")
     func schemaTenFixture() throws {
         let directory = try TemporaryDirectory()
         let url = try Self.copy(FixtureV10.fileName, into: directory)

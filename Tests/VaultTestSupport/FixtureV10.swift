@@ -3,7 +3,8 @@ import VaultStore
 
 /// The records of the schema-10 fixture vault, `Tests/Fixtures/vault-v10.db`: everything in
 /// ``FixtureV9`` plus what schema 10 added: heidi's provider registered its own loopback
-/// redirect URI (a `localhost` one with a fixed port), kept with her account.
+/// redirect URI (a `localhost` one with a fixed port) and chains to a private CA; both are kept
+/// with her account.
 ///
 /// Frozen: this file describes a file that has landed.
 public enum FixtureV10 {
@@ -11,6 +12,7 @@ public enum FixtureV10 {
     /// The fixture's passphrase: a published test value, protecting nothing.
     public static let passphrase = "fixture passphrase v10"
     public static let redirectURI = "http://localhost:8400/oauth/callback"
+    public static let caFile = "/etc/credentialvault-fixture/heidi-ca.pem"
 
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-10 code).
     public static func populate(_ vault: Vault) throws {
@@ -20,7 +22,7 @@ public enum FixtureV10 {
                 issuer: "https://id.fixture.test", subject: "heidi", label: "Heidi",
                 client: OAuthClientSettings(
                     tokenEndpoint: URL(string: "https://id.fixture.test/token")!, clientID: "fixture-cli",
-                    scopes: ["openid"], redirectURI: redirectURI),
+                    scopes: ["openid"], redirectURI: redirectURI, caFile: caFile),
                 subjectSource: .verified))
     }
 
@@ -31,8 +33,11 @@ public enum FixtureV10 {
         let accounts = try vault.accounts()
         guard let heidi = accounts.first(where: { $0.subject == "heidi" }) else { return problems + ["heidi missing"] }
         if heidi.client.redirectURI != redirectURI { problems.append("heidi: redirect URI differs: \(String(describing: heidi.client.redirectURI))") }
+        if heidi.client.caFile != caFile { problems.append("heidi: CA file differs: \(String(describing: heidi.client.caFile))") }
         if heidi.label != "Heidi" || heidi.subjectSource != .verified { problems.append("heidi: account differs") }
-        if accounts.contains(where: { $0.subject != "heidi" && $0.client.redirectURI != nil }) { problems.append("a redirect URI on another account") }
+        if accounts.contains(where: { $0.subject != "heidi" && ($0.client.redirectURI != nil || $0.client.caFile != nil) }) {
+            problems.append("a redirect URI or CA file on another account")
+        }
         if try vault.activeAccountID() == heidi.id { problems.append("heidi became the active account") }
         return problems
     }

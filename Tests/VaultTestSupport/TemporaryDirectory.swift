@@ -1,9 +1,5 @@
 import Foundation
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// A private (0700) directory under the system temp directory, removed when released.
 public final class TemporaryDirectory: Sendable {
     public let url: URL

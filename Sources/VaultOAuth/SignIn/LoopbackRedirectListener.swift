@@ -14,10 +14,13 @@ import VaultSync
 /// nothing in it is secret. What protects the flow is the `state`, PKCE and who may talk to
 /// the listener: every connection's peer is looked up (``LoopbackPeer``), and one whose socket
 /// is not this uid's (another local user who learned the port) gets 403 and changes nothing, so
-/// it can neither deliver a code of its own account nor take this user's. The first request to
-/// the callback path hands its query to ``nextRedirect()`` and is answered only when the caller
-/// calls ``finish(_:)`` with the outcome, so the page says "Signed in" only once the vault has
-/// checked and stored the sign-in. ``opener(for:)`` gives a browser launcher a one-time
+/// it can neither deliver a code of its own account nor take this user's. Once
+/// ``opener(for:)`` has named the authorization URL, only a callback carrying its `state` is
+/// taken: anything else reaching the well-known path (a web page, another process of this user)
+/// gets 400 and the listener keeps waiting, so it cannot end the sign-in. The first such
+/// request hands its query to ``nextRedirect()`` and is answered only when the caller calls
+/// ``finish(_:)`` with the outcome, so the page says "Signed in" only once the vault has
+/// checked and stored the sign-in; a request after that gets 410. ``opener(for:)`` gives a browser launcher a one-time
 /// loopback URL that redirects to the authorization URL, so the state, PKCE challenge and
 /// nonce never appear in any process's arguments or environment. Any other path gets a 404.
 /// It never follows, fetches or logs what it receives.
@@ -171,7 +174,11 @@ public final class LoopbackRedirectListener: Sendable {
     /// what a browser launcher (`xdg-open`) is given instead of the authorization URL, whose
     /// state, challenge and nonce would otherwise be readable by every user in its argv.
     public func opener(for authorization: URL) -> URL {
-        state.withLock { $0.openerTarget = authorization }
+        let expected = URLComponents(url: authorization, resolvingAgainstBaseURL: false)?.queryItems?.first { $0.name == "state" }?.value
+        state.withLock { state in
+            state.openerTarget = authorization
+            state.expectedState = expected
+        }
         return URL(string: openerBase + openerPath) ?? redirectURI
     }
 
@@ -187,6 +194,7 @@ public final class LoopbackRedirectListener: Sendable {
     public func finish(_ page: RedirectPage) async {
         let reply = state.withLock { state -> EventLoopPromise<RedirectPage>? in
             defer { state.reply = nil }
+            state.finished = true
             return state.reply
         }
         reply?.succeed(page)
@@ -206,6 +214,11 @@ struct ListenerState: Sendable {
     var openerUsed = false
     /// The callback was reached (once; a reload gets a page of its own).
     var redirected = false
+    /// The `state` of the authorization request the opener leads to: only a callback with it is
+    /// taken. Nil: any (an opener was never asked for).
+    var expectedState: String?
+    /// ``LoopbackRedirectListener/finish(_:)`` ran: a connection accepted before still gets an answer.
+    var finished = false
     /// The browser waiting for the outcome.
     var reply: EventLoopPromise<RedirectPage>?
 }
@@ -287,7 +300,7 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
                 return
             }
             let components = URLComponents(string: head.uri)
-            guard head.method == .GET, let requested = components?.path else {
+            guard head.method == .GET, let requested = components?.percentEncodedPath else {
                 respond(context: context, page: RedirectPage(status: 404, title: "Not found", message: "Nothing here."))
                 return
             }
@@ -305,16 +318,35 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
                 }
                 redirect(context: context, to: target)
             } else if requested == path {
-                let first = state.withLock { state -> EventLoopPromise<RedirectPage>? in
-                    guard !state.redirected else { return nil }
+                let answered = components?.queryItems?.first { $0.name == "state" }?.value
+                enum Turn { case take(EventLoopPromise<RedirectPage>), notOurs, again, over }
+                let turn = state.withLock { state -> Turn in
+                    if state.finished { return .over }
+                    if let expected = state.expectedState, answered != expected { return .notOurs }
+                    guard !state.redirected else { return .again }
                     state.redirected = true
-                    state.reply = context.eventLoop.makePromise(of: RedirectPage.self)
-                    return state.reply
+                    let promise = context.eventLoop.makePromise(of: RedirectPage.self)
+                    state.reply = promise
+                    return .take(promise)
                 }
-                guard let promise = first else {
+                let promise: EventLoopPromise<RedirectPage>
+                switch turn {
+                case .take(let taken):
+                    promise = taken
+                case .notOurs:
+                    // Not this sign-in's answer (its state is another): ignored, the sign-in waits on.
+                    respond(
+                        context: context,
+                        page: RedirectPage(status: 400, title: "Not this sign-in", message: "This is not the answer the terminal is waiting for."))
+                    return
+                case .again:
                     respond(
                         context: context,
                         page: RedirectPage(status: 409, title: "Already answered", message: "This sign-in was already answered; go back to the terminal."))
+                    return
+                case .over:
+                    respond(
+                        context: context, page: RedirectPage(status: 410, title: "Sign-in over", message: "This sign-in has ended; go back to the terminal."))
                     return
                 }
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)

@@ -178,6 +178,8 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
         let route = "/" + path.joined(separator: "/")
         var token = try await session.validAccessToken(for: account)
         let pins = try await session.pins(for: account)
+        // An account whose provider chains to a private CA: that bundle, on this transport's terms.
+        let transport = try await session.caFile(of: account).map { try self.transport.trusting(caFile: $0) } ?? self.transport
         if let reason = EndpointRule.pinViolation(url, pins: pins) {
             throw DeviceAPIError.pinningFailed(host: url.hostForMessages, reason: reason)
         }
