@@ -1,7 +1,8 @@
-// Sockets through Foundation's re-export of the C library, as TemporaryDirectory's `stat`:
-// importing Glibc here too made which module "defines" `struct stat` depend on the build
-// order, and a fresh build failed the member-import-visibility check there.
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// A small HTTP proxy on 127.0.0.1 that only speaks `CONNECT` (RFC 9110 §9.3.6), for tests of
 /// a client behind a corporate proxy: every CONNECT is recorded (its target and its

@@ -47,9 +47,12 @@ public enum FileProbe {
 
     /// The permission bits of a file (for example 0o600), or nil when it does not exist.
     public static func mode(_ url: URL) -> Int? {
-        var info = stat()
-        guard stat(url.path, &info) == 0 else { return nil }
-        return Int(info.st_mode & 0o7777)
+        // Through FileManager, not `stat`: with NIOExtras in the graph, a fresh build named
+        // CoreFoundation the module defining `struct stat`, and the member-import check failed.
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: url.path),
+            let mode = attributes[.posixPermissions] as? NSNumber
+        else { return nil }
+        return mode.intValue & 0o7777
     }
 
     /// Whether `needle` occurs anywhere in the file.
