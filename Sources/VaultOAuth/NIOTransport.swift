@@ -50,12 +50,14 @@ public final class NIOTransport: HTTPTransport {
     public let proxy: ProxyConfiguration?
     /// The event loops to use; nil: NIO's shared group, started on the first request.
     private let group: (any EventLoopGroup)?
-    /// Made on the first https request, on NIO's blocking-I/O pool (loading trust roots reads
-    /// files: not for the cooperative pool, and not for a command that sends nothing); shared
-    /// by every request, one for direct connections and one for tunnels. A failure is not kept.
-    private let tlsContexts = Locked<[ContextKind: Task<NIOSSLContext, any Error>]>([:])
-    /// The trust roots read (a lazily named file), shared the same way.
-    private let readRoots = Locked<Task<TrustRoots, any Error>?>(nil)
+    /// Made on the first https request (loading trust roots is work a command that sends nothing
+    /// should not do) and shared by every request, one for direct connections and one for
+    /// tunnels. Built on the calling task, once: a hop to a thread pool was tried and made every
+    /// TLS test time out under AddressSanitizer with the whole suite running (issue 26's pool
+    /// starvation); a failure is not kept.
+    private let tlsContexts = Locked<[ContextKind: NIOSSLContext]>([:])
+    /// The trust roots read from a lazily named file, the same way.
+    private let readRoots = Locked<TrustRoots?>(nil)
 
     /// Direct connections let NIOSSL check the host name (and an IP literal against the peer's
     /// address); through a proxy the peer is the proxy, so the target's identity is checked by
@@ -101,22 +103,20 @@ public final class NIOTransport: HTTPTransport {
 
     private typealias Connection = (channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>, secured: EventLoopFuture<Void>?)
 
-    /// The trust roots, a lazily named CA file read now (off the cooperative pool, once); a file
-    /// that cannot be read fails the request before anything is sent, and is read again next time.
-    private func resolvedTrustRoots() async throws -> TrustRoots {
+    /// The trust roots, a lazily named CA file read now (once; a regular file only, so the read
+    /// cannot block); a file that cannot be read fails the request before anything is sent, and
+    /// is read again next time.
+    private func resolvedTrustRoots() throws -> TrustRoots {
         guard case .file = trustRoots.source else { return trustRoots }
-        let task = readRoots.withLock { current in
+        return try readRoots.withLock { current in
             if let current { return current }
-            let roots = trustRoots
-            let made = Task { try await NIOThreadPool.singleton.runIfActive { try roots.resolved() } }
-            current = made
-            return made
-        }
-        do {
-            return try await task.value
-        } catch {
-            readRoots.withLock { if $0 == task { $0 = nil } }
-            throw TransportError.connectionFailed(reason: (error as? TrustRootsError)?.description ?? "the CA file could not be read")
+            do {
+                let read = try trustRoots.resolved()
+                current = read
+                return read
+            } catch {
+                throw TransportError.connectionFailed(reason: "\(error)")
+            }
         }
     }
 
@@ -127,14 +127,14 @@ public final class NIOTransport: HTTPTransport {
             target.usesTLS && proxy.proxies(target.host)
                 ? Tunnel(proxy: proxy, deadline: .now() + TimeAmount.nanoseconds(Self.nanoseconds(request.timeout ?? timeout))) : nil
         }
-        let roots = target.usesTLS ? try await resolvedTrustRoots() : trustRoots
+        let roots = target.usesTLS ? try resolvedTrustRoots() : trustRoots
         // Through a tunnel the chain and the target's identity are always checked here (with
         // or without pins): NIOSSL would compare IP names with the proxy's address.
         let check =
             request.pins.isEmpty && tunnel == nil
             ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: roots)
         do {
-            let context = target.usesTLS ? try await sslContext(tunnel == nil ? .direct : .tunnelled, roots: roots) : nil
+            let context = target.usesTLS ? try sslContext(tunnel == nil ? .direct : .tunnelled, roots: roots) : nil
             connection = try await ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
                 .connect(host: tunnel?.proxy.host ?? target.host, port: tunnel?.proxy.port ?? target.port) { channel in
                     channel.eventLoop.makeCompletedFuture {
@@ -278,27 +278,17 @@ public final class NIOTransport: HTTPTransport {
         return (wrapped, secured)
     }
 
-    private func sslContext(_ kind: ContextKind, roots: TrustRoots) async throws -> NIOSSLContext {
-        let task = tlsContexts.withLock { contexts in
+    private func sslContext(_ kind: ContextKind, roots: TrustRoots) throws -> NIOSSLContext {
+        try tlsContexts.withLock { contexts in
             if let current = contexts[kind] { return current }
-            let made = Task {
-                try await NIOThreadPool.singleton.runIfActive {
-                    var configuration = TLSConfiguration.makeClientConfiguration()
-                    configuration.minimumTLSVersion = .tlsv12
-                    // Direct: also what makes NIOSSL check the host name after a pinned handshake.
-                    configuration.certificateVerification = kind == .direct ? .fullVerification : .noHostnameVerification
-                    configuration.trustRoots = roots.nioSSLTrustRoots
-                    return try NIOSSLContext(configuration: configuration)
-                }
-            }
+            var configuration = TLSConfiguration.makeClientConfiguration()
+            configuration.minimumTLSVersion = .tlsv12
+            // Direct: also what makes NIOSSL check the host name after a pinned handshake.
+            configuration.certificateVerification = kind == .direct ? .fullVerification : .noHostnameVerification
+            configuration.trustRoots = roots.nioSSLTrustRoots
+            let made = try NIOSSLContext(configuration: configuration)
             contexts[kind] = made
             return made
-        }
-        do {
-            return try await task.value
-        } catch {
-            tlsContexts.withLock { if $0[kind] == task { $0[kind] = nil } }
-            throw error
         }
     }
 

@@ -215,6 +215,8 @@ struct AccountView {
             ("E-mail", account.email.map(Terminal.printable) ?? "none"),
             ("Token endpoint", Terminal.printable(account.client.tokenEndpoint.absoluteString)),
             ("Revocation", account.client.revocationEndpoint.map { Terminal.printable($0.absoluteString) } ?? "none"),
+            ("Redirect URI", account.client.redirectURI.map(Terminal.printable) ?? "http://127.0.0.1/callback (the default)"),
+            ("CA file", account.client.caFile.map(Terminal.printable) ?? "none (the process's trust roots)"),
             ("Client id", Terminal.printable(account.client.clientID)),
             ("Client auth", account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")),
             ("Added", Format.iso8601(account.createdAt)),
