@@ -10,6 +10,12 @@ import VaultTestSupport
 /// private certificate authority from a PEM bundle.
 @Suite("HTTPS_PROXY and CA files on the NIO transport", .timeLimit(.minutes(TestTimeScale.minutes(3))))
 struct ProxyTests {
+    /// One chain for the whole suite (and one unrelated), made once: key generation and signing
+    /// under a sanitizer, in every test at once, kept the cooperative pool busy enough that the
+    /// TLS checks queued behind it timed out.
+    static let chain = Result { try TestChain() }
+    static let otherChain = Result { try TestChain() }
+
     /// Generous, like PinningTests': under AddressSanitizer with the whole suite starting at
     /// once, the first TLS exchanges of this suite were seen to take over a minute.
     static let bound = TestTimeScale.scaled(.seconds(90))
@@ -27,7 +33,7 @@ struct ProxyTests {
 
     @Test("a pinned refresh goes through the proxy's CONNECT: the proxy sees the host and its credentials, the server the request")
     func tunnelled() async throws {
-        let chain = try TestChain()
+        let chain = try Self.chain.get()
         let proxy = try ConnectProxy.start()
         defer { proxy.stop() }
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
@@ -48,7 +54,7 @@ struct ProxyTests {
 
     @Test("through the proxy, a certificate naming the proxy's address but not the host is refused: identity is the target's")
     func identityIsTheTargets() async throws {
-        let chain = try TestChain()
+        let chain = try Self.chain.get()
         let proxy = try ConnectProxy.start()
         defer { proxy.stop() }
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
@@ -69,7 +75,7 @@ struct ProxyTests {
 
     @Test("a wrong pin through the proxy: the tunnel opens, the handshake is refused, not a byte of the request is sent")
     func pinsAreEndToEnd() async throws {
-        let chain = try TestChain()
+        let chain = try Self.chain.get()
         let proxy = try ConnectProxy.start()
         defer { proxy.stop() }
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
@@ -89,7 +95,7 @@ struct ProxyTests {
 
     @Test("a proxy that refuses the tunnel (407, 403): the error names the proxy, and nothing reaches the server", arguments: [407, 403])
     func refusedTunnel(status: Int) async throws {
-        let chain = try TestChain()
+        let chain = try Self.chain.get()
         let proxy = try ConnectProxy.start(status: status)
         defer { proxy.stop() }
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
@@ -110,7 +116,7 @@ struct ProxyTests {
 
     @Test("a loopback destination never goes through the proxy")
     func loopbackGoesDirect() async throws {
-        let chain = try TestChain()
+        let chain = try Self.chain.get()
         let proxy = try ConnectProxy.start()
         defer { proxy.stop() }
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
@@ -163,12 +169,12 @@ struct ProxyTests {
 
     @Test("a CA file: the server's chain is trusted with the bundle, refused with another; a missing or empty file is named")
     func caFile() async throws {
-        let chain = try TestChain()
+        let chain = try Self.chain.get()
         let directory = try TemporaryDirectory()
         let bundle = directory.url.appending(path: "corp-ca.pem")
         try Data(Self.pem(chain.root.der).utf8).write(to: bundle)
         let other = directory.url.appending(path: "other-ca.pem")
-        try Data(Self.pem(try TestChain().root.der).utf8).write(to: other)
+        try Data(Self.pem(try Self.otherChain.get().root.der).utf8).write(to: other)
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
             func refresh(trusting path: String) async throws -> TokenResponse {
                 let transport = NIOTransport(timeout: Self.bound, trustRoots: try .init(pemFile: path))
