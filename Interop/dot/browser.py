@@ -205,6 +205,18 @@ def form_submit(url, form, extra):
     return "POST", urljoin(url, form.attrs.get("action") or url), fields
 
 
+def visit(b, url, on_page):
+    """Follows `url` through its pages; the last response and page, or None (logged) on failure.
+    The cookie jar is saved either way."""
+    try:
+        return b.run("GET", url, on_page=on_page)
+    except Exception as e:
+        log(f"FAILED: {type(e).__name__}: {e}")
+        return None
+    finally:
+        b.save()
+
+
 def cmd_open(args):
     b = Browser(args)
     consent = {"done": 0}
@@ -223,13 +235,10 @@ def cmd_open(args):
                 return form_submit(url, f, {"allow": allow})
         return None
 
-    try:
-        r, p = b.run("GET", args.url, on_page=on_page)
-    except Exception as e:
-        b.save()
-        log(f"FAILED: {type(e).__name__}: {e}")
+    visited = visit(b, args.url, on_page)
+    if visited is None:
         return 2
-    b.save()
+    r, p = visited
     title = html.unescape(p.title.strip())
     text = page_text(p)
     log(f"final: {r.status_code} {r.url}")
@@ -266,13 +275,10 @@ def cmd_device(args):
                 return form_submit(url, f, {"action": action})
         return None
 
-    try:
-        r, p = b.run("GET", args.verification_uri, on_page=on_page)
-    except Exception as e:
-        b.save()
-        log(f"FAILED: {type(e).__name__}: {e}")
+    visited = visit(b, args.verification_uri, on_page)
+    if visited is None:
         return 2
-    b.save()
+    r, p = visited
     text = page_text(p)
     log(f"final: {r.status_code} {r.url}")
     log(f"final title: {html.unescape(p.title.strip())!r} text: {text[:300]!r}")

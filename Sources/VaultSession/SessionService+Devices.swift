@@ -7,15 +7,11 @@ import VaultStore
 
 extension SessionService {
     /// The account's SPKI pins, for requests made on its behalf (``HTTPDeviceNotificationAPI``).
-    func pins(for account: AccountID) async throws -> [SPKIPin] {
+    /// The account's pins and the PEM bundle its provider chains to (if any), from one read of
+    /// its (authenticated) row.
+    func serverTrust(for account: AccountID) async throws -> (pins: [SPKIPin], caFile: String?) {
         guard let stored = try await vaultCall({ [vault] in try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
-        return try pins(of: stored)
-    }
-
-    /// The PEM bundle the account's provider chains to, if it has one.
-    func caFile(of account: AccountID) async throws -> String? {
-        guard let stored = try await vaultCall({ [vault] in try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
-        return stored.client.caFile
+        return (try pins(of: stored), stored.client.caFile)
     }
 
     /// The identity service reported this device revoked for `account`: the session ends as

@@ -177,9 +177,9 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
         let payload = try body.map { try JSONEncoder().encode($0) } ?? Data()
         let route = "/" + path.joined(separator: "/")
         var token = try await session.validAccessToken(for: account)
-        let pins = try await session.pins(for: account)
+        let (pins, caFile) = try await session.serverTrust(for: account)
         // An account whose provider chains to a private CA: that bundle, on this transport's terms.
-        let transport = try await session.caFile(of: account).map { try self.transport.trusting(caFile: $0) } ?? self.transport
+        let transport = try caFile.map { try self.transport.trusting(caFile: $0) } ?? self.transport
         if let reason = EndpointRule.pinViolation(url, pins: pins) {
             throw DeviceAPIError.pinningFailed(host: url.hostForMessages, reason: reason)
         }
