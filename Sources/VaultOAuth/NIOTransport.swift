@@ -122,10 +122,10 @@ public final class NIOTransport: HTTPTransport {
 
     private func exchange(_ request: HTTPRequest, with target: HTTPTarget) async throws -> HTTPResponse {
         let connection: Connection
+        let budget = TimeAmount.nanoseconds(Self.nanoseconds(request.timeout ?? timeout))
         // Only https is tunnelled: plain http goes to loopback only (EndpointRule), never proxied.
         let tunnel = proxy.flatMap { proxy in
-            target.usesTLS && proxy.proxies(target.host)
-                ? Tunnel(proxy: proxy, deadline: .now() + TimeAmount.nanoseconds(Self.nanoseconds(request.timeout ?? timeout))) : nil
+            target.usesTLS && proxy.proxies(target.host) ? Tunnel(proxy: proxy, deadline: .now() + budget) : nil
         }
         let roots = target.usesTLS ? try resolvedTrustRoots() : trustRoots
         // Through a tunnel the chain and the target's identity are always checked here (with
@@ -135,15 +135,25 @@ public final class NIOTransport: HTTPTransport {
             ? nil : PinnedChainCheck(pins: request.pins, target: target, trustRoots: roots)
         do {
             let context = target.usesTLS ? try sslContext(tunnel == nil ? .direct : .tunnelled, roots: roots) : nil
-            connection = try await ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton)
-                .connect(host: tunnel?.proxy.host ?? target.host, port: tunnel?.proxy.port ?? target.port) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        if let tunnel {
-                            return try Self.configureTunnel(channel, tunnel: tunnel, target: target, context: context, check: check)
-                        }
-                        return try Self.configure(channel, target: target, context: context, check: check)
+            let initializer: @Sendable (any Channel) -> EventLoopFuture<Connection> = { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if let tunnel {
+                        return try Self.configureTunnel(channel, tunnel: tunnel, target: target, context: context, check: check)
                     }
+                    return try Self.configure(channel, target: target, context: context, check: check)
                 }
+            }
+            // Connecting may take the request's whole budget (NIO's own default is 10 s, a
+            // second, shorter limit the caller never set).
+            let bootstrap = ClientBootstrap(group: group ?? MultiThreadedEventLoopGroup.singleton).connectTimeout(budget)
+            let (host, port) = (tunnel?.proxy.host ?? target.host, tunnel?.proxy.port ?? target.port)
+            if let address = try? SocketAddress(ipAddress: host, port: port) {
+                // An address needs no lookup: NIO's resolver would queue getaddrinfo on a
+                // Dispatch global queue, behind whatever else the process has put there.
+                connection = try await bootstrap.connect(to: address, channelInitializer: initializer)
+            } else {
+                connection = try await bootstrap.connect(host: host, port: port, channelInitializer: initializer)
+            }
         } catch {
             throw Self.transportError(for: error, target: target, check: check, tunnel: tunnel)
         }

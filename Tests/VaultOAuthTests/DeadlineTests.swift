@@ -104,7 +104,9 @@ struct DeadlineTests {
     @Test("NIOTransport's own timeout is total too: a trickle at 20 ms per byte does not keep a 300 ms request alive")
     func nioTimeoutIsTotal() async throws {
         let body = String(repeating: " ", count: 400) + Self.body  // 8 s at 20 ms a byte
-        try await withServer(nil, answer: .trickle(body, every: .milliseconds(20))) { server in
+        // The trickle stretches with TEST_TIME_SCALE (a sanitizer slows the client's wake-up at
+        // its deadline too); the 300 ms deadline it must outlast does not.
+        try await withServer(nil, answer: .trickle(body, every: TestTimeScale.scaled(.milliseconds(20)))) { server in
             let transport = NIOTransport(timeout: .milliseconds(300))
             await #expect(throws: TransportError.timedOut) {
                 _ = try await transport.send(HTTPRequest(method: .post, url: server.url("/oauth/token"), body: Data("x=1".utf8)))

@@ -78,7 +78,7 @@ func makeClient(
     logger: Logger = Logger(label: "test.client") { _ in SwiftLogNoOpLogHandler() }
 ) -> (OAuthClient, RecordingTransport) {
     let transport = RecordingTransport(URLSessionTransport(timeout: scaled(timeout)))
-    return (OAuthClient(transport: transport, logger: logger), transport)
+    return (OAuthClient(transport: transport, logger: logger, requestDeadline: scaled(.seconds(30))), transport)
 }
 
 /// Passes requests to a real transport and remembers them, to check what went on the wire.

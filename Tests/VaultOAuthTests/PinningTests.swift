@@ -182,7 +182,7 @@ struct PinningTests {
         let transport = NIOTransport(
             timeout: TestTimeScale.scaled(.seconds(30)),
             trustRoots: try NIOTransport.TrustRoots(derCertificates: [chain.root.der]))
-        return OAuthClient(transport: transport, logger: quiet)
+        return OAuthClient(transport: transport, logger: quiet, requestDeadline: TestTimeScale.scaled(.seconds(30)))
     }
 }
 

@@ -24,7 +24,7 @@ struct ProxyTests {
         let transport = NIOTransport(
             timeout: Self.bound, trustRoots: try .init(derCertificates: [chain.root.der]),
             proxy: try proxy.map { try ProxyConfiguration(url: $0) })
-        return OAuthClient(transport: transport, logger: PinningTests.quiet)
+        return OAuthClient(transport: transport, logger: PinningTests.quiet, requestDeadline: Self.bound)
     }
 
     static func proxiedEndpoint(_ server: LoopbackServer) throws -> URL {
@@ -178,19 +178,19 @@ struct ProxyTests {
         try await withServer(chain, answer: .json(200, PinningTests.tokenAnswer)) { server in
             func refresh(trusting path: String) async throws -> TokenResponse {
                 let transport = NIOTransport(timeout: Self.bound, trustRoots: try .init(pemFile: path))
-                return try await OAuthClient(transport: transport, logger: PinningTests.quiet).refresh(
+                return try await OAuthClient(transport: transport, logger: PinningTests.quiet, requestDeadline: Self.bound).refresh(
                     refreshToken: "refresh-ca", endpoint: server.url("/oauth/token"), client: PinningTests.credentials)
             }
             let trusted = try await refresh(trusting: bundle.path)
             #expect(trusted.accessToken == "access-after-pinned-refresh")
             // Named lazily (what `vault` does with SSL_CERT_FILE): read at the first request.
             let lazy = NIOTransport(timeout: Self.bound, trustRoots: .pemFile(lazily: bundle.path))
-            let lazily = try await OAuthClient(transport: lazy, logger: PinningTests.quiet).refresh(
+            let lazily = try await OAuthClient(transport: lazy, logger: PinningTests.quiet, requestDeadline: Self.bound).refresh(
                 refreshToken: "refresh-ca", endpoint: server.url("/oauth/token"), client: PinningTests.credentials)
             #expect(lazily.accessToken == "access-after-pinned-refresh")
             let unreadable = NIOTransport(timeout: Self.bound, trustRoots: .pemFile(lazily: directory.url.appending(path: "gone.pem").path))
             do {
-                _ = try await OAuthClient(transport: unreadable, logger: PinningTests.quiet).refresh(
+                _ = try await OAuthClient(transport: unreadable, logger: PinningTests.quiet, requestDeadline: Self.bound).refresh(
                     refreshToken: "refresh-never-sent", endpoint: server.url("/oauth/token"), client: PinningTests.credentials)
                 Issue.record("a request went out without its CA file")
             } catch {
