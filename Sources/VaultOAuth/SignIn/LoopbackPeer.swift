@@ -21,12 +21,20 @@ import Foundation
 /// ```
 public enum LoopbackPeer {
     /// The uid owning the socket whose local end is `peer` and remote end `local`, or nil.
+    ///
+    /// The kernel prints these tables a page at a time, resuming by position: a socket opened or
+    /// closed meanwhile (a browser's other connections) can shift a live entry past the point
+    /// where the next page starts, so it is missed, or printed twice. A missing peer is looked
+    /// up again (three reads in all), and an entry printed twice (one inode) counts once.
     public static func owner(peer: (address: String, port: Int), local: (address: String, port: Int)) -> uid_t? {
-        var tables: [String] = []
-        for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
-            if let text = read(file) { tables.append(text) }
+        for _ in 0..<3 {
+            var tables: [String] = []
+            for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+                if let text = read(file) { tables.append(text) }
+            }
+            if let owner = owner(peer: peer, local: local, tables: tables) { return owner }
         }
-        return owner(peer: peer, local: local, tables: tables)
+        return nil
     }
 
     /// The whole of a procfs file (whose size `stat` reports as 0, so it is read until EOF).
@@ -48,7 +56,7 @@ public enum LoopbackPeer {
     /// The same, from the tables' text (for tests).
     static func owner(peer: (address: String, port: Int), local: (address: String, port: Int), tables: [String]) -> uid_t? {
         guard let peerAddress = addressBytes(peer.address), let localAddress = addressBytes(local.address) else { return nil }
-        var owners: [uid_t] = []
+        var owners: [UInt64: uid_t] = [:]  // by inode: a socket printed twice is one socket
         for table in tables {
             for line in table.split(separator: "\n").dropFirst() {
                 guard let entry = Entry(line) else { continue }
@@ -57,10 +65,10 @@ public enum LoopbackPeer {
                 else { continue }
                 // A live socket of a process: an orphan or a TIME_WAIT entry has inode 0 (and uid 0).
                 guard entry.inode != 0 else { return nil }
-                owners.append(entry.uid)
+                owners[entry.inode] = entry.uid
             }
         }
-        return owners.count == 1 ? owners[0] : nil
+        return owners.count == 1 ? owners.values.first : nil
     }
 
     struct Endpoint: Equatable {
