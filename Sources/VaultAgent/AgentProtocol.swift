@@ -9,7 +9,8 @@ import Foundation
 /// ```
 /// Request:  {"v": 1, "op": "token" | "credential" | "unauthorized" | "hosts" | "status" | "lock" | "unlock" | "stop",
 ///            "account": "<id, id prefix or subject>"?, "min_ttl": <seconds>?,
-///            "protocol", "host", "path"? (credential: the account whose credential hosts match),
+///            "protocol", "host", "path"?, "username"? (credential, unauthorized: the account whose
+///            credential hosts match, the one answering as "username" when given),
 ///            "presented": "<token>"? (unauthorized: an API refused it; refreshed once if current),
 ///            "passphrase": "…"? | "key_file": "/path"? (unlock only)}
 /// Response: {"v": 1, "ok": true, "token": {"value", "type", "expires_at" (seconds since 1970)?,
@@ -47,6 +48,8 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     public var host: String?
     public var path: String?
     public var presented: String?
+    /// The user name a credential request asked for (git's `username=`); nil: the entry's default.
+    public var username: String?
 
     public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
         self.v = AgentProtocol.version
@@ -58,7 +61,7 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     }
 
     enum CodingKeys: String, CodingKey {
-        case v, op, account, passphrase, host, path, presented
+        case v, op, account, passphrase, host, path, presented, username
         case `protocol`
         case minTTL = "min_ttl"
         case keyFile = "key_file"

@@ -141,6 +141,9 @@ public struct Account: Sendable, Hashable, Identifiable {
     public var credentialHosts: [String] = []
     /// The user name the helpers answer with; nil: `oauth2`.
     public var credentialUsername: String?
+    /// The entries of ``credentialHosts`` this account answers when a request names no user
+    /// name and other accounts are bound to the same entry (schema 11).
+    public var credentialDefaultHosts: [String] = []
     /// Where the account came from when a session export brought it (schema 7); nil when it
     /// was added or signed in here.
     public var origin: AccountOrigin?

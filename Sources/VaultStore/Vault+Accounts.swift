@@ -408,6 +408,8 @@ extension Vault {
             // NULL in rows written before schema 6.
             credentialHosts: (try optional("credential_hosts") as String?)?.split(separator: " ").map(String.init) ?? [],
             credentialUsername: try optional("credential_username"),
+            // NULL in rows written before schema 11, and in accounts that are no entry's default.
+            credentialDefaultHosts: (try optional("credential_default_hosts") as String?)?.split(separator: " ").map(String.init) ?? [],
             // NULL in rows written before schema 7, and in accounts not imported.
             origin: try (optional("origin") as String?).map { json in
                 do {
@@ -428,10 +430,11 @@ extension Vault {
 }
 
 extension Vault {
-    /// The credential-helper hosts accounts other than `id` have, each with its account: every
-    /// row checked against its MAC, and only that column read (no sealed value opened).
-    func credentialHostsTaken(except id: AccountID, _ db: Database) throws -> [String: AccountID] {
-        var taken: [String: AccountID] = [:]
+    /// The credential-helper bindings of accounts other than `id` (upgraded ones included: they
+    /// keep their entries until removed): every row checked against its MAC, and only those
+    /// columns read (no sealed value opened).
+    func otherCredentialBindings(except id: AccountID, _ db: Database) throws -> [CredentialBinding] {
+        var bindings: [CredentialBinding] = []
         for row in try Row.fetchAll(
             db, sql: "SELECT * FROM accounts WHERE account_id <> ? AND credential_hosts IS NOT NULL",
             arguments: [id.rawValue])
@@ -439,9 +442,20 @@ extension Vault {
             try integrity.check(row, in: .accounts, db)
             let key = row.storedKey("account_id")
             let hosts: String = try row.stored("credential_hosts", table: "accounts", row: key, path: path)
-            for host in hosts.split(separator: " ") { taken[String(host)] = AccountID(rawValue: key) }
+            let username: String? = try row.storedIfPresent("credential_username", table: "accounts", row: key, path: path)
+            let defaults: String? = try row.storedIfPresent("credential_default_hosts", table: "accounts", row: key, path: path)
+            bindings.append(
+                CredentialBinding(
+                    account: AccountID(rawValue: key), hosts: hosts.split(separator: " ").map(String.init), username: username,
+                    defaultHosts: defaults?.split(separator: " ").map(String.init) ?? [], createdAt: nil))
         }
-        return taken
+        return bindings
+    }
+
+    /// The binding among `others` that already has `host` with `username`: two accounts on one
+    /// entry must answer with different user names, or a request could not tell them apart.
+    static func clash(_ host: String, username: String?, among others: [CredentialBinding]) -> CredentialBinding? {
+        others.first { $0.hosts.contains(host) && $0.effectiveUsername == (username ?? "oauth2") }
     }
 }
 
@@ -469,36 +483,62 @@ extension Vault {
 extension Vault {
     /// Sets the hosts (`host[:port][/path]`) whose git and docker credential requests get this
     /// account's token, and the user name they answer with (nil: `oauth2`). An empty list
-    /// removes them all. A host another account already has is refused (`.alreadyExists`): one
-    /// host, one account, so a token never goes to a host chosen by a guess.
-    public func setCredentialHosts(_ hosts: [String], username: String?, for id: AccountID) throws {
-        try setCredentialHosts(hosts, username: username, keepingUsername: false, for: id)
+    /// removes them all.
+    ///
+    /// Several accounts may share an entry when their user names differ (a request naming a
+    /// user name gets that account); an entry another account has with the same user name is
+    /// refused (`.alreadyExists`), so a token never goes to a host chosen by a guess. The first
+    /// account on an entry is its default (it answers a request without a user name);
+    /// `makeDefault` makes this account the default of every entry given.
+    public func setCredentialHosts(_ hosts: [String], username: String?, makeDefault: Bool = false, for id: AccountID) throws {
+        try setCredentialHosts(hosts, username: username, keepingUsername: false, makeDefault: makeDefault, for: id)
     }
 
     /// The same, keeping the username the account has: read and written in one transaction, so
     /// one another process sets meanwhile is never overwritten (a sign-in again with `--host`).
     public func setCredentialHosts(_ hosts: [String], keepingUsernameFor id: AccountID) throws {
-        try setCredentialHosts(hosts, username: nil, keepingUsername: true, for: id)
+        try setCredentialHosts(hosts, username: nil, keepingUsername: true, makeDefault: false, for: id)
     }
 
-    private func setCredentialHosts(_ hosts: [String], username: String?, keepingUsername: Bool, for id: AccountID) throws {
+    private func setCredentialHosts(_ hosts: [String], username: String?, keepingUsername: Bool, makeDefault: Bool, for id: AccountID) throws {
         try write("setting credential hosts") { db in
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false else {
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
                 throw self.accountNotFound(id)
             }
-            let taken = try self.credentialHostsTaken(except: id, db)
-            if let host = hosts.first(where: { taken[$0] != nil }), let other = taken[host] {
-                throw VaultError(.alreadyExists, "\(host) is already handed to account \(other)", path: self.path)
+            try self.integrity.check(row, in: .accounts, db)
+            let key = row.storedKey("account_id")
+            let username: String? =
+                keepingUsername ? try row.storedIfPresent("credential_username", table: "accounts", row: key, path: self.path) : username
+            let currentDefaults: String? = try row.storedIfPresent("credential_default_hosts", table: "accounts", row: key, path: self.path)
+            let others = try self.otherCredentialBindings(except: id, db)
+            for host in hosts {
+                if let other = Self.clash(host, username: username, among: others) {
+                    throw VaultError(
+                        .alreadyExists,
+                        "\(host) is already handed to account \(other.account) as \(other.effectiveUsername): give this account another user name",
+                        path: self.path)
+                }
+            }
+            // Its defaults: those it keeps, every entry no other account has, and with
+            // makeDefault every entry given (taken from the accounts that had them).
+            var defaults = Set(currentDefaults?.split(separator: " ").map(String.init) ?? []).intersection(hosts)
+            for host in hosts where makeDefault || !others.contains(where: { $0.hosts.contains(host) }) { defaults.insert(host) }
+            if makeDefault {
+                for other in others where other.defaultHosts.contains(where: hosts.contains) {
+                    let kept = other.defaultHosts.filter { !hosts.contains($0) }
+                    try self.integrity.rewrite(.accounts, where: "account_id = ?", [other.account.rawValue], db) {
+                        try db.execute(
+                            sql: "UPDATE accounts SET credential_default_hosts = ? WHERE account_id = ?",
+                            arguments: [kept.isEmpty ? nil : kept.joined(separator: " "), other.account.rawValue])
+                    }
+                }
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
                 let joined = hosts.isEmpty ? nil : hosts.joined(separator: " ")
-                if keepingUsername {
-                    try db.execute(sql: "UPDATE accounts SET credential_hosts = ? WHERE account_id = ?", arguments: [joined, id.rawValue])
-                } else {
-                    try db.execute(
-                        sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ? WHERE account_id = ?",
-                        arguments: [joined, username, id.rawValue])
-                }
+                let marked = hosts.filter(defaults.contains)
+                try db.execute(
+                    sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ?, credential_default_hosts = ? WHERE account_id = ?",
+                    arguments: [joined, username, marked.isEmpty ? nil : marked.joined(separator: " "), id.rawValue])
             }
         }
     }

@@ -277,13 +277,21 @@ extension Vault {
             let id = record.account.id
             let origin = String(decoding: try JSONEncoder().encode(imported.origin), as: UTF8.self)
             // A new account takes the helper hosts the blob names, but never one another account
-            // of this vault has (one host, one account); an existing account keeps its own.
+            // of this vault has with the same user name (a request could not tell them apart),
+            // and is the default only of entries no other account has; an existing account
+            // keeps its own.
             var skipped: [String] = []
             var hosts: [String] = []
+            var defaults: [String] = []
             if !record.replacedExisting, !imported.credentialHosts.isEmpty {
-                let taken = try self.credentialHostsTaken(except: id, db)
+                let others = try self.otherCredentialBindings(except: id, db)
                 for host in imported.credentialHosts where !hosts.contains(host) && !skipped.contains(host) {
-                    if taken[host] != nil { skipped.append(host) } else { hosts.append(host) }
+                    if Self.clash(host, username: imported.credentialUsername, among: others) != nil {
+                        skipped.append(host)
+                    } else {
+                        hosts.append(host)
+                        if !others.contains(where: { $0.hosts.contains(host) }) { defaults.append(host) }
+                    }
                 }
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
@@ -291,8 +299,14 @@ extension Vault {
                     try db.execute(sql: "UPDATE accounts SET origin = ? WHERE account_id = ?", arguments: [origin, id.rawValue])
                 } else {
                     try db.execute(
-                        sql: "UPDATE accounts SET origin = ?, credential_hosts = ?, credential_username = ? WHERE account_id = ?",
-                        arguments: [origin, hosts.isEmpty ? nil : hosts.joined(separator: " "), imported.credentialUsername, id.rawValue])
+                        sql: """
+                            UPDATE accounts SET origin = ?, credential_hosts = ?, credential_username = ?, credential_default_hosts = ?
+                            WHERE account_id = ?
+                            """,
+                        arguments: [
+                            origin, hosts.isEmpty ? nil : hosts.joined(separator: " "), imported.credentialUsername,
+                            defaults.isEmpty ? nil : defaults.joined(separator: " "), id.rawValue,
+                        ])
                 }
             }
             var transfer = imported.transfer

@@ -200,12 +200,12 @@ actor AgentHost {
         do {
             if request.op == .unauthorized {
                 try await CredentialAnswers.unauthorized(
-                    in: current, scheme: scheme, host: host, path: request.path,
+                    in: current, scheme: scheme, host: host, path: request.path, username: request.username,
                     presented: request.presented ?? "")
                 return AgentResponse()
             }
             let token = try await CredentialAnswers.credential(
-                in: current, scheme: scheme, host: host, path: request.path,
+                in: current, scheme: scheme, host: host, path: request.path, username: request.username,
                 minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
             return AgentResponse(token: token)
         } catch {

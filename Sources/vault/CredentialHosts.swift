@@ -44,25 +44,50 @@ enum CredentialHosts {
         return segments
     }
 
-    /// The account to answer `host` (and `path`) over `scheme`, or nil.
-    static func match(_ accounts: [Account], scheme: String, host: String, path: String?) -> Account? {
+    /// The binding that answers a request for `host` (and `path`) over `scheme`, or nil.
+    ///
+    /// The entries matching the host and, when they have one, a prefix of the path; with
+    /// `username`, only those of an account answering as that user. The longest prefix wins;
+    /// among accounts sharing that entry, the one marked its default (`set-host --default`;
+    /// the first account bound to it), else the oldest account.
+    static func match(
+        _ bindings: [CredentialBinding], scheme: String, host: String, path: String?, username: String?
+    ) -> CredentialBinding? {
         let host = host.lowercased()
         let scheme = scheme.lowercased()
         guard scheme == "https" || (scheme == "http" && EndpointRule.violation(URL(string: "http://\(host)/") ?? URL(fileURLWithPath: "/")) == nil)
         else { return nil }
         // Matched on the path the server will resolve: `team/../other` is `other`, never `team`.
         guard let requestPath = pathSegments(path ?? "") else { return nil }
-        var best: (account: Account, length: Int)?
-        for account in accounts where account.upgradedTo == nil {
-            for entry in account.credentialHosts {
+        var candidates: [(binding: CredentialBinding, entry: String, length: Int)] = []
+        for binding in bindings where username == nil || binding.effectiveUsername == username {
+            for entry in binding.hosts {
                 let parts = entry.split(separator: "/", maxSplits: 1)
                 guard parts.first.map(String.init) == host else { continue }
                 guard let prefix = pathSegments(parts.count > 1 ? String(parts[1]) : "") else { continue }
                 guard requestPath.starts(with: prefix) else { continue }
-                if best == nil || prefix.count > (best?.length ?? -1) { best = (account, prefix.count) }
+                candidates.append((binding, entry, prefix.count))
             }
         }
-        return best?.account
+        guard let longest = candidates.map(\.length).max() else { return nil }
+        return preferred(candidates.filter { $0.length == longest })
+    }
+
+    /// One of several bindings on the same entry: the one marked its default, else the oldest.
+    static func preferred(_ candidates: [(binding: CredentialBinding, entry: String, length: Int)]) -> CredentialBinding? {
+        if candidates.count <= 1 { return candidates.first?.binding }
+        if let marked = candidates.first(where: { $0.binding.defaultHosts.contains($0.entry) }) { return marked.binding }
+        return candidates.min { ($0.binding.createdAt ?? .distantFuture, $0.binding.account) < ($1.binding.createdAt ?? .distantFuture, $1.binding.account) }?
+            .binding
+    }
+
+    /// Every entry and the user name a request without one gets there (its default's).
+    static func entries(_ bindings: [CredentialBinding]) -> [String: String] {
+        var byEntry: [String: [(binding: CredentialBinding, entry: String, length: Int)]] = [:]
+        for binding in bindings {
+            for entry in binding.hosts { byEntry[entry, default: []].append((binding, entry, 0)) }
+        }
+        return byEntry.compactMapValues { preferred($0)?.effectiveUsername }
     }
 }
 
@@ -75,34 +100,35 @@ extension AgentToken {
     }
 }
 
-/// The credential helpers' two questions, answered in the process that holds the key (the
-/// agent, or this command with the vault opened here).
+/// The credential helpers' questions, answered in the process that holds the key (the agent,
+/// or this command with the vault opened here), from the authenticated rows.
 enum CredentialAnswers {
-    /// A token for the account whose hosts match, valid at least `minimumValidity`; nil when none matches.
+    static func bindings(in opened: OpenedVault) async throws -> [CredentialBinding] {
+        try await OpenedVault.blocking { try opened.vault.accounts() }.compactMap(\.credentialBinding)
+    }
+
+    /// A token for the account whose binding matches, valid at least `minimumValidity`; nil when none does.
     static func credential(
-        in opened: OpenedVault, scheme: String, host: String, path: String?,
+        in opened: OpenedVault, scheme: String, host: String, path: String?, username: String?,
         minimumValidity: Duration
     ) async throws -> AgentToken? {
-        let accounts = try await OpenedVault.blocking { try opened.vault.accounts() }
-        guard let account = CredentialHosts.match(accounts, scheme: scheme, host: host, path: path) else { return nil }
-        let token = try await opened.session.validAccessToken(for: account.id, minimumValidity: minimumValidity)
-        return AgentToken(token, username: account.credentialUsername ?? "oauth2")
+        let bindings = try await bindings(in: opened)
+        guard let binding = CredentialHosts.match(bindings, scheme: scheme, host: host, path: path, username: username) else { return nil }
+        let token = try await opened.session.validAccessToken(for: binding.account, minimumValidity: minimumValidity)
+        return AgentToken(token, username: binding.effectiveUsername)
     }
 
-    /// Every credential host and the user name it answers with.
+    /// Every credential host and the user name a request without one gets there.
     static func hosts(in opened: OpenedVault) async throws -> [String: String] {
-        var hosts: [String: String] = [:]
-        for account in try await OpenedVault.blocking({ try opened.vault.accounts() }) where account.upgradedTo == nil {
-            for host in account.credentialHosts { hosts[host] = account.credentialUsername ?? "oauth2" }
-        }
-        return hosts
+        CredentialHosts.entries(try await bindings(in: opened))
     }
 
-    /// An API (git, docker) refused `presented`: when it is the account's current token, refresh once.
-    static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, presented: String) async throws {
-        let accounts = try await OpenedVault.blocking { try opened.vault.accounts() }
-        guard let account = CredentialHosts.match(accounts, scheme: scheme, host: host, path: path) else { return }
-        let current = try await opened.session.validAccessToken(for: account.id)
+    /// An API (git, docker) refused `presented`: when it is the matching account's current
+    /// token, refresh once.
+    static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, username: String?, presented: String) async throws {
+        let bindings = try await bindings(in: opened)
+        guard let binding = CredentialHosts.match(bindings, scheme: scheme, host: host, path: path, username: username) else { return }
+        let current = try await opened.session.validAccessToken(for: binding.account)
         guard ConstantTime.equals(current.value, presented) else { return }  // not ours, or already replaced
         _ = try await opened.session.reportUnauthorized(current)
     }
@@ -115,7 +141,16 @@ struct AgentOrVault {
     var credentials: CredentialOptions
     var noAgent: Bool
 
-    func send(_ request: AgentRequest, direct: (OpenedVault) async throws -> AgentResponse) async throws -> AgentResponse {
+    /// `request` to the agent, else `direct` with the vault opened here. `unless`, when given,
+    /// is asked first without the key (of the file's unauthenticated bindings): true answers
+    /// `request` with an empty response, with no agent and no passphrase needed.
+    func send(
+        _ request: AgentRequest, unless nothingMatches: (([CredentialBinding]) -> Bool)? = nil,
+        direct: (OpenedVault) async throws -> AgentResponse
+    ) async throws -> AgentResponse {
+        if let nothingMatches, let bindings = try? Self.unverifiedBindings(global), nothingMatches(bindings) {
+            return AgentResponse()
+        }
         if !noAgent {
             do {
                 return try await AgentClient(vault: global.url).send(request)
@@ -138,22 +173,34 @@ struct AgentOrVault {
         return try await OpenedVault.with(global, credentials, direct)
     }
 
-    func credential(scheme: String, host: String, path: String?) async throws -> AgentToken? {
-        var request = AgentRequest(.credential, minTTL: 60)
-        (request.protocol, request.host, request.path) = (scheme, host, path)
-        return try await send(request) { opened in
-            AgentResponse(
-                token: try await CredentialAnswers.credential(
-                    in: opened, scheme: scheme, host: host, path: path,
-                    minimumValidity: .seconds(60)))
-        }.token
+    /// The bindings the file says there are, read without the key; nil when it cannot be read.
+    static func unverifiedBindings(_ global: GlobalOptions) throws -> [CredentialBinding] {
+        try Vault.inspectCredentialBindings(at: global.url, options: global.storeOptions())
     }
 
-    func unauthorized(scheme: String, host: String, path: String?, presented: String) async throws {
+    /// The token for a git or docker request; nil when no binding matches (decided without the
+    /// key when the file binds nothing that matches: no agent, no passphrase).
+    func credential(scheme: String, host: String, path: String?, username: String?) async throws -> AgentToken? {
+        var request = AgentRequest(.credential, minTTL: 60)
+        (request.protocol, request.host, request.path, request.username) = (scheme, host, path, username)
+        let nothingMatches = { CredentialHosts.match($0, scheme: scheme, host: host, path: path, username: username) == nil }
+        let token = try await send(request, unless: nothingMatches) { opened in
+            AgentResponse(
+                token: try await CredentialAnswers.credential(
+                    in: opened, scheme: scheme, host: host, path: path, username: username,
+                    minimumValidity: .seconds(60)))
+        }.token
+        // An agent older than this command ignores `username`: its answer for another user is none.
+        if let username, let token, token.username != username { return nil }
+        return token
+    }
+
+    func unauthorized(scheme: String, host: String, path: String?, username: String?, presented: String) async throws {
         var request = AgentRequest(.unauthorized)
-        (request.protocol, request.host, request.path, request.presented) = (scheme, host, path, presented)
-        _ = try await send(request) { opened in
-            try await CredentialAnswers.unauthorized(in: opened, scheme: scheme, host: host, path: path, presented: presented)
+        (request.protocol, request.host, request.path, request.username, request.presented) = (scheme, host, path, username, presented)
+        let nothingMatches = { CredentialHosts.match($0, scheme: scheme, host: host, path: path, username: username) == nil }
+        _ = try await send(request, unless: nothingMatches) { opened in
+            try await CredentialAnswers.unauthorized(in: opened, scheme: scheme, host: host, path: path, username: username, presented: presented)
             return AgentResponse()
         }
     }

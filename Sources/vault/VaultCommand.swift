@@ -62,9 +62,12 @@ struct VaultCommand: AsyncParsableCommand {
         let command: any ParsableCommand
         do {
             var arguments = Array(CommandLine.arguments.dropFirst())
-            // Installed as docker-credential-vault, docker runs it with the operation alone.
-            if CommandLine.arguments.first?.split(separator: "/").last == "docker-credential-vault" {
-                arguments.insert("docker-credential", at: 0)
+            // Installed as docker-credential-vault and git-credential-vault, docker and git run
+            // it with the operation alone.
+            switch CommandLine.arguments.first?.split(separator: "/").last {
+            case "docker-credential-vault": arguments.insert("docker-credential", at: 0)
+            case "git-credential-vault": arguments.insert("git-credential", at: 0)
+            default: break
             }
             command = try await parse(GlobalOptions.movedAfterSubcommand(arguments))
         } catch {

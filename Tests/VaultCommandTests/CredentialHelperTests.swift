@@ -150,20 +150,114 @@ struct CredentialHelperTests {
         await world.gateway.stop()
     }
 
-    @Test("a host belongs to one account: giving it to a second is refused; set-host gives another host with its own user name")
-    func oneHostOneAccount() async throws {
-        let world = try await World()
+    /// bob, a second account of the gateway, with no host yet.
+    static func addBob(_ world: World) async throws {
         let issued = await world.gateway.issueGrant(subject: "bob", clientID: "vault-cli")
-        _ = try await world.cli.run(
+        let added = try await world.cli.run(
             [
                 "accounts", "add", "--token-endpoint", world.gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
                 "--subject", "bob",
             ], stdin: AccountsAndTokenTests.tokenResponse(issued))
-        let taken = try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/team"])
-        #expect(taken.status == 73, "\(taken)")
-        #expect(try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/other", "--username", "bob"]).status == 0)
-        let bobs = try await world.helper(["git-credential", "get"], "protocol=https\nhost=git.example.test\npath=other/x.git\n\n")
-        #expect(bobs.stdout.contains("username=bob\n"))
+        try #require(added.status == 0, "\(added)")
+    }
+
+    @Test("accounts share a host told apart by user name: username= picks one, without it the default answers; --default moves it")
+    func sharedHost() async throws {
+        let world = try await World()
+        try await Self.addBob(world)
+        let request = "protocol=https\nhost=git.example.test\npath=team/repo.git\n"
+        let same = try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/team"])
+        #expect(same.status == 73, "two accounts answering as oauth2 on one host cannot be told apart: \(same)")
+        #expect(same.stderr.contains("another user name"), "\(same.stderr)")
+        #expect(try await world.cli.run(["accounts", "set-host", "alice", "git.example.test/team", "--username", "alice"]).status == 0)
+        let bobBound = try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/team", "--username", "bob"])
+        #expect(bobBound.status == 0, "\(bobBound)")
+        #expect(bobBound.stdout.contains("(not its default)"), "\(bobBound.stdout)")
+        // Adding bob made him the active account: each token by name.
+        let alice = try await world.cli.run(["token", "--account", "alice"]).stdout.trimmingCharacters(in: .newlines)
+        let bob = try await world.cli.run(["token", "--account", "bob"]).stdout.trimmingCharacters(in: .newlines)
+        #expect(alice != bob)
+
+        let byDefault = try await world.helper(["git-credential", "get"], request + "\n")
+        #expect(byDefault.stdout.contains("username=alice\npassword=\(alice)\n"), "the first account bound is the default: \(byDefault)")
+        let asBob = try await world.helper(["git-credential", "get"], request + "username=bob\n\n")
+        #expect(asBob.stdout.contains("username=bob\npassword=\(bob)\n"), "\(asBob)")
+        let asCarol = try await world.helper(["git-credential", "get"], request + "username=carol\n\n")
+        #expect(asCarol.status == 0 && asCarol.stdout.isEmpty, "no account answers as carol: \(asCarol)")
+
+        #expect(try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/team", "--username", "bob", "--default"]).status == 0)
+        let moved = try await world.helper(["git-credential", "get"], request + "\n")
+        #expect(moved.stdout.contains("username=bob\npassword=\(bob)\n"), "\(moved)")
+        let list = try await world.helper(["docker-credential", "list"], "")
+        #expect(try list.jsonObject()["https://git.example.test/team"] as? String == "bob", "\(list)")
+
+        let before = await world.gateway.stats().tokenRequests
+        let erased = try await world.helper(["git-credential", "erase"], request + "username=bob\npassword=\(bob)\n\n")
+        #expect(erased.status == 0, "\(erased)")
+        #expect(await world.gateway.stats().tokenRequests == before + 1, "bob's token, refused, is refreshed")
+        #expect(try await world.cli.run(["token", "--account", "alice"]).stdout == alice + "\n", "alice's is not")
+        await world.gateway.stop()
+    }
+
+    @Test("a request the vault binds nothing to is answered without the key: no passphrase asked, nothing on standard error")
+    func notFoundWithoutTheKey() async throws {
+        let world = try await World()
+        try await Self.addBob(world)
+        #expect(try await world.cli.run(["accounts", "set-host", "bob", "git.example.test/team", "--username", "bob"]).status == 0)
+        let noKey = ["VAULT_KEY_FILE": ""]
+        for request in [
+            "protocol=https\nhost=unknown.example.test\n\n", "protocol=https\nhost=git.example.test\npath=team\nusername=carol\n\n",
+            "protocol=https\nhost=git.example.test\npath=elsewhere\n\n",
+        ] {
+            let git = try await world.cli.run(["git-credential", "get"], stdin: request, environment: noKey)
+            #expect(git.status == 0 && git.stdout.isEmpty && git.stderr.isEmpty, "\(request): \(git)")
+        }
+        let docker = try await world.cli.run(["docker-credential", "get"], stdin: "registry.other.test\n", environment: noKey)
+        #expect(docker.status == 1 && docker.stdout == "credentials not found in native keychain\n" && docker.stderr.isEmpty, "\(docker)")
+        // A bound host needs the key: the failure is on standard output, where docker reads it.
+        let bound = try await world.cli.run(["docker-credential", "get"], stdin: "registry.example.test:5000\n", environment: noKey)
+        #expect(bound.status == 1 && bound.stdout.contains("VAULT_KEY_FILE"), "\(bound)")
+        let gitBound = try await world.cli.run(
+            ["git-credential", "get"], stdin: "protocol=https\nhost=git.example.test\npath=team\n\n", environment: noKey)
+        #expect(gitBound.status != 0 && gitBound.stderr.contains("VAULT_KEY_FILE"), "\(gitBound)")
+        await world.gateway.stop()
+    }
+
+    @Test("docker: store takes only what get answers and says how tokens get in; erase refreshes; every failure is on standard output")
+    func dockerStoreErase() async throws {
+        let world = try await World()
+        let got = try await world.helper(["docker-credential", "get"], "registry.example.test:5000\n")
+        let answer = try got.jsonObject()
+        let token = try #require(answer["Secret"] as? String)
+        let foreign = try await world.helper(
+            ["docker-credential", "store"], #"{"ServerURL":"registry.example.test:5000","Username":"oauth2","Secret":"not-a-vault-token"}"#)
+        #expect(foreign.status == 1 && foreign.stdout.contains("`vault login --host registry.example.test:5000`"), "\(foreign)")
+        let unbound = try await world.helper(["docker-credential", "store"], #"{"ServerURL":"registry.other.test","Username":"me","Secret":"s"}"#)
+        #expect(unbound.status == 1 && unbound.stdout.contains("handed to no account"), "\(unbound)")
+        let own = try await world.helper(
+            ["docker-credential", "store"], #"{"ServerURL":"registry.example.test:5000","Username":"oauth2","Secret":"\#(token)"}"#)
+        #expect(own.status == 0 && own.stdout.isEmpty, "docker login with the vault's own token: \(own)")
+
+        let before = await world.gateway.stats().tokenRequests
+        let erased = try await world.helper(["docker-credential", "erase"], "registry.example.test:5000\n")
+        #expect(erased.status == 0, "\(erased)")
+        #expect(await world.gateway.stats().tokenRequests == before + 1)
+        #expect(try await world.token != token)
+        let eraseUnbound = try await world.helper(["docker-credential", "erase"], "registry.other.test\n")
+        #expect(eraseUnbound.status == 1 && eraseUnbound.stdout == "credentials not found in native keychain\n", "\(eraseUnbound)")
+        let unknown = try await world.helper(["docker-credential", "version-2"], "")
+        #expect(unknown.status == 1 && unknown.stdout.contains("get, store, erase or list"), "\(unknown)")
+
+        // Installed as git-credential-vault, git runs it with the operation alone.
+        let link = world.cli.file("git-credential-vault")
+        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
+        let linked = try await BuiltProgram.run(
+            link, ["get"],
+            environment: [
+                "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
+                "VAULT_KEY_FILE": world.cli.file("vault.key").path,
+            ], stdin: "protocol=https\nhost=git.example.test\npath=team\n\n", in: world.cli.directory)
+        #expect(linked.status == 0 && linked.stdout.contains("username=oauth2\npassword="), "\(linked.stderr)")
         await world.gateway.stop()
     }
 }

@@ -159,6 +159,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-11 fixture opens with the newest code: ivan shares erin's host as its default, erin keeps the other")
+    func schemaElevenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV11.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV11.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV11.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()
