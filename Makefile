@@ -51,13 +51,16 @@ test: test-deps
 	TEST_TIME_SCALE=$(TEST_TIME_SCALE) swift test --skip-build
 	$(MAKE) interop
 
-# The conformance suite against a provider nobody here wrote: django-oauth-toolkit from PyPI
-# (versions pinned in Interop/dot/requirements.txt, in a venv under ~/.cache), on loopback, with a
-# scripted browser; browser and device sign-in, refresh, reuse detection, step-up, revocation
-# on remove, end and move. See Interop/dot/README.md.
+# The conformance suites against software nobody here wrote, on loopback: django-oauth-toolkit
+# from PyPI (versions pinned in Interop/dot/requirements.txt, in a venv under ~/.cache) with a
+# scripted browser: browser and device sign-in, refresh, reuse detection, step-up, revocation on
+# remove, end and move (Interop/dot/README.md); then the git and docker credential helpers as
+# real git 2.39 (clone and push through `git http-backend`) and the docker SDK for Python run
+# them, with tokens from the same provider (Interop/helpers/README.md).
 interop: deps
 	swift build --product vault
 	Interop/dot/run.sh .build/debug/vault
+	Interop/helpers/run.sh .build/debug/vault
 
 # The main job: the whole product on a fresh vault in ./.demo/ against the development
 # gateway on loopback, told in plain words; then the vault command on the result.
@@ -170,17 +173,25 @@ man: deps
 	swift package plugin generate-manual --configuration debug
 	@test -s $(MAN_PAGE) && echo "wrote $(MAN_PAGE)"
 
-# make install [PREFIX=/usr/local] [DESTDIR=…]: the release binary, its man page and its bash,
-# zsh and fish completions where those shells look; make uninstall removes exactly those.
+# make install [PREFIX=/usr/local] [DESTDIR=…]: the release binary, git-credential-vault and
+# docker-credential-vault beside it (links: git's `credential.helper=vault` and docker's
+# `"credsStore": "vault"` run them), its man page, its bash, zsh and fish completions where those
+# shells look, and the agent's systemd user unit running that binary; make uninstall removes
+# exactly those.
 PREFIX ?= /usr/local
 BIN_DIR := $(DESTDIR)$(PREFIX)/bin
 MAN_DIR := $(DESTDIR)$(PREFIX)/share/man/man1
 BASH_DIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSH_DIR := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISH_DIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
 install: release man
-	install -d $(BIN_DIR) $(MAN_DIR) $(BASH_DIR) $(ZSH_DIR) $(FISH_DIR)
+	install -d $(BIN_DIR) $(MAN_DIR) $(BASH_DIR) $(ZSH_DIR) $(FISH_DIR) $(UNIT_DIR)
 	install -s -m 0755 .build/release/vault $(BIN_DIR)/vault
+	ln -sf vault $(BIN_DIR)/git-credential-vault
+	ln -sf vault $(BIN_DIR)/docker-credential-vault
+	sed 's|@BINDIR@|$(PREFIX)/bin|g' contrib/systemd/vault-agent.service.in > $(UNIT_DIR)/vault-agent.service
+	chmod 0644 $(UNIT_DIR)/vault-agent.service
 	install -m 0644 $(MAN_PAGE) $(MAN_DIR)/vault.1
 	.build/release/vault --generate-completion-script bash > $(BASH_DIR)/vault
 	.build/release/vault --generate-completion-script zsh > $(ZSH_DIR)/_vault
@@ -188,7 +199,8 @@ install: release man
 	@echo "installed vault into $(BIN_DIR) with its man page and completions"
 
 uninstall:
-	rm -f $(BIN_DIR)/vault $(MAN_DIR)/vault.1 $(BASH_DIR)/vault $(ZSH_DIR)/_vault $(FISH_DIR)/vault.fish
+	rm -f $(BIN_DIR)/vault $(BIN_DIR)/git-credential-vault $(BIN_DIR)/docker-credential-vault $(MAN_DIR)/vault.1 \
+		$(BASH_DIR)/vault $(ZSH_DIR)/_vault $(FISH_DIR)/vault.fish $(UNIT_DIR)/vault-agent.service
 
 clean:
 	rm -rf .build .demo .bench .stress .sanitize .build-tsan .build-asan
