@@ -192,12 +192,16 @@ public final class LoopbackRedirectListener: Sendable {
 
     /// Answers the browser waiting on the redirect (if one is) with `page`, and stops listening.
     public func finish(_ page: RedirectPage) async {
-        let reply = state.withLock { state -> EventLoopPromise<RedirectPage>? in
+        let reply = state.withLock { state -> (page: EventLoopPromise<RedirectPage>, written: EventLoopPromise<Void>)? in
             defer { state.reply = nil }
             state.finished = true
             return state.reply
         }
-        reply?.succeed(page)
+        reply?.page.succeed(page)
+        // The page is on the socket before this returns: `vault login` exits next, and a page
+        // still queued on the event loop then never reached the browser ("connection closed").
+        // Completed however the write ends (a browser gone is a failed write, not a wait).
+        try? await reply?.written.futureResult.get()
         for channel in channels { try? await channel.close() }
     }
 
@@ -219,8 +223,8 @@ struct ListenerState: Sendable {
     var expectedState: String?
     /// ``LoopbackRedirectListener/finish(_:)`` ran: a connection accepted before still gets an answer.
     var finished = false
-    /// The browser waiting for the outcome.
-    var reply: EventLoopPromise<RedirectPage>?
+    /// The browser waiting for the outcome, and when its page was written.
+    var reply: (page: EventLoopPromise<RedirectPage>, written: EventLoopPromise<Void>)?
 }
 
 /// The page the browser shows after the redirect.
@@ -319,20 +323,21 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
                 redirect(context: context, to: target)
             } else if requested == path {
                 let answered = components?.queryItems?.first { $0.name == "state" }?.value
-                enum Turn { case take(EventLoopPromise<RedirectPage>), notOurs, again, over }
+                enum Turn { case take(EventLoopPromise<RedirectPage>, EventLoopPromise<Void>), notOurs, again, over }
                 let turn = state.withLock { state -> Turn in
                     if state.finished { return .over }
                     if let expected = state.expectedState, answered != expected { return .notOurs }
                     guard !state.redirected else { return .again }
                     state.redirected = true
-                    let promise = context.eventLoop.makePromise(of: RedirectPage.self)
-                    state.reply = promise
-                    return .take(promise)
+                    let reply = (page: context.eventLoop.makePromise(of: RedirectPage.self), written: context.eventLoop.makePromise(of: Void.self))
+                    state.reply = reply
+                    return .take(reply.page, reply.written)
                 }
                 let promise: EventLoopPromise<RedirectPage>
+                let written: EventLoopPromise<Void>
                 switch turn {
-                case .take(let taken):
-                    promise = taken
+                case .take(let taken, let whenWritten):
+                    (promise, written) = (taken, whenWritten)
                 case .notOurs:
                     // Not this sign-in's answer (its state is another): ignored, the sign-in waits on.
                     respond(
@@ -350,7 +355,7 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
                     return
                 }
                 let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-                promise.futureResult.whenSuccess { page in bound.value.0.respond(context: bound.value.1, page: page) }
+                promise.futureResult.whenSuccess { page in bound.value.0.respond(context: bound.value.1, page: page, then: written) }
                 deliver(components?.queryItems ?? [])
             } else {
                 respond(context: context, page: RedirectPage(status: 404, title: "Not found", message: "Nothing here."))
@@ -370,7 +375,7 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
     }
 
-    private func respond(context: ChannelHandlerContext, page: RedirectPage) {
+    private func respond(context: ChannelHandlerContext, page: RedirectPage, then written: EventLoopPromise<Void>? = nil) {
         let body = ByteBuffer(string: page.html)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "text/html; charset=utf-8")
@@ -382,6 +387,9 @@ private final class RedirectHandler: ChannelInboundHandler, RemovableChannelHand
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil)
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in bound.value.close(promise: nil) }
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            bound.value.close(promise: nil)
+            written?.succeed()
+        }
     }
 }
