@@ -38,17 +38,15 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .noActiveAccount: "no account is signed in"
         case .notSignedIn(let account): "account \(account) is not signed in"
         case .locked(let account, let reason):
-            "the session of account \(account) is locked (\(reason)): unlock it with `vault sessions unlock`"
-                + (reason == .idleTimeout ? "; to keep scripts from idling out, see `vault accounts set-policy` (--idle-timeout, --activity)" : "")
+            "the session of account \(account) is locked (\(reason)): unlock it with the vault's passphrase or key"
         case .expired(let account, .exported):
-            "the session of account \(account) was moved to another vault (`vault sessions export`): sign in again to use it here"
+            "the session of account \(account) was moved to another vault (a session export): sign in again to use it here"
         case .expired(let account, let reason):
-            "the session of account \(account) expired (\(reason)): sign in again (`vault accounts add`)"
-                + (reason == .absoluteTimeout ? "; a longer or no lifetime: `vault accounts set-policy --lifetime`" : "")
+            "the session of account \(account) expired (\(reason)): sign in again"
         case .revoked(let account, let description):
             "the identity service revoked the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
         case .refused(let account, let description):
-            "the identity service kept refusing to refresh the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again (`vault accounts add`)"
+            "the identity service kept refusing to refresh the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
         case .clientMisconfigured(let account, let code, let description):
             "the OAuth client settings of account \(account) were refused (\(code)\(description.map { ": \($0)" } ?? "")): fix the client configuration"
         case .temporarilyUnavailable(let account, let reason, let retryAt):
@@ -59,7 +57,7 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "If the service changed its key, remove the account and add it again with the new pin; "
                 + "otherwise something on the network is impersonating it"
         case .authenticationTooOld(let account, let at, let maximum):
-            "the last sign-in of account \(account) was at \(at.messageText), longer ago than the \(maximum.components.seconds) s this action allows; sign in again with `vault login --account \(account) --max-age 0`"
+            "the last sign-in of account \(account) was at \(at.messageText), longer ago than the \(maximum.components.seconds) s this action allows; sign in again, authenticating anew (max_age=0)"
         case .vault(let error): error.message
         }
     }

@@ -70,3 +70,21 @@ struct SessionJudge {
         return deadline
     }
 }
+
+extension SessionRecord {
+    /// The state the next use of the session will find at `now` under `policy`, and why: an
+    /// active session whose idle, background or absolute deadline passed is locked or expired
+    /// by the next command that opens the vault; what is stored until then still says active.
+    ///
+    /// ```swift
+    /// let (state, reason) = session.stateAtNextUse(policy: policy, now: Date())
+    /// ```
+    public func stateAtNextUse(policy: SessionPolicy, now: Date) -> (state: SessionState, reason: SessionEndReason?) {
+        switch SessionJudge.judge(self, policy: policy, now: now) {
+        case .active: (.active, nil)
+        case .lock(let reason): (.locked, reason)
+        case .expire(let reason): (.expired, reason)
+        case .over(let state, let reason): (state, reason)
+        }
+    }
+}

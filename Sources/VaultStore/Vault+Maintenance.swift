@@ -342,7 +342,13 @@ extension Vault {
         from source: some DatabaseReader, to destination: URL, sourcePath: String,
         progress: ((MaintenanceProgress) -> Void)?, logger: Logger
     ) throws {
-        try VaultFile.createEmpty(destination)
+        do {
+            try VaultFile.createEmpty(destination)
+        } catch let error as VaultError where error.code == .alreadyExists {
+            throw VaultError(
+                .alreadyExists, "a file already exists at \(destination.path): a copy never overwrites one; give another destination",
+                path: destination.path)
+        }
         do {
             let target = try DatabaseQueue(path: destination.path)
             try source.backup(to: target, pagesPerStep: 64) { step in

@@ -273,7 +273,8 @@ extension Vault {
             let record = try self.storeSignIn(
                 new, tokens: imported.tokens, policy: imported.policy, now: now,
                 startedAt: Date(millisecondsSince1970: imported.startedAt.millisecondsSince1970),
-                absoluteDeadline: absolute, authTime: imported.authTime, db)
+                // An account this vault has keeps its own label: the sender's names it there.
+                absoluteDeadline: absolute, authTime: imported.authTime, renaming: false, db)
             let id = record.account.id
             let origin = String(decoding: try JSONEncoder().encode(imported.origin), as: UTF8.self)
             // A new account takes the helper hosts the blob names, but never one another account

@@ -41,7 +41,7 @@ extension Vault {
     /// authentication time and the absolute deadline it had in the vault it came from.
     func storeSignIn(
         _ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, now: Date, startedAt: Date,
-        absoluteDeadline: Date?, authTime: Date?, _ db: Database
+        absoluteDeadline: Date?, authTime: Date?, renaming: Bool = true, _ db: Database
     ) throws -> SignInRecord {
         let idleDeadline = policy.idleTimeout.map { now.addingTimeInterval($0.timeInterval) }
         // Never later than now: a provider's clock ahead of ours must not make the authentication look fresher.
@@ -54,7 +54,7 @@ extension Vault {
             arguments: [new.issuer, new.subject])
         var account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
         if existing != nil {
-            account = try self.refreshSettings(of: account, from: new, db)
+            account = try self.refreshSettings(of: account, from: new, renaming: renaming, db)
         }
         // The grant being replaced, for the caller to revoke (a sign-in on purpose ends it).
         // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
@@ -90,11 +90,17 @@ extension Vault {
 
 extension Vault {
     /// A sign-in into an existing account brings what it learned: the provider metadata and
-    /// endpoints it used, and a subject source that is stronger than the stored one.
-    func refreshSettings(of account: Account, from new: NewAccount, _ db: Database) throws -> Account {
+    /// endpoints it used, and a subject source that is stronger than the stored one; with
+    /// `renaming`, the label it was given (`vault login --label`).
+    func refreshSettings(of account: Account, from new: NewAccount, renaming: Bool = true, _ db: Database) throws -> Account {
         var updated = account
         var assignments: [String] = []
         var arguments: [(any DatabaseValueConvertible)?] = []
+        if renaming, let label = new.label, label != account.label {
+            assignments.append("label = ?")
+            arguments.append(try seal(label, table: "accounts", column: "label", account: account.id, row: account.id.rawValue, db))
+            updated.label = label
+        }
         if let metadata = new.providerMetadata, metadata != account.providerMetadata {
             assignments += ["provider_metadata = ?", "token_endpoint = ?", "revocation_endpoint = ?"]
             arguments += [metadata, new.client.tokenEndpoint.absoluteString, new.client.revocationEndpoint?.absoluteString]

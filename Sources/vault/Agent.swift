@@ -226,7 +226,7 @@ extension VaultCommand {
 
     struct Unlock: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
-            commandName: "unlock", abstract: "Unlock the vault's agent again (prompt, --passphrase-file or --key-file).")
+            commandName: "unlock", abstract: "Unlock the vault's agent again, and the sessions a timeout locked (prompt, --passphrase-file or --key-file).")
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
 

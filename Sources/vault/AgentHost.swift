@@ -45,8 +45,13 @@ actor AgentHost {
         self.logger = global.logger("credentialvault.agent")
     }
 
-    /// Opens the vault with `credential` (the service started, the lock timer armed).
-    func unlock(_ choose: @escaping @Sendable (URL, VaultUnlockMethod) throws -> VaultCredential) async throws {
+    /// Opens the vault with `credential` (the service started, the lock timer armed); with
+    /// `resumingSessions`, also resumes the sessions an idle or background timeout locked (the
+    /// agent locks itself when one does, so one `vault unlock` brings both back). Nothing when
+    /// it is open already (the credential is then not checked, and no session resumed).
+    func unlock(
+        resumingSessions: Bool = false, _ choose: @escaping @Sendable (URL, VaultUnlockMethod) throws -> VaultCredential
+    ) async throws {
         // Keys another process replaced are dropped first, and the vault opened afresh with the
         // credential given: never the new key kept next to (or chained under) the old one.
         await checkKeysStillCurrent()
@@ -62,6 +67,8 @@ actor AgentHost {
         // closes its own vault, so no opened vault (and its keys) is ever left unreferenced.
         opened = vault
         do {
+            // Before start(): a session resumed now is not judged locked again on the way.
+            if resumingSessions { try await vault.session.unlock(with: vault.credential) }
             try await vault.session.start()
         } catch {
             if opened?.vault === vault.vault { opened = nil }
@@ -130,7 +137,7 @@ actor AgentHost {
             return AgentResponse(status: status)
         case .unlock:
             do {
-                try await unlock { _, method in
+                try await unlock(resumingSessions: true) { _, method in
                     if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
                     guard let passphrase = request.passphrase else {
                         if case .keyFile = method {
@@ -259,7 +266,9 @@ actor AgentHost {
                     "locked", exit: ExitStatus.sessionLocked.rawValue,
                     "the agent for \(url.path) is locked (key changed): \(Self.keyChangedReason); run `vault unlock`")
             }
-            return .failure("locked", exit: ExitStatus.sessionLocked.rawValue, "the agent for \(url.path) is locked: run `vault unlock`")
+            return .failure(
+                "locked", exit: ExitStatus.sessionLocked.rawValue,
+                "the agent for \(url.path) is locked: `vault unlock` (it also resumes the sessions a timeout locked)")
         case .replaced:
             await lock(because: "the vault file was replaced or removed")
             return .failure(

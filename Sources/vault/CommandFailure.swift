@@ -80,7 +80,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case let error as VaultError:
             self.init(Self.status(of: error.code), error.message)
         case let error as SessionError:
-            self.init(Self.status(of: error), error.description)
+            self.init(Self.status(of: error), error.description + (Self.hint(for: error).map { ": `\($0)`" } ?? "") + Self.advice(for: error))
         case let error as EndpointError:
             self.init(.usage, error.description)
         case let error as PinError:
@@ -141,6 +141,31 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .pinningFailed: .pinningFailed
         case .authenticationTooOld: .stepUpRequired
         case .vault(let error): status(of: error.code)
+        }
+    }
+
+    /// The command that is the next step after `error`, to be pasted as it is (the account by
+    /// ``AccountReference/argument(_:)``); nil when there is none. The library says what
+    /// happened; the command says what to run.
+    static func hint(for error: SessionError) -> String? {
+        switch error {
+        case .noActiveAccount: "vault login"
+        case .notSignedIn(let account), .expired(let account, _), .revoked(let account, _), .refused(let account, _):
+            "vault login --account \(AccountReference.argument(account))"
+        case .locked: "vault sessions unlock"
+        case .authenticationTooOld(let account, _, _): "vault login --account \(AccountReference.argument(account)) --max-age 0"
+        case .clientMisconfigured, .temporarilyUnavailable, .accountChanged, .pinningFailed, .vault: nil
+        }
+    }
+
+    /// What else may help after `error`, as pasteable commands; empty when nothing.
+    static func advice(for error: SessionError) -> String {
+        switch error {
+        case .locked(let account, .idleTimeout):
+            "; a longer idle timeout (or `none`): `vault accounts set-policy \(AccountReference.argument(account)) --idle-timeout 12h`"
+        case .expired(let account, .absoluteTimeout):
+            "; a longer or no lifetime: `vault accounts set-policy \(AccountReference.argument(account)) --lifetime 30d`"
+        default: ""
         }
     }
 

@@ -71,7 +71,11 @@ struct CredentialOptions: ParsableArguments {
             defer { SecureBytes.zero(&second) }
             guard first == second else { throw CommandFailure(.usage, "the two passphrases differ; nothing was changed") }
         }
-        guard !first.isEmpty else { throw CommandFailure(.usage, "an empty passphrase cannot protect a vault") }
+        guard !first.isEmpty else {
+            // Creating or changing a passphrase (asked twice) refuses an empty one; opening a
+            // vault with one is nothing typed.
+            throw CommandFailure(.usage, confirm ? "an empty passphrase cannot protect a vault" : "no passphrase was typed; nothing was opened")
+        }
         return try .passphrase(bytes: first)
     }
 

@@ -26,6 +26,12 @@ enum JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Express
     static func date(_ value: Date?) -> JSONValue { value.map { .string(Format.iso8601($0)) } ?? .null }
     static func strings(_ values: [String]) -> JSONValue { .array(values.map { .string($0) }) }
 
+    /// The object with `key` added last (any other value unchanged).
+    func adding(_ key: String, _ value: JSONValue) -> JSONValue {
+        guard case .object(let members) = self else { return self }
+        return .object(members + [(key, value)])
+    }
+
     /// Two-space indented text with a trailing newline.
     var rendered: String {
         var out = ""

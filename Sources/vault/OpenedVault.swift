@@ -136,11 +136,16 @@ struct OpenedVault: Sendable {
     func account(_ reference: String?) throws -> AccountID {
         guard let reference else {
             guard let active = try vault.activeAccountID() else {
-                throw CommandFailure(.sessionEnded, "no account is active: add one with `vault accounts add`")
+                throw CommandFailure(
+                    .sessionEnded,
+                    try vault.accounts().isEmpty
+                        ? "the vault has no account yet: sign in with `vault login`"
+                        : "no account is active: name one with --account, or sign in with `vault login`")
             }
             return active
         }
-        return try AccountReference.resolve(reference, among: try vault.accounts().map { ($0.id, $0.subject) })
+        return try AccountReference.resolve(
+            reference, among: try vault.accounts().map { AccountReference.Candidate(id: $0.id, subject: $0.subject, label: $0.label) })
     }
 
     /// How messages name an account: its label or subject, escaped, with a short id.
@@ -149,32 +154,58 @@ struct OpenedVault: Sendable {
     }
 }
 
-/// How commands name an account: its id, a unique prefix of the id (at least 4 characters),
-/// or its subject when only one account has it.
+/// How commands name an account: its id, its label, its subject, or a unique prefix of its id
+/// (at least 4 characters), tried in that order; and how messages and hints name one.
 enum AccountReference {
-    static let help = "An account id, a unique prefix of one (4+ characters), or a subject."
+    static let help = "An account: its id, label, subject, or a unique prefix of its id (4+ characters), tried in that order."
+
+    /// What an account is known by.
+    struct Candidate {
+        var id: AccountID
+        var subject: String
+        /// Nil where the vault was read without the key (labels are sealed).
+        var label: String?
+    }
 
     /// `"Work" (alice, 1a2b3c4d)`: the label (or the subject alone) as the user knows the
     /// account, control characters escaped, and the first 8 characters of its id.
     static func name(of id: AccountID, account: Account?) -> String {
         let short = String(id.rawValue.prefix(8))
         guard let account else { return "account \(short)" }
-        let subject = Terminal.printable(account.subject)
-        if let label = account.label, !label.isEmpty {
-            return "account \"\(Terminal.printable(label))\" (\(subject), \(short))"
-        }
-        return "account \(subject) (\(short))"
+        return "account " + display(Candidate(id: id, subject: account.subject, label: account.label))
     }
 
-    static func resolve(_ reference: String, among accounts: [(id: AccountID, subject: String)]) throws -> AccountID {
-        if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact.id }
-        var matches = reference.count >= 4 ? accounts.filter { $0.id.rawValue.hasPrefix(reference.lowercased()) } : []
-        if matches.isEmpty { matches = accounts.filter { $0.subject == reference } }
-        switch matches.count {
-        case 1: return matches[0].id
-        case 0: throw CommandFailure(.noRecord, "no account \(reference) in the vault: `vault accounts list` shows them")
-        default:
-            throw CommandFailure(.usage, "\(reference) names \(matches.count) accounts: give more of the id (`vault accounts list`)")
+    /// `"Work" (alice, 1a2b3c4d)` or `alice (1a2b3c4d)`.
+    static func display(_ candidate: Candidate) -> String {
+        let short = String(candidate.id.rawValue.prefix(8))
+        let subject = Terminal.printable(candidate.subject)
+        if let label = candidate.label, !label.isEmpty {
+            return "\"\(Terminal.printable(label))\" (\(subject), \(short))"
         }
+        return "\(subject) (\(short))"
+    }
+
+    /// How a hint names the account so the command can be pasted as it is: the first 8
+    /// characters of its id (hex and hyphens: nothing a shell treats specially), which
+    /// `--account` takes as a prefix.
+    static func argument(_ id: AccountID) -> String { String(id.rawValue.prefix(8)) }
+
+    static func resolve(_ reference: String, among accounts: [Candidate]) throws -> AccountID {
+        if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact.id }
+        let steps: [(what: String, matches: (Candidate) -> Bool)] = [
+            ("label", { $0.label == reference }),
+            ("subject", { $0.subject == reference }),
+            ("id prefix", { reference.count >= 4 && $0.id.rawValue.hasPrefix(reference.lowercased()) }),
+        ]
+        for step in steps {
+            let found = accounts.filter(step.matches)
+            if found.count == 1 { return found[0].id }
+            if found.count > 1 {
+                let listed = found.map { "`--account \(argument($0.id))` for \(display($0))" }.joined(separator: ", ")
+                throw CommandFailure(
+                    .usage, "\(Terminal.printable(reference)) is the \(step.what) of \(found.count) accounts: name one by its id: \(listed)")
+            }
+        }
+        throw CommandFailure(.noRecord, "no account \(Terminal.printable(reference)) in the vault: `vault accounts list` shows them")
     }
 }

@@ -23,7 +23,9 @@ extension VaultCommand.Sessions {
         static let configuration = CommandConfiguration(
             commandName: "list",
             abstract: "List sessions, newest first (no passphrase needed).",
-            discussion: "Shows the state stored in the vault; deadlines that passed are applied by the next command that unlocks the vault.")
+            discussion:
+                "Shows the state the next use will find: a session whose idle, background or absolute deadline passed shows as locked or expired (\"at next use\"), though the vault applies it when a command next unlocks it."
+        )
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var output: OutputOptions
@@ -34,11 +36,21 @@ extension VaultCommand.Sessions {
             let metadata = try Vault.metadata(at: global.url, options: global.storeOptions(), includeNotifications: false)
             var sessions = metadata.sessions
             if let account {
-                let id = try AccountReference.resolve(account, among: metadata.accounts.map { ($0.id, $0.subject) })
+                // Read without the key: labels are sealed, so an id, a subject or an id prefix.
+                let id = try AccountReference.resolve(
+                    account, among: metadata.accounts.map { AccountReference.Candidate(id: $0.id, subject: $0.subject, label: nil) })
                 sessions = sessions.filter { $0.account == id }
             }
+            let policies = Dictionary(metadata.accounts.map { ($0.id, $0.policy ?? SessionPolicy()) }, uniquingKeysWith: { first, _ in first })
+            let now = Date()
+            let due = sessions.map { $0.stateAtNextUse(policy: policies[$0.account] ?? SessionPolicy(), now: now) }
             if output.json {
-                print(JSONValue.array(sessions.map(JSONValue.session)).rendered, terminator: "")
+                let rows = zip(sessions, due).map { session, due in
+                    JSONValue.session(session)
+                        .adding("state_at_next_use", .string(due.state.rawValue))
+                        .adding("end_reason_at_next_use", .text(due.reason?.rawValue))
+                }
+                print(JSONValue.array(rows).rendered, terminator: "")
                 return
             }
             guard !sessions.isEmpty else {
@@ -46,9 +58,13 @@ extension VaultCommand.Sessions {
                 return
             }
             let subjects = Dictionary(metadata.accounts.map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
-            for session in sessions {
-                var line = "\(session.id)  \(Terminal.printable(subjects[session.account] ?? session.account.rawValue))  \(session.state.rawValue)"
-                if let reason = session.endReason { line += " (\(Terminal.printable(reason)))" }
+            for (session, due) in zip(sessions, due) {
+                var line = "\(session.id)  \(Terminal.printable(subjects[session.account] ?? session.account.rawValue))  \(due.state.rawValue)"
+                if due.state != session.state {
+                    line += " (\(Terminal.printable(due.reason?.rawValue ?? "deadline passed")), at next use)"
+                } else if let reason = session.endReason {
+                    line += " (\(Terminal.printable(reason)))"
+                }
                 line += "  started \(Format.iso8601(session.startedAt))"
                 if let ended = session.endedAt {
                     line += ", ended \(Format.iso8601(ended))"
@@ -113,9 +129,9 @@ extension VaultCommand.Sessions {
         var account: String?
 
         func run() async throws {
-            let result = try await OpenedVault.with(global, credentials) { opened in
+            let (id, result) = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                return try await opened.session.extendSession(for: id, askingServer: try device.client(for: id, in: opened, global: global))
+                return (id, try await opened.session.extendSession(for: id, askingServer: try device.client(for: id, in: opened, global: global)))
             }
             switch result {
             case .extended(let deadline, let remaining):
@@ -131,7 +147,8 @@ extension VaultCommand.Sessions {
                 throw CommandFailure(.busy, "another extension request for this session is in flight; try again")
             case .refused(let reason):
                 switch reason {
-                case .sessionOver: throw CommandFailure(.sessionEnded, "the session is over: sign in again")
+                case .sessionOver:
+                    throw CommandFailure(.sessionEnded, "the session is over: sign in again: `vault login --account \(AccountReference.argument(id))`")
                 case .notInWarningWindow:
                     throw CommandFailure(.failure, "not in the idle warning yet: extensions are asked for when the session is about to idle out")
                 case .limitReached: throw CommandFailure(.failure, "the session's policy allows no more extensions")

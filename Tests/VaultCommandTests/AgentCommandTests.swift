@@ -1,6 +1,7 @@
 import DevGateway
 import Foundation
 import Testing
+import VaultStore
 import VaultTestSupport
 
 #if canImport(Glibc)
@@ -72,6 +73,33 @@ struct AgentCommandTests {
             throw error
         }
         await world.finish()
+    }
+
+    @Test("a session a timeout locked behind the agent: the message names the command, and one `vault unlock` resumes agent and session")
+    func unlockResumesLockedSessions() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let before = try await world.cli.run(["token"])
+            #expect(before.status == 0, "\(before)")
+            // What an idle timeout does, without waiting for one: the session is locked in the file.
+            let vault = try Vault.open(at: world.cli.vault, credential: .keyFile(world.keyFile))
+            let id = try #require(try vault.activeAccountID())
+            _ = try vault.transitionSession(for: id) { session, _ in
+                session.state = .locked
+                session.endReason = "idle_timeout"
+            }
+            vault.close()
+            let locked = try await world.cli.run(["token"])
+            #expect(locked.status == 79, "\(locked)")
+            #expect(locked.stderr.contains("`vault sessions unlock`") || locked.stderr.contains("`vault unlock`"), "\(locked.stderr)")
+            #expect(try await world.cli.run(["lock"]).status == 0)
+            let stillLocked = try await world.cli.run(["token"])
+            #expect(stillLocked.stderr.contains("`vault unlock` (it also resumes the sessions a timeout locked)"), "\(stillLocked.stderr)")
+            let unlocked = try await world.cli.run(["unlock", "--key-file", world.keyFile.path])
+            #expect(unlocked.status == 0, "\(unlocked)")
+            let after = try await world.cli.run(["token"])
+            #expect(after.status == 0, "one unlock brought back the agent and the session: \(after)")
+        }
     }
 
     @Test("started once, the agent serves tokens with no credential anywhere; lock and unlock; a second start is refused")
