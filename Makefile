@@ -5,6 +5,9 @@ export PATH := /opt/swift/usr/bin:$(PATH)
 # Debian packages the build needs: SQLite and libsodium headers, pkg-config to find them.
 APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Under `sudo make install`, the builds run as the user who ran sudo, so the source tree gets no
+# root-owned build products; only the installing (and apt-get) runs as root.
+AS_USER := $(if $(and $(SUDO_USER),$(filter-out root,$(SUDO_USER)),$(filter 0,$(shell id -u))),sudo -u $(SUDO_USER) env PATH="$(PATH)" HOME="$(shell getent passwd $(SUDO_USER) | cut -d: -f6)",)
 
 .PHONY: deps test-deps release-deps build release test interop demo example lint format docs bench stress stress-tests fuzz sanitize fixtures man install uninstall clean
 
@@ -27,7 +30,7 @@ build: deps
 release-deps: deps
 
 release: release-deps
-	swift build -c release --product vault --static-swift-stdlib
+	$(AS_USER) swift build -c release --product vault --static-swift-stdlib
 
 # The whole suite in one test process: the session layer runs every vault call (SQLite,
 # fsync, busy waits) on NIO's blocking-I/O threads, so nothing starves the cooperative pool
@@ -167,10 +170,17 @@ stress-tests: deps
 fixtures: deps
 	Tests/Fixtures/make-fixture.sh
 
-# The man page, from the command's own help (swift-argument-parser's generate-manual plugin).
-MAN_PAGE := .build/plugins/GenerateManual/outputs/vault/vault.1
+# The man page, from the command's own help: swift-argument-parser's generate-manual tool (its
+# plugin would build every target of the package) run on a built `vault`, MAN_BINARY: the debug
+# one for `make man`, the release one for `make install`. Only that and the tool are built.
+MAN_OUT := .build/man
+MAN_PAGE := $(MAN_OUT)/vault.1
+MAN_BINARY ?= .build/debug/vault
 man: deps
-	swift package plugin generate-manual --configuration debug
+	$(if $(filter .build/debug/vault,$(MAN_BINARY)),$(AS_USER) swift build --product vault)
+	$(AS_USER) swift build --product generate-manual
+	$(AS_USER) mkdir -p $(MAN_OUT)
+	$(AS_USER) .build/debug/generate-manual $(MAN_BINARY) --output-directory $(MAN_OUT)
 	@test -s $(MAN_PAGE) && echo "wrote $(MAN_PAGE)"
 
 # make install [PREFIX=/usr/local] [DESTDIR=…]: the release binary, git-credential-vault and
@@ -185,7 +195,8 @@ BASH_DIR := $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 ZSH_DIR := $(DESTDIR)$(PREFIX)/share/zsh/site-functions
 FISH_DIR := $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
-install: release man
+install: release
+	$(MAKE) man MAN_BINARY=.build/release/vault
 	install -d $(BIN_DIR) $(MAN_DIR) $(BASH_DIR) $(ZSH_DIR) $(FISH_DIR) $(UNIT_DIR)
 	install -s -m 0755 .build/release/vault $(BIN_DIR)/vault
 	ln -sf vault $(BIN_DIR)/git-credential-vault
