@@ -46,6 +46,14 @@ run_bounded() {
     return "$rc"
 }
 
+# At most this many tests at once (Swift Testing's SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH;
+# unset, every test of the run starts at once). Under a sanitizer on 2 cores, hundreds of tests
+# starting together, each instrumented several times over and many with instrumented `vault`
+# children, left loopback servers unanswered for over a minute and failed whichever tests'
+# bounds ran out first (a different set each run, depending on the machine's other load). The
+# sanitizers look for races and leaks inside each test; 8 at a time still runs tests side by side.
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=${SANITIZE_PARALLEL_WIDTH:-8}
+
 failed=0
 for sanitizer in "${sanitizers[@]}"; do
     # TEST_TIME_SCALE stretches tests' real-time bounds (transport timeouts) to the sanitizer's

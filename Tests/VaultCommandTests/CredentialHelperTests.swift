@@ -35,6 +35,19 @@ struct CredentialHelperTests {
         func helper(_ arguments: [String], _ input: String) async throws -> CommandResult {
             try await cli.run(arguments, stdin: input)
         }
+
+        /// The binary run under `name` (a link to it, as `make install` puts it beside `vault`),
+        /// with only the environment a helper started by git or docker would have.
+        func installed(_ name: String, _ arguments: [String], _ input: String) async throws -> BuiltProgram.Output {
+            let link = cli.file(name)
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
+            return try await BuiltProgram.run(
+                link, arguments,
+                environment: [
+                    "PATH": "/usr/bin:/bin", "HOME": cli.directory.url.path, "VAULT_PATH": cli.vault.path,
+                    "VAULT_KEY_FILE": cli.file("vault.key").path,
+                ], stdin: input, in: cli.directory)
+        }
     }
 
     @Test(
@@ -137,14 +150,7 @@ struct CredentialHelperTests {
         let list = try await world.helper(["docker-credential", "list"], "")
         #expect(try list.jsonObject().keys.sorted() == ["https://git.example.test/team", "https://registry.example.test:5000"])
 
-        let link = world.cli.file("docker-credential-vault")
-        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
-        let linked = try await BuiltProgram.run(
-            link, ["get"],
-            environment: [
-                "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
-                "VAULT_KEY_FILE": world.cli.file("vault.key").path,
-            ], stdin: "registry.example.test:5000\n", in: world.cli.directory)
+        let linked = try await world.installed("docker-credential-vault", ["get"], "registry.example.test:5000\n")
         #expect(linked.status == 0, "\(linked.stderr)")
         #expect(linked.stdout.contains(token))
         await world.gateway.stop()
@@ -249,14 +255,7 @@ struct CredentialHelperTests {
         #expect(unknown.status == 1 && unknown.stdout.contains("get, store, erase or list"), "\(unknown)")
 
         // Installed as git-credential-vault, git runs it with the operation alone.
-        let link = world.cli.file("git-credential-vault")
-        try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
-        let linked = try await BuiltProgram.run(
-            link, ["get"],
-            environment: [
-                "PATH": "/usr/bin:/bin", "HOME": world.cli.directory.url.path, "VAULT_PATH": world.cli.vault.path,
-                "VAULT_KEY_FILE": world.cli.file("vault.key").path,
-            ], stdin: "protocol=https\nhost=git.example.test\npath=team\n\n", in: world.cli.directory)
+        let linked = try await world.installed("git-credential-vault", ["get"], "protocol=https\nhost=git.example.test\npath=team\n\n")
         #expect(linked.status == 0 && linked.stdout.contains("username=oauth2\npassword="), "\(linked.stderr)")
         await world.gateway.stop()
     }
