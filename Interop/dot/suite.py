@@ -13,17 +13,17 @@ one line per case with its time.
 
 import json
 import os
-import queue
 import re
 import shutil
 import subprocess
 import sys
-import threading
 import time
 
 import requests
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "common"))
+import interop  # noqa: E402  (../common/interop.py, standard library only)
 VAULT, ISSUER, WORK = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
 ORIGIN = ISSUER.rsplit("/o", 1)[0]
 USERINFO = ISSUER + "/userinfo/"
@@ -75,11 +75,6 @@ class Vault:
             [VAULT, *arguments], input=stdin, capture_output=True, text=True, env=env, timeout=COMMAND_SECONDS)
         return done
 
-    def start(self, *arguments):
-        return subprocess.Popen(
-            [VAULT, *arguments], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, env=self.env)
-
     def ok(self, *arguments, **options):
         done = self.run(*arguments, **options)
         check(done.returncode == 0, f"vault {' '.join(arguments)} exited {done.returncode}: {done.stderr.strip()}")
@@ -110,58 +105,17 @@ def userinfo(token):
 
 
 def device_sign_in(vault, user, *extra):
-    """`vault login --device` as a child; the user approves the code it shows in the browser.
-    Its standard error is read on a thread (a line that never comes cannot block the suite), and
-    the child is ended whatever happens."""
-    child = vault.start("login", "--issuer", ISSUER, "--client-id", "cv-device", "--device",
-                        "--device-authorization-endpoint", DEVICE_ENDPOINT, *extra)
-    lines = queue.Queue()
-    err_lines = []
-    out_chunks = []
-
-    def pump(stream, sink, into_queue):
-        for line in stream:
-            sink.append(line)
-            if into_queue:
-                lines.put(line)
-    readers = [threading.Thread(target=pump, args=(child.stderr, err_lines, True), daemon=True),
-               threading.Thread(target=pump, args=(child.stdout, out_chunks, False), daemon=True)]
-    for reader in readers:
-        reader.start()
-    try:
-        deadline = time.monotonic() + COMMAND_SECONDS
-        uri = code = None
-        while time.monotonic() < deadline and not (uri and code):
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            uri = uri or (re.search(r"To sign in, open (\S+)", line) or [None, None])[1]
-            code = code or (re.search(r"enter the code: (\S+)", line) or [None, None])[1]
-        check(uri and code, f"vault login --device showed no code: {''.join(err_lines)}")
-        approved = subprocess.run(
-            [sys.executable, os.path.join(HERE, "browser.py"), "device", uri, code, "--user", user],
-            capture_output=True, text=True, timeout=COMMAND_SECONDS, env=dict(os.environ, NO_PROXY="*"))
-        check(approved.returncode == 0, f"the browser could not approve the code: {approved.stderr[-800:]}")
-        child.wait(timeout=COMMAND_SECONDS)
-        for reader in readers:
-            reader.join(timeout=10)
-        check(child.returncode == 0, f"vault login --device exited {child.returncode}: {''.join(err_lines)}")
-        return "".join(out_chunks), "".join(err_lines)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+    """`vault login --device` as a child; the user approves the code it shows in the browser
+    (../common/interop.py: its output is read on threads, and the child is ended whatever happens)."""
+    return interop.device_sign_in(
+        [VAULT, "login", "--issuer", ISSUER, "--client-id", "cv-device", "--device",
+         "--device-authorization-endpoint", DEVICE_ENDPOINT, *extra],
+        vault.env, [sys.executable, os.path.join(HERE, "browser.py")], user, COMMAND_SECONDS,
+        browser_env=dict(os.environ, NO_PROXY="*"), failure=Failure)
 
 
-CASES = []
-
-
-def case(title):
-    def register(function):
-        CASES.append((title, function))
-        return function
-    return register
+CASES = interop.Cases()
+case = CASES.case
 
 
 state = {}

@@ -38,6 +38,9 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "common"))
+import interop  # noqa: E402  (../common/interop.py, standard library only)
+
 HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 # Loopback only: never a proxy from the environment.
 OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -198,13 +201,7 @@ def main():
             return set()
     httpd.refused = refused
     os.makedirs(httpd.root, exist_ok=True)
-    print(f"ready http://127.0.0.1:{httpd.server_address[1]}", flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+    interop.serve_announced(httpd, f"http://127.0.0.1:{httpd.server_address[1]}")
 
 
 if __name__ == "__main__":

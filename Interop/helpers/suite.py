@@ -19,8 +19,6 @@ import hashlib
 import json
 import os
 import pty
-import queue
-import re
 import secrets
 import select
 import signal
@@ -37,6 +35,8 @@ import requests
 from docker.credentials.errors import CredentialsNotFound, StoreError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "common"))
+import interop  # noqa: E402  (../common/interop.py, standard library only)
 DOT_DIR = os.path.join(os.path.dirname(HERE), "dot")
 VAULT, ISSUER, GIT_ORIGIN, GIT_SERVER_DIR, WORK = sys.argv[1:6]
 GIT_ROOT = os.path.join(GIT_SERVER_DIR, "root")
@@ -274,47 +274,13 @@ def fingerprint(token):
 
 def device_sign_in(user, vault_path=None):
     """`vault login --device` as a child; the user approves the code it shows in DOT's device page
-    (../dot/browser.py). Returns the account's id."""
-    child = subprocess.Popen(
+    (../dot/browser.py, driven by ../common/interop.py). Returns the account's id."""
+    out, _ = interop.device_sign_in(
         [VAULT, "login", "--issuer", ISSUER, "--client-id", DEVICE_CLIENT, "--device",
          "--device-authorization-endpoint", DEVICE_ENDPOINT, "--json"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=environment(vault_path=vault_path))
-    lines, err_lines, out_chunks = queue.Queue(), [], []
-
-    def pump(stream, sink, into_queue):
-        for line in stream:
-            sink.append(line)
-            if into_queue:
-                lines.put(line)
-    readers = [threading.Thread(target=pump, args=(child.stderr, err_lines, True), daemon=True),
-               threading.Thread(target=pump, args=(child.stdout, out_chunks, False), daemon=True)]
-    for reader in readers:
-        reader.start()
-    try:
-        deadline = time.monotonic() + COMMAND_SECONDS
-        uri = code = None
-        while time.monotonic() < deadline and not (uri and code):
-            try:
-                line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            uri = uri or (re.search(r"To sign in, open (\S+)", line) or [None, None])[1]
-            code = code or (re.search(r"enter the code: (\S+)", line) or [None, None])[1]
-        check(uri and code, f"vault login --device showed no code: {short(''.join(err_lines))}")
-        approved = subprocess.run(
-            [DOT_PYTHON, os.path.join(DOT_DIR, "browser.py"), "device", uri, code, "--user", user],
-            capture_output=True, text=True, timeout=COMMAND_SECONDS, env=dict(ENV, NO_PROXY="*"))
-        check(approved.returncode == 0, f"the browser could not approve the code: {approved.stderr[-800:]}")
-        child.wait(timeout=COMMAND_SECONDS)
-        for reader in readers:
-            reader.join(timeout=10)
-        check(child.returncode == 0, f"vault login --device exited {child.returncode}: {short(''.join(err_lines))}")
-        return json.loads("".join(out_chunks))["account"]["id"]
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        environment(vault_path=vault_path), [DOT_PYTHON, os.path.join(DOT_DIR, "browser.py")], user,
+        COMMAND_SECONDS, browser_env=dict(ENV, NO_PROXY="*"), failure=Failure, brief=short)
+    return json.loads(out)["account"]["id"]
 
 
 def store(passphrase=True):
@@ -331,14 +297,8 @@ def raise_text(function):
 
 # --- the cases ------------------------------------------------------------------------------------
 
-CASES = []
-
-
-def case(title):
-    def register(function):
-        CASES.append((title, function))
-        return function
-    return register
+CASES = interop.Cases()
+case = CASES.case
 
 
 state = {}

@@ -22,6 +22,9 @@ import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# ../../common/interop.py: standard library only, nothing run on import.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "common"))
+import interop  # noqa: E402
 
 USERS = [
     ("alice", "DOT_ALICE_PASSWORD", "alice-pass-1", "alice@example.test"),
@@ -107,16 +110,8 @@ def main():
     provision()
 
     httpd.set_app(get_wsgi_application())
-    with open(os.path.join(state_dir, "port"), "w") as f:
-        f.write(f"{port}\n")
-    print(f"ready {base_url}", flush=True)
-    print(f"dot: serving {base_url} (state {state_dir})", file=sys.stderr, flush=True)
-    try:
-        httpd.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        httpd.server_close()
+    interop.serve_announced(httpd, base_url, port_file=os.path.join(state_dir, "port"),
+                            note=f"dot: serving {base_url} (state {state_dir})")
 
 
 if __name__ == "__main__":
