@@ -9,6 +9,10 @@ import SwiftASN1
 import VaultSync
 import X509
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// An ``HTTPTransport`` over SwiftNIO: HTTP/1.1, one connection per request, TLS through NIOSSL.
 /// The transport that can check ``HTTPRequest/pins``, and the default of ``OAuthClient`` and
 /// the `vault` command: `URLSessionTransport` lives in its own module (`VaultURLSession`) so
@@ -486,17 +490,32 @@ extension NIOTransport {
             }
         }
 
+        /// The file's bytes (at most 16 MiB), read with read(2): Foundation's
+        /// `Data(contentsOf:)` leaked its read buffer for an empty file (LeakSanitizer).
+        private static func contents(of path: String) throws(TrustRootsError) -> [UInt8] {
+            let fd = open(path, O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { throw TrustRootsError("cannot read the CA file \(path): \(String(cString: strerror(errno)))") }
+            defer { close(fd) }
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+            while true {
+                let count = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    throw TrustRootsError("cannot read the CA file \(path): \(String(cString: strerror(errno)))")
+                }
+                if count == 0 { return bytes }
+                bytes += buffer.prefix(count)
+                guard bytes.count <= 16 << 20 else { throw TrustRootsError("the CA file \(path) is larger than 16 MiB") }
+            }
+        }
+
         private static func read(_ path: String) throws(TrustRootsError) -> TrustRoots {
             try checkReadable(path)
-            let data: Data
-            do {
-                data = try Data(contentsOf: URL(fileURLWithPath: path))
-            } catch {
-                throw TrustRootsError("cannot read the CA file \(path): \((error as NSError).localizedFailureReason ?? "no such file or no permission")")
-            }
+            let bytes = try contents(of: path)
             let certificates: [NIOSSLCertificate]
             do {
-                certificates = try NIOSSLCertificate.fromPEMBytes(Array(data))
+                certificates = try NIOSSLCertificate.fromPEMBytes(bytes)
             } catch {
                 throw TrustRootsError("the CA file \(path) is not a PEM certificate bundle")
             }
