@@ -34,7 +34,7 @@ public actor SessionService {
     let extensionHandler: (@Sendable (AccountID) async -> Bool)?
     /// This process's name in refresh leases.
     let holderID: String
-    nonisolated let hub = EventHub()
+    nonisolated let hub = Broadcast<SessionEvent>()
 
     /// The transport the service's OAuth client sends through (its trust roots, proxy and
     /// bounds): for a tool's own requests to the same provider, such as the device API.
