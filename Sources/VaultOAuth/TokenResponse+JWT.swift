@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 // MARK: - The access token's own expiry (RFC 7519 §4.1.4)
 
@@ -21,11 +22,8 @@ extension TokenResponse {
     /// The `exp` of a JWT in compact serialisation, decoded and not verified; nil for anything else.
     static func unverifiedExpiry(ofJWT token: String) -> Date? {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[1].isEmpty, parts.allSatisfy(isBase64URL) else { return nil }
-        // Foundation decodes base64; base64url differs only in two letters and the padding.
-        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
-        guard let payload = Data(base64Encoded: base64), let claims = JSONFields.parse(payload) else { return nil }
+        guard parts.count == 3, !parts[1].isEmpty, parts.allSatisfy(Base64URL.isAlphabet) else { return nil }
+        guard let payload = Base64URL.decode(parts[1]), let claims = JSONFields.parse(Data(payload)) else { return nil }
         let seconds: Double
         switch claims["exp"] {
         case .integer(let value)?: seconds = Double(value)
@@ -34,17 +32,5 @@ extension TokenResponse {
         }
         guard seconds.isFinite, seconds > 0 else { return nil }
         return Date(timeIntervalSince1970: seconds)
-    }
-
-    /// Whether `part` holds only the base64url alphabet (RFC 4648 §5), unpadded as JWTs are.
-    private static func isBase64URL(_ part: Substring) -> Bool {
-        part.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "_"):
-                true
-            default: false
-            }
-        }
     }
 }

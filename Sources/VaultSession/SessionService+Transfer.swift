@@ -155,7 +155,7 @@ extension SessionService {
         }
         let text = SessionArmor.trimmed(armored)
         guard text.hasPrefix(SessionArmor.prefix),
-            let bytes = SessionArmor.base64URLDecoded(String(text.dropFirst(SessionArmor.prefix.count))),
+            let bytes = Base64URL.decodeCanonical(String(text.dropFirst(SessionArmor.prefix.count))),
             bytes.count > SessionArmor.headerLength + RecipientKeyPair.sealOverhead
         else {
             throw SessionTransferError(.malformed, "not a session export (`vault sessions export` writes one line starting with \(SessionArmor.prefix))")
@@ -254,7 +254,7 @@ extension SessionService {
         var json = [UInt8](encoded)
         defer { SecureBytes.zero(&json) }
         let box = try RecipientKeyPair.seal(json, to: recipient.publicKey)
-        return SessionArmor.prefix + SessionArmor.base64URLEncoded([SessionArmor.version] + recipient.hint + box)
+        return SessionArmor.prefix + Base64URL.encode([SessionArmor.version] + recipient.hint + box)
     }
 
     /// Checks an opened payload against this vault, its clock and the endpoint rules, and

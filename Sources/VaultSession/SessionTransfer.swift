@@ -20,7 +20,7 @@ public struct SessionRecipient: Sendable, Hashable, CustomStringConvertible {
 
     public init(parsing text: String) throws {
         let trimmed = SessionArmor.trimmed(text)
-        guard trimmed.hasPrefix(Self.prefix), let bytes = SessionArmor.base64URLDecoded(String(trimmed.dropFirst(Self.prefix.count))),
+        guard trimmed.hasPrefix(Self.prefix), let bytes = Base64URL.decodeCanonical(String(trimmed.dropFirst(Self.prefix.count))),
             bytes.count == RecipientKeyPair.publicKeyLength + 4
         else {
             throw SessionTransferError(.malformed, "not a vault recipient key (`vault recipient` prints one: one line starting with \(Self.prefix))")
@@ -32,7 +32,7 @@ public struct SessionRecipient: Sendable, Hashable, CustomStringConvertible {
         publicKey = key
     }
 
-    public var description: String { Self.prefix + SessionArmor.base64URLEncoded(publicKey + Self.checksum(publicKey)) }
+    public var description: String { Self.prefix + Base64URL.encode(publicKey + Self.checksum(publicKey)) }
 
     /// Eight bytes naming the key in a blob's clear header and in records.
     var hint: [UInt8] { RecipientKeyPair.checksum(publicKey, domain: "credentialvault.recipient.fingerprint.v1", length: 8) }
@@ -70,25 +70,6 @@ enum SessionArmor {
         while let first = slice.first, edges.contains(first) { slice = slice.dropFirst() }
         while let last = slice.last, edges.contains(last) { slice = slice.dropLast() }
         return slice
-    }
-
-    static func base64URLEncoded(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
-    /// Only the canonical encoding of some bytes: other characters, padding, a length no
-    /// encoding has, or unused bits set (two texts for one value) are refused.
-    static func base64URLDecoded(_ text: String) -> [UInt8]? {
-        guard !text.isEmpty, text.utf8.count % 4 != 1,
-            text.utf8.allSatisfy({ ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D || $0 == 0x5F })
-        else { return nil }
-        var standard = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        standard += String(repeating: "=", count: (4 - standard.utf8.count % 4) % 4)
-        guard let data = Data(base64Encoded: standard) else { return nil }
-        let bytes = [UInt8](data)
-        guard base64URLEncoded(bytes) == text else { return nil }
-        return bytes
     }
 }
 

@@ -210,10 +210,8 @@ struct IDTokenClaims {
     init(_ idToken: String?) {
         let parts = idToken?.split(separator: ".", omittingEmptySubsequences: false) ?? []
         guard parts.count == 3 else { return }
-        var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        guard let data = Data(base64Encoded: base64),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        guard let payload = Base64URL.decode(parts[1]),
+            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]
         else { return }
         issuer = (object["iss"] as? String).flatMap { $0.isEmpty ? nil : $0 }
         subject = (object["sub"] as? String).flatMap { $0.isEmpty ? nil : $0 }

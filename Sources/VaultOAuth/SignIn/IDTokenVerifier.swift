@@ -68,7 +68,7 @@ public actor IDTokenVerifier {
         guard parts.count == 3, token.utf8.count <= TokenResponse.maximumBodySize else {
             throw .malformed(reason: "it does not have three parts")
         }
-        guard let data = Base64URL.decode(parts[0]),
+        guard let data = Base64URL.decode(parts[0]).map({ Data($0) }),
             let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
         else {
             throw .malformed(reason: "its header is not base64url JSON")
@@ -223,22 +223,6 @@ struct IDTokenClaims: JWTPayload {
 
     /// The checks are made by ``IDTokenVerifier/check(_:_:)``, where each gets its own error.
     func verify(using algorithm: some JWTAlgorithm) async throws {}
-}
-
-/// base64url without padding (RFC 4648 §5), as JWS uses it.
-enum Base64URL {
-    static func decode(_ text: some StringProtocol) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        guard !base64.contains("=") else { return nil }
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64)
-    }
-
-    static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
 }
 
 extension Duration {
