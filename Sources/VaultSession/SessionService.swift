@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import NIOPosix
 import VaultOAuth
 import VaultStore
 
@@ -394,10 +393,10 @@ public actor SessionService {
         try SessionError.wrapping(body)
     }
 
-    /// Runs `body` on NIO's blocking-I/O thread pool (`NIOThreadPool.singleton`), turning
-    /// ``VaultError`` into ``SessionError``.
+    /// Runs `body` off the cooperative pool (``BlockingWork``), turning ``VaultError`` into
+    /// ``SessionError``.
     static func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive { try SessionError.wrapping(body) }
+        try await BlockingWork.run { try SessionError.wrapping(body) }
     }
 
     /// The OAuth client for a provider whose TLS chains to the PEM bundle `caFile` (an

@@ -1,5 +1,4 @@
 import Foundation
-import NIOPosix
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -124,7 +123,7 @@ struct OpenedVault: Sendable {
     /// Runs blocking vault work (key derivation, SQLite) on NIO's blocking-I/O threads, off the
     /// cooperative pool: what a long-running process (the agent) must do with every vault call.
     static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await NIOThreadPool.singleton.runIfActive(body)
+        try await BlockingWork.run(body)
     }
 
     func close() async {
