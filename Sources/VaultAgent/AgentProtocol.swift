@@ -11,7 +11,8 @@ import Foundation
 ///            "account": "<id, id prefix or subject>"?, "min_ttl": <seconds>?,
 ///            "protocol", "host", "path"?, "username"? (credential, unauthorized: the account whose
 ///            credential hosts match, the one answering as "username" when given),
-///            "presented": "<token>"? (unauthorized: an API refused it; refreshed once if current),
+///            "presented": "<token>"? (unauthorized: an API refused it; refreshed once if current;
+///            absent: the current token, as docker logout names none),
 ///            "passphrase": "…"? | "key_file": "/path"? (unlock only)}
 /// Response: {"v": 1, "ok": true, "token": {"value", "type", "expires_at" (seconds since 1970)?,
 ///            "account", "scopes", "username"?}?, "status": {…}?}

@@ -163,10 +163,10 @@ public final class Vault: Sendable {
         let unlocked: (meta: UnlockRecord, keys: (current: SymmetricKey, pending: SymmetricKey?), pending: [Migration])
         do {
             unlocked = try withReadOnlyQueue(url, options: options) { queue in
-                let (schema, meta, bindings) = try queue.read { db -> (Migrator.Status, UnlockRecord?, [CredentialBinding]) in
+                let (schema, meta) = try queue.read { db -> (Migrator.Status, UnlockRecord?) in
                     try VaultFile.checkApplicationID(db, path: path)
                     let schema = try migrator.status(db, path: path)
-                    return (schema, try UnlockRecord.fetch(db, path: path), try CredentialBinding.unverified(db))
+                    return (schema, try UnlockRecord.fetch(db, path: path))
                 }
                 guard let meta else {
                     throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
@@ -174,8 +174,7 @@ public final class Vault: Sendable {
                 let facts = VaultOpeningFacts(
                     url: url, unlockMethod: meta.unlockMethod, schemaVersion: schema.recordedVersion,
                     latestSchemaVersion: migrator.latestVersion,
-                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) },
-                    unverifiedCredentialBindings: bindings)
+                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) })
                 let credential: VaultCredential
                 do { credential = try choose(facts) } catch { throw CredentialChoiceFailure(error: error) }
                 let vaultKeys = try unlockVaultKeys(meta, credential: credential, path: path)
@@ -599,10 +598,6 @@ public struct VaultOpeningFacts: Sendable, Hashable {
     public var latestSchemaVersion: Int
     /// The migrations opening would apply, oldest first; empty when the vault is up to date.
     public var pendingMigrations: [SchemaStep]
-    /// The accounts' credential-helper bindings as the file says, not authenticated (no key
-    /// yet): enough to tell that a git or docker request matches nothing, never to answer one
-    /// (see ``CredentialBinding``).
-    public var unverifiedCredentialBindings: [CredentialBinding] = []
 }
 
 /// Carries what a credential chooser threw past ``Vault/classify(_:path:)``, to be rethrown unchanged.

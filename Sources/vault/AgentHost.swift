@@ -208,7 +208,7 @@ actor AgentHost {
             if request.op == .unauthorized {
                 try await CredentialAnswers.unauthorized(
                     in: current, scheme: scheme, host: host, path: request.path, username: request.username,
-                    presented: request.presented ?? "")
+                    presented: request.presented)
                 return AgentResponse()
             }
             let token = try await CredentialAnswers.credential(

@@ -177,11 +177,10 @@ extension VaultCommand {
                 try await store(client)
             case "erase":
                 let server = try Server(Self.input())
-                guard let token = try await client.credential(scheme: server.scheme, host: server.authority, path: server.path, username: nil)
-                else { throw CommandFailure(.noRecord, Self.notFound) }
                 // docker logout: the token is not to be used again; the vault keeps the sign-in
-                // and has the next `get` answer a refreshed one.
-                try await client.unauthorized(scheme: server.scheme, host: server.authority, path: server.path, username: nil, presented: token.value)
+                // and has the next `get` answer a refreshed one (one request, one vault opening).
+                guard try await client.unauthorized(scheme: server.scheme, host: server.authority, path: server.path, username: nil, presented: nil)
+                else { throw CommandFailure(.noRecord, Self.notFound) }
             default:
                 throw CommandFailure(.usage, "unknown operation \(Terminal.printable(operation)): get, store, erase or list")
             }

@@ -124,12 +124,12 @@ enum CredentialAnswers {
     }
 
     /// An API (git, docker) refused `presented`: when it is the matching account's current
-    /// token, refresh once.
-    static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, username: String?, presented: String) async throws {
+    /// token, refresh once. Nil: the current token, whichever it is (docker logout names none).
+    static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, username: String?, presented: String?) async throws {
         let bindings = try await bindings(in: opened)
         guard let binding = CredentialHosts.match(bindings, scheme: scheme, host: host, path: path, username: username) else { return }
         let current = try await opened.session.validAccessToken(for: binding.account)
-        guard ConstantTime.equals(current.value, presented) else { return }  // not ours, or already replaced
+        if let presented, !ConstantTime.equals(current.value, presented) { return }  // not ours, or already replaced
         _ = try await opened.session.reportUnauthorized(current)
     }
 }
@@ -143,14 +143,19 @@ struct AgentOrVault {
 
     /// `request` to the agent, else `direct` with the vault opened here. `unless`, when given,
     /// is asked first without the key (of the file's unauthenticated bindings): true answers
-    /// `request` with an empty response, with no agent and no passphrase needed.
+    /// nil, with no agent and no passphrase needed.
     func send(
-        _ request: AgentRequest, unless nothingMatches: (([CredentialBinding]) -> Bool)? = nil,
+        _ request: AgentRequest, unless nothingMatches: ([CredentialBinding]) -> Bool,
         direct: (OpenedVault) async throws -> AgentResponse
-    ) async throws -> AgentResponse {
-        if let nothingMatches, let bindings = try? Self.unverifiedBindings(global), nothingMatches(bindings) {
-            return AgentResponse()
+    ) async throws -> AgentResponse? {
+        if let bindings = try? Vault.inspectCredentialBindings(at: global.url, options: global.storeOptions()), nothingMatches(bindings) {
+            return nil
         }
+        return try await send(request, direct: direct)
+    }
+
+    /// `request` to the agent, else `direct` with the vault opened here.
+    func send(_ request: AgentRequest, direct: (OpenedVault) async throws -> AgentResponse) async throws -> AgentResponse {
         if !noAgent {
             do {
                 return try await AgentClient(vault: global.url).send(request)
@@ -173,11 +178,6 @@ struct AgentOrVault {
         return try await OpenedVault.with(global, credentials, direct)
     }
 
-    /// The bindings the file says there are, read without the key; nil when it cannot be read.
-    static func unverifiedBindings(_ global: GlobalOptions) throws -> [CredentialBinding] {
-        try Vault.inspectCredentialBindings(at: global.url, options: global.storeOptions())
-    }
-
     /// The token for a git or docker request; nil when no binding matches (decided without the
     /// key when the file binds nothing that matches: no agent, no passphrase).
     func credential(scheme: String, host: String, path: String?, username: String?) async throws -> AgentToken? {
@@ -189,20 +189,23 @@ struct AgentOrVault {
                 token: try await CredentialAnswers.credential(
                     in: opened, scheme: scheme, host: host, path: path, username: username,
                     minimumValidity: .seconds(60)))
-        }.token
+        }?.token
         // An agent older than this command ignores `username`: its answer for another user is none.
         if let username, let token, token.username != username { return nil }
         return token
     }
 
-    func unauthorized(scheme: String, host: String, path: String?, username: String?, presented: String) async throws {
+    /// Reports `presented` (nil: the current token) refused; false when the file binds nothing
+    /// that matches (decided without the key), so nothing was asked.
+    @discardableResult
+    func unauthorized(scheme: String, host: String, path: String?, username: String?, presented: String?) async throws -> Bool {
         var request = AgentRequest(.unauthorized)
         (request.protocol, request.host, request.path, request.username, request.presented) = (scheme, host, path, username, presented)
         let nothingMatches = { CredentialHosts.match($0, scheme: scheme, host: host, path: path, username: username) == nil }
-        _ = try await send(request, unless: nothingMatches) { opened in
+        return try await send(request, unless: nothingMatches) { opened in
             try await CredentialAnswers.unauthorized(in: opened, scheme: scheme, host: host, path: path, username: username, presented: presented)
             return AgentResponse()
-        }
+        } != nil
     }
 
     func hosts() async throws -> [String: String] {

@@ -153,10 +153,12 @@ struct OpenedVault: Sendable {
     }
 }
 
-/// How commands name an account: its id, its label, its subject, or a unique prefix of its id
-/// (at least 4 characters), tried in that order; and how messages and hints name one.
+/// How commands name an account: its id or a unique prefix of 8+ characters, its label, its
+/// subject, or a unique id prefix of 4+ characters, tried in that order; and how messages and
+/// hints name one.
 enum AccountReference {
-    static let help = "An account: its id, label, subject, or a unique prefix of its id (4+ characters), tried in that order."
+    static let help =
+        "An account: its id or a unique prefix of it (8+ characters), its label, its subject, or a unique id prefix of 4+ characters, tried in that order."
 
     /// What an account is known by.
     struct Candidate {
@@ -169,19 +171,17 @@ enum AccountReference {
     /// `"Work" (alice, 1a2b3c4d)`: the label (or the subject alone) as the user knows the
     /// account, control characters escaped, and the first 8 characters of its id.
     static func name(of id: AccountID, account: Account?) -> String {
-        let short = String(id.rawValue.prefix(8))
-        guard let account else { return "account \(short)" }
+        guard let account else { return "account \(argument(id))" }
         return "account " + display(Candidate(id: id, subject: account.subject, label: account.label))
     }
 
     /// `"Work" (alice, 1a2b3c4d)` or `alice (1a2b3c4d)`.
     static func display(_ candidate: Candidate) -> String {
-        let short = String(candidate.id.rawValue.prefix(8))
         let subject = Terminal.printable(candidate.subject)
         if let label = candidate.label, !label.isEmpty {
-            return "\"\(Terminal.printable(label))\" (\(subject), \(short))"
+            return "\"\(Terminal.printable(label))\" (\(subject), \(argument(candidate.id)))"
         }
-        return "\(subject) (\(short))"
+        return "\(subject) (\(argument(candidate.id)))"
     }
 
     /// How a hint names the account so the command can be pasted as it is: the first 8
@@ -192,6 +192,9 @@ enum AccountReference {
     static func resolve(_ reference: String, among accounts: [Candidate]) throws -> AccountID {
         if let exact = accounts.first(where: { $0.id.rawValue == reference }) { return exact.id }
         let steps: [(what: String, matches: (Candidate) -> Bool)] = [
+            // 8+ characters of an id first: what hints print (`argument(_:)`) names that account
+            // even when another one's label or subject is the same text.
+            ("id prefix", { reference.count >= 8 && $0.id.rawValue.hasPrefix(reference.lowercased()) }),
             ("label", { $0.label == reference }),
             ("subject", { $0.subject == reference }),
             ("id prefix", { reference.count >= 4 && $0.id.rawValue.hasPrefix(reference.lowercased()) }),
