@@ -11,6 +11,8 @@ import VaultSync
 /// those rows must stay authentic. A row authenticator opens nothing.
 final class Keyring: Sendable {
     let vaultID: [UInt8]
+    /// Rows checked under these keys (see ``VerifiedRows``); emptied when the keys are wiped.
+    let verifiedRows = VerifiedRows()
     private let state: Locked<State>
 
     private struct State {
@@ -116,6 +118,7 @@ final class Keyring: Sendable {
             return Array(state.rowAuthenticators.values)
         }
         authenticators.forEach { $0.wipe() }
+        verifiedRows.removeAll()
     }
 
     /// Wipes every key that seals or opens a value (locking); the row authenticators stay.

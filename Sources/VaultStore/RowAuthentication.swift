@@ -86,13 +86,17 @@ struct RowIntegrity {
     /// changed when `row` (read with `SELECT *`) does not carry its own MAC; ``VaultError/Code/closed``
     /// when it was authenticated with a vault key this process does not hold (rotated elsewhere).
     func check(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws {
-        try check(row, StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
+        try check(StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
     }
 
     /// The same with the row's values read once (the caller decodes the same values) and the
     /// layout of the statement's rows found once (a page of rows shares it).
-    func check(_ row: Row, _ values: StoredRow, in table: AuthenticatedTable, layout: RowLayout, _ db: Database) throws {
-        switch try verdict(row, values, in: table, layout: layout, db) {
+    ///
+    /// With `remembering`, values identical to ones this vault checked before (every column,
+    /// `row_mac` included, byte for byte, under a key this process still holds) are taken as
+    /// checked: recomputing their MAC could only give the same answer (see ``VerifiedRows``).
+    func check(_ values: StoredRow, in table: AuthenticatedTable, layout: RowLayout, remembering: Bool = false, _ db: Database) throws {
+        switch try verdict(values, in: table, layout: layout, remembering: remembering, db) {
         case .authentic:
             return
         case .unknownKey:
@@ -101,7 +105,7 @@ struct RowIntegrity {
             let names = columns.map { "\(table.name).\($0)" }.joined(separator: ", ")
             throw VaultError(
                 .damaged,
-                "\(names) of row \(row.storedKey(table.nameColumn)) \(reason): \(path) is damaged or was tampered with; restore it from a backup (`vault verify` lists every such row)",
+                "\(names) of row \(layout.name(of: values)) \(reason): \(path) is damaged or was tampered with; restore it from a backup (`vault verify` lists every such row)",
                 path: path)
         }
     }
@@ -116,10 +120,10 @@ struct RowIntegrity {
     }
 
     func verdict(_ row: Row, in table: AuthenticatedTable, _ db: Database) throws -> Verdict {
-        try verdict(row, StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
+        try verdict(StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
     }
 
-    func verdict(_ row: Row, _ values: StoredRow, in table: AuthenticatedTable, layout: RowLayout, _ db: Database) throws -> Verdict {
+    func verdict(_ values: StoredRow, in table: AuthenticatedTable, layout: RowLayout, remembering: Bool = false, _ db: Database) throws -> Verdict {
         guard let stored = Self.storedMAC(values, layout: layout) else {
             return .changed(columns: [RowMAC.column], reason: "is missing or unreadable: the row was written or edited without the vault key")
         }
@@ -127,9 +131,13 @@ struct RowIntegrity {
             if try vaultKeyIDs(db).contains(stored.keyID) { return .unknownKey }
             return .changed(columns: [RowMAC.column], reason: "names a vault key the vault does not have")
         }
-        if try authenticator.matches(tag: stored.tag, { feed(values, table: table, layout: layout, into: &$0) }) { return .authentic }
+        if remembering, keyring.verifiedRows.contains(values, table: table.name, keyID: stored.keyID) { return .authentic }
+        if try authenticator.matches(tag: stored.tag, { feed(values, table: table, layout: layout, into: &$0) }) {
+            if remembering { keyring.verifiedRows.remember(values, table: table.name, keyID: stored.keyID, layout: layout) }
+            return .authentic
+        }
         return .changed(
-            columns: try changedColumns(row, table: table, layout: layout, stored: stored, authenticator),
+            columns: try changedColumns(values, table: table, layout: layout, stored: stored, authenticator),
             reason: "was changed without the vault key")
     }
 
@@ -251,16 +259,16 @@ struct RowIntegrity {
     /// The columns whose short tags no longer match; `row_mac` itself when none (or when the
     /// row's columns are not those it was authenticated with).
     private func changedColumns(
-        _ row: Row, table: AuthenticatedTable, layout: RowLayout, stored: RowMAC,
+        _ values: StoredRow, table: AuthenticatedTable, layout: RowLayout, stored: RowMAC,
         _ authenticator: RowAuthenticator
     ) throws -> [String] {
         let width = RowAuthenticator.columnTagLength
         guard stored.columnTags.count == layout.columns.count * width else { return [RowMAC.column] }
-        let key = row.storedKey(table.keyColumn)
+        let key = layout.key(of: values)
         var changed: [String] = []
         for (position, column) in layout.columns.enumerated() {
             let start = stored.columnTags.startIndex + position * width
-            let tag = try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: row[column.index]))
+            let tag = try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))
             if Array(stored.columnTags[start..<(start + width)]) != tag { changed.append(column.name) }
         }
         return changed.isEmpty ? [RowMAC.column] : changed
@@ -272,7 +280,8 @@ struct RowIntegrity {
     }
 
     /// How a table's `SELECT *` rows are encoded: their columns but `row_mac`, sorted by name,
-    /// with their positions, and where `row_mac` is.
+    /// with their positions, and where `row_mac` is. It also finds a column's position by name
+    /// for the readers that decode the same values (``StoredRecord``).
     struct RowLayout: Sendable {
         struct Column: Sendable {
             var name: String
@@ -283,29 +292,77 @@ struct RowIntegrity {
         var tableName: [UInt8]
         var columns: [Column]
         var macIndex: Int?
+        /// Every column's position by its name as the statement spells it (`row_mac` included).
+        var positions: [String: Int]
+        /// Where the key column (``AuthenticatedTable/keyColumn``) and the naming column are.
+        var keyIndex: Int?
+        var nameIndex: Int?
+
+        init(table: AuthenticatedTable, names: [String]) {
+            tableName = Array(table.name.utf8)
+            columns = names.enumerated().filter { $0.element != RowMAC.column }
+                .map { Column(name: $0.element, prefixedName: RowIntegrity.prefixed(Array($0.element.utf8)), index: $0.offset) }
+                .sorted { $0.name < $1.name }
+            macIndex = names.firstIndex(of: RowMAC.column)
+            var positions: [String: Int] = [:]
+            for (index, name) in names.enumerated() where positions[name] == nil { positions[name] = index }
+            self.positions = positions
+            keyIndex = positions[table.keyColumn]
+            nameIndex = positions[table.nameColumn]
+        }
+
+        /// The position of `column`: the vault's SQL spells every column as the schema does,
+        /// and a case-insensitive match (GRDB's rule) is the fallback.
+        func position(of column: String) -> Int? {
+            if let index = positions[column] { return index }
+            let wanted = column.lowercased()
+            return positions.first { $0.key.lowercased() == wanted }?.value
+        }
+
+        /// The row's key as text (an integer key as its number), "?" when unreadable.
+        func key(of values: StoredRow) -> String { Self.text(values, at: keyIndex) }
+        /// How errors name the row (a notification's uuid, not its seq).
+        func name(of values: StoredRow) -> String { Self.text(values, at: nameIndex) }
+
+        private static func text(_ values: StoredRow, at index: Int?) -> String {
+            guard let index, values.values.indices.contains(index) else { return "?" }
+            switch values.values[index].storage {
+            case .string(let text): return text
+            case .int64(let number): return String(number)
+            default: return "?"
+            }
+        }
+    }
+
+    private struct LayoutKey: Hashable {
+        var table: String
+        var columnCount: Int
     }
 
     /// Layouts by table and column count, made once per process: every `SELECT *` of a table
     /// lists the same columns in the same order while the schema stays (a migration that adds a
     /// column changes the count). Reading and sorting column names on every row was a third of
     /// the cost of checking one.
-    private static let layouts = Locked<[String: RowLayout]>([:])
+    private static let layouts = Locked<[LayoutKey: RowLayout]>([:])
 
     static func layout(of row: Row, in table: AuthenticatedTable) -> RowLayout {
-        let key = "\(table.name)#\(row.count)"
+        layout(in: table, columnCount: row.count) { Array(row.columnNames) }
+    }
+
+    /// The layout of the rows `statement` (a `SELECT *` of `table`) returns.
+    static func layout(of statement: Statement, in table: AuthenticatedTable) -> RowLayout {
+        layout(in: table, columnCount: statement.columnCount) { statement.columnNames }
+    }
+
+    private static func layout(in table: AuthenticatedTable, columnCount: Int, names: () -> [String]) -> RowLayout {
+        let key = LayoutKey(table: table.name, columnCount: columnCount)
         if let known = layouts.withLock({ $0[key] }) { return known }
-        let names = Array(row.columnNames)
-        let layout = RowLayout(
-            tableName: Array(table.name.utf8),
-            columns: names.enumerated().filter { $0.element != RowMAC.column }
-                .map { RowLayout.Column(name: $0.element, prefixedName: Self.prefixed(Array($0.element.utf8)), index: $0.offset) }
-                .sorted { $0.name < $1.name },
-            macIndex: names.firstIndex(of: RowMAC.column))
+        let layout = RowLayout(table: table, names: names())
         layouts.withLock { $0[key] = layout }
         return layout
     }
 
-    private static func prefixed(_ part: [UInt8]) -> [UInt8] {
+    fileprivate static func prefixed(_ part: [UInt8]) -> [UInt8] {
         var bytes: [UInt8] = []
         append(part, to: &bytes)
         return bytes

@@ -43,28 +43,26 @@ extension Vault {
     /// The account's access token and what describes it, opening no other sealed value.
     func accessToken(for account: AccountID, _ db: Database) throws -> StoredAccessToken? {
         guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"),
-                arguments: [account.rawValue])
+            let record = try StoredRecord.fetchOne(
+                db, "SELECT * FROM tokens WHERE account_id = ?", [account.rawValue], table: .tokens, path: path)
         else {
             return nil
         }
-        try integrity.check(row, in: .tokens, db)
+        try integrity.check(record, remembering: true, db)
         let key = account.rawValue
-        let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
+        let generation: Int64 = try record.value("generation")
         guard
             let access = try open(
-                row.storedIfPresent("access_token", table: "tokens", row: key, path: path),
-                table: "tokens", column: "access_token", account: account, row: key,
-                version: "\(generation)", db)
+                record.optional("access_token"), table: "tokens", column: "access_token", account: account, row: key,
+                version: String(generation), db)
         else {
             throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)
         }
-        let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
+        let scopes: String = try record.value("scopes")
         return StoredAccessToken(
             account: account, generation: generation, accessToken: access,
-            tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
-            expiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
+            tokenType: try record.value("token_type"),
+            expiresAt: try record.optionalDate("access_expires_at"),
             scopes: scopes.split(separator: " ").map(String.init))
     }
 }

@@ -111,17 +111,19 @@ extension Vault {
 
     /// The active account as the authenticated header row names it.
     func activeAccountID(_ db: Database) throws -> AccountID? {
-        try header(db).storedIfPresent("active_account_id", table: "vault_meta", row: "1", path: path, as: String.self)
-            .map(AccountID.init(rawValue:))
+        try header(db).optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
     }
 
-    /// The header row (`vault_meta`), checked against its MAC.
-    func header(_ db: Database) throws -> Row {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM vault_meta WHERE singleton = 1")) else {
+    /// The header row (`vault_meta`), checked against its MAC (its check remembered: every
+    /// token request that misses the cache reads it).
+    func header(_ db: Database) throws -> StoredRecord {
+        guard
+            let record = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path)
+        else {
             throw VaultError(.damaged, "\(path) has no vault header row", path: path)
         }
-        try integrity.check(row, in: .vaultMeta, db)
-        return row
+        try integrity.check(record, remembering: true, db)
+        return record
     }
 
     /// Makes `id` the active account (nil: none).

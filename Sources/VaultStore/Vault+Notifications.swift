@@ -227,7 +227,7 @@ struct NotificationRowReader {
     /// The record, and the cursor that lists what comes after it. `values` are `row`'s, each column read from SQLite once, for the row MAC and for the record.
     func record(from row: Row, _ values: StoredRow, _ db: Database) throws -> (record: NotificationRecord, cursor: NotificationCursor) {
         let path = vault.path
-        try vault.integrity.check(row, values, in: .notifications, layout: layout, db)
+        try vault.integrity.check(values, in: .notifications, layout: layout, db)
         let p = positions
         let storedUUID = try? values.storedIfPresent(at: p[1], "uuid", table: Self.table, row: "?", path: path, as: String.self)
         let key = storedUUID ?? "?"

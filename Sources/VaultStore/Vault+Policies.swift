@@ -77,29 +77,27 @@ extension Vault {
         for account: AccountID, _ db: Database, path: String?,
         integrity: RowIntegrity? = nil
     ) throws -> SessionPolicy? {
-        // Prepared once per connection: every token request that misses the cache reads it.
+        // Every token request that misses the cache reads it: read in place, its check remembered.
         guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT * FROM session_policies WHERE account_id = ?"),
-                arguments: [account.rawValue])
+            let record = try StoredRecord.fetchOne(
+                db, "SELECT * FROM session_policies WHERE account_id = ?", [account.rawValue], table: .sessionPolicies, path: path)
         else {
             return nil
         }
-        try integrity?.check(row, in: .sessionPolicies, db)
-        let key = account.rawValue
+        try integrity?.check(record, remembering: true, db)
         func milliseconds(_ column: String) throws -> Duration {
-            .milliseconds(try row.stored(column, table: "session_policies", row: key, path: path, as: Int64.self))
+            .milliseconds(try record.value(column, as: Int64.self))
         }
         func optionalMilliseconds(_ column: String) throws -> Duration? {
-            try row.storedIfPresent(column, table: "session_policies", row: key, path: path, as: Int64.self).map { .milliseconds($0) }
+            try record.optional(column, as: Int64.self).map { .milliseconds($0) }
         }
-        let idleAction: String = try row.stored("idle_action", table: "session_policies", row: key, path: path)
+        let idleAction: String = try record.value("idle_action")
         // NULL (every policy stored before schema 4, and the default since) is `any`.
-        let activity: String? = try row.storedIfPresent("activity", table: "session_policies", row: key, path: path)
+        let activity: String? = try record.optional("activity")
         return SessionPolicy(
             idleTimeout: try optionalMilliseconds("idle_timeout_ms"),
             warningBefore: try milliseconds("warning_ms"),
-            maxExtensions: try row.stored("max_extensions", table: "session_policies", row: key, path: path),
+            maxExtensions: try record.value("max_extensions"),
             absoluteLifetime: try optionalMilliseconds("absolute_lifetime_ms"),
             backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
             idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock,

@@ -361,7 +361,7 @@ extension Vault {
             try integrity.check(row, in: .sessionTransfers, db)
             rows += 1
         }
-        let expected = try header(db).storedIfPresent("session_transfers", table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0
+        let expected = try header(db).optional("session_transfers", as: Int64.self) ?? 0
         guard Int64(rows) == expected else {
             throw VaultError(
                 .damaged,

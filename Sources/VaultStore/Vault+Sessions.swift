@@ -54,16 +54,22 @@ extension Vault {
 
     /// The account's most recent session, checked against its MAC.
     func currentSession(for account: AccountID, _ db: Database) throws -> SessionRecord? {
-        try Row.fetchOne(
-            db.cachedStatement(sql: "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"),
-            arguments: [account.rawValue]
-        ).map { try self.session(from: $0, db) }
+        // On every token request that misses the cache: read in place, and the row's check
+        // remembered (``VerifiedRows``).
+        guard
+            let record = try StoredRecord.fetchOne(
+                db, "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1", [account.rawValue],
+                table: .sessions, path: path)
+        else { return nil }
+        try integrity.check(record, remembering: true, db)
+        return try Self.session(from: record)
     }
 
     /// A session row, checked against its MAC.
     func session(from row: Row, _ db: Database) throws -> SessionRecord {
-        try integrity.check(row, in: .sessions, db)
-        return try Self.session(from: row, path: path)
+        let record = StoredRecord(row, table: .sessions, path: path)
+        try integrity.check(record, db)
+        return try Self.session(from: record)
     }
 
     /// Every session of the account (or of all accounts), newest first.
@@ -160,34 +166,33 @@ extension Vault {
     }
 
     static func session(from row: Row, path: String?) throws -> SessionRecord {
-        let key = row.storedKey("session_id")
-        func date(_ column: String) throws -> Date { try row.storedDate(column, table: "sessions", row: key, path: path) }
-        func optionalDate(_ column: String) throws -> Date? {
-            try row.storedDateIfPresent(column, table: "sessions", row: key, path: path)
-        }
-        let state: String = try row.stored("state", table: "sessions", row: key, path: path)
+        try session(from: StoredRecord(row, table: .sessions, path: path))
+    }
+
+    static func session(from record: StoredRecord) throws -> SessionRecord {
+        let state: String = try record.value("state")
         func extensionMarker() throws -> SessionRecord.ExtensionMarker? {
-            guard let holder: String = try row.storedIfPresent("extension_holder", table: "sessions", row: key, path: path),
-                let deadline = try optionalDate("extension_deadline")
+            guard let holder: String = try record.optional("extension_holder"),
+                let deadline = try record.optionalDate("extension_deadline")
             else { return nil }
             return SessionRecord.ExtensionMarker(holder: holder, deadline: deadline)
         }
         return SessionRecord(
-            id: try row.stored("session_id", table: "sessions", row: key, path: path),
-            account: AccountID(rawValue: try row.stored("account_id", table: "sessions", row: key, path: path)),
+            id: try record.value("session_id"),
+            account: AccountID(rawValue: try record.value("account_id")),
             state: SessionState(rawValue: state) ?? .expired,
-            endReason: try row.storedIfPresent("end_reason", table: "sessions", row: key, path: path),
-            startedAt: try date("started_at"),
-            lastActivityAt: try date("last_activity_at"),
-            idleDeadline: try optionalDate("idle_deadline"),
-            absoluteDeadline: try optionalDate("absolute_deadline"),
-            extensionsUsed: try row.stored("extensions_used", table: "sessions", row: key, path: path),
-            backgroundEnteredAt: try optionalDate("background_entered_at"),
-            endedAt: try optionalDate("ended_at"),
+            endReason: try record.optional("end_reason"),
+            startedAt: try record.date("started_at"),
+            lastActivityAt: try record.date("last_activity_at"),
+            idleDeadline: try record.optionalDate("idle_deadline"),
+            absoluteDeadline: try record.optionalDate("absolute_deadline"),
+            extensionsUsed: try record.value("extensions_used"),
+            backgroundEnteredAt: try record.optionalDate("background_entered_at"),
+            endedAt: try record.optionalDate("ended_at"),
             // NULL in rows written before schema 4.
-            version: try row.storedIfPresent("version", table: "sessions", row: key, path: path) ?? 0,
+            version: try record.optional("version") ?? 0,
             extensionInFlight: try extensionMarker(),
             // NULL in rows written before schema 5.
-            authTime: try optionalDate("auth_time"))
+            authTime: try record.optionalDate("auth_time"))
     }
 }

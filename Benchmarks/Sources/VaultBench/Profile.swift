@@ -107,6 +107,10 @@ func profileLoop(_ arguments: [String]) async throws {
             try touch()
             try time("one-statement vault read") { _ = try vault.activeAccountID() }
             try touch()
+            let hop = nowNanos()
+            _ = try await BlockingWork.run { 0 }
+            steps["off-pool hop (empty)", default: []].append(nowNanos() - hop)
+            try touch()
             let start = nowNanos()
             _ = try await service.validAccessToken()
             steps["validAccessToken", default: []].append(nowNanos() - start)

@@ -1,0 +1,75 @@
+import Foundation
+import GRDB
+
+/// One row of an authenticated table as the vault decodes it: its values, each read from
+/// SQLite once, and the table's ``RowIntegrity/RowLayout`` (where each column is). The row MAC
+/// is checked on the same values the record is then decoded from.
+///
+/// ```swift
+/// guard let record = try StoredRecord.fetchOne(db, "SELECT * FROM tokens WHERE account_id = ?",
+///                                              [id.rawValue], table: .tokens, path: path) else { return nil }
+/// try integrity.check(record, db)
+/// let generation: Int64 = try record.value("generation")
+/// ```
+struct StoredRecord {
+    let values: StoredRow
+    let layout: RowIntegrity.RowLayout
+    let table: AuthenticatedTable
+    let path: String?
+
+    /// A row read through GRDB's `Row` (every reader that is not on a hot path).
+    init(_ row: Row, table: AuthenticatedTable, path: String?) {
+        self.init(values: StoredRow(row), layout: RowIntegrity.layout(of: row, in: table), table: table, path: path)
+    }
+
+    init(values: StoredRow, layout: RowIntegrity.RowLayout, table: AuthenticatedTable, path: String?) {
+        self.values = values
+        self.layout = layout
+        self.table = table
+        self.path = path
+    }
+
+    /// The first row of `sql` (a `SELECT *` of `table`), prepared once per connection and read
+    /// straight from the statement: GRDB's `Row` would index every column's name first.
+    static func fetchOne(
+        _ db: Database, _ sql: String, _ arguments: StatementArguments = StatementArguments(),
+        table: AuthenticatedTable, path: String?
+    ) throws -> StoredRecord? {
+        let statement = try db.cachedStatement(sql: sql)
+        // A cursor of the first column steps the statement; the rest is read from it in place.
+        let cursor = try DatabaseValue.fetchCursor(statement, arguments: arguments)
+        guard try cursor.next() != nil else { return nil }
+        return StoredRecord(
+            values: StoredRow(current: statement), layout: RowIntegrity.layout(of: statement, in: table), table: table, path: path)
+    }
+
+    /// How errors name the row.
+    var name: String { layout.name(of: values) }
+
+    /// The column's value as `T`; `.damaged` when it is NULL, missing or cannot be read as `T`.
+    func value<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T {
+        try values.stored(at: layout.position(of: column), column, table: table.name, row: name, path: path, as: type)
+    }
+
+    /// The column's value as `T`, nil when it is NULL or missing (an older schema's row).
+    func optional<T: DatabaseValueConvertible>(_ column: String, as type: T.Type = T.self) throws -> T? {
+        try values.storedIfPresent(at: layout.position(of: column), column, table: table.name, row: name, path: path, as: type)
+    }
+
+    /// A stored time in milliseconds since 1970.
+    func date(_ column: String) throws -> Date {
+        Date(millisecondsSince1970: try value(column, as: Int64.self))
+    }
+
+    /// A stored time in milliseconds since 1970, nil when it is NULL.
+    func optionalDate(_ column: String) throws -> Date? {
+        try optional(column, as: Int64.self).map(Date.init(millisecondsSince1970:))
+    }
+}
+
+extension RowIntegrity {
+    /// Checks `record` against its MAC (see ``check(_:in:layout:remembering:_:)``).
+    func check(_ record: StoredRecord, remembering: Bool = false, _ db: Database) throws {
+        try check(record.values, in: record.table, layout: record.layout, remembering: remembering, db)
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import GRDB
+import Testing
+import VaultTestSupport
+
+@testable import VaultStore
+
+/// The token path remembers the rows it checked (``VerifiedRows``): a row is taken as checked
+/// again only when it is the same, byte for byte. Anything changed without the key is still
+/// reported, however recently the row was read.
+@Suite struct VerifiedRowsTests {
+    /// A plain column of each row the token path reads, and a value to put in it.
+    static let edits: [(table: String, sql: String, argument: DatabaseValue)] = [
+        ("tokens", "UPDATE tokens SET scopes = ?", "openid admin".databaseValue),
+        ("sessions", "UPDATE sessions SET absolute_deadline = ?", Int64(4_102_444_800_000).databaseValue),
+        ("session_policies", "UPDATE session_policies SET max_extensions = ?", Int64(99).databaseValue),
+        ("vault_meta", "UPDATE vault_meta SET active_account_id = NULL WHERE ? IS NOT NULL", Int64(1).databaseValue),
+    ]
+
+    @Test("a row read and checked before is still checked again when it changes", arguments: edits.indices)
+    func changedRememberedRowIsRejected(edit index: Int) throws {
+        let edit = Self.edits[index]
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("memo"), policy: SessionPolicy())
+        // Read twice: checked, then remembered and served from the memo.
+        for _ in 0..<2 { #expect(try vault.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef") }
+
+        let original = try RawDatabase.queue(test.url).read { db in try Row.fetchAll(db, sql: "SELECT * FROM \(edit.table)") }
+        try RawDatabase.execute(test.url, edit.sql, [edit.argument])
+        let error = expectVaultError(.damaged) { try vault.accessSnapshot(for: record.account.id) }
+        #expect(error?.message.contains(edit.table) == true, "\(error.map(String.init(describing:)) ?? "no error")")
+
+        // Put back as it was, the row is authentic again.
+        try RawDatabase.queue(test.url).write { db in
+            try db.execute(sql: "DELETE FROM \(edit.table)")
+            for row in original {
+                let columns = Array(row.columnNames)
+                try db.execute(
+                    sql: "INSERT INTO \(edit.table) (\(columns.joined(separator: ", "))) VALUES (\(databaseQuestionMarks(count: columns.count)))",
+                    arguments: StatementArguments(columns.map { row[$0] as DatabaseValue }))
+            }
+        }
+        #expect(try vault.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef")
+    }
+
+    @Test("values are the same only with the same type and bytes")
+    func sameMeansSameBytes() {
+        let precomposed = "caf\u{E9}"
+        let decomposed = "cafe\u{301}"
+        #expect(precomposed == decomposed, "Swift's == takes them as equal")
+        #expect(!VerifiedRows.identical([precomposed.databaseValue], [decomposed.databaseValue]))
+        #expect(!VerifiedRows.identical([Int64(1).databaseValue], [Double(1).databaseValue]))
+        #expect(!VerifiedRows.identical([Data("abc".utf8).databaseValue], ["abc".databaseValue]))
+        #expect(!VerifiedRows.identical([DatabaseValue.null], [Int64(0).databaseValue]))
+        #expect(!VerifiedRows.identical([Int64(1).databaseValue], [Int64(1).databaseValue, .null]))
+        #expect(VerifiedRows.identical([precomposed.databaseValue, Int64(7).databaseValue, .null], [precomposed.databaseValue, Int64(7).databaseValue, .null]))
+    }
+}
