@@ -55,6 +55,7 @@ import VaultTestSupport
         #expect(!VerifiedRows.identical([Data("abc".utf8).databaseValue], ["abc".databaseValue]))
         #expect(!VerifiedRows.identical([DatabaseValue.null], [Int64(0).databaseValue]))
         #expect(!VerifiedRows.identical([Int64(1).databaseValue], [Int64(1).databaseValue, .null]))
-        #expect(VerifiedRows.identical([precomposed.databaseValue, Int64(7).databaseValue, .null], [precomposed.databaseValue, Int64(7).databaseValue, .null]))
+        let row: [DatabaseValue] = [precomposed.databaseValue, Int64(7).databaseValue, .null]
+        #expect(VerifiedRows.identical(row, row))
     }
 }
