@@ -104,12 +104,13 @@ extension Vault {
             activity: activity.flatMap(SessionPolicy.Activity.init(rawValue:)) ?? .any)
     }
 
-    /// A number that changes whenever another connection (in this or another process)
-    /// commits to the vault: SQLite's `PRAGMA data_version` on this vault's writer connection.
-    /// Cheap enough to check on every call; compare two readings to know whether to reload.
+    /// A number that changes whenever a connection (in this or another process, this value's
+    /// own writes included) commits to the vault: SQLite's `PRAGMA data_version` on a read-only
+    /// connection of its own, which never waits for a writer. Cheap enough to check on every
+    /// call; compare two readings to know whether to reload.
     public func dataVersion() throws -> Int64 {
         do {
-            return try withOpenPool { pool in try pool.writeWithoutTransaction { db in try Int64.fetchOne(db, sql: "PRAGMA data_version") ?? 0 } }
+            return try withStampConnection { db in try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) ?? 0 }
         } catch let error as VaultError {
             throw error
         } catch {
@@ -118,9 +119,10 @@ extension Vault {
     }
 
     /// A value that changes whenever the vault's content may have changed: a commit by any
-    /// other connection (this or another process; SQLite's `data_version`) or a write
-    /// through this value. Take it *before* reading what you cache; while it stays equal,
-    /// what you read is still what the file holds.
+    /// connection (this or another process; SQLite's `data_version`) or a write through this
+    /// value (counted as well, so a write that has not committed yet when the stamp is taken
+    /// still moves the next one). Take it *before* reading what you cache; while it stays
+    /// equal, what you read is still what the file holds. It never waits for a writer.
     public func changeStamp() throws -> VaultChangeStamp {
         // Counter first: a write finishing between the two readings makes the stamp older, never newer.
         let writes = localWrites.load(ordering: .acquiring)

@@ -32,8 +32,8 @@ public final class Vault: Sendable {
     /// Closed by ``close()``, which waits for the reads and writes in flight (see `CloseGate`).
     /// Locking drops the keys but keeps the file usable for plain metadata.
     private let gate = CloseGate()
-    /// Counts write transactions run through this value (see ``changeStamp()``): SQLite's
-    /// `data_version` does not change for commits made on the connection that reads it.
+    /// Counts write transactions run through this value (see ``changeStamp()``: a write still
+    /// in flight when a stamp is taken moves the next stamp even before it commits).
     /// ``close()`` checkpoints only when it is not 0, so every write goes through ``write(_:_:)``.
     let localWrites = Atomic<Int64>(0)
     /// Whether this value wrote to the file outside ``write(_:_:)`` (created it, migrated it), so
@@ -46,6 +46,13 @@ public final class Vault: Sendable {
 
     /// `url.path`, kept: every read names the file in its errors, and `URL.path` decodes the URL each time.
     let path: String
+    /// The options the vault was opened with (the stamp connection is opened with them).
+    private let options: VaultOptions
+    /// The read-only connection ``dataVersion()`` asks, opened on first use: its own, so a
+    /// stamp never queues behind this process's writes on the pool's writer (which can wait a
+    /// whole busy timeout for another process's lock) and every commit, this value's own
+    /// included, moves it.
+    private let stampConnection = Locked<DatabaseQueue?>(nil)
 
     init(url: URL, pool: DatabasePool, keyring: Keyring, deviceID: String, wroteWhileOpening: Bool, options: VaultOptions) {
         self.url = url
@@ -58,6 +65,7 @@ public final class Vault: Sendable {
         self.logger = options.logger
         self.clock = options.clock
         self.kdf = options.kdf
+        self.options = options
     }
 
     // MARK: - Create
@@ -240,6 +248,13 @@ public final class Vault: Sendable {
 
     private func closeWhileGated() {
         keyring.wipe()
+        // First: the pool's reader must stay the last connection to close (see `openPool`).
+        if let stamp = stampConnection.withLock({ queue -> DatabaseQueue? in
+            defer { queue = nil }
+            return queue
+        }) {
+            try? stamp.close()
+        }
         // SQLite folds the WAL back into the file only when the last connection closes, and
         // the pool's last connection is a read-only reader that cannot. Checkpoint explicitly
         // so that what this value wrote ends up in the file and no longer in the WAL (with
@@ -556,6 +571,19 @@ extension Vault {
             throw VaultError(.closed, "the vault \(path) was closed; open it again", path: path)
         }
         return result
+    }
+
+    /// Runs `body` on the stamp connection (see `stampConnection`), opening it first if needed.
+    func withStampConnection<T>(_ body: (Database) throws -> T) throws -> T {
+        try withOpenPool { _ in
+            let queue = try stampConnection.withLock { queue -> DatabaseQueue in
+                if let queue { return queue }
+                let opened = try DatabaseQueue(path: path, configuration: Self.configuration(readonly: true, options: options))
+                queue = opened
+                return opened
+            }
+            return try queue.inDatabase(body)
+        }
     }
 
     func read<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
