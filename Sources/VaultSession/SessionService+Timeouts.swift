@@ -91,7 +91,7 @@ extension SessionService {
             return true
         }
         guard locked.result else { return false }
-        for task in refreshes.values { _ = try? await task.value }
+        for refresh in refreshes.values { await refresh.finished() }
         lockReason = reason
         tokenCache = nil
         vault.lock()

@@ -14,10 +14,6 @@ enum TokenRequest: Hashable {
     init(_ account: AccountID?) { self = account.map(TokenRequest.account) ?? .active }
 }
 
-/// Tells callers that shared a request to ask again: its serving caller was cancelled, or the
-/// active account changed while it was served.
-struct AbandonedTokenRequest: Error {}
-
 extension SessionService {
     /// A token that stays valid for at least ``SessionConfiguration/leeway``, for the given
     /// account or the active one, refreshing ahead of expiry when needed.
@@ -35,38 +31,37 @@ extension SessionService {
             case .hit(let token): return token
             case .miss(let taken): stamp = taken
             }
-            guard tokenWaiters[request] != nil else {
-                return try await serveSharing(request, account: account, stamp: stamp)
+            // One caller's request is worked out at a time, off every caller's task: the others
+            // asking the same meanwhile (waiting on the server or another process's refresh)
+            // share its answer without reading anything, and a caller cancelled while waiting
+            // leaves at once.
+            let serving: Coalesced<AccessToken>
+            let joined: Bool
+            if let running = tokenRequests[request], running.isJoinable {
+                (serving, joined) = (running, true)
+            } else {
+                let started = Coalesced(whenAbandoned: .finish) { try await self.serveAccessToken(for: account, stamp: stamp) }
+                (serving, joined) = (started, false)
+                tokenRequests[request] = started
             }
-            // Another caller is serving the same request and waits on the server or another
-            // process's refresh: its answer is this caller's too, without reading anything.
             do {
-                return try await withCheckedThrowingContinuation { tokenWaiters[request, default: []].append($0) }
-            } catch is AbandonedTokenRequest {
-                continue  // that caller was cancelled, or the active account changed: ask again
+                let token = try await serving.value()
+                forgetIfFinished(serving, request)
+                return token
+            } catch {
+                forgetIfFinished(serving, request)
+                // Cancelled work this caller did not cancel (a refresh stopped by a sign-out whose
+                // session lives on), or an active account that changed while another caller's
+                // request was worked out, which may be the one this caller asked for: ask again.
+                if error is CancellationError, !Task.isCancelled { continue }
+                if joined, case SessionError.accountChanged = error { continue }
+                throw error
             }
         }
     }
 
-    /// Serves `request` and hands the outcome to every caller that asked for the same while
-    /// this one was waiting.
-    private func serveSharing(_ request: TokenRequest, account: AccountID?, stamp: VaultChangeStamp?) async throws -> AccessToken {
-        tokenWaiters[request] = []
-        let outcome: Result<AccessToken, any Error>
-        do {
-            outcome = .success(try await serveAccessToken(for: account, stamp: stamp))
-        } catch {
-            outcome = .failure(error)
-        }
-        // This caller's cancellation is not theirs, and an active account that changed during
-        // this request may be the one they asked for: in both cases they ask again.
-        var shared = outcome
-        if case .failure(let error) = outcome {
-            if error is CancellationError { shared = .failure(AbandonedTokenRequest()) }
-            if case SessionError.accountChanged = error { shared = .failure(AbandonedTokenRequest()) }
-        }
-        for waiter in tokenWaiters.removeValue(forKey: request) ?? [] { waiter.resume(with: shared) }
-        return try outcome.get()
+    private func forgetIfFinished(_ serving: Coalesced<AccessToken>, _ request: TokenRequest) {
+        if let current = tokenRequests[request], current === serving, serving.isFinished { tokenRequests[request] = nil }
     }
 
     /// The slow path of ``validAccessToken(for:)``: one read of everything the answer depends
@@ -165,21 +160,31 @@ extension SessionService {
 
     /// One refresh per account in this process; callers arriving meanwhile share its result.
     func refresh(_ id: AccountID, from generation: Int64, force: Bool) async throws -> StoredTokens {
-        if let running = refreshes[id] { return try await outcome(of: running, for: id) }
-        // Every caller of the account waits on it: ahead of them in the actor's queue, where
-        // hundreds of callers arriving at once would otherwise delay the request they wait for.
-        let task = Task(priority: .high) { try await self.performRefresh(id, seen: generation, force: force) }
-        refreshes[id] = task
-        defer { refreshes[id] = nil }
-        return try await outcome(of: task, for: id)
+        let refresh: Coalesced<StoredTokens>
+        if let running = refreshes[id], running.isJoinable {
+            refresh = running
+        } else {
+            // Every caller of the account waits on it: ahead of them in the actor's queue, where
+            // hundreds of callers arriving at once would otherwise delay the request they wait for.
+            refresh = Coalesced(whenAbandoned: .finish, priority: .high) { try await self.performRefresh(id, seen: generation, force: force) }
+            refreshes[id] = refresh
+        }
+        defer {
+            // The first caller back after it finished lets it go (a refresh every caller left
+            // is replaced by the next one instead).
+            if let current = refreshes[id], current === refresh, refresh.isFinished { refreshes[id] = nil }
+        }
+        return try await outcome(of: refresh, for: id)
     }
 
     /// The shared refresh's result. A refresh cancelled because the account was signed out or
-    /// its session ended reports that, not a cancellation the caller never asked for.
-    private func outcome(of task: Task<StoredTokens, any Error>, for id: AccountID) async throws -> StoredTokens {
+    /// its session ended reports that, not a cancellation the caller never asked for. A caller
+    /// that was cancelled itself leaves at once with `CancellationError`.
+    private func outcome(of refresh: Coalesced<StoredTokens>, for id: AccountID) async throws -> StoredTokens {
         do {
-            return try await task.value
+            return try await refresh.value()
         } catch is CancellationError {
+            try Task.checkCancellation()
             guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
             if session.state != .active {
                 throw try await endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))

@@ -39,8 +39,9 @@ public actor SessionService {
     /// bounds): for a tool's own requests to the same provider, such as the device API.
     public nonisolated var transport: any HTTPTransport { oauth.transport }
 
-    /// In-flight refreshes, one per account, shared by every caller in this process.
-    var refreshes: [AccountID: Task<StoredTokens, any Error>] = [:]
+    /// In-flight refreshes, one per account, shared by every caller in this process; one that
+    /// every caller left still finishes (its rotated tokens must be stored).
+    var refreshes: [AccountID: Coalesced<StoredTokens>] = [:]
     /// OAuth clients and ID-token verifiers for providers that chain to a private CA (an
     /// account's `caFile`), made once per file; the service's own serve every other request.
     var trustingClients: [String: (oauth: OAuthClient, verifier: IDTokenVerifier)] = [:]
@@ -56,8 +57,9 @@ public actor SessionService {
     /// How long the identity service's tokens lived when this process last refreshed an
     /// account's to meet a `minimumValidity` (``validAccessToken(for:minimumValidity:)``).
     var observedLifetimes: [AccountID: TimeInterval] = [:]
-    /// Callers of ``validAccessToken(for:)`` waiting for the answer another caller is getting.
-    var tokenWaiters: [TokenRequest: [CheckedContinuation<AccessToken, any Error>]] = [:]
+    /// Answers to ``validAccessToken(for:)`` being worked out, shared by every caller asking the
+    /// same meanwhile.
+    var tokenRequests: [TokenRequest: Coalesced<AccessToken>] = [:]
     /// Events on their way to the vault's log, and the task writing them.
     let logQueue = EventLogQueue()
     var eventWriter: Task<Void, Never>?

@@ -106,3 +106,33 @@ struct RefreshTests {
         }
     }
 }
+
+/// Callers that share a refresh: one that gives up leaves at once, and the refresh it started
+/// is still stored for the others (its rotated refresh token must not be lost).
+@Suite("Callers sharing a refresh", .timeLimit(.minutes(TestTimeScale.minutes(1))))
+struct SharedRefreshCancellationTests {
+    @Test("a caller cancelled while the refresh is in flight leaves at once; the others get the stored refresh")
+    func cancelledCallerLeavesTheRefreshToTheOthers() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            let service = h.service
+            h.transport.holdNextResponse()
+            let leaving = Task { try await service.validAccessToken() }
+            #expect(await h.transport.waitUntilHolding(), "the refresh reached the server")
+            let staying = (0..<3).map { _ in Task { try await service.validAccessToken() } }
+
+            // The server has answered (the answer is held): the cancelled caller does not wait for it.
+            leaving.cancel()
+            await #expect(throws: CancellationError.self) { try await leaving.value }
+
+            h.transport.releaseHeldResponse()
+            var served: Set<String> = []
+            for caller in staying { served.insert(try await caller.value.value) }
+            #expect(served.count == 1, "the waiting callers share one refreshed token")
+            let stored = try #require(try h.vault.tokens(for: alice))
+            #expect(served.first == stored.tokens.accessToken, "the refresh the cancelled caller started was stored")
+            #expect(stored.tokens.refreshToken == h.transport.exchanges.last?.response?.refreshToken, "the rotated refresh token was kept")
+            await h.expectTokenRequests(1)
+        }
+    }
+}

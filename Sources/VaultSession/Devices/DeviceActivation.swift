@@ -40,7 +40,8 @@ public actor DeviceActivation {
     private let hub = Broadcast<ActivationEvent>()
 
     /// One verification wait per account, shared by every caller.
-    private var verifications: [AccountID: Task<ActivationOutcome, any Error>] = [:]
+    /// Running waits, one per account, shared by every caller; cancelled once every caller left.
+    private var verifications: [AccountID: Coalesced<ActivationOutcome>] = [:]
     /// The current nap of each wait, cancelled to wake it early.
     private var naps: [AccountID: Task<Void, Never>] = [:]
     /// How a wait was ended from outside (fallback activated, cancelled…).
@@ -107,17 +108,28 @@ public actor DeviceActivation {
     /// Sends an approval request to the account's active devices and waits until one
     /// approves or rejects it, the fallback activates this device, the activation is
     /// cancelled, or ``ActivationConfiguration/approvalTimeout`` passes (the server is then
-    /// told, so the request can no longer be approved). Concurrent callers share one wait.
+    /// told, so the request can no longer be approved). Concurrent callers share one wait; a
+    /// caller whose task is cancelled leaves it at once, and the wait stops when the last one
+    /// leaves (the request stays stored, and a later `verify` resumes it).
     public func verify(account: AccountID? = nil) async throws -> ActivationOutcome {
         let id = try await session.resolve(account)
-        if let running = verifications[id] { return try await running.value }
-        let task = Task { try await self.runVerification(id) }
-        verifications[id] = task
-        defer { verifications[id] = nil }
-        return try await withTaskCancellationHandler {
-            try await task.value
-        } onCancel: {
-            task.cancel()
+        while true {
+            let verification: Coalesced<ActivationOutcome>
+            if let running = verifications[id], running.isJoinable {
+                verification = running
+            } else {
+                verification = Coalesced(whenAbandoned: .cancel) { try await self.runVerification(id) }
+                verifications[id] = verification
+            }
+            defer {
+                if let current = verifications[id], current === verification, verification.isFinished { verifications[id] = nil }
+            }
+            do {
+                return try await verification.value()
+            } catch is CancellationError where !Task.isCancelled && verification.wasCancelled {
+                // The last caller left just as this one joined, which stopped the wait: start again.
+                continue
+            }
         }
     }
 
@@ -301,7 +313,7 @@ public actor DeviceActivation {
         guard let outcome else {
             throw ActivationError(.notPending, "the server reports the activation still pending")
         }
-        if verifications[id] != nil {
+        if verifications[id]?.isJoinable == true {
             interruptions[id] = outcome
             naps[id]?.cancel()
         }
