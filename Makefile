@@ -85,6 +85,12 @@ LINT_PATHS := Package.swift Sources Tests Plugins Fuzz Benchmarks/Package.swift 
 	Examples/ClientTool/Package.swift Examples/ClientTool/Sources
 lint:
 	swift format lint --strict --recursive --parallel $(LINT_PATHS)
+	@# Time is injected (a WallClock, a Clock): Date() only in WallClock.system and in
+	@# OAuthClient's default (VaultOAuth does not see WallClock); DevGateway is a test server.
+	@if grep -rn --include='*.swift' 'Date()' Sources | grep -v '^Sources/DevGateway/' | grep -v '///' \
+		| grep -v '^Sources/VaultStore/WallClock.swift:.*static let system' \
+		| grep -v '^Sources/VaultOAuth/OAuthClient.swift:.*now: @escaping'; then \
+		echo "Date() outside the injected wall clock (above)"; exit 1; fi
 
 format:
 	swift format format --in-place --recursive --parallel $(LINT_PATHS)

@@ -183,7 +183,7 @@ struct AccountView {
         guard let tokens else { return "no tokens" }
         let expiry =
             tokens.accessTokenExpiresAt.map {
-                $0 > Date() ? "expires \(Format.relative($0))" : "expired \(Format.relative($0))"
+                $0 > CommandTime.wall.now() ? "expires \(Format.relative($0))" : "expired \(Format.relative($0))"
             } ?? "expiry unknown"
         return "access token present, \(expiry); refresh token \(tokens.hasRefreshToken ? "present" : "absent")"
     }

@@ -20,7 +20,10 @@ actor AgentHost {
     let socket: URL
     let lockAfter: Duration?
     let logger: Logger
-    let startedAt = Date()
+    let startedAt: Date
+    /// The agent's wall clock (`status` times) and the clock its lock timer sleeps on.
+    let wallClock: WallClock
+    let clock: any Clock<Duration>
     private var opened: OpenedVault?
     /// The vault file the keys belong to (device and inode when it was opened).
     private var identity: (dev: UInt64, ino: UInt64)?
@@ -36,8 +39,14 @@ actor AgentHost {
     /// Where lock and unlock are told (standard error in the foreground; nowhere detached).
     let report: @Sendable (String) -> Void
 
-    init(global: GlobalOptions, socket: URL, lockAfter: Duration?, report: @escaping @Sendable (String) -> Void = { _ in }) {
+    init(
+        global: GlobalOptions, socket: URL, lockAfter: Duration?, wallClock: WallClock = CommandTime.wall,
+        clock: any Clock<Duration> = CommandTime.clock, report: @escaping @Sendable (String) -> Void = { _ in }
+    ) {
         self.report = report
+        self.wallClock = wallClock
+        self.clock = clock
+        self.startedAt = wallClock.now()
         self.global = global
         self.url = global.url
         self.socket = socket
@@ -77,7 +86,7 @@ actor AgentHost {
         }
         identity = Self.identity(of: url)
         lockReason = nil
-        lastUse = Date()
+        lastUse = wallClock.now()
         armLockTimer()
         let events = vault.session.events()
         watcher = Task { [weak self] in
@@ -158,7 +167,7 @@ actor AgentHost {
         case .hosts:
             switch usable() {
             case .success(let current):
-                lastUse = Date()
+                lastUse = wallClock.now()
                 armLockTimer()
                 do {
                     return AgentResponse(hosts: try await CredentialAnswers.hosts(in: current))
@@ -177,7 +186,7 @@ actor AgentHost {
         case .success(let opened): current = opened
         case .failure(let refusal): return await refused(refusal)
         }
-        lastUse = Date()
+        lastUse = wallClock.now()
         armLockTimer()
         do {
             let account = try await request.account.asyncMap { reference in try await OpenedVault.blocking { try current.account(reference) } }
@@ -202,7 +211,7 @@ actor AgentHost {
         guard let scheme = request.protocol, let host = request.host else {
             return .failure("malformed_request", exit: ExitStatus.usage.rawValue, "a credential request names a protocol and a host")
         }
-        lastUse = Date()
+        lastUse = wallClock.now()
         armLockTimer()
         do {
             if request.op == .unauthorized {
@@ -288,9 +297,10 @@ actor AgentHost {
     private func armLockTimer() {
         lockTimer?.cancel()
         guard let lockAfter else { return }
+        let clock = self.clock
         lockTimer = Task { [weak self] in
             do {
-                try await Task.sleep(for: lockAfter)
+                try await clock.sleep(for: lockAfter)
             } catch {
                 return  // re-armed by a request, or locked
             }

@@ -295,7 +295,7 @@ extension VaultCommand.Devices {
                 }
                 device.status = .revoked
                 device.statusReason = reason
-                device.updatedAt = Date()
+                device.updatedAt = opened.vault.wallClock.now()
                 try opened.vault.saveDevice(device)
                 return (device, opened.name(of: device.account))
             }

@@ -32,7 +32,7 @@ extension VaultCommand {
 
         func run() async throws {
             let metadata = try Vault.metadata(at: global.url, options: global.storeOptions())
-            print(JSONValue.export(metadata, generatedAt: Date()).rendered, terminator: "")
+            print(JSONValue.export(metadata, generatedAt: CommandTime.wall.now()).rendered, terminator: "")
         }
     }
 }

@@ -46,9 +46,10 @@ struct GlobalOptions: ParsableArguments {
         return logger
     }
 
-    /// Store options with this command's logger.
+    /// Store options with this command's logger and wall clock.
     func storeOptions(kdf: KDFLevel? = nil) -> VaultOptions {
         var options = VaultOptions(logger: logger("credentialvault.store"))
+        options.clock = CommandTime.wall
         if let kdf { options.kdf = kdf.parameters }
         return options
     }
@@ -104,4 +105,12 @@ enum CommandLogging {
             return handler
         }
     }
+}
+
+/// The command's time, read in one place: every time it writes, compares or shows comes from
+/// `wall` (the library's `WallClock`, also the clock of every vault it opens), and the agent's
+/// timers sleep on `clock`. Nothing in the command calls `Date()`.
+enum CommandTime {
+    static let wall = WallClock.system
+    static let clock = ContinuousClock()
 }

@@ -1,4 +1,5 @@
 import Foundation
+import VaultStore
 
 /// A JSON value with its keys in the order written, so every `--json` shape is stable and
 /// every documented key is present (absent values are `null`, never missing).
@@ -124,7 +125,7 @@ enum Format {
     }
 
     /// "in 59 min", "3 h ago", "in 12 s".
-    static func relative(_ date: Date, now: Date = Date()) -> String {
+    static func relative(_ date: Date, now: Date = CommandTime.wall.now()) -> String {
         let seconds = date.timeIntervalSince(now)
         let text = span(abs(seconds))
         return seconds >= 0 ? "in \(text)" : "\(text) ago"

@@ -36,7 +36,7 @@ extension VaultCommand {
         func run() async throws {
             let removed = try await OpenedVault.with(global, credentials) { opened in
                 try opened.vault.pruneNotifications(
-                    olderThan: olderThan?.duration.map { Date().addingTimeInterval(-$0.timeInterval) },
+                    olderThan: olderThan?.duration.map { opened.vault.wallClock.now().addingTimeInterval(-$0.timeInterval) },
                     keepNewest: keep, account: try account.map { try opened.account($0) })
             }
             print("Removed \(removed) notification\(removed == 1 ? "" : "s").")

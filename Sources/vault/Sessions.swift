@@ -42,7 +42,7 @@ extension VaultCommand.Sessions {
                 sessions = sessions.filter { $0.account == id }
             }
             let policies = Dictionary(metadata.accounts.map { ($0.id, $0.policy ?? SessionPolicy()) }, uniquingKeysWith: { first, _ in first })
-            let now = Date()
+            let now = CommandTime.wall.now()
             let due = sessions.map { $0.stateAtNextUse(policy: policies[$0.account] ?? SessionPolicy(), now: now) }
             if output.json {
                 let rows = zip(sessions, due).map { session, due in

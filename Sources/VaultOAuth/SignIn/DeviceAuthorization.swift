@@ -51,7 +51,8 @@ extension OAuthClient {
         let request = formRequest(to: endpoint, form: form, client: client, pins: pins)
         let response = try await sendSignInRequest(request, step: .deviceAuthorization, secrets: client.secrets, logger: logger)
         guard response.isSuccess else {
-            throw Self.authorizationFailure(response, endpoint: "device authorization endpoint", step: .deviceAuthorization, secrets: client.secrets)
+            throw Self.authorizationFailure(
+                response, endpoint: "device authorization endpoint", step: .deviceAuthorization, secrets: client.secrets, now: now())
         }
         guard let fields = JSONFields.parse(response.body), response.body.count <= TokenResponse.maximumBodySize else {
             throw .malformedResponse(endpoint: "device authorization endpoint", reason: "the body is not a JSON object")
@@ -183,12 +184,15 @@ extension OAuthClient {
 
     /// An error answer of an authorization-side endpoint: `access_denied` and other codes keep
     /// their (redacted) description; anything else is a token-request failure by status.
-    static func authorizationFailure(_ response: HTTPResponse, endpoint: String, step: SignInStep, secrets: [String]) -> SignInError {
+    /// `now`: the client's wall clock, for a `Retry-After` date without a `Date` header.
+    static func authorizationFailure(
+        _ response: HTTPResponse, endpoint: String, step: SignInStep, secrets: [String], now: Date
+    ) -> SignInError {
         if let error = OAuthErrorResponse.parse(response.body, redaction: Redaction(secrets: secrets)) {
             if error.error == "access_denied" { return .authorizationDenied(description: error.errorDescription) }
             return .authorizationFailed(code: printable(error.error), description: error.errorDescription)
         }
-        if case .failure(let failure) = classifyRefresh(response, secrets: secrets, now: Date()) {
+        if case .failure(let failure) = classifyRefresh(response, secrets: secrets, now: now) {
             return .tokenRequestFailed(failure, step: step)
         }
         return .malformedResponse(endpoint: endpoint, reason: "HTTP \(response.status)")

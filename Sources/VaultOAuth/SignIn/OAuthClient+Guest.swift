@@ -32,7 +32,8 @@ extension OAuthClient {
         let response = try await sendSignInRequest(request, step: .guestConversion, secrets: secrets, logger: logger)
         guard response.isSuccess else {
             logger.debug("guest conversion refused", metadata: ["http.status": "\(response.status)"])
-            throw Self.authorizationFailure(response, endpoint: "guest conversion endpoint", step: .guestConversion, secrets: secrets)
+            throw Self.authorizationFailure(
+                response, endpoint: "guest conversion endpoint", step: .guestConversion, secrets: secrets, now: now())
         }
         logger.debug("guest converted", metadata: ["oauth.outcome": "success"])
     }
