@@ -14,6 +14,13 @@ struct LoggedEvent: Sendable, Hashable {
 }
 
 extension SessionEvent {
+    /// Whether this is a ``stateChanged(_:_:)``: the event whose log entry names the session's
+    /// id and version.
+    var isStateChange: Bool {
+        if case .stateChanged = self { return true }
+        return false
+    }
+
     /// The entry this event becomes in the log.
     var logged: LoggedEvent {
         switch self {

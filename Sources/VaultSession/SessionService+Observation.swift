@@ -67,17 +67,47 @@ extension SessionService {
     /// one task, off the path of the caller (a refresh's waiters do not wait for it); ``stop()``
     /// waits until everything queued is written.
     ///
+    /// For events written apart from any change: an idle warning, an extension's answer, and
+    /// (until they move too) sign-in, sign-out, account switches and transfers. An event that
+    /// describes a lock, expiry, resume, refresh or refresh failure is written in that change's
+    /// transaction instead (``recording(_:)``, then ``announce(_:)``).
+    ///
     /// `session`: the session as the transition behind the event left it; its id and version go
     /// into the log entry, so a reader can order transitions made by different processes.
     func publish(_ event: SessionEvent, session: SessionRecord? = nil) {
         hub.emit(event)
         startEventWriter()
+        logQueue.continuation.yield(.entry(Self.logEntry(event, session: session)))
+    }
+
+    /// What `event` becomes in the log; `session`'s id and version go with it.
+    nonisolated static func logEntry(_ event: SessionEvent, session: SessionRecord?) -> LoggedEvent {
         var entry = event.logged
         if let session {
             entry.data["session"] = String(session.id)
             entry.data["session_version"] = String(session.version)
         }
-        logQueue.continuation.yield(.entry(entry))
+        return entry
+    }
+
+    /// The events that describe a change, to write in its transaction (see ``EventRecording``):
+    /// `events` makes them of the change's outcome, each with the session it left, if any.
+    /// The caller tells this process's subscribers with ``announce(_:)`` once the change is
+    /// done; the log has them from the commit on.
+    func recording<Outcome>(
+        _ events: @escaping @Sendable (Outcome) -> [(event: SessionEvent, session: SessionRecord?)]
+    ) -> EventRecording<Outcome> {
+        EventRecording(EventJournal(origin: holderID, retention: configuration.eventRetention)) { outcome in
+            events(outcome).map { event, session in
+                let entry = Self.logEntry(event, session: session)
+                return EventRecord(kind: entry.kind, account: entry.account, data: entry.data, detail: entry.detail)
+            }
+        }
+    }
+
+    /// Tells this process's subscribers about events already written to the log with their change.
+    func announce(_ events: [SessionEvent]) {
+        for event in events { hub.emit(event) }
     }
 
     /// Returns once every event published before the call is written to the log (or could not be).

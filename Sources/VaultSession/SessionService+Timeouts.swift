@@ -79,7 +79,13 @@ extension SessionService {
     @discardableResult
     func applyLock(_ id: AccountID, reason: SessionEndReason, timedOut: Bool) async throws -> Bool {
         let now = now()
-        let locked = try await transition(id, "locking a session") { session, policy -> Bool in
+        // The lock and its events, in one transaction.
+        let events: [SessionEvent] = (timedOut ? [.hardTimeout(id, reason)] : []) + [.stateChanged(id, .locked(reason))]
+        let recorded = recording { (outcome: (session: SessionRecord, result: Bool)?) in
+            guard let outcome, outcome.result else { return [] }
+            return events.map { ($0, $0.isStateChange ? outcome.session : nil) }
+        }
+        let locked = try await transition(id, "locking a session", recording: recorded) { session, policy -> Bool in
             if timedOut {
                 guard SessionJudge.judge(session, policy: policy, now: now) == .lock(reason) else { return false }
             } else {
@@ -97,8 +103,7 @@ extension SessionService {
         vault.lock()
         warned[id] = nil
         logger.info("session locked", metadata: ["account": "\(id)", "reason": "\(reason)"])
-        if timedOut { publish(.hardTimeout(id, reason)) }
-        publish(.stateChanged(id, .locked(reason)), session: locked.session)
+        announce(events)
         try await settle()
         return true
     }
@@ -109,18 +114,24 @@ extension SessionService {
     @discardableResult
     func applyExpiry(_ id: AccountID, reason: SessionEndReason, timedOut: Bool) async throws -> Bool {
         let now = now()
+        // The expiry and its events, in one transaction.
+        let events: [SessionEvent] = (timedOut ? [.hardTimeout(id, reason)] : []) + [.stateChanged(id, .expired(reason))]
+        let recorded = recording { (outcome: (ended: Bool, session: SessionRecord?)) in
+            outcome.ended ? events.map { ($0, $0.isStateChange ? outcome.session : nil) } : []
+        }
         let ended = try await vaultCall { [vault] in
-            try vault.endGrant(for: id, reason: reason.rawValue) { session, policy in
-                timedOut
-                    ? SessionJudge.judge(session, policy: policy, now: now) == .expire(reason)
-                    : session.state == .active || session.state == .locked
-            }
+            try vault.endGrant(
+                for: id, reason: reason.rawValue,
+                onlyIf: { session, policy in
+                    timedOut
+                        ? SessionJudge.judge(session, policy: policy, now: now) == .expire(reason)
+                        : session.state == .active || session.state == .locked
+                }, recording: recorded)
         }
         guard ended.ended else { return false }
         warned[id] = nil
         logger.info("session expired", metadata: ["account": "\(id)", "reason": "\(reason)"])
-        if timedOut { publish(.hardTimeout(id, reason)) }
-        publish(.stateChanged(id, .expired(reason)), session: ended.session)
+        announce(events)
         try await settle()
         return true
     }
@@ -142,9 +153,10 @@ extension SessionService {
     /// on the current row, never on an earlier read, so no process undoes another's lock or end.
     func transition<T: Sendable>(
         _ id: AccountID, _ action: String,
+        recording: EventRecording<(session: SessionRecord, result: T)?>? = nil,
         _ change: @escaping @Sendable (inout SessionRecord, SessionPolicy) throws -> T
     ) async throws -> (session: SessionRecord, result: T) {
-        guard let outcome = try await vaultCall({ [vault] in try vault.transitionSession(for: id, action, change) }) else {
+        guard let outcome = try await vaultCall({ [vault] in try vault.transitionSession(for: id, action, recording: recording, change) }) else {
             throw SessionError.notSignedIn(id)
         }
         return outcome
@@ -377,7 +389,12 @@ extension SessionService {
         lockReason = nil
         let now = now()
         for account in try await accounts() {
-            let resumed = try? await transition(account.id, "unlocking a session") { session, policy -> Bool in
+            let resumedEvent = SessionEvent.stateChanged(account.id, .active)
+            let recorded = recording { (outcome: (session: SessionRecord, result: Bool)?) in
+                guard let outcome, outcome.result else { return [] }
+                return [(resumedEvent, outcome.session)]
+            }
+            let resumed = try? await transition(account.id, "unlocking a session", recording: recorded) { session, policy -> Bool in
                 guard session.state == .locked else { return false }
                 session.state = .active
                 session.endReason = nil
@@ -388,7 +405,7 @@ extension SessionService {
                 return true
             }
             guard let resumed, resumed.result else { continue }
-            publish(.stateChanged(account.id, .active), session: resumed.session)
+            announce([resumedEvent])
             _ = try? await servableSession(account.id)
         }
         logger.info("unlocked")

@@ -302,7 +302,13 @@ extension SessionService {
         switch answer {
         case .success(let response):
             let tokens = tokenSet(from: response, previous: stored.tokens, account: account.client)
-            guard let saved = try await vaultCall({ [vault, holder = holderID] in try vault.completeRefresh(for: id, holder: holder, tokens: tokens) }) else {
+            // The new tokens and their event, in one transaction.
+            let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
+            guard
+                let saved = try await vaultCall({ [vault, holder = holderID] in
+                    try vault.completeRefresh(for: id, holder: holder, tokens: tokens, recording: recorded)
+                })
+            else {
                 logger.warning(
                     "discarded a refresh result: the account was removed or another process took over",
                     metadata: ["account": "\(id)"])
@@ -314,7 +320,7 @@ extension SessionService {
                     "account": "\(id)", "generation": "\(saved.generation)",
                     "rotated": "\(response.refreshToken != nil)",
                 ])
-            publish(.tokenRefreshed(id, generation: saved.generation))
+            announce([.tokenRefreshed(id, generation: saved.generation)])
             return saved
         case .failure(let error):
             return try await handle(error, for: id, stored: stored, interrupted: interrupted)
@@ -347,12 +353,15 @@ extension SessionService {
                 interrupted
                 ? "refused after a refresh interrupted by a crash; the server may have rotated the token then"
                 : description
-            // One transaction: tokens wiped, session expired(revoked), verdict and lease recorded.
-            _ = try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail) }
+            // One transaction: tokens wiped, session expired(revoked), verdict, lease and events recorded.
+            let events: [SessionEvent] = [.revoked(id, description: detail), .stateChanged(id, .expired(.revoked))]
+            let recorded = recording { (_: (ended: Bool, session: SessionRecord?)) in events.map { ($0, nil) } }
+            _ = try await vaultCall { [vault] in
+                try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail, recording: recorded)
+            }
             warned[id] = nil
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
-            publish(.revoked(id, description: detail))
-            publish(.stateChanged(id, .expired(.revoked)))
+            announce(events)
             try await settle()
             throw SessionError.revoked(id, description: detail)
         case .clientMisconfigured(let code, let description):
@@ -367,13 +376,16 @@ extension SessionService {
         case .pinningFailed(let host, let reason):
             // Nothing was sent, so the refresh token is as good as before: no back-off (the next
             // call checks again and reports the same), no revocation, tokens kept.
+            let failed = SessionEvent.refreshFailed(id, reason: error.summary, retryAt: nil)
+            let recorded = recording { (_: Void) in [(failed, nil)] }
             try await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: nil)
+                try vault.failRefresh(
+                    for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: nil, recording: recorded)
             }
             logger.warning(
                 "the identity service presented no pinned key; nothing was sent",
                 metadata: ["account": "\(id)", "host": "\(host)"])
-            publish(.refreshFailed(id, reason: error.summary, retryAt: nil))
+            announce([failed])
             throw SessionError.pinningFailed(id, host: host, reason: reason)
         case _ where error.isUnexplainedRefusal:
             // A refusal whose meaning is unknown: backed off like a transient failure, but only so
@@ -384,20 +396,28 @@ extension SessionService {
             guard refusals >= configuration.maximumRefusals else {
                 let failures = state.failures + 1
                 let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures).timeInterval)
+                let failed = SessionEvent.refreshFailed(id, reason: reason, retryAt: retryAt)
+                let recorded = recording { (_: Void) in [(failed, nil)] }
                 try await vaultCall { [vault, holder = holderID] in
-                    try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true)
+                    try vault.failRefresh(
+                        for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true,
+                        recording: recorded)
                 }
                 logger.warning(
                     "the server refused the refresh for a reason the vault does not know; backing off",
                     metadata: ["account": "\(id)", "refusals": "\(refusals)", "reason": "\(error.summary)"])
-                publish(.refreshFailed(id, reason: reason, retryAt: retryAt))
+                announce([failed])
                 if isUnexpired(stored.tokens) { return stored }
                 throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
             }
-            let ended = try await vaultCall { [vault] in try vault.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason) }
+            let refused = SessionEvent.stateChanged(id, .expired(.refused))
+            let recorded = recording { (outcome: (ended: Bool, session: SessionRecord?)) in [(refused, outcome.session)] }
+            _ = try await vaultCall { [vault] in
+                try vault.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason, recording: recorded)
+            }
             warned[id] = nil
             logger.notice("the server kept refusing the refresh; tokens wiped", metadata: ["account": "\(id)", "refusals": "\(refusals)"])
-            publish(.stateChanged(id, .expired(.refused)), session: ended.session)
+            announce([refused])
             try await settle()
             throw SessionError.refused(id, description: reason)
         case .transient, .unrecognizedError, .malformedResponse:
@@ -408,11 +428,13 @@ extension SessionService {
             let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
             let reason = "\(error)"
             // In plain: the vault's classification; the server's words (in `reason`) sealed.
+            let failed = SessionEvent.refreshFailed(id, reason: reason, retryAt: retryAt)
+            let recorded = recording { (_: Void) in [(failed, nil)] }
             try await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt)
+                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, recording: recorded)
             }
             logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(error.summary)"])
-            publish(.refreshFailed(id, reason: reason, retryAt: retryAt))
+            announce([failed])
             if isUnexpired(stored.tokens) { return stored }
             throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
         }

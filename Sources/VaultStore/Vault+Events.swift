@@ -49,6 +49,93 @@ public struct EventRetention: Sendable, Hashable {
     }
 }
 
+// MARK: - Events written with their change
+
+/// A session event as the log stores it: what the session layer names it, the account, its
+/// plain description and the server's words (sealed when written).
+package struct EventRecord: Sendable, Hashable {
+    package var kind: String
+    package var account: AccountID?
+    package var data: [String: String]
+    package var detail: String?
+
+    package init(kind: String, account: AccountID?, data: [String: String] = [:], detail: String? = nil) {
+        self.kind = kind
+        self.account = account
+        self.data = data
+        self.detail = detail
+    }
+}
+
+/// Who writes session events (a session service's name in this vault) and how long the log
+/// keeps them.
+package struct EventJournal: Sendable, Hashable {
+    package var origin: String
+    package var retention: EventRetention
+
+    package init(origin: String, retention: EventRetention) {
+        self.origin = origin
+        self.retention = retention
+    }
+}
+
+/// The events that describe a change, made from its outcome and written in its transaction:
+/// a crash can lose both or neither, never the record alone.
+package struct EventRecording<Outcome>: Sendable {
+    package var journal: EventJournal
+    package var events: @Sendable (Outcome) -> [EventRecord]
+
+    package init(_ journal: EventJournal, _ events: @escaping @Sendable (Outcome) -> [EventRecord]) {
+        self.journal = journal
+        self.events = events
+    }
+}
+
+extension Vault {
+    /// Runs `body` in a write transaction and, in the same transaction, appends the events
+    /// `recording` makes of its outcome.
+    func write<T>(_ action: String, recording: EventRecording<T>?, _ body: (Database) throws -> T) throws -> T {
+        try write(action) { db in
+            let outcome = try body(db)
+            if let recording { try self.append(recording.events(outcome), to: recording.journal, db) }
+            return outcome
+        }
+    }
+
+    /// Appends `events` in order in the caller's transaction, then applies the journal's
+    /// retention. A detail is sealed with the account's data key; it is dropped when there is
+    /// no account, the account is gone, or the vault is locked. Returns the last `seq`.
+    @discardableResult
+    func append(_ events: [EventRecord], to journal: EventJournal, _ db: Database) throws -> Int64? {
+        guard !events.isEmpty else { return nil }
+        let now = clock.now()
+        var last: Int64?
+        for event in events {
+            let exists =
+                try event.account.map {
+                    try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
+                } ?? false
+            let accountID = exists ? event.account : nil
+            let seq = try insertEvent(kind: event.kind, account: accountID, json: Self.eventJSON(event.data), origin: journal.origin, at: now, db) {
+                seq in
+                guard let accountID, !self.isLocked, let detail = event.detail else { return }
+                let sealed = try self.seal(detail, table: "events", column: "detail", account: accountID, row: String(seq), db)
+                try db.execute(sql: "UPDATE events SET detail = ? WHERE seq = ?", arguments: [sealed, seq])
+            }
+            last = seq
+        }
+        if let last {
+            // Bounded by count, then by age (seq grows with time, so the oldest are first).
+            try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [last - Int64(journal.retention.count)])
+            let cutoff = now.addingTimeInterval(-journal.retention.age.timeInterval).millisecondsSince1970
+            try db.execute(
+                sql: "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)",
+                arguments: [cutoff])
+        }
+        return last
+    }
+}
+
 // MARK: - The event log
 
 extension Vault {
@@ -60,26 +147,9 @@ extension Vault {
         kind: String, account: AccountID?, data: [String: String], detail: String?,
         origin: String, retention: EventRetention
     ) throws -> Int64 {
-        let now = clock.now()
-        let json = Self.eventJSON(data)
+        let event = EventRecord(kind: kind, account: account, data: data, detail: detail)
         return try write("recording a session event") { db in
-            let exists =
-                try account.map {
-                    try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
-                } ?? false
-            let accountID = exists ? account : nil
-            let seq = try self.insertEvent(kind: kind, account: accountID, json: json, origin: origin, at: now, db) { seq in
-                guard let accountID, !self.isLocked, let detail else { return }
-                let sealed = try self.seal(detail, table: "events", column: "detail", account: accountID, row: String(seq), db)
-                try db.execute(sql: "UPDATE events SET detail = ? WHERE seq = ?", arguments: [sealed, seq])
-            }
-            // Bounded by count, then by age (seq grows with time, so the oldest are first).
-            try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [seq - Int64(retention.count)])
-            let cutoff = now.addingTimeInterval(-retention.age.timeInterval).millisecondsSince1970
-            try db.execute(
-                sql: "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)",
-                arguments: [cutoff])
-            return seq
+            try self.append([event], to: EventJournal(origin: origin, retention: retention), db) ?? 0
         }
     }
 

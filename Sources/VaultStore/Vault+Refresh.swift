@@ -155,8 +155,10 @@ extension Vault {
     ///
     /// Returns the stored tokens, or nil when the result was discarded: the account was
     /// removed or its lease was lost (it expired and another caller took it).
-    package func completeRefresh(for account: AccountID, holder: String, tokens: TokenSet) throws -> StoredTokens? {
-        try write("storing refreshed tokens") { db in
+    package func completeRefresh(
+        for account: AccountID, holder: String, tokens: TokenSet, recording: EventRecording<StoredTokens?>? = nil
+    ) throws -> StoredTokens? {
+        try write("storing refreshed tokens", recording: recording) { db in
             let state = try self.refreshState(for: account, db)
             guard state.leaseHolder == holder, let generation = state.leaseGeneration,
                 let current = try self.tokens(for: account, db), current.generation == generation
@@ -190,9 +192,9 @@ extension Vault {
     /// ``RefreshState/refusals`` (any other failure sets that count back to zero).
     package func failRefresh(
         for account: AccountID, holder: String, failure: String, detail: String? = nil,
-        nextAttemptAt: Date?, refusal: Bool = false
+        nextAttemptAt: Date?, refusal: Bool = false, recording: EventRecording<Void>? = nil
     ) throws {
-        try write("recording a refresh failure") { db in
+        try write("recording a refresh failure", recording: recording) { db in
             let sealed = try self.seal(
                 detail, table: "refresh_state", column: "last_failure_detail",
                 account: account, row: account.rawValue, db)
@@ -225,10 +227,11 @@ extension Vault {
     @discardableResult
     package func endGrant(
         for account: AccountID, reason: String, detail: String? = nil,
-        onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil
+        onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil,
+        recording: EventRecording<(ended: Bool, session: SessionRecord?)>? = nil
     ) throws -> (ended: Bool, session: SessionRecord?) {
         let now = clock.now().millisecondsSince1970
-        return try write("ending a grant") { db in
+        return try write("ending a grant", recording: recording) { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
                 return (false, nil)  // removed meanwhile: nothing left to end
             }

@@ -114,9 +114,10 @@ extension Vault {
     /// (unchanged when `change` changed nothing) and what `change` returned.
     package func transitionSession<T>(
         for account: AccountID, _ action: String = "changing a session",
+        recording: EventRecording<(session: SessionRecord, result: T)?>? = nil,
         _ change: (inout SessionRecord, SessionPolicy) throws -> T
     ) throws -> (session: SessionRecord, result: T)? {
-        try write(action) { db in
+        try write(action, recording: recording) { db in
             guard let current = try self.currentSession(for: account, db) else { return nil }
             let policy = try self.sessionPolicy(for: account, db)
             var next = current
