@@ -68,9 +68,9 @@ extension SessionService {
     /// waits until everything queued is written.
     ///
     /// For events written apart from any change: an idle warning, an extension's answer, and
-    /// (until they move too) sign-in, sign-out, account switches and transfers. An event that
-    /// describes a lock, expiry, resume, refresh or refresh failure is written in that change's
-    /// transaction instead (``recording(_:)``, then ``announce(_:)``).
+    /// (until they move too) session transfers and guest upgrades. An event that describes a
+    /// sign-in, sign-out, switch, lock, expiry, resume, refresh or refresh failure is written
+    /// in that change's transaction instead (``recording(_:)``, then ``announce(_:)``).
     ///
     /// `session`: the session as the transition behind the event left it; its id and version go
     /// into the log entry, so a reader can order transitions made by different processes.

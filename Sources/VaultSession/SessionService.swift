@@ -167,12 +167,15 @@ public actor SessionService {
         var account = account
         account.client.pins = try checkedPins(of: account.client)
         let (vault, stored, policy) = (self.vault, account, policy ?? configuration.defaultPolicy)
-        let record = try await vaultCall { [vault] in try vault.signIn(stored, tokens: tokens, policy: policy, authTime: authTime) }
+        // The sign-in and its events, in one transaction.
+        let recorded = recording { (record: SignInRecord) in Self.signInEvents(record).map { ($0, nil) } }
+        let record = try await vaultCall { [vault] in
+            try vault.signIn(stored, tokens: tokens, policy: policy, authTime: authTime, recording: recorded)
+        }
         let id = record.account.id
         warned[id] = nil
         logger.info("signed in", metadata: ["account": "\(id)", "replaced": "\(record.replacedExisting)"])
-        if record.previousActive != id { publish(.accountSwitched(from: record.previousActive, to: id)) }
-        publish(.stateChanged(id, .active))
+        announce(Self.signInEvents(record))
         if let replaced = record.replacedTokens, replaced.refreshToken != tokens.refreshToken {
             // Replaced on purpose (the same issuer and subject): the grant it replaces ends at
             // the server too, so no second holder of that user's refresh token is left behind.
@@ -247,13 +250,21 @@ public actor SessionService {
         return try await activeAccount()
     }
 
+    /// What a sign-in tells: the switch to the account (when another was active), then its new session.
+    nonisolated static func signInEvents(_ record: SignInRecord) -> [SessionEvent] {
+        let id = record.account.id
+        return (record.previousActive != id ? [.accountSwitched(from: record.previousActive, to: id)] : []) + [.stateChanged(id, .active)]
+    }
+
     /// Makes another signed-in account active.
     public func switchAccount(to id: AccountID) async throws {
-        let previous = try await activeAccount()
+        guard try await activeAccount() != id else { return }
+        // The switch and its event, in one transaction, from the account active in it.
+        let recorded = recording { (previous: AccountID?) in previous == id ? [] : [(SessionEvent.accountSwitched(from: previous, to: id), nil)] }
+        let previous = try await vaultCall { [vault] in try vault.setActiveAccount(id, recording: recorded) }
         guard previous != id else { return }
-        try await vaultCall { [vault] in try vault.setActiveAccount(id) }
         logger.info("switched account", metadata: ["from": "\(previous.map(\.rawValue) ?? "none")", "to": "\(id)"])
-        publish(.accountSwitched(from: previous, to: id))
+        announce([.accountSwitched(from: previous, to: id)])
         try await settle()
     }
 
@@ -281,15 +292,22 @@ public actor SessionService {
         refreshes[id]?.cancel()
         // Removed on this actor's turn, with no suspension after the cancellation above: a
         // refresh that completes now finds the account gone (see the method's discussion).
-        let removal = try vaultCallBlocking { try vault.removeAccount(id) }
+        // The removal and its events, in one transaction.
+        let recorded = recording { (outcome: (removed: Bool, previousActive: AccountID?, active: AccountID?)) in
+            Self.signOutEvents(id, removed: outcome.removed, previousActive: outcome.previousActive, active: outcome.active).map { ($0, nil) }
+        }
+        let removal = try vaultCallBlocking { try vault.removeAccount(id, recording: recorded) }
         warned[id] = nil
         logger.info("signed out", metadata: ["account": "\(id)", "checkpoint": "\(removal.checkpoint.map { "\($0)" } ?? "none")"])
-        if removal.removed {
-            publish(.stateChanged(id, .signedOut))
-            if removal.previousActive == id { publish(.accountSwitched(from: id, to: removal.active)) }
-        }
+        announce(Self.signOutEvents(id, removed: removal.removed, previousActive: removal.previousActive, active: removal.active))
         try await settle()
         return SignOutReport(account: id, revocation: revocation, removal: removal)
+    }
+
+    /// What a sign-out tells: the session ended, then the switch when it was the active account.
+    nonisolated static func signOutEvents(_ id: AccountID, removed: Bool, previousActive: AccountID?, active: AccountID?) -> [SessionEvent] {
+        guard removed else { return [] }
+        return [.stateChanged(id, .signedOut)] + (previousActive == id ? [.accountSwitched(from: id, to: active)] : [])
     }
 
     /// Asks the server to revoke the account's refresh token (its access token when it has

@@ -128,13 +128,21 @@ extension Vault {
 
     /// Makes `id` the active account (nil: none).
     public func setActiveAccount(_ id: AccountID?) throws {
-        try write("switching the active account") { db in
+        _ = try setActiveAccount(id, recording: nil)
+    }
+
+    /// The same, returning the account that was active (read in the transaction), with the
+    /// events that describe the switch written in it.
+    package func setActiveAccount(_ id: AccountID?, recording: EventRecording<AccountID?>?) throws -> AccountID? {
+        try write("switching the active account", recording: recording) { db in
             if let id, try !(Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false) {
                 throw self.accountNotFound(id)
             }
+            let previous = try self.activeAccountID(db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
                 try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [id?.rawValue])
             }
+            return previous
         }
     }
 
@@ -153,23 +161,46 @@ extension Vault {
     /// ```
     @discardableResult
     public func removeAccount(_ id: AccountID, checkpointWait: Duration = .seconds(1)) throws -> AccountRemoval {
-        let (removed, previous, active) = try write("removing an account") { db -> (Bool, String?, String?) in
-            // The header is checked before it is read, and authenticated again after the delete
-            // (which clears `active_account_id` through ON DELETE SET NULL) and the new choice.
-            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-                let previous = try self.activeAccountID(db)?.rawValue
-                try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
-                guard db.changesCount > 0 else { return (false, previous, previous) }
-                // Its events go with it (their sealed details could no longer be opened).
-                try db.execute(sql: "DELETE FROM events WHERE account_id = ?", arguments: [id.rawValue])
-                guard previous == id.rawValue else { return (true, previous, previous) }
-                // Like removing the active user in the reference apps, the oldest remaining
-                // account takes over, in this transaction.
-                let next = try String.fetchOne(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid LIMIT 1")
-                try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [next])
-                return (true, previous, next)
-            }
+        try removeAccount(id, checkpointWait: checkpointWait, recording: nil)
+    }
+
+    /// The same, with the events that describe the removal written in its transaction (made
+    /// of what it removed: whether the account was there, the active account before and after).
+    package func removeAccount(
+        _ id: AccountID, checkpointWait: Duration = .seconds(1),
+        recording: EventRecording<(removed: Bool, previousActive: AccountID?, active: AccountID?)>?
+    ) throws -> AccountRemoval {
+        let outcome = try write("removing an account", recording: recording) { db -> (removed: Bool, previousActive: AccountID?, active: AccountID?) in
+            let (removed, previous, active) = try self.deleteAccount(id, db)
+            return (removed, previous.map(AccountID.init(rawValue:)), active.map(AccountID.init(rawValue:)))
         }
+        let (removed, previous, active) = (outcome.removed, outcome.previousActive?.rawValue, outcome.active?.rawValue)
+        return try finishRemoval(id, removed: removed, previous: previous, active: active, checkpointWait: checkpointWait)
+    }
+
+    /// The removal's transaction: the account deleted, its events with it, another made active.
+    private func deleteAccount(_ id: AccountID, _ db: Database) throws -> (Bool, String?, String?) {
+        // The header is checked before it is read, and authenticated again after the delete
+        // (which clears `active_account_id` through ON DELETE SET NULL) and the new choice.
+        try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+            let previous = try self.activeAccountID(db)?.rawValue
+            try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
+            guard db.changesCount > 0 else { return (false, previous, previous) }
+            // Its events go with it (their sealed details could no longer be opened).
+            try db.execute(sql: "DELETE FROM events WHERE account_id = ?", arguments: [id.rawValue])
+            guard previous == id.rawValue else { return (true, previous, previous) }
+            // Like removing the active user in the reference apps, the oldest remaining
+            // account takes over, in this transaction.
+            let next = try String.fetchOne(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid LIMIT 1")
+            try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [next])
+            return (true, previous, next)
+        }
+    }
+
+    /// After the removal committed: the keys forgotten, the WAL checkpointed (reported, never thrown).
+    private func finishRemoval(
+        _ id: AccountID, removed: Bool, previous: String?, active: String?, checkpointWait: Duration
+    ) throws -> AccountRemoval {
         keyring.forget(account: id.rawValue)
         var removal = AccountRemoval(
             account: id, removed: removed, previousActive: previous.map(AccountID.init(rawValue:)),

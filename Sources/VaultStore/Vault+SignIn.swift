@@ -27,10 +27,17 @@ extension Vault {
     ///
     /// `authTime` is when the user authenticated (a verified ID token's `auth_time`); nil: now.
     public func signIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, authTime: Date? = nil) throws -> SignInRecord {
+        try signIn(new, tokens: tokens, policy: policy, authTime: authTime, recording: nil)
+    }
+
+    /// The same, with the events that describe it written in its transaction.
+    package func signIn(
+        _ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, authTime: Date?, recording: EventRecording<SignInRecord>?
+    ) throws -> SignInRecord {
         try policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         let absoluteDeadline = policy.absoluteLifetime.map { now.addingTimeInterval($0.timeInterval) }
-        return try write("signing in") { db in
+        return try write("signing in", recording: recording) { db in
             try self.storeSignIn(
                 new, tokens: tokens, policy: policy, now: now, startedAt: now, absoluteDeadline: absoluteDeadline,
                 authTime: authTime, db)
