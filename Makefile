@@ -91,6 +91,9 @@ lint:
 		| grep -v '^Sources/VaultStore/WallClock.swift:.*static let system' \
 		| grep -v '^Sources/VaultOAuth/OAuthClient.swift:.*now: @escaping'; then \
 		echo "Date() outside the injected wall clock (above)"; exit 1; fi
+	@# The library says what happened; the command says what to run (CommandFailure's hints).
+	@if grep -rnE --include='*.swift' '"[^"]*`vault [a-z]' Sources | grep -vE '^Sources/(vault|CredentialVaultDemo|DevGateway)/' \
+		| grep -vE '^[^:]+:[0-9]+:\s*//'; then echo "a library message names a vault command (above)"; exit 1; fi
 
 format:
 	swift format format --in-place --recursive --parallel $(LINT_PATHS)

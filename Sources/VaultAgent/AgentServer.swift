@@ -57,7 +57,7 @@ public final class AgentServer: Sendable {
             let (fd, _) = try AgentSocket.connect(name, searching: AgentSocket.Places(only: path.deletingLastPathComponent()))
             close(fd)
             throw AgentFailure(
-                code: "already_running", exit: 73, message: "an agent is already running for this vault (socket \(path.path)); `vault agent stop` first")
+                code: "already_running", exit: 73, message: "an agent is already running for this vault (socket \(path.path)); stop it first")
         } catch AgentConnectionError.notRunning {
             unlinkat(directoryFD, name, 0)  // a dead agent's socket, or none
         } catch let error as AgentConnectionError {

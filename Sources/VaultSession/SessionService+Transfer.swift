@@ -91,7 +91,7 @@ extension SessionService {
         _ = try await validAccessToken(for: id)
         let ours = try await recipient()
         guard ours != request.recipient else {
-            throw SessionTransferError(.wrongRecipient, "that is this vault's own recipient key; pass the key `vault recipient` prints in the importing vault")
+            throw SessionTransferError(.wrongRecipient, "that is this vault's own recipient key; pass the importing vault's")
         }
         let transferID = Digest.hex(try Random.bytes(16))
         let holder = "\(holderID)-export-\(transferID.prefix(8))"
@@ -158,7 +158,7 @@ extension SessionService {
             let bytes = Base64URL.decodeCanonical(String(text.dropFirst(SessionArmor.prefix.count))),
             bytes.count > SessionArmor.headerLength + RecipientKeyPair.sealOverhead
         else {
-            throw SessionTransferError(.malformed, "not a session export (`vault sessions export` writes one line starting with \(SessionArmor.prefix))")
+            throw SessionTransferError(.malformed, "not a session export (one line starting with \(SessionArmor.prefix))")
         }
         guard bytes[0] == SessionArmor.version else {
             throw SessionTransferError(.malformed, "this export has format version \(bytes[0]), which this build does not read")
@@ -182,7 +182,7 @@ extension SessionService {
             throw SessionTransferError(
                 .wrongRecipient,
                 "this export is sealed to another vault (recipient \(Digest.hex(hint))), not to this one "
-                    + "(\(ours.fingerprint)); ask for one sealed to the key `vault recipient` prints here")
+                    + "(\(ours.fingerprint)); ask for one sealed to this vault's recipient key")
         }
         opened.json = nil  // `json` is now the plaintext's only reference: zeroing it zeroes the plaintext
         let decoded: SessionPayload? = json.withUnsafeMutableBytes { buffer in
@@ -264,13 +264,13 @@ extension SessionService {
             throw SessionTransferError(.malformed, "the export holds format \(payload.format), which this build does not read")
         }
         guard payload.recipient == ours.description else {
-            throw SessionTransferError(.tampered, "the export names another recipient inside than outside: it was not made by `vault sessions export`")
+            throw SessionTransferError(.tampered, "the export names another recipient inside than outside: it was changed after it was made")
         }
         func hex(_ text: String, _ count: Int) -> Bool {
             text.utf8.count == count && text.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }
         }
         guard hex(payload.id, 32), hex(payload.from.vault, 16), (payload.from.host?.utf8.count ?? 0) <= 255 else {
-            throw SessionTransferError(.malformed, "the export's id, sender or host is not in the form `vault sessions export` writes")
+            throw SessionTransferError(.malformed, "the export's id, sender or host is not in the form an export has")
         }
         let now = self.now()
         // Every time and duration in a range real ones have (years 2000 to 2200, ten years at
@@ -300,7 +300,7 @@ extension SessionService {
         }
         guard now < expires else {
             throw SessionTransferError(
-                .expired, "this export expired at \(expires.messageText); ask for a new one (`vault sessions export` makes one valid for 10 minutes)")
+                .expired, "this export expired at \(expires.messageText); ask for a new one (an export is valid for 10 minutes)")
         }
         let absolute = payload.session.absoluteDeadline.map(Date.init(millisecondsSince1970:))
         if let absolute, absolute <= now {

@@ -23,11 +23,11 @@ public struct SessionRecipient: Sendable, Hashable, CustomStringConvertible {
         guard trimmed.hasPrefix(Self.prefix), let bytes = Base64URL.decodeCanonical(String(trimmed.dropFirst(Self.prefix.count))),
             bytes.count == RecipientKeyPair.publicKeyLength + 4
         else {
-            throw SessionTransferError(.malformed, "not a vault recipient key (`vault recipient` prints one: one line starting with \(Self.prefix))")
+            throw SessionTransferError(.malformedRecipient, "not a vault recipient key (one line starting with \(Self.prefix))")
         }
         let key = Array(bytes.prefix(RecipientKeyPair.publicKeyLength))
         guard Array(bytes.suffix(4)) == Self.checksum(key) else {
-            throw SessionTransferError(.malformed, "the recipient key is mistyped: its checksum does not match (copy it again from `vault recipient`)")
+            throw SessionTransferError(.malformedRecipient, "the recipient key is mistyped: its checksum does not match (copy it again)")
         }
         publicKey = key
     }

@@ -105,7 +105,7 @@ struct RowIntegrity {
             let names = columns.map { "\(table.name).\($0)" }.joined(separator: ", ")
             throw VaultError(
                 .damaged,
-                "\(names) of row \(layout.name(of: values)) \(reason): \(path) is damaged or was tampered with; restore it from a backup (`vault verify` lists every such row)",
+                "\(names) of row \(layout.name(of: values)) \(reason): \(path) is damaged or was tampered with; restore it from a backup",
                 path: path)
         }
     }

@@ -48,6 +48,10 @@ public struct SessionTransferError: Error, Sendable, Hashable, CustomStringConve
         public static let alreadyImported = Code("alreadyImported")
         /// The account's session is not active (locked, ended, or none): nothing to export.
         public static let sessionNotActive = Code("sessionNotActive")
+        /// The session to export is locked: unlock it first.
+        public static let sessionLocked = Code("sessionLocked")
+        /// Not a recipient key, or one mistyped (its checksum does not match).
+        public static let malformedRecipient = Code("malformedRecipient")
         /// Another process is refreshing the tokens: try again.
         public static let busy = Code("busy")
         /// The tokens changed between sealing the blob and letting go of the grant.
@@ -146,10 +150,10 @@ extension Vault {
             let account = try self.account(from: row, db)
             guard let session = try self.currentSession(for: id, db), session.state == .active else {
                 let state = try self.currentSession(for: id, db).map { "\($0.state.rawValue)" + ($0.endReason.map { " (\($0))" } ?? "") }
+                let locked = state?.hasPrefix("locked") == true
                 throw SessionTransferError(
-                    .sessionNotActive,
-                    "the session of account \(id) is \(state ?? "not started")"
-                        + (state?.hasPrefix("locked") == true ? "; unlock it first (`vault sessions unlock`)" : "; nothing to export"))
+                    locked ? .sessionLocked : .sessionNotActive,
+                    "the session of account \(id) is \(state ?? "not started")" + (locked ? "; unlock it first" : "; nothing to export"))
             }
             guard let tokens = try self.tokens(for: id, db) else {
                 throw SessionTransferError(.sessionNotActive, "account \(id) has no tokens; nothing to export")
@@ -255,7 +259,7 @@ extension Vault {
                 else {
                     throw SessionTransferError(
                         .conflict,
-                        "account \(existing.id) has the same issuer and subject but another client or other endpoints; remove it first (`vault accounts remove`) to import this session"
+                        "account \(existing.id) has the same issuer and subject but another client or other endpoints; remove it first to import this session"
                     )
                 }
                 new.providerMetadata = existing.providerMetadata

@@ -295,7 +295,7 @@ public final class Vault: Sendable {
         let cost = cost ?? kdf
         let vaultKey = try keyring.vaultKey()
         if try keyRotationPending() {
-            throw VaultError(.invalidArgument, "a key rotation is under way: finish it (`vault rotate-key`) before changing the credential", path: path)
+            throw VaultError(.keyRotationUnfinished, "a key rotation is under way: finish it before changing the credential", path: path)
         }
         let kek: KeyEncryptionKey
         var salt: [UInt8]?

@@ -56,6 +56,8 @@ public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let storage = Code("storage")
         /// Another connection held the vault's lock past the busy timeout: try again.
         public static let busy = Code("busy")
+        /// A key rotation was started and not finished: finish it before changing the credential.
+        public static let keyRotationUnfinished = Code("keyRotationUnfinished")
     }
 
     public var code: Code
@@ -74,7 +76,7 @@ public struct VaultError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// The keys this process holds were replaced by another process (``Code/keyChanged``).
     static func keyChanged(path: String?) -> VaultError {
-        VaultError(.keyChanged, "the vault key was changed by another process (`vault rotate-key` or `vault passwd`); unlock the vault again", path: path)
+        VaultError(.keyChanged, "the vault key was changed by another process (a key rotation or a new credential); unlock the vault again", path: path)
     }
 }
 

@@ -41,7 +41,7 @@ enum VaultFile {
         let path = url.path
         guard let resolved = realpath(path, nil) else {
             if errno == ENOENT || errno == ENOTDIR {
-                throw VaultError(.notFound, "no vault at \(path): create one with `vault init`", path: path)
+                throw VaultError(.notFound, "no vault at \(path)", path: path)
             }
             throw VaultError(.storage, "cannot resolve \(path): \(String(cString: strerror(errno)))", path: path)
         }
@@ -66,7 +66,7 @@ enum VaultFile {
         var info = stat()
         guard stat(path, &info) == 0 else {
             if errno == ENOENT {
-                throw VaultError(.notFound, "no vault at \(path): create one with `vault init`", path: path)
+                throw VaultError(.notFound, "no vault at \(path)", path: path)
             }
             throw VaultError(.storage, "cannot read \(path): \(String(cString: strerror(errno)))", path: path)
         }

@@ -258,7 +258,8 @@ extension VaultCommand {
 extension CommandFailure {
     /// The agent's failure as the command reports it: its message, its exit code.
     init(_ failure: AgentFailure) {
-        self.init(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message)
+        let hint = failure.code == "already_running" ? ": `vault agent stop`" : ""
+        self.init(ExitStatus(rawValue: failure.exit) ?? .failure, failure.message + hint)
     }
 
     /// A connection that failed: an untrusted place is a permission problem (82).

@@ -78,7 +78,9 @@ struct CommandFailure: Error, CustomStringConvertible {
         case let failure as CommandFailure:
             self = failure
         case let error as VaultError:
-            self.init(Self.status(of: error.code), error.message)
+            self.init(Self.status(of: error.code), error.message + Self.hint(for: error.code))
+        case SessionError.vault(let error):
+            self.init(error)
         case let error as SessionError:
             self.init(Self.status(of: error), error.description + (Self.hint(for: error).map { ": `\($0)`" } ?? "") + Self.advice(for: error))
         case let error as EndpointError:
@@ -88,7 +90,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case let error as SignInError:
             self.init(Self.status(of: error), Self.message(for: error))
         case let error as SessionTransferError:
-            self.init(Self.status(of: error.code), error.message)
+            self.init(Self.status(of: error.code), error.message + Self.hint(for: error.code))
         case let error as DeviceAPIError:
             self.init(error.exitStatus, error.description)
         case let error as ActivationError:
@@ -104,9 +106,33 @@ struct CommandFailure: Error, CustomStringConvertible {
         }
     }
 
+    /// The commands that go with a vault failure (the library names none).
+    static func hint(for code: VaultError.Code) -> String {
+        switch code {
+        case .notFound: ": create one with `vault init`"
+        case .damaged: " (`vault verify` lists every damaged row)"
+        case .keyChanged: " (`vault rotate-key` or `vault passwd` ran elsewhere): `vault unlock` for the agent"
+        case .keyRotationUnfinished: ": `vault rotate-key`"
+        default: ""
+        }
+    }
+
+    /// The commands that go with a refused session transfer.
+    static func hint(for code: SessionTransferError.Code) -> String {
+        switch code {
+        case .malformedRecipient: "; `vault recipient` prints a vault's key"
+        case .wrongRecipient: "; `vault recipient` prints a vault's key"
+        case .malformed: "; `vault sessions export` writes one"
+        case .expired: "; `vault sessions export` makes a new one"
+        case .sessionLocked: ": `vault sessions unlock`"
+        case .conflict: " (`vault accounts remove`)"
+        default: ""
+        }
+    }
+
     static func status(of code: SessionTransferError.Code) -> ExitStatus {
         switch code {
-        case .sessionNotActive: .sessionEnded
+        case .sessionNotActive, .sessionLocked: .sessionEnded
         case .busy, .changed, .unfinished: .busy
         case .conflict: .alreadyExists
         default: .transferRefused
@@ -122,6 +148,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .schemaTooNew: .schemaTooNew
         case .migrationChecksumMismatch, .migrationFailed: .migrationFailed
         case .unsafeLocation: .unsafePermissions
+        case .keyRotationUnfinished: .usage
         case .alreadyExists: .alreadyExists
         case .recordNotFound: .noRecord
         case .staleGeneration, .busy: .busy
