@@ -349,6 +349,16 @@ extension Vault {
                 .alreadyExists, "a file already exists at \(destination.path): a copy never overwrites one; give another destination",
                 path: destination.path)
         }
+        try fill(destination, from: source, sourcePath: sourcePath, action: "backing up to \(destination.path)", progress: progress)
+        logger.info("backed up vault", metadata: ["path": "\(sourcePath)", "backup": "\(destination.path)"])
+    }
+
+    /// The one backup routine: SQLite's online backup of `source` into `destination`, an empty
+    /// file this call created (mode 0600). On failure the copy is removed, never left half made.
+    static func fill(
+        _ destination: URL, from source: some DatabaseReader, sourcePath: String, action: String,
+        progress: ((MaintenanceProgress) -> Void)? = nil
+    ) throws {
         do {
             let target = try DatabaseQueue(path: destination.path)
             try source.backup(to: target, pagesPerStep: 64) { step in
@@ -357,8 +367,7 @@ extension Vault {
             try target.close()
         } catch {
             VaultFile.remove(destination)
-            throw VaultError.storage(error, while: "backing up to \(destination.path)", path: sourcePath)
+            throw VaultError.storage(error, while: action, path: sourcePath)
         }
-        logger.info("backed up vault", metadata: ["path": "\(sourcePath)", "backup": "\(destination.path)"])
     }
 }

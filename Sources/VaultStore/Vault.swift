@@ -75,25 +75,10 @@ public final class Vault: Sendable {
     /// Refuses an existing file, a directory other users can write, an empty passphrase and
     /// a key-derivation cost below OWASP's floor (19 MiB, 2 passes).
     public static func create(at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions()) throws -> Vault {
-        let kek: KeyEncryptionKey
-        var kdfColumns: (salt: [UInt8]?, ops: Int64?, mem: Int64?) = (nil, nil, nil)
-        switch credential {
-        case .passphraseBytes(let passphrase):
-            guard passphrase.count > 0 else {
-                throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: url.path)
-            }
-            do { try options.kdf.validate() } catch {
-                throw VaultError(.invalidArgument, error.message, path: url.path)
-            }
-            let salt = try KeyEncryptionKey.newSalt()
-            kek = try derive(passphrase: passphrase, salt: salt, cost: options.kdf, path: url.path)
-            kdfColumns = (salt, Int64(options.kdf.opsLimit), Int64(options.kdf.memLimitBytes))
-        case .keyFile(let keyFile):
-            let contents = try VaultCredential.readKeyFile(keyFile)
-            defer { contents.wipe() }
-            kek = try KeyEncryptionKey.fromKeyFile(contents)
-        }
+        let (kek, salt) = try newKeyEncryptionKey(credential, cost: options.kdf, path: url.path)
         defer { kek.wipe() }
+        let kdfColumns: (salt: [UInt8]?, ops: Int64?, mem: Int64?) =
+            salt.map { ($0, Int64(options.kdf.opsLimit), Int64(options.kdf.memLimitBytes)) } ?? (nil, nil, nil)
 
         // The real file (symbolic links in the directory resolved) is the one checked and opened.
         let url = try VaultFile.createEmpty(url)
@@ -297,22 +282,7 @@ public final class Vault: Sendable {
         if try keyRotationPending() {
             throw VaultError(.keyRotationUnfinished, "a key rotation is under way: finish it before changing the credential", path: path)
         }
-        let kek: KeyEncryptionKey
-        var salt: [UInt8]?
-        switch credential {
-        case .passphraseBytes(let passphrase):
-            guard passphrase.count > 0 else {
-                throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: path)
-            }
-            do { try cost.validate() } catch { throw VaultError(.invalidArgument, error.message, path: path) }
-            let newSalt = try KeyEncryptionKey.newSalt()
-            kek = try Self.derive(passphrase: passphrase, salt: newSalt, cost: cost, path: path)
-            salt = newSalt
-        case .keyFile(let keyFile):
-            let contents = try VaultCredential.readKeyFile(keyFile)
-            defer { contents.wipe() }
-            kek = try KeyEncryptionKey.fromKeyFile(contents)
-        }
+        let (kek, salt) = try Self.newKeyEncryptionKey(credential, cost: cost, path: path)
         defer { kek.wipe() }
         let wrapped = try kek.wrap(vaultKey, context: Self.vaultKeyContext(vaultID: keyring.vaultID, keyID: vaultKey.id))
         let check = try kek.keyCheck()
@@ -406,6 +376,25 @@ extension Vault {
             return try KeyEncryptionKey.derive(passphrase: passphrase, salt: salt, cost: cost)
         } catch let error as CryptoError {
             throw VaultError(.storage, "key derivation failed: \(error.message)", path: path)
+        }
+    }
+
+    /// The key-encryption key of a new credential (a new vault's, or a changed one's): a
+    /// passphrase stretched at `cost` with a fresh salt (returned, to be stored), or a key
+    /// file's key. Refuses an empty passphrase and a cost below the floor.
+    static func newKeyEncryptionKey(_ credential: VaultCredential, cost: KDFParameters, path: String) throws -> (KeyEncryptionKey, salt: [UInt8]?) {
+        switch credential {
+        case .passphraseBytes(let passphrase):
+            guard passphrase.count > 0 else {
+                throw VaultError(.invalidCredential, "an empty passphrase cannot protect a vault", path: path)
+            }
+            do { try cost.validate() } catch { throw VaultError(.invalidArgument, error.message, path: path) }
+            let salt = try KeyEncryptionKey.newSalt()
+            return (try derive(passphrase: passphrase, salt: salt, cost: cost, path: path), salt)
+        case .keyFile(let keyFile):
+            let contents = try VaultCredential.readKeyFile(keyFile)
+            defer { contents.wipe() }
+            return (try KeyEncryptionKey.fromKeyFile(contents), nil)
         }
     }
 
@@ -549,14 +538,7 @@ extension Vault {
                 backupURL = URL(fileURLWithPath: base + "-\(attempt).bak")
             }
         }
-        do {
-            let destination = try DatabaseQueue(path: backupURL.path)
-            try source.backup(to: destination)
-            try destination.close()
-        } catch {
-            VaultFile.remove(backupURL)
-            throw VaultError.storage(error, while: "backing up before migration to \(backupURL.path)", path: url.path)
-        }
+        try fill(backupURL, from: source, sourcePath: url.path, action: "backing up before migration to \(backupURL.path)")
         options.logger.info("backed up vault before migrating", metadata: ["backup": "\(backupURL.path)"])
         return backupURL
     }
