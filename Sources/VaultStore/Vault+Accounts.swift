@@ -11,8 +11,19 @@ extension Vault {
     ///
     /// Throws ``VaultError/Code/alreadyExists`` when the vault already holds an account with
     /// the same issuer and subject.
+    @available(
+        *, deprecated,
+        message: "a raw write: an account without a session or event. Sign in with SessionService.signIn(_:tokens:policy:) (VaultSession); tests and tools: @_spi(RawWrites) insertAccount(_:)"
+    )
     @discardableResult
     public func addAccount(_ new: NewAccount) throws -> Account {
+        try insertAccount(new)
+    }
+
+    /// ``addAccount(_:)`` for test fixtures, benchmarks and tools.
+    @_spi(RawWrites)
+    @discardableResult
+    public func insertAccount(_ new: NewAccount) throws -> Account {
         try write("adding an account") { db in try self.addAccount(new, db) }
     }
 

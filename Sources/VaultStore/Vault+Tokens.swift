@@ -13,8 +13,20 @@ extension Vault {
     ///
     /// Every token value is sealed with the account's key and bound to its account, column
     /// and generation, so an older sealed value replayed into the row does not open.
+    @available(
+        *, deprecated,
+        message: "a raw write: no session, no event. Sign in with SessionService.signIn(_:tokens:policy:) (VaultSession); tests and tools: @_spi(RawWrites) writeTokens(_:for:replacing:)"
+    )
     @discardableResult
     public func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
+        try writeTokens(tokens, for: account, replacing: generation)
+    }
+
+    /// ``storeTokens(_:for:replacing:)`` for test fixtures, benchmarks and repair tools, which
+    /// write tokens without the session layer on purpose.
+    @_spi(RawWrites)
+    @discardableResult
+    public func writeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
         try write("storing tokens") { db in
             try self.storeTokens(tokens, for: account, replacing: generation, db)
         }
@@ -117,8 +129,19 @@ extension Vault {
     }
 
     /// Deletes the account's tokens (the account stays). Returns whether there were any.
+    @available(
+        *, deprecated,
+        message: "a raw write: the session stays active without tokens. End it with SessionService.endSession(_:revoke:) (VaultSession); tests and tools: @_spi(RawWrites) deleteTokens(for:)"
+    )
     @discardableResult
     public func wipeTokens(for account: AccountID) throws -> Bool {
+        try deleteTokens(for: account)
+    }
+
+    /// ``wipeTokens(for:)`` for test fixtures and tools.
+    @_spi(RawWrites)
+    @discardableResult
+    public func deleteTokens(for account: AccountID) throws -> Bool {
         try write("wiping tokens") { db in
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
             return db.changesCount > 0

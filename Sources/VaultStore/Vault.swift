@@ -11,8 +11,10 @@ import VaultSync
 /// ```swift
 /// let url = VaultLocation.defaultURL()
 /// let vault = try Vault.create(at: url, credential: .passphrase("correct horse battery staple"))
-/// let account = try vault.addAccount(NewAccount(issuer: "https://id.example", subject: "alice", client: client))
-/// try vault.storeTokens(tokens, for: account.id, replacing: nil)
+/// // Accounts, tokens and sessions are written through the session layer (VaultSession):
+/// let service = SessionService(vault: vault, oauth: OAuthClient())
+/// try await service.signIn(NewAccount(issuer: "https://id.example", subject: "alice", client: client), tokens: tokens)
+/// let token = try await service.validAccessToken()
 /// vault.close()
 /// ```
 ///

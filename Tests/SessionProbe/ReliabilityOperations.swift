@@ -19,7 +19,7 @@ import VaultOAuth
 import VaultSession
 import VaultURLSession
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// Writes one line to standard output at once (write(2), no buffering), so a kill loses nothing printed.
 func emitNow(_ line: String) {
@@ -105,7 +105,7 @@ func rotateLoop(_ url: URL, _ credential: VaultCredential, count: Int, accounts:
             accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
         let next = (current?.generation ?? 0) + 1
         emitNow("storing \(account) \(next) \(sha(refresh))")
-        let stored = try vault.storeTokens(tokens, for: account, replacing: current?.generation)
+        let stored = try vault.writeTokens(tokens, for: account, replacing: current?.generation)
         emitNow("committed \(account) \(stored) \(sha(refresh))")
     }
 }
@@ -155,7 +155,7 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
                         accessToken: randomToken("at_"), refreshToken: randomToken("rt_"), tokenType: "Bearer",
                         accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
                     do {
-                        try vault.storeTokens(tokens, for: account, replacing: current?.generation)
+                        try vault.writeTokens(tokens, for: account, replacing: current?.generation)
                         rotated += 1
                         break
                     } catch let error as VaultError where error.code == .staleGeneration {

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// Case 3 of issue 7: eight processes on one vault, each running a mix of reads, token
 /// rotations (compare-and-swap), account switches and notification writes.
@@ -20,8 +20,8 @@ struct ConcurrencyMixedTests {
         do {
             let vault = try test.create()
             for subject in ["alice", "bob", "carol"] {
-                let account = try vault.addAccount(Samples.account(subject))
-                generationsBefore[account.id] = try vault.storeTokens(Samples.tokens(subject), for: account.id, replacing: nil)
+                let account = try vault.insertAccount(Samples.account(subject))
+                generationsBefore[account.id] = try vault.writeTokens(Samples.tokens(subject), for: account.id, replacing: nil)
                 accounts.append(account.id)
             }
             notificationsBefore = try vault.notificationCount()

@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// Case 13 of issue 7: `rotate-key` killed with SIGKILL at random points of a large vault.
 /// After every kill every sealed field still opens; run again, the rotation resumes and finishes.
@@ -93,8 +93,8 @@ struct CrashKeyRotationTests {
         let expiry = Date(millisecondsSince1970: Date().addingTimeInterval(3600).millisecondsSince1970)
         var accounts: [AccountID] = []
         for subject in ["alice", "bob"] {
-            let account = try vault.addAccount(Samples.account(subject))
-            try vault.storeTokens(Samples.tokens(subject, expiresAt: expiry), for: account.id, replacing: nil)
+            let account = try vault.insertAccount(Samples.account(subject))
+            try vault.writeTokens(Samples.tokens(subject, expiresAt: expiry), for: account.id, replacing: nil)
             accounts.append(account.id)
         }
         let created = Date()

@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// Case 1 of issue 7: a process killed with SIGKILL at random moments while it rotates tokens
 /// never leaves a vault that fails to open, fails its integrity check, or holds anything but
@@ -26,9 +26,9 @@ struct CrashRotationTests {
         do {
             let vault = try test.create()
             for subject in ["alice", "bob"] {
-                let account = try vault.addAccount(Samples.account(subject))
+                let account = try vault.insertAccount(Samples.account(subject))
                 let tokens = Samples.tokens(subject)
-                let generation = try vault.storeTokens(tokens, for: account.id, replacing: nil)
+                let generation = try vault.writeTokens(tokens, for: account.id, replacing: nil)
                 expected[account.id] = Seen(committed: (generation, digest(tokens.refreshToken)))
             }
             vault.close()

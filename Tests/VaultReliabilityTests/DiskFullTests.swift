@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Case 5 of issue 7: the file system fills up during a token rotation, a key rotation, a
@@ -61,9 +61,9 @@ struct DiskFullTests {
         let url = disk.file("vault.db")
         let options = VaultOptions(logger: logs.logger(), kdf: TestVault.fastKDF)
         let vault = try Vault.create(at: url, credential: .keyFile(keyFile), options: options)
-        let account = try vault.addAccount(Samples.account()).id
+        let account = try vault.insertAccount(Samples.account()).id
         let tokens = Samples.steadyTokens("full-1")
-        try vault.storeTokens(tokens, for: account, replacing: nil)
+        try vault.writeTokens(tokens, for: account, replacing: nil)
         return (vault, url, options, .keyFile(keyFile), account, tokens)
     }
 
@@ -78,7 +78,7 @@ struct DiskFullTests {
 
         // A token rotation with no room for its WAL frames.
         disk.fill()
-        let storeError = expectRefusal(.storage) { try vault.storeTokens(second, for: account, replacing: 1) }
+        let storeError = expectRefusal(.storage) { try vault.writeTokens(second, for: account, replacing: 1) }
         requireFull(storeError)
         #expect(try vault.tokens(for: account)?.tokens == first, "the previous token still opens")
         texts.append(storeError.map(String.init(describing:)) ?? "")
@@ -90,7 +90,7 @@ struct DiskFullTests {
         #expect(try vault.verify().passed)
 
         // A checkpoint that must grow the database file, with no room for it.
-        let generation = try vault.storeTokens(second, for: account, replacing: 1)
+        let generation = try vault.writeTokens(second, for: account, replacing: 1)
         for index in 0..<60 {
             try vault.upsertNotification(
                 NotificationRecord(

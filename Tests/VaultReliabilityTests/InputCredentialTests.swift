@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 @testable import VaultCrypto
@@ -61,9 +61,9 @@ import VaultTestSupport
     func refused(attempt: Attempt) throws {
         let test = try TestVault(attempt.isPassphrase ? .passphrase : .keyFile)
         let vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("cred-6a1b")
-        try vault.storeTokens(tokens, for: account.id, replacing: nil)
+        try vault.writeTokens(tokens, for: account.id, replacing: nil)
         vault.close()
         // The shared-memory file is SQLite's WAL index, rewritten by every reader: only the
         // database and its WAL hold the vault.

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Case 9 of issue 7, the part NotAVaultTests and MigrationTests (VaultStoreTests) do not
@@ -121,9 +121,9 @@ import VaultTestSupport
     func wrongTypeIsDamage(edit: Edit) throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("type-3c9d")
-        try vault.storeTokens(tokens, for: account.id, replacing: nil)
+        try vault.writeTokens(tokens, for: account.id, replacing: nil)
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         try vault.upsertNotification(
             NotificationRecord(
@@ -187,7 +187,7 @@ import VaultTestSupport
         case .metaActiveAccountBlob, .signInGenerationText:
             read = { try vault.signIn(Samples.account(), tokens: tokens, policy: SessionPolicy()) as Any }
         case .metaNextKeyIDText:
-            read = { try vault.addAccount(Samples.account("bob")) as Any }
+            read = { try vault.insertAccount(Samples.account("bob")) as Any }
         case .activeAccountIDBlob:
             read = { try vault.activeAccountID() as Any }
         case .metaCreatedAtText, .metaIntegrityOKText, .deviceStatusBlob:
@@ -230,7 +230,7 @@ import VaultTestSupport
     func outsideCheckFailsVerify() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         vault.close()
         try RawDatabase.execute(test.url, "PRAGMA ignore_check_constraints = ON; UPDATE sessions SET state = 'bogus'")
@@ -250,9 +250,9 @@ import VaultTestSupport
     func refusedWritesChangeNothing() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("write-7e21")
-        try vault.storeTokens(tokens, for: account.id, replacing: nil)
+        try vault.writeTokens(tokens, for: account.id, replacing: nil)
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         try vault.setSessionPolicy(SessionPolicy(), for: account.id)
         vault.close()
@@ -312,9 +312,9 @@ import VaultTestSupport
     func rotationMeetsWrongType(edit: RotationEdit) throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("rotate-51af")
-        try vault.storeTokens(tokens, for: account.id, replacing: nil)
+        try vault.writeTokens(tokens, for: account.id, replacing: nil)
         try vault.saveDevice(
             DeviceRegistration(
                 account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
@@ -345,8 +345,8 @@ import VaultTestSupport
     func tokenMetadataWrongType() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.steadyTokens("meta"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.steadyTokens("meta"), for: account.id, replacing: nil)
         vault.close()
         try RawDatabase.execute(test.url, "UPDATE tokens SET generation = 'x'")
         vault = try test.open()

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Case 12 of issue 7, beyond FileSafetyTests (VaultStoreTests: create and open under umask
@@ -16,14 +16,14 @@ import VaultTestSupport
             defer { umask(previous) }
             let test = try TestVault()
             var vault = try test.create()
-            let account = try vault.addAccount(Samples.account())
-            try vault.storeTokens(Samples.steadyTokens("modes-1"), for: account.id, replacing: nil)
+            let account = try vault.insertAccount(Samples.account())
+            try vault.writeTokens(Samples.steadyTokens("modes-1"), for: account.id, replacing: nil)
             vault.close()
             // As after a copy of the file alone: the next open creates the WAL and shared memory anew.
             for suffix in ["-wal", "-shm"] { unlink(test.url.path + suffix) }
 
             vault = try test.open()
-            try vault.storeTokens(Samples.steadyTokens("modes-2"), for: account.id, replacing: 1)
+            try vault.writeTokens(Samples.steadyTokens("modes-2"), for: account.id, replacing: 1)
             for suffix in ["", "-wal", "-shm"] {
                 #expect(FileProbe.mode(URL(fileURLWithPath: test.url.path + suffix)) == 0o600, "vault.db\(suffix)")
             }

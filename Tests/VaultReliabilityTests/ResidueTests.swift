@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Case 10 of issue 7. AccountRemovalTests (VaultStoreTests) searches the file, WAL and shared
@@ -16,16 +16,16 @@ import VaultTestSupport
         defer { remover.close() }
         let other = try test.open()
         defer { other.close() }
-        let alice = try remover.addAccount(Samples.account("alice")).id
-        let bob = try remover.addAccount(Samples.account("bob")).id
+        let alice = try remover.insertAccount(Samples.account("alice")).id
+        let bob = try remover.insertAccount(Samples.account("bob")).id
         var generation: Int64? = nil
         var tokenValues: [String] = []
         for round in 0..<4 {
             let tokens = Samples.steadyTokens("residue-\(round)-c1d2e3")
             tokenValues += [tokens.accessToken, tokens.refreshToken, tokens.idToken].compactMap { $0 }
-            generation = try remover.storeTokens(tokens, for: alice, replacing: generation)
+            generation = try remover.writeTokens(tokens, for: alice, replacing: generation)
         }
-        try remover.storeTokens(Samples.steadyTokens("residue-bob"), for: bob, replacing: nil)
+        try remover.writeTokens(Samples.steadyTokens("residue-bob"), for: bob, replacing: nil)
         for index in 0..<20 {
             try remover.upsertNotification(
                 NotificationRecord(

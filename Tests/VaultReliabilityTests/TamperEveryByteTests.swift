@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Case 7 of issue 7: every byte of a sealed value flipped in turn (header, nonce, ciphertext,
@@ -22,8 +22,8 @@ import VaultTestSupport
             test = try TestVault()
             let vault = try test.create()
             defer { vault.close() }
-            account = try vault.addAccount(Samples.account()).id
-            try vault.storeTokens(tokens, for: account, replacing: nil)
+            account = try vault.insertAccount(Samples.account()).id
+            try vault.writeTokens(tokens, for: account, replacing: nil)
             try vault.upsertNotification(
                 NotificationRecord(
                     uuid: "n-flip", account: account, subject: Self.subject,

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Case 8 of issue 7. TamperingTests (VaultStoreTests) proves that a value copied to another
@@ -18,12 +18,12 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let alice = try vault.addAccount(Samples.account("alice")).id
-        let bob = try vault.addAccount(Samples.account("bob")).id
+        let alice = try vault.insertAccount(Samples.account("alice")).id
+        let bob = try vault.insertAccount(Samples.account("bob")).id
         let aliceTokens = Samples.steadyTokens("swap-alice")
         let bobTokens = Samples.steadyTokens("swap-bob")
-        try vault.storeTokens(aliceTokens, for: alice, replacing: nil)
-        try vault.storeTokens(bobTokens, for: bob, replacing: nil)
+        try vault.writeTokens(aliceTokens, for: alice, replacing: nil)
+        try vault.writeTokens(bobTokens, for: bob, replacing: nil)
         for (uuid, account) in [("n-a", alice), ("n-b", alice)] {
             try vault.upsertNotification(
                 NotificationRecord(
@@ -71,16 +71,16 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.addAccount(Samples.account()).id
+        let account = try vault.insertAccount(Samples.account()).id
         let old = Samples.steadyTokens("replay-old")
         let new = Samples.steadyTokens("replay-new")
-        let first = try vault.storeTokens(old, for: account, replacing: nil)
+        let first = try vault.writeTokens(old, for: account, replacing: nil)
         let url = test.url
         let oldRow = try RawDatabase.blobs(
             url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
         // The whole older row, kept aside in the file as someone with a copy of it would.
         try RawDatabase.execute(url, "CREATE TABLE saved_tokens AS SELECT * FROM tokens")
-        try vault.storeTokens(new, for: account, replacing: first)
+        try vault.writeTokens(new, for: account, replacing: first)
 
         // One sealed value replayed: its generation no longer matches.
         let current = try #require(try RawDatabase.blob(url, "SELECT refresh_token FROM tokens"))

@@ -4,7 +4,7 @@ import GRDB
 import Testing
 import VaultCrypto
 import VaultSession
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultSync
 import VaultTestSupport
 
@@ -218,7 +218,7 @@ struct SessionTransferTests {
                 try await h.service.exportSession(SessionExportRequest(recipient: try await b.service.recipient())) { _ in
                     // Another process stores tokens meanwhile (a sign-in ignores the lease).
                     let generation = try other.tokens(for: alice)?.generation
-                    _ = try other.storeTokens(replacement, for: alice, replacing: generation)
+                    _ = try other.writeTokens(replacement, for: alice, replacing: generation)
                 }
                 Issue.record("the move finished although the tokens changed under it")
             } catch let error as SessionTransferError {

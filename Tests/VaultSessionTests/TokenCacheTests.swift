@@ -2,7 +2,7 @@ import DevGateway
 import Foundation
 import Testing
 import VaultSession
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// The warm-process token cache behind `validAccessToken()`: a fresh token is served without
@@ -15,7 +15,7 @@ struct TokenCacheTests {
         var tokens = current.tokens
         tokens.accessToken = value
         tokens.accessTokenExpiresAt = h.time.now().addingTimeInterval(3600)
-        try vault.storeTokens(tokens, for: account, replacing: current.generation)
+        try vault.writeTokens(tokens, for: account, replacing: current.generation)
     }
 
     @Test("tokens stored by another connection (another process) are served on the next call")

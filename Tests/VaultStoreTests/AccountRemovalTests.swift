@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Removing an account leaves none of its sealed values or token bytes anywhere on disk.
@@ -14,14 +14,14 @@ import VaultTestSupport
         let test = try TestVault(kind)
         let vault = try test.create(clock: Times.fixedClock)
         defer { vault.close() }
-        let alice = try vault.addAccount(
+        let alice = try vault.insertAccount(
             NewAccount(
                 issuer: "https://id.example.test", subject: "alice", label: "Alice-label-91c2", email: "alice-91c2@example.test",
                 client: OAuthClientSettings(
                     tokenEndpoint: try #require(URL(string: "https://id.example.test/token")),
                     clientID: "cli", authentication: .clientSecretBasic),
                 clientSecret: "alice-client-secret-91c2"))
-        let bob = try vault.addAccount(Samples.account("bob"))
+        let bob = try vault.insertAccount(Samples.account("bob"))
 
         // Several generations, so older token values were written too.
         var aliceTokens: [TokenSet] = []
@@ -29,9 +29,9 @@ import VaultTestSupport
         for round in 0..<3 {
             let tokens = Samples.fixedTokens("alice-\(round)-q7w8e9")
             aliceTokens.append(tokens)
-            generation = try vault.storeTokens(tokens, for: alice.id, replacing: generation)
+            generation = try vault.writeTokens(tokens, for: alice.id, replacing: generation)
         }
-        try vault.storeTokens(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
+        try vault.writeTokens(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
         for index in 0..<5 {
             for account in [alice.id, bob.id] {
                 try vault.upsertNotification(
@@ -117,10 +117,10 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let alice = try vault.addAccount(Samples.account("alice")).id
-        let bob = try vault.addAccount(Samples.account("bob")).id
-        try vault.storeTokens(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
-        try vault.storeTokens(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
+        let alice = try vault.insertAccount(Samples.account("alice")).id
+        let bob = try vault.insertAccount(Samples.account("bob")).id
+        try vault.writeTokens(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
+        try vault.writeTokens(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
         #expect(try vault.activeAccountID() == alice)
         let sealed = try RawDatabase.blobs(
             test.url,

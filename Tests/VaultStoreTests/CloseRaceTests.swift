@@ -1,7 +1,7 @@
 import Dispatch
 import Foundation
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultSync
 import VaultTestSupport
 
@@ -16,7 +16,7 @@ import VaultTestSupport
         for round in 0..<20 {
             let test = try TestVault(.keyFile)  // its directory lives as long as `test`
             let vault = try test.create(clock: Times.fixedClock)
-            let account = try vault.addAccount(Samples.account("alice-\(round)")).id
+            let account = try vault.insertAccount(Samples.account("alice-\(round)")).id
             let outcomes = Locked((completed: 0, closed: 0, other: [String]()))
             let started = DispatchSemaphore(value: 0)
             let group = DispatchGroup()
@@ -28,7 +28,7 @@ import VaultTestSupport
                     for step in 0..<200 {
                         do {
                             if worker == 0, step % 4 == 0 {
-                                try vault.storeTokens(Samples.fixedTokens("t-\(round)-\(step)"), for: account, replacing: nil)
+                                try vault.writeTokens(Samples.fixedTokens("t-\(round)-\(step)"), for: account, replacing: nil)
                             } else {
                                 _ = try vault.accounts()
                             }

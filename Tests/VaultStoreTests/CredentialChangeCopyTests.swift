@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// Issue 12, part 5: after a credential change, a copy of the vault made before it plus the old
 /// passphrase must open nothing written afterwards: the attacker unwraps the old vault key from
@@ -21,8 +21,8 @@ struct CredentialChangeCopyTests {
         let url = directory.file("vault.db")
         let options = VaultOptions(kdf: .owaspFloor)
         var vault = try Vault.create(at: url, credential: .passphrase(old), options: options)
-        let account = try vault.addAccount(Samples.account()).id
-        let first = try vault.storeTokens(Samples.tokens("before"), for: account, replacing: nil)
+        let account = try vault.insertAccount(Samples.account()).id
+        let first = try vault.writeTokens(Samples.tokens("before"), for: account, replacing: nil)
         vault.close()
         let copy = directory.file("copy-before.db")
         try FileManager.default.copyItem(at: url, to: copy)
@@ -31,7 +31,7 @@ struct CredentialChangeCopyTests {
         let change = try vault.changeCredential(from: .passphrase(old), to: .passphrase(new), replacingKeys: replacingKeys)
         #expect(change.keysReplaced == replacingKeys)
         let after = Samples.tokens("after")
-        try vault.storeTokens(after, for: account, replacing: try vault.tokens(for: account)?.generation ?? first)
+        try vault.writeTokens(after, for: account, replacing: try vault.tokens(for: account)?.generation ?? first)
         vault.close()
         #expect(throws: VaultError.self) { try Vault.open(at: url, credential: .passphrase(old), options: options) }
 

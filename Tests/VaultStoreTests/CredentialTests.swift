@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// What unlocks a vault, what is refused, and that a refusal never changes the file.
@@ -71,8 +71,8 @@ import VaultTestSupport
     func badCredentialIsRefused(bad: BadCredential) throws {
         let test = try TestVault(bad.vaultKind)
         let vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("kept"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("kept"), for: account.id, replacing: nil)
         vault.close()
         let before = FileProbe.fingerprint(test.url)
 
@@ -98,7 +98,7 @@ import VaultTestSupport
         let test = try TestVault(.passphrase)
         let bytes: [UInt8] = [0xff, 0x00, 0xfe, 0x80, 0xc0, 0xaf]
         let vault = try Vault.create(at: test.url, credential: .passphrase(bytes: bytes), options: test.options())
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         vault.close()
 
         let reopened = try Vault.open(at: test.url, credential: .passphrase(bytes: bytes), options: test.options())
@@ -116,8 +116,8 @@ import VaultTestSupport
     func changePassphraseThenSwitchToKeyFile() throws {
         let test = try TestVault(.passphrase)
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("change"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("change"), for: account.id, replacing: nil)
         try vault.upsertNotification(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "s", message: "m",
@@ -149,7 +149,7 @@ import VaultTestSupport
     func keyFileToPassphrase() throws {
         let test = try TestVault(.keyFile)
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         try vault.changeCredential(to: .passphrase(TestVault.passphrase), cost: TestVault.fastKDF)
         vault.close()
 

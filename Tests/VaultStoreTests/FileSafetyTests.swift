@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// File modes and locations: a vault is private to its owner, or refused.
@@ -15,8 +15,8 @@ import VaultTestSupport
             let test = try TestVault()
             let vault = try test.create()
             defer { vault.close() }
-            let account = try vault.addAccount(Samples.account())
-            try vault.storeTokens(Samples.fixedTokens("modes"), for: account.id, replacing: nil)
+            let account = try vault.insertAccount(Samples.account())
+            try vault.writeTokens(Samples.fixedTokens("modes"), for: account.id, replacing: nil)
 
             for suffix in ["", "-wal", "-shm"] {
                 let url = URL(fileURLWithPath: test.url.path + suffix)
@@ -79,7 +79,7 @@ import VaultTestSupport
     func createDoesNotOverwrite() throws {
         let test = try TestVault()
         let vault = try test.create()
-        try vault.addAccount(Samples.account())
+        try vault.insertAccount(Samples.account())
         vault.close()
         let before = FileProbe.fingerprint(test.url)
         expectVaultError(.alreadyExists) { try test.create() }

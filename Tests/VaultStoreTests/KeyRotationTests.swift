@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// `rotateKeys` replaces every key and re-seals every value, and survives being stopped.
 @Suite("Key rotation")
@@ -68,14 +68,14 @@ struct KeyRotationTests {
         let alice = try #require(try vault.accounts().first { $0.subject == "alice" })
         let generation = try #require(try vault.tokens(for: alice.id)).generation
         let newTokens = TokenSet(accessToken: "AT-during-rotation", refreshToken: "RT-during-rotation")
-        try vault.storeTokens(newTokens, for: alice.id, replacing: generation)
+        try vault.writeTokens(newTokens, for: alice.id, replacing: generation)
         vault.close()
 
         let reopened = try test.open()
         defer { reopened.close() }
         #expect(try reopened.tokens(for: alice.id)?.tokens == newTokens)
-        let late = try reopened.addAccount(Samples.account("carol"))
-        try reopened.storeTokens(Samples.fixedTokens("carol"), for: late.id, replacing: nil)
+        let late = try reopened.insertAccount(Samples.account("carol"))
+        try reopened.writeTokens(Samples.fixedTokens("carol"), for: late.id, replacing: nil)
 
         let report = try reopened.rotateKeys(credential: test.credential, batchSize: 3)
         #expect(report.resumed)

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Everything a vault logs at the most verbose level is free of secrets.
@@ -12,7 +12,7 @@ import VaultTestSupport
     func logsHoldNoSecret(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         var vault = try test.create()
-        let account = try vault.addAccount(
+        let account = try vault.insertAccount(
             NewAccount(
                 issuer: "https://id.example.test", subject: "alice", label: "label-5d1e", email: "alice-5d1e@example.test",
                 client: OAuthClientSettings(
@@ -20,8 +20,8 @@ import VaultTestSupport
                     clientID: "cli", authentication: .clientSecretBasic),
                 clientSecret: "client-secret-5d1e"))
         let tokens = Samples.fixedTokens("log-5d1e")
-        let generation = try vault.storeTokens(tokens, for: account.id, replacing: nil)
-        expectVaultError(.staleGeneration) { try vault.storeTokens(Samples.fixedTokens("log-stale-5d1e"), for: account.id, replacing: nil) }
+        let generation = try vault.writeTokens(tokens, for: account.id, replacing: nil)
+        expectVaultError(.staleGeneration) { try vault.writeTokens(Samples.fixedTokens("log-stale-5d1e"), for: account.id, replacing: nil) }
         try vault.upsertNotification(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "subject-5d1e",

@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// Schema versions: a newer vault is left alone, an edited migration is noticed, and a
 /// failing migration rolls back after a backup.
@@ -25,7 +25,7 @@ import VaultTestSupport
     func newerSchemaIsRefused(how: NewerSchema) throws {
         let test = try TestVault()
         let vault = try test.create()
-        try vault.addAccount(Samples.account())
+        try vault.insertAccount(Samples.account())
         vault.close()
         if how != .migrationRecord {
             try RawDatabase.execute(test.url, "PRAGMA user_version = 99")
@@ -71,8 +71,8 @@ import VaultTestSupport
         let test = try TestVault()
         let clock = WallClock { Date(timeIntervalSince1970: 1_800_000_000) }
         var vault = try test.create(clock: clock)
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("before-migration"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("before-migration"), for: account.id, replacing: nil)
         vault.close()
 
         var options = test.options(clock: clock)
@@ -120,7 +120,7 @@ import VaultTestSupport
     func newMigrationIsApplied() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
+        let account = try vault.insertAccount(Samples.account())
         vault.close()
 
         var options = test.options()

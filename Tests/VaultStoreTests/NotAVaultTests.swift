@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Files that are not vaults, or are vaults cut short or overwritten, are named for what
@@ -34,8 +34,8 @@ import VaultTestSupport
     /// A vault with some data, closed, as bytes.
     static func vaultBytes(_ test: TestVault) throws -> [UInt8] {
         let vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
         for index in 0..<40 {
             try vault.upsertNotification(
                 NotificationRecord(

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// The actions stored with a notification are read without a `JSONDecoder` when they are in the
 /// form the vault writes (issue 16); whatever the input, the result must be `JSONDecoder`'s.
@@ -22,7 +22,7 @@ import VaultTestSupport
 
         let test = try TestVault(.keyFile)
         let vault = try test.create(clock: Times.fixedClock)
-        let alice = try vault.addAccount(Samples.account("alice")).id
+        let alice = try vault.insertAccount(Samples.account("alice")).id
         try vault.upsertNotification(
             NotificationRecord(uuid: "n-1", account: alice, subject: "s", message: "m", actions: actions, createdAt: Times.at(10)))
         #expect(try vault.notifications(NotificationQuery(limit: 5)).items.map(\.actions) == [actions])

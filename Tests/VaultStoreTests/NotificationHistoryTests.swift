@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// The notification history: newest-first pages, filters, answers and pruning.
@@ -18,8 +18,8 @@ import VaultTestSupport
         init(kind: TestVault.Kind = .keyFile) throws {
             test = try TestVault(kind)
             vault = try test.create(clock: Times.fixedClock)
-            alice = try vault.addAccount(Samples.account("alice")).id
-            bob = try vault.addAccount(Samples.account("bob")).id
+            alice = try vault.insertAccount(Samples.account("alice")).id
+            bob = try vault.insertAccount(Samples.account("bob")).id
             var records: [NotificationRecord] = []
             for index in 0..<30 {
                 records.append(

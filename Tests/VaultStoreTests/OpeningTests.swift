@@ -4,7 +4,7 @@ import Testing
 import VaultCrypto
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// `Vault.open(at:options:credential:)`: one read-only pass that checks the file, tells the
 /// caller how it is unlocked, then unlocks with the credential the caller picks; and what
@@ -22,7 +22,7 @@ import VaultTestSupport
     func chooserGetsTheFacts(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let created = try test.create()
-        let account = try created.addAccount(Samples.account())
+        let account = try created.insertAccount(Samples.account())
         created.close()
 
         var seen: [VaultOpeningFacts] = []
@@ -50,7 +50,7 @@ import VaultTestSupport
     func chooserRefusalWritesNothing(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let created = try test.create()
-        try created.addAccount(Samples.account())
+        try created.insertAccount(Samples.account())
         created.close()
         let before = (FileProbe.fingerprint(test.url), FileProbe.fingerprint(Self.wal(test)))
 
@@ -102,7 +102,7 @@ import VaultTestSupport
     func chooserSeesPendingMigrations() throws {
         let test = try TestVault()
         let created = try test.create()
-        try created.addAccount(Samples.account())
+        try created.insertAccount(Samples.account())
         created.close()
         let before = FileProbe.fingerprint(test.url)
 
@@ -130,8 +130,8 @@ import VaultTestSupport
     func readOnlyUseWritesNothing() throws {
         let test = try TestVault()
         let created = try test.create()
-        let account = try created.addAccount(Samples.account())
-        try created.storeTokens(Samples.tokens("read-only"), for: account.id, replacing: nil)
+        let account = try created.insertAccount(Samples.account())
+        try created.writeTokens(Samples.tokens("read-only"), for: account.id, replacing: nil)
         created.close()
         #expect(FileProbe.isEmpty(Self.wal(test)), "a close after writes folds the WAL into the file")
         let file = FileProbe.fingerprint(test.url)
@@ -154,7 +154,7 @@ import VaultTestSupport
         try test.create().close()
         try test.open().close()
         let vault = try test.open()
-        try vault.addAccount(Samples.account("bob"))
+        try vault.insertAccount(Samples.account("bob"))
         vault.close()
         #expect(FileProbe.isEmpty(Self.wal(test)))
         #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM accounts") == 1)

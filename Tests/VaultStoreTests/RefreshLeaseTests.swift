@@ -3,7 +3,7 @@ import Testing
 import VaultProcess
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// The refresh lease and the shared back-off (issue 12, part 2): taken over only from a holder
 /// that is gone or whose lease lapsed; never blocking for longer than it can last.
@@ -19,8 +19,8 @@ struct RefreshLeaseTests {
         init() throws {
             test = try TestVault()
             vault = try test.create()
-            account = try vault.addAccount(Samples.account()).id
-            generation = try vault.storeTokens(Samples.tokens("lease"), for: account, replacing: nil)
+            account = try vault.insertAccount(Samples.account()).id
+            generation = try vault.writeTokens(Samples.tokens("lease"), for: account, replacing: nil)
         }
 
         func handle(shiftedBy offset: TimeInterval) throws -> Vault {

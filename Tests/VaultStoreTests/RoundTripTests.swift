@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Every kind of record survives closing the vault and opening it again from disk.
@@ -12,24 +12,24 @@ import VaultTestSupport
         var vault = try test.create(clock: Times.fixedClock)
 
         // Accounts: a public client and a confidential one with a client secret.
-        let publicAccount = try vault.addAccount(Samples.account("alice"))
+        let publicAccount = try vault.insertAccount(Samples.account("alice"))
         let confidentialClient = OAuthClientSettings(
             tokenEndpoint: try #require(URL(string: "https://corp.example.test/token")),
             revocationEndpoint: nil, clientID: "corp-cli", authentication: .clientSecretBasic,
             scopes: ["openid", "offline_access", "email"])
-        let confidential = try vault.addAccount(
+        let confidential = try vault.insertAccount(
             NewAccount(
                 issuer: "https://corp.example.test", subject: "bob", label: "Bob — Ops ✓", email: "bob@corp.example.test",
                 client: confidentialClient, clientSecret: "client-secret-value-7f3a"))
 
         // Tokens: all three values, expiry, scopes, and a generation past the first.
-        let first = try vault.storeTokens(Samples.fixedTokens("alice-1"), for: publicAccount.id, replacing: nil)
+        let first = try vault.writeTokens(Samples.fixedTokens("alice-1"), for: publicAccount.id, replacing: nil)
         let tokens = TokenSet(
             accessToken: "AT-alice-2", refreshToken: "RT-alice-2", idToken: "IDT-alice-2",
             tokenType: "DPoP", accessTokenExpiresAt: Times.at(7200), scopes: ["openid", "profile"])
-        let generation = try vault.storeTokens(tokens, for: publicAccount.id, replacing: first)
+        let generation = try vault.writeTokens(tokens, for: publicAccount.id, replacing: first)
         let accessOnly = TokenSet(accessToken: "AT-bob-only", tokenType: "Bearer")
-        try vault.storeTokens(accessOnly, for: confidential.id, replacing: nil)
+        try vault.writeTokens(accessOnly, for: confidential.id, replacing: nil)
 
         // Sessions: start, then update every field.
         let started = try vault.startSession(for: publicAccount.id, idleDeadline: Times.at(900), absoluteDeadline: Times.at(86_400))
@@ -116,19 +116,19 @@ import VaultTestSupport
     func endToEnd(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let vault = try test.create()
-        let account = try vault.addAccount(Samples.account())
-        let generation = try vault.storeTokens(Samples.fixedTokens("e2e"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        let generation = try vault.writeTokens(Samples.fixedTokens("e2e"), for: account.id, replacing: nil)
         vault.close()
 
         #expect(vault.isClosed)
         expectVaultError(.closed) { try vault.tokens(for: account.id) }
-        expectVaultError(.closed) { try vault.addAccount(Samples.account("carol")) }
+        expectVaultError(.closed) { try vault.insertAccount(Samples.account("carol")) }
 
         let reopened = try test.open()
         defer { reopened.close() }
         #expect(!reopened.isClosed)
         #expect(try reopened.tokens(for: account.id)?.tokens.accessToken == Samples.fixedTokens("e2e").accessToken)
-        let next = try reopened.storeTokens(Samples.fixedTokens("e2e-2"), for: account.id, replacing: generation)
+        let next = try reopened.writeTokens(Samples.fixedTokens("e2e-2"), for: account.id, replacing: generation)
         #expect(try reopened.tokens(for: account.id)?.generation == next)
         #expect(try reopened.removeAccount(account.id).removed)
         #expect(try reopened.accounts().isEmpty)
@@ -139,8 +139,8 @@ import VaultTestSupport
         let test = try TestVault(kind)
         let creator = try test.create()
         defer { creator.close() }
-        let account = try creator.addAccount(Samples.account())
-        try creator.storeTokens(Samples.fixedTokens("shared"), for: account.id, replacing: nil)
+        let account = try creator.insertAccount(Samples.account())
+        try creator.writeTokens(Samples.fixedTokens("shared"), for: account.id, replacing: nil)
 
         // Nothing was checkpointed yet: the newest commits are only in the WAL.
         let second = try test.open()

@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// A vault reached through a symbolic link is judged, and opened, where it really is.
@@ -23,7 +23,7 @@ import VaultTestSupport
             }
             realVault = realDirectory.appending(path: "vault.db")
             let vault = try Vault.create(at: realVault, credential: test.credential, options: test.options())
-            try vault.addAccount(Samples.account())
+            try vault.insertAccount(Samples.account())
             vault.close()
             link = privateDirectory.appending(path: "vault.db")
             try FileManager.default.createSymbolicLink(at: link, withDestinationURL: realVault)
@@ -68,7 +68,7 @@ import VaultTestSupport
         let vault = try linked.open()
         #expect(vault.url.path == linked.realVault.resolvingSymlinksInPath().path)
         #expect(try vault.accounts().count == 1)
-        try vault.addAccount(Samples.account("bob"))
+        try vault.insertAccount(Samples.account("bob"))
         #expect(linked.companions().byRealFile == ["-wal", "-shm"])
         #expect(linked.companions().byLink.isEmpty, "nothing is created next to the link")
         vault.close()

@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// A sealed value that was altered, moved or replayed is reported as damage, never returned.
@@ -12,8 +12,8 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("flip"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("flip"), for: account.id, replacing: nil)
         let original = try #require(try RawDatabase.blob(test.url, "SELECT refresh_token FROM tokens"))
         // Header (version, key id), nonce, ciphertext and tag: every position.
         #expect(original.count == SealedBlob.minimumLength + Samples.fixedTokens("flip").refreshToken!.utf8.count)
@@ -34,8 +34,8 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("size"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("size"), for: account.id, replacing: nil)
         let original = try #require(try RawDatabase.blob(test.url, "SELECT access_token FROM tokens"))
         for altered in [Array(original.dropLast()), original + [0], Array(original.prefix(10)), []] {
             try RawDatabase.execute(test.url, "UPDATE tokens SET access_token = ?", [Data(altered)])
@@ -61,10 +61,10 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create(clock: Times.fixedClock)
         defer { vault.close() }
-        let alice = try vault.addAccount(Samples.account("alice"))
-        let bob = try vault.addAccount(Samples.account("bob"))
-        try vault.storeTokens(Samples.fixedTokens("alice"), for: alice.id, replacing: nil)
-        try vault.storeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
+        let alice = try vault.insertAccount(Samples.account("alice"))
+        let bob = try vault.insertAccount(Samples.account("bob"))
+        try vault.writeTokens(Samples.fixedTokens("alice"), for: alice.id, replacing: nil)
+        try vault.writeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         let first = NotificationRecord(
             uuid: "n-1", account: alice.id, subject: "first subject", message: "first message",
             actions: [], createdAt: Times.at(1))
@@ -148,10 +148,10 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.addAccount(Samples.account())
-        let first = try vault.storeTokens(Samples.fixedTokens("old"), for: account.id, replacing: nil)
+        let account = try vault.insertAccount(Samples.account())
+        let first = try vault.writeTokens(Samples.fixedTokens("old"), for: account.id, replacing: nil)
         let oldRefresh = try #require(try RawDatabase.blob(test.url, "SELECT refresh_token FROM tokens"))
-        try vault.storeTokens(Samples.fixedTokens("new"), for: account.id, replacing: first)
+        try vault.writeTokens(Samples.fixedTokens("new"), for: account.id, replacing: first)
 
         try RawDatabase.execute(test.url, "UPDATE tokens SET refresh_token = ?", [Data(oldRefresh)])
         let error = expectVaultError(.damaged) { try vault.tokens(for: account.id) }
@@ -162,9 +162,9 @@ import VaultTestSupport
     func movedDataKeyIsRejected() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let alice = try vault.addAccount(Samples.account("alice"))
-        let bob = try vault.addAccount(Samples.account("bob"))
-        try vault.storeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
+        let alice = try vault.insertAccount(Samples.account("alice"))
+        let bob = try vault.insertAccount(Samples.account("bob"))
+        try vault.writeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         vault.close()
         // Give bob alice's wrapped data key: it must not open as bob's key.
         try RawDatabase.execute(

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 import VaultCrypto
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Token stores are a compare-and-swap on the generation: a stale writer never wins.
@@ -11,17 +11,17 @@ import VaultTestSupport
         let test = try TestVault(kind)
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.addAccount(Samples.account())
-        let first = try vault.storeTokens(Samples.fixedTokens("g1"), for: account.id, replacing: nil)
-        let second = try vault.storeTokens(Samples.fixedTokens("g2"), for: account.id, replacing: first)
+        let account = try vault.insertAccount(Samples.account())
+        let first = try vault.writeTokens(Samples.fixedTokens("g1"), for: account.id, replacing: nil)
+        let second = try vault.writeTokens(Samples.fixedTokens("g2"), for: account.id, replacing: first)
         #expect(second == first + 1)
 
         let error = expectVaultError(.staleGeneration) {
-            try vault.storeTokens(Samples.fixedTokens("stale"), for: account.id, replacing: first)
+            try vault.writeTokens(Samples.fixedTokens("stale"), for: account.id, replacing: first)
         }
         #expect(error.map { !String(describing: $0).contains(Samples.fixedTokens("stale").accessToken) } == true)
-        expectVaultError(.staleGeneration) { try vault.storeTokens(Samples.fixedTokens("fresh"), for: account.id, replacing: nil) }
-        expectVaultError(.staleGeneration) { try vault.storeTokens(Samples.fixedTokens("ahead"), for: account.id, replacing: second + 1) }
+        expectVaultError(.staleGeneration) { try vault.writeTokens(Samples.fixedTokens("fresh"), for: account.id, replacing: nil) }
+        expectVaultError(.staleGeneration) { try vault.writeTokens(Samples.fixedTokens("ahead"), for: account.id, replacing: second + 1) }
 
         let stored = try #require(try vault.tokens(for: account.id))
         #expect(stored.tokens == Samples.fixedTokens("g2"))
@@ -33,15 +33,15 @@ import VaultTestSupport
         let test = try TestVault()
         let first = try test.create()
         defer { first.close() }
-        let account = try first.addAccount(Samples.account())
-        let generation = try first.storeTokens(Samples.fixedTokens("start"), for: account.id, replacing: nil)
+        let account = try first.insertAccount(Samples.account())
+        let generation = try first.writeTokens(Samples.fixedTokens("start"), for: account.id, replacing: nil)
         let second = try test.open()
         defer { second.close() }
 
         // Both read generation 1, both refresh; the second writer must lose.
         #expect(try second.tokens(for: account.id)?.generation == generation)
-        let winner = try first.storeTokens(Samples.fixedTokens("winner"), for: account.id, replacing: generation)
-        expectVaultError(.staleGeneration) { try second.storeTokens(Samples.fixedTokens("loser"), for: account.id, replacing: generation) }
+        let winner = try first.writeTokens(Samples.fixedTokens("winner"), for: account.id, replacing: generation)
+        expectVaultError(.staleGeneration) { try second.writeTokens(Samples.fixedTokens("loser"), for: account.id, replacing: generation) }
         #expect(try second.tokens(for: account.id)?.tokens == Samples.fixedTokens("winner"))
         #expect(try second.tokens(for: account.id)?.generation == winner)
     }
@@ -52,7 +52,7 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         expectVaultError(.recordNotFound) {
-            try vault.storeTokens(Samples.fixedTokens("orphan"), for: AccountID(rawValue: "no-such-account"), replacing: nil)
+            try vault.writeTokens(Samples.fixedTokens("orphan"), for: AccountID(rawValue: "no-such-account"), replacing: nil)
         }
     }
 
@@ -61,12 +61,12 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.addAccount(Samples.account())
-        try vault.storeTokens(Samples.fixedTokens("w1"), for: account.id, replacing: nil)
-        #expect(try vault.wipeTokens(for: account.id))
+        let account = try vault.insertAccount(Samples.account())
+        try vault.writeTokens(Samples.fixedTokens("w1"), for: account.id, replacing: nil)
+        #expect(try vault.deleteTokens(for: account.id))
         #expect(try vault.tokens(for: account.id) == nil)
         #expect(try vault.tokenMetadata(for: account.id) == nil)
         #expect(try vault.account(account.id) != nil)
-        #expect(try vault.storeTokens(Samples.fixedTokens("w2"), for: account.id, replacing: nil) == 1)
+        #expect(try vault.writeTokens(Samples.fixedTokens("w2"), for: account.id, replacing: nil) == 1)
     }
 }

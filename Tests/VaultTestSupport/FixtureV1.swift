@@ -1,5 +1,5 @@
 import Foundation
-import VaultStore
+@_spi(RawWrites) import VaultStore
 
 /// The records of the schema-1 fixture vault, `Tests/Fixtures/vault-v1.db`.
 ///
@@ -57,11 +57,11 @@ public enum FixtureV1 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-1 code).
     public static func populate(_ vault: Vault) throws {
         for content in accounts {
-            let account = try vault.addAccount(
+            let account = try vault.insertAccount(
                 NewAccount(
                     issuer: "https://id.fixture.test", subject: content.subject, label: content.label, email: content.email,
                     client: clientSettings(confidential: content.clientSecret != nil), clientSecret: content.clientSecret))
-            try vault.storeTokens(content.tokens, for: account.id, replacing: nil)
+            try vault.writeTokens(content.tokens, for: account.id, replacing: nil)
             var session = try vault.startSession(
                 for: account.id, idleDeadline: created.addingTimeInterval(900),
                 absoluteDeadline: created.addingTimeInterval(43_200))

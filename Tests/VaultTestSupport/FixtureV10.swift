@@ -1,5 +1,5 @@
 import Foundation
-import VaultStore
+@_spi(RawWrites) import VaultStore
 
 /// The records of the schema-10 fixture vault, `Tests/Fixtures/vault-v10.db`: everything in
 /// ``FixtureV9`` plus what schema 10 added: heidi's provider registered its own loopback
@@ -17,7 +17,7 @@ public enum FixtureV10 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-10 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV9.populate(vault)
-        try vault.addAccount(
+        try vault.insertAccount(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "heidi", label: "Heidi",
                 client: OAuthClientSettings(

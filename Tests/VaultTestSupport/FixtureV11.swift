@@ -1,5 +1,5 @@
 import Foundation
-import VaultStore
+@_spi(RawWrites) import VaultStore
 
 /// The records of the schema-11 fixture vault, `Tests/Fixtures/vault-v11.db`: everything in
 /// ``FixtureV10`` plus what schema 11 added: ivan shares erin's first credential host under a
@@ -17,7 +17,7 @@ public enum FixtureV11 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-11 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV10.populate(vault)
-        let ivan = try vault.addAccount(
+        let ivan = try vault.insertAccount(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "ivan", label: "Ivan",
                 client: OAuthClientSettings(

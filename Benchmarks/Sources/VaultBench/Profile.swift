@@ -5,7 +5,7 @@ import GRDB
 import Logging
 import VaultOAuth
 import VaultSession
-import VaultStore
+@_spi(RawWrites) import VaultStore
 
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
@@ -119,7 +119,7 @@ func profileLoop(_ arguments: [String]) async throws {
     case "store":
         var generation = try vault.tokens(for: bench.account)?.generation
         let pair = sampleTokens(expiresIn: 3600)
-        for _ in 0..<iterations { generation = try vault.storeTokens(pair, for: bench.account, replacing: generation) }
+        for _ in 0..<iterations { generation = try vault.writeTokens(pair, for: bench.account, replacing: generation) }
     case "page":
         try fillNotifications(bench, count: 1000)
         for _ in 0..<iterations { _ = try vault.notifications(NotificationQuery(limit: 50)) }

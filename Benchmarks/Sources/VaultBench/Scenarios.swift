@@ -7,7 +7,7 @@ import Synchronization
 import VaultCrypto
 import VaultOAuth
 import VaultSession
-import VaultStore
+@_spi(RawWrites) import VaultStore
 
 /// An endpoint nothing listens on: the in-process figures never refresh.
 let unusedEndpoint = URL(string: "http://127.0.0.1:9/oauth/token") ?? URL(fileURLWithPath: "/")
@@ -112,7 +112,7 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
     defer { other.close() }
     var generation = try other.tokens(for: bench.account)?.generation
     let pair = sampleTokens(expiresIn: 7 * 24 * 3600)
-    let storeRefreshed = { generation = try other.storeTokens(pair, for: bench.account, replacing: generation) }
+    let storeRefreshed = { generation = try other.writeTokens(pair, for: bench.account, replacing: generation) }
     let refreshed = try await measurePair(
         warmup: 20, iterations: scale.coldIterations, block: 50,
         Operation(prepare: storeRefreshed, body: token), Operation(prepare: storeRefreshed, body: readAndOpen))
@@ -129,7 +129,7 @@ func benchDurableStore(_ report: Report, dir: URL, scale: Scale) async throws {
     defer { vault.close() }
     var generation = try vault.tokens(for: bench.account)?.generation
     let pair = sampleTokens(expiresIn: 3600)
-    let store = { generation = try vault.storeTokens(pair, for: bench.account, replacing: generation) }
+    let store = { generation = try vault.writeTokens(pair, for: bench.account, replacing: generation) }
 
     let pool = try DatabasePool(path: dir.appendingPathComponent("durable-baseline.db").path, configuration: baselineConfiguration())
     defer { try? pool.close() }

@@ -1,5 +1,5 @@
 import Foundation
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Records written with the library, so the command's output can be checked against known
@@ -19,11 +19,11 @@ enum Populate {
         defer { vault.close() }
         var client = Samples.client()
         client.authentication = .clientSecretBasic
-        let account = try vault.addAccount(
+        let account = try vault.insertAccount(
             NewAccount(
                 issuer: "https://id.example.test", subject: "carol", label: "carol (work)", email: "carol@example.test",
                 client: client, clientSecret: "client-secret-for-cli-test"))
-        try vault.storeTokens(Samples.tokens("cli"), for: account.id, replacing: nil)
+        try vault.writeTokens(Samples.tokens("cli"), for: account.id, replacing: nil)
         try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: Date(timeIntervalSinceNow: 3600))
         let now = Date()
         try vault.saveDevice(
