@@ -13,7 +13,7 @@ extension Vault {
     /// the same issuer and subject.
     @available(
         *, deprecated,
-        message: "a raw write: an account without a session or event. Sign in with SessionService.signIn(_:tokens:policy:) (VaultSession); tests and tools: @_spi(RawWrites) insertAccount(_:)"
+        message: "a raw write (no session, no event): use SessionService.signIn; fixtures: @_spi(RawWrites) insertAccount"
     )
     @discardableResult
     public func addAccount(_ new: NewAccount) throws -> Account {

@@ -15,7 +15,7 @@ extension Vault {
     /// and generation, so an older sealed value replayed into the row does not open.
     @available(
         *, deprecated,
-        message: "a raw write: no session, no event. Sign in with SessionService.signIn(_:tokens:policy:) (VaultSession); tests and tools: @_spi(RawWrites) writeTokens(_:for:replacing:)"
+        message: "a raw write (no session, no event): use SessionService.signIn; fixtures: @_spi(RawWrites) writeTokens"
     )
     @discardableResult
     public func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
@@ -131,7 +131,7 @@ extension Vault {
     /// Deletes the account's tokens (the account stays). Returns whether there were any.
     @available(
         *, deprecated,
-        message: "a raw write: the session stays active without tokens. End it with SessionService.endSession(_:revoke:) (VaultSession); tests and tools: @_spi(RawWrites) deleteTokens(for:)"
+        message: "a raw write (the session stays): use SessionService.endSession; fixtures: @_spi(RawWrites) deleteTokens"
     )
     @discardableResult
     public func wipeTokens(for account: AccountID) throws -> Bool {
