@@ -231,8 +231,9 @@ extension SessionService {
     /// result, usually) or `limit` passes, whichever comes first.
     private func waitForCommit(upTo limit: Duration) async throws {
         let step = max(.milliseconds(1), min(configuration.leaseWatchInterval, limit))
-        // Read on the I/O threads: the pragma runs on the writer connection, which may be busy
-        // with (or waiting for the lock for) another write of this process.
+        // Read on the I/O threads like every vault call (the stamp's own connection never
+        // waits for a writer; a commit of this process's ends the wait early, which only
+        // costs a look).
         let vault = self.vault
         let seen = try? await Self.offPool { try vault.dataVersion() }
         var waited = Duration.zero
