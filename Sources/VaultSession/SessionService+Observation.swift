@@ -67,10 +67,10 @@ extension SessionService {
     /// one task, off the path of the caller (a refresh's waiters do not wait for it); ``stop()``
     /// waits until everything queued is written.
     ///
-    /// For events written apart from any change: an idle warning, an extension's answer, and
-    /// (until they move too) session transfers and guest upgrades. An event that describes a
-    /// sign-in, sign-out, switch, lock, expiry, resume, refresh or refresh failure is written
-    /// in that change's transaction instead (``recording(_:)``, then ``announce(_:)``).
+    /// Only for events that describe no change to the vault: an idle warning, an extension
+    /// refused. Every event that describes a change (sign-in, sign-out, switch, lock, expiry,
+    /// resume, extension granted, refresh and its failures, transfers, guest upgrades) is
+    /// written in that change's transaction instead (``recording(_:)``, then ``announce(_:)``).
     ///
     /// `session`: the session as the transition behind the event left it; its id and version go
     /// into the log entry, so a reader can order transitions made by different processes.
@@ -108,6 +108,11 @@ extension SessionService {
     /// Tells this process's subscribers about events already written to the log with their change.
     func announce(_ events: [SessionEvent]) {
         for event in events { hub.emit(event) }
+    }
+
+    /// ``announce(_:)`` when `recorded` (the change wrote the event), else ``publish(_:session:)``.
+    func tell(_ event: SessionEvent, recorded: Bool, session: SessionRecord?) {
+        if recorded { announce([event]) } else { publish(event, session: session) }
     }
 
     /// Returns once every event published before the call is written to the log (or could not be).

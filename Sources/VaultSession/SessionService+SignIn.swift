@@ -432,11 +432,13 @@ extension SessionService {
                 logger.warning("the provider did not convert the guest; linking it locally", metadata: ["account": "\(guest.id)", "error": "\(error)"])
             }
         }
-        let upgrade = try await vaultCall { [vault] in try vault.upgradeGuest(guest.id, to: user.id) }
+        // The upgrade and the guest's end, in one transaction.
+        let recorded = recording { (_: GuestUpgrade) in [(SessionEvent.stateChanged(guest.id, .signedOut), nil)] }
+        let upgrade = try await vaultCall { [vault] in try vault.upgradeGuest(guest.id, to: user.id, recording: recorded) }
         if !converted, let tokens = upgrade.guestTokens {
             await revokeReplaced(tokens, of: guest)
         }
-        publish(.stateChanged(guest.id, .signedOut))
+        announce([.stateChanged(guest.id, .signedOut)])
         try await settle()
         logger.info(
             "guest upgraded",

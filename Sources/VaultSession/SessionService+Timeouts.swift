@@ -221,7 +221,7 @@ extension SessionService {
     public func extendSession(for account: AccountID? = nil) async throws -> ExtensionResult {
         let id = try await resolve(account)
         let (result, session) = try await extensionOutcome(id, asking: extensionHandler.map(HandlerAsk.init), warningWindowOnly: false)
-        publish(.extensionResult(id, result), session: session)
+        tell(.extensionResult(id, result), recorded: session != nil, session: session)
         return result
     }
 
@@ -239,7 +239,7 @@ extension SessionService {
     ) async throws -> ExtensionResult {
         let id = try await resolve(account)
         let (result, session) = try await extensionOutcome(id, asking: api, warningWindowOnly: onlyInWarningWindow)
-        publish(.extensionResult(id, result), session: session)
+        tell(.extensionResult(id, result), recorded: session != nil, session: session)
         return result
     }
 
@@ -278,8 +278,17 @@ extension SessionService {
             case marked(sessionID: Int64)
             case extended(SessionRecord, remaining: Int)
         }
+        // An extension granted is written with its event (a refusal writes nothing; its answer
+        // is published on its own).
+        func recordingExtension(at now: Date) -> EventRecording<(session: SessionRecord, result: Step)?> {
+            recording { outcome in
+                guard let outcome, case .extended(let extended, let remaining) = outcome.result else { return [] }
+                let result = ExtensionResult.extended(idleDeadline: extended.idleDeadline ?? now, remaining: remaining)
+                return [(.extensionResult(id, result), outcome.session)]
+            }
+        }
         let now = now()
-        let first = try await transition(id, "extending a session") { session, policy -> Step in
+        let first = try await transition(id, "extending a session", recording: recordingExtension(at: now)) { session, policy -> Step in
             guard case .active(let warning, _) = SessionJudge.judge(session, policy: policy, now: now) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
             if warningWindowOnly, warning == nil { return .refused(.notInWarningWindow) }
@@ -307,7 +316,7 @@ extension SessionService {
             answer = .success(ExtensionResponse(statusCode: 200))
         }
         let later = self.now()
-        let last = try await transition(id, "extending a session") { session, policy -> Step in
+        let last = try await transition(id, "extending a session", recording: recordingExtension(at: later)) { session, policy -> Step in
             guard session.id == sessionID, session.extensionInFlight?.holder == marker.holder else { return .refused(.sessionOver) }
             session.extensionInFlight = nil
             guard case .success(let response) = answer else { return .ignored }

@@ -123,8 +123,10 @@ extension SessionService {
         renewal.cancel()
         let ended: SessionRecord?
         do {
+            // The export's end of the session and its event, in one transaction.
+            let recorded = recording { (ended: SessionRecord?) in ended.map { [(.stateChanged(id, .expired(.exported)), $0)] } ?? [] }
             ended = try await vaultCall { [holderID] in
-                try vault.finishSessionExport(snapshot, holder: holder, transfer: record, eventOrigin: holderID)
+                try vault.finishSessionExport(snapshot, holder: holder, transfer: record, eventOrigin: holderID, recording: recorded)
             }
         } catch {
             try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
@@ -137,7 +139,7 @@ extension SessionService {
         logger.info("exported a session", metadata: ["account": "\(id)", "mode": "\(mode.rawValue)", "transfer": "\(transferID)"])
         if let ended {
             tokenCache = nil
-            publish(.stateChanged(id, .expired(.exported)), session: ended)
+            announce([.stateChanged(id, .expired(.exported))])
         }
         try await settle()
         return SessionExportReport(transfer: record, endedSession: ended)
@@ -203,14 +205,15 @@ extension SessionService {
         } catch {
             throw SessionTransferError(.malformed, "the export holds settings this vault refuses: \(error)")
         }
-        let record = try await vaultCall { [holderID] in try vault.importSession(imported, eventOrigin: holderID) }
+        // The import and its events (as a sign-in's), in one transaction.
+        let recorded = recording { (record: SessionImportRecord) in Self.signInEvents(record.signIn).map { ($0, nil) } }
+        let record = try await vaultCall { [holderID] in try vault.importSession(imported, eventOrigin: holderID, recording: recorded) }
         let signIn = record.signIn
         let id = signIn.account.id
         warned[id] = nil
         tokenCache = nil
         logger.info("imported a session", metadata: ["account": "\(id)", "mode": "\(payload.mode.rawValue)", "transfer": "\(payload.id)"])
-        if signIn.previousActive != id { publish(.accountSwitched(from: signIn.previousActive, to: id)) }
-        publish(.stateChanged(id, .active))
+        announce(Self.signInEvents(signIn))
         if let replaced = signIn.replacedTokens, replaced.refreshToken != imported.tokens.refreshToken {
             await revokeReplaced(replaced, of: signIn.account)
         }

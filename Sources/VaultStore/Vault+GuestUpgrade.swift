@@ -29,8 +29,13 @@ extension Vault {
     ///
     /// Throws `.invalidArgument` when `guest` is not a guest, or is the registered account.
     public func upgradeGuest(_ guest: AccountID, to registered: AccountID) throws -> GuestUpgrade {
+        try upgradeGuest(guest, to: registered, recording: nil)
+    }
+
+    /// The same, with the events that describe the upgrade written in its transaction.
+    package func upgradeGuest(_ guest: AccountID, to registered: AccountID, recording: EventRecording<GuestUpgrade>?) throws -> GuestUpgrade {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
-        return try write("upgrading a guest account") { db in
+        return try write("upgrading a guest account", recording: recording) { db in
             guard let guestRow = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [guest.rawValue]) else {
                 throw VaultError(.notFound, "no account \(guest) in this vault", path: self.path)
             }

@@ -181,11 +181,11 @@ extension Vault {
     /// Returns the session it ended (nil for `.accessOnly`).
     package func finishSessionExport(
         _ snapshot: SessionSnapshot, holder: String?, transfer: SessionTransferRecord,
-        eventOrigin: String
+        eventOrigin: String, recording: EventRecording<SessionRecord?>? = nil
     ) throws -> SessionRecord? {
         let id = snapshot.account.id
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
-        return try write("recording a session export") { db in
+        return try write("recording a session export", recording: recording) { db in
             var ended: SessionRecord?
             if let holder {
                 if transfer.mode == .move {
@@ -234,9 +234,16 @@ extension Vault {
     /// a remembered transfer was deleted from the file (``VaultError/Code/damaged``), and when
     /// an access token alone would replace the account's own refresh token.
     public func importSession(_ imported: SessionImport, eventOrigin: String) throws -> SessionImportRecord {
+        try importSession(imported, eventOrigin: eventOrigin, recording: nil)
+    }
+
+    /// The same, with the events that describe the import written in its transaction.
+    package func importSession(
+        _ imported: SessionImport, eventOrigin: String, recording: EventRecording<SessionImportRecord>?
+    ) throws -> SessionImportRecord {
         try imported.policy.validate()
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
-        return try write("importing a session") { db in
+        return try write("importing a session", recording: recording) { db in
             let count = try self.rememberedTransferCount(db)
             if let earlier = try self.rememberedTransfer(imported.transfer.id, db) {
                 throw SessionTransferError(
