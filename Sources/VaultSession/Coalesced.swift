@@ -62,6 +62,26 @@ final class Coalesced<Value: Sendable>: Sendable {
         state.withLock { $0.task = task }
     }
 
+    /// Work that its first caller runs itself, in its own task (``lead(_:)``): no task is made
+    /// and nothing hops, which is what the token path's common case (one caller) wants. The
+    /// others wait with ``value()`` as usual and leave at once when cancelled; should the
+    /// leader be cancelled, they get its `CancellationError` and ask again.
+    init(ledBy _: Void) {
+        self.whenAbandoned = .finish
+    }
+
+    /// Runs the work of a ``init(ledBy:)`` value and hands its result to every waiter.
+    func lead(isolation: isolated (any Actor)? = #isolation, _ operation: () async throws -> Value) async throws -> Value {
+        do {
+            let value = try await operation()
+            finish(with: .success(value))
+            return value
+        } catch {
+            finish(with: .failure(error))
+            throw error
+        }
+    }
+
     /// Whether a new caller may still wait for this work: it is running and was not cancelled.
     var isJoinable: Bool { state.withLock { $0.result == nil && !$0.cancelled } }
 

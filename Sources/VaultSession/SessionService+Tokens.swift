@@ -31,21 +31,22 @@ extension SessionService {
             case .hit(let token): return token
             case .miss(let taken): stamp = taken
             }
-            // One caller's request is worked out at a time, off every caller's task: the others
-            // asking the same meanwhile (waiting on the server or another process's refresh)
-            // share its answer without reading anything, and a caller cancelled while waiting
-            // leaves at once.
+            // One caller's request is worked out at a time, by that caller (no task, no hop: the
+            // common case is one caller): the others asking the same meanwhile (waiting on the
+            // server or another process's refresh) share its answer without reading anything,
+            // and one cancelled while waiting leaves at once. The refresh underneath is shared
+            // work of its own that finishes whoever leaves.
             let serving: Coalesced<AccessToken>
             let joined: Bool
             if let running = tokenRequests[request], running.isJoinable {
                 (serving, joined) = (running, true)
             } else {
-                let started = Coalesced(whenAbandoned: .finish) { try await self.serveAccessToken(for: account, stamp: stamp) }
-                (serving, joined) = (started, false)
-                tokenRequests[request] = started
+                serving = Coalesced(ledBy: ())
+                joined = false
+                tokenRequests[request] = serving
             }
             do {
-                let token = try await serving.value()
+                let token = try await joined ? serving.value() : serving.lead { try await serveAccessToken(for: account, stamp: stamp) }
                 forgetIfFinished(serving, request)
                 return token
             } catch {
