@@ -118,7 +118,8 @@ final class Coalesced<Value: Sendable>: Sendable {
     }
 
     /// Waits until the work has its result, whether or not this caller is cancelled meanwhile
-    /// (locking waits for a refresh in flight so its rotated token is stored first).
+    /// (locking waits for a refresh in flight so its rotated token is stored first). Returns at
+    /// once for work its first caller leads (``init(ledBy:)``): that caller is the one to wait for.
     func finished() async {
         await state.withLock { $0.task }?.value
     }
