@@ -30,7 +30,9 @@ enum TokenCacheLookup {
 extension SessionService {
     /// The cached answer to `validAccessToken(for: account)`, or a miss when the slow path must
     /// run: the vault changed, is locked or closed, the session needs a decision (lock,
-    /// expiry) or the token is no longer fresh. Costs one `PRAGMA data_version`.
+    /// expiry) or the token is no longer fresh. Costs one `PRAGMA data_version`, read on the
+    /// actor: the one vault call made there, on the stamp's own connection (opened off the
+    /// actor by the read that made the entry), which never waits for a writer.
     func cachedAccessToken(for account: AccountID?) throws -> TokenCacheLookup {
         guard let entry = tokenCache else { return .miss(nil) }
         guard !vault.isLocked, !vault.isClosed, lockReason == nil else {

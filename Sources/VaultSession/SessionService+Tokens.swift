@@ -68,13 +68,12 @@ extension SessionService {
     /// The slow path of ``validAccessToken(for:)``: one read of everything the answer depends
     /// on, then the token, or a refresh. `stamp` was taken before the read (nil: take one now).
     private func serveAccessToken(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> AccessToken {
-        // Taken before anything is read, so a commit that lands meanwhile invalidates the cache entry.
-        let stamp = stamp ?? (try? vault.changeStamp())
         if vault.isLocked {
             // No sealed value opens: the session's state says why (locked, expired, signed out).
             _ = try await servableSession(try await resolve(account))
         }
-        guard let snapshot = try await vaultCall({ [vault] in try vault.accessSnapshot(for: account) }) else { throw SessionError.noActiveAccount }
+        let (stamp, read) = try await stampedSnapshot(for: account, stamp: stamp)
+        guard let snapshot = read else { throw SessionError.noActiveAccount }
         let id = snapshot.account
         var session = try await servableSession(id, current: snapshot.session, policy: snapshot.policy)
         guard let token = snapshot.token else { throw try await noTokensError(id) }
@@ -88,8 +87,8 @@ extension SessionService {
         let refreshed = try await refresh(id, from: token.generation, force: false)
         // Judged again on the vault as it is after the wait (another process may have switched
         // the active account or ended the session), and cached for the callers after this one.
-        let after = try? vault.changeStamp()
-        guard let now = try await vaultCall({ [vault] in try vault.accessSnapshot(for: account) }), now.account == id else {
+        let (after, reread) = try await stampedSnapshot(for: account, stamp: nil)
+        guard let now = reread, now.account == id else {
             throw SessionError.accountChanged(from: id, to: try await activeAccount())
         }
         if let current = now.token, current.generation == refreshed.generation, let session = now.session,
@@ -98,6 +97,17 @@ extension SessionService {
             cacheAccessToken(current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil)
         }
         return AccessToken(StoredAccessToken(refreshed))
+    }
+
+    /// The read behind a token request and, unless the caller took one, the change stamp taken
+    /// just before it, in one trip to the I/O threads: the stamp's connection is opened there
+    /// on first use (file I/O that must not run on the actor), and a commit landing after the
+    /// stamp makes the cache entry made from this read unusable.
+    private func stampedSnapshot(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> (VaultChangeStamp?, AccessSnapshot?) {
+        try await vaultCall { [vault] in
+            let stamp = stamp ?? (try? vault.changeStamp())
+            return (stamp, try vault.accessSnapshot(for: account))
+        }
     }
 
     /// A valid token that stays valid for at least `minimumValidity` (`vault token --min-ttl`,
