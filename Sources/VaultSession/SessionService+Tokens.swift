@@ -149,6 +149,19 @@ extension SessionService {
         return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
     }
 
+    /// Reports that an API no longer accepts the account's current token, whichever it is (a
+    /// `docker logout`, which names none): refreshes once from the stored generation, without
+    /// first refreshing a token near its expiry as ``validAccessToken(for:)`` would.
+    @discardableResult
+    public func reportCurrentTokenUnauthorized(for account: AccountID) async throws -> AccessToken {
+        _ = try await servableSession(account)
+        guard let stored = try await vaultCall({ [vault] in try vault.tokens(for: account) }) else {
+            throw try await noTokensError(account)
+        }
+        logger.debug("the current access token is not to be used again; refreshing once", metadata: ["account": "\(account)"])
+        return AccessToken(try await refresh(account, from: stored.generation, force: true))
+    }
+
     /// Whether the token stays valid for at least the leeway. (A server whose tokens live
     /// shorter than the leeway makes every call refresh: configure a smaller leeway for it.)
     func isFresh(_ stored: StoredTokens) -> Bool { isFresh(stored.tokens.accessTokenExpiresAt) }

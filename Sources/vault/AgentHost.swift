@@ -67,7 +67,7 @@ actor AgentHost {
         guard opened == nil else { return }
         // Key derivation and SQLite off the cooperative pool, and off this actor's thread.
         let global = self.global
-        let vault = try await OpenedVault.blocking { try OpenedVault.open(global, credential: choose) }
+        let vault = try await BlockingWork.run { try OpenedVault.open(global, credential: choose) }
         guard opened == nil else {
             await vault.close()  // another unlock got there first
             return
@@ -113,7 +113,7 @@ actor AgentHost {
         lockTimer?.cancel()
         watcher?.cancel()
         await current.session.stop()
-        try? await OpenedVault.blocking { current.vault.close() }
+        try? await BlockingWork.run { current.vault.close() }
         logger.info("agent locked", metadata: ["reason": "\(reason)"])
         report("locked: \(reason)")
     }
@@ -189,7 +189,7 @@ actor AgentHost {
         lastUse = wallClock.now()
         armLockTimer()
         do {
-            let account = try await request.account.asyncMap { reference in try await OpenedVault.blocking { try current.account(reference) } }
+            let account = try await request.account.asyncMap { reference in try await BlockingWork.run { try current.account(reference) } }
             let token =
                 if let ttl = request.minTTL {
                     try await current.session.validAccessToken(for: account, minimumValidity: .seconds(max(0, ttl)))
@@ -239,7 +239,7 @@ actor AgentHost {
     /// then says so, instead of failing every request with a stale key.
     private func checkKeysStillCurrent() async {
         guard let current = opened else { return }
-        let stale = (try? await OpenedVault.blocking { try !current.vault.holdsCurrentKey() }) ?? false
+        let stale = (try? await BlockingWork.run { try !current.vault.holdsCurrentKey() }) ?? false
         if stale { await lock(because: Self.keyChangedReason, code: Self.keyChangedCode) }
     }
 

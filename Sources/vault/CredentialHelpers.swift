@@ -179,8 +179,12 @@ extension VaultCommand {
                 let server = try Server(Self.input())
                 // docker logout: the token is not to be used again; the vault keeps the sign-in
                 // and has the next `get` answer a refreshed one (one request, one vault opening).
-                guard try await client.unauthorized(scheme: server.scheme, host: server.authority, path: server.path, username: nil, presented: nil)
-                else { throw CommandFailure(.noRecord, Self.notFound) }
+                do {
+                    guard try await client.unauthorized(scheme: server.scheme, host: server.authority, path: server.path, username: nil, presented: nil)
+                    else { throw CommandFailure(.noRecord, Self.notFound) }
+                } catch let failure as CommandFailure where failure.code == .noRecord {
+                    throw CommandFailure(.noRecord, Self.notFound)  // docker's words for it, from either check
+                }
             default:
                 throw CommandFailure(.usage, "unknown operation \(Terminal.printable(operation)): get, store, erase or list")
             }

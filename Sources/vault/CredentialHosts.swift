@@ -104,7 +104,7 @@ extension AgentToken {
 /// or this command with the vault opened here), from the authenticated rows.
 enum CredentialAnswers {
     static func bindings(in opened: OpenedVault) async throws -> [CredentialBinding] {
-        try await OpenedVault.blocking { try opened.vault.accounts() }.compactMap(\.credentialBinding)
+        try await BlockingWork.run { try opened.vault.accounts() }.compactMap(\.credentialBinding)
     }
 
     /// A token for the account whose binding matches, valid at least `minimumValidity`; nil when none does.
@@ -124,12 +124,21 @@ enum CredentialAnswers {
     }
 
     /// An API (git, docker) refused `presented`: when it is the matching account's current
-    /// token, refresh once. Nil: the current token, whichever it is (docker logout names none).
+    /// token, refresh once. Nil: the current token, whichever it is (docker logout names none);
+    /// then an authenticated binding must match, else `.noRecord` (the file's unauthenticated
+    /// bindings that let the request through decide nothing).
     static func unauthorized(in opened: OpenedVault, scheme: String, host: String, path: String?, username: String?, presented: String?) async throws {
         let bindings = try await bindings(in: opened)
-        guard let binding = CredentialHosts.match(bindings, scheme: scheme, host: host, path: path, username: username) else { return }
+        guard let binding = CredentialHosts.match(bindings, scheme: scheme, host: host, path: path, username: username) else {
+            if presented == nil { throw CommandFailure(.noRecord, "no account of the vault is bound to \(host)") }
+            return  // git's erase of a credential the vault never gave: nothing to do
+        }
+        guard let presented else {
+            try await opened.session.reportCurrentTokenUnauthorized(for: binding.account)
+            return
+        }
         let current = try await opened.session.validAccessToken(for: binding.account)
-        if let presented, !ConstantTime.equals(current.value, presented) { return }  // not ours, or already replaced
+        if !ConstantTime.equals(current.value, presented) { return }  // not ours, or already replaced
         _ = try await opened.session.reportUnauthorized(current)
     }
 }
@@ -148,7 +157,8 @@ struct AgentOrVault {
         _ request: AgentRequest, unless nothingMatches: ([CredentialBinding]) -> Bool,
         direct: (OpenedVault) async throws -> AgentResponse
     ) async throws -> AgentResponse? {
-        if let bindings = try? Vault.inspectCredentialBindings(at: global.url, options: global.storeOptions()), nothingMatches(bindings) {
+        let (url, options) = (global.url, global.storeOptions())
+        if let bindings = try? await BlockingWork.run({ try Vault.inspectCredentialBindings(at: url, options: options) }), nothingMatches(bindings) {
             return nil
         }
         return try await send(request, direct: direct)

@@ -120,12 +120,6 @@ struct OpenedVault: Sendable {
         )
     }
 
-    /// Runs blocking vault work (key derivation, SQLite) on NIO's blocking-I/O threads, off the
-    /// cooperative pool: what a long-running process (the agent) must do with every vault call.
-    static func blocking<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await BlockingWork.run(body)
-    }
-
     func close() async {
         await session.stop()
         vault.close()
