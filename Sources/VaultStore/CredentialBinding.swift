@@ -77,7 +77,7 @@ extension Vault {
     /// the vault binds nothing to is answered "not found" without a passphrase.
     public static func inspectCredentialBindings(at url: URL, options: VaultOptions = VaultOptions()) throws -> [CredentialBinding] {
         let url = try VaultFile.checkedLocation(url)
-        return try withReadOnlyQueue(url, options: options) { queue in
+        return try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
             try queue.read { db in
                 try VaultFile.checkApplicationID(db, path: url.path)
                 return try CredentialBinding.unverified(db)

@@ -428,8 +428,3 @@ struct RowIntegrity {
         }
     }
 }
-
-extension Vault {
-    /// Row MACs for this vault (see ``RowIntegrity``).
-    var integrity: RowIntegrity { RowIntegrity(keyring: keyring, path: path) }
-}

@@ -107,8 +107,8 @@ extension Vault {
 
     /// Makes (or, when resuming, reloads) the next vault key and each account's next data key.
     private func prepareRotation(credential: VaultCredential) throws -> (SymmetricKey, resumed: Bool) {
-        let meta = try read("reading the key record") { db -> UnlockRecord in
-            guard let meta = try UnlockRecord.fetch(db, path: self.path) else {
+        let meta = try read("reading the key record") { db -> VaultKeys.UnlockRecord in
+            guard let meta = try VaultKeys.UnlockRecord.fetch(db, path: self.path) else {
                 throw VaultError(.damaged, "\(self.path) has no vault header row", path: self.path)
             }
             return meta
@@ -116,12 +116,12 @@ extension Vault {
         guard meta.vaultKeyID == (try keyring.vaultKey()).id else {
             throw VaultError.keyChanged(path: path)
         }
-        let kek = try Self.keyEncryptionKey(meta, credential: credential, path: path)
+        let kek = try VaultKeys.keyEncryptionKey(meta, credential: credential, path: path)
         defer { kek.wipe() }
         if let pendingID = meta.pendingVaultKeyID, let wrapped = meta.pendingWrappedVaultKey {
             let key: SymmetricKey
             do {
-                key = try kek.unwrap(wrapped, id: pendingID, context: Self.vaultKeyContext(vaultID: meta.vaultID, keyID: pendingID))
+                key = try kek.unwrap(wrapped, id: pendingID, context: VaultKeys.vaultKeyContext(vaultID: meta.vaultID, keyID: pendingID))
             } catch {
                 throw VaultError(.damaged, "the next vault key of an interrupted rotation does not open: the vault is damaged", path: path)
             }
@@ -131,7 +131,7 @@ extension Vault {
         }
         let key = try write("preparing the key rotation") { db -> SymmetricKey in
             let key = try SymmetricKey.generate(id: self.allocateKeyID(db))
-            let wrapped = try kek.wrap(key, context: Self.vaultKeyContext(vaultID: meta.vaultID, keyID: key.id))
+            let wrapped = try kek.wrap(key, context: VaultKeys.vaultKeyContext(vaultID: meta.vaultID, keyID: key.id))
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
                 try db.execute(
                     sql: "UPDATE vault_meta SET pending_vault_key_id = ?, pending_wrapped_vault_key = ? WHERE singleton = 1",

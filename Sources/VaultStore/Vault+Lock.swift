@@ -21,16 +21,16 @@ extension Vault {
     /// Loads the vault key again from the passphrase or key file. One key derivation;
     /// a wrong credential throws ``VaultError/Code/wrongCredential`` and changes nothing.
     public func unlock(with credential: VaultCredential) throws {
-        let meta: UnlockRecord
+        let meta: VaultKeys.UnlockRecord
         do {
-            guard let record = try withOpenPool({ pool in try pool.read { try UnlockRecord.fetch($0, path: self.path) } }) else {
+            guard let record = try withOpenPool({ pool in try pool.read { try VaultKeys.UnlockRecord.fetch($0, path: self.path) } }) else {
                 throw VaultError(.damaged, "\(path) has no vault header row", path: path)
             }
             meta = record
         } catch {
             throw VaultError.storage(error, while: "reading the key record", path: path)
         }
-        let keys = try Self.unlockVaultKeys(meta, credential: credential, path: path)
+        let keys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: path)
         keyring.replaceVaultKey(keys.current)
         keyring.setPendingVaultKey(keys.pending)
         logger.info("unlocked vault", metadata: ["path": "\(path)"])

@@ -169,7 +169,7 @@ extension Vault {
             defer { try? queue.close() }
             return try queue.read { try Self.databaseProblems($0) }
         } catch {
-            throw Self.classify(error, path: path)
+            throw VaultConnection.classify(error, path: path)
         }
     }
 
@@ -333,7 +333,7 @@ extension Vault {
         // The file itself, links resolved: the copy comes from where the checks looked.
         let url = try VaultFile.checkedLocation(url)
         _ = try readPlain(at: url, options: options) { _ in () }
-        try withReadOnlyQueue(url, options: options) { queue in
+        try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
             try copy(from: queue, to: destination, sourcePath: url.path, progress: progress, logger: options.logger)
         }
     }

@@ -40,19 +40,19 @@ extension Vault {
         let url = try VaultFile.checkedLocation(url)
         let path = url.path
         let migrator = Migrator(migrations: options.migrations)
-        let (pending, fromVersion, backupURL, keyring) = try withReadOnlyQueue(url, options: options) { queue in
-            let (pending, meta, version) = try queue.read { db -> ([Migration], UnlockRecord?, Int) in
+        let (pending, fromVersion, backupURL, keyring) = try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
+            let (pending, meta, version) = try queue.read { db -> ([Migration], VaultKeys.UnlockRecord?, Int) in
                 try VaultFile.checkApplicationID(db, path: path)
                 let pending = try migrator.pending(db, path: path)
                 let userVersion = try Int.fetchOne(db, sql: "PRAGMA user_version") ?? 0
                 let version = max(userVersion, try migrator.applied(db, path: path).last?.version ?? 0)
-                return (pending, try UnlockRecord.fetch(db, path: url.path), version)
+                return (pending, try VaultKeys.UnlockRecord.fetch(db, path: url.path), version)
             }
             guard let meta else {
                 throw VaultError(.damaged, "\(path) has no vault header row: the vault was never finished or was edited", path: path)
             }
             // The keys stay for the migrations that need them (authenticating every row).
-            let keys = try unlockVaultKeys(meta, credential: credential, path: path)
+            let keys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: path)
             let keyring: Keyring
             do {
                 keyring = try Keyring(vaultID: meta.vaultID, vaultKey: keys.current, pendingVaultKey: keys.pending)
@@ -83,7 +83,7 @@ extension Vault {
         progress?(MaintenanceProgress(completed: 1, total: pending.count + 1))
         let pool: DatabasePool
         do {
-            pool = try openPool(url, options: options)
+            pool = try VaultConnection.openPool(url, options: options)
         } catch {
             throw VaultError.storage(error, while: "opening the vault to migrate it", path: path)
         }

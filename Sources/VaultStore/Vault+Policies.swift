@@ -103,31 +103,6 @@ extension Vault {
             idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock,
             activity: activity.flatMap(SessionPolicy.Activity.init(rawValue:)) ?? .any)
     }
-
-    /// A number that changes whenever a connection (in this or another process, this value's
-    /// own writes included) commits to the vault: SQLite's `PRAGMA data_version` on a read-only
-    /// connection of its own, which never waits for a writer. Cheap enough to check on every
-    /// call; compare two readings to know whether to reload.
-    public func dataVersion() throws -> Int64 {
-        do {
-            return try withStampConnection { db in try Int64.fetchOne(db.cachedStatement(sql: "PRAGMA data_version")) ?? 0 }
-        } catch let error as VaultError {
-            throw error
-        } catch {
-            throw VaultError.storage(error, while: "reading data_version", path: path)
-        }
-    }
-
-    /// A value that changes whenever the vault's content may have changed: a commit by any
-    /// connection (this or another process; SQLite's `data_version`) or a write through this
-    /// value (counted as well, so a write that has not committed yet when the stamp is taken
-    /// still moves the next one). Take it *before* reading what you cache; while it stays
-    /// equal, what you read is still what the file holds. It never waits for a writer.
-    public func changeStamp() throws -> VaultChangeStamp {
-        // Counter first: a write finishing between the two readings makes the stamp older, never newer.
-        let writes = localWrites.load(ordering: .acquiring)
-        return VaultChangeStamp(dataVersion: try dataVersion(), localWrites: writes)
-    }
 }
 
 /// See ``Vault/changeStamp()``.

@@ -166,7 +166,7 @@ extension Vault {
         let url = try VaultFile.checkedLocation(url)
         let path = url.path
         let migrator = Migrator(migrations: options.migrations)
-        return try withReadOnlyQueue(url, options: options) { queue in
+        return try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
             try queue.read { db in
                 try VaultFile.checkApplicationID(db, path: path)
                 _ = try migrator.pending(db, path: path)

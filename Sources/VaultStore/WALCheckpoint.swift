@@ -57,7 +57,7 @@ extension Vault {
     public func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
         try withOpenPool { pool in
             do {
-                return try pool.writeWithoutTransaction { db in try Self.checkpoint(db, waitingAtMost: wait) }
+                return try pool.writeWithoutTransaction { db in try WALCheckpoint.run(db, waitingAtMost: wait) }
             } catch {
                 return .failed(VaultError.storage(error, while: "checkpointing", path: path).message)
             }
@@ -76,21 +76,23 @@ extension Vault {
         _ = try readPlain(at: url, options: options) { _ in () }
         let pool: DatabasePool
         do {
-            pool = try openPool(url, options: options)
+            pool = try VaultConnection.openPool(url, options: options)
         } catch {
-            throw classify(error, path: url.path)
+            throw VaultConnection.classify(error, path: url.path)
         }
         defer { try? pool.close() }
         do {
-            return try pool.writeWithoutTransaction { db in try checkpoint(db, waitingAtMost: nil) }
+            return try pool.writeWithoutTransaction { db in try WALCheckpoint.run(db, waitingAtMost: nil) }
         } catch {
             return .failed(VaultError.storage(error, while: "checkpointing", path: url.path).message)
         }
     }
+}
 
+extension WALCheckpoint {
     /// One TRUNCATE checkpoint on `db`, with its busy timeout set to `wait` meanwhile (nil:
     /// the connection's own).
-    static func checkpoint(_ db: Database, waitingAtMost wait: Duration?) throws -> WALCheckpoint {
+    static func run(_ db: Database, waitingAtMost wait: Duration?) throws -> WALCheckpoint {
         let previous = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? 0
         if let wait {
             let (seconds, attoseconds) = max(wait, .zero).components

@@ -36,8 +36,8 @@ struct CredentialChangeCopyTests {
         #expect(throws: VaultError.self) { try Vault.open(at: url, credential: .passphrase(old), options: options) }
 
         // The attacker's side: the old vault key from the old copy, tried on the current file.
-        let oldMeta = try #require(try RawDatabase.queue(copy).read { try Vault.UnlockRecord.fetch($0) })
-        let oldVaultKey = try Vault.unlockVaultKey(oldMeta, credential: .passphrase(old), path: copy.path)
+        let oldMeta = try #require(try RawDatabase.queue(copy).read { try VaultKeys.UnlockRecord.fetch($0) })
+        let oldVaultKey = try VaultKeys.unlockVaultKey(oldMeta, credential: .passphrase(old), path: copy.path)
         let (vaultID, rows) = try RawDatabase.queue(url).read { db in
             (
                 try Data.fetchOne(db, sql: "SELECT vault_id FROM vault_meta") ?? Data(),
