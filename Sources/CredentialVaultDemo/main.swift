@@ -72,13 +72,13 @@ func runDemo() async throws {
 
     narrator.chapter("Tokens refresh ahead of expiry, with rotation")
     let requestsBefore = await gateway.tokenRequestCount()  // the sign-ins' own token requests are not refreshes
-    let before = try vault.tokens(for: bob)
+    let before = try vault.tokens.current(for: bob)
     let first = try await session.validAccessToken()
     narrator.say("bob's token \(Narrator.fingerprint(first.value)) is served as is: it is fresh")
     narrator.say("waiting 2.5 s: the token nears its expiry…")
     try await Task.sleep(for: .milliseconds(2500))
     let token = try await session.validAccessToken()
-    let after = try vault.tokens(for: bob)
+    let after = try vault.tokens.current(for: bob)
     narrator.say("with less than the 2 s leeway left, it was refreshed before being served")
     narrator.say(
         "access token \(Narrator.fingerprint(before?.tokens.accessToken ?? "")) -> \(Narrator.fingerprint(token.value)) (generation \(token.generation))")
@@ -181,7 +181,7 @@ func runDemo() async throws {
     } catch let error as SessionError {
         narrator.say("bob's API call was refused; the refresh got invalid_grant: \(error)")
     }
-    narrator.say("bob's tokens in the vault: \(try vault.tokenMetadata(for: bob) == nil ? "wiped" : "still present")")
+    narrator.say("bob's tokens in the vault: \(try vault.tokens.metadata(for: bob) == nil ? "wiped" : "still present")")
     try await session.switchAccount(to: alice)
     let aliceToken = try await session.validAccessToken()
     narrator.say("alice keeps working: token \(Narrator.fingerprint(aliceToken.value)), generation \(aliceToken.generation)")

@@ -418,7 +418,7 @@ extension SessionService {
         _ guest: Account, by user: Account, userAccessToken: String?, provider: ProviderMetadata?,
         client: ClientCredentials, pins: [SPKIPin], oauth: OAuthClient
     ) async throws -> (GuestUpgrade, Bool) {
-        let guestTokens = try? await vaultCall { [vault] in try vault.tokens(for: guest.id) }
+        let guestTokens = try? await vaultCall { [vault] in try vault.tokens.current(for: guest.id) }
         var converted = false
         if let endpoint = provider?.guestConversionEndpoint, let userAccessToken,
             let guestRefresh = guestTokens?.tokens.refreshToken

@@ -106,7 +106,7 @@ extension SessionService {
     private func stampedSnapshot(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> (VaultChangeStamp?, AccessSnapshot?) {
         try await vaultCall { [vault] in
             let stamp = stamp ?? (try? vault.changeStamp())
-            return (stamp, try vault.accessSnapshot(for: account))
+            return (stamp, try vault.tokens.accessSnapshot(for: account))
         }
     }
 
@@ -119,7 +119,7 @@ extension SessionService {
     public func validAccessToken(for account: AccountID? = nil, minimumValidity: Duration) async throws -> AccessToken {
         let token = try await validAccessToken(for: account)
         guard let expiry = token.expiresAt, expiry.timeIntervalSince(now()) < minimumValidity.timeInterval else { return token }
-        guard let stored = try await vaultCall({ [vault] in try vault.tokens(for: token.account) }) else {
+        guard let stored = try await vaultCall({ [vault] in try vault.tokens.current(for: token.account) }) else {
             throw try await noTokensError(token.account)
         }
         if stored.generation != token.generation { return AccessToken(stored) }
@@ -141,7 +141,7 @@ extension SessionService {
     /// when the server refuses the refresh token.
     public func reportUnauthorized(_ token: AccessToken) async throws -> AccessToken {
         _ = try await servableSession(token.account)
-        guard let stored = try await vaultCall({ [vault] in try vault.tokens(for: token.account) }) else {
+        guard let stored = try await vaultCall({ [vault] in try vault.tokens.current(for: token.account) }) else {
             throw try await noTokensError(token.account)
         }
         if stored.generation != token.generation { return AccessToken(stored) }
@@ -155,7 +155,7 @@ extension SessionService {
     @discardableResult
     public func reportCurrentTokenUnauthorized(for account: AccountID) async throws -> AccessToken {
         _ = try await servableSession(account)
-        guard let stored = try await vaultCall({ [vault] in try vault.tokens(for: account) }) else {
+        guard let stored = try await vaultCall({ [vault] in try vault.tokens.current(for: account) }) else {
             throw try await noTokensError(account)
         }
         logger.debug("the current access token is not to be used again; refreshing once", metadata: ["account": "\(account)"])
@@ -246,7 +246,7 @@ extension SessionService {
                 }
                 // Discarded: the lease was lost. Look again.
                 guard try await vaultCall({ [vault] in try vault.account(id) }) != nil else { throw SessionError.notSignedIn(id) }
-                seen = try await vaultCall { [vault] in try vault.tokens(for: id) }?.generation ?? seen
+                seen = try await vaultCall { [vault] in try vault.tokens.current(for: id) }?.generation ?? seen
             }
         }
     }

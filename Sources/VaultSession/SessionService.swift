@@ -327,7 +327,7 @@ public actor SessionService {
             let generation: Int64
             do {
                 let vault = self.vault
-                let (account, held) = try await vaultCall { (try vault.account(id), try vault.tokens(for: id)) }
+                let (account, held) = try await vaultCall { (try vault.account(id), try vault.tokens.current(for: id)) }
                 guard let stored = account else { return .notAttempted("the account is gone") }
                 guard let endpoint = stored.client.revocationEndpoint else { return .notAttempted("the account has no revocation endpoint") }
                 guard let tokens = held else { return .notAttempted("the account holds no token") }

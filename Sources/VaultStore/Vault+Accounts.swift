@@ -120,23 +120,6 @@ extension Vault {
         try read("reading the active account") { db in try self.activeAccountID(db) }
     }
 
-    /// The active account as the authenticated header row names it.
-    func activeAccountID(_ db: Database) throws -> AccountID? {
-        try header(db).optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
-    }
-
-    /// The header row (`vault_meta`), checked against its MAC (its check remembered: every
-    /// token request that misses the cache reads it).
-    func header(_ db: Database) throws -> StoredRecord {
-        guard
-            let record = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path)
-        else {
-            throw VaultError(.damaged, "\(path) has no vault header row", path: path)
-        }
-        try integrity.check(record, remembering: true, db)
-        return record
-    }
-
     /// Makes `id` the active account (nil: none).
     public func setActiveAccount(_ id: AccountID?) throws {
         _ = try setActiveAccount(id, recording: nil)
@@ -246,7 +229,6 @@ extension Vault {
     }
 
     // MARK: Internals
-
 
     func account(from row: Row, _ db: Database) throws -> Account {
         try integrity.check(row, in: .accounts, db)
@@ -426,5 +408,25 @@ extension Vault {
                     arguments: [joined, username, marked.isEmpty ? nil : marked.joined(separator: " "), id.rawValue])
             }
         }
+    }
+}
+
+// Reached by the stores that moved out while this area is still an extension of Vault.
+extension VaultArea {
+    /// The active account as the authenticated header row names it.
+    func activeAccountID(_ db: Database) throws -> AccountID? {
+        try header(db).optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
+    }
+
+    /// The header row (`vault_meta`), checked against its MAC (its check remembered: every
+    /// token request that misses the cache reads it).
+    func header(_ db: Database) throws -> StoredRecord {
+        guard
+            let record = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path)
+        else {
+            throw VaultError(.damaged, "\(path) has no vault header row", path: path)
+        }
+        try integrity.check(record, remembering: true, db)
+        return record
     }
 }

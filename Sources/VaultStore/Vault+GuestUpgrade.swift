@@ -89,7 +89,7 @@ extension Vault {
                 }
             }
 
-            upgrade.guestTokens = (try? self.tokens(for: guest, db))?.map(\.tokens) ?? nil
+            upgrade.guestTokens = (try? core.tokens.current(for: guest, db))?.map(\.tokens) ?? nil
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [guest.rawValue])
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [guest.rawValue])
             upgrade.endedSession = try self.endOpenSessions(of: guest, reason: "upgraded", at: now, db)

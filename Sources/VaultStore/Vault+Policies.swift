@@ -64,11 +64,6 @@ extension Vault {
         try read("reading a session policy") { db in try self.sessionPolicy(for: account, db) }
     }
 
-    /// The account's session policy, checked against its MAC; the defaults when none was stored.
-    func sessionPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
-        try Self.storedSessionPolicy(for: account, db, path: path, integrity: integrity) ?? SessionPolicy()
-    }
-
     /// The account's stored session policy, nil when none is stored; `.damaged` naming the
     /// column when one holds a value of the wrong type (a hand-edited file).
     /// With `integrity`, the row is checked against its MAC first (without, as `vault status`
@@ -109,4 +104,12 @@ extension Vault {
 public struct VaultChangeStamp: Hashable, Sendable {
     let dataVersion: Int64
     let localWrites: Int64
+}
+
+// Reached by the stores that moved out while this area is still an extension of Vault.
+extension VaultArea {
+    /// The account's session policy, checked against its MAC; the defaults when none was stored.
+    func sessionPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
+        try Vault.storedSessionPolicy(for: account, db, path: path, integrity: integrity) ?? SessionPolicy()
+    }
 }

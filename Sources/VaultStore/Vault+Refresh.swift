@@ -79,7 +79,7 @@ extension Vault {
         let latestLease = now.addingTimeInterval(leaseDuration.timeInterval + 1)
         let latestRetry = now.addingTimeInterval(maximumBackoff.timeInterval + 1)
         return try write("taking the refresh lease") { db in
-            guard let tokens = try self.tokens(for: account, db) else { return .noTokens }
+            guard let tokens = try core.tokens.current(for: account, db) else { return .noTokens }
             if tokens.generation != seenGeneration { return .changed(tokens) }
             let state = try self.refreshState(for: account, db)
             let holderGone = try self.leaseProcess(for: account, db).flatMap(LeaseProcess.init)?.isGone ?? false
@@ -161,14 +161,14 @@ extension Vault {
         try write("storing refreshed tokens", recording: recording) { db in
             let state = try self.refreshState(for: account, db)
             guard state.leaseHolder == holder, let generation = state.leaseGeneration,
-                let current = try self.tokens(for: account, db), current.generation == generation
+                let current = try core.tokens.current(for: account, db), current.generation == generation
             else {
                 return nil
             }
             var merged = tokens
             if merged.refreshToken == nil { merged.refreshToken = current.tokens.refreshToken }
             if merged.idToken == nil { merged.idToken = current.tokens.idToken }
-            let next = try self.storeTokens(merged, for: account, replacing: generation, db)
+            let next = try core.tokens.store(merged, for: account, replacing: generation, db)
             try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
                 try db.execute(
                     sql: """

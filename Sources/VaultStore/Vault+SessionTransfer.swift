@@ -155,7 +155,7 @@ extension Vault {
                     locked ? .sessionLocked : .sessionNotActive,
                     "the session of account \(id) is \(state ?? "not started")" + (locked ? "; unlock it first" : "; nothing to export"))
             }
-            guard let tokens = try self.tokens(for: id, db) else {
+            guard let tokens = try core.tokens.current(for: id, db) else {
                 throw SessionTransferError(.sessionNotActive, "account \(id) has no tokens; nothing to export")
             }
             let state = try self.refreshState(for: id, db)
@@ -191,7 +191,7 @@ extension Vault {
                 if transfer.mode == .move {
                     // The blob holds the refresh token of the snapshot: it must still be the current one.
                     let state = try self.refreshState(for: id, db)
-                    guard state.leaseHolder == holder, try self.tokenGeneration(for: id, db) == snapshot.tokens.generation else {
+                    guard state.leaseHolder == holder, try core.tokens.currentGeneration(for: id, db) == snapshot.tokens.generation else {
                         throw SessionTransferError(
                             .changed,
                             "the tokens of account \(id) changed while the export was written (another process refreshed them): do not import it; export again")

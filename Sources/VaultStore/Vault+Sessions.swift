@@ -52,19 +52,6 @@ extension Vault {
         try read("reading a session") { db in try self.currentSession(for: account, db) }
     }
 
-    /// The account's most recent session, checked against its MAC.
-    func currentSession(for account: AccountID, _ db: Database) throws -> SessionRecord? {
-        // On every token request that misses the cache: read in place, and the row's check
-        // remembered (``VerifiedRows``).
-        guard
-            let record = try StoredRecord.fetchOne(
-                db, "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1", [account.rawValue],
-                table: .sessions, path: path)
-        else { return nil }
-        try integrity.check(record, remembering: true, db)
-        return try Self.session(from: record)
-    }
-
     /// A session row, checked against its MAC.
     func session(from row: Row, _ db: Database) throws -> SessionRecord {
         let record = StoredRecord(row, table: .sessions, path: path)
@@ -195,5 +182,21 @@ extension Vault {
             extensionInFlight: try extensionMarker(),
             // NULL in rows written before schema 5.
             authTime: try record.optionalDate("auth_time"))
+    }
+}
+
+// Reached by the stores that moved out while this area is still an extension of Vault.
+extension VaultArea {
+    /// The account's most recent session, checked against its MAC.
+    func currentSession(for account: AccountID, _ db: Database) throws -> SessionRecord? {
+        // On every token request that misses the cache: read in place, and the row's check
+        // remembered (``VerifiedRows``).
+        guard
+            let record = try StoredRecord.fetchOne(
+                db, "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1", [account.rawValue],
+                table: .sessions, path: path)
+        else { return nil }
+        try integrity.check(record, remembering: true, db)
+        return try Vault.session(from: record)
     }
 }

@@ -65,9 +65,9 @@ extension Vault {
         }
         // The grant being replaced, for the caller to revoke (a sign-in on purpose ends it).
         // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
-        let replaced = existing == nil ? nil : (try? self.tokens(for: account.id, db)) ?? nil
-        let current = try self.tokenGeneration(for: account.id, db)
-        let generation = try self.storeTokens(tokens, for: account.id, replacing: current, db)
+        let replaced = existing == nil ? nil : (try? core.tokens.current(for: account.id, db)) ?? nil
+        let current = try core.tokens.currentGeneration(for: account.id, db)
+        let generation = try core.tokens.store(tokens, for: account.id, replacing: current, db)
         try self.endOpenSessions(of: account.id, reason: "replaced", at: now, db)
         try db.execute(
             sql: """

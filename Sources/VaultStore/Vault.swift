@@ -39,6 +39,11 @@ public final class Vault: Sendable {
         self.deviceID = deviceID
     }
 
+    // MARK: - Stores
+
+    /// The accounts' tokens (see ``TokenStore``).
+    public var tokens: TokenStore { core.tokens }
+
     // MARK: - Create
 
     /// Creates a new vault at `url` (mode 0600, parent directory created 0700 if missing).

@@ -171,7 +171,7 @@ struct AccountView {
         }
         return AccountView(
             account: account, active: try opened.vault.activeAccountID() == id, status: SessionSummary(status),
-            tokens: try opened.vault.tokenMetadata(for: id), session: try opened.vault.currentSession(for: id),
+            tokens: try opened.vault.tokens.metadata(for: id), session: try opened.vault.currentSession(for: id),
             policy: try opened.vault.sessionPolicy(for: id))
     }
 

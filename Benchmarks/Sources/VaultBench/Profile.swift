@@ -73,7 +73,7 @@ func profileLoop(_ arguments: [String]) async throws {
             try touch()
             try time("stamp") { _ = try vault.changeStamp() }
             try touch()
-            try time("snapshot") { _ = try vault.accessSnapshot(for: nil) }
+            try time("snapshot") { _ = try vault.tokens.accessSnapshot(for: nil) }
             try touch()
             try time("point read") {
                 _ = try pool.read { db in try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens"))?["access_token"] as Data? }
@@ -117,9 +117,9 @@ func profileLoop(_ arguments: [String]) async throws {
         }
         for (name, samples) in steps.sorted(by: { $0.key < $1.key }) { log("\(name): p50 \(fmt(Stats(samples).p50 / 1000)) µs") }
     case "store":
-        var generation = try vault.tokens(for: bench.account)?.generation
+        var generation = try vault.tokens.current(for: bench.account)?.generation
         let pair = sampleTokens(expiresIn: 3600)
-        for _ in 0..<iterations { generation = try vault.writeTokens(pair, for: bench.account, replacing: generation) }
+        for _ in 0..<iterations { generation = try vault.tokens.store(pair, for: bench.account, replacing: generation) }
     case "page":
         try fillNotifications(bench, count: 1000)
         for _ in 0..<iterations { _ = try vault.notifications(NotificationQuery(limit: 50)) }

@@ -110,9 +110,9 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
     // reads the new row after the same commit.
     let other = try bench.open()
     defer { other.close() }
-    var generation = try other.tokens(for: bench.account)?.generation
+    var generation = try other.tokens.current(for: bench.account)?.generation
     let pair = sampleTokens(expiresIn: 7 * 24 * 3600)
-    let storeRefreshed = { generation = try other.writeTokens(pair, for: bench.account, replacing: generation) }
+    let storeRefreshed = { generation = try other.tokens.store(pair, for: bench.account, replacing: generation) }
     let refreshed = try await measurePair(
         warmup: 20, iterations: scale.coldIterations, block: 50,
         Operation(prepare: storeRefreshed, body: token), Operation(prepare: storeRefreshed, body: readAndOpen))
@@ -127,9 +127,9 @@ func benchDurableStore(_ report: Report, dir: URL, scale: Scale) async throws {
     let bench = try makeVault(in: dir, name: "durable", tokenEndpoint: unusedEndpoint, tokens: sampleTokens(expiresIn: 3600))
     let vault = try bench.open()
     defer { vault.close() }
-    var generation = try vault.tokens(for: bench.account)?.generation
+    var generation = try vault.tokens.current(for: bench.account)?.generation
     let pair = sampleTokens(expiresIn: 3600)
-    let store = { generation = try vault.writeTokens(pair, for: bench.account, replacing: generation) }
+    let store = { generation = try vault.tokens.store(pair, for: bench.account, replacing: generation) }
 
     let pool = try DatabasePool(path: dir.appendingPathComponent("durable-baseline.db").path, configuration: baselineConfiguration())
     defer { try? pool.close() }

@@ -3,38 +3,37 @@ import GRDB
 
 // MARK: - Tokens
 
-extension Vault {
-    /// Stores `tokens` for `account` as one atomic compare-and-swap on the generation.
+/// An account's tokens: the access, refresh and ID tokens, sealed with the account's data key,
+/// and the read behind every token request.
+///
+/// ```swift
+/// if let held = try vault.tokens.current(for: account) { print(held.tokens.accessTokenExpiresAt ?? "no expiry") }
+/// ```
+public struct TokenStore: VaultArea {
+    let core: VaultCore
+
+    /// Stores `tokens` for `account` as one atomic compare-and-swap on the generation, without
+    /// the session layer (no session, no event): for test fixtures, benchmarks and repair tools.
+    /// Accounts sign in and refresh through `SessionService`.
     ///
-    /// Pass the generation the new tokens replace (from ``tokens(for:)``), or nil when the
+    /// Pass the generation the new tokens replace (from ``current(for:)``), or nil when the
     /// account has none yet. If another writer stored tokens in between, nothing is written
     /// and ``VaultError/Code/staleGeneration`` is thrown: a result computed from stale tokens
     /// never overwrites newer ones. Returns the new generation.
     ///
     /// Every token value is sealed with the account's key and bound to its account, column
     /// and generation, so an older sealed value replayed into the row does not open.
-    @available(
-        *, deprecated,
-        message: "a raw write (no session, no event): use SessionService.signIn; fixtures: @_spi(RawWrites) writeTokens"
-    )
-    @discardableResult
-    public func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
-        try writeTokens(tokens, for: account, replacing: generation)
-    }
-
-    /// ``storeTokens(_:for:replacing:)`` for test fixtures, benchmarks and repair tools, which
-    /// write tokens without the session layer on purpose.
     @_spi(RawWrites)
     @discardableResult
-    public func writeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
+    public func store(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
         try write("storing tokens") { db in
-            try self.storeTokens(tokens, for: account, replacing: generation, db)
+            try self.store(tokens, for: account, replacing: generation, db)
         }
     }
 
-    /// The same as ``storeTokens(_:for:replacing:)`` inside a transaction the caller holds.
-    func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?, _ db: Database) throws -> Int64 {
-        let current = try tokenGeneration(for: account, db)
+    /// The same as ``store(_:for:replacing:)`` inside a transaction the caller holds.
+    func store(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?, _ db: Database) throws -> Int64 {
+        let current = try currentGeneration(for: account, db)
         guard current == generation else {
             throw VaultError(
                 .staleGeneration,
@@ -70,7 +69,7 @@ extension Vault {
     }
 
     /// The generation of the account's tokens (their row checked), nil when it has none.
-    func tokenGeneration(for account: AccountID, _ db: Database) throws -> Int64? {
+    func currentGeneration(for account: AccountID, _ db: Database) throws -> Int64? {
         try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue])
             .map { row in
                 try integrity.check(row, in: .tokens, db)
@@ -79,11 +78,11 @@ extension Vault {
     }
 
     /// The account's tokens, opened; nil when it has none.
-    public func tokens(for account: AccountID) throws -> StoredTokens? {
-        try read("reading tokens") { db in try self.tokens(for: account, db) }
+    public func current(for account: AccountID) throws -> StoredTokens? {
+        try read("reading tokens") { db in try self.current(for: account, db) }
     }
 
-    func tokens(for account: AccountID, _ db: Database) throws -> StoredTokens? {
+    func current(for account: AccountID, _ db: Database) throws -> StoredTokens? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue]) else {
             return nil
         }
@@ -110,7 +109,7 @@ extension Vault {
     }
 
     /// Presence and expiry of the account's tokens, without opening any of them.
-    public func tokenMetadata(for account: AccountID) throws -> TokenMetadata? {
+    public func metadata(for account: AccountID) throws -> TokenMetadata? {
         try read("reading token metadata") { db in
             try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]).map { row in
                 try self.integrity.check(row, in: .tokens, db)
@@ -128,23 +127,19 @@ extension Vault {
         }
     }
 
-    /// Deletes the account's tokens (the account stays). Returns whether there were any.
-    @available(
-        *, deprecated,
-        message: "a raw write (the session stays): use SessionService.endSession; fixtures: @_spi(RawWrites) deleteTokens"
-    )
-    @discardableResult
-    public func wipeTokens(for account: AccountID) throws -> Bool {
-        try deleteTokens(for: account)
-    }
-
-    /// ``wipeTokens(for:)`` for test fixtures and tools.
+    /// Deletes the account's tokens (the account and its session stay), without the session
+    /// layer: for test fixtures and tools. Returns whether there were any.
     @_spi(RawWrites)
     @discardableResult
-    public func deleteTokens(for account: AccountID) throws -> Bool {
+    public func delete(for account: AccountID) throws -> Bool {
         try write("wiping tokens") { db in
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
             return db.changesCount > 0
         }
     }
+}
+
+extension VaultCore {
+    /// This vault's tokens (see ``TokenStore``).
+    var tokens: TokenStore { TokenStore(core: self) }
 }

@@ -24,7 +24,7 @@ public struct AccessSnapshot: Sendable {
     public var token: StoredAccessToken?
 }
 
-extension Vault {
+extension TokenStore {
     /// Reads what a token request needs in one read transaction (see ``AccessSnapshot``).
     /// Returns nil when `account` is nil and no account is active.
     ///

@@ -1,0 +1,52 @@
+import Foundation
+
+// MARK: - Forwarding to the stores
+
+// The members `Vault` had before its areas moved into stores (``Vault/tokens``,
+// ``Vault/sessions``…), kept so tool authors' code keeps compiling. Each only calls its store.
+// They get a deprecation pointing to the store once the tests and examples that still use them
+// have moved (the release after the split), and go one release later; the raw writes are already
+// deprecated.
+
+extension Vault {
+    // MARK: Tokens
+
+    /// ``TokenStore/current(for:)``.
+    public func tokens(for account: AccountID) throws -> StoredTokens? { try tokens.current(for: account) }
+
+    /// ``TokenStore/metadata(for:)``.
+    public func tokenMetadata(for account: AccountID) throws -> TokenMetadata? { try tokens.metadata(for: account) }
+
+    /// ``TokenStore/accessSnapshot(for:)``.
+    public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? { try tokens.accessSnapshot(for: account) }
+
+    /// Stores `tokens` for `account`, replacing `generation`: a raw write.
+    @available(
+        *, deprecated,
+        message: "a raw write (no session, no event): use SessionService.signIn; fixtures: @_spi(RawWrites) tokens.store"
+    )
+    @discardableResult
+    public func storeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
+        try self.tokens.store(tokens, for: account, replacing: generation)
+    }
+
+    /// ``TokenStore/store(_:for:replacing:)``.
+    @_spi(RawWrites)
+    @discardableResult
+    public func writeTokens(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?) throws -> Int64 {
+        try self.tokens.store(tokens, for: account, replacing: generation)
+    }
+
+    /// Deletes the account's tokens (the account stays): a raw write.
+    @available(
+        *, deprecated,
+        message: "a raw write (the session stays): use SessionService.endSession; fixtures: @_spi(RawWrites) tokens.delete"
+    )
+    @discardableResult
+    public func wipeTokens(for account: AccountID) throws -> Bool { try tokens.delete(for: account) }
+
+    /// ``TokenStore/delete(for:)``.
+    @_spi(RawWrites)
+    @discardableResult
+    public func deleteTokens(for account: AccountID) throws -> Bool { try tokens.delete(for: account) }
+}
