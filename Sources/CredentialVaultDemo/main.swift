@@ -162,7 +162,7 @@ func runDemo() async throws {
     narrator.say("unlocked again: \(try await session.status())")
 
     // The rest of the story is not about timeouts: alice goes back to the default 15-minute idle timeout.
-    try vault.setSessionPolicy(SessionPolicy(), for: alice)
+    try vault.sessions.setPolicy(SessionPolicy(), for: alice)
     try await session.recordActivity()
 
     try await DeviceChapter.run(

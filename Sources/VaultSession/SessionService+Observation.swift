@@ -23,7 +23,7 @@ extension SessionService {
             (
                 try vault.activeAccountID(),
                 try vault.accountIDs().map { id in
-                    do { return (id, .success(try vault.currentSession(for: id))) } catch let error as VaultError { return (id, .failure(error)) }
+                    do { return (id, .success(try vault.sessions.current(for: id))) } catch let error as VaultError { return (id, .failure(error)) }
                 }
             )
         }
@@ -136,7 +136,7 @@ extension SessionService {
                 }
                 do {
                     _ = try await Self.offPool {
-                        try vault.appendEvent(
+                        try vault.events.append(
                             kind: entry.kind, account: entry.account, data: entry.data, detail: entry.detail,
                             origin: origin, retention: retention)
                     }
@@ -174,7 +174,7 @@ extension SessionService {
     func reconcile() async {
         let after = lastEventSeq
         let origin = holderID
-        guard let entries = try? await Self.offPool({ try self.vault.events(after: after, limit: 1000) }) else { return }
+        guard let entries = try? await Self.offPool({ try self.vault.events.list(after: after, limit: 1000) }) else { return }
         for entry in entries {
             lastEventSeq = max(lastEventSeq, entry.seq)
             guard entry.origin != origin else { continue }

@@ -469,7 +469,7 @@ extension SessionService {
     /// the user signs in again with `max_age` (step-up) before a sensitive action.
     public func validAccessToken(for account: AccountID? = nil, maxAuthenticationAge: Duration) async throws -> AccessToken {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
-        let session = try await vaultCall { [vault] in try vault.currentSession(for: id) }
+        let session = try await vaultCall { [vault] in try vault.sessions.current(for: id) }
         guard let session else { throw SessionError.notSignedIn(id) }
         let age = now().timeIntervalSince(session.lastAuthentication)
         guard age <= maxAuthenticationAge.timeInterval else {

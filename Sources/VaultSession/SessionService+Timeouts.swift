@@ -14,7 +14,7 @@ extension SessionService {
 
     /// The account's current session and its policy, in one read (one trip to the I/O threads).
     func sessionAndPolicy(_ id: AccountID) async throws -> (SessionRecord?, SessionPolicy) {
-        try await vaultCall { [vault] in try (vault.currentSession(for: id), vault.sessionPolicy(for: id)) }
+        try await vaultCall { [vault] in try (vault.sessions.current(for: id), vault.sessions.policy(for: id)) }
     }
 
     /// The same, judging a session and policy the caller read. A lock or expiry is decided again
@@ -156,7 +156,7 @@ extension SessionService {
         recording: EventRecording<(session: SessionRecord, result: T)?>? = nil,
         _ change: @escaping @Sendable (inout SessionRecord, SessionPolicy) throws -> T
     ) async throws -> (session: SessionRecord, result: T) {
-        guard let outcome = try await vaultCall({ [vault] in try vault.transitionSession(for: id, action, recording: recording, change) }) else {
+        guard let outcome = try await vaultCall({ [vault] in try vault.sessions.transition(for: id, action, recording: recording, change) }) else {
             throw SessionError.notSignedIn(id)
         }
         return outcome

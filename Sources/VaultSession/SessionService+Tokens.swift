@@ -177,7 +177,7 @@ extension SessionService {
     }
 
     func noTokensError(_ id: AccountID) async throws -> SessionError {
-        guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { return .notSignedIn(id) }
+        guard let session = try await vaultCall({ [vault] in try vault.sessions.current(for: id) }) else { return .notSignedIn(id) }
         if session.state == .active { return .expired(id, .tokenExpired) }
         return try await endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
     }
@@ -209,7 +209,7 @@ extension SessionService {
             return try await refresh.value()
         } catch is CancellationError {
             try Task.checkCancellation()
-            guard let session = try await vaultCall({ [vault] in try vault.currentSession(for: id) }) else { throw SessionError.notSignedIn(id) }
+            guard let session = try await vaultCall({ [vault] in try vault.sessions.current(for: id) }) else { throw SessionError.notSignedIn(id) }
             if session.state != .active {
                 throw try await endedError(id, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
             }
@@ -320,7 +320,7 @@ extension SessionService {
         renewal.cancel()
         // Signed out while the request was in flight: whatever the server answered, nothing
         // of it is stored, announced or served (not even the old, still-valid access token).
-        guard try await vaultCall({ [vault] in try vault.currentSession(for: id) }) != nil else {
+        guard try await vaultCall({ [vault] in try vault.sessions.current(for: id) }) != nil else {
             logger.debug("discarded a refresh outcome: the account was signed out meanwhile", metadata: ["account": "\(id)"])
             throw SessionError.notSignedIn(id)
         }

@@ -115,7 +115,7 @@ public actor SessionService {
     /// when they are used, as a long-running process does, because a lock drops the vault's
     /// keys for every account.
     public func start() async throws {
-        lastEventSeq = try await vaultCall { [vault] in try vault.lastEventSeq() }
+        lastEventSeq = try await vaultCall { [vault] in try vault.events.lastSeq() }
         let active = try await activeAccount()
         for account in try await snapshot().states.keys {
             if account == active {
@@ -231,7 +231,7 @@ public actor SessionService {
     /// ```
     public func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID? = nil) async throws {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
-        _ = try await vaultCall { [vault] in try vault.changeSessionPolicy(policy, for: id) }
+        _ = try await vaultCall { [vault] in try vault.sessions.changePolicy(policy, for: id) }
         tokenCache = nil
         warned[id] = nil
         logger.info("changed the session policy", metadata: ["account": "\(id)"])
@@ -241,7 +241,7 @@ public actor SessionService {
     /// The account's session policy (the active account's by default).
     public func sessionPolicy(for account: AccountID? = nil) async throws -> SessionPolicy {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
-        return try await vaultCall { [vault] in try vault.sessionPolicy(for: id) }
+        return try await vaultCall { [vault] in try vault.sessions.policy(for: id) }
     }
 
     /// `account`, or the active account when nil.

@@ -49,4 +49,31 @@ extension Vault {
     @_spi(RawWrites)
     @discardableResult
     public func deleteTokens(for account: AccountID) throws -> Bool { try tokens.delete(for: account) }
+
+    // MARK: Sessions and policies
+
+    /// ``SessionStore/current(for:)``.
+    public func currentSession(for account: AccountID) throws -> SessionRecord? { try sessions.current(for: account) }
+
+    /// ``SessionStore/all(for:)``.
+    public func sessions(for account: AccountID? = nil) throws -> [SessionRecord] { try sessions.all(for: account) }
+
+    /// ``SessionStore/setPolicy(_:for:)``.
+    public func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID) throws { try sessions.setPolicy(policy, for: account) }
+
+    /// ``SessionStore/policy(for:)``.
+    public func sessionPolicy(for account: AccountID) throws -> SessionPolicy { try sessions.policy(for: account) }
+
+    // MARK: Events
+
+    /// ``EventStore/list(after:account:limit:)``.
+    public func events(after seq: Int64 = 0, account: AccountID? = nil, limit: Int = 1000) throws -> [StoredEvent] {
+        try events.list(after: seq, account: account, limit: limit)
+    }
+
+    /// ``EventStore/latest(account:limit:)``.
+    public func latestEvents(account: AccountID? = nil, limit: Int) throws -> [StoredEvent] { try events.latest(account: account, limit: limit) }
+
+    /// ``EventStore/lastSeq()``.
+    public func lastEventSeq() throws -> Int64 { try events.lastSeq() }
 }

@@ -92,7 +92,7 @@ extension Vault {
             upgrade.guestTokens = (try? core.tokens.current(for: guest, db))?.map(\.tokens) ?? nil
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [guest.rawValue])
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [guest.rawValue])
-            upgrade.endedSession = try self.endOpenSessions(of: guest, reason: "upgraded", at: now, db)
+            upgrade.endedSession = try core.sessions.endOpen(of: guest, reason: "upgraded", at: now, db)
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [guest.rawValue], db) {
                 try db.execute(
                     sql: "UPDATE accounts SET upgraded_to = ? WHERE account_id = ?",

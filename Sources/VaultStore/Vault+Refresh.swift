@@ -235,9 +235,9 @@ extension Vault {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
                 return (false, nil)  // removed meanwhile: nothing left to end
             }
-            let current = try self.currentSession(for: account, db)
+            let current = try core.sessions.current(for: account, db)
             if let condition {
-                guard let current, condition(current, try self.sessionPolicy(for: account, db)) else { return (false, nil) }
+                guard let current, condition(current, try core.sessions.policy(for: account, db)) else { return (false, nil) }
             }
             let open = current.flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
@@ -269,7 +269,7 @@ extension Vault {
                         """,
                     arguments: [account.rawValue, reason, sealed, now])
             }
-            return (true, try open.flatMap { try self.session(id: $0.id, account: account, db) })
+            return (true, try open.flatMap { try core.sessions.session(id: $0.id, account: account, db) })
         }
     }
 

@@ -148,8 +148,8 @@ extension Vault {
                 throw self.accountNotFound(id)
             }
             let account = try self.account(from: row, db)
-            guard let session = try self.currentSession(for: id, db), session.state == .active else {
-                let state = try self.currentSession(for: id, db).map { "\($0.state.rawValue)" + ($0.endReason.map { " (\($0))" } ?? "") }
+            guard let session = try core.sessions.current(for: id, db), session.state == .active else {
+                let state = try core.sessions.current(for: id, db).map { "\($0.state.rawValue)" + ($0.endReason.map { " (\($0))" } ?? "") }
                 let locked = state?.hasPrefix("locked") == true
                 throw SessionTransferError(
                     locked ? .sessionLocked : .sessionNotActive,
@@ -169,7 +169,7 @@ extension Vault {
                 table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
             return SessionSnapshot(
                 account: account, clientSecret: clientSecret, tokens: tokens, session: session,
-                policy: try self.sessionPolicy(for: id, db))
+                policy: try core.sessions.policy(for: id, db))
         }
     }
 
@@ -197,7 +197,7 @@ extension Vault {
                             "the tokens of account \(id) changed while the export was written (another process refreshed them): do not import it; export again")
                     }
                     try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
-                    let open = try self.currentSession(for: id, db)
+                    let open = try core.sessions.current(for: id, db)
                     try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [id.rawValue], db) {
                         try db.execute(
                             sql: """
@@ -206,12 +206,12 @@ extension Vault {
                                 WHERE account_id = ? AND state IN ('active', 'locked')
                                 """, arguments: [now.millisecondsSince1970, id.rawValue])
                     }
-                    ended = try open.flatMap { try self.session(id: $0.id, account: id, db) }
+                    ended = try open.flatMap { try core.sessions.session(id: $0.id, account: id, db) }
                 }
                 try self.releaseLease(for: id, holder: holder, db)
             }
             try self.insertTransfer(transfer, after: try self.rememberedTransferCount(db), db)
-            try self.insertEvent(
+            try core.events.insert(
                 kind: "session_exported", account: id,
                 data: [
                     "transfer": transfer.id, "mode": transfer.mode.rawValue, "recipient": transfer.peer,
@@ -324,7 +324,7 @@ extension Vault {
             var transfer = imported.transfer
             transfer.account = id
             try self.insertTransfer(transfer, after: count, db)
-            try self.insertEvent(
+            try core.events.insert(
                 kind: "session_imported", account: id,
                 data: [
                     "transfer": transfer.id, "mode": transfer.mode.rawValue, "sender": transfer.peer,

@@ -68,7 +68,7 @@ extension Vault {
         let replaced = existing == nil ? nil : (try? core.tokens.current(for: account.id, db)) ?? nil
         let current = try core.tokens.currentGeneration(for: account.id, db)
         let generation = try core.tokens.store(tokens, for: account.id, replacing: current, db)
-        try self.endOpenSessions(of: account.id, reason: "replaced", at: now, db)
+        try core.sessions.endOpen(of: account.id, reason: "replaced", at: now, db)
         try db.execute(
             sql: """
                 INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline, auth_time)
@@ -83,7 +83,7 @@ extension Vault {
         let session = SessionRecord(
             id: db.lastInsertedRowID, account: account.id, state: .active, startedAt: startedAt, lastActivityAt: now,
             idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline, authTime: authenticated)
-        try self.setSessionPolicy(policy, for: account.id, db)
+        try core.sessions.setPolicy(policy, for: account.id, db)
         try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
         try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
             try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])

@@ -43,6 +43,10 @@ public final class Vault: Sendable {
 
     /// The accounts' tokens (see ``TokenStore``).
     public var tokens: TokenStore { core.tokens }
+    /// The accounts' sessions and session policies (see ``SessionStore``).
+    public var sessions: SessionStore { core.sessions }
+    /// The event log every process sees (see ``EventStore``).
+    public var events: EventStore { core.events }
 
     // MARK: - Create
 

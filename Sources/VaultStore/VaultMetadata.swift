@@ -91,7 +91,7 @@ extension Vault {
             let accounts = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, rowid").map { row in
                 try accountMetadata(from: row, hasPolicies: hasPolicies, hasRefreshState: hasRefreshState, db, path: path)
             }
-            let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try session(from: $0, path: path) }
+            let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try SessionStore.session(from: $0, path: path) }
             let devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id").map {
                 try deviceMetadata(from: $0, path: path)
             }
@@ -134,7 +134,7 @@ extension Vault {
             hasClientSecret: row.holdsValue("client_secret"),
             createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
             tokens: tokens,
-            policy: hasPolicies ? try storedSessionPolicy(for: id, db, path: path) : nil,
+            policy: hasPolicies ? try SessionStore.storedPolicy(for: id, db, path: path) : nil,
             refresh: hasRefreshState ? try storedRefreshState(for: id, db, path: path) : nil)
     }
 

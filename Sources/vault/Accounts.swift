@@ -171,8 +171,8 @@ struct AccountView {
         }
         return AccountView(
             account: account, active: try opened.vault.activeAccountID() == id, status: SessionSummary(status),
-            tokens: try opened.vault.tokens.metadata(for: id), session: try opened.vault.currentSession(for: id),
-            policy: try opened.vault.sessionPolicy(for: id))
+            tokens: try opened.vault.tokens.metadata(for: id), session: try opened.vault.sessions.current(for: id),
+            policy: try opened.vault.sessions.policy(for: id))
     }
 
     var json: JSONValue {

@@ -36,11 +36,11 @@ extension VaultCommand {
                 let id = try account.map { try opened.account($0) }
                 let names = Dictionary(try opened.vault.accounts().map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
                 var last: Int64 = 0
-                for entry in try opened.vault.latestEvents(account: id, limit: lines) {
+                for entry in try opened.vault.events.latest(account: id, limit: lines) {
                     print(render(entry, names: names))
                     last = entry.seq
                 }
-                if last == 0 { last = try opened.vault.lastEventSeq() }
+                if last == 0 { last = try opened.vault.events.lastSeq() }
                 guard follow else { return }
                 Terminal.flushOutput()
                 var version = try opened.vault.dataVersion()
@@ -49,7 +49,7 @@ extension VaultCommand {
                     let now = try opened.vault.dataVersion()
                     guard now != version else { continue }
                     version = now
-                    for entry in try opened.vault.events(after: last, account: id) {
+                    for entry in try opened.vault.events.list(after: last, account: id) {
                         print(render(entry, names: names))
                         last = entry.seq
                     }

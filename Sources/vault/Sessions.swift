@@ -171,9 +171,9 @@ extension VaultCommand.Sessions {
 
         func run() async throws {
             let unlocked = try await OpenedVault.with(global, credentials) { opened in
-                let before = try opened.vault.sessions().filter { $0.state == .locked }.count
+                let before = try opened.vault.sessions.all().filter { $0.state == .locked }.count
                 try await opened.session.unlock(with: opened.credential)
-                let after = try opened.vault.sessions().filter { $0.state == .locked }.count
+                let after = try opened.vault.sessions.all().filter { $0.state == .locked }.count
                 return before - after
             }
             print(unlocked == 0 ? "No session was locked." : "Unlocked \(unlocked) session\(unlocked == 1 ? "" : "s").")

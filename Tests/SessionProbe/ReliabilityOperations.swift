@@ -98,14 +98,14 @@ func rotateLoop(_ url: URL, _ credential: VaultCredential, count: Int, accounts:
     guard !accounts.isEmpty else { return }
     for index in 0..<count {
         let account = accounts[index % accounts.count]
-        let current = try vault.tokens(for: account)
+        let current = try vault.tokens.current(for: account)
         let refresh = randomToken("rt_")
         let tokens = TokenSet(
             accessToken: randomToken("at_"), refreshToken: refresh, tokenType: "Bearer",
             accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
         let next = (current?.generation ?? 0) + 1
         emitNow("storing \(account) \(next) \(sha(refresh))")
-        let stored = try vault.writeTokens(tokens, for: account, replacing: current?.generation)
+        let stored = try vault.tokens.store(tokens, for: account, replacing: current?.generation)
         emitNow("committed \(account) \(stored) \(sha(refresh))")
     }
 }
@@ -145,17 +145,17 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
         do {
             switch random.next() % 10 {
             case 0..<4:
-                _ = try vault.tokens(for: account)
+                _ = try vault.tokens.current(for: account)
                 _ = try vault.activeAccountID()
             case 4..<7:
                 // Compare-and-swap: retried on a stale generation, counted once committed.
                 while true {
-                    let current = try vault.tokens(for: account)
+                    let current = try vault.tokens.current(for: account)
                     let tokens = TokenSet(
                         accessToken: randomToken("at_"), refreshToken: randomToken("rt_"), tokenType: "Bearer",
                         accessTokenExpiresAt: Date().addingTimeInterval(3600), scopes: ["openid"])
                     do {
-                        try vault.writeTokens(tokens, for: account, replacing: current?.generation)
+                        try vault.tokens.store(tokens, for: account, replacing: current?.generation)
                         rotated += 1
                         break
                     } catch let error as VaultError where error.code == .staleGeneration {

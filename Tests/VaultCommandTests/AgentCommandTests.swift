@@ -84,7 +84,7 @@ struct AgentCommandTests {
             // What an idle timeout does, without waiting for one: the session is locked in the file.
             let vault = try Vault.open(at: world.cli.vault, credential: .keyFile(world.keyFile))
             let id = try #require(try vault.activeAccountID())
-            _ = try vault.transitionSession(for: id) { session, _ in
+            _ = try vault.sessions.transition(for: id) { session, _ in
                 session.state = .locked
                 session.endReason = "idle_timeout"
             }

@@ -38,7 +38,7 @@ struct EscapingTests {
             NotificationRecord(
                 uuid: "n-1", account: account, subject: "Sign in\(Self.hostile)", message: "from\(Self.hostile)",
                 actions: [NotificationAction(label: "OK\(Self.hostile)", action: "ok")], createdAt: now))
-        try vault.appendEvent(
+        try vault.events.append(
             kind: "refresh_failed", account: account, data: ["reason": "server\(Self.hostile)"],
             detail: "the server said\(Self.hostile)", origin: "test", retention: EventRetention())
         vault.close()

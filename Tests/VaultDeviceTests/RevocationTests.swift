@@ -12,13 +12,13 @@ import VaultTestSupport
         try await DeviceWorld.run { world in
             let a = try await world.device("Desk workstation")
             _ = try await a.register()
-            #expect(try a.vault.tokens(for: a.account) != nil)
+            #expect(try a.vault.tokens.current(for: a.account) != nil)
 
             #expect(await world.gateway.revokeDevice(subject: "alice", deviceID: a.vault.deviceID))
             await #expect(throws: SessionError.expired(a.account, .deviceRevoked)) {
                 try await a.inbox.sync(account: a.account)
             }
-            #expect(try a.vault.tokens(for: a.account) == nil, "the revoked device's tokens must be wiped")
+            #expect(try a.vault.tokens.current(for: a.account) == nil, "the revoked device's tokens must be wiped")
             #expect(try await a.service.status(of: a.account) == .expired(.deviceRevoked))
             await #expect(throws: SessionError.expired(a.account, .deviceRevoked)) {
                 try await a.service.validAccessToken(for: a.account)
@@ -56,7 +56,7 @@ import VaultTestSupport
             await #expect(throws: SessionError.expired(b.account, .deviceRevoked)) {
                 try await b.roster.refresh(account: b.account)
             }
-            #expect(try b.vault.tokens(for: b.account) == nil)
+            #expect(try b.vault.tokens.current(for: b.account) == nil)
             #expect(try await b.service.status(of: b.account) == .expired(.deviceRevoked))
             // A carries on.
             #expect(try await a.roster.refresh(account: a.account).count == 2)

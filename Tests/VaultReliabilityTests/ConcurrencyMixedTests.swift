@@ -21,7 +21,7 @@ struct ConcurrencyMixedTests {
             let vault = try test.create()
             for subject in ["alice", "bob", "carol"] {
                 let account = try vault.insertAccount(Samples.account(subject))
-                generationsBefore[account.id] = try vault.writeTokens(Samples.tokens(subject), for: account.id, replacing: nil)
+                generationsBefore[account.id] = try vault.tokens.store(Samples.tokens(subject), for: account.id, replacing: nil)
                 accounts.append(account.id)
             }
             notificationsBefore = try vault.notificationCount()
@@ -59,7 +59,7 @@ struct ConcurrencyMixedTests {
         let report = try vault.verify()
         var generationsGained = 0
         for account in accounts {
-            let generation = try vault.tokens(for: account)?.generation ?? 0
+            let generation = try vault.tokens.current(for: account)?.generation ?? 0
             generationsGained += Int(generation - (generationsBefore[account] ?? 0))
         }
         let notificationsAfter = try vault.notificationCount()

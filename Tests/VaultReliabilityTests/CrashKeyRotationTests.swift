@@ -82,7 +82,7 @@ struct CrashKeyRotationTests {
         #expect(try vault.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") } != oldKeyID)
         let after = try vault.accounts()
         for account in after {
-            #expect(try vault.tokens(for: account.id)?.tokens == Samples.tokens(account.subject, expiresAt: before.expiry).normalized)
+            #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.tokens(account.subject, expiresAt: before.expiry).normalized)
         }
     }
 
@@ -94,7 +94,7 @@ struct CrashKeyRotationTests {
         var accounts: [AccountID] = []
         for subject in ["alice", "bob"] {
             let account = try vault.insertAccount(Samples.account(subject))
-            try vault.writeTokens(Samples.tokens(subject, expiresAt: expiry), for: account.id, replacing: nil)
+            try vault.tokens.store(Samples.tokens(subject, expiresAt: expiry), for: account.id, replacing: nil)
             accounts.append(account.id)
         }
         let created = Date()

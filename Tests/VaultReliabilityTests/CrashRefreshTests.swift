@@ -86,7 +86,7 @@ struct CrashRefreshTests {
         let later = WallClock { Date().addingTimeInterval(5) }
         let vault = try test.open(clock: later)
         defer { vault.close() }
-        let kept = try vault.tokens(for: account)
+        let kept = try vault.tokens.current(for: account)
         if kept?.tokens.refreshToken != issued.refreshToken { lost += 1 }
         #expect(kept?.tokens.refreshToken == issued.refreshToken, "the old refresh token must still be stored")
         #expect(try vault.refreshState(for: account).leaseHolder != nil)
@@ -110,14 +110,14 @@ struct CrashRefreshTests {
                 #expect(description?.contains("interrupted") == true, "\(description ?? "no description")")
             }
             #expect(try await service.status(of: account) == .expired(.revoked))
-            #expect(try vault.tokens(for: account) == nil)
+            #expect(try vault.tokens.current(for: account) == nil)
             #expect(await gateway.reuseDetections() == 1)
         case .noRotation:
             // The old refresh token still works: the refresh succeeds and the session goes on.
             let token = try await service.validAccessToken()
             #expect(token.account == account)
             #expect(try await service.status(of: account) == .active)
-            let stored = try vault.tokens(for: account)
+            let stored = try vault.tokens.current(for: account)
             #expect(stored?.tokens.refreshToken == issued.refreshToken && stored?.tokens.accessToken != issued.accessToken)
         }
         let state = try vault.refreshState(for: account)

@@ -28,7 +28,7 @@ struct CrashRotationTests {
             for subject in ["alice", "bob"] {
                 let account = try vault.insertAccount(Samples.account(subject))
                 let tokens = Samples.tokens(subject)
-                let generation = try vault.writeTokens(tokens, for: account.id, replacing: nil)
+                let generation = try vault.tokens.store(tokens, for: account.id, replacing: nil)
                 expected[account.id] = Seen(committed: (generation, digest(tokens.refreshToken)))
             }
             vault.close()
@@ -85,7 +85,7 @@ struct CrashRotationTests {
                             $0, sql: "SELECT count(*) FROM tokens WHERE account_id = ? AND refresh_token IS NOT NULL",
                             arguments: [account.rawValue]) ?? 0
                     }
-                    let stored = try vault.tokens(for: account)
+                    let stored = try vault.tokens.current(for: account)
                     let storedDigest = digest(stored?.tokens.refreshToken)
                     if rows != 1 {
                         ok = false

@@ -63,7 +63,7 @@ struct DiskFullTests {
         let vault = try Vault.create(at: url, credential: .keyFile(keyFile), options: options)
         let account = try vault.insertAccount(Samples.account()).id
         let tokens = Samples.steadyTokens("full-1")
-        try vault.writeTokens(tokens, for: account, replacing: nil)
+        try vault.tokens.store(tokens, for: account, replacing: nil)
         return (vault, url, options, .keyFile(keyFile), account, tokens)
     }
 
@@ -78,19 +78,19 @@ struct DiskFullTests {
 
         // A token rotation with no room for its WAL frames.
         disk.fill()
-        let storeError = expectRefusal(.storage) { try vault.writeTokens(second, for: account, replacing: 1) }
+        let storeError = expectRefusal(.storage) { try vault.tokens.store(second, for: account, replacing: 1) }
         requireFull(storeError)
-        #expect(try vault.tokens(for: account)?.tokens == first, "the previous token still opens")
+        #expect(try vault.tokens.current(for: account)?.tokens == first, "the previous token still opens")
         texts.append(storeError.map(String.init(describing:)) ?? "")
         vault.close()
         disk.free()
 
         vault = try Vault.open(at: url, credential: credential, options: options)
-        #expect(try vault.tokens(for: account)?.tokens == first)
+        #expect(try vault.tokens.current(for: account)?.tokens == first)
         #expect(try vault.verify().passed)
 
         // A checkpoint that must grow the database file, with no room for it.
-        let generation = try vault.writeTokens(second, for: account, replacing: 1)
+        let generation = try vault.tokens.store(second, for: account, replacing: 1)
         for index in 0..<60 {
             try vault.upsertNotification(
                 NotificationRecord(
@@ -101,8 +101,8 @@ struct DiskFullTests {
         let checkpointError = expectRefusal(.storage) { try vault.checkpoint() }
         requireFull(checkpointError)
         texts.append(checkpointError.map(String.init(describing:)) ?? "")
-        #expect(try vault.tokens(for: account)?.generation == generation, "the committed token still opens from the WAL")
-        #expect(try vault.tokens(for: account)?.tokens == second)
+        #expect(try vault.tokens.current(for: account)?.generation == generation, "the committed token still opens from the WAL")
+        #expect(try vault.tokens.current(for: account)?.tokens == second)
 
         disk.free()
         try vault.checkpoint()
@@ -110,7 +110,7 @@ struct DiskFullTests {
         vault.close()
         vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
-        let kept = try vault.tokens(for: account)?.tokens == second && vault.notificationCount() == 60
+        let kept = try vault.tokens.current(for: account)?.tokens == second && vault.notificationCount() == 60
         #expect(kept)
         let sound = try vault.verify().passed
         #expect(sound)
@@ -127,15 +127,15 @@ struct DiskFullTests {
         disk.fill()
         let error = expectRefusal(.storage) { try vault.rotateKeys(credential: credential) }
         requireFull(error)
-        #expect(try vault.tokens(for: account)?.tokens == first)
+        #expect(try vault.tokens.current(for: account)?.tokens == first)
         vault.close()
         disk.free()
 
         vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
-        #expect(try vault.tokens(for: account)?.tokens == first)
+        #expect(try vault.tokens.current(for: account)?.tokens == first)
         try vault.rotateKeys(credential: credential)
-        let kept = try vault.tokens(for: account)?.tokens == first
+        let kept = try vault.tokens.current(for: account)?.tokens == first
         #expect(kept)
         let sound = try vault.verify().passed
         #expect(sound)

@@ -63,7 +63,7 @@ import VaultTestSupport
         let vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("cred-6a1b")
-        try vault.writeTokens(tokens, for: account.id, replacing: nil)
+        try vault.tokens.store(tokens, for: account.id, replacing: nil)
         vault.close()
         // The shared-memory file is SQLite's WAL index, rewritten by every reader: only the
         // database and its WAL hold the vault.

@@ -123,13 +123,13 @@ import VaultTestSupport
         var vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("type-3c9d")
-        try vault.writeTokens(tokens, for: account.id, replacing: nil)
-        try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
+        try vault.tokens.store(tokens, for: account.id, replacing: nil)
+        try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         try vault.upsertNotification(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "subject-3c9d",
                 message: "message-3c9d", actions: [], createdAt: Date()))
-        try vault.setSessionPolicy(SessionPolicy(), for: account.id)
+        try vault.sessions.setPolicy(SessionPolicy(), for: account.id)
         guard case .acquired = try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60)) else {
             Issue.record("the refresh lease was not taken")
             return
@@ -167,15 +167,15 @@ import VaultTestSupport
         let read: () throws -> Any
         switch edit {
         case .tokenGenerationText, .tokenUpdatedAtText, .accessTokenInteger, .tokenTypeBlob, .accountDataKeyIDText:
-            read = { try vault.tokens(for: account.id) as Any }
+            read = { try vault.tokens.current(for: account.id) as Any }
         case .sessionStartedAtText, .sessionExtensionsBlob:
-            read = { try vault.sessions(for: account.id) as Any }
+            read = { try vault.sessions.all(for: account.id) as Any }
         case .accountCreatedAtText, .accountLabelInteger:
             read = { try vault.accounts() as Any }
         case .notificationCreatedAtText, .notificationSubjectReal:
             read = { try vault.notifications() as Any }
         case .policyWarningText, .policyIdleActionBlob:
-            read = { try vault.sessionPolicy(for: account.id) as Any }
+            read = { try vault.sessions.policy(for: account.id) as Any }
         case .refreshFailuresText, .refreshFailuresReal, .refreshFailuresNull, .refreshLeaseHolderBlob:
             read = { try vault.refreshState(for: account.id) as Any }
         case .refreshNextAttemptText:
@@ -231,7 +231,7 @@ import VaultTestSupport
         let test = try TestVault()
         var vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
-        try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
+        try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         vault.close()
         try RawDatabase.execute(test.url, "PRAGMA ignore_check_constraints = ON; UPDATE sessions SET state = 'bogus'")
         vault = try test.open()
@@ -242,7 +242,7 @@ import VaultTestSupport
         #expect(report.databaseProblems.contains { $0.contains("CHECK constraint failed in sessions") }, "\(report.databaseProblems)")
         #expect(report.damaged.map { "\($0.table).\($0.column)" } == ["sessions.state"])
         // A read refuses the edited session: it is never taken for an active one.
-        let error = expectRefusal(.damaged) { try vault.sessions(for: account.id) }
+        let error = expectRefusal(.damaged) { try vault.sessions.all(for: account.id) }
         #expect(error?.message.contains("sessions.state") == true)
     }
 
@@ -252,15 +252,15 @@ import VaultTestSupport
         var vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("write-7e21")
-        try vault.writeTokens(tokens, for: account.id, replacing: nil)
-        try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
-        try vault.setSessionPolicy(SessionPolicy(), for: account.id)
+        try vault.tokens.store(tokens, for: account.id, replacing: nil)
+        try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
+        try vault.sessions.setPolicy(SessionPolicy(), for: account.id)
         vault.close()
         try RawDatabase.execute(test.url, "UPDATE tokens SET generation = 'x'")
         try RawDatabase.execute(test.url, "UPDATE refresh_state SET failures = 0")
         vault = try test.open()
         defer { vault.close() }
-        let sessionsBefore = try vault.sessions(for: account.id)
+        let sessionsBefore = try vault.sessions.all(for: account.id)
         let policy = SessionPolicy(idleTimeout: .seconds(60), warningBefore: .seconds(10))
 
         let signIn = expectRefusal(.damaged) { try vault.signIn(Samples.account(), tokens: tokens, policy: policy) }
@@ -271,8 +271,8 @@ import VaultTestSupport
         #expect(refresh?.message.contains("tokens.generation") == true)
 
         // Neither wrote a session, a policy or a lease.
-        #expect(try vault.sessions(for: account.id) == sessionsBefore)
-        #expect(try vault.sessionPolicy(for: account.id) == SessionPolicy())
+        #expect(try vault.sessions.all(for: account.id) == sessionsBefore)
+        #expect(try vault.sessions.policy(for: account.id) == SessionPolicy())
         #expect(try vault.refreshState(for: account.id) == .none)
         #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM refresh_state") == 0)
         LogHygiene.check(
@@ -314,7 +314,7 @@ import VaultTestSupport
         var vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
         let tokens = Samples.steadyTokens("rotate-51af")
-        try vault.writeTokens(tokens, for: account.id, replacing: nil)
+        try vault.tokens.store(tokens, for: account.id, replacing: nil)
         try vault.saveDevice(
             DeviceRegistration(
                 account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
@@ -346,12 +346,12 @@ import VaultTestSupport
         let test = try TestVault()
         var vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.steadyTokens("meta"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.steadyTokens("meta"), for: account.id, replacing: nil)
         vault.close()
         try RawDatabase.execute(test.url, "UPDATE tokens SET generation = 'x'")
         vault = try test.open()
         defer { vault.close() }
-        let error = expectRefusal(.damaged) { try vault.tokenMetadata(for: account.id) }
+        let error = expectRefusal(.damaged) { try vault.tokens.metadata(for: account.id) }
         #expect(error?.message.contains("tokens.generation") == true)
         let report = try vault.verify()
         #expect(report.damaged.map(\.column).sorted() == ["access_token", "generation", "id_token", "refresh_token"])

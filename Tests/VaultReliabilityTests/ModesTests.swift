@@ -17,13 +17,13 @@ import VaultTestSupport
             let test = try TestVault()
             var vault = try test.create()
             let account = try vault.insertAccount(Samples.account())
-            try vault.writeTokens(Samples.steadyTokens("modes-1"), for: account.id, replacing: nil)
+            try vault.tokens.store(Samples.steadyTokens("modes-1"), for: account.id, replacing: nil)
             vault.close()
             // As after a copy of the file alone: the next open creates the WAL and shared memory anew.
             for suffix in ["-wal", "-shm"] { unlink(test.url.path + suffix) }
 
             vault = try test.open()
-            try vault.writeTokens(Samples.steadyTokens("modes-2"), for: account.id, replacing: 1)
+            try vault.tokens.store(Samples.steadyTokens("modes-2"), for: account.id, replacing: 1)
             for suffix in ["", "-wal", "-shm"] {
                 #expect(FileProbe.mode(URL(fileURLWithPath: test.url.path + suffix)) == 0o600, "vault.db\(suffix)")
             }

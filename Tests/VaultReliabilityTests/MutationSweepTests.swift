@@ -66,10 +66,10 @@ struct MutationSweepTests {
             to: "n-alice", account: ids[0], action: "allow", byDevice: "device-alice",
             at: Date(timeIntervalSince1970: 1_700_000_400))
         // An ended session next to the live one, and an integrity check on record.
-        var session = try #require(try vault.currentSession(for: ids[1]))
+        var session = try #require(try vault.sessions.current(for: ids[1]))
         session.extensionsUsed = 1
         session.backgroundEnteredAt = Date(timeIntervalSince1970: 1_700_000_500)
-        try vault.updateSession(session)
+        try vault.sessions.update(session)
         try vault.verify()
     }
 

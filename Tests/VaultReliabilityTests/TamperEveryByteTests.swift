@@ -23,7 +23,7 @@ import VaultTestSupport
             let vault = try test.create()
             defer { vault.close() }
             account = try vault.insertAccount(Samples.account()).id
-            try vault.writeTokens(tokens, for: account, replacing: nil)
+            try vault.tokens.store(tokens, for: account, replacing: nil)
             try vault.upsertNotification(
                 NotificationRecord(
                     uuid: "n-flip", account: account, subject: Self.subject,
@@ -83,7 +83,7 @@ import VaultTestSupport
 
             let error = expectRefusal(.damaged) {
                 target.table == "tokens"
-                    ? try vault.tokens(for: scene.account) as Any
+                    ? try vault.tokens.current(for: scene.account) as Any
                     : try vault.notification("n-flip", account: scene.account) as Any
             }
             #expect(error?.message.contains("\(target.table).\(target.column)") == true, "byte \(position)")

@@ -22,8 +22,8 @@ import VaultTestSupport
         let bob = try vault.insertAccount(Samples.account("bob")).id
         let aliceTokens = Samples.steadyTokens("swap-alice")
         let bobTokens = Samples.steadyTokens("swap-bob")
-        try vault.writeTokens(aliceTokens, for: alice, replacing: nil)
-        try vault.writeTokens(bobTokens, for: bob, replacing: nil)
+        try vault.tokens.store(aliceTokens, for: alice, replacing: nil)
+        try vault.tokens.store(bobTokens, for: bob, replacing: nil)
         for (uuid, account) in [("n-a", alice), ("n-b", alice)] {
             try vault.upsertNotification(
                 NotificationRecord(
@@ -58,8 +58,8 @@ import VaultTestSupport
             StressCount(
                 case: "8 sealed values exchanged between accounts, rows, columns", tried: moved.count,
                 passed: moved.intersection(named).count, lost: 0, leaked: moved.subtracting(named).count))
-        expectRefusal(.damaged) { try vault.tokens(for: alice) }
-        expectRefusal(.damaged) { try vault.tokens(for: bob) }
+        expectRefusal(.damaged) { try vault.tokens.current(for: alice) }
+        expectRefusal(.damaged) { try vault.tokens.current(for: bob) }
         LogHygiene.check(
             test.logs, texts: report.damaged.map(\.description),
             secrets: [aliceTokens.refreshToken ?? "", bobTokens.refreshToken ?? "", bobTokens.accessToken]
@@ -74,13 +74,13 @@ import VaultTestSupport
         let account = try vault.insertAccount(Samples.account()).id
         let old = Samples.steadyTokens("replay-old")
         let new = Samples.steadyTokens("replay-new")
-        let first = try vault.writeTokens(old, for: account, replacing: nil)
+        let first = try vault.tokens.store(old, for: account, replacing: nil)
         let url = test.url
         let oldRow = try RawDatabase.blobs(
             url, "SELECT access_token FROM tokens UNION ALL SELECT refresh_token FROM tokens UNION ALL SELECT id_token FROM tokens")
         // The whole older row, kept aside in the file as someone with a copy of it would.
         try RawDatabase.execute(url, "CREATE TABLE saved_tokens AS SELECT * FROM tokens")
-        try vault.writeTokens(new, for: account, replacing: first)
+        try vault.tokens.store(new, for: account, replacing: first)
 
         // One sealed value replayed: its generation no longer matches.
         let current = try #require(try RawDatabase.blob(url, "SELECT refresh_token FROM tokens"))
@@ -97,13 +97,13 @@ import VaultTestSupport
                 (SELECT generation, access_token, refresh_token, id_token, updated_at FROM saved_tokens)
             """)
         #expect(first == 1)
-        let partial = expectRefusal(.damaged) { try vault.tokens(for: account) }
+        let partial = expectRefusal(.damaged) { try vault.tokens.current(for: account) }
         #expect(partial?.message.contains("tokens.generation") == true, "\(partial.map(String.init(describing:)) ?? "no error")")
 
         // The whole row, its MAC included, rolled back to its older copy: nothing in the file
         // can tell (no external counter), so it opens as the older tokens.
         try RawDatabase.execute(url, "DELETE FROM tokens; INSERT INTO tokens SELECT * FROM saved_tokens; DROP TABLE saved_tokens")
-        #expect(try vault.tokens(for: account)?.tokens == old)
+        #expect(try vault.tokens.current(for: account)?.tokens == old)
         let readme = try String(contentsOf: Self.readme, encoding: .utf8)
         #expect(
             readme.contains("Rolling back a whole row (every column, generation included) to an older copy of itself\n  is not detected"),

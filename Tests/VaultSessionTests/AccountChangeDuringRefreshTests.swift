@@ -21,8 +21,8 @@ struct AccountChangeDuringRefreshTests {
             #expect(await h.gateway.stats().revocationRequests == 1)
             #expect(h.transport.exchanges.last?.revokedToken == (try h.firstTokens(of: "alice").refreshToken))
             #expect(try h.vault.account(alice) == nil)
-            #expect(try h.vault.tokenMetadata(for: alice) == nil)
-            #expect(try h.vault.sessions(for: alice).isEmpty)
+            #expect(try h.vault.tokens.metadata(for: alice) == nil)
+            #expect(try h.vault.sessions.all(for: alice).isEmpty)
             #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .signedOut) } != nil)
             #expect(
                 await h.events.next(after: mark) { $0 == .accountSwitched(from: alice, to: bob) } != nil,
@@ -108,7 +108,7 @@ struct AccountChangeDuringRefreshTests {
             #expect(h.logs.lines.contains { $0.contains("could not revoke the token at the server") })
             #expect(await h.gateway.stats().revocationRequests == 1)
             #expect(try h.vault.account(alice) == nil)
-            #expect(try h.vault.tokenMetadata(for: alice) == nil)
+            #expect(try h.vault.tokens.metadata(for: alice) == nil)
             #expect(try await h.service.status(of: alice) == .signedOut)
         }
     }
@@ -131,7 +131,7 @@ struct AccountChangeDuringRefreshTests {
 
             // Once the server has answered, nothing of the account is back in the vault.
             await h.waitForGateway { $0.tokenResponses >= 1 }
-            #expect(try h.vault.tokenMetadata(for: alice) == nil)
+            #expect(try h.vault.tokens.metadata(for: alice) == nil)
             #expect(try h.vault.account(alice) == nil)
             #expect(try h.vault.activeAccountID() == nil)
             _ = await h.events.flush()
@@ -175,7 +175,7 @@ struct AccountChangeDuringRefreshTests {
             h.transport.releaseHeldResponse()
             // Not the old, still-valid token, not a new one: the account is gone.
             #expect(await sessionError { try await request.value } == .notSignedIn(alice))
-            #expect(try h.vault.tokenMetadata(for: alice) == nil)
+            #expect(try h.vault.tokens.metadata(for: alice) == nil)
             #expect(await h.events.flush())
             let late = h.events.events(after: mark) { event in
                 switch event {

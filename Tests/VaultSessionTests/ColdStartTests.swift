@@ -95,7 +95,7 @@ struct ColdStartTests {
             #expect(try await fresh.validAccessToken().value == (try h.firstTokens(of: "alice").accessToken))
             // …carol's absolute lifetime is over and her tokens are gone…
             #expect(await events.next { $0 == .hardTimeout(carol, .absoluteTimeout) } != nil)
-            #expect(try fresh.vault.tokenMetadata(for: carol) == nil)
+            #expect(try fresh.vault.tokens.metadata(for: carol) == nil)
             // …and bob's idle timeout applies when bob is used.
             try await fresh.switchAccount(to: bob)
             #expect(await sessionError { try await fresh.validAccessToken() } == .locked(bob, .idleTimeout))

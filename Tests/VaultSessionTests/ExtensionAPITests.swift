@@ -25,13 +25,13 @@ struct ExtensionAPITests {
             #expect(await h.gateway.stats().extensionRequests == 0)
 
             await h.time.advance(by: .seconds(550))
-            let before = try #require(try h.vault.currentSession(for: alice)?.idleDeadline)
+            let before = try #require(try h.vault.sessions.current(for: alice)?.idleDeadline)
             guard case .extended(let deadline, let remaining) = try await h.service.extendSession(for: alice, askingServer: api) else {
                 Issue.record("a granted extension was not applied")
                 return
             }
             #expect(deadline > before && remaining == 0)
-            #expect(try h.vault.currentSession(for: alice)?.idleDeadline == deadline)
+            #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == deadline)
             #expect(await h.gateway.stats().extensionRequests == 1)
 
             await h.time.advance(by: .seconds(550))
@@ -47,13 +47,13 @@ struct ExtensionAPITests {
             let api = HTTPDeviceNotificationAPI(baseURL: h.gateway.baseURL, session: h.service)
             await h.gateway.setExtensionRefusal(code: "policy", message: "extensions are off for this account")
             await h.time.advance(by: .seconds(550))
-            let before = try h.vault.currentSession(for: alice)?.idleDeadline
+            let before = try h.vault.sessions.current(for: alice)?.idleDeadline
             let result = try await h.service.extendSession(for: alice, askingServer: api)
             #expect(result == .refusedByServer(code: "policy", message: "extensions are off for this account"))
             #expect(
                 await h.events.next { $0 == .extensionResult(alice, .refusedByServer(code: "policy", message: "extensions are off for this account")) } != nil)
-            #expect(try h.vault.currentSession(for: alice)?.idleDeadline == before)
-            #expect(try h.vault.currentSession(for: alice)?.extensionInFlight == nil, "the in-flight marker is cleared")
+            #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == before)
+            #expect(try h.vault.sessions.current(for: alice)?.extensionInFlight == nil, "the in-flight marker is cleared")
             await h.gateway.setExtensionRefusal(code: nil)
             guard case .extended = try await h.service.extendSession(for: alice, askingServer: api) else {
                 Issue.record("after the server relented the extension was not granted")
@@ -69,9 +69,9 @@ struct ExtensionAPITests {
             let nowhere = try #require(URL(string: "http://127.0.0.1:9/"))
             let api = HTTPDeviceNotificationAPI(baseURL: nowhere, session: h.service)
             await h.time.advance(by: .seconds(550))
-            let before = try h.vault.currentSession(for: alice)
+            let before = try h.vault.sessions.current(for: alice)
             await #expect(throws: DeviceAPIError.self) { try await h.service.extendSession(for: alice, askingServer: api) }
-            let after = try h.vault.currentSession(for: alice)
+            let after = try h.vault.sessions.current(for: alice)
             #expect(after?.idleDeadline == before?.idleDeadline && after?.extensionsUsed == 0 && after?.extensionInFlight == nil)
         }
     }

@@ -54,7 +54,7 @@ struct IdleTimeoutTests {
             let alice = try await h.signIn("alice")
             await h.time.advance(by: Self.minute * 10)
             try await h.service.recordActivity()
-            #expect(try h.vault.currentSession(for: alice)?.idleDeadline == h.time.at(Self.minute * 25))
+            #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == h.time.at(Self.minute * 25))
             #expect(await h.time.waitForSleeper(until: h.time.at(Self.minute * 24)), "timer planned at \(h.time.sleepingUntil)")
 
             await h.time.advance(by: Self.minute * 14 - .seconds(1))
@@ -80,7 +80,7 @@ struct IdleTimeoutTests {
                 let result = try await h.service.extendSession()
                 #expect(result == .extended(idleDeadline: now.addingTimeInterval(15 * 60), remaining: remaining))
                 #expect(await h.events.next(after: mark) { $0 == .extensionResult(alice, result) } != nil)
-                #expect(try h.vault.currentSession(for: alice)?.idleDeadline == now.addingTimeInterval(15 * 60))
+                #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == now.addingTimeInterval(15 * 60))
 
                 // The next warning comes 14 minutes after the extension.
                 #expect(await h.time.waitForSleeper(until: now.addingTimeInterval(14 * 60)), "timer planned at \(h.time.sleepingUntil)")
@@ -91,7 +91,7 @@ struct IdleTimeoutTests {
             }
             #expect(!warning.canExtend, "the last warning says no extension is left")
             #expect(try await h.service.extendSession() == .refused(.limitReached))
-            #expect(try h.vault.currentSession(for: alice)?.extensionsUsed == 3)
+            #expect(try h.vault.sessions.current(for: alice)?.extensionsUsed == 3)
 
             // The refused extension changed nothing: the session still ends at its deadline.
             #expect(await h.time.waitForSleeper(until: warning.deadline))
@@ -114,14 +114,14 @@ struct IdleTimeoutTests {
             #expect(gate.asked == 1, "the ignored request never reached the server")
             gate.answer(true)
             #expect(try await first.value == .extended(idleDeadline: h.time.at(Self.minute * 29), remaining: 2))
-            #expect(try h.vault.currentSession(for: alice)?.extensionsUsed == 1)
+            #expect(try h.vault.sessions.current(for: alice)?.extensionsUsed == 1)
 
             // Once answered, a new request goes through again; the server may refuse it.
             let second = Task { try await service.extendSession() }
             #expect(await gate.waitUntilAsked(2))
             gate.answer(false)
             #expect(try await second.value == .refused(.serverRefused))
-            #expect(try h.vault.currentSession(for: alice)?.extensionsUsed == 1)
+            #expect(try h.vault.sessions.current(for: alice)?.extensionsUsed == 1)
         }
     }
 
@@ -153,7 +153,7 @@ struct IdleTimeoutTests {
             #expect(await h.events.next(after: unlockMark) { $0 == .stateChanged(alice, .active) } != nil)
             let token = try await h.service.validAccessToken()
             #expect(token.value == (try h.firstTokens(of: "alice").accessToken))
-            #expect(try h.vault.currentSession(for: alice)?.idleDeadline == h.time.now().addingTimeInterval(15 * 60))
+            #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == h.time.now().addingTimeInterval(15 * 60))
         }
     }
 
@@ -178,7 +178,7 @@ struct IdleTimeoutTests {
             await h.time.advance(by: Self.minute)
             #expect(await h.events.next(after: mark) { $0 == .hardTimeout(alice, .absoluteTimeout) } != nil)
             #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .expired(.absoluteTimeout)) } != nil)
-            #expect(try h.vault.tokenMetadata(for: alice) == nil, "tokens wiped")
+            #expect(try h.vault.tokens.metadata(for: alice) == nil, "tokens wiped")
             #expect(await sessionError { try await h.service.validAccessToken() } == .expired(alice, .absoluteTimeout))
             #expect(try await h.service.extendSession() == .refused(.sessionOver))
             await h.expectTokenRequests(0)

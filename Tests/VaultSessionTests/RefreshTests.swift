@@ -30,7 +30,7 @@ struct RefreshTests {
             #expect(h.owner(ofAccessToken: refreshed.value) == "alice")
             #expect(refreshed.expiresAt == h.time.now().addingTimeInterval(3600))
 
-            let stored = try #require(try h.vault.tokens(for: alice))
+            let stored = try #require(try h.vault.tokens.current(for: alice))
             let exchange = try #require(h.transport.exchanges.last?.response)
             let rotated = try #require(exchange.refreshToken)
             #expect(rotated != first.refreshToken)
@@ -62,7 +62,7 @@ struct RefreshTests {
             // Each request presented the refresh token the previous answer rotated to.
             let issuedChain = [try h.firstTokens(of: "alice").refreshToken] + h.transport.exchanges.map { $0.response?.refreshToken }
             #expect(stats.presentedRefreshTokens == issuedChain.prefix(6).compactMap { $0 })
-            #expect(try h.vault.tokens(for: alice)?.tokens.refreshToken == issuedChain.last ?? nil)
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.refreshToken == issuedChain.last ?? nil)
             h.expectNoTokenInLogs()
         }
     }
@@ -129,7 +129,7 @@ struct SharedRefreshCancellationTests {
             var served: Set<String> = []
             for caller in staying { served.insert(try await caller.value.value) }
             #expect(served.count == 1, "the waiting callers share one refreshed token")
-            let stored = try #require(try h.vault.tokens(for: alice))
+            let stored = try #require(try h.vault.tokens.current(for: alice))
             #expect(served.first == stored.tokens.accessToken, "the refresh the cancelled caller started was stored")
             #expect(stored.tokens.refreshToken == h.transport.exchanges.last?.response?.refreshToken, "the rotated refresh token was kept")
             await h.expectTokenRequests(1)

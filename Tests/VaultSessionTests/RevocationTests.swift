@@ -24,8 +24,8 @@ struct RevocationTests {
             await h.expectTokenRequests(1)
             #expect(await h.events.next(after: mark) { $0.isRevoked } != nil)
             #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .expired(.revoked)) } != nil)
-            #expect(try h.vault.tokens(for: alice) == nil)
-            #expect(try h.vault.tokenMetadata(for: alice) == nil, "no token row is left, sealed or not")
+            #expect(try h.vault.tokens.current(for: alice) == nil)
+            #expect(try h.vault.tokens.metadata(for: alice) == nil, "no token row is left, sealed or not")
             #expect(try await h.service.status(of: alice) == .expired(.revoked))
 
             // Asking again: the same answer, no request.

@@ -31,12 +31,12 @@ struct SessionRaceTests {
             }
 
             let vault = try h.openAnotherVault()
-            let session = try #require(try vault.currentSession(for: alice))
+            let session = try #require(try vault.sessions.current(for: alice))
             #expect(session.extensionsUsed == granted, "every extension granted is counted once, none lost")
             #expect(session.extensionsUsed <= policy.maxExtensions)
 
             // The transitions that announce themselves, in the order the vault applied them.
-            let transitions = try vault.events(after: 0, account: alice, limit: 100_000).filter {
+            let transitions = try vault.events.list(after: 0, account: alice, limit: 100_000).filter {
                 $0.data["session"] == String(session.id) && $0.data["session_version"] != nil
             }
             #expect(transitions.allSatisfy { $0.authentic })

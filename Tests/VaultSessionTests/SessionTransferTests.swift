@@ -55,12 +55,12 @@ struct SessionTransferTests {
     func moveHandsOverTheGrant() async throws {
         try await SessionHarness.run { h in
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
-            let original = try #require(try h.vault.currentSession(for: alice))
+            let original = try #require(try h.vault.sessions.current(for: alice))
             let b = try Receiver(h)
             let (blob, report) = try await Self.export(h.service, SessionExportRequest(recipient: try await b.service.recipient()))
             #expect(report.transfer.mode == .move, "the default with a refresh token")
             #expect(report.endedSession?.endReason == "exported")
-            #expect(try h.vault.tokens(for: alice) == nil, "the exporting vault keeps no token")
+            #expect(try h.vault.tokens.current(for: alice) == nil, "the exporting vault keeps no token")
             #expect(try h.vault.sessionTransfers().map(\.id) == [report.transfer.id])
 
             let imported = try await b.service.importSession(blob)
@@ -68,8 +68,8 @@ struct SessionTransferTests {
             #expect(imported.account.origin?.transfer == report.transfer.id)
             #expect(imported.session.absoluteDeadline == original.absoluteDeadline, "never outlives its original lifetime")
             #expect(imported.session.startedAt == original.startedAt)
-            #expect(try b.vault.latestEvents(limit: 10).contains { $0.kind == "session_imported" && $0.data["transfer"] == report.transfer.id })
-            #expect(try h.vault.latestEvents(limit: 10).contains { $0.kind == "session_exported" && $0.data["transfer"] == report.transfer.id })
+            #expect(try b.vault.events.latest(limit: 10).contains { $0.kind == "session_imported" && $0.data["transfer"] == report.transfer.id })
+            #expect(try h.vault.events.latest(limit: 10).contains { $0.kind == "session_exported" && $0.data["transfer"] == report.transfer.id })
 
             await h.time.advance(by: .seconds(60))
             let refreshed = try await b.service.validAccessToken()
@@ -98,7 +98,7 @@ struct SessionTransferTests {
             #expect(report.endedSession == nil)
             let imported = try await b.service.importSession(blob)
             #expect(!imported.hasRefreshToken)
-            let stored = try #require(try b.vault.tokens(for: imported.account.id))
+            let stored = try #require(try b.vault.tokens.current(for: imported.account.id))
             #expect(stored.tokens.refreshToken == nil && stored.tokens.idToken == nil)
             #expect(try await b.service.validAccessToken().value == (try h.firstTokens(of: "alice")).accessToken)
             #expect(try b.vault.clientSecret(for: imported.account.id) == nil)
@@ -147,8 +147,8 @@ struct SessionTransferTests {
                 return
             }
             // The keys are dropped while locked: what is left is read without them.
-            #expect(try h.vault.tokenMetadata(for: alice)?.hasRefreshToken == true, "the refused export changed nothing")
-            #expect(try h.vault.currentSession(for: alice)?.state == .locked)
+            #expect(try h.vault.tokens.metadata(for: alice)?.hasRefreshToken == true, "the refused export changed nothing")
+            #expect(try h.vault.sessions.current(for: alice)?.state == .locked)
             #expect(try h.vault.sessionTransfers().count == 3, "three exports recorded, the refused one not")
             await b.close()
             await c.close()
@@ -197,7 +197,7 @@ struct SessionTransferTests {
             await #expect(throws: Broken.self) {
                 try await h.service.exportSession(SessionExportRequest(recipient: try await b.service.recipient())) { _ in throw Broken() }
             }
-            #expect(try h.vault.currentSession(for: alice)?.state == .active)
+            #expect(try h.vault.sessions.current(for: alice)?.state == .active)
             #expect(try h.vault.refreshState(for: alice).leaseHolder == nil, "the export's lease was released")
             #expect(try h.vault.sessionTransfers().isEmpty)
             await h.time.advance(by: .seconds(60))
@@ -225,8 +225,8 @@ struct SessionTransferTests {
                 #expect(error.code == .changed)
                 #expect(error.message.contains("do not import it"))
             }
-            #expect(try h.vault.tokens(for: alice)?.tokens.accessToken == replacement.accessToken)
-            #expect(try h.vault.currentSession(for: alice)?.state == .active)
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.accessToken == replacement.accessToken)
+            #expect(try h.vault.sessions.current(for: alice)?.state == .active)
             #expect(try h.vault.refreshState(for: alice).leaseHolder == nil)
             #expect(try h.vault.sessionTransfers().isEmpty)
             await b.close()

@@ -146,7 +146,7 @@ struct SignInTests {
             #expect(stored.deviceAPIEndpoint == world.gateway.baseURL)
             #expect(try world.vault.activeAccountID() == result.account.id)
             // The session's authentication time is the one the provider reported (auth_time).
-            let session = try #require(try world.vault.currentSession(for: result.account.id))
+            let session = try #require(try world.vault.sessions.current(for: result.account.id))
             let authenticated = try #require(await world.gateway.lastAuthentication(of: "alice"))
             #expect(abs(session.lastAuthentication.timeIntervalSince(authenticated)) < 1)
             // And the tokens work: a refresh at the gateway.
@@ -431,10 +431,10 @@ struct SignInTests {
             let again = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects), account: first.account.id))
             #expect(again.account.id == first.account.id)
             #expect(again.replacedExisting)
-            #expect(try world.vault.sessions(for: first.account.id).count == 2)
+            #expect(try world.vault.sessions.all(for: first.account.id).count == 2)
 
             await world.gateway.signInBrowserUser("bob")
-            let before = try world.vault.currentSession(for: first.account.id)
+            let before = try world.vault.sessions.current(for: first.account.id)
             do {
                 _ = try await world.service.signIn(using: try await world.request(.browser(open: Self.followRedirects), account: first.account.id))
                 Issue.record("bob signed into alice's account")
@@ -443,7 +443,7 @@ struct SignInTests {
                 #expect(error.description.contains("signed in as bob"))
             }
             #expect(try world.vault.accounts().count == 1)
-            #expect(try world.vault.currentSession(for: first.account.id) == before)
+            #expect(try world.vault.sessions.current(for: first.account.id) == before)
         }
     }
 
@@ -500,8 +500,8 @@ struct SignInTests {
             #expect(try world.vault.devices(for: result.account.id).map(\.name) == ["Guest laptop"])
             #expect(try world.vault.notification("n-guest", account: result.account.id)?.message == "sealed words")
             #expect(try world.vault.devices(for: guest.id).isEmpty)
-            #expect(try world.vault.tokens(for: guest.id) == nil)
-            #expect(try world.vault.currentSession(for: guest.id)?.endReason == "upgraded")
+            #expect(try world.vault.tokens.current(for: guest.id) == nil)
+            #expect(try world.vault.sessions.current(for: guest.id)?.endReason == "upgraded")
             #expect(try world.vault.account(guest.id)?.upgradedTo == result.account.id)
             let stats = await world.gateway.stats()
             if conversionAtProvider {

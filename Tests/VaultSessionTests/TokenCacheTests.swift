@@ -11,11 +11,11 @@ import VaultTestSupport
 struct TokenCacheTests {
     /// New tokens for `account`, stored directly in `vault` (as a sign-in or refresh elsewhere would).
     private func replaceTokens(of account: AccountID, in vault: Vault, with value: String, h: SessionHarness) throws {
-        let current = try #require(try vault.tokens(for: account))
+        let current = try #require(try vault.tokens.current(for: account))
         var tokens = current.tokens
         tokens.accessToken = value
         tokens.accessTokenExpiresAt = h.time.now().addingTimeInterval(3600)
-        try vault.writeTokens(tokens, for: account, replacing: current.generation)
+        try vault.tokens.store(tokens, for: account, replacing: current.generation)
     }
 
     @Test("tokens stored by another connection (another process) are served on the next call")

@@ -84,7 +84,7 @@ struct TransportRulesTests {
             #expect(account == alice)
             #expect(reason.contains("did not answer in time"), "\(reason)")
             #expect(await world.server.wait { $0.closedConnections == 1 }, "the request outlived its deadline")
-            #expect(try world.vault.tokens(for: alice)?.tokens.refreshToken == "refresh-before")
+            #expect(try world.vault.tokens.current(for: alice)?.tokens.refreshToken == "refresh-before")
         }
     }
 
@@ -140,7 +140,7 @@ struct TransportRulesTests {
         try await TransportWorld.run(chain: chain, answer: .json(200, answer)) { world in
             let alice = try await world.signIn(expiresIn: .zero, pins: [TestChain.unrelatedPin, chain.leaf.pin])
             #expect(try await world.service.validAccessToken().value == "access-pinned")
-            #expect(try world.vault.tokens(for: alice)?.tokens.refreshToken == "refresh-pinned")
+            #expect(try world.vault.tokens.current(for: alice)?.tokens.refreshToken == "refresh-pinned")
             #expect(world.server.log.value.requests.count == 1)
         }
     }
@@ -178,7 +178,7 @@ struct TransportRulesTests {
                 #expect(host == "127.0.0.1:\(world.server.port)")
             }
             #expect(try await world.service.status(of: alice) == .active)
-            #expect(try world.vault.tokens(for: alice)?.tokens.refreshToken == "refresh-before")
+            #expect(try world.vault.tokens.current(for: alice)?.tokens.refreshToken == "refresh-before")
             #expect(try world.vault.refreshState(for: alice).lastFailure?.contains("pinning failed") == true)
             #expect(await world.server.wait { $0.connections == 2 && $0.closedConnections == 2 })
             #expect(world.server.log.value.applicationBytes == 0, "not a byte of a request")

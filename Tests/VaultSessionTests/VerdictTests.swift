@@ -42,7 +42,7 @@ struct VerdictTests {
             }
             #expect(account == alice)
             #expect(try await h.service.status() == .expired(.refused))
-            #expect(try h.vault.tokens(for: alice) == nil)
+            #expect(try h.vault.tokens.current(for: alice) == nil)
             #expect(await sessionError { try await h.service.validAccessToken() } == error)
             await h.expectTokenRequests(3)
 
@@ -140,7 +140,7 @@ struct VerdictTests {
             let account = try await h.service.signIn(
                 h.newAccount("alice"),
                 tokens: TokenResponse(accessToken: kind.accessToken(now: now), tokenType: "Bearer"))
-            #expect(try h.vault.tokens(for: account.id)?.tokens.accessTokenExpiresAt == now.addingTimeInterval(kind.trustedFor))
+            #expect(try h.vault.tokens.current(for: account.id)?.tokens.accessTokenExpiresAt == now.addingTimeInterval(kind.trustedFor))
         }
     }
 
@@ -164,7 +164,7 @@ struct VerdictTests {
             #expect(refreshed.value != issued.accessToken)
             await h.expectTokenRequests(1)
             // The gateway's answer has expires_in (3600): that is used again.
-            let expiry = try #require(try h.vault.tokens(for: account.id)?.tokens.accessTokenExpiresAt)
+            let expiry = try #require(try h.vault.tokens.current(for: account.id)?.tokens.accessTokenExpiresAt)
             #expect(abs(expiry.timeIntervalSince(h.time.now().addingTimeInterval(3600))) < 0.002, "stored to the millisecond")
         }
     }
@@ -185,7 +185,7 @@ struct VerdictTests {
             let jwt = Self.jwt(exp: exp.timeIntervalSince1970)
             await h.gateway.failNextTokenRequests(1, with: answer(jwt))
             #expect(try await h.service.validAccessToken().value == jwt)
-            #expect(try h.vault.tokens(for: alice)?.tokens.accessTokenExpiresAt == exp)
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.accessTokenExpiresAt == exp)
 
             // Served until its exp less the leeway, then refreshed again.
             await h.time.advance(to: exp.addingTimeInterval(-configuration.leeway.timeInterval - 1))
@@ -195,8 +195,8 @@ struct VerdictTests {
             await h.time.advance(by: .seconds(2))
             #expect(try await h.service.validAccessToken().value == "opaque-access-token")
             await h.expectTokenRequests(2)
-            #expect(try h.vault.tokens(for: alice)?.tokens.accessTokenExpiresAt == h.time.now().addingTimeInterval(1800))
-            #expect(try h.vault.tokens(for: alice)?.tokens.refreshToken == (try h.firstTokens(of: "alice").refreshToken))
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.accessTokenExpiresAt == h.time.now().addingTimeInterval(1800))
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.refreshToken == (try h.firstTokens(of: "alice").refreshToken))
         }
     }
 }

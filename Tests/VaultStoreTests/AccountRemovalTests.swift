@@ -29,9 +29,9 @@ import VaultTestSupport
         for round in 0..<3 {
             let tokens = Samples.fixedTokens("alice-\(round)-q7w8e9")
             aliceTokens.append(tokens)
-            generation = try vault.writeTokens(tokens, for: alice.id, replacing: generation)
+            generation = try vault.tokens.store(tokens, for: alice.id, replacing: generation)
         }
-        try vault.writeTokens(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
         for index in 0..<5 {
             for account in [alice.id, bob.id] {
                 try vault.upsertNotification(
@@ -47,7 +47,7 @@ import VaultTestSupport
             DeviceRegistration(
                 account: alice.id, deviceID: vault.deviceID, name: "alice-device-name",
                 platform: "linux", status: .active, createdAt: Times.at(0), updatedAt: Times.at(0)))
-        try vault.startSession(for: alice.id, idleDeadline: Times.at(900), absoluteDeadline: nil)
+        try vault.sessions.start(for: alice.id, idleDeadline: Times.at(900), absoluteDeadline: nil)
 
         let url = test.url
         let aliceID = alice.id.rawValue
@@ -90,14 +90,14 @@ import VaultTestSupport
         }
 
         #expect(try vault.account(alice.id) == nil)
-        #expect(try vault.tokens(for: alice.id) == nil)
+        #expect(try vault.tokens.current(for: alice.id) == nil)
         #expect(try vault.notificationCount(account: alice.id) == 0)
         #expect(try vault.devices(for: alice.id).isEmpty)
-        #expect(try vault.sessions(for: alice.id).isEmpty)
+        #expect(try vault.sessions.all(for: alice.id).isEmpty)
         #expect(try vault.activeAccountID() == bob.id, "the oldest remaining account took over from the removed active one")
 
         // Bob is untouched, before and after reopening.
-        #expect(try vault.tokens(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
+        #expect(try vault.tokens.current(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
         #expect(try vault.notificationCount(account: bob.id) == 5)
         vault.close()
         let reopened = try test.open()
@@ -119,8 +119,8 @@ import VaultTestSupport
         defer { vault.close() }
         let alice = try vault.insertAccount(Samples.account("alice")).id
         let bob = try vault.insertAccount(Samples.account("bob")).id
-        try vault.writeTokens(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
-        try vault.writeTokens(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
         #expect(try vault.activeAccountID() == alice)
         let sealed = try RawDatabase.blobs(
             test.url,
@@ -154,7 +154,7 @@ import VaultTestSupport
         for suffix in ["", "-wal", "-shm"] {
             #expect(scan.found(in: URL(fileURLWithPath: test.url.path + suffix)).isEmpty, "removed values left in vault.db\(suffix)")
         }
-        #expect(try vault.tokens(for: bob)?.tokens == Samples.fixedTokens("bob-reader-5e6f"))
+        #expect(try vault.tokens.current(for: bob)?.tokens == Samples.fixedTokens("bob-reader-5e6f"))
     }
 }
 

@@ -28,7 +28,7 @@ import VaultTestSupport
                     for step in 0..<200 {
                         do {
                             if worker == 0, step % 4 == 0 {
-                                try vault.writeTokens(Samples.fixedTokens("t-\(round)-\(step)"), for: account, replacing: nil)
+                                try vault.tokens.store(Samples.fixedTokens("t-\(round)-\(step)"), for: account, replacing: nil)
                             } else {
                                 _ = try vault.accounts()
                             }

@@ -22,7 +22,7 @@ struct CredentialChangeCopyTests {
         let options = VaultOptions(kdf: .owaspFloor)
         var vault = try Vault.create(at: url, credential: .passphrase(old), options: options)
         let account = try vault.insertAccount(Samples.account()).id
-        let first = try vault.writeTokens(Samples.tokens("before"), for: account, replacing: nil)
+        let first = try vault.tokens.store(Samples.tokens("before"), for: account, replacing: nil)
         vault.close()
         let copy = directory.file("copy-before.db")
         try FileManager.default.copyItem(at: url, to: copy)
@@ -31,7 +31,7 @@ struct CredentialChangeCopyTests {
         let change = try vault.changeCredential(from: .passphrase(old), to: .passphrase(new), replacingKeys: replacingKeys)
         #expect(change.keysReplaced == replacingKeys)
         let after = Samples.tokens("after")
-        try vault.writeTokens(after, for: account, replacing: try vault.tokens(for: account)?.generation ?? first)
+        try vault.tokens.store(after, for: account, replacing: try vault.tokens.current(for: account)?.generation ?? first)
         vault.close()
         #expect(throws: VaultError.self) { try Vault.open(at: url, credential: .passphrase(old), options: options) }
 

@@ -72,7 +72,7 @@ import VaultTestSupport
         let test = try TestVault(bad.vaultKind)
         let vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("kept"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("kept"), for: account.id, replacing: nil)
         vault.close()
         let before = FileProbe.fingerprint(test.url)
 
@@ -117,19 +117,19 @@ import VaultTestSupport
         let test = try TestVault(.passphrase)
         var vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("change"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("change"), for: account.id, replacing: nil)
         try vault.upsertNotification(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "s", message: "m",
                 actions: [], createdAt: Times.at(0)))
         let newPassphrase = "the new passphrase for this throwaway vault"
         try vault.changeCredential(to: .passphrase(newPassphrase), cost: TestVault.fastKDF)
-        #expect(try vault.tokens(for: account.id)?.tokens == Samples.fixedTokens("change"), "the open vault keeps working")
+        #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("change"), "the open vault keeps working")
         vault.close()
 
         expectVaultError(.wrongCredential) { try test.open() }
         vault = try Vault.open(at: test.url, credential: .passphrase(newPassphrase), options: test.options())
-        #expect(try vault.tokens(for: account.id)?.tokens == Samples.fixedTokens("change"))
+        #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("change"))
         #expect(try vault.notification("n-1", account: account.id)?.subject == "s")
 
         let keyURL = test.directory.file("new.key")
@@ -142,7 +142,7 @@ import VaultTestSupport
         }
         vault = try Vault.open(at: test.url, credential: .keyFile(keyURL), options: test.options())
         defer { vault.close() }
-        #expect(try vault.tokens(for: account.id)?.tokens == Samples.fixedTokens("change"))
+        #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("change"))
     }
 
     @Test("a key-file vault can switch to a passphrase")

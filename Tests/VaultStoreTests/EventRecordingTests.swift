@@ -16,7 +16,7 @@ import VaultTestSupport
     }
 
     private func lock(_ vault: Vault, _ account: AccountID) throws -> (session: SessionRecord, result: Bool)? {
-        try vault.transitionSession(for: account, "locking", recording: lockRecording(account)) { session, _ -> Bool in
+        try vault.sessions.transition(for: account, "locking", recording: lockRecording(account)) { session, _ -> Bool in
             session.state = .locked
             return true
         }
@@ -28,9 +28,9 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("events"), policy: SessionPolicy())
-        let before = try vault.lastEventSeq()
+        let before = try vault.events.lastSeq()
         let locked = try #require(try lock(vault, record.account.id))
-        let events = try vault.events(after: before)
+        let events = try vault.events.list(after: before)
         #expect(events.map(\.kind) == ["state_changed"])
         #expect(events.first?.data["session"] == String(locked.session.id))
         #expect(events.first?.origin == "test" && events.first?.authentic == true)
@@ -44,10 +44,10 @@ import VaultTestSupport
         let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("events"), policy: SessionPolicy())
         try RawDatabase.execute(test.url, "CREATE TRIGGER refuse_events BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'no events'); END")
         #expect(throws: (any Error).self) { try lock(vault, record.account.id) }
-        #expect(try vault.currentSession(for: record.account.id)?.state == .active, "the lock was rolled back with its event")
+        #expect(try vault.sessions.current(for: record.account.id)?.state == .active, "the lock was rolled back with its event")
 
         try RawDatabase.execute(test.url, "DROP TRIGGER refuse_events")
         #expect(try lock(vault, record.account.id)?.result == true)
-        #expect(try vault.currentSession(for: record.account.id)?.state == .locked)
+        #expect(try vault.sessions.current(for: record.account.id)?.state == .locked)
     }
 }

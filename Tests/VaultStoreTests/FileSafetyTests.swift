@@ -16,7 +16,7 @@ import VaultTestSupport
             let vault = try test.create()
             defer { vault.close() }
             let account = try vault.insertAccount(Samples.account())
-            try vault.writeTokens(Samples.fixedTokens("modes"), for: account.id, replacing: nil)
+            try vault.tokens.store(Samples.fixedTokens("modes"), for: account.id, replacing: nil)
 
             for suffix in ["", "-wal", "-shm"] {
                 let url = URL(fileURLWithPath: test.url.path + suffix)

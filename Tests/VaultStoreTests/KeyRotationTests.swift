@@ -66,9 +66,9 @@ struct KeyRotationTests {
 
         // Writes during the rotation, and a crash: a new process opens the half-rotated vault.
         let alice = try #require(try vault.accounts().first { $0.subject == "alice" })
-        let generation = try #require(try vault.tokens(for: alice.id)).generation
+        let generation = try #require(try vault.tokens.current(for: alice.id)).generation
         let newTokens = TokenSet(accessToken: "AT-during-rotation", refreshToken: "RT-during-rotation")
-        try vault.writeTokens(newTokens, for: alice.id, replacing: generation)
+        try vault.tokens.store(newTokens, for: alice.id, replacing: generation)
         vault.close()
 
         let reopened = try test.open()

@@ -20,8 +20,8 @@ import VaultTestSupport
                     clientID: "cli", authentication: .clientSecretBasic),
                 clientSecret: "client-secret-5d1e"))
         let tokens = Samples.fixedTokens("log-5d1e")
-        let generation = try vault.writeTokens(tokens, for: account.id, replacing: nil)
-        expectVaultError(.staleGeneration) { try vault.writeTokens(Samples.fixedTokens("log-stale-5d1e"), for: account.id, replacing: nil) }
+        let generation = try vault.tokens.store(tokens, for: account.id, replacing: nil)
+        expectVaultError(.staleGeneration) { try vault.tokens.store(Samples.fixedTokens("log-stale-5d1e"), for: account.id, replacing: nil) }
         try vault.upsertNotification(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "subject-5d1e",
@@ -31,7 +31,7 @@ import VaultTestSupport
             try Vault.open(at: test.url, credential: .passphrase("wrong-passphrase-5d1e"), options: test.options())
         }
         vault = try test.open()
-        #expect(try vault.tokens(for: account.id)?.generation == generation)
+        #expect(try vault.tokens.current(for: account.id)?.generation == generation)
         #expect(try vault.clientSecret(for: account.id) == "client-secret-5d1e")
         try vault.removeAccount(account.id)
         vault.close()

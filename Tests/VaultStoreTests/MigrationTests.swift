@@ -72,7 +72,7 @@ import VaultTestSupport
         let clock = WallClock { Date(timeIntervalSince1970: 1_800_000_000) }
         var vault = try test.create(clock: clock)
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("before-migration"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("before-migration"), for: account.id, replacing: nil)
         vault.close()
 
         var options = test.options(clock: clock)
@@ -113,7 +113,7 @@ import VaultTestSupport
 
         vault = try test.open()
         defer { vault.close() }
-        #expect(try vault.tokens(for: account.id)?.tokens == Samples.fixedTokens("before-migration"))
+        #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("before-migration"))
     }
 
     @Test("a new migration is applied once, recorded, and the vault keeps its data")

@@ -35,7 +35,7 @@ import VaultTestSupport
     static func vaultBytes(_ test: TestVault) throws -> [UInt8] {
         let vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
         for index in 0..<40 {
             try vault.upsertNotification(
                 NotificationRecord(

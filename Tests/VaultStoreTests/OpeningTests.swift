@@ -137,7 +137,7 @@ import VaultTestSupport
         let file = FileProbe.fingerprint(test.url)
 
         var vault = try test.open()
-        #expect(try vault.tokens(for: account.id)?.tokens.accessToken == Samples.tokens("read-only").accessToken)
+        #expect(try vault.tokens.current(for: account.id)?.tokens.accessToken == Samples.tokens("read-only").accessToken)
         vault.close()
         #expect(FileProbe.fingerprint(test.url) == file)
 

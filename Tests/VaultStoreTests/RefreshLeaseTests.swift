@@ -20,7 +20,7 @@ struct RefreshLeaseTests {
             test = try TestVault()
             vault = try test.create()
             account = try vault.insertAccount(Samples.account()).id
-            generation = try vault.writeTokens(Samples.tokens("lease"), for: account, replacing: nil)
+            generation = try vault.tokens.store(Samples.tokens("lease"), for: account, replacing: nil)
         }
 
         func handle(shiftedBy offset: TimeInterval) throws -> Vault {

@@ -23,16 +23,16 @@ import VaultTestSupport
                 client: confidentialClient, clientSecret: "client-secret-value-7f3a"))
 
         // Tokens: all three values, expiry, scopes, and a generation past the first.
-        let first = try vault.writeTokens(Samples.fixedTokens("alice-1"), for: publicAccount.id, replacing: nil)
+        let first = try vault.tokens.store(Samples.fixedTokens("alice-1"), for: publicAccount.id, replacing: nil)
         let tokens = TokenSet(
             accessToken: "AT-alice-2", refreshToken: "RT-alice-2", idToken: "IDT-alice-2",
             tokenType: "DPoP", accessTokenExpiresAt: Times.at(7200), scopes: ["openid", "profile"])
-        let generation = try vault.writeTokens(tokens, for: publicAccount.id, replacing: first)
+        let generation = try vault.tokens.store(tokens, for: publicAccount.id, replacing: first)
         let accessOnly = TokenSet(accessToken: "AT-bob-only", tokenType: "Bearer")
-        try vault.writeTokens(accessOnly, for: confidential.id, replacing: nil)
+        try vault.tokens.store(accessOnly, for: confidential.id, replacing: nil)
 
         // Sessions: start, then update every field.
-        let started = try vault.startSession(for: publicAccount.id, idleDeadline: Times.at(900), absoluteDeadline: Times.at(86_400))
+        let started = try vault.sessions.start(for: publicAccount.id, idleDeadline: Times.at(900), absoluteDeadline: Times.at(86_400))
         var updated = started
         updated.state = .locked
         updated.endReason = "idle"
@@ -42,8 +42,8 @@ import VaultTestSupport
         updated.extensionsUsed = 2
         updated.backgroundEnteredAt = Times.at(30)
         updated.endedAt = Times.at(120)
-        updated = try vault.updateSession(updated)
-        let second = try vault.startSession(for: confidential.id, idleDeadline: nil, absoluteDeadline: nil)
+        updated = try vault.sessions.update(updated)
+        let second = try vault.sessions.start(for: confidential.id, idleDeadline: nil, absoluteDeadline: nil)
 
         // Devices: save, then update the same registration.
         var device = DeviceRegistration(
@@ -92,17 +92,17 @@ import VaultTestSupport
         #expect(try vault.activeAccountID() == publicAccount.id)
         #expect(vault.deviceID == deviceID)
 
-        let stored = try #require(try vault.tokens(for: publicAccount.id))
+        let stored = try #require(try vault.tokens.current(for: publicAccount.id))
         #expect(stored.tokens == tokens)
         #expect(stored.generation == generation)
         #expect(generation == 2)
-        #expect(try vault.tokens(for: confidential.id)?.tokens == accessOnly)
-        let metadata = try #require(try vault.tokenMetadata(for: publicAccount.id))
+        #expect(try vault.tokens.current(for: confidential.id)?.tokens == accessOnly)
+        let metadata = try #require(try vault.tokens.metadata(for: publicAccount.id))
         #expect(metadata.generation == 2 && metadata.hasRefreshToken && metadata.hasIDToken)
         #expect(metadata.accessTokenExpiresAt == Times.at(7200) && metadata.scopes == ["openid", "profile"])
 
-        #expect(try vault.currentSession(for: publicAccount.id) == updated)
-        #expect(try vault.sessions() == [second, updated])
+        #expect(try vault.sessions.current(for: publicAccount.id) == updated)
+        #expect(try vault.sessions.all() == [second, updated])
 
         #expect(try vault.device(device.id) == device)
         #expect(try vault.devices(for: publicAccount.id) == [device])
@@ -117,11 +117,11 @@ import VaultTestSupport
         let test = try TestVault(kind)
         let vault = try test.create()
         let account = try vault.insertAccount(Samples.account())
-        let generation = try vault.writeTokens(Samples.fixedTokens("e2e"), for: account.id, replacing: nil)
+        let generation = try vault.tokens.store(Samples.fixedTokens("e2e"), for: account.id, replacing: nil)
         vault.close()
 
         #expect(vault.isClosed)
-        expectVaultError(.closed) { try vault.tokens(for: account.id) }
+        expectVaultError(.closed) { try vault.tokens.current(for: account.id) }
         expectVaultError(.closed) { try vault.insertAccount(Samples.account("carol")) }
 
         let reopened = try test.open()

@@ -13,7 +13,7 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("flip"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("flip"), for: account.id, replacing: nil)
         let original = try #require(try RawDatabase.blob(test.url, "SELECT refresh_token FROM tokens"))
         // Header (version, key id), nonce, ciphertext and tag: every position.
         #expect(original.count == SealedBlob.minimumLength + Samples.fixedTokens("flip").refreshToken!.utf8.count)
@@ -22,11 +22,11 @@ import VaultTestSupport
             var altered = original
             altered[position] ^= 0x01
             try RawDatabase.execute(test.url, "UPDATE tokens SET refresh_token = ?", [Data(altered)])
-            let error = expectVaultError(.damaged) { try vault.tokens(for: account.id) }
+            let error = expectVaultError(.damaged) { try vault.tokens.current(for: account.id) }
             #expect(error?.message.contains("tokens.refresh_token") == true, "byte \(position): \(error.map(String.init(describing:)) ?? "")")
         }
         try RawDatabase.execute(test.url, "UPDATE tokens SET refresh_token = ?", [Data(original)])
-        #expect(try vault.tokens(for: account.id)?.tokens == Samples.fixedTokens("flip"), "the restored value opens again")
+        #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("flip"), "the restored value opens again")
     }
 
     @Test("a truncated or extended sealed value is reported as damage")
@@ -35,11 +35,11 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("size"), for: account.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("size"), for: account.id, replacing: nil)
         let original = try #require(try RawDatabase.blob(test.url, "SELECT access_token FROM tokens"))
         for altered in [Array(original.dropLast()), original + [0], Array(original.prefix(10)), []] {
             try RawDatabase.execute(test.url, "UPDATE tokens SET access_token = ?", [Data(altered)])
-            expectVaultError(.damaged) { try vault.tokens(for: account.id) }
+            expectVaultError(.damaged) { try vault.tokens.current(for: account.id) }
         }
     }
 
@@ -63,8 +63,8 @@ import VaultTestSupport
         defer { vault.close() }
         let alice = try vault.insertAccount(Samples.account("alice"))
         let bob = try vault.insertAccount(Samples.account("bob"))
-        try vault.writeTokens(Samples.fixedTokens("alice"), for: alice.id, replacing: nil)
-        try vault.writeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("alice"), for: alice.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         let first = NotificationRecord(
             uuid: "n-1", account: alice.id, subject: "first subject", message: "first message",
             actions: [], createdAt: Times.at(1))
@@ -94,19 +94,19 @@ import VaultTestSupport
             try copy(
                 "SELECT access_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
                 into: "UPDATE tokens SET access_token = ? WHERE account_id = ?", [bob.id.rawValue])
-            read = { try vault.tokens(for: bob.id) as Any }
+            read = { try vault.tokens.current(for: bob.id) as Any }
             expectedPlace = "tokens.access_token"
         case .accessTokenIntoRefreshToken:
             try copy(
                 "SELECT access_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
                 into: "UPDATE tokens SET refresh_token = ? WHERE account_id = ?", [alice.id.rawValue])
-            read = { try vault.tokens(for: alice.id) as Any }
+            read = { try vault.tokens.current(for: alice.id) as Any }
             expectedPlace = "tokens.refresh_token"
         case .refreshTokenIntoIDToken:
             try copy(
                 "SELECT refresh_token FROM tokens WHERE account_id = ?", [alice.id.rawValue],
                 into: "UPDATE tokens SET id_token = ? WHERE account_id = ?", [alice.id.rawValue])
-            read = { try vault.tokens(for: alice.id) as Any }
+            read = { try vault.tokens.current(for: alice.id) as Any }
             expectedPlace = "tokens.id_token"
         case .labelIntoEmail:
             try copy(
@@ -149,12 +149,12 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let account = try vault.insertAccount(Samples.account())
-        let first = try vault.writeTokens(Samples.fixedTokens("old"), for: account.id, replacing: nil)
+        let first = try vault.tokens.store(Samples.fixedTokens("old"), for: account.id, replacing: nil)
         let oldRefresh = try #require(try RawDatabase.blob(test.url, "SELECT refresh_token FROM tokens"))
-        try vault.writeTokens(Samples.fixedTokens("new"), for: account.id, replacing: first)
+        try vault.tokens.store(Samples.fixedTokens("new"), for: account.id, replacing: first)
 
         try RawDatabase.execute(test.url, "UPDATE tokens SET refresh_token = ?", [Data(oldRefresh)])
-        let error = expectVaultError(.damaged) { try vault.tokens(for: account.id) }
+        let error = expectVaultError(.damaged) { try vault.tokens.current(for: account.id) }
         #expect(error?.message.contains("tokens.refresh_token") == true)
     }
 
@@ -164,7 +164,7 @@ import VaultTestSupport
         var vault = try test.create()
         let alice = try vault.insertAccount(Samples.account("alice"))
         let bob = try vault.insertAccount(Samples.account("bob"))
-        try vault.writeTokens(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
+        try vault.tokens.store(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         vault.close()
         // Give bob alice's wrapped data key: it must not open as bob's key.
         try RawDatabase.execute(
@@ -175,7 +175,7 @@ import VaultTestSupport
             """, [alice.id.rawValue, bob.id.rawValue])
         vault = try test.open()
         defer { vault.close() }
-        let error = expectVaultError(.damaged) { try vault.tokens(for: bob.id) }
+        let error = expectVaultError(.damaged) { try vault.tokens.current(for: bob.id) }
         #expect(error?.message.contains("accounts.wrapped_data_key") == true)
     }
 }

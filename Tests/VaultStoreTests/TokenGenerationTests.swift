@@ -12,18 +12,18 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let account = try vault.insertAccount(Samples.account())
-        let first = try vault.writeTokens(Samples.fixedTokens("g1"), for: account.id, replacing: nil)
-        let second = try vault.writeTokens(Samples.fixedTokens("g2"), for: account.id, replacing: first)
+        let first = try vault.tokens.store(Samples.fixedTokens("g1"), for: account.id, replacing: nil)
+        let second = try vault.tokens.store(Samples.fixedTokens("g2"), for: account.id, replacing: first)
         #expect(second == first + 1)
 
         let error = expectVaultError(.staleGeneration) {
-            try vault.writeTokens(Samples.fixedTokens("stale"), for: account.id, replacing: first)
+            try vault.tokens.store(Samples.fixedTokens("stale"), for: account.id, replacing: first)
         }
         #expect(error.map { !String(describing: $0).contains(Samples.fixedTokens("stale").accessToken) } == true)
-        expectVaultError(.staleGeneration) { try vault.writeTokens(Samples.fixedTokens("fresh"), for: account.id, replacing: nil) }
-        expectVaultError(.staleGeneration) { try vault.writeTokens(Samples.fixedTokens("ahead"), for: account.id, replacing: second + 1) }
+        expectVaultError(.staleGeneration) { try vault.tokens.store(Samples.fixedTokens("fresh"), for: account.id, replacing: nil) }
+        expectVaultError(.staleGeneration) { try vault.tokens.store(Samples.fixedTokens("ahead"), for: account.id, replacing: second + 1) }
 
-        let stored = try #require(try vault.tokens(for: account.id))
+        let stored = try #require(try vault.tokens.current(for: account.id))
         #expect(stored.tokens == Samples.fixedTokens("g2"))
         #expect(stored.generation == second)
     }
@@ -52,7 +52,7 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         expectVaultError(.recordNotFound) {
-            try vault.writeTokens(Samples.fixedTokens("orphan"), for: AccountID(rawValue: "no-such-account"), replacing: nil)
+            try vault.tokens.store(Samples.fixedTokens("orphan"), for: AccountID(rawValue: "no-such-account"), replacing: nil)
         }
     }
 
@@ -62,11 +62,11 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let account = try vault.insertAccount(Samples.account())
-        try vault.writeTokens(Samples.fixedTokens("w1"), for: account.id, replacing: nil)
-        #expect(try vault.deleteTokens(for: account.id))
-        #expect(try vault.tokens(for: account.id) == nil)
-        #expect(try vault.tokenMetadata(for: account.id) == nil)
+        try vault.tokens.store(Samples.fixedTokens("w1"), for: account.id, replacing: nil)
+        #expect(try vault.tokens.delete(for: account.id))
+        #expect(try vault.tokens.current(for: account.id) == nil)
+        #expect(try vault.tokens.metadata(for: account.id) == nil)
         #expect(try vault.account(account.id) != nil)
-        #expect(try vault.writeTokens(Samples.fixedTokens("w2"), for: account.id, replacing: nil) == 1)
+        #expect(try vault.tokens.store(Samples.fixedTokens("w2"), for: account.id, replacing: nil) == 1)
     }
 }

@@ -25,11 +25,11 @@ import VaultTestSupport
         defer { vault.close() }
         let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("memo"), policy: SessionPolicy())
         // Read twice: checked, then remembered and served from the memo.
-        for _ in 0..<2 { #expect(try vault.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef") }
+        for _ in 0..<2 { #expect(try vault.tokens.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef") }
 
         let original = try RawDatabase.queue(test.url).read { db in try Row.fetchAll(db, sql: "SELECT * FROM \(edit.table)") }
         try RawDatabase.execute(test.url, edit.sql, [edit.argument])
-        let error = expectVaultError(.damaged) { try vault.accessSnapshot(for: record.account.id) }
+        let error = expectVaultError(.damaged) { try vault.tokens.accessSnapshot(for: record.account.id) }
         #expect(error?.message.contains(edit.table) == true, "\(error.map(String.init(describing:)) ?? "no error")")
 
         // Put back as it was, the row is authentic again.
@@ -42,7 +42,7 @@ import VaultTestSupport
                     arguments: StatementArguments(columns.map { row[$0] as DatabaseValue }))
             }
         }
-        #expect(try vault.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef")
+        #expect(try vault.tokens.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef")
     }
 
     @Test("values are the same only with the same type and bytes")

@@ -61,12 +61,12 @@ public enum FixtureV1 {
                 NewAccount(
                     issuer: "https://id.fixture.test", subject: content.subject, label: content.label, email: content.email,
                     client: clientSettings(confidential: content.clientSecret != nil), clientSecret: content.clientSecret))
-            try vault.writeTokens(content.tokens, for: account.id, replacing: nil)
-            var session = try vault.startSession(
+            try vault.tokens.store(content.tokens, for: account.id, replacing: nil)
+            var session = try vault.sessions.start(
                 for: account.id, idleDeadline: created.addingTimeInterval(900),
                 absoluteDeadline: created.addingTimeInterval(43_200))
             session.extensionsUsed = 1
-            try vault.updateSession(session)
+            try vault.sessions.update(session)
             try vault.saveDevice(
                 DeviceRegistration(
                     id: "device-\(content.subject)", account: account.id, deviceID: vault.deviceID, name: content.deviceName,
@@ -103,9 +103,9 @@ public enum FixtureV1 {
             if account.label != content.label { problems.append("\(content.subject): label differs") }
             if account.email != content.email { problems.append("\(content.subject): email differs") }
             if try vault.clientSecret(for: account.id) != content.clientSecret { problems.append("\(content.subject): client secret differs") }
-            let tokens = try vault.tokens(for: account.id)
+            let tokens = try vault.tokens.current(for: account.id)
             if tokens?.tokens != content.tokens { problems.append("\(content.subject): tokens differ") }
-            let sessions = try vault.sessions(for: account.id)
+            let sessions = try vault.sessions.all(for: account.id)
             if sessions.count != 1 || sessions.first?.extensionsUsed != 1 || sessions.first?.state != .active {
                 problems.append("\(content.subject): session differs")
             }

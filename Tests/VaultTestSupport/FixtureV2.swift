@@ -22,11 +22,11 @@ public enum FixtureV2 {
         let accounts = try vault.accounts()
         guard let alice = accounts.first(where: { $0.subject == "alice" }),
             let bob = accounts.first(where: { $0.subject == "bob" }),
-            let bobTokens = try vault.tokens(for: bob.id)
+            let bobTokens = try vault.tokens.current(for: bob.id)
         else {
             throw VaultError(.recordNotFound, "fixture v1 records missing")
         }
-        try vault.setSessionPolicy(alicePolicy, for: alice.id)
+        try vault.sessions.setPolicy(alicePolicy, for: alice.id)
         _ = try vault.beginRefresh(for: bob.id, holder: "fixture", seenGeneration: bobTokens.generation, leaseDuration: .seconds(30))
         try vault.failRefresh(for: bob.id, holder: "fixture", failure: bobFailure, nextAttemptAt: bobRetryAt)
     }
@@ -41,8 +41,8 @@ public enum FixtureV2 {
         else {
             return problems + ["fixture accounts missing"]
         }
-        if try vault.sessionPolicy(for: alice.id) != alicePolicy { problems.append("alice: session policy differs") }
-        if try vault.sessionPolicy(for: bob.id) != SessionPolicy() { problems.append("bob: default policy differs") }
+        if try vault.sessions.policy(for: alice.id) != alicePolicy { problems.append("alice: session policy differs") }
+        if try vault.sessions.policy(for: bob.id) != SessionPolicy() { problems.append("bob: default policy differs") }
         let state = try vault.refreshState(for: bob.id)
         if state.failures != 1 || state.lastFailure != bobFailure || state.nextAttemptAt != bobRetryAt || state.leaseHolder != nil {
             problems.append("bob: refresh state differs")

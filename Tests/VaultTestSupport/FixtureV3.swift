@@ -46,12 +46,12 @@ public enum FixtureV3 {
             return problems + ["carol missing"]
         }
         if carol.client.pins != carolPins { problems.append("carol: pins differ") }
-        if try vault.tokens(for: carol.id)?.tokens != carolTokens { problems.append("carol: tokens differ") }
+        if try vault.tokens.current(for: carol.id)?.tokens != carolTokens { problems.append("carol: tokens differ") }
         let state = try vault.refreshState(for: carol.id)
         if state.lastFailure != carolFailure || state.lastFailureDetail != carolFailureDetail || state.failures != 1 {
             problems.append("carol: refresh state differs")
         }
-        if try vault.sessionPolicy(for: carol.id).idleTimeout != nil { problems.append("carol: policy differs") }
+        if try vault.sessions.policy(for: carol.id).idleTimeout != nil { problems.append("carol: policy differs") }
         return problems
     }
 }

@@ -33,8 +33,8 @@ public enum FixtureV4 {
             tokens: daveTokens, policy: davePolicy)
         let dave = record.account.id
         // Two transitions: activity, then an extension request in flight.
-        _ = try vault.transitionSession(for: dave) { session, _ in session.lastActivityAt = FixtureV1.created.addingTimeInterval(10) }
-        _ = try vault.transitionSession(for: dave) { session, _ in session.extensionInFlight = daveMarker }
+        _ = try vault.sessions.transition(for: dave) { session, _ in session.lastActivityAt = FixtureV1.created.addingTimeInterval(10) }
+        _ = try vault.sessions.transition(for: dave) { session, _ in session.extensionInFlight = daveMarker }
         for _ in 0..<2 {
             _ = try vault.beginRefresh(
                 for: dave, holder: "fixture", seenGeneration: record.generation, leaseDuration: .seconds(30),
@@ -44,11 +44,11 @@ public enum FixtureV4 {
                 refusal: true)
         }
         let retention = EventRetention()
-        try vault.appendEvent(
+        try vault.events.append(
             kind: "token_refreshed", account: dave, data: ["generation": "1"], detail: nil,
             origin: "fixture", retention: retention)
-        try vault.appendEvent(kind: "revoked", account: dave, data: [:], detail: revokedDetail, origin: "fixture", retention: retention)
-        try vault.appendEvent(
+        try vault.events.append(kind: "revoked", account: dave, data: [:], detail: revokedDetail, origin: "fixture", retention: retention)
+        try vault.events.append(
             kind: "account_switched", account: nil, data: ["from": dave.rawValue], detail: nil,
             origin: "fixture", retention: retention)
         try vault.setActiveAccount(active)
@@ -61,9 +61,9 @@ public enum FixtureV4 {
         guard let dave = try vault.accounts().first(where: { $0.subject == "dave" }) else {
             return problems + ["dave missing"]
         }
-        if try vault.tokens(for: dave.id)?.tokens != daveTokens { problems.append("dave: tokens differ") }
-        if try vault.sessionPolicy(for: dave.id) != davePolicy { problems.append("dave: policy differs") }
-        guard let session = try vault.currentSession(for: dave.id) else { return problems + ["dave: session missing"] }
+        if try vault.tokens.current(for: dave.id)?.tokens != daveTokens { problems.append("dave: tokens differ") }
+        if try vault.sessions.policy(for: dave.id) != davePolicy { problems.append("dave: policy differs") }
+        guard let session = try vault.sessions.current(for: dave.id) else { return problems + ["dave: session missing"] }
         if session.version != 2 { problems.append("dave: session version \(session.version), not 2") }
         if session.extensionInFlight != daveMarker { problems.append("dave: extension marker differs") }
         if session.lastActivityAt != FixtureV1.created.addingTimeInterval(10) { problems.append("dave: last activity differs") }
@@ -71,7 +71,7 @@ public enum FixtureV4 {
         if state.refusals != 2 || state.lastFailure != daveRefusal || state.lastFailureDetail != daveRefusalDetail {
             problems.append("dave: refresh state differs (refusals \(state.refusals))")
         }
-        let events = try vault.events(after: 0)
+        let events = try vault.events.list(after: 0)
         let kinds = events.map(\.kind)
         if kinds != ["token_refreshed", "revoked", "account_switched"] + laterEventKinds { problems.append("events differ: \(kinds)") }
         if events.contains(where: { !$0.authentic }) { problems.append("an event fails its check") }

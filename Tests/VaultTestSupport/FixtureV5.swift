@@ -78,12 +78,12 @@ public enum FixtureV5 {
         if erin.providerMetadata != metadata { problems.append("erin: provider metadata differs") }
         if erin.subjectSource != .verified || erin.kind != .registered { problems.append("erin: subject source or kind differs") }
         if erin.email != "erin@fixture.test" { problems.append("erin: e-mail differs") }
-        if try vault.tokens(for: erin.id)?.tokens != erinTokens { problems.append("erin: tokens differ") }
-        if try vault.currentSession(for: erin.id)?.authTime != erinAuthTime { problems.append("erin: auth_time differs") }
+        if try vault.tokens.current(for: erin.id)?.tokens != erinTokens { problems.append("erin: tokens differ") }
+        if try vault.sessions.current(for: erin.id)?.authTime != erinAuthTime { problems.append("erin: auth_time differs") }
         if guest.kind != .guest || guest.upgradedTo != frank.id { problems.append("guest: kind or upgrade link differs") }
-        if try vault.tokens(for: guest.id) != nil { problems.append("guest: tokens left behind") }
-        if try vault.currentSession(for: guest.id)?.endReason != "upgraded" { problems.append("guest: session not ended upgraded") }
-        if try vault.tokens(for: frank.id)?.tokens != frankTokens { problems.append("frank: tokens differ") }
+        if try vault.tokens.current(for: guest.id) != nil { problems.append("guest: tokens left behind") }
+        if try vault.sessions.current(for: guest.id)?.endReason != "upgraded" { problems.append("guest: session not ended upgraded") }
+        if try vault.tokens.current(for: frank.id)?.tokens != frankTokens { problems.append("frank: tokens differ") }
         let devices = try vault.devices(for: frank.id)
         if devices.map(\.name) != [guestDeviceName] { problems.append("frank: devices \(devices.map(\.name))") }
         if try !vault.devices(for: guest.id).isEmpty { problems.append("guest: devices left behind") }

@@ -53,9 +53,9 @@ public enum FixtureV7 {
         if grace.origin?.transfer != transfer || grace.origin?.vault != sender || grace.origin?.host != host || grace.origin?.mode != .move {
             problems.append("grace: origin differs")
         }
-        let tokens = try vault.tokens(for: grace.id)?.tokens
+        let tokens = try vault.tokens.current(for: grace.id)?.tokens
         if tokens?.accessToken != accessToken || tokens?.refreshToken != refreshToken { problems.append("grace: tokens differ") }
-        let session = try vault.currentSession(for: grace.id)
+        let session = try vault.sessions.current(for: grace.id)
         if session?.startedAt != startedAt || session?.absoluteDeadline != absoluteDeadline || session?.state != .active {
             problems.append("grace: session differs")
         }
@@ -63,7 +63,7 @@ public enum FixtureV7 {
         if !transfers.contains(where: { $0.id == transfer && $0.direction == .import && $0.account == grace.id && $0.peer == sender }) {
             problems.append("the transfer is not remembered")
         }
-        if !(try vault.latestEvents(account: grace.id, limit: 10)).contains(where: { $0.kind == "session_imported" && $0.data["transfer"] == transfer }) {
+        if !(try vault.events.latest(account: grace.id, limit: 10)).contains(where: { $0.kind == "session_imported" && $0.data["transfer"] == transfer }) {
             problems.append("the import event is missing")
         }
         return problems

@@ -35,8 +35,8 @@ extension TokenStore {
             let active = try activeAccountID(db)
             guard let id = account ?? active else { return nil }
             return AccessSnapshot(
-                activeAccount: active, account: id, session: try currentSession(for: id, db),
-                policy: try sessionPolicy(for: id, db), token: try accessToken(for: id, db))
+                activeAccount: active, account: id, session: try core.sessions.current(for: id, db),
+                policy: try core.sessions.policy(for: id, db), token: try accessToken(for: id, db))
         }
     }
 

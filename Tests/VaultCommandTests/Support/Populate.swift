@@ -23,8 +23,8 @@ enum Populate {
             NewAccount(
                 issuer: "https://id.example.test", subject: "carol", label: "carol (work)", email: "carol@example.test",
                 client: client, clientSecret: "client-secret-for-cli-test"))
-        try vault.writeTokens(Samples.tokens("cli"), for: account.id, replacing: nil)
-        try vault.startSession(for: account.id, idleDeadline: nil, absoluteDeadline: Date(timeIntervalSinceNow: 3600))
+        try vault.tokens.store(Samples.tokens("cli"), for: account.id, replacing: nil)
+        try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: Date(timeIntervalSinceNow: 3600))
         let now = Date()
         try vault.saveDevice(
             DeviceRegistration(

@@ -131,7 +131,7 @@ final class SessionHarness: Sendable {
 
     /// The access token the vault holds for the account now.
     func storedAccessToken(_ account: AccountID) throws -> String? {
-        try vault.tokens(for: account)?.tokens.accessToken
+        try vault.tokens.current(for: account)?.tokens.accessToken
     }
 
     // MARK: - Other instances ("other processes" in this process)

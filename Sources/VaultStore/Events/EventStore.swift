@@ -91,16 +91,17 @@ package struct EventRecording<Outcome>: Sendable {
     }
 }
 
-extension Vault {
-    /// Runs `body` in a write transaction and, in the same transaction, appends the events
-    /// `recording` makes of its outcome.
-    func write<T>(_ action: String, recording: EventRecording<T>?, _ body: (Database) throws -> T) throws -> T {
-        try write(action) { db in
-            let outcome = try body(db)
-            if let recording { try self.append(recording.events(outcome), to: recording.journal, db) }
-            return outcome
-        }
-    }
+// MARK: - The event log
+
+/// The event log every process sees: each change of an account's session, tokens, devices and
+/// notifications, written in the transaction that made the change, authenticated, and kept
+/// within its journal's retention.
+///
+/// ```swift
+/// for event in try vault.events.list(after: lastSeen) { print(event.seq, event.kind) }
+/// ```
+public struct EventStore: VaultArea {
+    let core: VaultCore
 
     /// Appends `events` in order in the caller's transaction, then applies the journal's
     /// retention. A detail is sealed with the account's data key; it is dropped when there is
@@ -116,9 +117,9 @@ extension Vault {
                     try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [$0.rawValue]) ?? false
                 } ?? false
             let accountID = exists ? event.account : nil
-            let seq = try insertEvent(kind: event.kind, account: accountID, json: Self.eventJSON(event.data), origin: journal.origin, at: now, db) {
+            let seq = try insert(kind: event.kind, account: accountID, json: Self.eventJSON(event.data), origin: journal.origin, at: now, db) {
                 seq in
-                guard let accountID, !self.isLocked, let detail = event.detail else { return }
+                guard let accountID, !keyring.isWiped, let detail = event.detail else { return }
                 let sealed = try self.seal(detail, table: "events", column: "detail", account: accountID, row: String(seq), db)
                 try db.execute(sql: "UPDATE events SET detail = ? WHERE seq = ?", arguments: [sealed, seq])
             }
@@ -134,16 +135,12 @@ extension Vault {
         }
         return last
     }
-}
 
-// MARK: - The event log
-
-extension Vault {
     /// Appends an event and applies `retention`, in one transaction. `detail` (the server's
     /// words) is sealed with the account's data key; it is dropped when there is no account
     /// or the account is gone. Returns the new entry's `seq`.
     @discardableResult
-    package func appendEvent(
+    package func append(
         kind: String, account: AccountID?, data: [String: String], detail: String?,
         origin: String, retention: EventRetention
     ) throws -> Int64 {
@@ -153,16 +150,14 @@ extension Vault {
         }
     }
 
-    /// Up to `limit` entries after `seq`, oldest first (of one account when given). An entry
-    /// that fails its check is returned with ``StoredEvent/authentic`` false and no detail.
     /// Appends an event inside the caller's transaction (one that also made the change it
-    /// records), authenticated; `account` must exist. Retention is left to the next ``appendEvent``.
+    /// records), authenticated; `account` must exist. Retention is left to the next ``append(kind:account:data:detail:origin:retention:)``.
     @discardableResult
-    func insertEvent(kind: String, account: AccountID?, data: [String: String], origin: String, at now: Date, _ db: Database) throws -> Int64 {
-        try insertEvent(kind: kind, account: account, json: Self.eventJSON(data), origin: origin, at: now, db) { _ in }
+    func insert(kind: String, account: AccountID?, data: [String: String], origin: String, at now: Date, _ db: Database) throws -> Int64 {
+        try insert(kind: kind, account: account, json: Self.eventJSON(data), origin: origin, at: now, db) { _ in }
     }
 
-    private func insertEvent(
+    private func insert(
         kind: String, account: AccountID?, json: String, origin: String, at now: Date, _ db: Database,
         before authenticating: (Int64) throws -> Void
     ) throws -> Int64 {
@@ -175,7 +170,9 @@ extension Vault {
         return seq
     }
 
-    public func events(after seq: Int64 = 0, account: AccountID? = nil, limit: Int = 1000) throws -> [StoredEvent] {
+    /// Up to `limit` entries after `seq`, oldest first (of one account when given). An entry
+    /// that fails its check is returned with ``StoredEvent/authentic`` false and no detail.
+    public func list(after seq: Int64 = 0, account: AccountID? = nil, limit: Int = 1000) throws -> [StoredEvent] {
         try read("reading session events") { db in
             let rows: [Row]
             if let account {
@@ -192,8 +189,8 @@ extension Vault {
     }
 
     /// The newest entries (up to `limit`), oldest first: where `vault events` starts.
-    public func latestEvents(account: AccountID? = nil, limit: Int) throws -> [StoredEvent] {
-        let last = try lastEventSeq()
+    public func latest(account: AccountID? = nil, limit: Int) throws -> [StoredEvent] {
+        let last = try lastSeq()
         guard account == nil else {
             return try read("reading session events") { db in
                 try Row.fetchAll(
@@ -202,11 +199,11 @@ extension Vault {
                 ).map { try self.event(from: $0, db) }
             }
         }
-        return try events(after: max(0, last - Int64(limit)), limit: limit)
+        return try list(after: max(0, last - Int64(limit)), limit: limit)
     }
 
     /// The `seq` of the newest entry; 0 when the log is empty. A tail starts after it.
-    public func lastEventSeq() throws -> Int64 {
+    public func lastSeq() throws -> Int64 {
         try read("reading session events") { db in
             try Int64.fetchOne(db.cachedStatement(sql: "SELECT coalesce(max(seq), 0) FROM events")) ?? 0
         }
@@ -225,7 +222,7 @@ extension Vault {
             event.authentic = false
             return event
         }
-        if let account, !isLocked {
+        if let account, !keyring.isWiped {
             event.detail = try? open(
                 row.storedIfPresent("detail", table: "events", row: key, path: path),
                 table: "events", column: "detail", account: account, row: key, db)
@@ -242,4 +239,9 @@ extension Vault {
         guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
         return object.compactMapValues { $0 as? String }
     }
+}
+
+extension VaultCore {
+    /// This vault's events (see ``EventStore``).
+    var events: EventStore { EventStore(core: self) }
 }

@@ -3,15 +3,23 @@ import GRDB
 
 // MARK: - Sessions
 
-extension Vault {
+/// The accounts' sessions and session policies: when each session started, its deadlines, its
+/// state and why it ended, and the timeouts its account's policy sets.
+///
+/// ```swift
+/// if let session = try vault.sessions.current(for: account), session.state == .active { print(session.startedAt) }
+/// ```
+public struct SessionStore: VaultArea {
+    let core: VaultCore
+
     /// Starts a new active session for the account and returns it. A session of the account
     /// still active or locked ends as replaced, in the same transaction: only the newest session
     /// is ever open, so deleting a newer row from the file can never bring an older one back.
     @discardableResult
-    package func startSession(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
+    package func start(for account: AccountID, idleDeadline: Date?, absoluteDeadline: Date?) throws -> SessionRecord {
         let now = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         return try write("starting a session") { db in
-            try self.endOpenSessions(of: account, reason: "replaced", at: now, db)
+            try self.endOpen(of: account, reason: "replaced", at: now, db)
             try db.execute(
                 sql: """
                     INSERT INTO sessions (account_id, state, started_at, last_activity_at, idle_deadline, absolute_deadline)
@@ -32,7 +40,7 @@ extension Vault {
     /// Ends the account's open (active or locked) session as `signed_out` with `reason`, moving
     /// its version on and clearing an extension marker; whether there was one.
     @discardableResult
-    func endOpenSessions(of account: AccountID, reason: String, at now: Date, _ db: Database) throws -> Bool {
+    func endOpen(of account: AccountID, reason: String, at now: Date, _ db: Database) throws -> Bool {
         var ended = false
         try integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
             try db.execute(
@@ -48,8 +56,8 @@ extension Vault {
     }
 
     /// The account's most recent session, whatever its state.
-    public func currentSession(for account: AccountID) throws -> SessionRecord? {
-        try read("reading a session") { db in try self.currentSession(for: account, db) }
+    public func current(for account: AccountID) throws -> SessionRecord? {
+        try read("reading a session") { db in try self.current(for: account, db) }
     }
 
     /// A session row, checked against its MAC.
@@ -60,7 +68,7 @@ extension Vault {
     }
 
     /// Every session of the account (or of all accounts), newest first.
-    public func sessions(for account: AccountID? = nil) throws -> [SessionRecord] {
+    public func all(for account: AccountID? = nil) throws -> [SessionRecord] {
         try read("listing sessions") { db in
             if let account {
                 return try Row.fetchAll(
@@ -77,7 +85,7 @@ extension Vault {
     /// row's version moves on by one. Returns the session as written; throws
     /// ``VaultError/Code/staleGeneration`` when the row moved on (read it again and decide again).
     @discardableResult
-    package func updateSession(_ session: SessionRecord) throws -> SessionRecord {
+    package func update(_ session: SessionRecord) throws -> SessionRecord {
         try write("updating a session") { db in
             guard let current = try self.session(id: session.id, account: session.account, db) else {
                 throw VaultError(.recordNotFound, "no session \(session.id) for account \(session.account)", path: self.path)
@@ -99,14 +107,14 @@ extension Vault {
     ///
     /// Returns nil when the account has no session; otherwise the session as it now stands
     /// (unchanged when `change` changed nothing) and what `change` returned.
-    package func transitionSession<T>(
+    package func transition<T>(
         for account: AccountID, _ action: String = "changing a session",
         recording: EventRecording<(session: SessionRecord, result: T)?>? = nil,
         _ change: (inout SessionRecord, SessionPolicy) throws -> T
     ) throws -> (session: SessionRecord, result: T)? {
         try write(action, recording: recording) { db in
-            guard let current = try self.currentSession(for: account, db) else { return nil }
-            let policy = try self.sessionPolicy(for: account, db)
+            guard let current = try self.current(for: account, db) else { return nil }
+            let policy = try self.policy(for: account, db)
             var next = current
             let result = try change(&next, policy)
             next.id = current.id
@@ -185,10 +193,9 @@ extension Vault {
     }
 }
 
-// Reached by the stores that moved out while this area is still an extension of Vault.
-extension VaultArea {
+extension SessionStore {
     /// The account's most recent session, checked against its MAC.
-    func currentSession(for account: AccountID, _ db: Database) throws -> SessionRecord? {
+    func current(for account: AccountID, _ db: Database) throws -> SessionRecord? {
         // On every token request that misses the cache: read in place, and the row's check
         // remembered (``VerifiedRows``).
         guard
@@ -197,6 +204,11 @@ extension VaultArea {
                 table: .sessions, path: path)
         else { return nil }
         try integrity.check(record, remembering: true, db)
-        return try Vault.session(from: record)
+        return try Self.session(from: record)
     }
+}
+
+extension VaultCore {
+    /// This vault's sessions (see ``SessionStore``).
+    var sessions: SessionStore { SessionStore(core: self) }
 }

@@ -4,11 +4,11 @@ import Synchronization
 
 // MARK: - Session policies
 
-extension Vault {
+extension SessionStore {
     /// Stores the account's session policy.
-    public func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID) throws {
+    public func setPolicy(_ policy: SessionPolicy, for account: AccountID) throws {
         try policy.validate()
-        try write("storing a session policy") { db in try self.setSessionPolicy(policy, for: account, db) }
+        try write("storing a session policy") { db in try self.setPolicy(policy, for: account, db) }
     }
 
     /// Changes an existing account's session policy and, in the same transaction, the deadlines
@@ -18,14 +18,14 @@ extension Vault {
     /// takes effect at the next use, as any passed deadline does. Returns the open session as it
     /// now stands (nil when none is open).
     @discardableResult
-    package func changeSessionPolicy(_ policy: SessionPolicy, for account: AccountID) throws -> SessionRecord? {
+    package func changePolicy(_ policy: SessionPolicy, for account: AccountID) throws -> SessionRecord? {
         try policy.validate()
         return try write("changing a session policy") { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
                 throw self.accountNotFound(account)
             }
-            try self.setSessionPolicy(policy, for: account, db)
-            guard let current = try self.currentSession(for: account, db), current.state == .active || current.state == .locked else {
+            try self.setPolicy(policy, for: account, db)
+            guard let current = try self.current(for: account, db), current.state == .active || current.state == .locked else {
                 return nil
             }
             var session = current
@@ -39,7 +39,7 @@ extension Vault {
         }
     }
 
-    func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID, _ db: Database) throws {
+    func setPolicy(_ policy: SessionPolicy, for account: AccountID, _ db: Database) throws {
         try integrity.rewrite(.sessionPolicies, where: "account_id = ?", [account.rawValue], db) {
             try db.execute(
                 sql: """
@@ -60,15 +60,15 @@ extension Vault {
     }
 
     /// The account's session policy; the defaults when none was stored.
-    public func sessionPolicy(for account: AccountID) throws -> SessionPolicy {
-        try read("reading a session policy") { db in try self.sessionPolicy(for: account, db) }
+    public func policy(for account: AccountID) throws -> SessionPolicy {
+        try read("reading a session policy") { db in try self.policy(for: account, db) }
     }
 
     /// The account's stored session policy, nil when none is stored; `.damaged` naming the
     /// column when one holds a value of the wrong type (a hand-edited file).
     /// With `integrity`, the row is checked against its MAC first (without, as `vault status`
     /// reads it with no key: shown, never acted on).
-    static func storedSessionPolicy(
+    static func storedPolicy(
         for account: AccountID, _ db: Database, path: String?,
         integrity: RowIntegrity? = nil
     ) throws -> SessionPolicy? {
@@ -106,10 +106,9 @@ public struct VaultChangeStamp: Hashable, Sendable {
     let localWrites: Int64
 }
 
-// Reached by the stores that moved out while this area is still an extension of Vault.
-extension VaultArea {
+extension SessionStore {
     /// The account's session policy, checked against its MAC; the defaults when none was stored.
-    func sessionPolicy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
-        try Vault.storedSessionPolicy(for: account, db, path: path, integrity: integrity) ?? SessionPolicy()
+    func policy(for account: AccountID, _ db: Database) throws -> SessionPolicy {
+        try Self.storedPolicy(for: account, db, path: path, integrity: integrity) ?? SessionPolicy()
     }
 }
