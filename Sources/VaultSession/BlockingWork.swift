@@ -6,7 +6,7 @@ import NIOPosix
 /// of the `vault` command (its agent runs every vault call through it).
 ///
 /// ```swift
-/// let accounts = try await BlockingWork.run { try vault.accounts() }
+/// let accounts = try await BlockingWork.run { try vault.accounts.all() }
 /// ```
 public enum BlockingWork {
     /// Runs `body` on the blocking-I/O pool and returns (or throws) what it did.

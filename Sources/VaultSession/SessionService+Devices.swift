@@ -10,7 +10,7 @@ extension SessionService {
     /// The account's pins and the PEM bundle its provider chains to (if any), from one read of
     /// its (authenticated) row.
     func serverTrust(for account: AccountID) async throws -> (pins: [SPKIPin], caFile: String?) {
-        guard let stored = try await vaultCall({ [vault] in try vault.account(account) }) else { throw SessionError.notSignedIn(account) }
+        guard let stored = try await vaultCall({ [vault] in try vault.accounts.find(account) }) else { throw SessionError.notSignedIn(account) }
         return (try pins(of: stored), stored.client.caFile)
     }
 

@@ -21,8 +21,8 @@ extension SessionService {
         let vault = self.vault
         let (active, sessions) = try await vaultCall { () -> (AccountID?, [(AccountID, Result<SessionRecord?, VaultError>)]) in
             (
-                try vault.activeAccountID(),
-                try vault.accountIDs().map { id in
+                try vault.accounts.activeID(),
+                try vault.accounts.ids().map { id in
                     do { return (id, .success(try vault.sessions.current(for: id))) } catch let error as VaultError { return (id, .failure(error)) }
                 }
             )

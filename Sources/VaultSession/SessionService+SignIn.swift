@@ -145,7 +145,7 @@ extension SessionService {
     /// else the default.
     private func redirect(for request: SignInRequest) async throws -> LoopbackRedirect {
         if let redirect = request.redirect { return redirect }
-        guard let id = request.account, let stored = try await vaultCall({ [vault] in try vault.account(id) })?.client.redirectURI else {
+        guard let id = request.account, let stored = try await vaultCall({ [vault] in try vault.accounts.find(id) })?.client.redirectURI else {
             return .default
         }
         return try LoopbackRedirect(parsing: stored)
@@ -169,7 +169,7 @@ extension SessionService {
             authentication: request.clientSecret.map { .clientSecretBasic(ClientSecret($0)) } ?? .none)
         var existing: Account?
         if let id = request.account {
-            guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+            guard let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }) else { throw SessionError.notSignedIn(id) }
             existing = account
         }
         if let existing, existing.issuer != provider.issuer {
@@ -292,8 +292,8 @@ extension SessionService {
     /// (`vault login --upgrade-guest` after the sign-in, or a tool that signed the user in itself).
     @discardableResult
     public func upgradeGuest(_ guest: AccountID, to registered: AccountID) async throws -> GuestUpgrade {
-        guard let guestAccount = try await vaultCall({ [vault] in try vault.account(guest) }) else { throw SessionError.notSignedIn(guest) }
-        guard let user = try await vaultCall({ [vault] in try vault.account(registered) }) else { throw SessionError.notSignedIn(registered) }
+        guard let guestAccount = try await vaultCall({ [vault] in try vault.accounts.find(guest) }) else { throw SessionError.notSignedIn(guest) }
+        guard let user = try await vaultCall({ [vault] in try vault.accounts.find(registered) }) else { throw SessionError.notSignedIn(registered) }
         let token = try? await validAccessToken(for: registered)
         let metadata = user.providerMetadata.flatMap(ProviderMetadata.decoded)
         let client = try await clientCredentials(for: user)
@@ -399,14 +399,14 @@ extension SessionService {
     /// is a guest of the same provider.
     private func guestToUpgrade(_ request: SignInRequest, provider: ProviderMetadata) async throws -> Account? {
         if let id = request.upgrading {
-            guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+            guard let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }) else { throw SessionError.notSignedIn(id) }
             guard account.kind == .guest, account.upgradedTo == nil else {
                 throw SessionError.vault(VaultError(.invalidArgument, "account \(id) is not a guest account"))
             }
             return account
         }
         guard let active = try await activeAccount(),
-            let account = try await vaultCall({ [vault] in try vault.account(active) }),
+            let account = try await vaultCall({ [vault] in try vault.accounts.find(active) }),
             account.kind == .guest, account.upgradedTo == nil, account.issuer == provider.issuer
         else { return nil }
         return account
@@ -434,7 +434,7 @@ extension SessionService {
         }
         // The upgrade and the guest's end, in one transaction.
         let recorded = recording { (_: GuestUpgrade) in [(SessionEvent.stateChanged(guest.id, .signedOut), nil)] }
-        let upgrade = try await vaultCall { [vault] in try vault.upgradeGuest(guest.id, to: user.id, recording: recorded) }
+        let upgrade = try await vaultCall { [vault] in try vault.accounts.upgradeGuest(guest.id, to: user.id, recording: recorded) }
         if !converted, let tokens = upgrade.guestTokens {
             await revokeReplaced(tokens, of: guest)
         }

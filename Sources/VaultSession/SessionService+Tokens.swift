@@ -245,7 +245,7 @@ extension SessionService {
                     return stored
                 }
                 // Discarded: the lease was lost. Look again.
-                guard try await vaultCall({ [vault] in try vault.account(id) }) != nil else { throw SessionError.notSignedIn(id) }
+                guard try await vaultCall({ [vault] in try vault.accounts.find(id) }) != nil else { throw SessionError.notSignedIn(id) }
                 seen = try await vaultCall { [vault] in try vault.tokens.current(for: id) }?.generation ?? seen
             }
         }
@@ -271,7 +271,7 @@ extension SessionService {
     /// Sends the refresh request and records its outcome. Returns nil when the result was
     /// discarded (account removed or lease lost meanwhile).
     private func refreshHoldingLease(_ id: AccountID, from stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
-        guard let account = try await vaultCall({ [vault] in try vault.account(id) }) else { throw SessionError.notSignedIn(id) }
+        guard let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }) else { throw SessionError.notSignedIn(id) }
         guard let refreshToken = stored.tokens.refreshToken else {
             if isUnexpired(stored.tokens) {
                 try await vaultCall { [vault, holder = holderID] in

@@ -170,7 +170,7 @@ public actor SessionService {
         // The sign-in and its events, in one transaction.
         let recorded = recording { (record: SignInRecord) in Self.signInEvents(record).map { ($0, nil) } }
         let record = try await vaultCall { [vault] in
-            try vault.signIn(stored, tokens: tokens, policy: policy, authTime: authTime, recording: recorded)
+            try vault.accounts.signIn(stored, tokens: tokens, policy: policy, authTime: authTime, recording: recorded)
         }
         let id = record.account.id
         warned[id] = nil
@@ -216,10 +216,10 @@ public actor SessionService {
     }
 
     /// Every account in the vault.
-    public func accounts() async throws -> [Account] { try await vaultCall { [vault] in try vault.accounts() } }
+    public func accounts() async throws -> [Account] { try await vaultCall { [vault] in try vault.accounts.all() } }
 
     /// The active account (persisted: every process sees the same one).
-    public func activeAccount() async throws -> AccountID? { try await vaultCall { [vault] in try vault.activeAccountID() } }
+    public func activeAccount() async throws -> AccountID? { try await vaultCall { [vault] in try vault.accounts.activeID() } }
 
     /// Changes an account's session policy (the active account's by default); its open
     /// session's deadlines follow at once, in the same transaction as the policy.
@@ -261,7 +261,7 @@ public actor SessionService {
         guard try await activeAccount() != id else { return }
         // The switch and its event, in one transaction, from the account active in it.
         let recorded = recording { (previous: AccountID?) in previous == id ? [] : [(SessionEvent.accountSwitched(from: previous, to: id), nil)] }
-        let previous = try await vaultCall { [vault] in try vault.setActiveAccount(id, recording: recorded) }
+        let previous = try await vaultCall { [vault] in try vault.accounts.setActive(id, recording: recorded) }
         guard previous != id else { return }
         logger.info("switched account", metadata: ["from": "\(previous.map(\.rawValue) ?? "none")", "to": "\(id)"])
         announce([.accountSwitched(from: previous, to: id)])
@@ -286,7 +286,7 @@ public actor SessionService {
     @discardableResult
     public func signOut(_ account: AccountID? = nil, revoke: Bool = true) async throws -> SignOutReport {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
-        guard try await vaultCall({ [vault] in try vault.accountIDs() }).contains(id) else { throw SessionError.notSignedIn(id) }
+        guard try await vaultCall({ [vault] in try vault.accounts.ids() }).contains(id) else { throw SessionError.notSignedIn(id) }
         let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
 
         refreshes[id]?.cancel()
@@ -296,7 +296,7 @@ public actor SessionService {
         let recorded = recording { (outcome: (removed: Bool, previousActive: AccountID?, active: AccountID?)) in
             Self.signOutEvents(id, removed: outcome.removed, previousActive: outcome.previousActive, active: outcome.active).map { ($0, nil) }
         }
-        let removal = try vaultCallBlocking { try vault.removeAccount(id, recording: recorded) }
+        let removal = try vaultCallBlocking { try vault.accounts.remove(id, recording: recorded) }
         warned[id] = nil
         logger.info("signed out", metadata: ["account": "\(id)", "checkpoint": "\(removal.checkpoint.map { "\($0)" } ?? "none")"])
         announce(Self.signOutEvents(id, removed: removal.removed, previousActive: removal.previousActive, active: removal.active))
@@ -327,7 +327,7 @@ public actor SessionService {
             let generation: Int64
             do {
                 let vault = self.vault
-                let (account, held) = try await vaultCall { (try vault.account(id), try vault.tokens.current(for: id)) }
+                let (account, held) = try await vaultCall { (try vault.accounts.find(id), try vault.tokens.current(for: id)) }
                 guard let stored = account else { return .notAttempted("the account is gone") }
                 guard let endpoint = stored.client.revocationEndpoint else { return .notAttempted("the account has no revocation endpoint") }
                 guard let tokens = held else { return .notAttempted("the account holds no token") }
@@ -457,7 +457,7 @@ public actor SessionService {
         case .none:
             return ClientCredentials(clientID: account.client.clientID)
         case .clientSecretBasic:
-            guard let secret = try await vaultCall({ [vault] in try vault.clientSecret(for: account.id) }) else {
+            guard let secret = try await vaultCall({ [vault] in try vault.accounts.clientSecret(for: account.id) }) else {
                 throw SessionError.clientMisconfigured(account.id, code: "missing_client_secret", description: "no client secret is stored")
             }
             return ClientCredentials(clientID: account.client.clientID, authentication: .clientSecretBasic(ClientSecret(secret)))

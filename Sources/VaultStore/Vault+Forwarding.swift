@@ -76,4 +76,68 @@ extension Vault {
 
     /// ``EventStore/lastSeq()``.
     public func lastEventSeq() throws -> Int64 { try events.lastSeq() }
+
+    // MARK: Accounts
+    // `vault.accounts()` needs no forwarding: the store is callable (``AccountStore/callAsFunction()``).
+
+    /// Adds an account without a session: a raw write.
+    @available(
+        *, deprecated,
+        message: "a raw write (no session, no event): use SessionService.signIn; fixtures: @_spi(RawWrites) accounts.insert"
+    )
+    @discardableResult
+    public func addAccount(_ new: NewAccount) throws -> Account { try accounts.insert(new) }
+
+    /// ``AccountStore/insert(_:)``.
+    @_spi(RawWrites)
+    @discardableResult
+    public func insertAccount(_ new: NewAccount) throws -> Account { try accounts.insert(new) }
+
+    /// ``AccountStore/ids()``.
+    public func accountIDs() throws -> [AccountID] { try accounts.ids() }
+
+    /// ``AccountStore/find(_:)``.
+    public func account(_ id: AccountID) throws -> Account? { try accounts.find(id) }
+
+    /// ``AccountStore/clientSecret(for:)``.
+    public func clientSecret(for id: AccountID) throws -> String? { try accounts.clientSecret(for: id) }
+
+    /// ``AccountStore/activeID()``.
+    public func activeAccountID() throws -> AccountID? { try accounts.activeID() }
+
+    /// ``AccountStore/setActive(_:)``.
+    public func setActiveAccount(_ id: AccountID?) throws { try accounts.setActive(id) }
+
+    /// ``AccountStore/remove(_:checkpointWait:)``.
+    @discardableResult
+    public func removeAccount(_ id: AccountID, checkpointWait: Duration = .seconds(1)) throws -> AccountRemoval {
+        try accounts.remove(id, checkpointWait: checkpointWait)
+    }
+
+    /// ``AccountStore/setNotificationRetention(_:for:)``.
+    public func setNotificationRetention(_ retention: NotificationRetention?, for id: AccountID) throws {
+        try accounts.setNotificationRetention(retention, for: id)
+    }
+
+    /// ``AccountStore/setCredentialHosts(_:username:makeDefault:for:)``.
+    public func setCredentialHosts(_ hosts: [String], username: String?, makeDefault: Bool = false, for id: AccountID) throws {
+        try accounts.setCredentialHosts(hosts, username: username, makeDefault: makeDefault, for: id)
+    }
+
+    /// ``AccountStore/setCredentialHosts(_:keepingUsernameFor:)``.
+    public func setCredentialHosts(_ hosts: [String], keepingUsernameFor id: AccountID) throws {
+        try accounts.setCredentialHosts(hosts, keepingUsernameFor: id)
+    }
+
+    /// ``AccountStore/signIn(_:tokens:policy:authTime:)``.
+    @discardableResult
+    public func signIn(_ new: NewAccount, tokens: TokenSet, policy: SessionPolicy, authTime: Date? = nil) throws -> SignInRecord {
+        try accounts.signIn(new, tokens: tokens, policy: policy, authTime: authTime)
+    }
+
+    /// ``AccountStore/upgradeGuest(_:to:)``.
+    @discardableResult
+    public func upgradeGuest(_ guest: AccountID, to registered: AccountID) throws -> GuestUpgrade {
+        try accounts.upgradeGuest(guest, to: registered)
+    }
 }

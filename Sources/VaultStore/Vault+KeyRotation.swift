@@ -261,7 +261,7 @@ extension Vault {
             }
         }
         keyring.replaceVaultKey(newVaultKey)
-        try checkpoint()
+        try core.checkpoint()
     }
 }
 

@@ -147,7 +147,7 @@ extension Vault {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
                 throw self.accountNotFound(id)
             }
-            let account = try self.account(from: row, db)
+            let account = try core.accounts.record(from: row, db)
             guard let session = try core.sessions.current(for: id, db), session.state == .active else {
                 let state = try core.sessions.current(for: id, db).map { "\($0.state.rawValue)" + ($0.endReason.map { " (\($0))" } ?? "") }
                 let locked = state?.hasPrefix("locked") == true
@@ -259,7 +259,7 @@ extension Vault {
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?", arguments: [new.issuer, new.subject]) {
                 // An existing account keeps its own settings: a blob (anyone can seal one to a
                 // public recipient key) never re-points where this vault sends its credentials.
-                let existing = try self.account(from: row, db)
+                let existing = try core.accounts.record(from: row, db)
                 guard existing.client.clientID == new.client.clientID, existing.client.tokenEndpoint == new.client.tokenEndpoint,
                     existing.client.revocationEndpoint == new.client.revocationEndpoint, existing.client.pins == new.client.pins,
                     existing.client.authentication == new.client.authentication
@@ -281,7 +281,7 @@ extension Vault {
                 }
             }
             let absolute = imported.absoluteDeadline.map { Date(millisecondsSince1970: $0.millisecondsSince1970) }
-            let record = try self.storeSignIn(
+            let record = try core.accounts.storeSignIn(
                 new, tokens: imported.tokens, policy: imported.policy, now: now,
                 startedAt: Date(millisecondsSince1970: imported.startedAt.millisecondsSince1970),
                 // An account this vault has keeps its own label: the sender's names it there.
@@ -296,9 +296,9 @@ extension Vault {
             var hosts: [String] = []
             var defaults: [String] = []
             if !record.replacedExisting, !imported.credentialHosts.isEmpty {
-                let others = try self.otherCredentialBindings(except: id, db)
+                let others = try core.accounts.otherCredentialBindings(except: id, db)
                 for host in imported.credentialHosts where !hosts.contains(host) && !skipped.contains(host) {
-                    if Self.clash(host, username: imported.credentialUsername, among: others) != nil {
+                    if AccountStore.clash(host, username: imported.credentialUsername, among: others) != nil {
                         skipped.append(host)
                     } else {
                         hosts.append(host)
@@ -333,7 +333,7 @@ extension Vault {
             var stored = record
             stored.account =
                 try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
-                .map { try self.account(from: $0, db) } ?? record.account
+                .map { try core.accounts.record(from: $0, db) } ?? record.account
             return SessionImportRecord(signIn: stored, skippedHosts: skipped)
         }
     }
@@ -372,7 +372,7 @@ extension Vault {
             try integrity.check(row, in: .sessionTransfers, db)
             rows += 1
         }
-        let expected = try header(db).optional("session_transfers", as: Int64.self) ?? 0
+        let expected = try core.accounts.header(db).optional("session_transfers", as: Int64.self) ?? 0
         guard Int64(rows) == expected else {
             throw VaultError(
                 .damaged,

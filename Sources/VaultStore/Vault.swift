@@ -41,6 +41,8 @@ public final class Vault: Sendable {
 
     // MARK: - Stores
 
+    /// The accounts, the active one, their credential hosts (see ``AccountStore``).
+    public var accounts: AccountStore { core.accounts }
     /// The accounts' tokens (see ``TokenStore``).
     public var tokens: TokenStore { core.tokens }
     /// The accounts' sessions and session policies (see ``SessionStore``).

@@ -55,14 +55,16 @@ extension Vault {
     /// let outcome = try vault.attemptCheckpoint(waitingAtMost: .zero)
     /// ```
     public func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
-        try withOpenPool { pool in
-            do {
-                return try pool.writeWithoutTransaction { db in try WALCheckpoint.run(db, waitingAtMost: wait) }
-            } catch {
-                return .failed(VaultError.storage(error, while: "checkpointing", path: path).message)
-            }
-        }
+        try core.attemptCheckpoint(waitingAtMost: wait)
     }
+
+    /// Copies the WAL into the database file and truncates the WAL to zero bytes.
+    ///
+    /// With `secure_delete=ON`, deleted rows are overwritten in the database pages, so after
+    /// this returns no removed value remains in either file. Waits (busy timeout) for readers
+    /// in other processes; throws ``VaultError/Code/storage`` when they keep the WAL busy.
+    /// ``attemptCheckpoint(waitingAtMost:)`` reports that instead of throwing.
+    public func checkpoint() throws { try core.checkpoint() }
 
     /// Checkpoints the vault at `url` without unlocking it (a checkpoint needs no key), after
     /// the checks ``inspect(at:options:)`` makes; waits for readers up to
@@ -107,5 +109,30 @@ extension WALCheckpoint {
         let busy: Int = row[0] ?? 1
         guard busy != 0 else { return .completed }
         return .blockedByReader(walFrames: row[1] ?? -1, checkpointedFrames: row[2] ?? -1)
+    }
+}
+
+extension VaultCore {
+    /// See ``Vault/attemptCheckpoint(waitingAtMost:)``.
+    func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
+        try withOpenPool { pool in
+            do {
+                return try pool.writeWithoutTransaction { db in try WALCheckpoint.run(db, waitingAtMost: wait) }
+            } catch {
+                return .failed(VaultError.storage(error, while: "checkpointing", path: path).message)
+            }
+        }
+    }
+
+    /// See ``Vault/checkpoint()``.
+    func checkpoint() throws {
+        switch try attemptCheckpoint() {
+        case .completed:
+            return
+        case .blockedByReader:
+            throw VaultError(.storage, "the checkpoint could not finish: another process is reading the vault; try again", path: path)
+        case .failed(let message):
+            throw VaultError(.storage, message, path: path)
+        }
     }
 }

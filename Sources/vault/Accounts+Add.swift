@@ -152,7 +152,7 @@ extension VaultCommand.Accounts {
                 }
                 let added = try await opened.session.signIn(account, tokens: response, policy: policy)
                 if !credentialHosts.isEmpty {
-                    try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: added.id)
+                    try opened.vault.accounts.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: added.id)
                 }
                 return try await AccountView.load(added.id, in: opened)
             }

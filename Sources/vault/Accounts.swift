@@ -32,7 +32,7 @@ extension VaultCommand.Accounts {
         func run() async throws {
             let views = try await OpenedVault.with(global, credentials) { opened in
                 var views: [AccountView] = []
-                for account in try opened.vault.accounts() { views.append(try await AccountView.load(account.id, in: opened)) }
+                for account in try opened.vault.accounts.all() { views.append(try await AccountView.load(account.id, in: opened)) }
                 return views
             }
             if output.json {
@@ -113,7 +113,7 @@ extension VaultCommand.Accounts {
         func run() async throws {
             let (removed, report, next) = try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                guard let stored = try opened.vault.account(id) else { throw CommandFailure(.noRecord, "no account \(id)") }
+                guard let stored = try opened.vault.accounts.find(id) else { throw CommandFailure(.noRecord, "no account \(id)") }
                 if !yes {
                     guard Terminal.standardInputIsTerminal else {
                         throw CommandFailure(
@@ -127,7 +127,7 @@ extension VaultCommand.Accounts {
                     }
                 }
                 let report = try await opened.session.signOut(id, revoke: !noRevoke)
-                let next = try report.removal.active.flatMap { try opened.vault.account($0) }
+                let next = try report.removal.active.flatMap { try opened.vault.accounts.find($0) }
                 return (stored, report, next)
             }
             report.revocation.warnIfAlive(AccountReference.name(of: removed.id, account: removed))
@@ -166,11 +166,11 @@ struct AccountView {
     static func load(_ id: AccountID, in opened: OpenedVault) async throws -> AccountView {
         // Judged now: a deadline that passed while no process ran takes effect here, as in every tool.
         let status = try await opened.session.status(of: id)
-        guard let account = try opened.vault.account(id) else {
+        guard let account = try opened.vault.accounts.find(id) else {
             throw CommandFailure(.noRecord, "no account \(id) in the vault")
         }
         return AccountView(
-            account: account, active: try opened.vault.activeAccountID() == id, status: SessionSummary(status),
+            account: account, active: try opened.vault.accounts.activeID() == id, status: SessionSummary(status),
             tokens: try opened.vault.tokens.metadata(for: id), session: try opened.vault.sessions.current(for: id),
             policy: try opened.vault.sessions.policy(for: id))
     }

@@ -46,13 +46,13 @@ extension VaultCommand.Accounts {
             let entries = clear ? [] : hosts.compactMap(CredentialHosts.normalise)
             try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                try opened.vault.setCredentialHosts(entries, username: username, makeDefault: self.default, for: id)
+                try opened.vault.accounts.setCredentialHosts(entries, username: username, makeDefault: self.default, for: id)
                 let who = opened.name(of: id)
                 guard !entries.isEmpty else {
                     print("\(who) is handed to no host.")
                     return
                 }
-                let defaults = Set((try? opened.vault.account(id))?.credentialDefaultHosts ?? [])
+                let defaults = Set((try? opened.vault.accounts.find(id))?.credentialDefaultHosts ?? [])
                 let listed = entries.map { defaults.contains($0) ? $0 : "\($0) (not its default)" }
                 print("\(who) is handed to \(listed.joined(separator: ", ")) as \(Terminal.printable(username ?? "oauth2")).")
             }

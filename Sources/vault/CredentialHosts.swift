@@ -104,7 +104,7 @@ extension AgentToken {
 /// or this command with the vault opened here), from the authenticated rows.
 enum CredentialAnswers {
     static func bindings(in opened: OpenedVault) async throws -> [CredentialBinding] {
-        try await BlockingWork.run { try opened.vault.accounts() }.compactMap(\.credentialBinding)
+        try await BlockingWork.run { try opened.vault.accounts.all() }.compactMap(\.credentialBinding)
     }
 
     /// A token for the account whose binding matches, valid at least `minimumValidity`; nil when none does.

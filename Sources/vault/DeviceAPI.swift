@@ -16,7 +16,7 @@ struct DeviceAPIOptions: ParsableArguments {
 
     /// The API client for `account`, its URL checked by the endpoint rule with the account's pins.
     func client(for account: AccountID, in opened: OpenedVault, global: GlobalOptions) throws -> HTTPDeviceNotificationAPI {
-        guard let stored = try opened.vault.account(account) else {
+        guard let stored = try opened.vault.accounts.find(account) else {
             throw CommandFailure(.noRecord, "no account \(account) in the vault")
         }
         let named = api ?? stored.providerMetadata.flatMap(ProviderMetadata.decoded)?.deviceAPIEndpoint?.absoluteString

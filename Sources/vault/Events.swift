@@ -34,7 +34,7 @@ extension VaultCommand {
         func run() async throws {
             try await OpenedVault.with(global, credentials) { opened in
                 let id = try account.map { try opened.account($0) }
-                let names = Dictionary(try opened.vault.accounts().map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
+                let names = Dictionary(try opened.vault.accounts.all().map { ($0.id, $0.subject) }, uniquingKeysWith: { first, _ in first })
                 var last: Int64 = 0
                 for entry in try opened.vault.events.latest(account: id, limit: lines) {
                     print(render(entry, names: names))

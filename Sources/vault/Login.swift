@@ -153,7 +153,7 @@ extension VaultCommand {
         }
 
         private func signIn(_ opened: OpenedVault, secret: String?, bareToken: String?) async throws -> LoginOutcome {
-            let existing = try account.map { try opened.account($0) }.flatMap { try opened.vault.account($0) }
+            let existing = try account.map { try opened.account($0) }.flatMap { try opened.vault.accounts.find($0) }
             var provider = try await self.provider(opened, existing: existing)
             provider = try overriding(provider)
             let clientID = self.clientID ?? existing?.client.clientID ?? ""
@@ -170,7 +170,7 @@ extension VaultCommand {
             }
             var upgrading: AccountID?
             if upgradeGuest {
-                guard let active = try opened.vault.activeAccountID(), let guest = try opened.vault.account(active),
+                guard let active = try opened.vault.accounts.activeID(), let guest = try opened.vault.accounts.find(active),
                     guest.kind == .guest, guest.upgradedTo == nil
                 else {
                     throw CommandFailure(.noRecord, "--upgrade-guest: the active account is not a guest account")
@@ -179,7 +179,7 @@ extension VaultCommand {
             }
             var storedSecret: String?
             if secret == nil, let existing, existing.hasClientSecret {
-                storedSecret = try opened.vault.clientSecret(for: existing.id)
+                storedSecret = try opened.vault.accounts.clientSecret(for: existing.id)
             }
             let request = SignInRequest(
                 provider: provider, clientID: clientID, clientSecret: secret ?? storedSecret,
@@ -310,7 +310,7 @@ extension VaultCommand {
             guard !credentialHosts.isEmpty else { return }
             // A sign-in again keeps the username `accounts set-host --username` gave the account.
             do {
-                try opened.vault.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), keepingUsernameFor: id)
+                try opened.vault.accounts.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), keepingUsernameFor: id)
             } catch let error as VaultError where error.code == .alreadyExists {
                 throw CommandFailure(.alreadyExists, "signed in and stored, but \(error.message): `vault accounts set-host` on the other account first")
             }

@@ -192,7 +192,7 @@ extension VaultCommand.Notifications {
                 let inbox = NotificationInbox(
                     session: opened.session, api: try device.client(for: id, in: opened, global: global),
                     logger: global.logger("credentialvault.notifications"))
-                if let retention { try opened.vault.setNotificationRetention(retention, for: id) }
+                if let retention { try opened.vault.accounts.setNotificationRetention(retention, for: id) }
                 if all { return try await inbox.syncAll(account: id, pageSize: pageSize) }
                 return try await inbox.sync(account: id, page: NotificationPageRequest(recordCount: pageSize, startIndex: 1))
             }

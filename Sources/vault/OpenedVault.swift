@@ -36,7 +36,7 @@ struct OpenedVault: Sendable {
     /// into how messages name an account (``AccountReference/name(of:account:)``), read while
     /// the vault is still open. ArgumentParser's own errors pass unchanged.
     func namingAccounts(in error: any Error) -> any Error {
-        guard var failure = CommandFailure(error), let accounts = try? vault.accounts() else { return error }
+        guard var failure = CommandFailure(error), let accounts = try? vault.accounts.all() else { return error }
         for account in accounts where failure.message.contains("account \(account.id.rawValue)") {
             failure.message = failure.message.replacingOccurrences(
                 of: "account \(account.id.rawValue)",
@@ -128,22 +128,22 @@ struct OpenedVault: Sendable {
     /// The account named by `reference` (see ``AccountReference``), or the active one when nil.
     func account(_ reference: String?) throws -> AccountID {
         guard let reference else {
-            guard let active = try vault.activeAccountID() else {
+            guard let active = try vault.accounts.activeID() else {
                 throw CommandFailure(
                     .sessionEnded,
-                    try vault.accounts().isEmpty
+                    try vault.accounts.all().isEmpty
                         ? "the vault has no account yet: sign in with `vault login`"
                         : "no account is active: name one with --account, or sign in with `vault login`")
             }
             return active
         }
         return try AccountReference.resolve(
-            reference, among: try vault.accounts().map { AccountReference.Candidate(id: $0.id, subject: $0.subject, label: $0.label) })
+            reference, among: try vault.accounts.all().map { AccountReference.Candidate(id: $0.id, subject: $0.subject, label: $0.label) })
     }
 
     /// How messages name an account: its label or subject, escaped, with a short id.
     func name(of id: AccountID) -> String {
-        AccountReference.name(of: id, account: try? vault.account(id))
+        AccountReference.name(of: id, account: try? vault.accounts.find(id))
     }
 }
 

@@ -146,7 +146,7 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
             switch random.next() % 10 {
             case 0..<4:
                 _ = try vault.tokens.current(for: account)
-                _ = try vault.activeAccountID()
+                _ = try vault.accounts.activeID()
             case 4..<7:
                 // Compare-and-swap: retried on a stale generation, counted once committed.
                 while true {
@@ -163,7 +163,7 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
                     }
                 }
             case 7:
-                try vault.setActiveAccount(account)
+                try vault.accounts.setActive(account)
             default:
                 try vault.upsertNotification(
                     NotificationRecord(

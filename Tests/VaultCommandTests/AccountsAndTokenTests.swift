@@ -173,7 +173,7 @@ struct AccountsAndTokenTests {
         // it into the past instead of waiting, as the next process judges stored deadlines on its
         // own clock. (Through the library: an edit of the file without the key is tampering.)
         let vault = try Vault.open(at: fixture.cli.vault, credential: .keyFile(fixture.cli.file("vault.key")))
-        let account = try #require(try vault.activeAccountID())
+        let account = try #require(try vault.accounts.activeID())
         var session = try #require(try vault.sessions.current(for: account))
         session.idleDeadline = Date().addingTimeInterval(-5)
         try vault.sessions.update(session)

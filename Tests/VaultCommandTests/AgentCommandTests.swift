@@ -83,7 +83,7 @@ struct AgentCommandTests {
             #expect(before.status == 0, "\(before)")
             // What an idle timeout does, without waiting for one: the session is locked in the file.
             let vault = try Vault.open(at: world.cli.vault, credential: .keyFile(world.keyFile))
-            let id = try #require(try vault.activeAccountID())
+            let id = try #require(try vault.accounts.activeID())
             _ = try vault.sessions.transition(for: id) { session, _ in
                 session.state = .locked
                 session.endReason = "idle_timeout"

@@ -232,7 +232,7 @@ struct DeviceCommandTests {
         let vault = try Vault.open(
             at: a.vault, credential: .keyFile(a.file("vault.key")),
             options: VaultOptions(clock: WallClock { then }))
-        _ = try vault.signIn(
+        _ = try vault.accounts.signIn(
             NewAccount(
                 issuer: gateway.baseURL.absoluteString, subject: "alice",
                 client: OAuthClientSettings(tokenEndpoint: gateway.tokenEndpoint, clientID: "vault-cli")),

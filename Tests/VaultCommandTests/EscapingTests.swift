@@ -21,7 +21,7 @@ struct EscapingTests {
         let cli = try await VaultCLI.keyFileVault()
         let vault = try Vault.open(at: cli.vault, credential: .keyFile(cli.file("vault.key")))
         let now = Date()
-        let account = try vault.signIn(
+        let account = try vault.accounts.signIn(
             NewAccount(
                 issuer: "https://id.example.test/\(Self.hostile)", subject: "alice\(Self.hostile)", label: "Work\(Self.hostile)",
                 email: "alice\(Self.hostile)@example.test",

@@ -293,15 +293,15 @@ import VaultTestSupport
                 posted.append(await world.gateway.postNotification(subject: "alice", title: "n\(i)", message: "m", actions: [(label: "OK", action: "ok")]))
                 await world.time.advance(by: .seconds(60))
             }
-            try a.vault.setNotificationRetention(NotificationRetention(count: 2), for: a.account)
+            try a.vault.accounts.setNotificationRetention(NotificationRetention(count: 2), for: a.account)
             _ = try await a.inbox.syncAll(account: a.account)
             let kept = try await a.inbox.list(NotificationQuery(account: a.account)).items.map(\.uuid)
             #expect(kept == [posted[4], posted[3]], "the newest two, newest first")
-            #expect(try a.vault.account(a.account)?.notificationRetention == NotificationRetention(count: 2))
-            try a.vault.setNotificationRetention(nil, for: a.account)
+            #expect(try a.vault.accounts.find(a.account)?.notificationRetention == NotificationRetention(count: 2))
+            try a.vault.accounts.setNotificationRetention(nil, for: a.account)
             _ = try await a.inbox.syncAll(account: a.account)
             #expect(try await a.inbox.list(NotificationQuery(account: a.account)).items.count == 5, "no policy: everything syncs back")
-            #expect(throws: VaultError.self) { try a.vault.setNotificationRetention(NotificationRetention(days: 0), for: a.account) }
+            #expect(throws: VaultError.self) { try a.vault.accounts.setNotificationRetention(NotificationRetention(days: 0), for: a.account) }
         }
     }
 }

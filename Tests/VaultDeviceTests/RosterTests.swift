@@ -62,7 +62,7 @@ struct RosterTests {
 
             // A roster whose new device would take a registration id another account of this vault
             // has: the write fails part-way, and nothing of it stays (one transaction).
-            let bob = try a.vault.insertAccount(Samples.account("bob"))
+            let bob = try a.vault.accounts.insert(Samples.account("bob"))
             let bobsDevice = DeviceRegistration(
                 id: "reg-bob", account: bob.id, deviceID: "bobs-phone", name: "Phone", platform: "linux",
                 status: .active, createdAt: Date(), updatedAt: Date())

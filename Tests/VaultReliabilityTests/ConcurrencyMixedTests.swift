@@ -20,7 +20,7 @@ struct ConcurrencyMixedTests {
         do {
             let vault = try test.create()
             for subject in ["alice", "bob", "carol"] {
-                let account = try vault.insertAccount(Samples.account(subject))
+                let account = try vault.accounts.insert(Samples.account(subject))
                 generationsBefore[account.id] = try vault.tokens.store(Samples.tokens(subject), for: account.id, replacing: nil)
                 accounts.append(account.id)
             }
@@ -70,7 +70,7 @@ struct ConcurrencyMixedTests {
         #expect(lostNotifications == 0, "\(notified) notifications written, \(notificationsAfter - notificationsBefore) stored")
         #expect(busy == 0, "SQLITE_BUSY reached a caller \(busy) times")
         #expect(errors == 0, "\(errors) operations failed")
-        #expect(accounts.contains { $0 == (try? vault.activeAccountID()) ?? nil })
+        #expect(accounts.contains { $0 == (try? vault.accounts.activeID()) ?? nil })
 
         let tried = processes * operations
         StressResults.record(

@@ -80,7 +80,7 @@ struct CrashKeyRotationTests {
         defer { vault.close() }
         #expect(try !vault.keyRotationPending())
         #expect(try vault.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") } != oldKeyID)
-        let after = try vault.accounts()
+        let after = try vault.accounts.all()
         for account in after {
             #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.tokens(account.subject, expiresAt: before.expiry).normalized)
         }
@@ -93,7 +93,7 @@ struct CrashKeyRotationTests {
         let expiry = Date(millisecondsSince1970: Date().addingTimeInterval(3600).millisecondsSince1970)
         var accounts: [AccountID] = []
         for subject in ["alice", "bob"] {
-            let account = try vault.insertAccount(Samples.account(subject))
+            let account = try vault.accounts.insert(Samples.account(subject))
             try vault.tokens.store(Samples.tokens(subject, expiresAt: expiry), for: account.id, replacing: nil)
             accounts.append(account.id)
         }

@@ -26,7 +26,7 @@ struct CrashRotationTests {
         do {
             let vault = try test.create()
             for subject in ["alice", "bob"] {
-                let account = try vault.insertAccount(Samples.account(subject))
+                let account = try vault.accounts.insert(Samples.account(subject))
                 let tokens = Samples.tokens(subject)
                 let generation = try vault.tokens.store(tokens, for: account.id, replacing: nil)
                 expected[account.id] = Seen(committed: (generation, digest(tokens.refreshToken)))

@@ -61,7 +61,7 @@ struct DiskFullTests {
         let url = disk.file("vault.db")
         let options = VaultOptions(logger: logs.logger(), kdf: TestVault.fastKDF)
         let vault = try Vault.create(at: url, credential: .keyFile(keyFile), options: options)
-        let account = try vault.insertAccount(Samples.account()).id
+        let account = try vault.accounts.insert(Samples.account()).id
         let tokens = Samples.steadyTokens("full-1")
         try vault.tokens.store(tokens, for: account, replacing: nil)
         return (vault, url, options, .keyFile(keyFile), account, tokens)

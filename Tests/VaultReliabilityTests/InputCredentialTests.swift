@@ -61,7 +61,7 @@ import VaultTestSupport
     func refused(attempt: Attempt) throws {
         let test = try TestVault(attempt.isPassphrase ? .passphrase : .keyFile)
         let vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let tokens = Samples.steadyTokens("cred-6a1b")
         try vault.tokens.store(tokens, for: account.id, replacing: nil)
         vault.close()

@@ -121,7 +121,7 @@ import VaultTestSupport
     func wrongTypeIsDamage(edit: Edit) throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let tokens = Samples.steadyTokens("type-3c9d")
         try vault.tokens.store(tokens, for: account.id, replacing: nil)
         try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
@@ -171,7 +171,7 @@ import VaultTestSupport
         case .sessionStartedAtText, .sessionExtensionsBlob:
             read = { try vault.sessions.all(for: account.id) as Any }
         case .accountCreatedAtText, .accountLabelInteger:
-            read = { try vault.accounts() as Any }
+            read = { try vault.accounts.all() as Any }
         case .notificationCreatedAtText, .notificationSubjectReal:
             read = { try vault.notifications() as Any }
         case .policyWarningText, .policyIdleActionBlob:
@@ -185,11 +185,11 @@ import VaultTestSupport
         case .devicePlatformBlob, .deviceLastActivityText:
             read = { try vault.device(device.id) as Any }
         case .metaActiveAccountBlob, .signInGenerationText:
-            read = { try vault.signIn(Samples.account(), tokens: tokens, policy: SessionPolicy()) as Any }
+            read = { try vault.accounts.signIn(Samples.account(), tokens: tokens, policy: SessionPolicy()) as Any }
         case .metaNextKeyIDText:
-            read = { try vault.insertAccount(Samples.account("bob")) as Any }
+            read = { try vault.accounts.insert(Samples.account("bob")) as Any }
         case .activeAccountIDBlob:
-            read = { try vault.activeAccountID() as Any }
+            read = { try vault.accounts.activeID() as Any }
         case .metaCreatedAtText, .metaIntegrityOKText, .deviceStatusBlob:
             // The plain facts: the header, and the number of devices in each status.
             read = { try Vault.inspect(at: test.url, options: test.options()) as Any }
@@ -230,7 +230,7 @@ import VaultTestSupport
     func outsideCheckFailsVerify() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
         vault.close()
         try RawDatabase.execute(test.url, "PRAGMA ignore_check_constraints = ON; UPDATE sessions SET state = 'bogus'")
@@ -250,7 +250,7 @@ import VaultTestSupport
     func refusedWritesChangeNothing() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let tokens = Samples.steadyTokens("write-7e21")
         try vault.tokens.store(tokens, for: account.id, replacing: nil)
         try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
@@ -263,7 +263,7 @@ import VaultTestSupport
         let sessionsBefore = try vault.sessions.all(for: account.id)
         let policy = SessionPolicy(idleTimeout: .seconds(60), warningBefore: .seconds(10))
 
-        let signIn = expectRefusal(.damaged) { try vault.signIn(Samples.account(), tokens: tokens, policy: policy) }
+        let signIn = expectRefusal(.damaged) { try vault.accounts.signIn(Samples.account(), tokens: tokens, policy: policy) }
         #expect(signIn?.message.contains("tokens.generation") == true)
         let refresh = expectRefusal(.damaged) {
             try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60))
@@ -312,7 +312,7 @@ import VaultTestSupport
     func rotationMeetsWrongType(edit: RotationEdit) throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let tokens = Samples.steadyTokens("rotate-51af")
         try vault.tokens.store(tokens, for: account.id, replacing: nil)
         try vault.saveDevice(
@@ -335,7 +335,7 @@ import VaultTestSupport
         // key rewrites the row); any other stops it midway, pending and resumable once the file
         // is restored. The vault still answers.
         #expect(try vault.keyRotationPending() == (edit != .accountLabelInteger))
-        #expect(try vault.accountIDs() == [account.id])
+        #expect(try vault.accounts.ids() == [account.id])
         LogHygiene.check(
             test.logs, texts: [error.map(String.init(describing:)) ?? ""],
             secrets: LogHygiene.secrets(of: test) + [tokens.accessToken, tokens.refreshToken ?? "", "subject-51af", "name-51af"])
@@ -345,7 +345,7 @@ import VaultTestSupport
     func tokenMetadataWrongType() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.steadyTokens("meta"), for: account.id, replacing: nil)
         vault.close()
         try RawDatabase.execute(test.url, "UPDATE tokens SET generation = 'x'")

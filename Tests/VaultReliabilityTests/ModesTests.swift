@@ -16,7 +16,7 @@ import VaultTestSupport
             defer { umask(previous) }
             let test = try TestVault()
             var vault = try test.create()
-            let account = try vault.insertAccount(Samples.account())
+            let account = try vault.accounts.insert(Samples.account())
             try vault.tokens.store(Samples.steadyTokens("modes-1"), for: account.id, replacing: nil)
             vault.close()
             // As after a copy of the file alone: the next open creates the WAL and shared memory anew.

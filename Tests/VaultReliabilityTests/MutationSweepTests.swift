@@ -34,7 +34,7 @@ struct MutationSweepTests {
             new.client.pins = ["sha256/\(String(repeating: index == 0 ? "A" : "B", count: 43))="]
             new.clientSecret = "secret-\(subject)-sweep"
             new.client.authentication = .clientSecretBasic
-            let record = try vault.signIn(
+            let record = try vault.accounts.signIn(
                 new, tokens: Samples.tokens("sweep-\(subject)"),
                 policy: SessionPolicy(idleTimeout: .seconds(600 + index), backgroundTimeout: .seconds(60)))
             ids.append(record.account.id)

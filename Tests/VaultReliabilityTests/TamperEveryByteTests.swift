@@ -22,7 +22,7 @@ import VaultTestSupport
             test = try TestVault()
             let vault = try test.create()
             defer { vault.close() }
-            account = try vault.insertAccount(Samples.account()).id
+            account = try vault.accounts.insert(Samples.account()).id
             try vault.tokens.store(tokens, for: account, replacing: nil)
             try vault.upsertNotification(
                 NotificationRecord(

@@ -18,8 +18,8 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let alice = try vault.insertAccount(Samples.account("alice")).id
-        let bob = try vault.insertAccount(Samples.account("bob")).id
+        let alice = try vault.accounts.insert(Samples.account("alice")).id
+        let bob = try vault.accounts.insert(Samples.account("bob")).id
         let aliceTokens = Samples.steadyTokens("swap-alice")
         let bobTokens = Samples.steadyTokens("swap-bob")
         try vault.tokens.store(aliceTokens, for: alice, replacing: nil)
@@ -71,7 +71,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.insertAccount(Samples.account()).id
+        let account = try vault.accounts.insert(Samples.account()).id
         let old = Samples.steadyTokens("replay-old")
         let new = Samples.steadyTokens("replay-new")
         let first = try vault.tokens.store(old, for: account, replacing: nil)

@@ -20,7 +20,7 @@ struct AccountChangeDuringRefreshTests {
 
             #expect(await h.gateway.stats().revocationRequests == 1)
             #expect(h.transport.exchanges.last?.revokedToken == (try h.firstTokens(of: "alice").refreshToken))
-            #expect(try h.vault.account(alice) == nil)
+            #expect(try h.vault.accounts.find(alice) == nil)
             #expect(try h.vault.tokens.metadata(for: alice) == nil)
             #expect(try h.vault.sessions.all(for: alice).isEmpty)
             #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .signedOut) } != nil)
@@ -60,14 +60,14 @@ struct AccountChangeDuringRefreshTests {
             #expect(await h.transport.waitUntilHolding())
             // The server has the revocation request; locally nothing has changed yet.
             #expect(await h.gateway.stats().revocationRequests == 1)
-            #expect(try h.vault.account(alice) != nil)
-            #expect(try h.vault.activeAccountID() == alice)
+            #expect(try h.vault.accounts.find(alice) != nil)
+            #expect(try h.vault.accounts.activeID() == alice)
             h.transport.releaseHeldResponse()
             let report = try await signOut.value
             #expect(report.revocation == .revoked)
             #expect(report.removal.removed && report.removal.active == bob && report.removal.checkpoint == .completed)
-            #expect(try h.vault.account(alice) == nil)
-            #expect(try h.vault.activeAccountID() == bob)
+            #expect(try h.vault.accounts.find(alice) == nil)
+            #expect(try h.vault.accounts.activeID() == bob)
         }
     }
 
@@ -87,7 +87,7 @@ struct AccountChangeDuringRefreshTests {
                 Issue.record("the blocked checkpoint was not reported: \(String(describing: report.removal.checkpoint))")
                 return
             }
-            #expect(try h.vault.account(alice) == nil)
+            #expect(try h.vault.accounts.find(alice) == nil)
             #expect(try await h.service.activeAccount() == bob)
             #expect(await h.events.next(after: mark) { $0 == .accountSwitched(from: alice, to: bob) } != nil)
             try reader.finish()
@@ -107,7 +107,7 @@ struct AccountChangeDuringRefreshTests {
             }
             #expect(h.logs.lines.contains { $0.contains("could not revoke the token at the server") })
             #expect(await h.gateway.stats().revocationRequests == 1)
-            #expect(try h.vault.account(alice) == nil)
+            #expect(try h.vault.accounts.find(alice) == nil)
             #expect(try h.vault.tokens.metadata(for: alice) == nil)
             #expect(try await h.service.status(of: alice) == .signedOut)
         }
@@ -132,8 +132,8 @@ struct AccountChangeDuringRefreshTests {
             // Once the server has answered, nothing of the account is back in the vault.
             await h.waitForGateway { $0.tokenResponses >= 1 }
             #expect(try h.vault.tokens.metadata(for: alice) == nil)
-            #expect(try h.vault.account(alice) == nil)
-            #expect(try h.vault.activeAccountID() == nil)
+            #expect(try h.vault.accounts.find(alice) == nil)
+            #expect(try h.vault.accounts.activeID() == nil)
             _ = await h.events.flush()
             let after = h.events.events(after: mark) { event in
                 switch event {

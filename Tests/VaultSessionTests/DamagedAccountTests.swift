@@ -51,10 +51,10 @@ struct EndpointAtRequestTests {
                 accessToken: "access-lookalike", refreshToken: "refresh-lookalike", idToken: nil,
                 tokenType: "Bearer", accessTokenExpiresAt: h.time.now().addingTimeInterval(5), scopes: [])
             await #expect(throws: EndpointError.self) { try await h.service.signIn(account, tokens: tokens) }
-            #expect(try h.vault.accountIDs().isEmpty, "nothing stored")
+            #expect(try h.vault.accounts.ids().isEmpty, "nothing stored")
 
             // Stored through the store alone (a tool of its own, or an older build): the request is refused.
-            let stored = try h.vault.signIn(account, tokens: tokens, policy: .tokensOnly)
+            let stored = try h.vault.accounts.signIn(account, tokens: tokens, policy: .tokensOnly)
             let error = await sessionError { try await h.service.validAccessToken(for: stored.account.id) }
             guard case .clientMisconfigured(_, let code, _)? = error else {
                 Issue.record("expected the endpoint to be refused, got \(String(describing: error))")

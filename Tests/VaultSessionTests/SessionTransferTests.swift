@@ -101,7 +101,7 @@ struct SessionTransferTests {
             let stored = try #require(try b.vault.tokens.current(for: imported.account.id))
             #expect(stored.tokens.refreshToken == nil && stored.tokens.idToken == nil)
             #expect(try await b.service.validAccessToken().value == (try h.firstTokens(of: "alice")).accessToken)
-            #expect(try b.vault.clientSecret(for: imported.account.id) == nil)
+            #expect(try b.vault.accounts.clientSecret(for: imported.account.id) == nil)
 
             await h.time.advance(by: .seconds(660))
             _ = try await h.service.validAccessToken(for: alice)
@@ -135,7 +135,7 @@ struct SessionTransferTests {
             await h.time.advance(by: .seconds(601))
             #expect(await Self.refusal { try await b.service.importSession(late) } == .expired)
             #expect(try b.vault.sessionTransfers().count == 1, "only the first import is remembered")
-            #expect(try b.vault.accounts().count == 1)
+            #expect(try b.vault.accounts.all().count == 1)
 
             // Locked by its idle timeout: no export until it is unlocked.
             await h.time.advance(by: .seconds(3600))
@@ -179,11 +179,11 @@ struct SessionTransferTests {
                 }
             }
             #expect(accepted.isEmpty, "changes accepted at \(accepted)")
-            #expect(try b.vault.accounts().isEmpty)
+            #expect(try b.vault.accounts.all().isEmpty)
             #expect(try b.vault.sessionTransfers().isEmpty)
             // The blob itself was fine all along.
             _ = try await b.service.importSession(blob)
-            #expect(try b.vault.accounts().count == 1)
+            #expect(try b.vault.accounts.all().count == 1)
             await b.close()
         }
     }
@@ -270,7 +270,7 @@ struct SessionTransferTests {
                 payload["account"] = account
             }
             #expect(await Self.refusal { try await b.service.importSession(redirected) } == .conflict)
-            #expect(try b.vault.account(stored.account.id)?.client.revocationEndpoint == h.gateway.revocationEndpoint)
+            #expect(try b.vault.accounts.find(stored.account.id)?.client.revocationEndpoint == h.gateway.revocationEndpoint)
 
             let (third, _) = try await Self.export(h.service, SessionExportRequest(recipient: toB, mode: .accessOnly))
             let future = try Self.reseal(third, b) { payload in

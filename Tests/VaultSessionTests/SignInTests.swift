@@ -111,7 +111,7 @@ struct SignInTests {
             return await task.result
         }
 
-        var accountCount: Int { (try? vault.accounts().count) ?? -1 }
+        var accountCount: Int { (try? vault.accounts.all().count) ?? -1 }
 
         /// A request deadline the test clock never reaches in a test (its advances add up to minutes).
         static let unreachable = Duration.seconds(86_400)
@@ -144,7 +144,7 @@ struct SignInTests {
             #expect(stored.deviceAuthorizationEndpoint != nil)
             // The device API's base (an extension member) is kept with the account, for the device commands.
             #expect(stored.deviceAPIEndpoint == world.gateway.baseURL)
-            #expect(try world.vault.activeAccountID() == result.account.id)
+            #expect(try world.vault.accounts.activeID() == result.account.id)
             // The session's authentication time is the one the provider reported (auth_time).
             let session = try #require(try world.vault.sessions.current(for: result.account.id))
             let authenticated = try #require(await world.gateway.lastAuthentication(of: "alice"))
@@ -174,7 +174,7 @@ struct SignInTests {
             }
             #expect(result.account.subject == "dora")
             #expect(result.account.hasClientSecret)
-            #expect(try world.vault.clientSecret(for: result.account.id) == secret)
+            #expect(try world.vault.accounts.clientSecret(for: result.account.id) == secret)
             // Without the secret the same client is refused by the provider.
             request.clientSecret = nil
             await #expect(throws: SignInError.self) { _ = try await world.service.signIn(using: request) }
@@ -442,7 +442,7 @@ struct SignInTests {
                 #expect(error.code == "wrong_account")
                 #expect(error.description.contains("signed in as bob"))
             }
-            #expect(try world.vault.accounts().count == 1)
+            #expect(try world.vault.accounts.all().count == 1)
             #expect(try world.vault.sessions.current(for: first.account.id) == before)
         }
     }
@@ -502,7 +502,7 @@ struct SignInTests {
             #expect(try world.vault.devices(for: guest.id).isEmpty)
             #expect(try world.vault.tokens.current(for: guest.id) == nil)
             #expect(try world.vault.sessions.current(for: guest.id)?.endReason == "upgraded")
-            #expect(try world.vault.account(guest.id)?.upgradedTo == result.account.id)
+            #expect(try world.vault.accounts.find(guest.id)?.upgradedTo == result.account.id)
             let stats = await world.gateway.stats()
             if conversionAtProvider {
                 #expect(stats.guestConversions == 1)

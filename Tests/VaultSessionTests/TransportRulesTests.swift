@@ -34,7 +34,7 @@ struct TransportRulesTests {
                     try await world.service.signIn(world.account(client), tokens: world.tokens(expiresIn: .seconds(3600)))
                 }
             }
-            #expect(try world.vault.accountIDs().isEmpty, "nothing stored")
+            #expect(try world.vault.accounts.ids().isEmpty, "nothing stored")
         }
     }
 
@@ -44,7 +44,7 @@ struct TransportRulesTests {
     func lookAlikeRefusedAtRequestTime(_ endpoint: String) async throws {
         try await TransportWorld.run { world in
             let url = try #require(URL(string: endpoint))
-            let stored = try world.vault.signIn(
+            let stored = try world.vault.accounts.signIn(
                 world.account(OAuthClientSettings(tokenEndpoint: url, revocationEndpoint: url, clientID: "vault-cli")),
                 tokens: world.tokens(expiresIn: .seconds(5)), policy: .tokensOnly)
             let alice = stored.account.id
@@ -126,10 +126,10 @@ struct TransportRulesTests {
             client.pins = [chain.leaf.pin]
             client.tokenEndpoint = try #require(URL(string: "http://127.0.0.1:\(world.server.port)/oauth/token"))
             await #expect(throws: EndpointError.self) { try await world.service.signIn(world.account(client), tokens: world.tokens()) }
-            #expect(try world.vault.accountIDs().isEmpty)
+            #expect(try world.vault.accounts.ids().isEmpty)
 
             let alice = try await world.signIn(pins: [chain.leaf.pin, chain.intermediate.pin, chain.leaf.pin])
-            #expect(try world.vault.account(alice)?.client.pins == [chain.leaf.pin, chain.intermediate.pin])
+            #expect(try world.vault.accounts.find(alice)?.client.pins == [chain.leaf.pin, chain.intermediate.pin])
         }
     }
 
@@ -155,7 +155,7 @@ struct TransportRulesTests {
         let answer = #"{"access_token":"access-private-ca","refresh_token":"refresh-private-ca","token_type":"Bearer","expires_in":3600}"#
         try await TransportWorld.run(chain: chain, serviceTrustsChain: false, answer: .json(200, answer)) { world in
             let alice = try await world.signIn(expiresIn: .zero, caFile: bundle.path)
-            #expect(try world.vault.account(alice)?.client.caFile == bundle.path, "kept with the account")
+            #expect(try world.vault.accounts.find(alice)?.client.caFile == bundle.path, "kept with the account")
             #expect(try await world.service.validAccessToken(for: alice).value == "access-private-ca")
             let bob = try await world.signIn(expiresIn: .zero, subject: "bob")
             await #expect(throws: SessionError.self) { try await world.service.validAccessToken(for: bob) }

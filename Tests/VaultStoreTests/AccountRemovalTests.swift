@@ -14,14 +14,14 @@ import VaultTestSupport
         let test = try TestVault(kind)
         let vault = try test.create(clock: Times.fixedClock)
         defer { vault.close() }
-        let alice = try vault.insertAccount(
+        let alice = try vault.accounts.insert(
             NewAccount(
                 issuer: "https://id.example.test", subject: "alice", label: "Alice-label-91c2", email: "alice-91c2@example.test",
                 client: OAuthClientSettings(
                     tokenEndpoint: try #require(URL(string: "https://id.example.test/token")),
                     clientID: "cli", authentication: .clientSecretBasic),
                 clientSecret: "alice-client-secret-91c2"))
-        let bob = try vault.insertAccount(Samples.account("bob"))
+        let bob = try vault.accounts.insert(Samples.account("bob"))
 
         // Several generations, so older token values were written too.
         var aliceTokens: [TokenSet] = []
@@ -77,8 +77,8 @@ import VaultTestSupport
         #expect(scan.found(in: url) == Set(sealed.indices))
         #expect(FileProbe.contains(url, Array(aliceID.utf8)))
 
-        #expect(try vault.removeAccount(alice.id).removed)
-        #expect(try vault.removeAccount(alice.id).removed == false, "a second removal finds nothing")
+        #expect(try vault.accounts.remove(alice.id).removed)
+        #expect(try vault.accounts.remove(alice.id).removed == false, "a second removal finds nothing")
 
         let files = ["", "-wal", "-shm"].map { URL(fileURLWithPath: url.path + $0) }
         for file in files {
@@ -89,12 +89,12 @@ import VaultTestSupport
             #expect(!FileProbe.contains(file, Array(aliceID.utf8)), "the account id still in \(file.lastPathComponent)")
         }
 
-        #expect(try vault.account(alice.id) == nil)
+        #expect(try vault.accounts.find(alice.id) == nil)
         #expect(try vault.tokens.current(for: alice.id) == nil)
         #expect(try vault.notificationCount(account: alice.id) == 0)
         #expect(try vault.devices(for: alice.id).isEmpty)
         #expect(try vault.sessions.all(for: alice.id).isEmpty)
-        #expect(try vault.activeAccountID() == bob.id, "the oldest remaining account took over from the removed active one")
+        #expect(try vault.accounts.activeID() == bob.id, "the oldest remaining account took over from the removed active one")
 
         // Bob is untouched, before and after reopening.
         #expect(try vault.tokens.current(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
@@ -117,11 +117,11 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let alice = try vault.insertAccount(Samples.account("alice")).id
-        let bob = try vault.insertAccount(Samples.account("bob")).id
+        let alice = try vault.accounts.insert(Samples.account("alice")).id
+        let bob = try vault.accounts.insert(Samples.account("bob")).id
         try vault.tokens.store(Samples.fixedTokens("alice-reader-5e6f"), for: alice, replacing: nil)
         try vault.tokens.store(Samples.fixedTokens("bob-reader-5e6f"), for: bob, replacing: nil)
-        #expect(try vault.activeAccountID() == alice)
+        #expect(try vault.accounts.activeID() == alice)
         let sealed = try RawDatabase.blobs(
             test.url,
             """
@@ -133,15 +133,15 @@ import VaultTestSupport
         #expect(scan.found(in: test.url) == Set(sealed.indices))
 
         let reader = try LongReader(test.url)
-        let removal = try vault.removeAccount(alice, checkpointWait: .zero)
+        let removal = try vault.accounts.remove(alice, checkpointWait: .zero)
         #expect(removal.removed)
         #expect(removal.previousActive == alice && removal.active == bob, "bob became active in the removal's transaction")
         guard case .blockedByReader? = removal.checkpoint else {
             Issue.record("the checkpoint was not reported blocked: \(String(describing: removal.checkpoint))")
             return
         }
-        #expect(try vault.account(alice) == nil)
-        #expect(try vault.activeAccountID() == bob)
+        #expect(try vault.accounts.find(alice) == nil)
+        #expect(try vault.accounts.activeID() == bob)
         #expect(test.logs.lines.contains { $0.contains("stays on disk until a checkpoint completes") })
         // The reader's snapshot still needs the old pages: the removed values are still on disk.
         #expect(!scan.found(in: test.url).isEmpty, "the reader kept the old pages in the file")

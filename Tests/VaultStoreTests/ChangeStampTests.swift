@@ -54,7 +54,7 @@ import VaultTestSupport
         let vault = try test.create()
         defer { vault.close() }
         let first = try vault.changeStamp()
-        _ = try vault.activeAccountID()
+        _ = try vault.accounts.activeID()
         #expect(try vault.changeStamp() == first)
         try RawDatabase.execute(test.url, "CREATE TABLE unrelated (n INTEGER)")
         #expect(try vault.changeStamp() != first)

@@ -16,7 +16,7 @@ import VaultTestSupport
         for round in 0..<20 {
             let test = try TestVault(.keyFile)  // its directory lives as long as `test`
             let vault = try test.create(clock: Times.fixedClock)
-            let account = try vault.insertAccount(Samples.account("alice-\(round)")).id
+            let account = try vault.accounts.insert(Samples.account("alice-\(round)")).id
             let outcomes = Locked((completed: 0, closed: 0, other: [String]()))
             let started = DispatchSemaphore(value: 0)
             let group = DispatchGroup()
@@ -30,7 +30,7 @@ import VaultTestSupport
                             if worker == 0, step % 4 == 0 {
                                 try vault.tokens.store(Samples.fixedTokens("t-\(round)-\(step)"), for: account, replacing: nil)
                             } else {
-                                _ = try vault.accounts()
+                                _ = try vault.accounts.all()
                             }
                             outcomes.withLock { $0.completed += 1 }
                         } catch let error as VaultError where error.code == .closed {

@@ -21,7 +21,7 @@ struct CredentialChangeCopyTests {
         let url = directory.file("vault.db")
         let options = VaultOptions(kdf: .owaspFloor)
         var vault = try Vault.create(at: url, credential: .passphrase(old), options: options)
-        let account = try vault.insertAccount(Samples.account()).id
+        let account = try vault.accounts.insert(Samples.account()).id
         let first = try vault.tokens.store(Samples.tokens("before"), for: account, replacing: nil)
         vault.close()
         let copy = directory.file("copy-before.db")

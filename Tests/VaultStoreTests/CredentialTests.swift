@@ -71,7 +71,7 @@ import VaultTestSupport
     func badCredentialIsRefused(bad: BadCredential) throws {
         let test = try TestVault(bad.vaultKind)
         let vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("kept"), for: account.id, replacing: nil)
         vault.close()
         let before = FileProbe.fingerprint(test.url)
@@ -98,7 +98,7 @@ import VaultTestSupport
         let test = try TestVault(.passphrase)
         let bytes: [UInt8] = [0xff, 0x00, 0xfe, 0x80, 0xc0, 0xaf]
         let vault = try Vault.create(at: test.url, credential: .passphrase(bytes: bytes), options: test.options())
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         vault.close()
 
         let reopened = try Vault.open(at: test.url, credential: .passphrase(bytes: bytes), options: test.options())
@@ -116,7 +116,7 @@ import VaultTestSupport
     func changePassphraseThenSwitchToKeyFile() throws {
         let test = try TestVault(.passphrase)
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("change"), for: account.id, replacing: nil)
         try vault.upsertNotification(
             NotificationRecord(
@@ -149,14 +149,14 @@ import VaultTestSupport
     func keyFileToPassphrase() throws {
         let test = try TestVault(.keyFile)
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.changeCredential(to: .passphrase(TestVault.passphrase), cost: TestVault.fastKDF)
         vault.close()
 
         expectVaultError(.wrongCredential) { try test.open() }
         vault = try Vault.open(at: test.url, credential: .passphrase(TestVault.passphrase), options: test.options())
         defer { vault.close() }
-        #expect(try vault.accounts().map(\.id) == [account.id])
+        #expect(try vault.accounts.all().map(\.id) == [account.id])
     }
 
     @Test("a new passphrase is stretched at the cost the vault was opened with, not a weaker default")

@@ -27,7 +27,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("events"), policy: SessionPolicy())
+        let record = try vault.accounts.signIn(Samples.account(), tokens: Samples.tokens("events"), policy: SessionPolicy())
         let before = try vault.events.lastSeq()
         let locked = try #require(try lock(vault, record.account.id))
         let events = try vault.events.list(after: before)
@@ -41,7 +41,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("events"), policy: SessionPolicy())
+        let record = try vault.accounts.signIn(Samples.account(), tokens: Samples.tokens("events"), policy: SessionPolicy())
         try RawDatabase.execute(test.url, "CREATE TRIGGER refuse_events BEFORE INSERT ON events BEGIN SELECT RAISE(ABORT, 'no events'); END")
         #expect(throws: (any Error).self) { try lock(vault, record.account.id) }
         #expect(try vault.sessions.current(for: record.account.id)?.state == .active, "the lock was rolled back with its event")

@@ -15,7 +15,7 @@ import VaultTestSupport
             let test = try TestVault()
             let vault = try test.create()
             defer { vault.close() }
-            let account = try vault.insertAccount(Samples.account())
+            let account = try vault.accounts.insert(Samples.account())
             try vault.tokens.store(Samples.fixedTokens("modes"), for: account.id, replacing: nil)
 
             for suffix in ["", "-wal", "-shm"] {
@@ -79,7 +79,7 @@ import VaultTestSupport
     func createDoesNotOverwrite() throws {
         let test = try TestVault()
         let vault = try test.create()
-        try vault.insertAccount(Samples.account())
+        try vault.accounts.insert(Samples.account())
         vault.close()
         let before = FileProbe.fingerprint(test.url)
         expectVaultError(.alreadyExists) { try test.create() }

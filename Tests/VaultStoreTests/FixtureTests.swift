@@ -197,7 +197,7 @@ struct ServerTextMigrationTests {
             [echoed])
 
         let vault = try Vault.open(at: url, credential: .passphrase(FixtureV2.passphrase))
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         let alice = try #require(accounts.first { $0.subject == "alice" })
         let bob = try #require(accounts.first { $0.subject == "bob" })
         #expect(try vault.devices().allSatisfy { $0.statusReason == "approved from the kitchen tablet" })

@@ -65,7 +65,7 @@ struct KeyRotationTests {
         #expect(mixed.count > 2, "some values use the old keys, some the new ones")
 
         // Writes during the rotation, and a crash: a new process opens the half-rotated vault.
-        let alice = try #require(try vault.accounts().first { $0.subject == "alice" })
+        let alice = try #require(try vault.accounts.all().first { $0.subject == "alice" })
         let generation = try #require(try vault.tokens.current(for: alice.id)).generation
         let newTokens = TokenSet(accessToken: "AT-during-rotation", refreshToken: "RT-during-rotation")
         try vault.tokens.store(newTokens, for: alice.id, replacing: generation)
@@ -96,7 +96,7 @@ struct KeyRotationTests {
         let (test, vault) = try Self.populated()
         let other = try test.open()
         defer { other.close() }
-        let alice = try #require(try vault.accounts().first { $0.subject == "alice" })
+        let alice = try #require(try vault.accounts.all().first { $0.subject == "alice" })
         try vault.rotateKeys(credential: test.credential)
 
         // The other process's keys are stale: it is told to unlock, never handed garbage.

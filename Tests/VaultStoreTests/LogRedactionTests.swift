@@ -12,7 +12,7 @@ import VaultTestSupport
     func logsHoldNoSecret(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         var vault = try test.create()
-        let account = try vault.insertAccount(
+        let account = try vault.accounts.insert(
             NewAccount(
                 issuer: "https://id.example.test", subject: "alice", label: "label-5d1e", email: "alice-5d1e@example.test",
                 client: OAuthClientSettings(
@@ -32,8 +32,8 @@ import VaultTestSupport
         }
         vault = try test.open()
         #expect(try vault.tokens.current(for: account.id)?.generation == generation)
-        #expect(try vault.clientSecret(for: account.id) == "client-secret-5d1e")
-        try vault.removeAccount(account.id)
+        #expect(try vault.accounts.clientSecret(for: account.id) == "client-secret-5d1e")
+        try vault.accounts.remove(account.id)
         vault.close()
 
         #expect(!test.logs.lines.isEmpty, "the vault logged through the given logger")

@@ -25,7 +25,7 @@ import VaultTestSupport
     func newerSchemaIsRefused(how: NewerSchema) throws {
         let test = try TestVault()
         let vault = try test.create()
-        try vault.insertAccount(Samples.account())
+        try vault.accounts.insert(Samples.account())
         vault.close()
         if how != .migrationRecord {
             try RawDatabase.execute(test.url, "PRAGMA user_version = 99")
@@ -71,7 +71,7 @@ import VaultTestSupport
         let test = try TestVault()
         let clock = WallClock { Date(timeIntervalSince1970: 1_800_000_000) }
         var vault = try test.create(clock: clock)
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("before-migration"), for: account.id, replacing: nil)
         vault.close()
 
@@ -120,7 +120,7 @@ import VaultTestSupport
     func newMigrationIsApplied() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         vault.close()
 
         var options = test.options()
@@ -129,7 +129,7 @@ import VaultTestSupport
                 Migration(version: Self.latest + 1, name: "add_index", sql: "CREATE INDEX tokens_by_expiry ON tokens(access_expires_at);")
             ]
         vault = try Vault.open(at: test.url, credential: test.credential, options: options)
-        #expect(try vault.accounts().map(\.id) == [account.id])
+        #expect(try vault.accounts.all().map(\.id) == [account.id])
         vault.close()
         #expect(try RawDatabase.int(test.url, "PRAGMA user_version") == Self.latest + 1)
         #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM vault_migrations") == Self.latest + 1)

@@ -34,7 +34,7 @@ import VaultTestSupport
     /// A vault with some data, closed, as bytes.
     static func vaultBytes(_ test: TestVault) throws -> [UInt8] {
         let vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
         for index in 0..<40 {
             try vault.upsertNotification(
@@ -120,7 +120,7 @@ import VaultTestSupport
 
         let vault = try test.open()
         defer { vault.close() }
-        #expect(try vault.accounts().count == 1, "undamaged tables still read")
+        #expect(try vault.accounts.all().count == 1, "undamaged tables still read")
         let error = expectVaultError(.damaged) { try vault.notifications() }
         #expect(error?.message.contains("restore") == true, "\(error.map(String.init(describing:)) ?? "")")
     }

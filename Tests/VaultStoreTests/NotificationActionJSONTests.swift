@@ -22,7 +22,7 @@ import VaultTestSupport
 
         let test = try TestVault(.keyFile)
         let vault = try test.create(clock: Times.fixedClock)
-        let alice = try vault.insertAccount(Samples.account("alice")).id
+        let alice = try vault.accounts.insert(Samples.account("alice")).id
         try vault.upsertNotification(
             NotificationRecord(uuid: "n-1", account: alice, subject: "s", message: "m", actions: actions, createdAt: Times.at(10)))
         #expect(try vault.notifications(NotificationQuery(limit: 5)).items.map(\.actions) == [actions])

@@ -18,8 +18,8 @@ import VaultTestSupport
         init(kind: TestVault.Kind = .keyFile) throws {
             test = try TestVault(kind)
             vault = try test.create(clock: Times.fixedClock)
-            alice = try vault.insertAccount(Samples.account("alice")).id
-            bob = try vault.insertAccount(Samples.account("bob")).id
+            alice = try vault.accounts.insert(Samples.account("alice")).id
+            bob = try vault.accounts.insert(Samples.account("bob")).id
             var records: [NotificationRecord] = []
             for index in 0..<30 {
                 records.append(

@@ -31,7 +31,7 @@ import VaultTestSupport
             return test.credential
         }
         defer { vault.close() }
-        #expect(try vault.accounts().map(\.id) == [account.id])
+        #expect(try vault.accounts.all().map(\.id) == [account.id])
         #expect(seen.count == 1)
         let facts = try #require(seen.first)
         #expect(facts.url == test.url)
@@ -143,7 +143,7 @@ import VaultTestSupport
 
         let both = (FileProbe.fingerprint(test.url), FileProbe.fingerprint(Self.wal(test)))
         vault = try test.open()
-        #expect(try vault.accounts().map(\.id) == [account.id])
+        #expect(try vault.accounts.all().map(\.id) == [account.id])
         vault.close()
         #expect((FileProbe.fingerprint(test.url), FileProbe.fingerprint(Self.wal(test))) == both)
     }
@@ -154,7 +154,7 @@ import VaultTestSupport
         try test.create().close()
         try test.open().close()
         let vault = try test.open()
-        try vault.insertAccount(Samples.account("bob"))
+        try vault.accounts.insert(Samples.account("bob"))
         vault.close()
         #expect(FileProbe.isEmpty(Self.wal(test)))
         #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM accounts") == 1)

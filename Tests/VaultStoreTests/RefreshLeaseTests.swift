@@ -19,7 +19,7 @@ struct RefreshLeaseTests {
         init() throws {
             test = try TestVault()
             vault = try test.create()
-            account = try vault.insertAccount(Samples.account()).id
+            account = try vault.accounts.insert(Samples.account()).id
             generation = try vault.tokens.store(Samples.tokens("lease"), for: account, replacing: nil)
         }
 

@@ -12,12 +12,12 @@ import VaultTestSupport
         var vault = try test.create(clock: Times.fixedClock)
 
         // Accounts: a public client and a confidential one with a client secret.
-        let publicAccount = try vault.insertAccount(Samples.account("alice"))
+        let publicAccount = try vault.accounts.insert(Samples.account("alice"))
         let confidentialClient = OAuthClientSettings(
             tokenEndpoint: try #require(URL(string: "https://corp.example.test/token")),
             revocationEndpoint: nil, clientID: "corp-cli", authentication: .clientSecretBasic,
             scopes: ["openid", "offline_access", "email"])
-        let confidential = try vault.insertAccount(
+        let confidential = try vault.accounts.insert(
             NewAccount(
                 issuer: "https://corp.example.test", subject: "bob", label: "Bob — Ops ✓", email: "bob@corp.example.test",
                 client: confidentialClient, clientSecret: "client-secret-value-7f3a"))
@@ -84,12 +84,12 @@ import VaultTestSupport
         defer { vault.close() }
 
         // Both were added at the same (fixed) time: compare regardless of order.
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         #expect(accounts.sorted { $0.subject < $1.subject } == [publicAccount, confidential])
-        #expect(try vault.account(confidential.id)?.client.authentication == .clientSecretBasic)
-        #expect(try vault.clientSecret(for: confidential.id) == "client-secret-value-7f3a")
-        #expect(try vault.clientSecret(for: publicAccount.id) == nil)
-        #expect(try vault.activeAccountID() == publicAccount.id)
+        #expect(try vault.accounts.find(confidential.id)?.client.authentication == .clientSecretBasic)
+        #expect(try vault.accounts.clientSecret(for: confidential.id) == "client-secret-value-7f3a")
+        #expect(try vault.accounts.clientSecret(for: publicAccount.id) == nil)
+        #expect(try vault.accounts.activeID() == publicAccount.id)
         #expect(vault.deviceID == deviceID)
 
         let stored = try #require(try vault.tokens.current(for: publicAccount.id))
@@ -116,13 +116,13 @@ import VaultTestSupport
     func endToEnd(kind: TestVault.Kind) throws {
         let test = try TestVault(kind)
         let vault = try test.create()
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let generation = try vault.tokens.store(Samples.fixedTokens("e2e"), for: account.id, replacing: nil)
         vault.close()
 
         #expect(vault.isClosed)
         expectVaultError(.closed) { try vault.tokens.current(for: account.id) }
-        expectVaultError(.closed) { try vault.insertAccount(Samples.account("carol")) }
+        expectVaultError(.closed) { try vault.accounts.insert(Samples.account("carol")) }
 
         let reopened = try test.open()
         defer { reopened.close() }

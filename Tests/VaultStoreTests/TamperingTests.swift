@@ -12,7 +12,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("flip"), for: account.id, replacing: nil)
         let original = try #require(try RawDatabase.blob(test.url, "SELECT refresh_token FROM tokens"))
         // Header (version, key id), nonce, ciphertext and tag: every position.
@@ -34,7 +34,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("size"), for: account.id, replacing: nil)
         let original = try #require(try RawDatabase.blob(test.url, "SELECT access_token FROM tokens"))
         for altered in [Array(original.dropLast()), original + [0], Array(original.prefix(10)), []] {
@@ -61,8 +61,8 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create(clock: Times.fixedClock)
         defer { vault.close() }
-        let alice = try vault.insertAccount(Samples.account("alice"))
-        let bob = try vault.insertAccount(Samples.account("bob"))
+        let alice = try vault.accounts.insert(Samples.account("alice"))
+        let bob = try vault.accounts.insert(Samples.account("bob"))
         try vault.tokens.store(Samples.fixedTokens("alice"), for: alice.id, replacing: nil)
         try vault.tokens.store(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         let first = NotificationRecord(
@@ -112,13 +112,13 @@ import VaultTestSupport
             try copy(
                 "SELECT label FROM accounts WHERE account_id = ?", [alice.id.rawValue],
                 into: "UPDATE accounts SET email = ? WHERE account_id = ?", [alice.id.rawValue])
-            read = { try vault.account(alice.id) as Any }
+            read = { try vault.accounts.find(alice.id) as Any }
             expectedPlace = "accounts.email"
         case .labelToOtherAccount:
             try copy(
                 "SELECT label FROM accounts WHERE account_id = ?", [alice.id.rawValue],
                 into: "UPDATE accounts SET label = ? WHERE account_id = ?", [bob.id.rawValue])
-            read = { try vault.accounts() as Any }
+            read = { try vault.accounts.all() as Any }
             expectedPlace = "accounts.label"
         case .notificationSubjectToOtherNotification:
             try copy(
@@ -148,7 +148,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let first = try vault.tokens.store(Samples.fixedTokens("old"), for: account.id, replacing: nil)
         let oldRefresh = try #require(try RawDatabase.blob(test.url, "SELECT refresh_token FROM tokens"))
         try vault.tokens.store(Samples.fixedTokens("new"), for: account.id, replacing: first)
@@ -162,8 +162,8 @@ import VaultTestSupport
     func movedDataKeyIsRejected() throws {
         let test = try TestVault()
         var vault = try test.create()
-        let alice = try vault.insertAccount(Samples.account("alice"))
-        let bob = try vault.insertAccount(Samples.account("bob"))
+        let alice = try vault.accounts.insert(Samples.account("alice"))
+        let bob = try vault.accounts.insert(Samples.account("bob"))
         try vault.tokens.store(Samples.fixedTokens("bob"), for: bob.id, replacing: nil)
         vault.close()
         // Give bob alice's wrapped data key: it must not open as bob's key.

@@ -11,7 +11,7 @@ import VaultTestSupport
         let test = try TestVault(kind)
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         let first = try vault.tokens.store(Samples.fixedTokens("g1"), for: account.id, replacing: nil)
         let second = try vault.tokens.store(Samples.fixedTokens("g2"), for: account.id, replacing: first)
         #expect(second == first + 1)
@@ -61,12 +61,12 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let account = try vault.insertAccount(Samples.account())
+        let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("w1"), for: account.id, replacing: nil)
         #expect(try vault.tokens.delete(for: account.id))
         #expect(try vault.tokens.current(for: account.id) == nil)
         #expect(try vault.tokens.metadata(for: account.id) == nil)
-        #expect(try vault.account(account.id) != nil)
+        #expect(try vault.accounts.find(account.id) != nil)
         #expect(try vault.tokens.store(Samples.fixedTokens("w2"), for: account.id, replacing: nil) == 1)
     }
 }

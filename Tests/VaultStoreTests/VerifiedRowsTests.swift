@@ -23,7 +23,7 @@ import VaultTestSupport
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        let record = try vault.signIn(Samples.account(), tokens: Samples.tokens("memo"), policy: SessionPolicy())
+        let record = try vault.accounts.signIn(Samples.account(), tokens: Samples.tokens("memo"), policy: SessionPolicy())
         // Read twice: checked, then remembered and served from the memo.
         for _ in 0..<2 { #expect(try vault.tokens.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef") }
 

@@ -57,7 +57,7 @@ public enum FixtureV1 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-1 code).
     public static func populate(_ vault: Vault) throws {
         for content in accounts {
-            let account = try vault.insertAccount(
+            let account = try vault.accounts.insert(
                 NewAccount(
                     issuer: "https://id.fixture.test", subject: content.subject, label: content.label, email: content.email,
                     client: clientSettings(confidential: content.clientSecret != nil), clientSecret: content.clientSecret))
@@ -85,14 +85,14 @@ public enum FixtureV1 {
                 }
             }
         }
-        try vault.setActiveAccount(try vault.accounts().first { $0.subject == "alice" }?.id)
+        try vault.accounts.setActive(try vault.accounts.all().first { $0.subject == "alice" }?.id)
     }
 
     /// Describes every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: how many accounts a later fixture added on top of these.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems: [String] = []
-        let stored = try vault.accounts()
+        let stored = try vault.accounts.all()
         let expected = accounts.count + laterAccounts
         if stored.count != expected { problems.append("expected \(expected) accounts, found \(stored.count)") }
         for content in accounts {
@@ -102,7 +102,7 @@ public enum FixtureV1 {
             }
             if account.label != content.label { problems.append("\(content.subject): label differs") }
             if account.email != content.email { problems.append("\(content.subject): email differs") }
-            if try vault.clientSecret(for: account.id) != content.clientSecret { problems.append("\(content.subject): client secret differs") }
+            if try vault.accounts.clientSecret(for: account.id) != content.clientSecret { problems.append("\(content.subject): client secret differs") }
             let tokens = try vault.tokens.current(for: account.id)
             if tokens?.tokens != content.tokens { problems.append("\(content.subject): tokens differ") }
             let sessions = try vault.sessions.all(for: account.id)
@@ -126,7 +126,7 @@ public enum FixtureV1 {
                 }
             }
         }
-        if try vault.activeAccountID() != stored.first(where: { $0.subject == "alice" })?.id {
+        if try vault.accounts.activeID() != stored.first(where: { $0.subject == "alice" })?.id {
             problems.append("active account differs")
         }
         return problems

@@ -17,7 +17,7 @@ public enum FixtureV10 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-10 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV9.populate(vault)
-        try vault.insertAccount(
+        try vault.accounts.insert(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "heidi", label: "Heidi",
                 client: OAuthClientSettings(
@@ -30,7 +30,7 @@ public enum FixtureV10 {
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems = try FixtureV9.differences(in: vault, laterAccounts: 1 + laterAccounts)
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         guard let heidi = accounts.first(where: { $0.subject == "heidi" }) else { return problems + ["heidi missing"] }
         if heidi.client.redirectURI != redirectURI { problems.append("heidi: redirect URI differs: \(String(describing: heidi.client.redirectURI))") }
         if heidi.client.caFile != caFile { problems.append("heidi: CA file differs: \(String(describing: heidi.client.caFile))") }
@@ -38,7 +38,7 @@ public enum FixtureV10 {
         if accounts.contains(where: { $0.subject != "heidi" && ($0.client.redirectURI != nil || $0.client.caFile != nil) }) {
             problems.append("a redirect URI or CA file on another account")
         }
-        if try vault.activeAccountID() == heidi.id { problems.append("heidi became the active account") }
+        if try vault.accounts.activeID() == heidi.id { problems.append("heidi became the active account") }
         return problems
     }
 }

@@ -17,13 +17,13 @@ public enum FixtureV11 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-11 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV10.populate(vault)
-        let ivan = try vault.insertAccount(
+        let ivan = try vault.accounts.insert(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "ivan", label: "Ivan",
                 client: OAuthClientSettings(
                     tokenEndpoint: URL(string: "https://id.fixture.test/token")!, clientID: "fixture-cli", scopes: ["openid"]),
                 subjectSource: .verified))
-        try vault.setCredentialHosts([sharedHost], username: username, makeDefault: true, for: ivan.id)
+        try vault.accounts.setCredentialHosts([sharedHost], username: username, makeDefault: true, for: ivan.id)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
@@ -31,7 +31,7 @@ public enum FixtureV11 {
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         // FixtureV6 knew one account with hosts; ivan is the second, checked here instead.
         var problems = try FixtureV10.differences(in: vault, laterAccounts: 1 + laterAccounts).filter { $0 != "hosts on another account" }
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         guard let ivan = accounts.first(where: { $0.subject == "ivan" }) else { return problems + ["ivan missing"] }
         guard let erin = accounts.first(where: { $0.subject == "erin" }) else { return problems + ["erin missing"] }
         if ivan.credentialHosts != [sharedHost] || ivan.credentialUsername != username || ivan.credentialDefaultHosts != [sharedHost] {
@@ -42,7 +42,7 @@ public enum FixtureV11 {
             problems.append("hosts on another account")
         }
         if ivan.label != "Ivan" || ivan.subjectSource != .verified { problems.append("ivan: account differs") }
-        if try vault.activeAccountID() == ivan.id { problems.append("ivan became the active account") }
+        if try vault.accounts.activeID() == ivan.id { problems.append("ivan became the active account") }
         return problems
     }
 }

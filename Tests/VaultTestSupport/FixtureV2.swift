@@ -19,7 +19,7 @@ public enum FixtureV2 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-2 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV1.populate(vault)
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         guard let alice = accounts.first(where: { $0.subject == "alice" }),
             let bob = accounts.first(where: { $0.subject == "bob" }),
             let bobTokens = try vault.tokens.current(for: bob.id)
@@ -35,7 +35,7 @@ public enum FixtureV2 {
     /// `laterAccounts`: how many accounts a later fixture added on top of these.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems = try FixtureV1.differences(in: vault, laterAccounts: laterAccounts)
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         guard let alice = accounts.first(where: { $0.subject == "alice" }),
             let bob = accounts.first(where: { $0.subject == "bob" })
         else {

@@ -23,10 +23,10 @@ public enum FixtureV3 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-3 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV2.populate(vault)
-        let active = try vault.activeAccountID()
+        let active = try vault.accounts.activeID()
         var client = FixtureV1.clientSettings(confidential: false)
         client.pins = carolPins
-        let record = try vault.signIn(
+        let record = try vault.accounts.signIn(
             NewAccount(issuer: "https://id.fixture.test", subject: "carol", label: "Carol", client: client),
             tokens: carolTokens, policy: SessionPolicy(idleTimeout: nil))
         _ = try vault.beginRefresh(
@@ -35,14 +35,14 @@ public enum FixtureV3 {
         try vault.failRefresh(
             for: record.account.id, holder: "fixture", failure: carolFailure, detail: carolFailureDetail,
             nextAttemptAt: FixtureV1.created.addingTimeInterval(60))
-        try vault.setActiveAccount(active)
+        try vault.accounts.setActive(active)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems = try FixtureV2.differences(in: vault, laterAccounts: 1 + laterAccounts)
-        guard let carol = try vault.accounts().first(where: { $0.subject == "carol" }) else {
+        guard let carol = try vault.accounts.all().first(where: { $0.subject == "carol" }) else {
             return problems + ["carol missing"]
         }
         if carol.client.pins != carolPins { problems.append("carol: pins differ") }

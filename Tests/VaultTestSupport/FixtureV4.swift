@@ -27,8 +27,8 @@ public enum FixtureV4 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-4 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV3.populate(vault)
-        let active = try vault.activeAccountID()
-        let record = try vault.signIn(
+        let active = try vault.accounts.activeID()
+        let record = try vault.accounts.signIn(
             NewAccount(issuer: "https://id.fixture.test", subject: "dave", label: "Dave", client: FixtureV1.clientSettings(confidential: false)),
             tokens: daveTokens, policy: davePolicy)
         let dave = record.account.id
@@ -51,14 +51,14 @@ public enum FixtureV4 {
         try vault.events.append(
             kind: "account_switched", account: nil, data: ["from": dave.rawValue], detail: nil,
             origin: "fixture", retention: retention)
-        try vault.setActiveAccount(active)
+        try vault.accounts.setActive(active)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0, laterEventKinds: [String] = []) throws -> [String] {
         var problems = try FixtureV3.differences(in: vault, laterAccounts: 1 + laterAccounts)
-        guard let dave = try vault.accounts().first(where: { $0.subject == "dave" }) else {
+        guard let dave = try vault.accounts.all().first(where: { $0.subject == "dave" }) else {
             return problems + ["dave missing"]
         }
         if try vault.tokens.current(for: dave.id)?.tokens != daveTokens { problems.append("dave: tokens differ") }

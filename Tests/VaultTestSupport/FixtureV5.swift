@@ -33,14 +33,14 @@ public enum FixtureV5 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-5 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV4.populate(vault)
-        let active = try vault.activeAccountID()
+        let active = try vault.accounts.activeID()
         let settings = FixtureV1.clientSettings(confidential: false)
-        _ = try vault.signIn(
+        _ = try vault.accounts.signIn(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "erin", label: "Erin", email: "erin@fixture.test",
                 client: settings, providerMetadata: metadata, subjectSource: .verified),
             tokens: erinTokens, policy: SessionPolicy(), authTime: erinAuthTime)
-        let guest = try vault.signIn(
+        let guest = try vault.accounts.signIn(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "guest-fixture", client: settings, providerMetadata: metadata,
                 subjectSource: .verified, kind: .guest),
@@ -54,21 +54,21 @@ public enum FixtureV5 {
             NotificationRecord(
                 uuid: guestNotification, account: guest, subject: "Guest", message: guestMessage,
                 actions: [NotificationAction(label: "OK", action: "ok")], createdAt: FixtureV1.created, expiresAt: nil))
-        let frank = try vault.signIn(
+        let frank = try vault.accounts.signIn(
             NewAccount(
                 issuer: "https://id.fixture.test", subject: "frank", label: "Frank", client: settings,
                 providerMetadata: metadata, subjectSource: .verified),
             tokens: frankTokens, policy: SessionPolicy()
         ).account.id
-        _ = try vault.upgradeGuest(guest, to: frank)
-        try vault.setActiveAccount(active)
+        _ = try vault.accounts.upgradeGuest(guest, to: frank)
+        try vault.accounts.setActive(active)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0, laterEventKinds: [String] = []) throws -> [String] {
         var problems = try FixtureV4.differences(in: vault, laterAccounts: 3 + laterAccounts, laterEventKinds: laterEventKinds)
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         guard let erin = accounts.first(where: { $0.subject == "erin" }),
             let guest = accounts.first(where: { $0.subject == "guest-fixture" }),
             let frank = accounts.first(where: { $0.subject == "frank" })

@@ -16,15 +16,15 @@ public enum FixtureV6 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-6 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV5.populate(vault)
-        guard let erin = try vault.accounts().first(where: { $0.subject == "erin" }) else { return }
-        try vault.setCredentialHosts(hosts, username: username, for: erin.id)
+        guard let erin = try vault.accounts.all().first(where: { $0.subject == "erin" }) else { return }
+        try vault.accounts.setCredentialHosts(hosts, username: username, for: erin.id)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0, laterEventKinds: [String] = []) throws -> [String] {
         var problems = try FixtureV5.differences(in: vault, laterAccounts: laterAccounts, laterEventKinds: laterEventKinds)
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         guard let erin = accounts.first(where: { $0.subject == "erin" }) else { return problems + ["erin missing"] }
         if erin.credentialHosts != hosts || erin.credentialUsername != username { problems.append("erin: credential hosts differ") }
         if accounts.contains(where: { $0.subject != "erin" && !$0.credentialHosts.isEmpty }) { problems.append("hosts on another account") }

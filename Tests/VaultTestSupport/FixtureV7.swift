@@ -42,14 +42,14 @@ public enum FixtureV7 {
                 origin: AccountOrigin(transfer: transfer, importedAt: now, mode: .move, host: host, vault: sender)),
             eventOrigin: "fixture-maker")
         // The earlier fixtures' active account stays active (an import makes its account active).
-        if let alice = try vault.accounts().first(where: { $0.subject == "alice" }) { try vault.setActiveAccount(alice.id) }
+        if let alice = try vault.accounts.all().first(where: { $0.subject == "alice" }) { try vault.accounts.setActive(alice.id) }
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems = try FixtureV6.differences(in: vault, laterAccounts: 1 + laterAccounts, laterEventKinds: ["session_imported"])
-        guard let grace = try vault.accounts().first(where: { $0.subject == "grace" }) else { return problems + ["grace missing"] }
+        guard let grace = try vault.accounts.all().first(where: { $0.subject == "grace" }) else { return problems + ["grace missing"] }
         if grace.origin?.transfer != transfer || grace.origin?.vault != sender || grace.origin?.host != host || grace.origin?.mode != .move {
             problems.append("grace: origin differs")
         }

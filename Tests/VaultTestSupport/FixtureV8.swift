@@ -14,15 +14,15 @@ public enum FixtureV8 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-8 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV7.populate(vault)
-        guard let alice = try vault.accounts().first(where: { $0.subject == "alice" }) else { return }
-        try vault.setNotificationRetention(retention, for: alice.id)
+        guard let alice = try vault.accounts.all().first(where: { $0.subject == "alice" }) else { return }
+        try vault.accounts.setNotificationRetention(retention, for: alice.id)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems = try FixtureV7.differences(in: vault, laterAccounts: laterAccounts)
-        let accounts = try vault.accounts()
+        let accounts = try vault.accounts.all()
         if accounts.first(where: { $0.subject == "alice" })?.notificationRetention != retention { problems.append("alice: retention differs") }
         if accounts.contains(where: { $0.subject != "alice" && $0.notificationRetention != nil }) { problems.append("retention on another account") }
         return problems

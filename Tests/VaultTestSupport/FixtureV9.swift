@@ -19,7 +19,7 @@ public enum FixtureV9 {
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-9 code).
     public static func populate(_ vault: Vault) throws {
         try FixtureV8.populate(vault)
-        guard let grace = try vault.accounts().first(where: { $0.subject == "grace" }) else { return }
+        guard let grace = try vault.accounts.all().first(where: { $0.subject == "grace" }) else { return }
         try vault.saveDevice(
             DeviceRegistration(
                 id: registration, account: grace.id, deviceID: vault.deviceID, name: deviceName, platform: "linux", status: .pending,

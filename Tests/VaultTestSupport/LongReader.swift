@@ -7,7 +7,7 @@ import GRDB
 ///
 /// ```swift
 /// let reader = try LongReader(url)      // snapshot taken now
-/// _ = try vault.removeAccount(id)       // its checkpoint is blocked
+/// _ = try vault.accounts.remove(id)       // its checkpoint is blocked
 /// try reader.finish()
 /// ```
 public final class LongReader: Sendable {

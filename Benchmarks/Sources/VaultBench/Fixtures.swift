@@ -62,7 +62,7 @@ func makeVault(
     let url = dir.appendingPathComponent("\(name).db")
     let vault = try Vault.create(at: url, credential: .keyFile(keyFile), options: quietOptions())
     defer { vault.close() }
-    let record = try vault.signIn(
+    let record = try vault.accounts.signIn(
         NewAccount(
             issuer: "https://id.bench.test", subject: name, label: "Bench \(name)",
             client: OAuthClientSettings(tokenEndpoint: tokenEndpoint, clientID: clientID)),

@@ -303,7 +303,7 @@ struct Schema1Vault {
         }
         // The donor: opened (so migrated) by today's code, which seals the new rows.
         let vault = try Vault.open(at: donor, credential: .passphrase(passphrase), options: quietOptions())
-        guard let alice = try vault.accounts().first(where: { $0.subject == "alice" }) else {
+        guard let alice = try vault.accounts.all().first(where: { $0.subject == "alice" }) else {
             vault.close()
             throw BenchError("the schema-1 fixture has no account alice")
         }

@@ -105,7 +105,7 @@ func profileLoop(_ arguments: [String]) async throws {
                 }
             }
             try touch()
-            try time("one-statement vault read") { _ = try vault.activeAccountID() }
+            try time("one-statement vault read") { _ = try vault.accounts.activeID() }
             try touch()
             let hop = nowNanos()
             _ = try await BlockingWork.run { 0 }

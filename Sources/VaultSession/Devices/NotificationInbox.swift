@@ -242,7 +242,7 @@ public actor NotificationInbox {
 
     /// Applies the account's retention (``VaultStore/Account/notificationRetention``), if it has one.
     func applyRetention(_ id: AccountID) async throws {
-        guard let retention = try await storeCall({ [session] in try session.vault.account(id) })?.notificationRetention else { return }
+        guard let retention = try await storeCall({ [session] in try session.vault.accounts.find(id) })?.notificationRetention else { return }
         try await prune(olderThanDays: retention.days, keepNewest: retention.count, account: id)
     }
 

@@ -32,7 +32,7 @@ extension TokenStore {
     /// through prepared statements kept by the connection and opens one sealed value.
     public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
         try read("reading the session and access token") { db in
-            let active = try activeAccountID(db)
+            let active = try core.accounts.activeID(db)
             guard let id = account ?? active else { return nil }
             return AccessSnapshot(
                 activeAccount: active, account: id, session: try core.sessions.current(for: id, db),

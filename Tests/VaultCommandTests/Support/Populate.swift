@@ -19,7 +19,7 @@ enum Populate {
         defer { vault.close() }
         var client = Samples.client()
         client.authentication = .clientSecretBasic
-        let account = try vault.insertAccount(
+        let account = try vault.accounts.insert(
             NewAccount(
                 issuer: "https://id.example.test", subject: "carol", label: "carol (work)", email: "carol@example.test",
                 client: client, clientSecret: "client-secret-for-cli-test"))

@@ -1,9 +1,9 @@
-/// What ``Vault/removeAccount(_:checkpointWait:)`` did: whether an account was removed,
+/// What ``AccountStore/remove(_:checkpointWait:)`` did: whether an account was removed,
 /// which account is active afterwards (chosen in the same transaction as the delete), and
 /// whether the checkpoint that clears the removed data from the disk completed.
 ///
 /// ```swift
-/// let removal = try vault.removeAccount(id)
+/// let removal = try vault.accounts.remove(id)
 /// if removal.active != removal.previousActive { print("now active: \(removal.active.map(\.rawValue) ?? "none")") }
 /// if removal.checkpoint?.isComplete == false { print("run `vault compact` when the other process is done") }
 /// ```

@@ -19,7 +19,7 @@ public struct GuestUpgrade: Sendable, Hashable {
     package var guestTokens: TokenSet?
 }
 
-extension Vault {
+extension AccountStore {
     /// Hands a guest account over to a registered one, in one transaction: the guest's device
     /// registrations, notifications and event history become the registered account's (every
     /// sealed value opened with the guest's key and sealed again with the registered account's,
@@ -39,7 +39,7 @@ extension Vault {
             guard let guestRow = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [guest.rawValue]) else {
                 throw VaultError(.notFound, "no account \(guest) in this vault", path: self.path)
             }
-            let guestAccount = try self.account(from: guestRow, db)
+            let guestAccount = try self.record(from: guestRow, db)
             guard guestAccount.kind == .guest, guest != registered else {
                 throw VaultError(.invalidArgument, "account \(guest) is not a guest account", path: self.path)
             }

@@ -16,7 +16,7 @@ public struct SignInRecord: Sendable, Hashable {
 
 // MARK: - Sign-in
 
-extension Vault {
+extension AccountStore {
     /// Stores a completed sign-in in one transaction: the account (added, or found by issuer
     /// and subject), its tokens, its session policy, a new active session with its deadlines,
     /// a clean refresh state, and the account made active. A crash leaves all of it or none.
@@ -55,11 +55,11 @@ extension Vault {
         let authenticated = Date(millisecondsSince1970: min(authTime ?? now, now).millisecondsSince1970)
         // Stored values are read through `storedValue` and `account(from:)`, so one of the wrong
         // type (a hand-edited file) is `.damaged` naming its column, never silently converted.
-        let previousActive = try self.activeAccountID(db)
+        let previousActive = try self.activeID(db)
         let existing = try Row.fetchOne(
             db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
             arguments: [new.issuer, new.subject])
-        var account = try existing.map { try self.account(from: $0, db) } ?? self.addAccount(new, db)
+        var account = try existing.map { try self.record(from: $0, db) } ?? self.insert(new, db)
         if existing != nil {
             account = try self.refreshSettings(of: account, from: new, renaming: renaming, db)
         }
@@ -95,7 +95,7 @@ extension Vault {
     }
 }
 
-extension Vault {
+extension AccountStore {
     /// A sign-in into an existing account brings what it learned: the provider metadata and
     /// endpoints it used, and a subject source that is stronger than the stored one; with
     /// `renaming`, the label it was given (`vault login --label`).

@@ -5,29 +5,30 @@ import VaultCrypto
 
 // MARK: - Accounts
 
-extension Vault {
-    /// Adds an account with a fresh data key, sealing its label, e-mail and client secret.
+/// The accounts a vault signs in to: each with its issuer, subject and client settings, a data key
+/// of its own that seals its secrets, and the hosts its tokens may be given to. One of them is the
+/// active account.
+///
+/// ```swift
+/// for account in try vault.accounts.all() { print(account.id, account.issuer) }
+/// let active = try vault.accounts.activeID()
+/// ```
+public struct AccountStore: VaultArea {
+    let core: VaultCore
+
+    /// Adds an account without the session layer (no session, no event; for test fixtures,
+    /// benchmarks and tools) with a fresh data key, sealing its label, e-mail and client secret.
     /// The first account added becomes the active one.
     ///
     /// Throws ``VaultError/Code/alreadyExists`` when the vault already holds an account with
     /// the same issuer and subject.
-    @available(
-        *, deprecated,
-        message: "a raw write (no session, no event): use SessionService.signIn; fixtures: @_spi(RawWrites) insertAccount"
-    )
-    @discardableResult
-    public func addAccount(_ new: NewAccount) throws -> Account {
-        try insertAccount(new)
-    }
-
-    /// ``addAccount(_:)`` for test fixtures, benchmarks and tools.
     @_spi(RawWrites)
     @discardableResult
-    public func insertAccount(_ new: NewAccount) throws -> Account {
-        try write("adding an account") { db in try self.addAccount(new, db) }
+    public func insert(_ new: NewAccount) throws -> Account {
+        try write("adding an account") { db in try self.insert(new, db) }
     }
 
-    func addAccount(_ new: NewAccount, _ db: Database) throws -> Account {
+    func insert(_ new: NewAccount, _ db: Database) throws -> Account {
         if new.client.authentication == .clientSecretBasic && new.clientSecret == nil {
             throw VaultError(.invalidArgument, "a client_secret_basic client needs a client secret", path: path)
         }
@@ -79,14 +80,18 @@ extension Vault {
     }
 
     /// Every account, oldest first (in the order they were added).
-    public func accounts() throws -> [Account] {
+    public func all() throws -> [Account] {
         try read("listing accounts") { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, rowid").map { try self.account(from: $0, db) }
+            try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY created_at, rowid").map { try self.record(from: $0, db) }
         }
     }
 
+    /// Every account, as ``all()``: what `vault.accounts()` read before the accounts had a store
+    /// of their own, so that call keeps working.
+    public func callAsFunction() throws -> [Account] { try all() }
+
     /// The ids of every account, oldest first. Needs no key: works while the vault is locked.
-    public func accountIDs() throws -> [AccountID] {
+    public func ids() throws -> [AccountID] {
         try read("listing account ids") { db in
             try Row.fetchAll(db, sql: "SELECT account_id FROM accounts ORDER BY created_at, rowid").map { row in
                 AccountID(rawValue: try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path))
@@ -95,10 +100,10 @@ extension Vault {
     }
 
     /// One account, or nil if the vault has no account with that id.
-    public func account(_ id: AccountID) throws -> Account? {
+    public func find(_ id: AccountID) throws -> Account? {
         try read("reading an account") { db in
             try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
-                .map { try self.account(from: $0, db) }
+                .map { try self.record(from: $0, db) }
         }
     }
 
@@ -116,23 +121,23 @@ extension Vault {
     }
 
     /// The active account, persisted in the vault so every process sees the same one.
-    public func activeAccountID() throws -> AccountID? {
-        try read("reading the active account") { db in try self.activeAccountID(db) }
+    public func activeID() throws -> AccountID? {
+        try read("reading the active account") { db in try self.activeID(db) }
     }
 
     /// Makes `id` the active account (nil: none).
-    public func setActiveAccount(_ id: AccountID?) throws {
-        _ = try setActiveAccount(id, recording: nil)
+    public func setActive(_ id: AccountID?) throws {
+        _ = try setActive(id, recording: nil)
     }
 
     /// The same, returning the account that was active (read in the transaction), with the
     /// events that describe the switch written in it.
-    package func setActiveAccount(_ id: AccountID?, recording: EventRecording<AccountID?>?) throws -> AccountID? {
+    package func setActive(_ id: AccountID?, recording: EventRecording<AccountID?>?) throws -> AccountID? {
         try write("switching the active account", recording: recording) { db in
             if let id, try !(Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false) {
                 throw self.accountNotFound(id)
             }
-            let previous = try self.activeAccountID(db)
+            let previous = try self.activeID(db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
                 try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [id?.rawValue])
             }
@@ -154,13 +159,13 @@ extension Vault {
     /// let removal = try vault.removeAccount(id)
     /// ```
     @discardableResult
-    public func removeAccount(_ id: AccountID, checkpointWait: Duration = .seconds(1)) throws -> AccountRemoval {
-        try removeAccount(id, checkpointWait: checkpointWait, recording: nil)
+    public func remove(_ id: AccountID, checkpointWait: Duration = .seconds(1)) throws -> AccountRemoval {
+        try remove(id, checkpointWait: checkpointWait, recording: nil)
     }
 
     /// The same, with the events that describe the removal written in its transaction (made
     /// of what it removed: whether the account was there, the active account before and after).
-    package func removeAccount(
+    package func remove(
         _ id: AccountID, checkpointWait: Duration = .seconds(1),
         recording: EventRecording<(removed: Bool, previousActive: AccountID?, active: AccountID?)>?
     ) throws -> AccountRemoval {
@@ -177,7 +182,7 @@ extension Vault {
         // The header is checked before it is read, and authenticated again after the delete
         // (which clears `active_account_id` through ON DELETE SET NULL) and the new choice.
         try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-            let previous = try self.activeAccountID(db)?.rawValue
+            let previous = try self.activeID(db)?.rawValue
             try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
             guard db.changesCount > 0 else { return (false, previous, previous) }
             // Its events go with it (their sealed details could no longer be opened).
@@ -201,7 +206,7 @@ extension Vault {
             active: active.map(AccountID.init(rawValue:)), checkpoint: nil)
         guard removed else { return removal }
         logger.info("removed account", metadata: ["account": "\(id)", "active": "\(active ?? "none")"])
-        let checkpoint = try attemptCheckpoint(waitingAtMost: checkpointWait)
+        let checkpoint = try core.attemptCheckpoint(waitingAtMost: checkpointWait)
         if !checkpoint.isComplete {
             logger.warning(
                 "the removed account's encrypted data stays on disk until a checkpoint completes",
@@ -211,26 +216,9 @@ extension Vault {
         return removal
     }
 
-    /// Copies the WAL into the database file and truncates the WAL to zero bytes.
-    ///
-    /// With `secure_delete=ON`, deleted rows are overwritten in the database pages, so after
-    /// this returns no removed value remains in either file. Waits (busy timeout) for readers
-    /// in other processes; throws ``VaultError/Code/storage`` when they keep the WAL busy.
-    /// ``attemptCheckpoint(waitingAtMost:)`` reports that instead of throwing.
-    public func checkpoint() throws {
-        switch try attemptCheckpoint() {
-        case .completed:
-            return
-        case .blockedByReader:
-            throw VaultError(.storage, "the checkpoint could not finish: another process is reading the vault; try again", path: path)
-        case .failed(let message):
-            throw VaultError(.storage, message, path: path)
-        }
-    }
-
     // MARK: Internals
 
-    func account(from row: Row, _ db: Database) throws -> Account {
+    func record(from row: Row, _ db: Database) throws -> Account {
         try integrity.check(row, in: .accounts, db)
         let key = row.storedKey("account_id")
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
@@ -296,7 +284,7 @@ extension Vault {
     }
 }
 
-extension Vault {
+extension AccountStore {
     /// The credential-helper bindings of accounts other than `id` (upgraded ones included: they
     /// keep their entries until removed): every row checked against its MAC, and only those
     /// columns read (no sealed value opened).
@@ -328,7 +316,7 @@ extension Vault {
 
 // MARK: - Notification retention
 
-extension Vault {
+extension AccountStore {
     /// Sets (nil: removes) how much notification history the account keeps; applied by every
     /// notification sync.
     public func setNotificationRetention(_ retention: NotificationRetention?, for id: AccountID) throws {
@@ -347,7 +335,7 @@ extension Vault {
 
 // MARK: - Credential helper hosts
 
-extension Vault {
+extension AccountStore {
     /// Sets the hosts (`host[:port][/path]`) whose git and docker credential requests get this
     /// account's token, and the user name they answer with (nil: `oauth2`). An empty list
     /// removes them all.
@@ -411,10 +399,9 @@ extension Vault {
     }
 }
 
-// Reached by the stores that moved out while this area is still an extension of Vault.
-extension VaultArea {
+extension AccountStore {
     /// The active account as the authenticated header row names it.
-    func activeAccountID(_ db: Database) throws -> AccountID? {
+    func activeID(_ db: Database) throws -> AccountID? {
         try header(db).optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
     }
 
@@ -429,4 +416,9 @@ extension VaultArea {
         try integrity.check(record, remembering: true, db)
         return record
     }
+}
+
+extension VaultCore {
+    /// This vault's accounts (see ``AccountStore``).
+    var accounts: AccountStore { AccountStore(core: self) }
 }
