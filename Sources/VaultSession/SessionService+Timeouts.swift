@@ -62,10 +62,10 @@ extension SessionService {
         case .locked: return .locked(id, reason ?? .lockedByUser)
         case .signedOut: return .notSignedIn(id)
         case .expired where reason == .revoked:
-            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+            let state = try await vaultCall { [vault] in try vault.leases.state(for: id) }
             return .revoked(id, description: state.lastFailureDetail ?? state.lastFailure)
         case .expired where reason == .refused:
-            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+            let state = try await vaultCall { [vault] in try vault.leases.state(for: id) }
             return .refused(id, description: state.lastFailureDetail ?? state.lastFailure)
         case .expired: return .expired(id, reason ?? .absoluteTimeout)
         }
@@ -120,7 +120,7 @@ extension SessionService {
             outcome.ended ? events.map { ($0, $0.isStateChange ? outcome.session : nil) } : []
         }
         let ended = try await vaultCall { [vault] in
-            try vault.endGrant(
+            try vault.leases.endGrant(
                 for: id, reason: reason.rawValue,
                 onlyIf: { session, policy in
                     timedOut

@@ -225,7 +225,7 @@ extension SessionService {
             try Task.checkCancellation()
             let (vault, holder, lease, cap, seenNow) = (self.vault, holderID, configuration.leaseDuration, configuration.backoffCap, seen)
             let outcome = try await vaultCall {
-                try vault.beginRefresh(for: id, holder: holder, seenGeneration: seenNow, leaseDuration: lease, maximumBackoff: cap)
+                try vault.leases.begin(for: id, holder: holder, seenGeneration: seenNow, leaseDuration: lease, maximumBackoff: cap)
             }
             switch outcome {
             case .noTokens:
@@ -238,7 +238,7 @@ extension SessionService {
                 try await waitForCommit(upTo: configuration.leasePollInterval)
             case .backingOff(let until, let tokens):
                 if isUnexpired(tokens.tokens) && !force { return tokens }
-                let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+                let state = try await vaultCall { [vault] in try vault.leases.state(for: id) }
                 throw SessionError.temporarilyUnavailable(id, reason: state.lastFailure ?? "refresh backing off", retryAt: until)
             case .acquired(let tokens, let interrupted):
                 if let stored = try await refreshHoldingLease(id, from: tokens, interrupted: interrupted) {
@@ -275,7 +275,7 @@ extension SessionService {
         guard let refreshToken = stored.tokens.refreshToken else {
             if isUnexpired(stored.tokens) {
                 try await vaultCall { [vault, holder = holderID] in
-                    try vault.failRefresh(for: id, holder: holder, failure: "no refresh token", nextAttemptAt: nil)
+                    try vault.leases.fail(for: id, holder: holder, failure: "no refresh token", nextAttemptAt: nil)
                 }
                 return stored
             }
@@ -287,7 +287,7 @@ extension SessionService {
             credentials = try await clientCredentials(for: account)
         } catch {
             try? await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: "missing client secret", nextAttemptAt: nil)
+                try vault.leases.fail(for: id, holder: holder, failure: "missing client secret", nextAttemptAt: nil)
             }
             throw error
         }
@@ -298,7 +298,7 @@ extension SessionService {
             oauth = try oauthClient(trusting: account.client.caFile)
         } catch {
             try? await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: "the account's pins or CA file cannot be used", nextAttemptAt: nil)
+                try vault.leases.fail(for: id, holder: holder, failure: "the account's pins or CA file cannot be used", nextAttemptAt: nil)
             }
             throw error
         }
@@ -331,7 +331,7 @@ extension SessionService {
             let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
             guard
                 let saved = try await vaultCall({ [vault, holder = holderID] in
-                    try vault.completeRefresh(for: id, holder: holder, tokens: tokens, recording: recorded)
+                    try vault.leases.complete(for: id, holder: holder, tokens: tokens, recording: recorded)
                 })
             else {
                 logger.warning(
@@ -360,7 +360,7 @@ extension SessionService {
             while !Task.isCancelled {
                 do {
                     try await clock.sleep(for: duration / 3)
-                    guard try await Self.offPool({ try vault.renewLease(for: id, holder: holder, leaseDuration: duration) }) else { return }
+                    guard try await Self.offPool({ try vault.leases.renew(for: id, holder: holder, leaseDuration: duration) }) else { return }
                 } catch is CancellationError {
                     return
                 } catch {
@@ -382,7 +382,7 @@ extension SessionService {
             let events: [SessionEvent] = [.revoked(id, description: detail), .stateChanged(id, .expired(.revoked))]
             let recorded = recording { (_: (ended: Bool, session: SessionRecord?)) in events.map { ($0, nil) } }
             _ = try await vaultCall { [vault] in
-                try vault.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail, recording: recorded)
+                try vault.leases.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail, recording: recorded)
             }
             warned[id] = nil
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
@@ -392,11 +392,11 @@ extension SessionService {
         case .clientMisconfigured(let code, let description):
             let retryAt = now().addingTimeInterval(configuration.backoffCap.timeInterval)
             try await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: retryAt)
+                try vault.leases.fail(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: retryAt)
             }
             throw SessionError.clientMisconfigured(id, code: code, description: description)
         case .cancelled:
-            try? await vaultCall { [vault, holder = holderID] in try vault.failRefresh(for: id, holder: holder, failure: "cancelled", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = holderID] in try vault.leases.fail(for: id, holder: holder, failure: "cancelled", nextAttemptAt: nil) }
             throw CancellationError()
         case .pinningFailed(let host, let reason):
             // Nothing was sent, so the refresh token is as good as before: no back-off (the next
@@ -404,7 +404,7 @@ extension SessionService {
             let failed = SessionEvent.refreshFailed(id, reason: error.summary, retryAt: nil)
             let recorded = recording { (_: Void) in [(failed, nil)] }
             try await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(
+                try vault.leases.fail(
                     for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: nil, recording: recorded)
             }
             logger.warning(
@@ -415,7 +415,7 @@ extension SessionService {
         case _ where error.isUnexplainedRefusal:
             // A refusal whose meaning is unknown: backed off like a transient failure, but only so
             // many times in a row; then the verdict, as for invalid_grant.
-            let state = try await vaultCall { [vault] in try vault.refreshState(for: id) }
+            let state = try await vaultCall { [vault] in try vault.leases.state(for: id) }
             let refusals = state.refusals + 1
             let reason = "\(error)"
             guard refusals >= configuration.maximumRefusals else {
@@ -424,7 +424,7 @@ extension SessionService {
                 let failed = SessionEvent.refreshFailed(id, reason: reason, retryAt: retryAt)
                 let recorded = recording { (_: Void) in [(failed, nil)] }
                 try await vaultCall { [vault, holder = holderID] in
-                    try vault.failRefresh(
+                    try vault.leases.fail(
                         for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true,
                         recording: recorded)
                 }
@@ -438,7 +438,7 @@ extension SessionService {
             let refused = SessionEvent.stateChanged(id, .expired(.refused))
             let recorded = recording { (outcome: (ended: Bool, session: SessionRecord?)) in [(refused, outcome.session)] }
             _ = try await vaultCall { [vault] in
-                try vault.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason, recording: recorded)
+                try vault.leases.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason, recording: recorded)
             }
             warned[id] = nil
             logger.notice("the server kept refusing the refresh; tokens wiped", metadata: ["account": "\(id)", "refusals": "\(refusals)"])
@@ -449,14 +449,14 @@ extension SessionService {
             // The server's Retry-After (a 429's or a 503's), capped by the back-off.
             var retryAfter: Duration?
             if case .transient(let failure) = error { retryAfter = failure.retryAfter }
-            let failures = try await vaultCall { [vault] in try vault.refreshState(for: id) }.failures + 1
+            let failures = try await vaultCall { [vault] in try vault.leases.state(for: id) }.failures + 1
             let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures, retryAfter: retryAfter).timeInterval)
             let reason = "\(error)"
             // In plain: the vault's classification; the server's words (in `reason`) sealed.
             let failed = SessionEvent.refreshFailed(id, reason: reason, retryAt: retryAt)
             let recorded = recording { (_: Void) in [(failed, nil)] }
             try await vaultCall { [vault, holder = holderID] in
-                try vault.failRefresh(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, recording: recorded)
+                try vault.leases.fail(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, recording: recorded)
             }
             logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(error.summary)"])
             announce([failed])

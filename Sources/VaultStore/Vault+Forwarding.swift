@@ -140,4 +140,9 @@ extension Vault {
     public func upgradeGuest(_ guest: AccountID, to registered: AccountID) throws -> GuestUpgrade {
         try accounts.upgradeGuest(guest, to: registered)
     }
+
+    // MARK: Refresh leases
+
+    /// ``LeaseStore/state(for:)``.
+    public func refreshState(for account: AccountID) throws -> RefreshState { try leases.state(for: account) }
 }

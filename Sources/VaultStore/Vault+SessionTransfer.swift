@@ -158,12 +158,12 @@ extension Vault {
             guard let tokens = try core.tokens.current(for: id, db) else {
                 throw SessionTransferError(.sessionNotActive, "account \(id) has no tokens; nothing to export")
             }
-            let state = try self.refreshState(for: id, db)
-            let holderGone = try self.leaseProcess(for: id, db).flatMap(LeaseProcess.init)?.isGone ?? false
+            let state = try core.leases.state(for: id, db)
+            let holderGone = try core.leases.leaseProcess(for: id, db).flatMap(LeaseProcess.init)?.isGone ?? false
             if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now, until <= latestLease, !holderGone {
                 throw SessionTransferError(.busy, "another process is refreshing the tokens of account \(id); try again in a moment")
             }
-            try self.writeLease(for: id, holder: holder, generation: tokens.generation, now: now, leaseDuration: leaseDuration, interrupted: false, db)
+            try core.leases.writeLease(for: id, holder: holder, generation: tokens.generation, now: now, leaseDuration: leaseDuration, interrupted: false, db)
             let clientSecret = try self.open(
                 row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path, as: Data.self),
                 table: "accounts", column: "client_secret", account: id, row: id.rawValue, db)
@@ -190,7 +190,7 @@ extension Vault {
             if let holder {
                 if transfer.mode == .move {
                     // The blob holds the refresh token of the snapshot: it must still be the current one.
-                    let state = try self.refreshState(for: id, db)
+                    let state = try core.leases.state(for: id, db)
                     guard state.leaseHolder == holder, try core.tokens.currentGeneration(for: id, db) == snapshot.tokens.generation else {
                         throw SessionTransferError(
                             .changed,

@@ -47,6 +47,8 @@ public final class Vault: Sendable {
     public var tokens: TokenStore { core.tokens }
     /// The accounts' sessions and session policies (see ``SessionStore``).
     public var sessions: SessionStore { core.sessions }
+    /// The refresh leases and back-off state (see ``LeaseStore``).
+    public var leases: LeaseStore { core.leases }
     /// The event log every process sees (see ``EventStore``).
     public var events: EventStore { core.events }
 

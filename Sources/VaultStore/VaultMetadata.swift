@@ -135,7 +135,7 @@ extension Vault {
             createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
             tokens: tokens,
             policy: hasPolicies ? try SessionStore.storedPolicy(for: id, db, path: path) : nil,
-            refresh: hasRefreshState ? try storedRefreshState(for: id, db, path: path) : nil)
+            refresh: hasRefreshState ? try LeaseStore.storedState(for: id, db, path: path) : nil)
     }
 
     static func tokenMetadata(from row: Row, account: AccountID, path: String?) throws -> TokenMetadata {

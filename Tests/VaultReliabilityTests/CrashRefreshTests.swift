@@ -89,7 +89,7 @@ struct CrashRefreshTests {
         let kept = try vault.tokens.current(for: account)
         if kept?.tokens.refreshToken != issued.refreshToken { lost += 1 }
         #expect(kept?.tokens.refreshToken == issued.refreshToken, "the old refresh token must still be stored")
-        #expect(try vault.refreshState(for: account).leaseHolder != nil)
+        #expect(try vault.leases.state(for: account).leaseHolder != nil)
 
         var configuration = SessionConfiguration()
         configuration.leaseDuration = .seconds(5)
@@ -120,7 +120,7 @@ struct CrashRefreshTests {
             let stored = try vault.tokens.current(for: account)
             #expect(stored?.tokens.refreshToken == issued.refreshToken && stored?.tokens.accessToken != issued.accessToken)
         }
-        let state = try vault.refreshState(for: account)
+        let state = try vault.leases.state(for: account)
         #expect(state.interruptedRefreshes == 1, "the takeover must be recorded")
         #expect(state.leaseHolder == nil)
         if state.interruptedRefreshes != 1 { ok = false }

@@ -130,11 +130,11 @@ import VaultTestSupport
                 uuid: "n-1", account: account.id, subject: "subject-3c9d",
                 message: "message-3c9d", actions: [], createdAt: Date()))
         try vault.sessions.setPolicy(SessionPolicy(), for: account.id)
-        guard case .acquired = try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60)) else {
+        guard case .acquired = try vault.leases.begin(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60)) else {
             Issue.record("the refresh lease was not taken")
             return
         }
-        try vault.failRefresh(for: account.id, holder: "h-1", failure: "timeout", nextAttemptAt: nil)
+        try vault.leases.fail(for: account.id, holder: "h-1", failure: "timeout", nextAttemptAt: nil)
         let device = DeviceRegistration(
             account: account.id, deviceID: "device-1", name: "name-3c9d", platform: "linux",
             status: .active, createdAt: Date(), updatedAt: Date(), lastActivityAt: Date())
@@ -177,9 +177,9 @@ import VaultTestSupport
         case .policyWarningText, .policyIdleActionBlob:
             read = { try vault.sessions.policy(for: account.id) as Any }
         case .refreshFailuresText, .refreshFailuresReal, .refreshFailuresNull, .refreshLeaseHolderBlob:
-            read = { try vault.refreshState(for: account.id) as Any }
+            read = { try vault.leases.state(for: account.id) as Any }
         case .refreshNextAttemptText:
-            read = { try vault.beginRefresh(for: account.id, holder: "h-2", seenGeneration: 1, leaseDuration: .seconds(60)) as Any }
+            read = { try vault.leases.begin(for: account.id, holder: "h-2", seenGeneration: 1, leaseDuration: .seconds(60)) as Any }
         case .deviceCreatedAtText, .deviceNameInteger:
             read = { try vault.devices(for: account.id) as Any }
         case .devicePlatformBlob, .deviceLastActivityText:
@@ -266,14 +266,14 @@ import VaultTestSupport
         let signIn = expectRefusal(.damaged) { try vault.accounts.signIn(Samples.account(), tokens: tokens, policy: policy) }
         #expect(signIn?.message.contains("tokens.generation") == true)
         let refresh = expectRefusal(.damaged) {
-            try vault.beginRefresh(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60))
+            try vault.leases.begin(for: account.id, holder: "h-1", seenGeneration: 1, leaseDuration: .seconds(60))
         }
         #expect(refresh?.message.contains("tokens.generation") == true)
 
         // Neither wrote a session, a policy or a lease.
         #expect(try vault.sessions.all(for: account.id) == sessionsBefore)
         #expect(try vault.sessions.policy(for: account.id) == SessionPolicy())
-        #expect(try vault.refreshState(for: account.id) == .none)
+        #expect(try vault.leases.state(for: account.id) == .none)
         #expect(try RawDatabase.int(test.url, "SELECT count(*) FROM refresh_state") == 0)
         LogHygiene.check(
             test.logs, texts: [signIn, refresh].compactMap { $0.map(String.init(describing:)) },

@@ -39,14 +39,14 @@ struct MutationSweepTests {
                 policy: SessionPolicy(idleTimeout: .seconds(600 + index), backgroundTimeout: .seconds(60)))
             ids.append(record.account.id)
             guard
-                case .acquired = try vault.beginRefresh(
+                case .acquired = try vault.leases.begin(
                     for: record.account.id, holder: "h-\(index)", seenGeneration: record.generation,
                     leaseDuration: .seconds(60))
             else {
                 throw VaultError(.storage, "the sweep's refresh lease was not taken")
             }
             if index == 0 {
-                try vault.failRefresh(
+                try vault.leases.fail(
                     for: record.account.id, holder: "h-0", failure: "server error (HTTP 503)",
                     detail: "the server's own words", nextAttemptAt: Date(timeIntervalSinceNow: 60))
             }

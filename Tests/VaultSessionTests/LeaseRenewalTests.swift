@@ -40,7 +40,7 @@ struct LeaseRenewalTests {
             #expect(expiry > h.time.now(), "the lease was renewed past the time that has passed")
             let seen = try #require(try other.tokens(for: alice)).generation
             guard
-                case .busy = try other.beginRefresh(
+                case .busy = try other.leases.begin(
                     for: alice, holder: "another process", seenGeneration: seen,
                     leaseDuration: configuration.leaseDuration)
             else {

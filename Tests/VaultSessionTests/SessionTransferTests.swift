@@ -198,7 +198,7 @@ struct SessionTransferTests {
                 try await h.service.exportSession(SessionExportRequest(recipient: try await b.service.recipient())) { _ in throw Broken() }
             }
             #expect(try h.vault.sessions.current(for: alice)?.state == .active)
-            #expect(try h.vault.refreshState(for: alice).leaseHolder == nil, "the export's lease was released")
+            #expect(try h.vault.leases.state(for: alice).leaseHolder == nil, "the export's lease was released")
             #expect(try h.vault.sessionTransfers().isEmpty)
             await h.time.advance(by: .seconds(60))
             _ = try await h.service.validAccessToken()
@@ -227,7 +227,7 @@ struct SessionTransferTests {
             }
             #expect(try h.vault.tokens.current(for: alice)?.tokens.accessToken == replacement.accessToken)
             #expect(try h.vault.sessions.current(for: alice)?.state == .active)
-            #expect(try h.vault.refreshState(for: alice).leaseHolder == nil)
+            #expect(try h.vault.leases.state(for: alice).leaseHolder == nil)
             #expect(try h.vault.sessionTransfers().isEmpty)
             await b.close()
         }

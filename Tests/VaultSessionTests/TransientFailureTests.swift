@@ -39,7 +39,7 @@ struct TransientFailureTests {
             #expect(refreshed.value != first.accessToken)
             #expect(h.owner(ofAccessToken: refreshed.value) == "alice")
             await h.expectTokenRequests(2)
-            #expect(try h.vault.refreshState(for: alice).failures == 0)
+            #expect(try h.vault.leases.state(for: alice).failures == 0)
             h.expectNoTokenInLogs()
         }
     }

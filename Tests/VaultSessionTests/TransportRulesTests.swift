@@ -179,7 +179,7 @@ struct TransportRulesTests {
             }
             #expect(try await world.service.status(of: alice) == .active)
             #expect(try world.vault.tokens.current(for: alice)?.tokens.refreshToken == "refresh-before")
-            #expect(try world.vault.refreshState(for: alice).lastFailure?.contains("pinning failed") == true)
+            #expect(try world.vault.leases.state(for: alice).lastFailure?.contains("pinning failed") == true)
             #expect(await world.server.wait { $0.connections == 2 && $0.closedConnections == 2 })
             #expect(world.server.log.value.applicationBytes == 0, "not a byte of a request")
         }

@@ -31,8 +31,8 @@ struct VerdictTests {
                 // Still valid for 30 s: served while the refusals are counted and backed off.
                 _ = try await h.service.validAccessToken()
                 await h.expectTokenRequests(attempt)
-                #expect(try h.vault.refreshState(for: alice).refusals == attempt)
-                let retryAt = try #require(try h.vault.refreshState(for: alice).nextAttemptAt)
+                #expect(try h.vault.leases.state(for: alice).refusals == attempt)
+                let retryAt = try #require(try h.vault.leases.state(for: alice).nextAttemptAt)
                 await h.time.advance(to: retryAt.addingTimeInterval(0.001))
             }
             let error = await sessionError { try await h.service.validAccessToken() }
@@ -72,8 +72,8 @@ struct VerdictTests {
             for attempt in 1...4 {
                 _ = try await h.service.validAccessToken()
                 await h.expectTokenRequests(attempt)
-                #expect(try h.vault.refreshState(for: alice).refusals == 0)
-                let retryAt = try #require(try h.vault.refreshState(for: alice).nextAttemptAt)
+                #expect(try h.vault.leases.state(for: alice).refusals == 0)
+                let retryAt = try #require(try h.vault.leases.state(for: alice).nextAttemptAt)
                 await h.time.advance(to: retryAt.addingTimeInterval(0.001))
             }
             #expect(try await h.service.status() == .active)
@@ -89,10 +89,10 @@ struct VerdictTests {
             for fault in [Refusal.unknownCode.fault, TokenFault(status: 503), Refusal.unknownCode.fault, Refusal.unknownCode.fault] {
                 await h.gateway.failNextTokenRequests(1, with: fault)
                 _ = try await h.service.validAccessToken()
-                let retryAt = try #require(try h.vault.refreshState(for: alice).nextAttemptAt)
+                let retryAt = try #require(try h.vault.leases.state(for: alice).nextAttemptAt)
                 await h.time.advance(to: retryAt.addingTimeInterval(0.001))
             }
-            #expect(try h.vault.refreshState(for: alice).refusals == 2)
+            #expect(try h.vault.leases.state(for: alice).refusals == 2)
             let refreshed = try await h.service.validAccessToken()
             #expect(refreshed.value != (try h.firstTokens(of: "alice").accessToken))
             #expect(try await h.service.status() == .active)

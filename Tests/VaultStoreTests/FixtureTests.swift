@@ -201,10 +201,10 @@ struct ServerTextMigrationTests {
         let alice = try #require(accounts.first { $0.subject == "alice" })
         let bob = try #require(accounts.first { $0.subject == "bob" })
         #expect(try vault.devices().allSatisfy { $0.statusReason == "approved from the kitchen tablet" })
-        let aliceState = try vault.refreshState(for: alice.id)
+        let aliceState = try vault.leases.state(for: alice.id)
         #expect(aliceState.lastFailureDetail == echoed)
         #expect(aliceState.lastFailure?.contains("echo-7f3a") == false)
-        #expect(try vault.refreshState(for: bob.id).lastFailure == FixtureV2.bobFailure, "the vault's own words stay in plain")
+        #expect(try vault.leases.state(for: bob.id).lastFailure == FixtureV2.bobFailure, "the vault's own words stay in plain")
         #expect(try vault.verify().passed)
         vault.close()
 

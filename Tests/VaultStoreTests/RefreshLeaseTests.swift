@@ -33,7 +33,7 @@ struct RefreshLeaseTests {
         let scene = try Scene()
         defer { scene.vault.close() }
         guard
-            case .acquired = try scene.vault.beginRefresh(
+            case .acquired = try scene.vault.leases.begin(
                 for: scene.account, holder: "first", seenGeneration: scene.generation,
                 leaseDuration: .seconds(60))
         else {
@@ -43,7 +43,7 @@ struct RefreshLeaseTests {
         let stored = try RawDatabase.blob(scene.test.url, "SELECT CAST(lease_process AS BLOB) FROM refresh_state").map { String(decoding: $0, as: UTF8.self) }
         #expect(stored == LeaseProcess.current?.description)
         guard
-            case .busy = try scene.vault.beginRefresh(
+            case .busy = try scene.vault.leases.begin(
                 for: scene.account, holder: "second", seenGeneration: scene.generation,
                 leaseDuration: .seconds(60))
         else {
@@ -56,18 +56,18 @@ struct RefreshLeaseTests {
     func renewal() throws {
         let scene = try Scene()
         defer { scene.vault.close() }
-        _ = try scene.vault.beginRefresh(for: scene.account, holder: "first", seenGeneration: scene.generation, leaseDuration: .seconds(1))
-        let before = try #require(try scene.vault.refreshState(for: scene.account).leaseExpiresAt)
+        _ = try scene.vault.leases.begin(for: scene.account, holder: "first", seenGeneration: scene.generation, leaseDuration: .seconds(1))
+        let before = try #require(try scene.vault.leases.state(for: scene.account).leaseExpiresAt)
         let later = try scene.handle(shiftedBy: 30)
         defer { later.close() }
-        #expect(try later.renewLease(for: scene.account, holder: "first", leaseDuration: .seconds(60)))
-        let after = try #require(try scene.vault.refreshState(for: scene.account).leaseExpiresAt)
+        #expect(try later.leases.renew(for: scene.account, holder: "first", leaseDuration: .seconds(60)))
+        let after = try #require(try scene.vault.leases.state(for: scene.account).leaseExpiresAt)
         #expect(after.timeIntervalSince(before) > 80)
-        #expect(try !later.renewLease(for: scene.account, holder: "someone else", leaseDuration: .seconds(600)))
-        #expect(try scene.vault.refreshState(for: scene.account).leaseExpiresAt == after)
+        #expect(try !later.leases.renew(for: scene.account, holder: "someone else", leaseDuration: .seconds(600)))
+        #expect(try scene.vault.leases.state(for: scene.account).leaseExpiresAt == after)
         // 31 s later by the second handle's clock, the renewed lease still holds.
         guard
-            case .busy = try later.beginRefresh(
+            case .busy = try later.leases.begin(
                 for: scene.account, holder: "second", seenGeneration: scene.generation,
                 leaseDuration: .seconds(60))
         else {
@@ -82,36 +82,36 @@ struct RefreshLeaseTests {
         defer { scene.vault.close() }
         // A writer whose clock read the year 2100 (or a file restored from one) left both behind.
         let future = try scene.handle(shiftedBy: 75 * 365 * 86_400)
-        _ = try future.beginRefresh(for: scene.account, holder: "future", seenGeneration: scene.generation, leaseDuration: .seconds(60))
+        _ = try future.leases.begin(for: scene.account, holder: "future", seenGeneration: scene.generation, leaseDuration: .seconds(60))
         guard
-            case .acquired(_, let interrupted) = try scene.vault.beginRefresh(
+            case .acquired(_, let interrupted) = try scene.vault.leases.begin(
                 for: scene.account, holder: "now", seenGeneration: scene.generation, leaseDuration: .seconds(60))
         else {
             Issue.record("a lease expiring in 2100 blocked refreshing")
             return
         }
         #expect(interrupted, "taking over a stale lease counts as an interrupted refresh")
-        try scene.vault.failRefresh(for: scene.account, holder: "now", failure: "server error (HTTP 503)", nextAttemptAt: nil)
+        try scene.vault.leases.fail(for: scene.account, holder: "now", failure: "server error (HTTP 503)", nextAttemptAt: nil)
 
-        _ = try future.beginRefresh(for: scene.account, holder: "future", seenGeneration: scene.generation, leaseDuration: .seconds(60))
-        try future.failRefresh(
+        _ = try future.leases.begin(for: scene.account, holder: "future", seenGeneration: scene.generation, leaseDuration: .seconds(60))
+        try future.leases.fail(
             for: scene.account, holder: "future", failure: "server error (HTTP 503)",
             nextAttemptAt: Date().addingTimeInterval(75 * 365 * 86_400 + 30))
         future.close()
         guard
-            case .acquired = try scene.vault.beginRefresh(
+            case .acquired = try scene.vault.leases.begin(
                 for: scene.account, holder: "now", seenGeneration: scene.generation,
                 leaseDuration: .seconds(60), maximumBackoff: .seconds(300))
         else {
             Issue.record("a back-off until 2100 blocked refreshing")
             return
         }
-        try scene.vault.failRefresh(
+        try scene.vault.leases.fail(
             for: scene.account, holder: "now", failure: "server error (HTTP 503)",
             nextAttemptAt: Date().addingTimeInterval(120))
         // Within its maximum, a back-off holds.
         guard
-            case .backingOff = try scene.vault.beginRefresh(
+            case .backingOff = try scene.vault.leases.begin(
                 for: scene.account, holder: "now", seenGeneration: scene.generation,
                 leaseDuration: .seconds(60), maximumBackoff: .seconds(300))
         else {

@@ -27,8 +27,8 @@ public enum FixtureV2 {
             throw VaultError(.recordNotFound, "fixture v1 records missing")
         }
         try vault.sessions.setPolicy(alicePolicy, for: alice.id)
-        _ = try vault.beginRefresh(for: bob.id, holder: "fixture", seenGeneration: bobTokens.generation, leaseDuration: .seconds(30))
-        try vault.failRefresh(for: bob.id, holder: "fixture", failure: bobFailure, nextAttemptAt: bobRetryAt)
+        _ = try vault.leases.begin(for: bob.id, holder: "fixture", seenGeneration: bobTokens.generation, leaseDuration: .seconds(30))
+        try vault.leases.fail(for: bob.id, holder: "fixture", failure: bobFailure, nextAttemptAt: bobRetryAt)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
@@ -43,7 +43,7 @@ public enum FixtureV2 {
         }
         if try vault.sessions.policy(for: alice.id) != alicePolicy { problems.append("alice: session policy differs") }
         if try vault.sessions.policy(for: bob.id) != SessionPolicy() { problems.append("bob: default policy differs") }
-        let state = try vault.refreshState(for: bob.id)
+        let state = try vault.leases.state(for: bob.id)
         if state.failures != 1 || state.lastFailure != bobFailure || state.nextAttemptAt != bobRetryAt || state.leaseHolder != nil {
             problems.append("bob: refresh state differs")
         }

@@ -29,10 +29,10 @@ public enum FixtureV3 {
         let record = try vault.accounts.signIn(
             NewAccount(issuer: "https://id.fixture.test", subject: "carol", label: "Carol", client: client),
             tokens: carolTokens, policy: SessionPolicy(idleTimeout: nil))
-        _ = try vault.beginRefresh(
+        _ = try vault.leases.begin(
             for: record.account.id, holder: "fixture", seenGeneration: record.generation,
             leaseDuration: .seconds(30))
-        try vault.failRefresh(
+        try vault.leases.fail(
             for: record.account.id, holder: "fixture", failure: carolFailure, detail: carolFailureDetail,
             nextAttemptAt: FixtureV1.created.addingTimeInterval(60))
         try vault.accounts.setActive(active)
@@ -47,7 +47,7 @@ public enum FixtureV3 {
         }
         if carol.client.pins != carolPins { problems.append("carol: pins differ") }
         if try vault.tokens.current(for: carol.id)?.tokens != carolTokens { problems.append("carol: tokens differ") }
-        let state = try vault.refreshState(for: carol.id)
+        let state = try vault.leases.state(for: carol.id)
         if state.lastFailure != carolFailure || state.lastFailureDetail != carolFailureDetail || state.failures != 1 {
             problems.append("carol: refresh state differs")
         }

@@ -36,10 +36,10 @@ public enum FixtureV4 {
         _ = try vault.sessions.transition(for: dave) { session, _ in session.lastActivityAt = FixtureV1.created.addingTimeInterval(10) }
         _ = try vault.sessions.transition(for: dave) { session, _ in session.extensionInFlight = daveMarker }
         for _ in 0..<2 {
-            _ = try vault.beginRefresh(
+            _ = try vault.leases.begin(
                 for: dave, holder: "fixture", seenGeneration: record.generation, leaseDuration: .seconds(30),
                 maximumBackoff: .seconds(3600 * 24 * 365 * 100))
-            try vault.failRefresh(
+            try vault.leases.fail(
                 for: dave, holder: "fixture", failure: daveRefusal, detail: daveRefusalDetail, nextAttemptAt: nil,
                 refusal: true)
         }
@@ -67,7 +67,7 @@ public enum FixtureV4 {
         if session.version != 2 { problems.append("dave: session version \(session.version), not 2") }
         if session.extensionInFlight != daveMarker { problems.append("dave: extension marker differs") }
         if session.lastActivityAt != FixtureV1.created.addingTimeInterval(10) { problems.append("dave: last activity differs") }
-        let state = try vault.refreshState(for: dave.id)
+        let state = try vault.leases.state(for: dave.id)
         if state.refusals != 2 || state.lastFailure != daveRefusal || state.lastFailureDetail != daveRefusalDetail {
             problems.append("dave: refresh state differs (refusals \(state.refusals))")
         }

@@ -21,6 +21,8 @@ extension VaultArea {
     var logger: Logger { core.logger }
     var clock: WallClock { core.clock }
     var integrity: RowIntegrity { core.integrity }
+    /// Whether the sealing keys are out of memory (the vault is locked or closed).
+    var isLocked: Bool { keyring.isWiped }
 
     func withOpenPool<T>(_ body: (DatabasePool) throws -> T) throws -> T { try core.withOpenPool(body) }
     func read<T>(_ action: String, _ body: (Database) throws -> T) throws -> T { try core.read(action, body) }

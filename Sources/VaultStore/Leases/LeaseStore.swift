@@ -43,10 +43,10 @@ public struct RefreshState: Sendable, Hashable {
     public static let none = RefreshState(failures: 0, interruptedRefreshes: 0)
 }
 
-/// What `Vault.beginRefresh(for:holder:seenGeneration:leaseDuration:)` decided.
+/// What `LeaseStore.begin(for:holder:seenGeneration:leaseDuration:)` decided.
 package enum RefreshLeaseOutcome: Sendable {
     /// The caller holds the lease and must refresh from these tokens, then call
-    /// `Vault.completeRefresh(for:holder:tokens:)` or `Vault.failRefresh(for:holder:failure:nextAttemptAt:)`.
+    /// `LeaseStore.complete(for:holder:tokens:)` or `LeaseStore.fail(for:holder:failure:nextAttemptAt:)`.
     /// `interrupted` is true when it took over a lease left by a process that died mid-refresh.
     case acquired(StoredTokens, interrupted: Bool)
     /// The tokens changed since the caller looked (another caller refreshed): use these.
@@ -61,7 +61,17 @@ package enum RefreshLeaseOutcome: Sendable {
 
 // MARK: - Refresh coordination
 
-extension Vault {
+/// The refresh leases: which process refreshes an account's tokens right now (one for all
+/// callers in all processes), how far its lease runs, and the failures and back-off that decide
+/// when the next attempt may start.
+///
+/// ```swift
+/// let state = try vault.leases.state(for: account)
+/// if let next = state.nextAttemptAt { print("backing off until \(next)") }
+/// ```
+public struct LeaseStore: VaultArea {
+    let core: VaultCore
+
     /// Takes the account's refresh lease in one immediate transaction, unless the tokens
     /// changed since `seenGeneration`, another holder's lease is live, or the shared back-off
     /// says to wait.
@@ -70,7 +80,7 @@ extension Vault {
     /// see ``LeaseProcess``) or its lease lapsed without being renewed. A lease or back-off
     /// reaching further ahead than it ever can (`leaseDuration`, `maximumBackoff`) is stale,
     /// whatever wrote it, and ignored: no stored time can block refreshing for longer.
-    package func beginRefresh(
+    package func begin(
         for account: AccountID, holder: String, seenGeneration: Int64,
         leaseDuration: Duration, maximumBackoff: Duration = .seconds(3600)
     ) throws -> RefreshLeaseOutcome {
@@ -81,7 +91,7 @@ extension Vault {
         return try write("taking the refresh lease") { db in
             guard let tokens = try core.tokens.current(for: account, db) else { return .noTokens }
             if tokens.generation != seenGeneration { return .changed(tokens) }
-            let state = try self.refreshState(for: account, db)
+            let state = try self.state(for: account, db)
             let holderGone = try self.leaseProcess(for: account, db).flatMap(LeaseProcess.init)?.isGone ?? false
             if let other = state.leaseHolder, other != holder, let until = state.leaseExpiresAt, until > now,
                 until <= latestLease, !holderGone
@@ -107,7 +117,7 @@ extension Vault {
     /// Extends the caller's lease to `leaseDuration` from now, while its request is in flight.
     /// Returns false when the caller no longer holds it (nothing is written then).
     @discardableResult
-    package func renewLease(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
+    package func renew(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
         let until = clock.now().addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970
         return try write("renewing the refresh lease") { db in
             try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
@@ -142,7 +152,7 @@ extension Vault {
         }
     }
 
-    /// The stored lease holder's process, as text (checked with the row by ``refreshState(for:_:)``).
+    /// The stored lease holder's process, as text (checked with the row by ``state(for:_:)``).
     func leaseProcess(for account: AccountID, _ db: Database) throws -> String? {
         try db.storedValue(
             "SELECT lease_process FROM refresh_state WHERE account_id = ?", arguments: [account.rawValue],
@@ -155,11 +165,11 @@ extension Vault {
     ///
     /// Returns the stored tokens, or nil when the result was discarded: the account was
     /// removed or its lease was lost (it expired and another caller took it).
-    package func completeRefresh(
+    package func complete(
         for account: AccountID, holder: String, tokens: TokenSet, recording: EventRecording<StoredTokens?>? = nil
     ) throws -> StoredTokens? {
         try write("storing refreshed tokens", recording: recording) { db in
-            let state = try self.refreshState(for: account, db)
+            let state = try self.state(for: account, db)
             guard state.leaseHolder == holder, let generation = state.leaseGeneration,
                 let current = try core.tokens.current(for: account, db), current.generation == generation
             else {
@@ -190,7 +200,7 @@ extension Vault {
     /// shows it without the key); `detail`, the server's words, is sealed.
     /// `refusal`: the server refused for a reason the vault does not know, counted in
     /// ``RefreshState/refusals`` (any other failure sets that count back to zero).
-    package func failRefresh(
+    package func fail(
         for account: AccountID, holder: String, failure: String, detail: String? = nil,
         nextAttemptAt: Date?, refusal: Bool = false, recording: EventRecording<Void>? = nil
     ) throws {
@@ -274,9 +284,9 @@ extension Vault {
     }
 
     /// The account's refresh bookkeeping, with the server's last words opened when the vault is unlocked.
-    public func refreshState(for account: AccountID) throws -> RefreshState {
+    public func state(for account: AccountID) throws -> RefreshState {
         try read("reading refresh state") { db in
-            var state = try self.refreshState(for: account, db)
+            var state = try self.state(for: account, db)
             if !self.isLocked,
                 let row = try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT last_failure_detail FROM refresh_state WHERE account_id = ?"),
@@ -290,14 +300,14 @@ extension Vault {
         }
     }
 
-    func refreshState(for account: AccountID, _ db: Database) throws -> RefreshState {
-        try Self.storedRefreshState(for: account, db, path: path, integrity: integrity) ?? RefreshState.none
+    func state(for account: AccountID, _ db: Database) throws -> RefreshState {
+        try Self.storedState(for: account, db, path: path, integrity: integrity) ?? RefreshState.none
     }
 
     /// The account's stored refresh bookkeeping, nil when none is stored; `.damaged` naming the
     /// column when one holds a value of the wrong type (a hand-edited file). With `integrity`,
     /// the row is checked against its MAC first.
-    static func storedRefreshState(
+    static func storedState(
         for account: AccountID, _ db: Database, path: String?,
         integrity: RowIntegrity? = nil
     ) throws -> RefreshState? {
@@ -336,4 +346,9 @@ extension Duration {
         let parts = components
         return TimeInterval(parts.seconds) + TimeInterval(parts.attoseconds) / 1e18
     }
+}
+
+extension VaultCore {
+    /// This vault's leases (see ``LeaseStore``).
+    var leases: LeaseStore { LeaseStore(core: self) }
 }
