@@ -29,14 +29,14 @@ extension SessionService {
         // The registration's name is sealed: while the vault is locked it cannot be rewritten,
         // and the next sync of the devices screen records the revocation instead.
         let vault = self.vault
-        if var device = try? await vaultCall({ try vault.devices(for: account).first(where: { $0.deviceID == vault.deviceID }) }),
+        if var device = try? await vaultCall({ try vault.devices.all(for: account).first(where: { $0.deviceID == vault.deviceID }) }),
             device.status != .revoked
         {
             device.status = .revoked
             device.statusReason = "revoked by the identity service"
             device.updatedAt = now()
             do {
-                try await vaultCall { [device] in try vault.saveDevice(device) }
+                try await vaultCall { [device] in try vault.devices.save(device) }
             } catch {
                 logger.debug("could not mark this device revoked", metadata: ["account": "\(account)", "error": "\(error)"])
             }

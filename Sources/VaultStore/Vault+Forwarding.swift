@@ -145,4 +145,27 @@ extension Vault {
 
     /// ``LeaseStore/state(for:)``.
     public func refreshState(for account: AccountID) throws -> RefreshState { try leases.state(for: account) }
+
+    // MARK: Devices
+
+    /// ``DeviceStore/save(_:)``.
+    public func saveDevice(_ device: DeviceRegistration) throws { try devices.save(device) }
+
+    /// ``DeviceStore/recordPendingApproval(_:registration:)``.
+    public func recordPendingApproval(_ approval: PendingApproval, registration id: String) throws -> Bool {
+        try devices.recordPendingApproval(approval, registration: id)
+    }
+
+    /// ``DeviceStore/sync(_:for:goneReason:at:)``.
+    public func syncDevices(
+        _ listed: [DeviceRegistration], for account: AccountID, goneReason: String, at now: Date
+    ) throws -> [DeviceRegistration] {
+        try devices.sync(listed, for: account, goneReason: goneReason, at: now)
+    }
+
+    /// ``DeviceStore/all(for:)``.
+    public func devices(for account: AccountID? = nil) throws -> [DeviceRegistration] { try devices.all(for: account) }
+
+    /// ``DeviceStore/find(_:)``.
+    public func device(_ id: String) throws -> DeviceRegistration? { try devices.find(id) }
 }

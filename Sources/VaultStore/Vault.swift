@@ -49,6 +49,8 @@ public final class Vault: Sendable {
     public var sessions: SessionStore { core.sessions }
     /// The refresh leases and back-off state (see ``LeaseStore``).
     public var leases: LeaseStore { core.leases }
+    /// This install's and the other devices' registrations (see ``DeviceStore``).
+    public var devices: DeviceStore { core.devices }
     /// The event log every process sees (see ``EventStore``).
     public var events: EventStore { core.events }
 

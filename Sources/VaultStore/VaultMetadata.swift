@@ -93,7 +93,7 @@ extension Vault {
             }
             let sessions = try Row.fetchAll(db, sql: "SELECT * FROM sessions ORDER BY session_id DESC").map { try SessionStore.session(from: $0, path: path) }
             let devices = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id").map {
-                try deviceMetadata(from: $0, path: path)
+                try DeviceStore.deviceMetadata(from: $0, path: path)
             }
             let notifications =
                 !includeNotifications

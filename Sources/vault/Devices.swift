@@ -26,7 +26,7 @@ extension VaultCommand.Devices {
 
         func run() async throws {
             let (devices, thisDevice) = try await OpenedVault.with(global, credentials) { opened in
-                (try opened.vault.devices(for: try account.map { try opened.account($0) }), opened.vault.deviceID)
+                (try opened.vault.devices.all(for: try account.map { try opened.account($0) }), opened.vault.deviceID)
             }
             if output.json {
                 print(JSONValue.array(devices.map { .device($0, thisDevice: thisDevice) }).rendered, terminator: "")
@@ -290,13 +290,13 @@ extension VaultCommand.Devices {
 
         func revokeLocally() async throws {
             let device = try await OpenedVault.with(global, credentials) { opened in
-                guard var device = try opened.vault.device(registration) else {
+                guard var device = try opened.vault.devices.find(registration) else {
                     throw CommandFailure(.noRecord, "no device registration \(registration): `vault devices list` shows them")
                 }
                 device.status = .revoked
                 device.statusReason = reason
                 device.updatedAt = opened.vault.wallClock.now()
-                try opened.vault.saveDevice(device)
+                try opened.vault.devices.save(device)
                 return (device, opened.name(of: device.account))
             }
             print("Revoked device registration \(Terminal.printable(device.0.id)) of \(device.1) in the vault (no server was told).")

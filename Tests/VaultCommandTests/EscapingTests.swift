@@ -30,7 +30,7 @@ struct EscapingTests {
             tokens: TokenSet(accessToken: "a", refreshToken: "r", accessTokenExpiresAt: now.addingTimeInterval(3600)),
             policy: SessionPolicy()
         ).account.id
-        try vault.saveDevice(
+        try vault.devices.save(
             DeviceRegistration(
                 account: account, deviceID: vault.deviceID, name: "Laptop\(Self.hostile)", platform: "linux\(Self.hostile)",
                 status: .revoked, statusReason: "revoked by\(Self.hostile)", createdAt: now, updatedAt: now))

@@ -51,7 +51,7 @@ import VaultTestSupport
                 return
             }
             #expect(registration.activationMethod == .verify)
-            #expect(try b.vault.thisDevice(for: b.account)?.status == .active)
+            #expect(try b.vault.devices.thisDevice(for: b.account)?.status == .active)
             #expect(await world.gateway.deviceStatus(subject: "alice", deviceID: b.vault.deviceID) == "active")
             let events = b.activationEvents.value
             #expect(events.contains { if case .waitingForApproval = $0 { true } else { false } })
@@ -121,7 +121,7 @@ import VaultTestSupport
             }
             #expect(registration.status == .rejected)
             #expect(registration.statusReason == "rejected from device \(a.vault.deviceID)")
-            #expect(try b.vault.thisDevice(for: b.account)?.status == .rejected)
+            #expect(try b.vault.devices.thisDevice(for: b.account)?.status == .rejected)
             #expect(b.activationEvents.value.contains(.rejected(b.account, reason: "rejected from device \(a.vault.deviceID)")))
             // A rejected device is not trusted by the server.
             await #expect(throws: DeviceAPIError.notActive(.rejected)) { try await b.inbox.sync(account: b.account) }
@@ -194,7 +194,7 @@ import VaultTestSupport
         for _ in 0..<4 { #expect(await world.time.advanceWhenSleeping(by: .seconds(5), timeout: TestTimeScale.scaled(.seconds(5)))) }
         first.cancel()
         _ = try? await first.value
-        let stored = try #require(try b.vault.thisDevice(for: b.account)?.pendingApproval, "the request is stored while waiting")
+        let stored = try #require(try b.vault.devices.thisDevice(for: b.account)?.pendingApproval, "the request is stored while waiting")
         #expect(stored.notification == request.notification)
         #expect(stored.deadline.millisecondsSince1970 == request.deadline.millisecondsSince1970)
         return request
@@ -224,7 +224,7 @@ import VaultTestSupport
             #expect(world.time.now().timeIntervalSince(started) == 60, "the deadline is the first run's, not a new 60 s")
             #expect(b.transport.count("POST", pathSuffix: "/verify") == requestsSent, "no second approval request")
             #expect(registration.pendingApproval == nil)
-            #expect(try b.vault.thisDevice(for: b.account)?.pendingApproval == nil, "an ended activation keeps no request")
+            #expect(try b.vault.devices.thisDevice(for: b.account)?.pendingApproval == nil, "an ended activation keeps no request")
             #expect(await world.gateway.deviceStatus(subject: "alice", deviceID: b.vault.deviceID) == "expired")
         }
     }
@@ -247,7 +247,7 @@ import VaultTestSupport
             #expect(registration.activationMethod == .verify)
             #expect(world.time.now() == waited, "the resumed wait asked the server before sleeping")
             #expect(b.transport.count("POST", pathSuffix: "/verify") == 1)
-            #expect(try b.vault.thisDevice(for: b.account)?.pendingApproval == nil)
+            #expect(try b.vault.devices.thisDevice(for: b.account)?.pendingApproval == nil)
         }
     }
 
@@ -256,11 +256,11 @@ import VaultTestSupport
             let (_, b) = try await twoDevices(world)
             _ = try await interruptedWait(world, b)
             // The server's roster lists the device still pending (and knows nothing of the request's deadline).
-            var listed = try #require(try b.vault.thisDevice(for: b.account))
+            var listed = try #require(try b.vault.devices.thisDevice(for: b.account))
             let approval = listed.pendingApproval
             listed.pendingApproval = nil
-            _ = try b.vault.syncDevices([listed], for: b.account, goneReason: "gone", at: world.time.now())
-            let stored = try #require(try b.vault.thisDevice(for: b.account))
+            _ = try b.vault.devices.sync([listed], for: b.account, goneReason: "gone", at: world.time.now())
+            let stored = try #require(try b.vault.devices.thisDevice(for: b.account))
             #expect(stored.pendingApproval == approval, "a roster sync of a still-pending device keeps its request")
 
             // Someone with the file moves the deadline a day later: the row no longer authenticates.
@@ -271,7 +271,7 @@ import VaultTestSupport
                     json_set(approval_request, '$.deadline', json_extract(approval_request, '$.deadline') + 86400000)
                 WHERE registration_id = ?
                 """, [stored.id])
-            #expect(throws: VaultError.self) { try b.vault.thisDevice(for: b.account) }
+            #expect(throws: VaultError.self) { try b.vault.devices.thisDevice(for: b.account) }
         }
     }
 }

@@ -24,7 +24,7 @@ import VaultTestSupport
                 try await a.service.validAccessToken(for: a.account)
             }
             #expect(await a.sessionEvents.wait { $0.contains(.stateChanged(a.account, .expired(.deviceRevoked))) })
-            let registration = try #require(try a.vault.thisDevice(for: a.account))
+            let registration = try #require(try a.vault.devices.thisDevice(for: a.account))
             #expect(registration.status == .revoked)
             // No further request is sent for an ended session.
             let sent = a.transport.requests.count
@@ -76,7 +76,7 @@ import VaultTestSupport
                 #expect(account == a.account)
             }
             #expect(try await a.service.status(of: a.account) == .expired(.revoked))
-            #expect(try a.vault.thisDevice(for: a.account)?.status == .active, "the device itself was not revoked")
+            #expect(try a.vault.devices.thisDevice(for: a.account)?.status == .active, "the device itself was not revoked")
             #expect(a.transport.count("GET", pathSuffix: "/notifications") == 1, "retried only after a refresh, which failed")
         }
     }

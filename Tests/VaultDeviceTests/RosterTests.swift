@@ -54,11 +54,11 @@ struct RosterTests {
             let code = try #require(await world.gateway.activationCode(subject: "alice", deviceID: b.vault.deviceID))
             _ = try await b.activation.activate(with: ActivationCode(code), account: b.account)
             #expect(try await a.roster.refresh(account: a.account).count == 2)
-            let before = try a.vault.devices(for: a.account)
+            let before = try a.vault.devices.all(for: a.account)
 
             let doubled = DeviceRoster(session: a.service, api: EditedRoster(base: a.api) { $0 + $0.prefix(1) })
             await #expect(throws: DeviceAPIError.self) { try await doubled.refresh(account: a.account) }
-            #expect(try a.vault.devices(for: a.account) == before, "nothing of the refused roster was stored")
+            #expect(try a.vault.devices.all(for: a.account) == before, "nothing of the refused roster was stored")
 
             // A roster whose new device would take a registration id another account of this vault
             // has: the write fails part-way, and nothing of it stays (one transaction).
@@ -66,7 +66,7 @@ struct RosterTests {
             let bobsDevice = DeviceRegistration(
                 id: "reg-bob", account: bob.id, deviceID: "bobs-phone", name: "Phone", platform: "linux",
                 status: .active, createdAt: Date(), updatedAt: Date())
-            try a.vault.saveDevice(bobsDevice)
+            try a.vault.devices.save(bobsDevice)
             let clashing = DeviceRoster(
                 session: a.service,
                 api: EditedRoster(base: a.api) { devices in
@@ -78,7 +78,7 @@ struct RosterTests {
                         ]
                 })
             await #expect(throws: (any Error).self) { try await clashing.refresh(account: a.account) }
-            #expect(try a.vault.devices(for: a.account) == before, "B was not marked gone, nothing was added")
+            #expect(try a.vault.devices.all(for: a.account) == before, "B was not marked gone, nothing was added")
 
             let withoutB = DeviceRoster(
                 session: a.service,

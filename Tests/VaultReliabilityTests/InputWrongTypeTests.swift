@@ -138,7 +138,7 @@ import VaultTestSupport
         let device = DeviceRegistration(
             account: account.id, deviceID: "device-1", name: "name-3c9d", platform: "linux",
             status: .active, createdAt: Date(), updatedAt: Date(), lastActivityAt: Date())
-        try vault.saveDevice(device)
+        try vault.devices.save(device)
         vault.close()
         if let schemaEdit = edit.schemaEdit { try RawDatabase.execute(test.url, schemaEdit) }
         try RawDatabase.execute(test.url, edit.sql)
@@ -181,9 +181,9 @@ import VaultTestSupport
         case .refreshNextAttemptText:
             read = { try vault.leases.begin(for: account.id, holder: "h-2", seenGeneration: 1, leaseDuration: .seconds(60)) as Any }
         case .deviceCreatedAtText, .deviceNameInteger:
-            read = { try vault.devices(for: account.id) as Any }
+            read = { try vault.devices.all(for: account.id) as Any }
         case .devicePlatformBlob, .deviceLastActivityText:
-            read = { try vault.device(device.id) as Any }
+            read = { try vault.devices.find(device.id) as Any }
         case .metaActiveAccountBlob, .signInGenerationText:
             read = { try vault.accounts.signIn(Samples.account(), tokens: tokens, policy: SessionPolicy()) as Any }
         case .metaNextKeyIDText:
@@ -315,7 +315,7 @@ import VaultTestSupport
         let account = try vault.accounts.insert(Samples.account())
         let tokens = Samples.steadyTokens("rotate-51af")
         try vault.tokens.store(tokens, for: account.id, replacing: nil)
-        try vault.saveDevice(
+        try vault.devices.save(
             DeviceRegistration(
                 account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
                 status: .active, createdAt: Date(), updatedAt: Date()))

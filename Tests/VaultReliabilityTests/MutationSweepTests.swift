@@ -50,7 +50,7 @@ struct MutationSweepTests {
                     for: record.account.id, holder: "h-0", failure: "server error (HTTP 503)",
                     detail: "the server's own words", nextAttemptAt: Date(timeIntervalSinceNow: 60))
             }
-            try vault.saveDevice(
+            try vault.devices.save(
                 DeviceRegistration(
                     id: "reg-\(subject)", account: record.account.id, deviceID: "device-\(subject)", name: "laptop of \(subject)",
                     platform: "linux", status: index == 0 ? .active : .pending, activationMethod: .primary, statusReason: "reason \(index)",

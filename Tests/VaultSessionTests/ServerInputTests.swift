@@ -125,7 +125,7 @@ import VaultTestSupport
             let known = DeviceRegistration(
                 account: account, deviceID: "d-3", name: "Old phone", platform: "ios", status: .active,
                 createdAt: world.time.now(), updatedAt: world.time.now())
-            try world.vault.saveDevice(known)
+            try world.vault.devices.save(known)
             let api = HTTPDeviceNotificationAPI(
                 baseURL: world.server.url("/api"), session: world.service, transport: world.transport,
                 clock: world.time.clock)
@@ -135,7 +135,7 @@ import VaultTestSupport
             } catch let error as DeviceAPIError {
                 #expect("\(error)".contains(reason), "\(error)")
             }
-            #expect(try world.vault.devices(for: account) == [known], "nothing stored, nothing marked gone")
+            #expect(try world.vault.devices.all(for: account) == [known], "nothing stored, nothing marked gone")
         }
     }
 }

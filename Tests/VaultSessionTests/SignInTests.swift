@@ -480,7 +480,7 @@ struct SignInTests {
             await world.gateway.setGuestConversion(enabled: conversionAtProvider)
             let guest = try await world.service.signIn(using: try await world.request(.guest)).account
             #expect(guest.kind == .guest)
-            try world.vault.saveDevice(
+            try world.vault.devices.save(
                 DeviceRegistration(
                     id: "reg-guest", account: guest.id, deviceID: world.vault.deviceID, name: "Guest laptop", platform: "linux",
                     status: .active, activationMethod: .primary, createdAt: world.time.now(), updatedAt: world.time.now()))
@@ -497,9 +497,9 @@ struct SignInTests {
             #expect(upgrade.guest == guest.id)
             #expect(upgrade.devicesMoved == 1 && upgrade.notificationsMoved == 1)
             #expect(result.convertedAtProvider == conversionAtProvider)
-            #expect(try world.vault.devices(for: result.account.id).map(\.name) == ["Guest laptop"])
+            #expect(try world.vault.devices.all(for: result.account.id).map(\.name) == ["Guest laptop"])
             #expect(try world.vault.notification("n-guest", account: result.account.id)?.message == "sealed words")
-            #expect(try world.vault.devices(for: guest.id).isEmpty)
+            #expect(try world.vault.devices.all(for: guest.id).isEmpty)
             #expect(try world.vault.tokens.current(for: guest.id) == nil)
             #expect(try world.vault.sessions.current(for: guest.id)?.endReason == "upgraded")
             #expect(try world.vault.accounts.find(guest.id)?.upgradedTo == result.account.id)

@@ -43,7 +43,7 @@ import VaultTestSupport
                         createdAt: Times.at(index)))
             }
         }
-        try vault.saveDevice(
+        try vault.devices.save(
             DeviceRegistration(
                 account: alice.id, deviceID: vault.deviceID, name: "alice-device-name",
                 platform: "linux", status: .active, createdAt: Times.at(0), updatedAt: Times.at(0)))
@@ -92,7 +92,7 @@ import VaultTestSupport
         #expect(try vault.accounts.find(alice.id) == nil)
         #expect(try vault.tokens.current(for: alice.id) == nil)
         #expect(try vault.notificationCount(account: alice.id) == 0)
-        #expect(try vault.devices(for: alice.id).isEmpty)
+        #expect(try vault.devices.all(for: alice.id).isEmpty)
         #expect(try vault.sessions.all(for: alice.id).isEmpty)
         #expect(try vault.accounts.activeID() == bob.id, "the oldest remaining account took over from the removed active one")
 

@@ -200,7 +200,7 @@ struct ServerTextMigrationTests {
         let accounts = try vault.accounts.all()
         let alice = try #require(accounts.first { $0.subject == "alice" })
         let bob = try #require(accounts.first { $0.subject == "bob" })
-        #expect(try vault.devices().allSatisfy { $0.statusReason == "approved from the kitchen tablet" })
+        #expect(try vault.devices.all().allSatisfy { $0.statusReason == "approved from the kitchen tablet" })
         let aliceState = try vault.leases.state(for: alice.id)
         #expect(aliceState.lastFailureDetail == echoed)
         #expect(aliceState.lastFailure?.contains("echo-7f3a") == false)

@@ -49,19 +49,19 @@ import VaultTestSupport
         var device = DeviceRegistration(
             account: publicAccount.id, deviceID: vault.deviceID, name: "Alice's laptop",
             platform: "linux", status: .pending, createdAt: Times.at(0), updatedAt: Times.at(0))
-        try vault.saveDevice(device)
+        try vault.devices.save(device)
         device.status = .active
         device.activationMethod = .verify
         device.name = "Alice's work laptop"
         device.statusReason = "approved from phone"
         device.updatedAt = Times.at(10)
         device.lastActivityAt = Times.at(11)
-        try vault.saveDevice(device)
+        try vault.devices.save(device)
         let otherDevice = DeviceRegistration(
             account: confidential.id, deviceID: "device-2", name: "Bob's desktop",
             platform: "linux", status: .rejected, activationMethod: .fallback,
             createdAt: Times.at(5), updatedAt: Times.at(5))
-        try vault.saveDevice(otherDevice)
+        try vault.devices.save(otherDevice)
 
         // Notifications: insert, then upsert the same uuid with an answer.
         let actions = [
@@ -104,9 +104,9 @@ import VaultTestSupport
         #expect(try vault.sessions.current(for: publicAccount.id) == updated)
         #expect(try vault.sessions.all() == [second, updated])
 
-        #expect(try vault.device(device.id) == device)
-        #expect(try vault.devices(for: publicAccount.id) == [device])
-        #expect(try vault.devices() == [device, otherDevice])
+        #expect(try vault.devices.find(device.id) == device)
+        #expect(try vault.devices.all(for: publicAccount.id) == [device])
+        #expect(try vault.devices.all() == [device, otherDevice])
 
         #expect(try vault.notification(notification.uuid, account: publicAccount.id) == notification)
         #expect(try vault.notificationCount() == 1)

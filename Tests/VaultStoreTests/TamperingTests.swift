@@ -78,8 +78,8 @@ import VaultTestSupport
         let phone = DeviceRegistration(
             id: "reg-2", account: alice.id, deviceID: "d-2", name: "phone", platform: "linux",
             status: .active, createdAt: Times.at(0), updatedAt: Times.at(0))
-        try vault.saveDevice(laptop)
-        try vault.saveDevice(phone)
+        try vault.devices.save(laptop)
+        try vault.devices.save(phone)
 
         let url = test.url
         func copy(_ select: String, _ selectArgs: StatementArguments, into update: String, _ updateArgs: StatementArguments) throws {
@@ -136,7 +136,7 @@ import VaultTestSupport
             try copy(
                 "SELECT name FROM devices WHERE registration_id = 'reg-1'", [],
                 into: "UPDATE devices SET name = ? WHERE registration_id = 'reg-2'", [])
-            read = { try vault.device("reg-2") as Any }
+            read = { try vault.devices.find("reg-2") as Any }
             expectedPlace = "devices.name"
         }
         let error = expectVaultError(.damaged) { try read() }

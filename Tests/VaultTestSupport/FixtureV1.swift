@@ -67,7 +67,7 @@ public enum FixtureV1 {
                 absoluteDeadline: created.addingTimeInterval(43_200))
             session.extensionsUsed = 1
             try vault.sessions.update(session)
-            try vault.saveDevice(
+            try vault.devices.save(
                 DeviceRegistration(
                     id: "device-\(content.subject)", account: account.id, deviceID: vault.deviceID, name: content.deviceName,
                     platform: "linux", status: .active, activationMethod: .primary, createdAt: created, updatedAt: created))
@@ -109,7 +109,7 @@ public enum FixtureV1 {
             if sessions.count != 1 || sessions.first?.extensionsUsed != 1 || sessions.first?.state != .active {
                 problems.append("\(content.subject): session differs")
             }
-            let devices = try vault.devices(for: account.id)
+            let devices = try vault.devices.all(for: account.id)
             if devices.map(\.name) != [content.deviceName] || devices.first?.status != .active {
                 problems.append("\(content.subject): device differs")
             }

@@ -46,7 +46,7 @@ public enum FixtureV5 {
                 subjectSource: .verified, kind: .guest),
             tokens: guestTokens, policy: SessionPolicy()
         ).account.id
-        try vault.saveDevice(
+        try vault.devices.save(
             DeviceRegistration(
                 id: "device-guest", account: guest, deviceID: vault.deviceID, name: guestDeviceName,
                 platform: "linux", status: .active, activationMethod: .primary, createdAt: FixtureV1.created, updatedAt: FixtureV1.created))
@@ -84,9 +84,9 @@ public enum FixtureV5 {
         if try vault.tokens.current(for: guest.id) != nil { problems.append("guest: tokens left behind") }
         if try vault.sessions.current(for: guest.id)?.endReason != "upgraded" { problems.append("guest: session not ended upgraded") }
         if try vault.tokens.current(for: frank.id)?.tokens != frankTokens { problems.append("frank: tokens differ") }
-        let devices = try vault.devices(for: frank.id)
+        let devices = try vault.devices.all(for: frank.id)
         if devices.map(\.name) != [guestDeviceName] { problems.append("frank: devices \(devices.map(\.name))") }
-        if try !vault.devices(for: guest.id).isEmpty { problems.append("guest: devices left behind") }
+        if try !vault.devices.all(for: guest.id).isEmpty { problems.append("guest: devices left behind") }
         let notification = try vault.notification(guestNotification, account: frank.id)
         if notification?.message != guestMessage { problems.append("frank: the guest's notification did not move or does not open") }
         return problems

@@ -20,7 +20,7 @@ public enum FixtureV9 {
     public static func populate(_ vault: Vault) throws {
         try FixtureV8.populate(vault)
         guard let grace = try vault.accounts.all().first(where: { $0.subject == "grace" }) else { return }
-        try vault.saveDevice(
+        try vault.devices.save(
             DeviceRegistration(
                 id: registration, account: grace.id, deviceID: vault.deviceID, name: deviceName, platform: "linux", status: .pending,
                 createdAt: FixtureV1.created, updatedAt: FixtureV1.created, pendingApproval: approval))
@@ -30,12 +30,12 @@ public enum FixtureV9 {
     /// `laterAccounts`: accounts later fixtures added on top.
     public static func differences(in vault: Vault, laterAccounts: Int = 0) throws -> [String] {
         var problems = try FixtureV8.differences(in: vault, laterAccounts: laterAccounts)
-        guard let device = try vault.device(registration) else { return problems + ["grace's pending device missing"] }
+        guard let device = try vault.devices.find(registration) else { return problems + ["grace's pending device missing"] }
         if device.name != deviceName || device.status != .pending || device.deviceID != vault.deviceID {
             problems.append("grace's device differs")
         }
         if device.pendingApproval != approval { problems.append("the pending approval differs: \(String(describing: device.pendingApproval))") }
-        if try vault.devices().contains(where: { $0.id != registration && $0.pendingApproval != nil }) {
+        if try vault.devices.all().contains(where: { $0.id != registration && $0.pendingApproval != nil }) {
             problems.append("an approval request on another device")
         }
         return problems

@@ -75,7 +75,7 @@ public actor DeviceActivation {
     /// This device's registration with the account (the active one by default), as stored.
     public func registration(account: AccountID? = nil) async throws -> DeviceRegistration? {
         let id = try await session.resolve(account)
-        return try await storeCall { [session] in try session.vault.thisDevice(for: id) }
+        return try await storeCall { [session] in try session.vault.devices.thisDevice(for: id) }
     }
 
     // MARK: - Register
@@ -154,8 +154,8 @@ public actor DeviceActivation {
             if let expiry = request.expiresAt, expiry > now, expiry < deadline { deadline = expiry }
             approval = PendingApproval(notification: request.notificationUUID, requestedAt: now, deadline: deadline)
             let registrationID = registration.id
-            let recorded = try await storeCall { [session] in try session.vault.recordPendingApproval(approval, registration: registrationID) }
-            if !recorded, let settled = try await storeCall({ [session] in try session.vault.thisDevice(for: id) }).flatMap(settledOutcome) {
+            let recorded = try await storeCall { [session] in try session.vault.devices.recordPendingApproval(approval, registration: registrationID) }
+            if !recorded, let settled = try await storeCall({ [session] in try session.vault.devices.thisDevice(for: id) }).flatMap(settledOutcome) {
                 return settled
             }
             logger.info("approval requested from the account's active devices", metadata: ["account": "\(id)"])
@@ -270,7 +270,7 @@ public actor DeviceActivation {
 
     /// This device's stored registration; throws when it never registered with the account.
     private func pendingRegistration(_ id: AccountID) async throws -> DeviceRegistration {
-        guard let registration = try await storeCall({ [session] in try session.vault.thisDevice(for: id) }) else {
+        guard let registration = try await storeCall({ [session] in try session.vault.devices.thisDevice(for: id) }) else {
             throw ActivationError(.notRegistered, "this device is not registered with account \(id): call register first")
         }
         return registration
@@ -321,7 +321,7 @@ public actor DeviceActivation {
     }
 
     private func store(_ remote: RemoteDevice, _ id: AccountID) async throws -> DeviceRegistration {
-        try await storeCall { [session] in try session.vault.saveRemoteDevice(remote, account: id) }
+        try await storeCall { [session] in try session.vault.devices.saveRemoteDevice(remote, account: id) }
     }
 
     /// Sleeps on the injected clock; ``interrupt(_:with:)`` wakes it early. Rethrows the

@@ -24,10 +24,10 @@ func storeCall<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async th
     try await SessionService.offPool(body)
 }
 
-extension Vault {
+extension DeviceStore {
     /// This install's registration with `account`, if it has one.
     func thisDevice(for account: AccountID) throws -> DeviceRegistration? {
-        try devices(for: account).first { $0.deviceID == deviceID }
+        try all(for: account).first { $0.deviceID == deviceID }
     }
 
     /// Stores what the server said of a device: one row per account and device id, keeping
@@ -37,8 +37,8 @@ extension Vault {
         if let problem = ServerInput.problem(with: remote) {
             throw DeviceAPIError.malformedResponse("the server's device \(ServerInput.shown(remote.deviceID)): \(problem); nothing was stored")
         }
-        let record = remoteDeviceRecord(remote, account: account, known: try known ?? devices(for: account))
-        try saveDevice(record)
+        let record = remoteDeviceRecord(remote, account: account, known: try known ?? all(for: account))
+        try save(record)
         return record
     }
 

@@ -26,7 +26,7 @@ public struct DeviceRoster: Sendable {
     /// The devices as last stored in the vault (no server call), oldest first.
     public func devices(account: AccountID? = nil) async throws -> [DeviceRegistration] {
         let id = try await session.resolve(account)
-        return try await storeCall { [session] in try session.vault.devices(for: id) }
+        return try await storeCall { [session] in try session.vault.devices.all(for: id) }
     }
 
     /// Fetches the account's devices from the server and stores them, in one transaction;
@@ -51,8 +51,8 @@ public struct DeviceRoster: Sendable {
         }
         let vault = session.vault
         let now = await session.now()
-        let listed = remote.map { vault.remoteDeviceRecord($0, account: id, known: []) }
-        return try await storeCall { try vault.syncDevices(listed, for: id, goneReason: Self.goneReason, at: now) }
+        let listed = remote.map { vault.devices.remoteDeviceRecord($0, account: id, known: []) }
+        return try await storeCall { try vault.devices.sync(listed, for: id, goneReason: Self.goneReason, at: now) }
     }
 
     /// Why a device the server stopped listing is marked revoked.
@@ -64,7 +64,7 @@ public struct DeviceRoster: Sendable {
         let id = try await session.resolve(account)
         let api = self.api
         let remote = try await deviceCall(session, id) { try await api.rename(deviceID, to: name, account: id) }
-        return try await storeCall { [session] in try session.vault.saveRemoteDevice(remote, account: id) }
+        return try await storeCall { [session] in try session.vault.devices.saveRemoteDevice(remote, account: id) }
     }
 
     /// Terminates a device of the account. Terminating this device ends its own session as
@@ -74,7 +74,7 @@ public struct DeviceRoster: Sendable {
         let id = try await session.resolve(account)
         let api = self.api
         let remote = try await deviceCall(session, id) { try await api.revoke(deviceID, account: id) }
-        let stored = try await storeCall { [session] in try session.vault.saveRemoteDevice(remote, account: id) }
+        let stored = try await storeCall { [session] in try session.vault.devices.saveRemoteDevice(remote, account: id) }
         logger.info("device terminated", metadata: ["account": "\(id)", "device": "\(deviceID)"])
         if deviceID == session.vault.deviceID {
             _ = await session.deviceWasRevoked(id)

@@ -26,7 +26,7 @@ enum Populate {
         try vault.tokens.store(Samples.tokens("cli"), for: account.id, replacing: nil)
         try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: Date(timeIntervalSinceNow: 3600))
         let now = Date()
-        try vault.saveDevice(
+        try vault.devices.save(
             DeviceRegistration(
                 id: "registration-carol", account: account.id, deviceID: vault.deviceID, name: "carol's build box",
                 platform: "linux", status: .active, activationMethod: .primary, createdAt: now, updatedAt: now))

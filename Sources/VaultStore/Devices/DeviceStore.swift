@@ -3,13 +3,24 @@ import GRDB
 
 // MARK: - Devices
 
-extension Vault {
+/// This install's and the other devices' registrations with each account: status, activation
+/// method, last activity, and an approval the device waits for.
+///
+/// ```swift
+/// for device in try vault.devices.all(for: account) { print(device.name, device.status) }
+/// ```
+public struct DeviceStore: VaultArea {
+    let core: VaultCore
+
+    /// The stable id of this install (``Vault/deviceID``), which its own registrations carry.
+    public var deviceID: String { core.deviceID }
+
     /// Inserts or replaces a device registration (by its id).
-    public func saveDevice(_ device: DeviceRegistration) throws {
-        try write("saving a device") { db in try self.saveDevice(device, db) }
+    public func save(_ device: DeviceRegistration) throws {
+        try write("saving a device") { db in try self.save(device, db) }
     }
 
-    private func saveDevice(_ device: DeviceRegistration, _ db: Database) throws {
+    private func save(_ device: DeviceRegistration, _ db: Database) throws {
         let name = try self.seal(device.name, table: "devices", column: "name", account: device.account, row: device.id, db)
         let detail = try self.seal(
             device.statusReason, table: "devices", column: "status_detail", account: device.account,
@@ -52,10 +63,10 @@ extension Vault {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]) else {
                 throw VaultError(.recordNotFound, "no device registration \(id)", path: self.path)
             }
-            var device = try self.device(from: row, db)
+            var device = try self.record(from: row, db)
             guard device.status == .pending else { return false }
             device.pendingApproval = approval
-            try self.saveDevice(device, db)
+            try self.save(device, db)
             return true
         }
     }
@@ -64,12 +75,12 @@ extension Vault {
     /// a device already stored keeps its registration id and creation time; one stored but no
     /// longer listed is kept, marked revoked with `goneReason` (never deleted); a failure stores
     /// nothing. Returns the account's devices as they now are, oldest first.
-    public func syncDevices(
+    public func sync(
         _ listed: [DeviceRegistration], for account: AccountID, goneReason: String,
         at now: Date
     ) throws -> [DeviceRegistration] {
         try write("syncing devices") { db in
-            let known = try self.devices(for: account, db)
+            let known = try self.all(for: account, db)
             let listedIDs = Set(listed.map(\.deviceID))
             for var device in listed {
                 if let existing = known.first(where: { $0.deviceID == device.deviceID }) {
@@ -78,24 +89,24 @@ extension Vault {
                     device.pendingApproval = existing.pendingApproval  // dropped by saveDevice unless still pending
                 }
                 device.account = account
-                try self.saveDevice(device, db)
+                try self.save(device, db)
             }
             for var gone in known where !listedIDs.contains(gone.deviceID) && gone.status != .revoked {
                 gone.status = .revoked
                 gone.statusReason = goneReason
                 gone.updatedAt = now
-                try self.saveDevice(gone, db)
+                try self.save(gone, db)
             }
-            return try self.devices(for: account, db)
+            return try self.all(for: account, db)
         }
     }
 
     /// The devices registered with an account (or with every account), oldest first.
-    public func devices(for account: AccountID? = nil) throws -> [DeviceRegistration] {
-        try read("listing devices") { db in try self.devices(for: account, db) }
+    public func all(for account: AccountID? = nil) throws -> [DeviceRegistration] {
+        try read("listing devices") { db in try self.all(for: account, db) }
     }
 
-    private func devices(for account: AccountID?, _ db: Database) throws -> [DeviceRegistration] {
+    private func all(for account: AccountID?, _ db: Database) throws -> [DeviceRegistration] {
         let rows: [Row]
         if let account {
             rows = try Row.fetchAll(
@@ -104,17 +115,17 @@ extension Vault {
         } else {
             rows = try Row.fetchAll(db, sql: "SELECT * FROM devices ORDER BY created_at, registration_id")
         }
-        return try rows.map { try self.device(from: $0, db) }
+        return try rows.map { try self.record(from: $0, db) }
     }
 
     /// One device registration by its id.
-    public func device(_ id: String) throws -> DeviceRegistration? {
+    public func find(_ id: String) throws -> DeviceRegistration? {
         try read("reading a device") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]).map { try self.device(from: $0, db) }
+            try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]).map { try self.record(from: $0, db) }
         }
     }
 
-    private func device(from row: Row, _ db: Database) throws -> DeviceRegistration {
+    private func record(from row: Row, _ db: Database) throws -> DeviceRegistration {
         try integrity.check(row, in: .devices, db)
         let plain = try Self.deviceMetadata(from: row, path: path)
         let sealedName = try row.storedIfPresent("name", table: "devices", row: plain.id, path: path, as: Data.self)
@@ -160,4 +171,9 @@ extension Vault {
             updatedAt: try row.storedDate("updated_at", table: "devices", row: key, path: path),
             lastActivityAt: try row.storedDateIfPresent("last_activity_at", table: "devices", row: key, path: path))
     }
+}
+
+extension VaultCore {
+    /// This vault's devices (see ``DeviceStore``).
+    var devices: DeviceStore { DeviceStore(core: self) }
 }
