@@ -168,4 +168,38 @@ extension Vault {
 
     /// ``DeviceStore/find(_:)``.
     public func device(_ id: String) throws -> DeviceRegistration? { try devices.find(id) }
+
+    // MARK: Notifications
+
+    /// ``NotificationStore/upsert(_:)-(NotificationRecord)``.
+    @discardableResult
+    public func upsertNotification(_ notification: NotificationRecord) throws -> Bool { try notifications.upsert(notification) }
+
+    /// ``NotificationStore/upsert(_:)-([NotificationRecord])``.
+    @discardableResult
+    public func upsertNotifications(_ notifications: [NotificationRecord]) throws -> Int { try self.notifications.upsert(notifications) }
+
+    /// ``NotificationStore/find(_:account:)``.
+    public func notification(_ uuid: String, account: AccountID) throws -> NotificationRecord? {
+        try notifications.find(uuid, account: account)
+    }
+
+    /// ``NotificationStore/page(_:)``.
+    public func notifications(_ query: NotificationQuery = NotificationQuery()) throws -> NotificationPage {
+        try notifications.page(query)
+    }
+
+    /// ``NotificationStore/recordAnswer(to:account:action:byDevice:at:)``.
+    public func recordAnswer(to uuid: String, account: AccountID, action: String, byDevice device: String, at time: Date) throws -> Bool {
+        try notifications.recordAnswer(to: uuid, account: account, action: action, byDevice: device, at: time)
+    }
+
+    /// ``NotificationStore/prune(olderThan:keepNewest:account:)``.
+    @discardableResult
+    public func pruneNotifications(olderThan: Date? = nil, keepNewest: Int? = nil, account: AccountID? = nil) throws -> Int {
+        try notifications.prune(olderThan: olderThan, keepNewest: keepNewest, account: account)
+    }
+
+    /// ``NotificationStore/count(account:)``.
+    public func notificationCount(account: AccountID? = nil) throws -> Int { try notifications.count(account: account) }
 }

@@ -51,6 +51,8 @@ public final class Vault: Sendable {
     public var leases: LeaseStore { core.leases }
     /// This install's and the other devices' registrations (see ``DeviceStore``).
     public var devices: DeviceStore { core.devices }
+    /// The notification history (see ``NotificationStore``).
+    public var notifications: NotificationStore { core.notifications }
     /// The event log every process sees (see ``EventStore``).
     public var events: EventStore { core.events }
 

@@ -69,7 +69,7 @@ extension VaultCommand.Notifications {
         func run() async throws {
             if follow { return try await runFollowing() }
             let page = try await OpenedVault.with(global, credentials) { opened in
-                try opened.vault.notifications(
+                try opened.vault.notifications.page(
                     NotificationQuery(
                         account: try account.map { try opened.account($0) }, pendingOnly: pending, since: since?.date,
                         until: until?.date, limit: limit, after: after.flatMap(NotificationCursor.init)))
@@ -105,7 +105,7 @@ extension VaultCommand.Notifications {
             do {
                 try await OpenedVault.with(global, credentials) { opened in
                     let id = try opened.account(account)
-                    let shown = try opened.vault.notifications(NotificationQuery(account: id, pendingOnly: pending, since: since?.date, limit: limit))
+                    let shown = try opened.vault.notifications.page(NotificationQuery(account: id, pendingOnly: pending, since: since?.date, limit: limit))
                     for n in shown.items.reversed() { print(render(n)) }
                     Terminal.flushOutput()
                     let initiallySeen = Set(shown.items.map(\.uuid))

@@ -35,7 +35,7 @@ extension VaultCommand {
 
         func run() async throws {
             let removed = try await OpenedVault.with(global, credentials) { opened in
-                try opened.vault.pruneNotifications(
+                try opened.vault.notifications.prune(
                     olderThan: olderThan?.duration.map { opened.vault.wallClock.now().addingTimeInterval(-$0.timeInterval) },
                     keepNewest: keep, account: try account.map { try opened.account($0) })
             }

@@ -165,7 +165,7 @@ func mixed(_ url: URL, _ credential: VaultCredential, count: Int, seed: UInt64, 
             case 7:
                 try vault.accounts.setActive(account)
             default:
-                try vault.upsertNotification(
+                try vault.notifications.upsert(
                     NotificationRecord(
                         uuid: UUID().uuidString.lowercased(), account: account, subject: "stress \(seed)",
                         message: "mixed workload write \(index)", actions: [NotificationAction(label: "OK", action: "ok")],

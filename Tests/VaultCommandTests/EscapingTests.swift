@@ -34,7 +34,7 @@ struct EscapingTests {
             DeviceRegistration(
                 account: account, deviceID: vault.deviceID, name: "Laptop\(Self.hostile)", platform: "linux\(Self.hostile)",
                 status: .revoked, statusReason: "revoked by\(Self.hostile)", createdAt: now, updatedAt: now))
-        _ = try vault.upsertNotification(
+        _ = try vault.notifications.upsert(
             NotificationRecord(
                 uuid: "n-1", account: account, subject: "Sign in\(Self.hostile)", message: "from\(Self.hostile)",
                 actions: [NotificationAction(label: "OK\(Self.hostile)", action: "ok")], createdAt: now))

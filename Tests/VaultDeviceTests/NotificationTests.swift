@@ -41,7 +41,7 @@ import VaultTestSupport
             #expect((overlapping.received, overlapping.inserted) == (3, 1))
             let rest = try await a.inbox.sync(account: a.account, page: NotificationPageRequest(recordCount: 0, startIndex: 3))
             #expect((rest.received, rest.inserted, rest.nextStartIndex) == (5, 3, nil))
-            #expect(try a.vault.notificationCount(account: a.account) == 7)
+            #expect(try a.vault.notifications.count(account: a.account) == 7)
             let all = try await a.inbox.list(NotificationQuery(account: a.account, limit: 100)).items
             #expect(all.map(\.uuid) == newestFirst)
 
@@ -58,8 +58,8 @@ import VaultTestSupport
             }
             let full = try await a.inbox.syncAll(account: a.account, pageSize: 4)
             #expect((full.received, full.inserted) == (7, 0))
-            #expect(try a.vault.notificationCount(account: a.account) == 7)
-            let updated = try #require(try a.vault.notification(uuids[0], account: a.account))
+            #expect(try a.vault.notifications.count(account: a.account) == 7)
+            let updated = try #require(try a.vault.notifications.find(uuids[0], account: a.account))
             #expect(updated.status == .answered)
             #expect(updated.actionTaken == "deny")
             #expect(updated.answeredByDevice == b.vault.deviceID)
@@ -78,7 +78,7 @@ import VaultTestSupport
             let (a, uuids) = try await activeDeviceWithNotifications(world, count: 12)
             a.transport.timeOut(request: 3, pathSuffix: "/notifications")
             await #expect(throws: DeviceAPIError.self) { try await a.inbox.syncAll(account: a.account, pageSize: 5) }
-            #expect(try a.vault.notificationCount(account: a.account) == 10, "the two pages before the timeout stay stored")
+            #expect(try a.vault.notifications.count(account: a.account) == 10, "the two pages before the timeout stay stored")
             #expect(try a.vault.verify().passed)
             let resumed = try await a.inbox.syncAll(account: a.account, pageSize: 5)
             #expect((resumed.received, resumed.inserted) == (12, 2))
@@ -161,7 +161,7 @@ import VaultTestSupport
                 return
             }
             #expect(answers() == 1)
-            #expect(try a.vault.notification(uuids[1], account: a.account)?.status == .expired)
+            #expect(try a.vault.notifications.find(uuids[1], account: a.account)?.status == .expired)
             #expect(try await a.inbox.list(NotificationQuery(account: a.account, pendingOnly: true)).items.isEmpty)
         }
     }
@@ -221,7 +221,7 @@ import VaultTestSupport
             #expect(at != nil)
             // Both vaults now agree on who answered what.
             for device in [a, b] {
-                let record = try #require(try device.vault.notification(uuids[0], account: device.account))
+                let record = try #require(try device.vault.notifications.find(uuids[0], account: device.account))
                 #expect(record.status == .answered)
                 #expect(record.actionTaken == winningAction)
                 #expect(record.answeredByDevice == winner.vault.deviceID)
@@ -241,7 +241,7 @@ import VaultTestSupport
             // Ten notifications, one a day; "now" is a day after the newest.
             let (a, uuids) = try await activeDeviceWithNotifications(world, count: 10, every: .seconds(86_400))
             try await a.inbox.syncAll(account: a.account, pageSize: 3)
-            #expect(try a.vault.notificationCount(account: a.account) == 10)
+            #expect(try a.vault.notifications.count(account: a.account) == 10)
 
             // Older than 5 days: the first five (created 10 to 6 days ago).
             #expect(try await a.inbox.prune(olderThanDays: 5, account: a.account) == 5)
@@ -275,7 +275,7 @@ import VaultTestSupport
                 guard case .authenticationTooOld? = error as? SessionError else { return false }
                 return true
             }
-            #expect(try a.vault.notification(sensitive, account: a.account)?.status == .pending, "nothing was sent or recorded")
+            #expect(try a.vault.notifications.find(sensitive, account: a.account)?.status == .pending, "nothing was sent or recorded")
             guard case .answered = try await a.inbox.answer(plain, action: "ok", account: a.account) else {
                 Issue.record("an action without an authentication level was not answered")
                 return

@@ -24,7 +24,7 @@ struct ConcurrencyMixedTests {
                 generationsBefore[account.id] = try vault.tokens.store(Samples.tokens(subject), for: account.id, replacing: nil)
                 accounts.append(account.id)
             }
-            notificationsBefore = try vault.notificationCount()
+            notificationsBefore = try vault.notifications.count()
             vault.close()
         }
 
@@ -62,7 +62,7 @@ struct ConcurrencyMixedTests {
             let generation = try vault.tokens.current(for: account)?.generation ?? 0
             generationsGained += Int(generation - (generationsBefore[account] ?? 0))
         }
-        let notificationsAfter = try vault.notificationCount()
+        let notificationsAfter = try vault.notifications.count()
         let lostRotations = rotated - generationsGained
         let lostNotifications = notified - (notificationsAfter - notificationsBefore)
         #expect(report.passed, "\(report.databaseProblems) \(report.damaged)")

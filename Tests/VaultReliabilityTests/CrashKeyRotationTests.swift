@@ -51,7 +51,7 @@ struct CrashKeyRotationTests {
                 let vault = try test.open()
                 defer { vault.close() }
                 let report = try vault.verify()
-                let count = try vault.notificationCount()
+                let count = try vault.notifications.count()
                 let ok = report.passed && count == before.notifications
                 if !report.passed {
                     leaked += report.damaged.count + report.sealedValuesSkipped
@@ -106,10 +106,10 @@ struct CrashKeyRotationTests {
                     subject: "Sign-in request \(index)", message: "Approve sign-in number \(index)?",
                     actions: [NotificationAction(label: "Approve", action: "approve")], createdAt: created)
             }
-            written += try vault.upsertNotifications(chunk)
+            written += try vault.notifications.upsert(chunk)
         }
         let keyID = try vault.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") }
-        return ((try vault.notificationCount(), expiry), keyID)
+        return ((try vault.notifications.count(), expiry), keyID)
     }
 }
 

@@ -92,7 +92,7 @@ struct DiskFullTests {
         // A checkpoint that must grow the database file, with no room for it.
         let generation = try vault.tokens.store(second, for: account, replacing: 1)
         for index in 0..<60 {
-            try vault.upsertNotification(
+            try vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "n-\(index)", account: account, subject: "s", message: String(repeating: "m", count: 600),
                     actions: [], createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(index))))
@@ -110,7 +110,7 @@ struct DiskFullTests {
         vault.close()
         vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
-        let kept = try vault.tokens.current(for: account)?.tokens == second && vault.notificationCount() == 60
+        let kept = try vault.tokens.current(for: account)?.tokens == second && vault.notifications.count() == 60
         #expect(kept)
         let sound = try vault.verify().passed
         #expect(sound)

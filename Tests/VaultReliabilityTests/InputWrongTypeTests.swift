@@ -125,7 +125,7 @@ import VaultTestSupport
         let tokens = Samples.steadyTokens("type-3c9d")
         try vault.tokens.store(tokens, for: account.id, replacing: nil)
         try vault.sessions.start(for: account.id, idleDeadline: nil, absoluteDeadline: nil)
-        try vault.upsertNotification(
+        try vault.notifications.upsert(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "subject-3c9d",
                 message: "message-3c9d", actions: [], createdAt: Date()))
@@ -173,7 +173,7 @@ import VaultTestSupport
         case .accountCreatedAtText, .accountLabelInteger:
             read = { try vault.accounts.all() as Any }
         case .notificationCreatedAtText, .notificationSubjectReal:
-            read = { try vault.notifications() as Any }
+            read = { try vault.notifications.page() as Any }
         case .policyWarningText, .policyIdleActionBlob:
             read = { try vault.sessions.policy(for: account.id) as Any }
         case .refreshFailuresText, .refreshFailuresReal, .refreshFailuresNull, .refreshLeaseHolderBlob:
@@ -319,7 +319,7 @@ import VaultTestSupport
             DeviceRegistration(
                 account: account.id, deviceID: "device-1", name: "name-51af", platform: "linux",
                 status: .active, createdAt: Date(), updatedAt: Date()))
-        try vault.upsertNotification(
+        try vault.notifications.upsert(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "subject-51af",
                 message: "message-51af", actions: [], createdAt: Date()))

@@ -56,13 +56,13 @@ struct MutationSweepTests {
                     platform: "linux", status: index == 0 ? .active : .pending, activationMethod: .primary, statusReason: "reason \(index)",
                     createdAt: Date(timeIntervalSince1970: 1_700_000_000 + Double(index)), updatedAt: Date(timeIntervalSince1970: 1_700_000_100),
                     lastActivityAt: Date(timeIntervalSince1970: 1_700_000_200 + Double(index))))
-            try vault.upsertNotification(
+            try vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "n-\(subject)", account: record.account.id, subject: "subject \(subject)", message: "message \(subject)",
                     actions: [NotificationAction(label: "Allow", action: "allow")],
                     createdAt: Date(timeIntervalSince1970: 1_700_000_300 + Double(index)), expiresAt: Date(timeIntervalSince1970: 1_800_000_000)))
         }
-        _ = try vault.recordAnswer(
+        _ = try vault.notifications.recordAnswer(
             to: "n-alice", account: ids[0], action: "allow", byDevice: "device-alice",
             at: Date(timeIntervalSince1970: 1_700_000_400))
         // An ended session next to the live one, and an integrity check on record.

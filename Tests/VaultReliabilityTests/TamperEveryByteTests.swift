@@ -24,7 +24,7 @@ import VaultTestSupport
             defer { vault.close() }
             account = try vault.accounts.insert(Samples.account()).id
             try vault.tokens.store(tokens, for: account, replacing: nil)
-            try vault.upsertNotification(
+            try vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "n-flip", account: account, subject: Self.subject,
                     message: Self.message, actions: [], createdAt: Date()))
@@ -84,7 +84,7 @@ import VaultTestSupport
             let error = expectRefusal(.damaged) {
                 target.table == "tokens"
                     ? try vault.tokens.current(for: scene.account) as Any
-                    : try vault.notification("n-flip", account: scene.account) as Any
+                    : try vault.notifications.find("n-flip", account: scene.account) as Any
             }
             #expect(error?.message.contains("\(target.table).\(target.column)") == true, "byte \(position)")
             texts.append(error.map(String.init(describing:)) ?? "")

@@ -25,7 +25,7 @@ import VaultTestSupport
         try vault.tokens.store(aliceTokens, for: alice, replacing: nil)
         try vault.tokens.store(bobTokens, for: bob, replacing: nil)
         for (uuid, account) in [("n-a", alice), ("n-b", alice)] {
-            try vault.upsertNotification(
+            try vault.notifications.upsert(
                 NotificationRecord(
                     uuid: uuid, account: account, subject: "subject \(uuid)",
                     message: "message \(uuid)", actions: [], createdAt: Date()))

@@ -64,7 +64,7 @@ import VaultTestSupport
             #expect(result.skipped.contains { $0.contains("\\u{1b}") }, "an escape in an id is shown escaped")
             #expect(!result.skipped.joined().contains("\u{1B}"))
             #expect(logs.lines.filter { $0.contains("skipped") }.count == 5)
-            let stored = try world.vault.notifications(NotificationQuery(account: account)).items.map(\.uuid).sorted()
+            let stored = try world.vault.notifications.page(NotificationQuery(account: account)).items.map(\.uuid).sorted()
             #expect(stored == ["good-1", "good-2"])
         }
     }
@@ -88,20 +88,20 @@ import VaultTestSupport
             } catch let error as DeviceAPIError {
                 #expect("\(error)".contains(reason), "\(error)")
             }
-            #expect(try world.vault.notifications(NotificationQuery(account: account)).items.isEmpty)
+            #expect(try world.vault.notifications.page(NotificationQuery(account: account)).items.isEmpty)
         }
     }
 
     @Test("410 Gone on an answer: refused as withdrawn, the stored copy marked dismissed, no retry")
     func goneOnAnswer() async throws {
         try await Self.withInbox(answering: #"{"error":"gone"}"#, status: 410) { inbox, world, account, _ in
-            _ = try world.vault.upsertNotification(
+            _ = try world.vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "n-1", account: account, subject: "Sign-in request", message: "Approve?",
                     actions: [NotificationAction(label: "Approve", action: "approve")], createdAt: world.time.now()))
             let outcome = try await inbox.answer("n-1", action: "approve", account: account)
             #expect(outcome == .refused(.dismissed))
-            #expect(try world.vault.notification("n-1", account: account)?.status == .dismissed)
+            #expect(try world.vault.notifications.find("n-1", account: account)?.status == .dismissed)
             #expect(world.server.log.value.requests.count == 1)
             #expect(try await inbox.answer("n-1", action: "approve", account: account) == .refused(.dismissed))
             #expect(world.server.log.value.requests.count == 1, "the second answer is refused locally")

@@ -484,7 +484,7 @@ struct SignInTests {
                 DeviceRegistration(
                     id: "reg-guest", account: guest.id, deviceID: world.vault.deviceID, name: "Guest laptop", platform: "linux",
                     status: .active, activationMethod: .primary, createdAt: world.time.now(), updatedAt: world.time.now()))
-            try world.vault.upsertNotification(
+            try world.vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "n-guest", account: guest.id, subject: "Hello", message: "sealed words", actions: [],
                     createdAt: world.time.now(), expiresAt: nil))
@@ -498,7 +498,7 @@ struct SignInTests {
             #expect(upgrade.devicesMoved == 1 && upgrade.notificationsMoved == 1)
             #expect(result.convertedAtProvider == conversionAtProvider)
             #expect(try world.vault.devices.all(for: result.account.id).map(\.name) == ["Guest laptop"])
-            #expect(try world.vault.notification("n-guest", account: result.account.id)?.message == "sealed words")
+            #expect(try world.vault.notifications.find("n-guest", account: result.account.id)?.message == "sealed words")
             #expect(try world.vault.devices.all(for: guest.id).isEmpty)
             #expect(try world.vault.tokens.current(for: guest.id) == nil)
             #expect(try world.vault.sessions.current(for: guest.id)?.endReason == "upgraded")

@@ -34,7 +34,7 @@ import VaultTestSupport
         try vault.tokens.store(Samples.fixedTokens("bob-r4t5y6"), for: bob.id, replacing: nil)
         for index in 0..<5 {
             for account in [alice.id, bob.id] {
-                try vault.upsertNotification(
+                try vault.notifications.upsert(
                     NotificationRecord(
                         uuid: "\(account.rawValue)-\(index)", account: account, subject: "subject-\(account.rawValue.prefix(8))-\(index)",
                         // Long enough to spill into overflow pages, which are freed differently from table cells.
@@ -91,14 +91,14 @@ import VaultTestSupport
 
         #expect(try vault.accounts.find(alice.id) == nil)
         #expect(try vault.tokens.current(for: alice.id) == nil)
-        #expect(try vault.notificationCount(account: alice.id) == 0)
+        #expect(try vault.notifications.count(account: alice.id) == 0)
         #expect(try vault.devices.all(for: alice.id).isEmpty)
         #expect(try vault.sessions.all(for: alice.id).isEmpty)
         #expect(try vault.accounts.activeID() == bob.id, "the oldest remaining account took over from the removed active one")
 
         // Bob is untouched, before and after reopening.
         #expect(try vault.tokens.current(for: bob.id)?.tokens == Samples.fixedTokens("bob-r4t5y6"))
-        #expect(try vault.notificationCount(account: bob.id) == 5)
+        #expect(try vault.notifications.count(account: bob.id) == 5)
         vault.close()
         let reopened = try test.open()
         defer { reopened.close() }

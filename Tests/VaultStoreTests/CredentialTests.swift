@@ -118,7 +118,7 @@ import VaultTestSupport
         var vault = try test.create()
         let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("change"), for: account.id, replacing: nil)
-        try vault.upsertNotification(
+        try vault.notifications.upsert(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "s", message: "m",
                 actions: [], createdAt: Times.at(0)))
@@ -130,7 +130,7 @@ import VaultTestSupport
         expectVaultError(.wrongCredential) { try test.open() }
         vault = try Vault.open(at: test.url, credential: .passphrase(newPassphrase), options: test.options())
         #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("change"))
-        #expect(try vault.notification("n-1", account: account.id)?.subject == "s")
+        #expect(try vault.notifications.find("n-1", account: account.id)?.subject == "s")
 
         let keyURL = test.directory.file("new.key")
         try VaultCredential.createKeyFile(at: keyURL)

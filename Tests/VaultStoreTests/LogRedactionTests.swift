@@ -22,7 +22,7 @@ import VaultTestSupport
         let tokens = Samples.fixedTokens("log-5d1e")
         let generation = try vault.tokens.store(tokens, for: account.id, replacing: nil)
         expectVaultError(.staleGeneration) { try vault.tokens.store(Samples.fixedTokens("log-stale-5d1e"), for: account.id, replacing: nil) }
-        try vault.upsertNotification(
+        try vault.notifications.upsert(
             NotificationRecord(
                 uuid: "n-1", account: account.id, subject: "subject-5d1e",
                 message: "message-5d1e", actions: [], createdAt: Date()))

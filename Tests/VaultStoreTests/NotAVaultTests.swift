@@ -37,7 +37,7 @@ import VaultTestSupport
         let account = try vault.accounts.insert(Samples.account())
         try vault.tokens.store(Samples.fixedTokens("damage"), for: account.id, replacing: nil)
         for index in 0..<40 {
-            try vault.upsertNotification(
+            try vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "n-\(index)", account: account.id, subject: String(repeating: "s", count: 200),
                     message: String(repeating: "m", count: 400), actions: [], createdAt: Times.at(index)))
@@ -121,7 +121,7 @@ import VaultTestSupport
         let vault = try test.open()
         defer { vault.close() }
         #expect(try vault.accounts.all().count == 1, "undamaged tables still read")
-        let error = expectVaultError(.damaged) { try vault.notifications() }
+        let error = expectVaultError(.damaged) { try vault.notifications.page() }
         #expect(error?.message.contains("restore") == true, "\(error.map(String.init(describing:)) ?? "")")
     }
 

@@ -23,10 +23,10 @@ import VaultTestSupport
         let test = try TestVault(.keyFile)
         let vault = try test.create(clock: Times.fixedClock)
         let alice = try vault.accounts.insert(Samples.account("alice")).id
-        try vault.upsertNotification(
+        try vault.notifications.upsert(
             NotificationRecord(uuid: "n-1", account: alice, subject: "s", message: "m", actions: actions, createdAt: Times.at(10)))
-        #expect(try vault.notifications(NotificationQuery(limit: 5)).items.map(\.actions) == [actions])
-        #expect(try vault.notification("n-1", account: alice)?.actions == actions)
+        #expect(try vault.notifications.page(NotificationQuery(limit: 5)).items.map(\.actions) == [actions])
+        #expect(try vault.notifications.find("n-1", account: alice)?.actions == actions)
     }
 
     @Test(

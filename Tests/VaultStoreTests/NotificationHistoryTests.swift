@@ -30,7 +30,7 @@ import VaultTestSupport
                         createdAt: Times.at(index * 10), status: index.isMultiple(of: 3) ? .pending : .answered))
             }
             // Inserted out of order, so seq does not follow created_at.
-            #expect(try vault.upsertNotifications(records.shuffled()) == 30)
+            #expect(try vault.notifications.upsert(records.shuffled()) == 30)
             self.records = records
         }
 
@@ -39,7 +39,7 @@ import VaultTestSupport
             var query = query
             var items: [NotificationRecord] = []
             while true {
-                let page = try vault.notifications(query)
+                let page = try vault.notifications.page(query)
                 #expect(page.items.count <= query.limit)
                 items += page.items
                 guard let next = page.next else { return items }
@@ -65,7 +65,7 @@ import VaultTestSupport
         for pageNumber in 0... {
             // Each page of 4 adds 2 rows still ahead of the cursor: the walk ends, and fast.
             try #require(pageNumber < 100, "paging does not end")
-            let page = try history.vault.notifications(query)
+            let page = try history.vault.notifications.page(query)
             seen += page.items
             guard let next = page.next, let last = page.items.last else { break }
             // A newer row, an older row, one between the remaining rows, and one with the cursor's own time.
@@ -74,7 +74,7 @@ import VaultTestSupport
                 last.createdAt.addingTimeInterval(-5), last.createdAt,
             ] {
                 inserted += 1
-                try history.vault.upsertNotification(
+                try history.vault.notifications.upsert(
                     NotificationRecord(
                         uuid: "late-\(inserted)", account: inserted.isMultiple(of: 2) ? history.alice : history.bob,
                         subject: "late", message: "late", actions: [], createdAt: createdAt))
@@ -111,9 +111,9 @@ import VaultTestSupport
         #expect(combined == newestFirst.filter { $0.account == history.bob && $0.status == .pending && $0.createdAt >= Times.at(100) })
         #expect(!combined.isEmpty)
 
-        let exact = try history.vault.notifications(NotificationQuery(limit: 30))
+        let exact = try history.vault.notifications.page(NotificationQuery(limit: 30))
         #expect(exact.items.count == 30 && exact.next == nil, "a page that ends exactly at the last row has no next cursor")
-        expectVaultError(.invalidArgument) { try history.vault.notifications(NotificationQuery(limit: 0)) }
+        expectVaultError(.invalidArgument) { try history.vault.notifications.page(NotificationQuery(limit: 0)) }
         #expect(NotificationCursor("garbage") == nil)
     }
 
@@ -123,20 +123,20 @@ import VaultTestSupport
         defer { history.vault.close() }
         let vault = history.vault
 
-        #expect(try vault.pruneNotifications(olderThan: Times.at(100)) == 10)
+        #expect(try vault.notifications.prune(olderThan: Times.at(100)) == 10)
         #expect(try history.all(NotificationQuery(limit: 50)).allSatisfy { $0.createdAt >= Times.at(100) })
-        #expect(try vault.notificationCount() == 20)
-        #expect(try vault.pruneNotifications(olderThan: Times.at(100)) == 0, "pruning again removes nothing")
+        #expect(try vault.notifications.count() == 20)
+        #expect(try vault.notifications.prune(olderThan: Times.at(100)) == 0, "pruning again removes nothing")
 
-        #expect(try vault.pruneNotifications(keepNewest: 1, account: history.alice) == 9)
-        #expect(try vault.notificationCount(account: history.bob) == 10, "another account is untouched")
+        #expect(try vault.notifications.prune(keepNewest: 1, account: history.alice) == 9)
+        #expect(try vault.notifications.count(account: history.bob) == 10, "another account is untouched")
         #expect(try history.all(NotificationQuery(account: history.alice, limit: 5)).map(\.createdAt) == [Times.at(280)])
 
-        #expect(try vault.pruneNotifications(keepNewest: 3) == 7)
+        #expect(try vault.notifications.prune(keepNewest: 3) == 7)
         let left = try history.all(NotificationQuery(limit: 50))
         #expect(left.map(\.uuid) == ["n-029", "n-028", "n-027", "n-025"])
 
-        expectVaultError(.invalidArgument) { try vault.pruneNotifications(keepNewest: -1) }
+        expectVaultError(.invalidArgument) { try vault.notifications.prune(keepNewest: -1) }
     }
 
     @Test("only the first answer to a pending notification is recorded")
@@ -145,13 +145,13 @@ import VaultTestSupport
         defer { history.vault.close() }
         let pending = try #require(history.records.first { $0.status == .pending && $0.account == history.alice })
         let vault = history.vault
-        #expect(try vault.recordAnswer(to: pending.uuid, account: history.alice, action: "approve", byDevice: "d-1", at: Times.at(500)))
-        #expect(try vault.recordAnswer(to: pending.uuid, account: history.alice, action: "deny", byDevice: "d-2", at: Times.at(501)) == false)
-        let answered = try #require(try vault.notification(pending.uuid, account: history.alice))
+        #expect(try vault.notifications.recordAnswer(to: pending.uuid, account: history.alice, action: "approve", byDevice: "d-1", at: Times.at(500)))
+        #expect(try vault.notifications.recordAnswer(to: pending.uuid, account: history.alice, action: "deny", byDevice: "d-2", at: Times.at(501)) == false)
+        let answered = try #require(try vault.notifications.find(pending.uuid, account: history.alice))
         #expect(answered.status == .answered && answered.actionTaken == "approve")
         #expect(answered.answeredByDevice == "d-1" && answered.answeredAt == Times.at(500))
         #expect(
-            try vault.recordAnswer(to: pending.uuid, account: history.bob, action: "approve", byDevice: "d-3", at: Times.at(502)) == false,
+            try vault.notifications.recordAnswer(to: pending.uuid, account: history.bob, action: "approve", byDevice: "d-3", at: Times.at(502)) == false,
             "another account cannot answer it")
     }
 }

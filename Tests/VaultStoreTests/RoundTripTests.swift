@@ -71,12 +71,12 @@ import VaultTestSupport
         var notification = NotificationRecord(
             uuid: "0b5e0c1e-aaaa-4bbb-8ccc-000000000001", account: publicAccount.id, subject: "Sign-in request",
             message: "Approve sign-in from Lyon?", actions: actions, createdAt: Times.at(100), expiresAt: Times.at(400))
-        #expect(try vault.upsertNotification(notification))
+        #expect(try vault.notifications.upsert(notification))
         notification.status = .answered
         notification.actionTaken = "approve"
         notification.answeredAt = Times.at(150)
         notification.answeredByDevice = vault.deviceID
-        #expect(try vault.upsertNotification(notification) == false, "the same uuid updates, not inserts")
+        #expect(try vault.notifications.upsert(notification) == false, "the same uuid updates, not inserts")
         let deviceID = vault.deviceID
 
         vault.close()
@@ -108,8 +108,8 @@ import VaultTestSupport
         #expect(try vault.devices.all(for: publicAccount.id) == [device])
         #expect(try vault.devices.all() == [device, otherDevice])
 
-        #expect(try vault.notification(notification.uuid, account: publicAccount.id) == notification)
-        #expect(try vault.notificationCount() == 1)
+        #expect(try vault.notifications.find(notification.uuid, account: publicAccount.id) == notification)
+        #expect(try vault.notifications.count() == 1)
     }
 
     @Test("a vault works end to end: create, use, close, refuse use when closed, reopen", arguments: TestVault.Kind.allCases)

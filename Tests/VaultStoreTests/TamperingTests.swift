@@ -71,7 +71,7 @@ import VaultTestSupport
         let second = NotificationRecord(
             uuid: "n-2", account: alice.id, subject: "second subject", message: "second message",
             actions: [], createdAt: Times.at(2))
-        try vault.upsertNotifications([first, second])
+        try vault.notifications.upsert([first, second])
         let laptop = DeviceRegistration(
             id: "reg-1", account: alice.id, deviceID: "d-1", name: "laptop", platform: "linux",
             status: .active, createdAt: Times.at(0), updatedAt: Times.at(0))
@@ -124,13 +124,13 @@ import VaultTestSupport
             try copy(
                 "SELECT subject FROM notifications WHERE uuid = 'n-1'", [],
                 into: "UPDATE notifications SET subject = ? WHERE uuid = 'n-2'", [])
-            read = { try vault.notification("n-2", account: alice.id) as Any }
+            read = { try vault.notifications.find("n-2", account: alice.id) as Any }
             expectedPlace = "notifications.subject"
         case .notificationSubjectIntoMessage:
             try copy(
                 "SELECT subject FROM notifications WHERE uuid = 'n-1'", [],
                 into: "UPDATE notifications SET message = ? WHERE uuid = 'n-1'", [])
-            read = { try vault.notifications() as Any }
+            read = { try vault.notifications.page() as Any }
             expectedPlace = "notifications.message"
         case .deviceNameToOtherDevice:
             try copy(

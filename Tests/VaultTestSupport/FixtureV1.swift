@@ -72,14 +72,14 @@ public enum FixtureV1 {
                     id: "device-\(content.subject)", account: account.id, deviceID: vault.deviceID, name: content.deviceName,
                     platform: "linux", status: .active, activationMethod: .primary, createdAt: created, updatedAt: created))
             for n in content.notifications {
-                try vault.upsertNotification(
+                try vault.notifications.upsert(
                     NotificationRecord(
                         uuid: n.uuid, account: account.id, subject: n.subject, message: n.message,
                         actions: [NotificationAction(label: "Approve", action: "approve"), NotificationAction(label: "Reject", action: "reject")],
                         createdAt: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60)),
                         expiresAt: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60 + 300))))
                 if let answer = n.answered {
-                    _ = try vault.recordAnswer(
+                    _ = try vault.notifications.recordAnswer(
                         to: n.uuid, account: account.id, action: answer, byDevice: vault.deviceID,
                         at: created.addingTimeInterval(TimeInterval(n.minutesAfter * 60 + 30)))
                 }
@@ -114,7 +114,7 @@ public enum FixtureV1 {
                 problems.append("\(content.subject): device differs")
             }
             for n in content.notifications {
-                guard let record = try vault.notification(n.uuid, account: account.id) else {
+                guard let record = try vault.notifications.find(n.uuid, account: account.id) else {
                     problems.append("notification \(n.uuid) is missing")
                     continue
                 }

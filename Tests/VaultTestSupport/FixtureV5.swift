@@ -50,7 +50,7 @@ public enum FixtureV5 {
             DeviceRegistration(
                 id: "device-guest", account: guest, deviceID: vault.deviceID, name: guestDeviceName,
                 platform: "linux", status: .active, activationMethod: .primary, createdAt: FixtureV1.created, updatedAt: FixtureV1.created))
-        try vault.upsertNotification(
+        try vault.notifications.upsert(
             NotificationRecord(
                 uuid: guestNotification, account: guest, subject: "Guest", message: guestMessage,
                 actions: [NotificationAction(label: "OK", action: "ok")], createdAt: FixtureV1.created, expiresAt: nil))
@@ -87,7 +87,7 @@ public enum FixtureV5 {
         let devices = try vault.devices.all(for: frank.id)
         if devices.map(\.name) != [guestDeviceName] { problems.append("frank: devices \(devices.map(\.name))") }
         if try !vault.devices.all(for: guest.id).isEmpty { problems.append("guest: devices left behind") }
-        let notification = try vault.notification(guestNotification, account: frank.id)
+        let notification = try vault.notifications.find(guestNotification, account: frank.id)
         if notification?.message != guestMessage { problems.append("frank: the guest's notification did not move or does not open") }
         return problems
     }

@@ -97,7 +97,7 @@ func fillNotifications(_ vault: Vault, account: AccountID, count: Int, uuidPrefi
                 subject: subject, message: message, actions: actions,
                 createdAt: base.addingTimeInterval(Double(i)), expiresAt: base.addingTimeInterval(Double(i) + 300))
         }
-        try vault.upsertNotifications(records)
+        try vault.notifications.upsert(records)
         done += n
     }
 }

@@ -33,10 +33,10 @@ func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: B
         let firstWork = try plain.pageWork(after: nil)
         let deepWork = try plain.pageWork(after: deepest)
         let first = Operation(body: {
-            guard try vault.notifications(NotificationQuery(limit: 50)).items.count == 50 else { throw BenchError("short first page") }
+            guard try vault.notifications.page(NotificationQuery(limit: 50)).items.count == 50 else { throw BenchError("short first page") }
         })
         let deep = Operation(body: {
-            guard try vault.notifications(NotificationQuery(limit: 50, after: deepCursor)).items.count == 50 else {
+            guard try vault.notifications.page(NotificationQuery(limit: 50, after: deepCursor)).items.count == 50 else {
                 throw BenchError("short deep page")
             }
         })

@@ -122,7 +122,7 @@ func profileLoop(_ arguments: [String]) async throws {
         for _ in 0..<iterations { generation = try vault.tokens.store(pair, for: bench.account, replacing: generation) }
     case "page":
         try fillNotifications(bench, count: 1000)
-        for _ in 0..<iterations { _ = try vault.notifications(NotificationQuery(limit: 50)) }
+        for _ in 0..<iterations { _ = try vault.notifications.page(NotificationQuery(limit: 50)) }
     case "page-baseline":
         // The same page's baseline (History.swift), to compare instruction counts with `page`.
         try fillNotifications(bench, count: 1000)

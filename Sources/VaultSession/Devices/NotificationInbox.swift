@@ -81,7 +81,7 @@ public actor NotificationInbox {
         for reason in skipped {
             logger.warning("a notification from the server was skipped", metadata: ["account": "\(id)", "reason": "\(reason)"])
         }
-        let inserted = try await storeCall { [session, records] in try session.vault.upsertNotifications(records) }
+        let inserted = try await storeCall { [session, records] in try session.vault.notifications.upsert(records) }
         let sent = page.notifications.count + page.skipped.count
         let end = page.startIndex + sent
         let next = sent == 0 || end > page.totalCount ? nil : end
@@ -118,7 +118,7 @@ public actor NotificationInbox {
     /// notifications whose expiry passed are recorded as expired first.
     public func list(_ query: NotificationQuery = NotificationQuery()) async throws -> NotificationPage {
         try await expireOverdue(account: query.account)
-        return try await storeCall { [session] in try session.vault.notifications(query) }
+        return try await storeCall { [session] in try session.vault.notifications.page(query) }
     }
 
     // MARK: - Answer
@@ -128,14 +128,14 @@ public actor NotificationInbox {
     public func answer(_ uuid: String, action: String, account: AccountID? = nil) async throws -> AnswerOutcome {
         let id = try await session.resolve(account)
         let vault = session.vault
-        guard let stored = try await storeCall({ try vault.notification(uuid, account: id) }) else {
+        guard let stored = try await storeCall({ try vault.notifications.find(uuid, account: id) }) else {
             return refuse(.unknownNotification(uuid), uuid)
         }
         if let refusal = localRefusal(stored, action: action) {
             if case .expired = refusal, stored.status == .pending {
                 var expired = stored
                 expired.status = .expired
-                try await storeCall { [expired] in try vault.upsertNotification(expired) }
+                try await storeCall { [expired] in try vault.notifications.upsert(expired) }
             }
             return refuse(refusal, uuid)
         }
@@ -153,16 +153,16 @@ public actor NotificationInbox {
             let confirmed = try await deviceCall(session, id) { try await api.answer(uuid, action: action, account: id) }
             let answeredAt = confirmed.answeredAt ?? wallClock.now()
             let recorded = try await storeCall {
-                try vault.recordAnswer(to: uuid, account: id, action: action, byDevice: vault.deviceID, at: answeredAt)
+                try vault.notifications.recordAnswer(to: uuid, account: id, action: action, byDevice: vault.deviceID, at: answeredAt)
             }
             if !recorded {
                 // A sync changed the stored copy meanwhile: the server's confirmation is the truth.
                 var record = confirmed.record(for: id)
                 record.answeredByDevice = record.answeredByDevice ?? vault.deviceID
-                try await storeCall { [record] in try vault.upsertNotification(record) }
+                try await storeCall { [record] in try vault.notifications.upsert(record) }
             }
             logger.info("notification answered", metadata: ["account": "\(id)", "notification": "\(uuid)"])
-            guard let record = try await storeCall({ try vault.notification(uuid, account: id) }) else {
+            guard let record = try await storeCall({ try vault.notifications.find(uuid, account: id) }) else {
                 return refuse(.unknownNotification(uuid), uuid)
             }
             return .answered(record)
@@ -208,7 +208,7 @@ public actor NotificationInbox {
         default:
             throw error
         }
-        if updated != stored { try await storeCall { [session, updated] in try session.vault.upsertNotification(updated) } }
+        if updated != stored { try await storeCall { [session, updated] in try session.vault.notifications.upsert(updated) } }
         return refuse(refusal, stored.uuid)
     }
 
@@ -224,7 +224,7 @@ public actor NotificationInbox {
         var query = NotificationQuery(account: account, pendingOnly: true, limit: 200)
         var overdue: [NotificationRecord] = []
         while true {
-            let page = try await storeCall { [query] in try vault.notifications(query) }
+            let page = try await storeCall { [query] in try vault.notifications.page(query) }
             overdue += page.items.filter { ($0.expiresAt.map { $0 <= now }) ?? false }
             guard let next = page.next else { break }
             query.after = next
@@ -235,7 +235,7 @@ public actor NotificationInbox {
             record.status = .expired
             return record
         }
-        try await storeCall { _ = try vault.upsertNotifications(expired) }
+        try await storeCall { _ = try vault.notifications.upsert(expired) }
     }
 
     // MARK: - Prune
@@ -251,7 +251,7 @@ public actor NotificationInbox {
     @discardableResult
     public func prune(olderThanDays: Int? = nil, keepNewest: Int? = nil, account: AccountID? = nil) async throws -> Int {
         let cutoff = olderThanDays.map { wallClock.now().addingTimeInterval(-Double($0) * 86_400) }
-        let removed = try await storeCall { [session] in try session.vault.pruneNotifications(olderThan: cutoff, keepNewest: keepNewest, account: account) }
+        let removed = try await storeCall { [session] in try session.vault.notifications.prune(olderThan: cutoff, keepNewest: keepNewest, account: account) }
         logger.info("notification history pruned", metadata: ["removed": "\(removed)"])
         return removed
     }

@@ -31,7 +31,7 @@ enum Populate {
                 id: "registration-carol", account: account.id, deviceID: vault.deviceID, name: "carol's build box",
                 platform: "linux", status: .active, activationMethod: .primary, createdAt: now, updatedAt: now))
         for day in 0..<notifications {
-            try vault.upsertNotification(
+            try vault.notifications.upsert(
                 NotificationRecord(
                     uuid: "00000000-0000-4000-8000-\(String(format: "%012d", day))", account: account.id,
                     subject: "Approve deploy?", message: "Deploy 42 to prod",

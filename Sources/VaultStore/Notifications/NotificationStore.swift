@@ -4,23 +4,32 @@ import VaultCrypto
 
 // MARK: - Notifications
 
-extension Vault {
+/// The accounts' notification history: each notification's sealed content, its actions, whether
+/// and how it was answered, kept within the account's retention.
+///
+/// ```swift
+/// let page = try vault.notifications.page(NotificationQuery(account: account, limit: 20))
+/// for notification in page.items { print(notification.uuid, notification.status) }
+/// ```
+public struct NotificationStore: VaultArea {
+    let core: VaultCore
+
     /// Inserts the notification, or updates the stored one with the same account and uuid.
     /// Idempotent: storing the same notification twice leaves one row. Returns true when inserted.
     @discardableResult
-    public func upsertNotification(_ notification: NotificationRecord) throws -> Bool {
-        try write("storing a notification") { db in try self.upsertNotification(notification, db) }
+    public func upsert(_ notification: NotificationRecord) throws -> Bool {
+        try write("storing a notification") { db in try self.upsert(notification, db) }
     }
 
     /// Stores a batch in one transaction (a synced page). Returns how many were new.
     @discardableResult
-    public func upsertNotifications(_ notifications: [NotificationRecord]) throws -> Int {
+    public func upsert(_ notifications: [NotificationRecord]) throws -> Int {
         try write("storing notifications") { db in
-            try notifications.reduce(0) { count, notification in count + (try self.upsertNotification(notification, db) ? 1 : 0) }
+            try notifications.reduce(0) { count, notification in count + (try self.upsert(notification, db) ? 1 : 0) }
         }
     }
 
-    func upsertNotification(_ n: NotificationRecord, _ db: Database) throws -> Bool {
+    func upsert(_ n: NotificationRecord, _ db: Database) throws -> Bool {
         let seal = { (column: String, value: String?) throws -> Data? in
             try self.seal(value, table: "notifications", column: column, account: n.account, row: n.uuid, db)
         }
@@ -52,18 +61,18 @@ extension Vault {
     }
 
     /// One notification by account and uuid.
-    public func notification(_ uuid: String, account: AccountID) throws -> NotificationRecord? {
+    public func find(_ uuid: String, account: AccountID) throws -> NotificationRecord? {
         try read("reading a notification") { db in
             try Row.fetchOne(
                 db, sql: "SELECT * FROM notifications WHERE account_id = ? AND uuid = ?",
                 arguments: [account.rawValue, uuid]
-            ).map { try self.notification(from: $0, db) }
+            ).map { try self.record(from: $0, db) }
         }
     }
 
     /// A page of the history, newest first, with keyset pagination: a deep page costs what the
     /// first one costs. Rows inserted while paging never make a row appear twice or out of order.
-    public func notifications(_ query: NotificationQuery = NotificationQuery()) throws -> NotificationPage {
+    public func page(_ query: NotificationQuery = NotificationQuery()) throws -> NotificationPage {
         guard query.limit > 0 else { throw VaultError(.invalidArgument, "a page holds at least one notification", path: path) }
         var conditions: [String] = []
         var arguments: StatementArguments = []
@@ -100,7 +109,7 @@ extension Vault {
                 guard items.count < query.limit else {
                     return NotificationPage(items: items, next: last)
                 }
-                let known = reader ?? NotificationRowReader(stepped, vault: self)
+                let known = reader ?? NotificationRowReader(stepped, store: self)
                 reader = known
                 let (record, cursor) = try known.record(from: stepped, StoredRow(current: statement), db)
                 items.append(record)
@@ -133,7 +142,7 @@ extension Vault {
     /// Deletes history older than `olderThan` and/or beyond the newest `keepNewest` per account.
     /// Returns how many notifications were removed.
     @discardableResult
-    public func pruneNotifications(olderThan: Date? = nil, keepNewest: Int? = nil, account: AccountID? = nil) throws -> Int {
+    public func prune(olderThan: Date? = nil, keepNewest: Int? = nil, account: AccountID? = nil) throws -> Int {
         if let keepNewest, keepNewest < 0 { throw VaultError(.invalidArgument, "keepNewest must not be negative", path: path) }
         return try write("pruning notifications") { db in
             var removed = 0
@@ -162,7 +171,7 @@ extension Vault {
     }
 
     /// How many notifications the vault holds (optionally for one account).
-    public func notificationCount(account: AccountID? = nil) throws -> Int {
+    public func count(account: AccountID? = nil) throws -> Int {
         try read("counting notifications") { db in
             if let account {
                 return try Int.fetchOne(db, sql: "SELECT count(*) FROM notifications WHERE account_id = ?", arguments: [account.rawValue]) ?? 0
@@ -171,8 +180,8 @@ extension Vault {
         }
     }
 
-    private func notification(from row: Row, _ db: Database) throws -> NotificationRecord {
-        try NotificationRowReader(row, vault: self).record(from: row, StoredRow(row), db).record
+    private func record(from row: Row, _ db: Database) throws -> NotificationRecord {
+        try NotificationRowReader(row, store: self).record(from: row, StoredRow(row), db).record
     }
 }
 
@@ -187,13 +196,13 @@ struct NotificationRowReader {
         "action_taken", "answered_at", "answered_by_device", "seq",
     ]
 
-    private let vault: Vault
+    private let store: NotificationStore
     private let layout: RowIntegrity.RowLayout
     private let positions: [Int?]
     private let sealing = PageSealing()
 
-    init(_ first: Row, vault: Vault) {
-        self.vault = vault
+    init(_ first: Row, store: NotificationStore) {
+        self.store = store
         self.layout = RowIntegrity.layout(of: first, in: .notifications)
         self.positions = first.storedPositions(Self.columns)
     }
@@ -211,14 +220,14 @@ struct NotificationRowReader {
         var keys: [UInt32: SymmetricKey] = [:]
 
         /// `slot` numbers the sealed columns: 0 subject, 1 message, 2 actions, 3 action_taken.
-        func context(vault: Vault, slot: Int, column: String, account: AccountID) -> SharedSealContext {
+        func context(store: NotificationStore, slot: Int, column: String, account: AccountID) -> SharedSealContext {
             if account != self.account {
                 if let previous = self.account { otherAccounts[previous] = contexts }
                 contexts = otherAccounts[account] ?? [nil, nil, nil, nil]
                 self.account = account
             }
             if let known = contexts[slot] { return known }
-            let made = SharedSealContext(vaultID: vault.keyring.vaultID, table: NotificationRowReader.table, column: column, account: account.rawValue)
+            let made = SharedSealContext(vaultID: store.keyring.vaultID, table: NotificationRowReader.table, column: column, account: account.rawValue)
             contexts[slot] = made
             return made
         }
@@ -226,8 +235,8 @@ struct NotificationRowReader {
 
     /// The record, and the cursor that lists what comes after it. `values` are `row`'s, each column read from SQLite once, for the row MAC and for the record.
     func record(from row: Row, _ values: StoredRow, _ db: Database) throws -> (record: NotificationRecord, cursor: NotificationCursor) {
-        let path = vault.path
-        try vault.integrity.check(values, in: .notifications, layout: layout, db)
+        let path = store.path
+        try store.integrity.check(values, in: .notifications, layout: layout, db)
         let p = positions
         let storedUUID = try? values.storedIfPresent(at: p[1], "uuid", table: Self.table, row: "?", path: path, as: String.self)
         let key = storedUUID ?? "?"
@@ -242,8 +251,8 @@ struct NotificationRowReader {
         let uuid: String = try storedUUID ?? value(1, "uuid")
         let sealing = self.sealing
         let open = { (position: Int, slot: Int, column: String) throws -> String? in
-            try vault.open(
-                optional(position, column), sharing: sealing.context(vault: vault, slot: slot, column: column, account: account),
+            try store.open(
+                optional(position, column), sharing: sealing.context(store: store, slot: slot, column: column, account: account),
                 table: Self.table, column: column, account: account, row: uuid, keys: &sealing.keys, db)
         }
         guard let subject = try open(2, 0, "subject"), let message = try open(3, 1, "message"), let actionsJSON = try open(4, 2, "actions")
@@ -265,4 +274,9 @@ struct NotificationRowReader {
             answeredByDevice: try optional(10, "answered_by_device"))
         return (record, NotificationCursor(createdAt: createdAt, seq: try value(11, "seq")))
     }
+}
+
+extension VaultCore {
+    /// This vault's notifications (see ``NotificationStore``).
+    var notifications: NotificationStore { NotificationStore(core: self) }
 }
