@@ -56,7 +56,7 @@ extension SessionService {
     public func recipient() async throws -> SessionRecipient {
         let vault = self.vault
         return try await vaultCall {
-            let pair = try vault.recipientKey()
+            let pair = try vault.transfers.recipientKey()
             defer { pair.wipe() }
             return SessionRecipient(publicKey: pair.publicKey)
         }
@@ -97,7 +97,7 @@ extension SessionService {
         let holder = "\(holderID)-export-\(transferID.prefix(8))"
         let vault = self.vault
         let lease = configuration.leaseDuration
-        let snapshot = try await vaultCall { try vault.beginSessionExport(of: id, holder: holder, leaseDuration: lease) }
+        let snapshot = try await vaultCall { try vault.transfers.beginExport(of: id, holder: holder, leaseDuration: lease) }
         // Held until the export lets go: no other process rotates the refresh token meanwhile,
         // however long writing the blob takes.
         let renewal = renewLeaseWhileRefreshing(id, holder: holder)
@@ -117,7 +117,7 @@ extension SessionService {
                 sender: SessionPayload.Sender(host: request.host, vault: senderVault))
             try await deliver(sealed)
         } catch {
-            try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
+            try? await vaultCall { try vault.transfers.abandonExport(of: id, holder: holder) }
             throw error
         }
         renewal.cancel()
@@ -126,10 +126,10 @@ extension SessionService {
             // The export's end of the session and its event, in one transaction.
             let recorded = recording { (ended: SessionRecord?) in ended.map { [(.stateChanged(id, .expired(.exported)), $0)] } ?? [] }
             ended = try await vaultCall { [holderID] in
-                try vault.finishSessionExport(snapshot, holder: holder, transfer: record, eventOrigin: holderID, recording: recorded)
+                try vault.transfers.finishExport(snapshot, holder: holder, transfer: record, eventOrigin: holderID, recording: recorded)
             }
         } catch {
-            try? await vaultCall { try vault.abandonSessionExport(of: id, holder: holder) }
+            try? await vaultCall { try vault.transfers.abandonExport(of: id, holder: holder) }
             if let refusal = error as? SessionTransferError { throw refusal }
             throw SessionTransferError(
                 .unfinished,
@@ -169,7 +169,7 @@ extension SessionService {
         let hint = Array(bytes[1..<SessionArmor.headerLength])
         let box = Array(bytes[SessionArmor.headerLength...])
         var opened = try await vaultCall { () throws -> (json: [UInt8]?, ours: SessionRecipient) in
-            let pair = try vault.recipientKey()
+            let pair = try vault.transfers.recipientKey()
             defer { pair.wipe() }
             let ours = SessionRecipient(publicKey: pair.publicKey)
             guard hint == ours.hint else { return (nil, ours) }
@@ -207,7 +207,7 @@ extension SessionService {
         }
         // The import and its events (as a sign-in's), in one transaction.
         let recorded = recording { (record: SessionImportRecord) in Self.signInEvents(record.signIn).map { ($0, nil) } }
-        let record = try await vaultCall { [holderID] in try vault.importSession(imported, eventOrigin: holderID, recording: recorded) }
+        let record = try await vaultCall { [holderID] in try vault.transfers.importSession(imported, eventOrigin: holderID, recording: recorded) }
         let signIn = record.signIn
         let id = signIn.account.id
         warned[id] = nil

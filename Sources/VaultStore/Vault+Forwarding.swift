@@ -1,4 +1,5 @@
 import Foundation
+import VaultCrypto
 
 // MARK: - Forwarding to the stores
 
@@ -202,4 +203,17 @@ extension Vault {
 
     /// ``NotificationStore/count(account:)``.
     public func notificationCount(account: AccountID? = nil) throws -> Int { try notifications.count(account: account) }
+
+    // MARK: Session transfers
+
+    /// ``TransferStore/recipientKey()``.
+    public func recipientKey() throws -> RecipientKeyPair { try transfers.recipientKey() }
+
+    /// ``TransferStore/importSession(_:eventOrigin:)``.
+    public func importSession(_ imported: SessionImport, eventOrigin: String) throws -> SessionImportRecord {
+        try transfers.importSession(imported, eventOrigin: eventOrigin)
+    }
+
+    /// ``TransferStore/all()``.
+    public func sessionTransfers() throws -> [SessionTransferRecord] { try transfers.all() }
 }

@@ -53,6 +53,8 @@ public final class Vault: Sendable {
     public var devices: DeviceStore { core.devices }
     /// The notification history (see ``NotificationStore``).
     public var notifications: NotificationStore { core.notifications }
+    /// Sessions moved to and from other vaults (see ``TransferStore``).
+    public var transfers: TransferStore { core.transfers }
     /// The event log every process sees (see ``EventStore``).
     public var events: EventStore { core.events }
 

@@ -61,7 +61,7 @@ struct SessionTransferTests {
             #expect(report.transfer.mode == .move, "the default with a refresh token")
             #expect(report.endedSession?.endReason == "exported")
             #expect(try h.vault.tokens.current(for: alice) == nil, "the exporting vault keeps no token")
-            #expect(try h.vault.sessionTransfers().map(\.id) == [report.transfer.id])
+            #expect(try h.vault.transfers.all().map(\.id) == [report.transfer.id])
 
             let imported = try await b.service.importSession(blob)
             #expect(imported.hasRefreshToken)
@@ -134,7 +134,7 @@ struct SessionTransferTests {
             #expect(await Self.refusal { try await b.service.importSession(elsewhere) } == .wrongRecipient)
             await h.time.advance(by: .seconds(601))
             #expect(await Self.refusal { try await b.service.importSession(late) } == .expired)
-            #expect(try b.vault.sessionTransfers().count == 1, "only the first import is remembered")
+            #expect(try b.vault.transfers.all().count == 1, "only the first import is remembered")
             #expect(try b.vault.accounts.all().count == 1)
 
             // Locked by its idle timeout: no export until it is unlocked.
@@ -149,7 +149,7 @@ struct SessionTransferTests {
             // The keys are dropped while locked: what is left is read without them.
             #expect(try h.vault.tokens.metadata(for: alice)?.hasRefreshToken == true, "the refused export changed nothing")
             #expect(try h.vault.sessions.current(for: alice)?.state == .locked)
-            #expect(try h.vault.sessionTransfers().count == 3, "three exports recorded, the refused one not")
+            #expect(try h.vault.transfers.all().count == 3, "three exports recorded, the refused one not")
             await b.close()
             await c.close()
         }
@@ -180,7 +180,7 @@ struct SessionTransferTests {
             }
             #expect(accepted.isEmpty, "changes accepted at \(accepted)")
             #expect(try b.vault.accounts.all().isEmpty)
-            #expect(try b.vault.sessionTransfers().isEmpty)
+            #expect(try b.vault.transfers.all().isEmpty)
             // The blob itself was fine all along.
             _ = try await b.service.importSession(blob)
             #expect(try b.vault.accounts.all().count == 1)
@@ -199,7 +199,7 @@ struct SessionTransferTests {
             }
             #expect(try h.vault.sessions.current(for: alice)?.state == .active)
             #expect(try h.vault.leases.state(for: alice).leaseHolder == nil, "the export's lease was released")
-            #expect(try h.vault.sessionTransfers().isEmpty)
+            #expect(try h.vault.transfers.all().isEmpty)
             await h.time.advance(by: .seconds(60))
             _ = try await h.service.validAccessToken()
             await h.expectTokenRequests(1)
@@ -228,7 +228,7 @@ struct SessionTransferTests {
             #expect(try h.vault.tokens.current(for: alice)?.tokens.accessToken == replacement.accessToken)
             #expect(try h.vault.sessions.current(for: alice)?.state == .active)
             #expect(try h.vault.leases.state(for: alice).leaseHolder == nil)
-            #expect(try h.vault.sessionTransfers().isEmpty)
+            #expect(try h.vault.transfers.all().isEmpty)
             await b.close()
         }
     }
@@ -303,7 +303,7 @@ struct SessionTransferTests {
     /// The blob opened with `receiver`'s key, its JSON changed by `edit`, sealed again to it.
     static func reseal(_ blob: String, _ receiver: Receiver, _ edit: (inout [String: Any]) -> Void) throws -> String {
         let bytes = try #require(base64URL(String(blob.dropFirst("cvsession1:".count))))
-        let pair = try receiver.vault.recipientKey()
+        let pair = try receiver.vault.transfers.recipientKey()
         defer { pair.wipe() }
         let json = try pair.open(Array(bytes[9...]))
         var payload = try #require(try JSONSerialization.jsonObject(with: Data(json)) as? [String: Any])

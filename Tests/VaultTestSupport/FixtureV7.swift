@@ -30,7 +30,7 @@ public enum FixtureV7 {
                 tokenEndpoint: URL(string: "https://id.fixture.test/token")!, clientID: "fixture-cli",
                 scopes: ["openid"]),
             subjectSource: .verified)
-        _ = try vault.importSession(
+        _ = try vault.transfers.importSession(
             SessionImport(
                 account: account, credentialHosts: [], credentialUsername: nil,
                 tokens: TokenSet(accessToken: accessToken, refreshToken: refreshToken, accessTokenExpiresAt: absoluteDeadline, scopes: ["openid"]),
@@ -59,7 +59,7 @@ public enum FixtureV7 {
         if session?.startedAt != startedAt || session?.absoluteDeadline != absoluteDeadline || session?.state != .active {
             problems.append("grace: session differs")
         }
-        let transfers = try vault.sessionTransfers()
+        let transfers = try vault.transfers.all()
         if !transfers.contains(where: { $0.id == transfer && $0.direction == .import && $0.account == grace.id && $0.peer == sender }) {
             problems.append("the transfer is not remembered")
         }

@@ -131,7 +131,16 @@ public struct SessionImportRecord: Sendable {
     public var skippedHosts: [String]
 }
 
-extension Vault {
+/// Sessions moved between vaults: this vault's recipient key, the export lease that keeps an
+/// exported session from being used in two places, the import, and the remembered transfers
+/// that refuse the same envelope twice.
+///
+/// ```swift
+/// for transfer in try vault.transfers.all() { print(transfer.direction, transfer.account, transfer.peer) }
+/// ```
+public struct TransferStore: VaultArea {
+    let core: VaultCore
+
     /// This vault's recipient key pair, derived from the vault key (a new key, a new pair).
     public func recipientKey() throws -> RecipientKeyPair {
         try RecipientKeyPair(derivedFrom: keyring.vaultKey())
@@ -140,7 +149,7 @@ extension Vault {
     /// Reads the account's session for an export and takes its refresh lease as `holder`, in one
     /// transaction. Refused unless the session is active and has tokens, and while another
     /// live process holds the lease (it is refreshing).
-    package func beginSessionExport(of id: AccountID, holder: String, leaseDuration: Duration) throws -> SessionSnapshot {
+    package func beginExport(of id: AccountID, holder: String, leaseDuration: Duration) throws -> SessionSnapshot {
         let now = clock.now()
         let latestLease = now.addingTimeInterval(leaseDuration.timeInterval + 1)
         return try write("preparing a session export") { db in
@@ -179,7 +188,7 @@ extension Vault {
     /// `.changed` (and changes nothing) when the lease was lost or the tokens changed since
     /// the snapshot: the blob written then holds a refresh token that is no longer current.
     /// Returns the session it ended (nil for `.accessOnly`).
-    package func finishSessionExport(
+    package func finishExport(
         _ snapshot: SessionSnapshot, holder: String?, transfer: SessionTransferRecord,
         eventOrigin: String, recording: EventRecording<SessionRecord?>? = nil
     ) throws -> SessionRecord? {
@@ -222,7 +231,7 @@ extension Vault {
     }
 
     /// Releases the lease an export took, when its blob could not be written. Changes nothing else.
-    package func abandonSessionExport(of id: AccountID, holder: String) throws {
+    package func abandonExport(of id: AccountID, holder: String) throws {
         try write("abandoning a session export") { db in try self.releaseLease(for: id, holder: holder, db) }
     }
 
@@ -339,7 +348,7 @@ extension Vault {
     }
 
     /// Every export and import this vault remembers, newest first.
-    public func sessionTransfers() throws -> [SessionTransferRecord] {
+    public func all() throws -> [SessionTransferRecord] {
         try read("reading session transfers") { db in
             try Row.fetchAll(db, sql: "SELECT * FROM session_transfers ORDER BY at DESC, transfer_id").map { row in
                 try self.integrity.check(row, in: .sessionTransfers, db)
@@ -417,4 +426,9 @@ extension Vault {
                     """, arguments: [id.rawValue, holder])
         }
     }
+}
+
+extension VaultCore {
+    /// This vault's transfers (see ``TransferStore``).
+    var transfers: TransferStore { TransferStore(core: self) }
 }
