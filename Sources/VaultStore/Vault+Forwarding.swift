@@ -216,4 +216,50 @@ extension Vault {
 
     /// ``TransferStore/all()``.
     public func sessionTransfers() throws -> [SessionTransferRecord] { try transfers.all() }
+
+    // MARK: Maintenance
+
+    /// ``MaintenanceStore/verify(progress:)``.
+    @discardableResult
+    public func verify(progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
+        try maintenance.verify(progress: progress)
+    }
+
+    /// ``MaintenanceStore/backup(to:progress:)``.
+    public func backup(to destination: URL, progress: ((MaintenanceProgress) -> Void)? = nil) throws {
+        try maintenance.backup(to: destination, progress: progress)
+    }
+
+    /// ``MaintenanceStore/rotateKeys(credential:batchSize:progress:)``.
+    @discardableResult
+    public func rotateKeys(
+        credential: VaultCredential, batchSize: Int = 500, progress: (KeyRotationProgress) -> Void = { _ in }
+    ) throws -> KeyRotationReport {
+        try maintenance.rotateKeys(credential: credential, batchSize: batchSize, progress: progress)
+    }
+
+    /// ``MaintenanceStore/keyRotationPending()``.
+    public func keyRotationPending() throws -> Bool { try maintenance.keyRotationPending() }
+
+    /// ``MaintenanceStore/changeCredential(from:to:cost:replacingKeys:progress:)``.
+    @discardableResult
+    public func changeCredential(
+        from current: VaultCredential, to new: VaultCredential, cost: KDFParameters? = nil, replacingKeys: Bool = true,
+        progress: (KeyRotationProgress) -> Void = { _ in }
+    ) throws -> CredentialChange {
+        try maintenance.changeCredential(from: current, to: new, cost: cost, replacingKeys: replacingKeys, progress: progress)
+    }
+
+    /// ``MaintenanceStore/changeCredential(to:cost:)``.
+    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
+        try maintenance.changeCredential(to: credential, cost: cost)
+    }
+
+    /// ``MaintenanceStore/attemptCheckpoint(waitingAtMost:)``.
+    public func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
+        try maintenance.attemptCheckpoint(waitingAtMost: wait)
+    }
+
+    /// ``MaintenanceStore/checkpoint()``.
+    public func checkpoint() throws { try maintenance.checkpoint() }
 }

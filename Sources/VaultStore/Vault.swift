@@ -55,6 +55,8 @@ public final class Vault: Sendable {
     public var notifications: NotificationStore { core.notifications }
     /// Sessions moved to and from other vaults (see ``TransferStore``).
     public var transfers: TransferStore { core.transfers }
+    /// Verification, backup, key rotation, credential change, checkpoints (see ``MaintenanceStore``).
+    public var maintenance: MaintenanceStore { core.maintenance }
     /// The event log every process sees (see ``EventStore``).
     public var events: EventStore { core.events }
 
@@ -82,7 +84,7 @@ public final class Vault: Sendable {
             let vault = Vault(url: url, pool: pool, keyring: keyring, deviceID: deviceID, wroteWhileOpening: true, options: options)
             let integrity = vault.integrity
             try Migrator(migrations: options.migrations).migrate(
-                pool, now: options.clock.now(), path: url.path, logger: options.logger, completing: vault.completeMigration)
+                pool, now: options.clock.now(), path: url.path, logger: options.logger, completing: vault.maintenance.completeMigration)
             let wrapped = try kek.wrap(vaultKey, context: VaultKeys.vaultKeyContext(vaultID: vaultID, keyID: vaultKeyID))
             let check = try kek.keyCheck()
             try pool.write { db in
@@ -163,7 +165,7 @@ public final class Vault: Sendable {
                 let vaultKeys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: path)
                 if !schema.pending.isEmpty, options.backupBeforeMigrating, !meta.isFresh {
                     do {
-                        try backup(queue, of: url, fromVersion: migrator.latestVersion - schema.pending.count, options: options)
+                        try VaultFile.backupBeforeMigrating(queue, of: url, fromVersion: migrator.latestVersion - schema.pending.count, options: options)
                     } catch {
                         vaultKeys.current.wipe()
                         vaultKeys.pending?.wipe()
@@ -190,7 +192,7 @@ public final class Vault: Sendable {
                     wroteWhileOpening: true, options: options)
                 try migrator.migrate(
                     opened, now: options.clock.now(), path: path, logger: options.logger,
-                    completing: migrating.completeMigration)
+                    completing: migrating.maintenance.completeMigration)
             }
             // The header names the active account and this install's device id: checked before
             // either is used. Its unlock columns are authenticated by the key check and the
@@ -225,41 +227,6 @@ public final class Vault: Sendable {
 
     /// Whether ``close()`` was called.
     public var isClosed: Bool { core.isClosed }
-
-    // MARK: - Credential
-
-    /// Replaces the passphrase or key file. Only the vault key is re-wrapped: no data is rewritten.
-    /// A new passphrase is stretched at `cost`, by default the ``VaultOptions/kdf`` the vault was opened with.
-    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
-        let cost = cost ?? core.kdf
-        let vaultKey = try keyring.vaultKey()
-        if try keyRotationPending() {
-            throw VaultError(.keyRotationUnfinished, "a key rotation is under way: finish it before changing the credential", path: path)
-        }
-        let (kek, salt) = try VaultKeys.newKeyEncryptionKey(credential, cost: cost, path: path)
-        defer { kek.wipe() }
-        let wrapped = try kek.wrap(vaultKey, context: VaultKeys.vaultKeyContext(vaultID: keyring.vaultID, keyID: vaultKey.id))
-        let check = try kek.keyCheck()
-        let isPassphrase = salt != nil
-        try write("changing the credential") { db in
-            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
-                try db.execute(
-                    sql: """
-                        UPDATE vault_meta SET kek_kind = ?, kdf_salt = ?, kdf_opslimit = ?, kdf_memlimit = ?,
-                            key_check = ?, wrapped_vault_key = ? WHERE singleton = 1 AND vault_key_id = ?
-                        """,
-                    arguments: [
-                        credential.kind, salt.map { Data($0) },
-                        isPassphrase ? Int64(cost.opsLimit) : nil, isPassphrase ? Int64(cost.memLimitBytes) : nil,
-                        Data(check), Data(wrapped), Int64(vaultKey.id),
-                    ])
-                guard db.changesCount == 1 else {
-                    throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
-                }
-            }
-        }
-        logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)"])
-    }
 }
 
 // MARK: - Change stamp
@@ -279,36 +246,86 @@ extension Vault {
     public func changeStamp() throws -> VaultChangeStamp { try core.changeStamp() }
 }
 
+// MARK: - A vault file that is not open
+
+extension Vault {
+    /// Reads the plain facts of the vault at `url` on a read-only connection, without any
+    /// credential. Writes nothing.
+    ///
+    /// Throws what ``open(at:credential:options:)`` throws before unlocking: `.notFound`,
+    /// `.notAVault`, `.damaged`, `.unsafeLocation`, `.schemaTooNew`, `.migrationChecksumMismatch`.
+    public static func inspect(at url: URL, options: VaultOptions = VaultOptions()) throws -> VaultInspection {
+        try VaultFile.inspect(at: url, options: options)
+    }
+
+    /// Reads every plain record of the vault at `url` on a read-only connection, without a
+    /// credential. Writes nothing. `includeNotifications: false` skips the notification history.
+    ///
+    /// A plain column holding a value of the wrong type (a hand-edited file) is
+    /// ``VaultError/Code/damaged``, naming the table, row and column; a sealed column is only
+    /// reported present or absent, whatever it holds (``verify(progress:)`` judges those).
+    public static func metadata(
+        at url: URL, options: VaultOptions = VaultOptions(),
+        includeNotifications: Bool = true
+    ) throws -> VaultMetadata {
+        try VaultFile.metadata(at: url, options: options, includeNotifications: includeNotifications)
+    }
+
+    /// The credential-helper bindings the vault at `url` says it has, read without the key
+    /// (one read-only pass; nothing derived, nothing written), not authenticated: see
+    /// ``CredentialBinding``. A git or docker helper asks this first, so a request for a host
+    /// the vault binds nothing to is answered "not found" without a passphrase.
+    public static func inspectCredentialBindings(at url: URL, options: VaultOptions = VaultOptions()) throws -> [CredentialBinding] {
+        try VaultFile.credentialBindings(at: url, options: options)
+    }
+
+    /// Brings the vault at `url` to this build's schema, as ``open(at:credential:options:)``
+    /// does, but on its own and reporting each step: proves the credential (one key
+    /// derivation), copies the vault next to itself (`vault.db.vN-TIMESTAMP.bak`, 0600), then
+    /// applies each pending step in its own immediate transaction.
+    ///
+    /// A wrong credential, a newer schema or a damaged file leaves the vault untouched; a step
+    /// that fails rolls back alone (``VaultError/Code/migrationFailed``). To see what would be
+    /// applied without writing, read ``VaultInspection/pendingMigrations`` from ``inspect(at:options:)``.
+    ///
+    /// ```swift
+    /// let report = try Vault.migrate(at: url, credential: .passphrase(pass))
+    /// print("schema \(report.fromVersion) → \(report.toVersion), backup: \(report.backup?.path ?? "none")")
+    /// ```
+    ///
+    /// `progress` counts steps: the backup, then each migration.
+    public static func migrate(
+        at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions(),
+        progress: ((MaintenanceProgress) -> Void)? = nil
+    ) throws -> MigrationReport {
+        try VaultFile.migrate(at: url, credential: credential, options: options, progress: progress)
+    }
+
+    /// Checkpoints the vault at `url` without unlocking it (a checkpoint needs no key), after
+    /// the checks ``inspect(at:options:)`` makes; waits for readers up to
+    /// ``VaultOptions/busyTimeout``. What `vault compact` runs.
+    ///
+    /// ```swift
+    /// guard try Vault.compact(at: url).isComplete else { print("still in use; try again later"); return }
+    /// ```
+    public static func compact(at url: URL, options: VaultOptions = VaultOptions()) throws -> WALCheckpoint {
+        try VaultFile.compact(at: url, options: options)
+    }
+
+    /// Like ``backup(to:progress:)`` for a vault that is not open: no credential is needed,
+    /// since the copy holds only what the file holds. The source is checked as
+    /// ``inspect(at:options:)`` checks it.
+    public static func backup(
+        of url: URL, to destination: URL, options: VaultOptions = VaultOptions(),
+        progress: ((MaintenanceProgress) -> Void)? = nil
+    ) throws {
+        try VaultFile.backup(of: url, to: destination, options: options, progress: progress)
+    }
+}
+
 /// While the areas move out into their stores, the code still written as `extension Vault`
 /// reaches the core as they do.
 extension Vault: VaultArea {}
-
-// MARK: - Internals
-
-extension Vault {
-    /// Copies the vault next to itself with SQLite's online backup, mode 0600. Returns the copy.
-    @discardableResult
-    static func backup(_ source: DatabaseQueue, of url: URL, fromVersion: Int, options: VaultOptions) throws -> URL {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
-        let stamp = formatter.string(from: options.clock.now()).replacingOccurrences(of: ":", with: "")
-        // Two processes migrating the same vault, or a retry within the same second, must not
-        // fail on each other's backup: take the next free name (…-2.bak, …-3.bak).
-        let base = url.path + ".v\(fromVersion)-\(stamp)"
-        var backupURL = URL(fileURLWithPath: base + ".bak")
-        for attempt in 2... {
-            do {
-                try VaultFile.createEmpty(backupURL)
-                break
-            } catch let error as VaultError where error.code == .alreadyExists && attempt <= 100 {
-                backupURL = URL(fileURLWithPath: base + "-\(attempt).bak")
-            }
-        }
-        try fill(backupURL, from: source, sourcePath: url.path, action: "backing up before migration to \(backupURL.path)")
-        options.logger.info("backed up vault before migrating", metadata: ["backup": "\(backupURL.path)"])
-        return backupURL
-    }
-}
 
 /// What ``Vault/open(at:options:credential:)`` knows about a vault when it asks for the
 /// credential: nothing secret, and nothing derived yet.

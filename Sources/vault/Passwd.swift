@@ -57,7 +57,7 @@ extension VaultCommand {
                         file: newPassphraseFile, environmentVariable: "VAULT_NEW_PASSPHRASE",
                         prompt: "New passphrase for \(url.path): ", confirm: true)
                 }
-                try opened.vault.changeCredential(
+                try opened.vault.maintenance.changeCredential(
                     from: opened.credential, to: credential, cost: cost ?? .interactive,
                     replacingKeys: !keepKeys)
             }

@@ -32,7 +32,7 @@ extension VaultCommand {
             let report = try await OpenedVault.with(global, credentials) { opened in
                 let bar = ProgressBar("Re-sealing")
                 defer { bar.finish() }
-                return try opened.vault.rotateKeys(credential: opened.credential, batchSize: batchSize) { progress in
+                return try opened.vault.maintenance.rotateKeys(credential: opened.credential, batchSize: batchSize) { progress in
                     bar.update(progress.rowsDone, of: progress.rowsTotal)
                 }
             }

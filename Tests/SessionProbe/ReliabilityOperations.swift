@@ -73,7 +73,7 @@ func runReliabilityOperation(_ arguments: [String]) async -> Int32? {
             try migrate(vaultURL, credential, slowRows: Int(rest[0]) ?? 100_000)
         case "rotate-key":
             let vault = try Vault.open(at: vaultURL, credential: credential)
-            try vault.rotateKeys(credential: credential, batchSize: Int(rest[0]) ?? 100) { progress in
+            try vault.maintenance.rotateKeys(credential: credential, batchSize: Int(rest[0]) ?? 100) { progress in
                 if progress.phase == .resealing { emitNow("batch \(progress.rowsDone)/\(progress.rowsTotal)") }
             }
             emitNow("finished")

@@ -47,7 +47,7 @@ struct MaintenanceTests {
     func verifyAfterRotation() async throws {
         let filled = try await Filled()
         let vault = try Vault.open(at: filled.cli.vault, credential: .keyFile(filled.key))
-        try vault.rotateKeys(credential: .keyFile(filled.key))
+        try vault.maintenance.rotateKeys(credential: .keyFile(filled.key))
         vault.close()
         let json = try await filled.run(["verify", "--json"])
         #expect(json.status == 0, "\(json)")

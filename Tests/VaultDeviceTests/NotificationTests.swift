@@ -79,7 +79,7 @@ import VaultTestSupport
             a.transport.timeOut(request: 3, pathSuffix: "/notifications")
             await #expect(throws: DeviceAPIError.self) { try await a.inbox.syncAll(account: a.account, pageSize: 5) }
             #expect(try a.vault.notifications.count(account: a.account) == 10, "the two pages before the timeout stay stored")
-            #expect(try a.vault.verify().passed)
+            #expect(try a.vault.maintenance.verify().passed)
             let resumed = try await a.inbox.syncAll(account: a.account, pageSize: 5)
             #expect((resumed.received, resumed.inserted) == (12, 2))
             let all = try await a.inbox.list(NotificationQuery(account: a.account, limit: 100)).items

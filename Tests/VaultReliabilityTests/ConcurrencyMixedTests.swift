@@ -56,7 +56,7 @@ struct ConcurrencyMixedTests {
 
         let vault = try test.open()
         defer { vault.close() }
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         var generationsGained = 0
         for account in accounts {
             let generation = try vault.tokens.current(for: account)?.generation ?? 0

@@ -50,7 +50,7 @@ struct CrashKeyRotationTests {
             do {
                 let vault = try test.open()
                 defer { vault.close() }
-                let report = try vault.verify()
+                let report = try vault.maintenance.verify()
                 let count = try vault.notifications.count()
                 let ok = report.passed && count == before.notifications
                 if !report.passed {
@@ -78,7 +78,7 @@ struct CrashKeyRotationTests {
 
         let vault = try test.open()
         defer { vault.close() }
-        #expect(try !vault.keyRotationPending())
+        #expect(try !vault.maintenance.keyRotationPending())
         #expect(try vault.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") } != oldKeyID)
         let after = try vault.accounts.all()
         for account in after {

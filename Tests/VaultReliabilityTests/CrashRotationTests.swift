@@ -74,7 +74,7 @@ struct CrashRotationTests {
             do {
                 let vault = try test.open()
                 defer { vault.close() }
-                let report = try vault.verify()
+                let report = try vault.maintenance.verify()
                 if !report.passed {
                     ok = false
                     problems.append("kill \(kills): integrity check failed: \(report.databaseProblems) \(report.damaged)")

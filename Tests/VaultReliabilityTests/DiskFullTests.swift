@@ -72,7 +72,7 @@ struct DiskFullTests {
         let disk = try SmallDisk()
         let logs = CapturedLogs()
         var (vault, url, options, credential, account, first) = try makeVault(on: disk, logs: logs)
-        try vault.checkpoint()
+        try vault.maintenance.checkpoint()
         let second = Samples.steadyTokens("full-2")
         var texts: [String] = []
 
@@ -87,7 +87,7 @@ struct DiskFullTests {
 
         vault = try Vault.open(at: url, credential: credential, options: options)
         #expect(try vault.tokens.current(for: account)?.tokens == first)
-        #expect(try vault.verify().passed)
+        #expect(try vault.maintenance.verify().passed)
 
         // A checkpoint that must grow the database file, with no room for it.
         let generation = try vault.tokens.store(second, for: account, replacing: 1)
@@ -98,21 +98,21 @@ struct DiskFullTests {
                     actions: [], createdAt: Date(timeIntervalSince1970: 1_800_000_000 + Double(index))))
         }
         disk.fill()
-        let checkpointError = expectRefusal(.storage) { try vault.checkpoint() }
+        let checkpointError = expectRefusal(.storage) { try vault.maintenance.checkpoint() }
         requireFull(checkpointError)
         texts.append(checkpointError.map(String.init(describing:)) ?? "")
         #expect(try vault.tokens.current(for: account)?.generation == generation, "the committed token still opens from the WAL")
         #expect(try vault.tokens.current(for: account)?.tokens == second)
 
         disk.free()
-        try vault.checkpoint()
-        #expect(try vault.verify().passed)
+        try vault.maintenance.checkpoint()
+        #expect(try vault.maintenance.verify().passed)
         vault.close()
         vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
         let kept = try vault.tokens.current(for: account)?.tokens == second && vault.notifications.count() == 60
         #expect(kept)
-        let sound = try vault.verify().passed
+        let sound = try vault.maintenance.verify().passed
         #expect(sound)
         Self.record(tried: 2, refused: [storeError, checkpointError].compactMap { $0 }.count, kept: kept && sound)
         LogHygiene.check(logs, texts: texts, secrets: secrets(credential, first, second))
@@ -123,9 +123,9 @@ struct DiskFullTests {
         let disk = try SmallDisk()
         let logs = CapturedLogs()
         var (vault, url, options, credential, account, first) = try makeVault(on: disk, logs: logs)
-        try vault.checkpoint()
+        try vault.maintenance.checkpoint()
         disk.fill()
-        let error = expectRefusal(.storage) { try vault.rotateKeys(credential: credential) }
+        let error = expectRefusal(.storage) { try vault.maintenance.rotateKeys(credential: credential) }
         requireFull(error)
         #expect(try vault.tokens.current(for: account)?.tokens == first)
         vault.close()
@@ -134,10 +134,10 @@ struct DiskFullTests {
         vault = try Vault.open(at: url, credential: credential, options: options)
         defer { vault.close() }
         #expect(try vault.tokens.current(for: account)?.tokens == first)
-        try vault.rotateKeys(credential: credential)
+        try vault.maintenance.rotateKeys(credential: credential)
         let kept = try vault.tokens.current(for: account)?.tokens == first
         #expect(kept)
-        let sound = try vault.verify().passed
+        let sound = try vault.maintenance.verify().passed
         #expect(sound)
         Self.record(tried: 1, refused: error == nil ? 0 : 1, kept: kept && sound)
         LogHygiene.check(logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: secrets(credential, first))
@@ -171,7 +171,7 @@ struct DiskFullTests {
         defer { vault.close() }
         let kept = try FixtureV1.differences(in: vault, laterAccounts: 0).isEmpty
         #expect(kept)
-        let sound = try vault.verify().passed
+        let sound = try vault.maintenance.verify().passed
         #expect(sound)
         Self.record(tried: 1, refused: error == nil ? 0 : 1, kept: kept && sound)
         LogHygiene.check(

@@ -211,7 +211,7 @@ import VaultTestSupport
 
         // verify reads every table and must report, not stop: every edit changed an
         // authenticated row, and the row's MAC names the column.
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(!report.passed)
         let named = report.damaged.contains { "\($0.table).\($0.column)" == edit.place }
         #expect(named, "\(report.damaged) \(report.databaseProblems)")
@@ -237,7 +237,7 @@ import VaultTestSupport
         vault = try test.open()
         defer { vault.close() }
 
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(!report.passed)
         #expect(report.databaseProblems.contains { $0.contains("CHECK constraint failed in sessions") }, "\(report.databaseProblems)")
         #expect(report.damaged.map { "\($0.table).\($0.column)" } == ["sessions.state"])
@@ -328,13 +328,13 @@ import VaultTestSupport
 
         vault = try test.open()
         defer { vault.close() }
-        let error = expectRefusal(.damaged) { try vault.rotateKeys(credential: test.credential) }
+        let error = expectRefusal(.damaged) { try vault.maintenance.rotateKeys(credential: test.credential) }
         #expect(error?.message.contains(edit.place) == true, "\(error.map(String.init(describing:)) ?? "no error")")
         #expect(error?.message.contains(test.url.path) == true, "the message names the file")
         // An edited account row stops the rotation before it starts (preparing the account's next
         // key rewrites the row); any other stops it midway, pending and resumable once the file
         // is restored. The vault still answers.
-        #expect(try vault.keyRotationPending() == (edit != .accountLabelInteger))
+        #expect(try vault.maintenance.keyRotationPending() == (edit != .accountLabelInteger))
         #expect(try vault.accounts.ids() == [account.id])
         LogHygiene.check(
             test.logs, texts: [error.map(String.init(describing:)) ?? ""],
@@ -353,7 +353,7 @@ import VaultTestSupport
         defer { vault.close() }
         let error = expectRefusal(.damaged) { try vault.tokens.metadata(for: account.id) }
         #expect(error?.message.contains("tokens.generation") == true)
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.damaged.map(\.column).sorted() == ["access_token", "generation", "id_token", "refresh_token"])
         #expect(report.damaged.allSatisfy { $0.row == account.id.rawValue && $0.table == "tokens" })
     }
@@ -412,7 +412,7 @@ import VaultTestSupport
         #expect(error?.message.contains(test.url.path) == true, "the message names the file")
         #expect(vault.isLocked, "a refused unlock loads no key")
         if edit == .pendingVaultKeyIDText {
-            let pending = expectRefusal(.damaged) { try vault.keyRotationPending() }
+            let pending = expectRefusal(.damaged) { try vault.maintenance.keyRotationPending() }
             #expect(pending?.message.contains(edit.place) == true)
         }
         LogHygiene.check(test.logs, texts: [error.map(String.init(describing:)) ?? ""], secrets: LogHygiene.secrets(of: test))

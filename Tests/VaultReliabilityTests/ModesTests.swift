@@ -28,7 +28,7 @@ import VaultTestSupport
                 #expect(FileProbe.mode(URL(fileURLWithPath: test.url.path + suffix)) == 0o600, "vault.db\(suffix)")
             }
             let backup = test.directory.file("backups/copy.db")
-            try vault.backup(to: backup)
+            try vault.maintenance.backup(to: backup)
             vault.close()
             #expect(FileProbe.mode(backup) == 0o600)
             #expect(FileProbe.mode(backup.deletingLastPathComponent()) == 0o700)

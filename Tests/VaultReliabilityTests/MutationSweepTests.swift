@@ -70,7 +70,7 @@ struct MutationSweepTests {
         session.extensionsUsed = 1
         session.backgroundEnteredAt = Date(timeIntervalSince1970: 1_700_000_500)
         try vault.sessions.update(session)
-        try vault.verify()
+        try vault.maintenance.verify()
     }
 
     @Test("every column of every authenticated table, NULL, extreme or another row's value: verify names it")

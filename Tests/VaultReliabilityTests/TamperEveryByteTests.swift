@@ -89,7 +89,7 @@ import VaultTestSupport
             #expect(error?.message.contains("\(target.table).\(target.column)") == true, "byte \(position)")
             texts.append(error.map(String.init(describing:)) ?? "")
 
-            let report = try vault.verify()
+            let report = try vault.maintenance.verify()
             #expect(
                 report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["\(target.table) \(rowKey) \(target.column)"],
                 "byte \(position) (\(Self.region(position, count: original.count))): \(report.damaged)")
@@ -108,7 +108,7 @@ import VaultTestSupport
         #expect(regions == ["header", "nonce", "ciphertext", "tag"])
 
         try RawDatabase.execute(url, update, [Data(original)])
-        #expect(try vault.verify().passed, "the restored value opens again")
+        #expect(try vault.maintenance.verify().passed, "the restored value opens again")
         LogHygiene.check(scene.test.logs, texts: texts, secrets: scene.plaintexts + LogHygiene.secrets(of: scene.test))
     }
 

@@ -30,7 +30,7 @@ import VaultTestSupport
                     uuid: uuid, account: account, subject: "subject \(uuid)",
                     message: "message \(uuid)", actions: [], createdAt: Date()))
         }
-        #expect(try vault.verify().passed)
+        #expect(try vault.maintenance.verify().passed)
         let url = test.url
         func exchange(
             _ table: String, _ first: (column: String, key: String, value: String),
@@ -46,7 +46,7 @@ import VaultTestSupport
         try exchange("notifications", ("subject", "uuid", "n-a"), ("subject", "uuid", "n-b"))
         try exchange("tokens", ("access_token", "account_id", bob.rawValue), ("id_token", "account_id", bob.rawValue))
 
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         let named = Set(report.damaged.map { "\($0.table) \($0.row) \($0.column)" })
         let moved: Set<String> = [
             "tokens \(alice.rawValue) refresh_token", "tokens \(bob.rawValue) refresh_token",
@@ -85,7 +85,7 @@ import VaultTestSupport
         // One sealed value replayed: its generation no longer matches.
         let current = try #require(try RawDatabase.blob(url, "SELECT refresh_token FROM tokens"))
         try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(oldRow[1])])
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["tokens \(account.rawValue) refresh_token"])
         try RawDatabase.execute(url, "UPDATE tokens SET refresh_token = ?", [Data(current)])
 

@@ -91,7 +91,7 @@ struct AccountChangeDuringRefreshTests {
             #expect(try await h.service.activeAccount() == bob)
             #expect(await h.events.next(after: mark) { $0 == .accountSwitched(from: alice, to: bob) } != nil)
             try reader.finish()
-            #expect(try h.vault.attemptCheckpoint() == .completed)
+            #expect(try h.vault.maintenance.attemptCheckpoint() == .completed)
         }
     }
 

@@ -242,7 +242,7 @@ struct SessionTransferTests {
             text[10] = text[10] == UInt8(ascii: "x") ? UInt8(ascii: "y") : UInt8(ascii: "x")
             #expect(throws: SessionTransferError.self) { try SessionRecipient(parsing: String(decoding: text, as: UTF8.self)) }
             #expect(throws: SessionTransferError.self) { try SessionRecipient(parsing: "age1qqqq") }
-            try h.vault.rotateKeys(credential: h.store.credential)
+            try h.vault.maintenance.rotateKeys(credential: h.store.credential)
             #expect(try await h.service.recipient() != recipient)
         }
     }

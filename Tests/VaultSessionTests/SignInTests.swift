@@ -509,7 +509,7 @@ struct SignInTests {
             } else {
                 #expect(stats.revocationRequests == revocationsBefore + 1)
             }
-            #expect(try world.vault.verify().passed)
+            #expect(try world.vault.maintenance.verify().passed)
         }
     }
 }

@@ -73,7 +73,7 @@ import VaultTestSupport
 
         // The probe sees every one of them while the account exists (so it would see leftovers).
         let scan = LeftoverScan(sealed)
-        try vault.checkpoint()
+        try vault.maintenance.checkpoint()
         #expect(scan.found(in: url) == Set(sealed.indices))
         #expect(FileProbe.contains(url, Array(aliceID.utf8)))
 
@@ -128,7 +128,7 @@ import VaultTestSupport
             SELECT access_token FROM tokens WHERE account_id = ?1 UNION ALL SELECT refresh_token FROM tokens WHERE account_id = ?1
             UNION ALL SELECT wrapped_data_key FROM accounts WHERE account_id = ?1
             """, [alice.rawValue])
-        try vault.checkpoint()  // alice's values are in the database file itself now
+        try vault.maintenance.checkpoint()  // alice's values are in the database file itself now
         let scan = LeftoverScan(sealed)
         #expect(scan.found(in: test.url) == Set(sealed.indices))
 

@@ -28,7 +28,7 @@ struct CredentialChangeCopyTests {
         try FileManager.default.copyItem(at: url, to: copy)
 
         vault = try Vault.open(at: url, credential: .passphrase(old), options: options)
-        let change = try vault.changeCredential(from: .passphrase(old), to: .passphrase(new), replacingKeys: replacingKeys)
+        let change = try vault.maintenance.changeCredential(from: .passphrase(old), to: .passphrase(new), replacingKeys: replacingKeys)
         #expect(change.keysReplaced == replacingKeys)
         let after = Samples.tokens("after")
         try vault.tokens.store(after, for: account, replacing: try vault.tokens.current(for: account)?.generation ?? first)

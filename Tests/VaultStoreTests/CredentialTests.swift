@@ -123,7 +123,7 @@ import VaultTestSupport
                 uuid: "n-1", account: account.id, subject: "s", message: "m",
                 actions: [], createdAt: Times.at(0)))
         let newPassphrase = "the new passphrase for this throwaway vault"
-        try vault.changeCredential(to: .passphrase(newPassphrase), cost: TestVault.fastKDF)
+        try vault.maintenance.changeCredential(to: .passphrase(newPassphrase), cost: TestVault.fastKDF)
         #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("change"), "the open vault keeps working")
         vault.close()
 
@@ -134,7 +134,7 @@ import VaultTestSupport
 
         let keyURL = test.directory.file("new.key")
         try VaultCredential.createKeyFile(at: keyURL)
-        try vault.changeCredential(to: .keyFile(keyURL))
+        try vault.maintenance.changeCredential(to: .keyFile(keyURL))
         vault.close()
 
         expectVaultError(.wrongCredential) {
@@ -150,7 +150,7 @@ import VaultTestSupport
         let test = try TestVault(.keyFile)
         var vault = try test.create()
         let account = try vault.accounts.insert(Samples.account())
-        try vault.changeCredential(to: .passphrase(TestVault.passphrase), cost: TestVault.fastKDF)
+        try vault.maintenance.changeCredential(to: .passphrase(TestVault.passphrase), cost: TestVault.fastKDF)
         vault.close()
 
         expectVaultError(.wrongCredential) { try test.open() }
@@ -166,7 +166,7 @@ import VaultTestSupport
         var options = test.options()
         options.kdf = KDFParameters(opsLimit: 3, memLimitBytes: 20 << 20)
         let vault = try Vault.open(at: test.url, credential: test.credential, options: options)
-        try vault.changeCredential(to: .passphrase(TestVault.passphrase))
+        try vault.maintenance.changeCredential(to: .passphrase(TestVault.passphrase))
         vault.close()
         #expect(try RawDatabase.int(test.url, "SELECT kdf_opslimit FROM vault_meta") == 3)
         #expect(try RawDatabase.int(test.url, "SELECT kdf_memlimit FROM vault_meta") == 20 << 20)
@@ -177,13 +177,13 @@ import VaultTestSupport
     func refusedChangeKeepsOldCredential() throws {
         let test = try TestVault(.keyFile)
         let vault = try test.create()
-        expectVaultError(.invalidCredential) { try vault.changeCredential(to: .passphrase(""), cost: TestVault.fastKDF) }
+        expectVaultError(.invalidCredential) { try vault.maintenance.changeCredential(to: .passphrase(""), cost: TestVault.fastKDF) }
         expectVaultError(.invalidArgument) {
-            try vault.changeCredential(to: .passphrase("long enough"), cost: KDFParameters(opsLimit: 1, memLimitBytes: 19 << 20))
+            try vault.maintenance.changeCredential(to: .passphrase("long enough"), cost: KDFParameters(opsLimit: 1, memLimitBytes: 19 << 20))
         }
         let badKey = test.directory.file("short.key")
         try writeKeyFile(badKey, bytes: [1, 2, 3], mode: 0o600)
-        expectVaultError(.invalidCredential) { try vault.changeCredential(to: .keyFile(badKey)) }
+        expectVaultError(.invalidCredential) { try vault.maintenance.changeCredential(to: .keyFile(badKey)) }
         vault.close()
         try test.open().close()
     }

@@ -39,7 +39,7 @@ struct FixtureTests {
         let differences = try FixtureV1.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
         // Migrating to schema 3 authenticated every row, in the migration's transaction.
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
         #expect(report.rowsAuthenticated > 0)
         let backups = try FileManager.default.contentsOfDirectory(atPath: directory.url.path).filter { $0.hasPrefix("vault.db.v1-") && $0.hasSuffix(".bak") }
@@ -59,7 +59,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV2.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -71,7 +71,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV3.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -83,7 +83,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV4.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -95,7 +95,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV5.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -107,7 +107,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV6.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -119,7 +119,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV7.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -131,7 +131,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV8.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -143,7 +143,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV9.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -155,7 +155,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV10.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -167,7 +167,7 @@ struct FixtureTests {
         defer { vault.close() }
         let differences = try FixtureV11.differences(in: vault)
         #expect(differences.isEmpty, "\(differences)")
-        let report = try vault.verify()
+        let report = try vault.maintenance.verify()
         #expect(report.passed, "\(report.damaged)")
     }
 
@@ -205,7 +205,7 @@ struct ServerTextMigrationTests {
         #expect(aliceState.lastFailureDetail == echoed)
         #expect(aliceState.lastFailure?.contains("echo-7f3a") == false)
         #expect(try vault.leases.state(for: bob.id).lastFailure == FixtureV2.bobFailure, "the vault's own words stay in plain")
-        #expect(try vault.verify().passed)
+        #expect(try vault.maintenance.verify().passed)
         vault.close()
 
         #expect(try RawDatabase.int(url, "SELECT count(*) FROM devices WHERE status_reason IS NOT NULL") == 0)
@@ -220,13 +220,13 @@ struct ServerTextMigrationTests {
             "token refresh failed temporarily: network failure: connection refused; retry later",
             "rate limited by the server; retry after 30 s",
         ] {
-            #expect(Vault.isOwnFailureText(own), "\(own)")
+            #expect(MaintenanceStore.isOwnFailureText(own), "\(own)")
         }
         for foreign in [
             "the identity service says: token RT-1 is revoked", "invalid_grant: Token has been revoked",
             "the authorization server refused the refresh with HTTP 400 invalid_request: echo",
         ] {
-            #expect(!Vault.isOwnFailureText(foreign), "\(foreign)")
+            #expect(!MaintenanceStore.isOwnFailureText(foreign), "\(foreign)")
         }
     }
 }

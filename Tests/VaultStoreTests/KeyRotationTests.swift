@@ -38,14 +38,14 @@ struct KeyRotationTests {
         let (test, vault) = try Self.populated()
         let before = try Self.sealedKeyIDs(test.url)
         var phases: [KeyRotationProgress.Phase] = []
-        let report = try vault.rotateKeys(credential: test.credential, batchSize: 2) { phases.append($0.phase) }
+        let report = try vault.maintenance.rotateKeys(credential: test.credential, batchSize: 2) { phases.append($0.phase) }
         #expect(!report.resumed)
         #expect(report.valuesResealed > 10)
         #expect(phases.first == .prepared && phases.last == .finished && phases.contains(.resealing))
         let after = try Self.sealedKeyIDs(test.url)
         #expect(before.isDisjoint(with: after), "no value may still name an old key")
         #expect(try FixtureV1.differences(in: vault).isEmpty)
-        #expect(try !vault.keyRotationPending())
+        #expect(try !vault.maintenance.keyRotationPending())
         vault.close()
 
         let reopened = try test.open()
@@ -57,9 +57,9 @@ struct KeyRotationTests {
     func interruptedRotationResumes() throws {
         let (test, vault) = try Self.populated()
         #expect(throws: VaultError.self) {
-            try vault.rotateKeys(credential: test.credential, batchSize: 1, stopAfterBatches: 3) { _ in }
+            try vault.maintenance.rotateKeys(credential: test.credential, batchSize: 1, stopAfterBatches: 3) { _ in }
         }
-        #expect(try vault.keyRotationPending())
+        #expect(try vault.maintenance.keyRotationPending())
         #expect(try FixtureV1.differences(in: vault).isEmpty, "mid-rotation, this process reads every value")
         let mixed = try Self.sealedKeyIDs(test.url)
         #expect(mixed.count > 2, "some values use the old keys, some the new ones")
@@ -97,7 +97,7 @@ struct KeyRotationTests {
         let other = try test.open()
         defer { other.close() }
         let alice = try #require(try vault.accounts.all().first { $0.subject == "alice" })
-        try vault.rotateKeys(credential: test.credential)
+        try vault.maintenance.rotateKeys(credential: test.credential)
 
         // The other process's keys are stale: it is told to unlock, never handed garbage.
         #expect {
@@ -113,9 +113,9 @@ struct KeyRotationTests {
         let (test, vault) = try Self.populated(.passphrase)
         defer { vault.close() }
         #expect {
-            try vault.rotateKeys(credential: .passphrase("not the passphrase"))
+            try vault.maintenance.rotateKeys(credential: .passphrase("not the passphrase"))
         } throws: { ($0 as? VaultError)?.code == .wrongCredential }
-        #expect(try !vault.keyRotationPending())
+        #expect(try !vault.maintenance.keyRotationPending())
         #expect(try FixtureV1.differences(in: vault).isEmpty)
         _ = test
     }

@@ -70,12 +70,9 @@ extension CredentialBinding {
     }
 }
 
-extension Vault {
-    /// The credential-helper bindings the vault at `url` says it has, read without the key
-    /// (one read-only pass; nothing derived, nothing written), not authenticated: see
-    /// ``CredentialBinding``. A git or docker helper asks this first, so a request for a host
-    /// the vault binds nothing to is answered "not found" without a passphrase.
-    public static func inspectCredentialBindings(at url: URL, options: VaultOptions = VaultOptions()) throws -> [CredentialBinding] {
+extension VaultFile {
+    /// See ``Vault/inspectCredentialBindings(at:options:)``.
+    static func credentialBindings(at url: URL, options: VaultOptions = VaultOptions()) throws -> [CredentialBinding] {
         let url = try VaultFile.checkedLocation(url)
         return try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
             try queue.read { db in

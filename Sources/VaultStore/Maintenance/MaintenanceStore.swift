@@ -47,7 +47,17 @@ public struct MaintenanceProgress: Sendable, Hashable {
 
 // MARK: - Verify
 
-extension Vault {
+/// Keeping a vault sound: verification of every sealed value and row MAC, online backups, key
+/// rotation and credential changes, and checkpoints that fold the WAL back into the file.
+///
+/// ```swift
+/// let report = try vault.maintenance.verify()
+/// guard report.passed else { for damage in report.damaged { print(damage) }; return }
+/// try vault.maintenance.backup(to: URL(fileURLWithPath: "/backups/vault.db"))
+/// ```
+public struct MaintenanceStore: VaultArea {
+    let core: VaultCore
+
     /// Runs `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, then opens every sealed
     /// value of every table with freshly unwrapped keys, and records the time and verdict in
     /// the vault (see ``VaultInspection/lastIntegrityCheck``).
@@ -310,7 +320,7 @@ private struct SealedValueChecker {
 
 // MARK: - Backup
 
-extension Vault {
+extension MaintenanceStore {
     /// Copies the vault to `destination` with SQLite's online backup API: a consistent
     /// snapshot while other connections keep reading and writing. The copy is created with
     /// mode 0600 (its directory 0700 when created) and opens with the same passphrase or key
@@ -320,25 +330,27 @@ extension Vault {
     /// try vault.backup(to: URL(fileURLWithPath: "/backups/vault-2026-01-31.db"))
     /// ```
     public func backup(to destination: URL, progress: ((MaintenanceProgress) -> Void)? = nil) throws {
-        try withOpenPool { pool in try Self.copy(from: pool, to: destination, sourcePath: path, progress: progress, logger: logger) }
+        try withOpenPool { pool in try VaultFile.copy(from: pool, to: destination, sourcePath: path, progress: progress, logger: logger) }
     }
+}
 
-    /// Like ``backup(to:progress:)`` for a vault that is not open: no credential is needed,
-    /// since the copy holds only what the file holds. The source is checked as
-    /// ``inspect(at:options:)`` checks it.
-    public static func backup(
+// MARK: - Copies of a vault file
+
+extension VaultFile {
+    /// See ``Vault/backup(of:to:options:progress:)``.
+    static func backup(
         of url: URL, to destination: URL, options: VaultOptions = VaultOptions(),
         progress: ((MaintenanceProgress) -> Void)? = nil
     ) throws {
         // The file itself, links resolved: the copy comes from where the checks looked.
         let url = try VaultFile.checkedLocation(url)
-        _ = try readPlain(at: url, options: options) { _ in () }
+        _ = try VaultFile.readPlain(at: url, options: options) { _ in () }
         try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
             try copy(from: queue, to: destination, sourcePath: url.path, progress: progress, logger: options.logger)
         }
     }
 
-    private static func copy(
+    static func copy(
         from source: some DatabaseReader, to destination: URL, sourcePath: String,
         progress: ((MaintenanceProgress) -> Void)?, logger: Logger
     ) throws {
@@ -370,4 +382,32 @@ extension Vault {
             throw VaultError.storage(error, while: action, path: sourcePath)
         }
     }
+
+    /// Copies the vault next to itself with SQLite's online backup, mode 0600. Returns the copy.
+    @discardableResult
+    static func backupBeforeMigrating(_ source: DatabaseQueue, of url: URL, fromVersion: Int, options: VaultOptions) throws -> URL {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
+        let stamp = formatter.string(from: options.clock.now()).replacingOccurrences(of: ":", with: "")
+        // Two processes migrating the same vault, or a retry within the same second, must not
+        // fail on each other's backup: take the next free name (…-2.bak, …-3.bak).
+        let base = url.path + ".v\(fromVersion)-\(stamp)"
+        var backupURL = URL(fileURLWithPath: base + ".bak")
+        for attempt in 2... {
+            do {
+                try VaultFile.createEmpty(backupURL)
+                break
+            } catch let error as VaultError where error.code == .alreadyExists && attempt <= 100 {
+                backupURL = URL(fileURLWithPath: base + "-\(attempt).bak")
+            }
+        }
+        try VaultFile.fill(backupURL, from: source, sourcePath: url.path, action: "backing up before migration to \(backupURL.path)")
+        options.logger.info("backed up vault before migrating", metadata: ["backup": "\(backupURL.path)"])
+        return backupURL
+    }
+}
+
+extension VaultCore {
+    /// This vault's maintenance (see ``MaintenanceStore``).
+    var maintenance: MaintenanceStore { MaintenanceStore(core: self) }
 }

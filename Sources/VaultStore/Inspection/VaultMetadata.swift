@@ -72,14 +72,9 @@ public struct NotificationMetadata: Sendable, Hashable, Identifiable {
 
 // MARK: - Reading
 
-extension Vault {
-    /// Reads every plain record of the vault at `url` on a read-only connection, without a
-    /// credential. Writes nothing. `includeNotifications: false` skips the notification history.
-    ///
-    /// A plain column holding a value of the wrong type (a hand-edited file) is
-    /// ``VaultError/Code/damaged``, naming the table, row and column; a sealed column is only
-    /// reported present or absent, whatever it holds (``verify(progress:)`` judges those).
-    public static func metadata(
+extension VaultFile {
+    /// See ``Vault/metadata(at:options:includeNotifications:)``.
+    static func metadata(
         at url: URL, options: VaultOptions = VaultOptions(),
         includeNotifications: Bool = true
     ) throws -> VaultMetadata {

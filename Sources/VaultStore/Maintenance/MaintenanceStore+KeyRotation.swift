@@ -32,7 +32,7 @@ public struct KeyRotationReport: Sendable, Hashable {
 
 // MARK: - Key rotation
 
-extension Vault {
+extension MaintenanceStore {
     /// Replaces the vault key and every account's data key, re-sealing every sealed value and
     /// authenticating every row again (its MAC key derives from the vault key) in transactions
     /// of at most `batchSize` rows. A row whose MAC does not match stops the rotation
@@ -275,7 +275,7 @@ public struct CredentialChange: Sendable, Hashable {
 
 // MARK: - Changing the credential
 
-extension Vault {
+extension MaintenanceStore {
     /// Changes the passphrase or key file and, unless `replacingKeys` is false, replaces the
     /// vault key and every account key first (``rotateKeys(credential:batchSize:progress:)``).
     ///
@@ -301,5 +301,38 @@ extension Vault {
         }
         try changeCredential(to: new, cost: cost)
         return CredentialChange(keysReplaced: replacingKeys, valuesResealed: resealed)
+    }
+
+    /// Replaces the passphrase or key file. Only the vault key is re-wrapped: no data is rewritten.
+    /// A new passphrase is stretched at `cost`, by default the ``VaultOptions/kdf`` the vault was opened with.
+    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
+        let cost = cost ?? core.kdf
+        let vaultKey = try keyring.vaultKey()
+        if try keyRotationPending() {
+            throw VaultError(.keyRotationUnfinished, "a key rotation is under way: finish it before changing the credential", path: path)
+        }
+        let (kek, salt) = try VaultKeys.newKeyEncryptionKey(credential, cost: cost, path: path)
+        defer { kek.wipe() }
+        let wrapped = try kek.wrap(vaultKey, context: VaultKeys.vaultKeyContext(vaultID: keyring.vaultID, keyID: vaultKey.id))
+        let check = try kek.keyCheck()
+        let isPassphrase = salt != nil
+        try write("changing the credential") { db in
+            try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
+                try db.execute(
+                    sql: """
+                        UPDATE vault_meta SET kek_kind = ?, kdf_salt = ?, kdf_opslimit = ?, kdf_memlimit = ?,
+                            key_check = ?, wrapped_vault_key = ? WHERE singleton = 1 AND vault_key_id = ?
+                        """,
+                    arguments: [
+                        credential.kind, salt.map { Data($0) },
+                        isPassphrase ? Int64(cost.opsLimit) : nil, isPassphrase ? Int64(cost.memLimitBytes) : nil,
+                        Data(check), Data(wrapped), Int64(vaultKey.id),
+                    ])
+                guard db.changesCount == 1 else {
+                    throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
+                }
+            }
+        }
+        logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)"])
     }
 }

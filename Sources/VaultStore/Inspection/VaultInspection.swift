@@ -78,13 +78,9 @@ public struct VaultCounts: Sendable, Hashable {
 
 // MARK: - Inspecting
 
-extension Vault {
-    /// Reads the plain facts of the vault at `url` on a read-only connection, without any
-    /// credential. Writes nothing.
-    ///
-    /// Throws what ``open(at:credential:options:)`` throws before unlocking: `.notFound`,
-    /// `.notAVault`, `.damaged`, `.unsafeLocation`, `.schemaTooNew`, `.migrationChecksumMismatch`.
-    public static func inspect(at url: URL, options: VaultOptions = VaultOptions()) throws -> VaultInspection {
+extension VaultFile {
+    /// See ``Vault/inspect(at:options:)``.
+    static func inspect(at url: URL, options: VaultOptions = VaultOptions()) throws -> VaultInspection {
         // The real file: its -wal is next to it, not next to a link to it.
         let url = try VaultFile.realLocation(url)
         let migrator = Migrator(migrations: options.migrations)

@@ -17,23 +17,9 @@ public struct MigrationReport: Sendable, Hashable {
 
 // MARK: - Explicit migration
 
-extension Vault {
-    /// Brings the vault at `url` to this build's schema, as ``open(at:credential:options:)``
-    /// does, but on its own and reporting each step: proves the credential (one key
-    /// derivation), copies the vault next to itself (`vault.db.vN-TIMESTAMP.bak`, 0600), then
-    /// applies each pending step in its own immediate transaction.
-    ///
-    /// A wrong credential, a newer schema or a damaged file leaves the vault untouched; a step
-    /// that fails rolls back alone (``VaultError/Code/migrationFailed``). To see what would be
-    /// applied without writing, read ``VaultInspection/pendingMigrations`` from ``inspect(at:options:)``.
-    ///
-    /// ```swift
-    /// let report = try Vault.migrate(at: url, credential: .passphrase(pass))
-    /// print("schema \(report.fromVersion) → \(report.toVersion), backup: \(report.backup?.path ?? "none")")
-    /// ```
-    ///
-    /// `progress` counts steps: the backup, then each migration.
-    public static func migrate(
+extension VaultFile {
+    /// See ``Vault/migrate(at:credential:options:progress:)``.
+    static func migrate(
         at url: URL, credential: VaultCredential, options: VaultOptions = VaultOptions(),
         progress: ((MaintenanceProgress) -> Void)? = nil
     ) throws -> MigrationReport {
@@ -69,7 +55,7 @@ extension Vault {
             do {
                 let backupURL =
                     options.backupBeforeMigrating && !meta.isFresh
-                    ? try backup(queue, of: url, fromVersion: version, options: options) : nil
+                    ? try VaultFile.backupBeforeMigrating(queue, of: url, fromVersion: version, options: options) : nil
                 return (pending, version, backupURL, keyring)
             } catch {
                 keyring.wipe()
@@ -100,7 +86,7 @@ extension Vault {
             do {
                 try upToThis.migrate(
                     pool, now: options.clock.now(), path: path, logger: options.logger,
-                    completing: migrating.completeMigration)
+                    completing: migrating.maintenance.completeMigration)
             } catch {
                 throw VaultError.storage(error, while: "migrating", path: path)
             }
@@ -113,7 +99,7 @@ extension Vault {
 
 // MARK: - The migrations' Swift half
 
-extension Vault {
+extension MaintenanceStore {
     /// What SQL cannot do in a migration, run in its transaction
     /// (``Migrator/migrate(_:now:path:logger:completing:)``). For schema 3: the server's words
     /// kept in plain columns are sealed, then every row is authenticated as it stands. (Changes

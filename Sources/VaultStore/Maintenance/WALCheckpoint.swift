@@ -45,7 +45,7 @@ extension WALCheckpoint: CustomStringConvertible {
 
 // MARK: - Checkpointing
 
-extension Vault {
+extension MaintenanceStore {
     /// Runs `PRAGMA wal_checkpoint(TRUNCATE)`, waiting at most `wait` for readers in other
     /// connections to finish (SQLite's busy handler; nil: the vault's ``VaultOptions/busyTimeout``),
     /// and says how it ended instead of throwing when a reader blocks it. Throws only when the
@@ -65,17 +65,15 @@ extension Vault {
     /// in other processes; throws ``VaultError/Code/storage`` when they keep the WAL busy.
     /// ``attemptCheckpoint(waitingAtMost:)`` reports that instead of throwing.
     public func checkpoint() throws { try core.checkpoint() }
+}
 
-    /// Checkpoints the vault at `url` without unlocking it (a checkpoint needs no key), after
-    /// the checks ``inspect(at:options:)`` makes; waits for readers up to
-    /// ``VaultOptions/busyTimeout``. What `vault compact` runs.
-    ///
-    /// ```swift
-    /// guard try Vault.compact(at: url).isComplete else { print("still in use; try again later"); return }
-    /// ```
-    public static func compact(at url: URL, options: VaultOptions = VaultOptions()) throws -> WALCheckpoint {
+// MARK: - Checkpointing a vault that is not open
+
+extension VaultFile {
+    /// See ``Vault/compact(at:options:)``.
+    static func compact(at url: URL, options: VaultOptions = VaultOptions()) throws -> WALCheckpoint {
         let url = try VaultFile.checkedLocation(url)
-        _ = try readPlain(at: url, options: options) { _ in () }
+        _ = try VaultFile.readPlain(at: url, options: options) { _ in () }
         let pool: DatabasePool
         do {
             pool = try VaultConnection.openPool(url, options: options)
