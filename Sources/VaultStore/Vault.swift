@@ -82,7 +82,7 @@ public final class Vault: Sendable {
             let vaultKey = try SymmetricKey.generate(id: vaultKeyID)
             let keyring = try Keyring(vaultID: vaultID, vaultKey: vaultKey)
             let vault = Vault(url: url, pool: pool, keyring: keyring, deviceID: deviceID, wroteWhileOpening: true, options: options)
-            let integrity = vault.integrity
+            let integrity = vault.core.integrity
             try Migrator(migrations: options.migrations).migrate(
                 pool, now: options.clock.now(), path: url.path, logger: options.logger, completing: vault.maintenance.completeMigration)
             let wrapped = try kek.wrap(vaultKey, context: VaultKeys.vaultKeyContext(vaultID: vaultID, keyID: vaultKeyID))
@@ -222,6 +222,61 @@ public final class Vault: Sendable {
         core.close()
     }
 
+    // MARK: - Lock and unlock
+
+    /// Drops every key that seals or opens a value from memory (zeroed) but keeps the file
+    /// open. Reads and writes of sealed values throw ``VaultError/Code/closed`` until
+    /// ``unlock(with:)``. The row authenticator stays (it opens nothing), so a locked vault
+    /// still records and checks its sessions' state.
+    public func lock() {
+        core.keyring.wipeSealingKeys()
+        core.logger.info("locked vault", metadata: ["path": "\(core.path)"])
+    }
+
+    /// Whether the keys are out of memory (locked or closed).
+    public var isLocked: Bool { core.keyring.isWiped }
+
+    /// Loads the vault key again from the passphrase or key file. One key derivation;
+    /// a wrong credential throws ``VaultError/Code/wrongCredential`` and changes nothing.
+    public func unlock(with credential: VaultCredential) throws {
+        let meta: VaultKeys.UnlockRecord
+        do {
+            guard let record = try core.withOpenPool({ pool in try pool.read { try VaultKeys.UnlockRecord.fetch($0, path: core.path) } }) else {
+                throw VaultError(.damaged, "\(core.path) has no vault header row", path: core.path)
+            }
+            meta = record
+        } catch {
+            throw VaultError.storage(error, while: "reading the key record", path: core.path)
+        }
+        let keys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: core.path)
+        core.keyring.replaceVaultKey(keys.current)
+        core.keyring.setPendingVaultKey(keys.pending)
+        core.logger.info("unlocked vault", metadata: ["path": "\(core.path)"])
+    }
+
+    /// Whether the keys this process holds still open the vault: false once another process
+    /// replaced them (`rotate-key`, or `passwd` without keeping the keys). Decided by the vault
+    /// header row's MAC, not by the key id it names: an edited or put-back row can make this
+    /// answer false (the caller locks), never true for keys the vault no longer uses. One point
+    /// read. Throws `.closed` when the keys were wiped, `.damaged` for a row that fails its MAC.
+    public func holdsCurrentKey() throws -> Bool {
+        _ = try core.keyring.vaultKey()
+        let integrity = core.integrity
+        return try core.read("reading the key record") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else {
+                throw VaultError(.damaged, "\(core.path) has no vault header row", path: core.path)
+            }
+            switch try integrity.verdict(row, in: .vaultMeta, db) {
+            case .authentic: return true
+            case .unknownKey: return false
+            case .changed(let columns, let reason):
+                throw VaultError(
+                    .damaged, "vault_meta.\(columns.joined(separator: ", vault_meta.")) \(reason): \(core.path) is damaged or was tampered with",
+                    path: core.path)
+            }
+        }
+    }
+
     /// The source of the times this vault writes (``VaultOptions/clock``).
     public var wallClock: WallClock { core.clock }
 
@@ -322,10 +377,6 @@ extension Vault {
         try VaultFile.backup(of: url, to: destination, options: options, progress: progress)
     }
 }
-
-/// While the areas move out into their stores, the code still written as `extension Vault`
-/// reaches the core as they do.
-extension Vault: VaultArea {}
 
 /// What ``Vault/open(at:options:credential:)`` knows about a vault when it asks for the
 /// credential: nothing secret, and nothing derived yet.

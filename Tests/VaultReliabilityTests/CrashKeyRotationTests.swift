@@ -79,7 +79,7 @@ struct CrashKeyRotationTests {
         let vault = try test.open()
         defer { vault.close() }
         #expect(try !vault.maintenance.keyRotationPending())
-        #expect(try vault.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") } != oldKeyID)
+        #expect(try vault.core.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") } != oldKeyID)
         let after = try vault.accounts.all()
         for account in after {
             #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.tokens(account.subject, expiresAt: before.expiry).normalized)
@@ -108,7 +108,7 @@ struct CrashKeyRotationTests {
             }
             written += try vault.notifications.upsert(chunk)
         }
-        let keyID = try vault.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") }
+        let keyID = try vault.core.read("reading the key id") { try Int64.fetchOne($0, sql: "SELECT vault_key_id FROM vault_meta") }
         return ((try vault.notifications.count(), expiry), keyID)
     }
 }

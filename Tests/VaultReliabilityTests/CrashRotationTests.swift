@@ -80,7 +80,7 @@ struct CrashRotationTests {
                     problems.append("kill \(kills): integrity check failed: \(report.databaseProblems) \(report.damaged)")
                 }
                 for (account, seen) in round {
-                    let rows = try vault.read("counting token rows") {
+                    let rows = try vault.core.read("counting token rows") {
                         try Int.fetchOne(
                             $0, sql: "SELECT count(*) FROM tokens WHERE account_id = ? AND refresh_token IS NOT NULL",
                             arguments: [account.rawValue]) ?? 0

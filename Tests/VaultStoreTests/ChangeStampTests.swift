@@ -21,7 +21,7 @@ import VaultTestSupport
         let wrote = Locked(false)
         Thread.detachNewThread {
             // A write transaction (BEGIN IMMEDIATE) held open: the writer's lock and GRDB's queue.
-            let held: Void? = try? vault.write("holding the writer") { _ in
+            let held: Void? = try? vault.core.write("holding the writer") { _ in
                 entered.signal()
                 release.wait()
             }

@@ -47,7 +47,7 @@ struct FixtureTests {
         if let backup = backups.first {
             #expect(FileProbe.mode(directory.file(backup)) == 0o600)
         }
-        let applied = try vault.pool.read { try Migrator().applied($0, path: nil) }.map(\.version)
+        let applied = try vault.core.pool.read { try Migrator().applied($0, path: nil) }.map(\.version)
         #expect(applied == Array(1...Migration.latestVersion))
     }
 

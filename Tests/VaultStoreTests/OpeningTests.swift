@@ -166,7 +166,7 @@ import VaultTestSupport
         for vault in [try test.create(), try test.open()] {
             defer { vault.close() }
             // 2 is FULL; GRDB's own WAL default (NORMAL, 1) would lose the last commits in a power cut.
-            let level = try vault.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
+            let level = try vault.core.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
             #expect(level == 2)
         }
     }
