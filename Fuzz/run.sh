@@ -25,8 +25,8 @@ case $target in
              Sources/VaultSession/Devices/RemoteNotification.swift Sources/VaultSession/Devices/RemoteDevice.swift
              Sources/VaultSession/Devices/DeviceAPIError.swift Sources/VaultOAuth/TransportError.swift
              Sources/VaultOAuth/EndpointRule.swift Sources/VaultSession/Devices/ServerInput.swift
-             Sources/VaultStore/NotificationRecord.swift Sources/VaultStore/DeviceRegistration.swift
-             Sources/VaultStore/AccountID.swift Sources/VaultStore/Date+Milliseconds.swift) ;;
+             Sources/VaultStore/Notifications/NotificationRecord.swift Sources/VaultStore/Devices/DeviceRegistration.swift
+             Sources/VaultStore/Accounts/AccountID.swift Sources/VaultStore/Date+Milliseconds.swift) ;;
   *) echo "unknown fuzz target '$target' (SealedBlob, TokenResponse, Notification)" >&2; exit 64 ;;
 esac
 
