@@ -149,7 +149,7 @@ extension SessionService {
     }
 
     /// Runs `change` on the account's session as the vault holds it, in one immediate
-    /// transaction (``Vault/transitionSession(for:_:_:)``): every session transition is decided
+    /// transaction (``SessionStore/transition(for:_:_:)``): every session transition is decided
     /// on the current row, never on an earlier read, so no process undoes another's lock or end.
     func transition<T: Sendable>(
         _ id: AccountID, _ action: String,

@@ -126,7 +126,7 @@ public struct Account: Sendable, Hashable, Identifiable {
     public var label: String?
     public var email: String?
     public var client: OAuthClientSettings
-    /// Whether a client secret is stored (read it with ``Vault/clientSecret(for:)``).
+    /// Whether a client secret is stored (read it with ``AccountStore/clientSecret(for:)``).
     public var hasClientSecret: Bool
     public var createdAt: Date
     /// The provider metadata the last sign-in used (JSON, RFC 8414 member names); nil when the

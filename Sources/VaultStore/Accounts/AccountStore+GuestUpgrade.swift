@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 import Logging
 
-/// What ``Vault/upgradeGuest(_:to:)`` did.
+/// What ``AccountStore/upgradeGuest(_:to:)`` did.
 public struct GuestUpgrade: Sendable, Hashable {
     public var guest: AccountID
     public var registered: AccountID

@@ -1,7 +1,7 @@
 import Foundation
 import GRDB
 
-/// What ``Vault/signIn(_:tokens:policy:authTime:)`` stored.
+/// What ``AccountStore/signIn(_:tokens:policy:authTime:)`` stored.
 public struct SignInRecord: Sendable, Hashable {
     public var account: Account
     public var session: SessionRecord

@@ -35,7 +35,7 @@ public struct VaultInspection: Sendable, Hashable {
     public var createdAt: Date
     /// The active account (nil: none).
     public var activeAccount: AccountID?
-    /// The last recorded ``Vault/verify(progress:)`` run, nil when never.
+    /// The last recorded ``MaintenanceStore/verify(progress:)`` run, nil when never.
     public var lastIntegrityCheck: IntegrityCheckRecord?
     public var counts: VaultCounts
 }

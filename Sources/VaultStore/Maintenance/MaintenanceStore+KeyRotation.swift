@@ -265,7 +265,7 @@ extension MaintenanceStore {
     }
 }
 
-/// What ``Vault/changeCredential(from:to:cost:replacingKeys:progress:)`` did.
+/// What ``MaintenanceStore/changeCredential(from:to:cost:replacingKeys:progress:)`` did.
 public struct CredentialChange: Sendable, Hashable {
     /// Whether the vault key and every account key were replaced first.
     public var keysReplaced: Bool

@@ -3,7 +3,7 @@ import GRDB
 import Logging
 import VaultCrypto
 
-/// The outcome of ``Vault/verify(progress:)``: SQLite's own check and every sealed value.
+/// The outcome of ``MaintenanceStore/verify(progress:)``: SQLite's own check and every sealed value.
 ///
 /// ```swift
 /// let report = try vault.verify()

@@ -111,7 +111,7 @@ extension WALCheckpoint {
 }
 
 extension VaultCore {
-    /// See ``Vault/attemptCheckpoint(waitingAtMost:)``.
+    /// See ``MaintenanceStore/attemptCheckpoint(waitingAtMost:)``.
     func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
         try withOpenPool { pool in
             do {
@@ -122,7 +122,7 @@ extension VaultCore {
         }
     }
 
-    /// See ``Vault/checkpoint()``.
+    /// See ``MaintenanceStore/checkpoint()``.
     func checkpoint() throws {
         switch try attemptCheckpoint() {
         case .completed:

@@ -47,7 +47,7 @@ public struct TokenSet: Sendable, Hashable, CustomStringConvertible, CustomDebug
 /// Redacts its tokens like ``TokenSet``.
 public struct StoredTokens: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: AccountID
-    /// Grows by one on every store. ``Vault/storeTokens(_:for:replacing:)`` names the generation it replaces.
+    /// Grows by one on every store. ``TokenStore/store(_:for:replacing:)`` names the generation it replaces.
     public var generation: Int64
     public var tokens: TokenSet
     public var updatedAt: Date
@@ -77,7 +77,7 @@ public struct TokenMetadata: Sendable, Hashable {
 }
 
 /// An account's access token without its refresh and ID tokens: what serving an API call
-/// needs (``Vault/accessSnapshot(for:)``). Its description, debug description and mirror
+/// needs (``TokenStore/accessSnapshot(for:)``). Its description, debug description and mirror
 /// never show the value.
 public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: AccountID

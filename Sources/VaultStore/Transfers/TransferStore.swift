@@ -124,7 +124,7 @@ public struct SessionImport: Sendable {
     }
 }
 
-/// What ``Vault/importSession(_:eventOrigin:)`` stored.
+/// What ``TransferStore/importSession(_:eventOrigin:)`` stored.
 public struct SessionImportRecord: Sendable {
     public var signIn: SignInRecord
     /// Credential hosts the blob named that another account of this vault already has (not set).
