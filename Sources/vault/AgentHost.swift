@@ -170,7 +170,7 @@ actor AgentHost {
                 lastUse = wallClock.now()
                 armLockTimer()
                 do {
-                    return AgentResponse(hosts: try await CredentialAnswers.hosts(in: current))
+                    return AgentResponse(hosts: try await current.session.credentialHosts())
                 } catch {
                     return await failure(error)
                 }
@@ -214,15 +214,12 @@ actor AgentHost {
         lastUse = wallClock.now()
         armLockTimer()
         do {
+            let asked = CredentialRequest(scheme: scheme, host: host, path: request.path, username: request.username)
             if request.op == .unauthorized {
-                try await CredentialAnswers.unauthorized(
-                    in: current, scheme: scheme, host: host, path: request.path, username: request.username,
-                    presented: request.presented)
+                try await current.session.reportRefused(asked, presented: request.presented)
                 return AgentResponse()
             }
-            let token = try await CredentialAnswers.credential(
-                in: current, scheme: scheme, host: host, path: request.path, username: request.username,
-                minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
+            let token = try await CredentialAnswers.credential(in: current, asked, minimumValidity: .seconds(max(0, request.minTTL ?? 60)))
             return AgentResponse(token: token)
         } catch {
             return await failure(error)

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import VaultAgent
 import VaultCrypto
+import VaultSession
 import VaultStore
 
 extension VaultCommand.Accounts {
@@ -182,7 +183,7 @@ extension VaultCommand {
                 do {
                     guard try await client.unauthorized(scheme: server.scheme, host: server.authority, path: server.path, username: nil, presented: nil)
                     else { throw CommandFailure(.noRecord, Self.notFound) }
-                } catch let failure as CommandFailure where failure.code == .noRecord {
+                } catch  where CommandFailure(error)?.code == .noRecord {
                     throw CommandFailure(.noRecord, Self.notFound)  // docker's words for it, from either check
                 }
             default:
