@@ -21,11 +21,9 @@ extension TokenResponse {
 
     /// The `exp` of a JWT in compact serialisation, decoded and not verified; nil for anything else.
     static func unverifiedExpiry(ofJWT token: String) -> Date? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[1].isEmpty, parts.allSatisfy(Base64URL.isAlphabet) else { return nil }
-        guard let payload = Base64URL.decode(parts[1]), let claims = JSONFields.parse(Data(payload)) else { return nil }
+        guard let jwt = UnverifiedJWT(token) else { return nil }
         let seconds: Double
-        switch claims["exp"] {
+        switch jwt.claims["exp"] {
         case .integer(let value)?: seconds = Double(value)
         case .number(let value)?: seconds = value
         default: return nil
@@ -33,4 +31,22 @@ extension TokenResponse {
         guard seconds.isFinite, seconds > 0 else { return nil }
         return Date(timeIntervalSince1970: seconds)
     }
+}
+
+// MARK: - Who the ID token says the user is (not verified)
+
+extension TokenResponse {
+    /// The `iss` and `sub` the ID token claims, decoded and **not verified**; nil members when
+    /// there is no ID token, it is not a JWT, or a claim is missing or empty. Only good for
+    /// naming an account until the token is verified
+    /// (the session service's `importTokens` verifies it when it can).
+    public var unverifiedIDTokenNames: (issuer: String?, subject: String?) {
+        guard let idToken, let jwt = UnverifiedJWT(idToken) else { return (nil, nil) }
+        return (jwt.text("iss"), jwt.text("sub"))
+    }
+
+    /// The `sub` the access token claims when it is a JWT, decoded and **not verified**: only
+    /// good for naming an account that holds nothing but that token, or for noticing that it
+    /// is someone else's than the account's.
+    public var unverifiedAccessTokenSubject: String? { UnverifiedJWT(accessToken)?.text("sub") }
 }

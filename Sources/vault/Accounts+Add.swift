@@ -106,53 +106,29 @@ extension VaultCommand.Accounts {
                 // Not tokens: the server's RFC 6749 §5.2 refusal, said as such, or malformed input.
                 throw Self.errorResponse(input) ?? error
             }
-            let claims = IDTokenClaims(response.idToken)
             guard let endpoint = URL(string: tokenEndpoint) else { throw ValidationError("--token-endpoint is not a URL") }
-            // Nothing names the user: a distinct account, never a guess that replaces another's.
-            let unnamed = NewAccount.unnamedSubject()
-            let named = subject != nil || claims.subject != nil
             let clientSecret = try clientSecretFile.map(CredentialOptions.readClientSecret)
-            var account = NewAccount(
-                issuer: issuer ?? claims.issuer ?? Self.origin(of: endpoint),
-                subject: subject ?? claims.subject ?? unnamed,
-                label: label,
-                client: OAuthClientSettings(
-                    tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
-                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic, pins: pins,
-                    caFile: global.caFilePath),
-                clientSecret: clientSecret,
-                subjectSource: subject != nil ? .given : claims.subject != nil ? .unverified : .generated)
             var policy = SessionPolicy()
             if let idleTimeout { policy.idleTimeout = idleTimeout.duration }
             if let lifetime { policy.absoluteLifetime = lifetime.duration }
             if let idle = policy.idleTimeout, policy.warningBefore >= idle { policy.warningBefore = idle / 2 }
-
-            // Whose keys may vouch for the token: the issuer the user named, or the token's own
-            // `iss` only when it is the token endpoint's origin. A token naming an issuer of its
-            // own choosing elsewhere would otherwise be checked against keys it chose.
-            let vouching =
-                issuer
-                ?? claims.issuer.flatMap { iss in
-                    URL(string: iss).map(Self.origin(of:)) == Self.origin(of: endpoint) ? iss : nil
-                }
+            let request = TokenImport(
+                tokens: response,
+                client: OAuthClientSettings(
+                    tokenEndpoint: endpoint, revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
+                    clientID: clientID, authentication: clientSecret == nil ? .none : .clientSecretBasic, pins: pins,
+                    caFile: global.caFilePath),
+                clientSecret: clientSecret, issuer: issuer, subject: subject, label: label, policy: policy,
+                credentialHosts: credentialHosts)
             let view = try await OpenedVault.with(global, credentials) { opened in
-                // The ID token names the user for sure only once its signature is checked.
-                if let idToken = response.idToken, let vouching,
-                    let verified = try await opened.session.verifyImportedIDToken(
-                        idToken, issuer: vouching, clientID: clientID, pins: pins, caFile: global.caFilePath)
-                {
-                    if let subject, subject != verified.subject {
-                        throw CommandFailure(
-                            .usage,
-                            "--subject \(Terminal.printable(subject)) is not the user the verified ID token names (\(Terminal.printable(verified.subject))); nothing was stored"
-                        )
-                    }
-                    account.subject = verified.subject
-                    account.subjectSource = .verified
-                }
-                let added = try await opened.session.signIn(account, tokens: response, policy: policy)
-                if !credentialHosts.isEmpty {
-                    try opened.vault.accounts.setCredentialHosts(credentialHosts.compactMap(CredentialHosts.normalise), username: nil, for: added.id)
+                let added: Account
+                do {
+                    added = try await opened.session.importTokens(request)
+                } catch SignInError.wrongAccount(let given, let verified) {
+                    throw CommandFailure(
+                        .usage,
+                        "--subject \(Terminal.printable(given)) is not the user the verified ID token names (\(Terminal.printable(verified))); nothing was stored"
+                    )
                 }
                 return try await AccountView.load(added.id, in: opened)
             }
@@ -160,7 +136,7 @@ extension VaultCommand.Accounts {
                 print(view.json.rendered, terminator: "")
             } else {
                 print("Added \(AccountReference.name(of: view.account.id, account: view.account)) at \(Terminal.printable(view.account.issuer)), now active.")
-                if !named {
+                if view.account.subjectSource == .generated {
                     print(
                         "  The token response names no user (no ID token) and no --subject was given, so this is a new account; "
                             + "to replace an account's tokens instead, import with --subject.")
@@ -190,31 +166,6 @@ extension VaultCommand.Accounts {
                 "standard input is the identity service's error response, not tokens "
                     + "(\(Terminal.printable(refusal.description))); sign in again and pipe the token response")
         }
-
-        static func origin(of url: URL) -> String {
-            var components = URLComponents()
-            components.scheme = url.scheme
-            components.host = url.host
-            components.port = url.port
-            return components.string ?? url.absoluteString
-        }
-    }
-}
-
-/// `iss` and `sub` read from an ID token's payload when it is a JWT; never verified, used
-/// only to name the account.
-struct IDTokenClaims {
-    var issuer: String?
-    var subject: String?
-
-    init(_ idToken: String?) {
-        let parts = idToken?.split(separator: ".", omittingEmptySubsequences: false) ?? []
-        guard parts.count == 3 else { return }
-        guard let payload = Base64URL.decode(parts[1]),
-            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any]
-        else { return }
-        issuer = (object["iss"] as? String).flatMap { $0.isEmpty ? nil : $0 }
-        subject = (object["sub"] as? String).flatMap { $0.isEmpty ? nil : $0 }
     }
 }
 

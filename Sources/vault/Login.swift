@@ -217,7 +217,7 @@ extension VaultCommand {
             guard let tokenEndpoint, let url = URL(string: tokenEndpoint) else {
                 throw CommandFailure(.usage, "give --issuer")
             }
-            return ProviderMetadata(issuer: Accounts.Add.origin(of: url), tokenEndpoint: url)
+            return ProviderMetadata(issuer: TokenImport.origin(of: url), tokenEndpoint: url)
         }
 
         private func overriding(_ metadata: ProviderMetadata) throws -> ProviderMetadata {
@@ -284,15 +284,15 @@ extension VaultCommand {
             _ token: String, opened: OpenedVault, provider: ProviderMetadata, clientID: String, scopes: [String],
             secret: String?, existing: Account?, policy: SessionPolicy?
         ) async throws -> LoginOutcome {
-            let claims = IDTokenClaims(token)
-            let subject = existing?.subject ?? claims.subject ?? NewAccount.unnamedSubject()
-            if let existing, let named = claims.subject, named != existing.subject {
+            let response = TokenResponse(accessToken: token, tokenType: "Bearer", expiresIn: expiresIn, scope: scopes.joined(separator: " "))
+            let claimed = response.unverifiedAccessTokenSubject
+            let subject = existing?.subject ?? claimed ?? NewAccount.unnamedSubject()
+            if let existing, let named = claimed, named != existing.subject {
                 throw CommandFailure(
                     .wrongAccount,
                     "the token is \(Terminal.printable(named))'s, this account is \(Terminal.printable(existing.label ?? existing.subject))'s; nothing was stored"
                 )
             }
-            let response = TokenResponse(accessToken: token, tokenType: "Bearer", expiresIn: expiresIn, scope: scopes.joined(separator: " "))
             let account = NewAccount(
                 issuer: provider.issuer, subject: subject, label: label ?? existing?.label,
                 client: OAuthClientSettings(
@@ -300,7 +300,7 @@ extension VaultCommand {
                     clientID: clientID, authentication: secret == nil ? .none : .clientSecretBasic,
                     scopes: scopes, pins: pins, caFile: global.caFilePath ?? existing?.client.caFile),
                 clientSecret: secret, providerMetadata: provider.encoded(),
-                subjectSource: existing?.subjectSource ?? (claims.subject != nil ? .unverified : .generated))
+                subjectSource: existing?.subjectSource ?? (claimed != nil ? .unverified : .generated))
             let added = try await opened.session.signIn(account, tokens: response, policy: policy)
             try setHosts(added.id, opened)
             return LoginOutcome(result: nil, view: try await AccountView.load(added.id, in: opened))
