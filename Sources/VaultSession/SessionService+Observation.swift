@@ -198,8 +198,7 @@ extension SessionService {
     /// process already raised for the same deadline is not raised twice.
     private func deliver(_ event: SessionEvent) {
         if case .idleWarning(let id, _, let deadline, _) = event {
-            guard warned[id] != deadline else { return }
-            warned[id] = deadline
+            guard timeouts.firstWarning(for: id, deadline: deadline) else { return }
         }
         hub.emit(event)
     }

@@ -101,7 +101,7 @@ extension SessionService {
         lockReason = reason
         tokenCache = nil
         vault.lock()
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         logger.info("session locked", metadata: ["account": "\(id)", "reason": "\(reason)"])
         announce(events)
         try await settle()
@@ -129,7 +129,7 @@ extension SessionService {
                 }, recording: recorded)
         }
         guard ended.ended else { return false }
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         logger.info("session expired", metadata: ["account": "\(id)", "reason": "\(reason)"])
         announce(events)
         try await settle()
@@ -138,8 +138,7 @@ extension SessionService {
 
     /// Raises the idle warning once per idle deadline.
     func announce(_ warning: SessionJudge.Warning, for id: AccountID) {
-        guard warned[id] != warning.deadline else { return }
-        warned[id] = warning.deadline
+        guard timeouts.firstWarning(for: id, deadline: warning.deadline) else { return }
         publish(.idleWarning(id, secondsLeft: warning.secondsLeft, deadline: warning.deadline, canExtend: warning.canExtend))
     }
 
@@ -194,7 +193,7 @@ extension SessionService {
             return true
         }
         guard moved.result else { return nil }
-        warned[session.account] = nil
+        timeouts.forgetWarning(for: session.account)
         scheduleTimer()
         return moved.session
     }
@@ -344,7 +343,7 @@ extension SessionService {
     }
 
     private func extended(_ session: SessionRecord, remaining: Int) -> ExtensionResult {
-        warned[session.account] = nil
+        timeouts.forgetWarning(for: session.account)
         scheduleTimer()
         logger.info("session extended", metadata: ["account": "\(session.account)", "extensions": "\(session.extensionsUsed)"])
         return .extended(idleDeadline: session.idleDeadline ?? now(), remaining: remaining)
@@ -375,7 +374,7 @@ extension SessionService {
             return true
         }
         guard back.result else { return }
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         _ = try await servableSession(id)
         scheduleTimer()
     }
@@ -450,14 +449,7 @@ extension SessionService {
     /// The timer holds the service weakly between deadlines, so a service that is released
     /// without ``stop()`` is not kept alive until its next deadline (up to the absolute lifetime).
     func scheduleTimer() {
-        timer?.cancel()
-        let clock = self.clock
-        timer = Task { [weak self] in
-            while !Task.isCancelled {
-                guard let delay = await self?.delayUntilNextDeadline() else { return }
-                do { try await clock.sleep(for: delay) } catch { return }
-            }
-        }
+        timeouts.arm(on: clock) { [weak self] in await self?.delayUntilNextDeadline() }
     }
 
     private func delayUntilNextDeadline() async -> Duration? {

@@ -384,7 +384,7 @@ extension SessionService {
             _ = try await vaultCall { [vault] in
                 try vault.leases.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail, recording: recorded)
             }
-            warned[id] = nil
+            timeouts.forgetWarning(for: id)
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
             announce(events)
             try await settle()
@@ -440,7 +440,7 @@ extension SessionService {
             _ = try await vaultCall { [vault] in
                 try vault.leases.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason, recording: recorded)
             }
-            warned[id] = nil
+            timeouts.forgetWarning(for: id)
             logger.notice("the server kept refusing the refresh; tokens wiped", metadata: ["account": "\(id)", "refusals": "\(refusals)"])
             announce([refused])
             try await settle()

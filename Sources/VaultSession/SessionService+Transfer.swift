@@ -210,7 +210,7 @@ extension SessionService {
         let record = try await vaultCall { [holderID] in try vault.transfers.importSession(imported, eventOrigin: holderID, recording: recorded) }
         let signIn = record.signIn
         let id = signIn.account.id
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         tokenCache = nil
         logger.info("imported a session", metadata: ["account": "\(id)", "mode": "\(payload.mode.rawValue)", "transfer": "\(payload.id)"])
         announce(Self.signInEvents(signIn))

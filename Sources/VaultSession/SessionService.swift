@@ -45,11 +45,10 @@ public actor SessionService {
     /// OAuth clients and ID-token verifiers for providers that chain to a private CA (an
     /// account's `caFile`), made once per file; the service's own serve every other request.
     var trustingClients: [String: (oauth: OAuthClient, verifier: IDTokenVerifier)] = [:]
-    /// The idle deadline a warning was already raised for, per account.
-    var warned: [AccountID: Date] = [:]
+    /// The timer for the next deadline, and the idle warnings already raised.
+    var timeouts = TimeoutScheduler()
     /// Why this process dropped the vault's keys (nil while unlocked).
     var lockReason: SessionEndReason?
-    var timer: Task<Void, Never>?
     var watcher: Task<Void, Never>?
     var observed = Snapshot()
     /// The last fresh token served and what it was judged on (``TokenCacheEntry``); dropped on lock.
@@ -132,9 +131,8 @@ public actor SessionService {
     /// Stops timers and the watch, writes the events still queued for the vault's log, and
     /// ends every event stream.
     public func stop() async {
-        timer?.cancel()
+        timeouts.stop()
         watcher?.cancel()
-        timer = nil
         watcher = nil
         tokenCache = nil
         logQueue.continuation.finish()
@@ -173,7 +171,7 @@ public actor SessionService {
             try vault.accounts.signIn(stored, tokens: tokens, policy: policy, authTime: authTime, recording: recorded)
         }
         let id = record.account.id
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         logger.info("signed in", metadata: ["account": "\(id)", "replaced": "\(record.replacedExisting)"])
         announce(Self.signInEvents(record))
         if let replaced = record.replacedTokens, replaced.refreshToken != tokens.refreshToken {
@@ -233,7 +231,7 @@ public actor SessionService {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
         _ = try await vaultCall { [vault] in try vault.sessions.changePolicy(policy, for: id) }
         tokenCache = nil
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         logger.info("changed the session policy", metadata: ["account": "\(id)"])
         try await settle()
     }
@@ -297,7 +295,7 @@ public actor SessionService {
             Self.signOutEvents(id, removed: outcome.removed, previousActive: outcome.previousActive, active: outcome.active).map { ($0, nil) }
         }
         let removal = try vaultCallBlocking { try vault.accounts.remove(id, recording: recorded) }
-        warned[id] = nil
+        timeouts.forgetWarning(for: id)
         logger.info("signed out", metadata: ["account": "\(id)", "checkpoint": "\(removal.checkpoint.map { "\($0)" } ?? "none")"])
         announce(Self.signOutEvents(id, removed: removal.removed, previousActive: removal.previousActive, active: removal.active))
         try await settle()
