@@ -19,7 +19,7 @@ extension SessionService {
     /// and this device's registration is marked revoked. Returns the error to throw.
     func deviceWasRevoked(_ account: AccountID) async -> SessionError {
         do {
-            refreshes[account]?.cancel()
+            broker.cancelRefresh(of: account)
             if try await applyExpiry(account, reason: .deviceRevoked, timedOut: false) {
                 logger.notice("the identity service revoked this device; tokens wiped", metadata: ["account": "\(account)"])
             }

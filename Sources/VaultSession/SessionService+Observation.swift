@@ -189,7 +189,7 @@ extension SessionService {
         guard let fresh = try? await snapshot() else { return }
         if fresh != observed {
             observed = fresh
-            tokenCache = nil
+            broker.cache = nil
             scheduleTimer()
         }
     }

@@ -97,9 +97,9 @@ extension SessionService {
             return true
         }
         guard locked.result else { return false }
-        for refresh in refreshes.values { await refresh.finished() }
+        for refresh in broker.runningRefreshes { await refresh.finished() }
         lockReason = reason
-        tokenCache = nil
+        broker.cache = nil
         vault.lock()
         timeouts.forgetWarning(for: id)
         logger.info("session locked", metadata: ["account": "\(id)", "reason": "\(reason)"])
@@ -435,7 +435,7 @@ extension SessionService {
         // A refresh of this process still in flight would store a rotation after the
         // revocation, to be wiped unrevoked: it is cancelled first, as signOut does. (One in
         // another process is followed by revokeAtServer's generation check.)
-        refreshes[id]?.cancel()
+        broker.cancelRefresh(of: id)
         let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
         try await applyExpiry(id, reason: .endedByUser, timedOut: false)
         return revocation

@@ -34,17 +34,17 @@ extension SessionService {
     /// actor: the one vault call made there, on the stamp's own connection (opened off the
     /// actor by the read that made the entry), which never waits for a writer.
     func cachedAccessToken(for account: AccountID?) throws -> TokenCacheLookup {
-        guard let entry = tokenCache else { return .miss(nil) }
+        guard let entry = broker.cache else { return .miss(nil) }
         guard !vault.isLocked, !vault.isClosed, lockReason == nil else {
-            tokenCache = nil
+            broker.cache = nil
             return .miss(nil)
         }
         guard let stamp = try? vault.changeStamp() else {
-            tokenCache = nil
+            broker.cache = nil
             return .miss(nil)
         }
         guard stamp == entry.stamp else {
-            tokenCache = nil
+            broker.cache = nil
             return .miss(stamp)
         }
         // Never another account's token: asked for the active one, it must be the cached one.
@@ -64,10 +64,10 @@ extension SessionService {
         stamp: VaultChangeStamp?, activeAccount: AccountID?
     ) {
         guard let stamp, !vault.isLocked else {
-            tokenCache = nil
+            broker.cache = nil
             return
         }
-        tokenCache = TokenCacheEntry(
+        broker.cache = TokenCacheEntry(
             stamp: stamp, activeAccount: activeAccount, account: token.account,
             session: session, policy: policy, token: token)
     }

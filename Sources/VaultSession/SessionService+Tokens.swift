@@ -5,15 +5,6 @@ import VaultStore
 
 // MARK: - Tokens
 
-/// What a caller of ``SessionService/validAccessToken(for:)`` asked for: the active account
-/// or a named one. Callers asking the same while one of them is served share its answer.
-enum TokenRequest: Hashable {
-    case active
-    case account(AccountID)
-
-    init(_ account: AccountID?) { self = account.map(TokenRequest.account) ?? .active }
-}
-
 extension SessionService {
     /// A token that stays valid for at least ``SessionConfiguration/leeway``, for the given
     /// account or the active one, refreshing ahead of expiry when needed.
@@ -36,21 +27,13 @@ extension SessionService {
             // server or another process's refresh) share its answer without reading anything,
             // and one cancelled while waiting leaves at once. The refresh underneath is shared
             // work of its own that finishes whoever leaves.
-            let serving: Coalesced<AccessToken>
-            let joined: Bool
-            if let running = tokenRequests[request], running.isJoinable {
-                (serving, joined) = (running, true)
-            } else {
-                serving = Coalesced(ledBy: ())
-                joined = false
-                tokenRequests[request] = serving
-            }
+            let (serving, joined) = broker.serving(request)
             do {
                 let token = try await joined ? serving.value() : serving.lead { try await serveAccessToken(for: account, stamp: stamp) }
-                forgetIfFinished(serving, request)
+                broker.release(serving, for: request)
                 return token
             } catch {
-                forgetIfFinished(serving, request)
+                broker.release(serving, for: request)
                 // Cancelled work this caller did not cancel (a refresh stopped by a sign-out whose
                 // session lives on), or an active account that changed while another caller's
                 // request was worked out, which may be the one this caller asked for: ask again.
@@ -59,10 +42,6 @@ extension SessionService {
                 throw error
             }
         }
-    }
-
-    private func forgetIfFinished(_ serving: Coalesced<AccessToken>, _ request: TokenRequest) {
-        if let current = tokenRequests[request], current === serving, serving.isFinished { tokenRequests[request] = nil }
     }
 
     /// The slow path of ``validAccessToken(for:)``: one read of everything the answer depends
@@ -123,13 +102,13 @@ extension SessionService {
             throw try await noTokensError(token.account)
         }
         if stored.generation != token.generation { return AccessToken(stored) }
-        if let lifetime = observedLifetimes[token.account], lifetime < minimumValidity.timeInterval + Self.minimumValidityMargin {
+        if let lifetime = broker.lifetime(of: token.account), lifetime < minimumValidity.timeInterval + Self.minimumValidityMargin {
             logger.debug("the server's tokens do not live as long as asked; not refreshing", metadata: ["account": "\(token.account)"])
             return token
         }
         logger.debug("token valid for less than asked; refreshing", metadata: ["account": "\(token.account)"])
         let refreshed = try await refresh(token.account, from: stored.generation, force: true)
-        if let expiry = refreshed.tokens.accessTokenExpiresAt { observedLifetimes[token.account] = expiry.timeIntervalSince(now()) }
+        if let expiry = refreshed.tokens.accessTokenExpiresAt { broker.observeLifetime(expiry.timeIntervalSince(now()), of: token.account) }
         return AccessToken(refreshed)
     }
 
@@ -184,20 +163,12 @@ extension SessionService {
 
     /// One refresh per account in this process; callers arriving meanwhile share its result.
     func refresh(_ id: AccountID, from generation: Int64, force: Bool) async throws -> StoredTokens {
-        let refresh: Coalesced<StoredTokens>
-        if let running = refreshes[id], running.isJoinable {
-            refresh = running
-        } else {
+        let refresh = broker.refresh(of: id) {
             // Every caller of the account waits on it: ahead of them in the actor's queue, where
             // hundreds of callers arriving at once would otherwise delay the request they wait for.
-            refresh = Coalesced(whenAbandoned: .finish, priority: .high) { try await self.performRefresh(id, seen: generation, force: force) }
-            refreshes[id] = refresh
+            Coalesced(whenAbandoned: .finish, priority: .high) { try await self.performRefresh(id, seen: generation, force: force) }
         }
-        defer {
-            // The first caller back after it finished lets it go (a refresh every caller left
-            // is replaced by the next one instead).
-            if let current = refreshes[id], current === refresh, refresh.isFinished { refreshes[id] = nil }
-        }
+        defer { broker.release(refresh, of: id) }
         return try await outcome(of: refresh, for: id)
     }
 

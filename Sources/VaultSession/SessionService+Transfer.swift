@@ -138,7 +138,7 @@ extension SessionService {
         }
         logger.info("exported a session", metadata: ["account": "\(id)", "mode": "\(mode.rawValue)", "transfer": "\(transferID)"])
         if let ended {
-            tokenCache = nil
+            broker.cache = nil
             announce([.stateChanged(id, .expired(.exported))])
         }
         try await settle()
@@ -211,7 +211,7 @@ extension SessionService {
         let signIn = record.signIn
         let id = signIn.account.id
         timeouts.forgetWarning(for: id)
-        tokenCache = nil
+        broker.cache = nil
         logger.info("imported a session", metadata: ["account": "\(id)", "mode": "\(payload.mode.rawValue)", "transfer": "\(payload.id)"])
         announce(Self.signInEvents(signIn))
         if let replaced = signIn.replacedTokens, replaced.refreshToken != imported.tokens.refreshToken {

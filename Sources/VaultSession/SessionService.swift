@@ -39,26 +39,17 @@ public actor SessionService {
     /// bounds): for a tool's own requests to the same provider, such as the device API.
     public nonisolated var transport: any HTTPTransport { oauth.transport }
 
-    /// In-flight refreshes, one per account, shared by every caller in this process; one that
-    /// every caller left still finishes (its rotated tokens must be stored).
-    var refreshes: [AccountID: Coalesced<StoredTokens>] = [:]
     /// OAuth clients and ID-token verifiers for providers that chain to a private CA (an
     /// account's `caFile`), made once per file; the service's own serve every other request.
     var trustingClients: [String: (oauth: OAuthClient, verifier: IDTokenVerifier)] = [:]
+    /// Token work shared in this process: requests, refreshes, the warm cache (``TokenBroker``).
+    var broker = TokenBroker()
     /// The timer for the next deadline, and the idle warnings already raised.
     var timeouts = TimeoutScheduler()
     /// Why this process dropped the vault's keys (nil while unlocked).
     var lockReason: SessionEndReason?
     var watcher: Task<Void, Never>?
     var observed = Snapshot()
-    /// The last fresh token served and what it was judged on (``TokenCacheEntry``); dropped on lock.
-    var tokenCache: TokenCacheEntry?
-    /// How long the identity service's tokens lived when this process last refreshed an
-    /// account's to meet a `minimumValidity` (``validAccessToken(for:minimumValidity:)``).
-    var observedLifetimes: [AccountID: TimeInterval] = [:]
-    /// Answers to ``validAccessToken(for:)`` being worked out, shared by every caller asking the
-    /// same meanwhile.
-    var tokenRequests: [TokenRequest: Coalesced<AccessToken>] = [:]
     /// Events on their way to the vault's log, and the task writing them.
     let logQueue = EventLogQueue()
     var eventWriter: Task<Void, Never>?
@@ -134,7 +125,7 @@ public actor SessionService {
         timeouts.stop()
         watcher?.cancel()
         watcher = nil
-        tokenCache = nil
+        broker.cache = nil
         logQueue.continuation.finish()
         if let eventWriter { await eventWriter.value }
         hub.finish()
@@ -230,7 +221,7 @@ public actor SessionService {
     public func setSessionPolicy(_ policy: SessionPolicy, for account: AccountID? = nil) async throws {
         guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
         _ = try await vaultCall { [vault] in try vault.sessions.changePolicy(policy, for: id) }
-        tokenCache = nil
+        broker.cache = nil
         timeouts.forgetWarning(for: id)
         logger.info("changed the session policy", metadata: ["account": "\(id)"])
         try await settle()
@@ -287,7 +278,7 @@ public actor SessionService {
         guard try await vaultCall({ [vault] in try vault.accounts.ids() }).contains(id) else { throw SessionError.notSignedIn(id) }
         let revocation = revoke ? await revokeAtServer(id) : .notAttempted("not requested")
 
-        refreshes[id]?.cancel()
+        broker.cancelRefresh(of: id)
         // Removed on this actor's turn, with no suspension after the cancellation above: a
         // refresh that completes now finds the account gone (see the method's discussion).
         // The removal and its events, in one transaction.
