@@ -94,6 +94,10 @@ struct StoredRow {
         self.values = values
     }
 
+    init(values: [DatabaseValue]) {
+        self.values = values
+    }
+
     /// The current row of `statement` (being stepped by a cursor), read straight from SQLite:
     /// GRDB's `Row` would also make each column's name for every row.
     init(current statement: Statement) {

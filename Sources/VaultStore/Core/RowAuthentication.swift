@@ -354,6 +354,12 @@ struct RowIntegrity {
         layout(in: table, columnCount: statement.columnCount) { statement.columnNames }
     }
 
+    /// The layout of `table`'s row at `columns` of `statement`'s rows (a join selecting `t.*`
+    /// there): the same layout as a `SELECT *` of the table.
+    static func layout(of statement: Statement, columns: Range<Int>, in table: AuthenticatedTable) -> RowLayout {
+        layout(in: table, columnCount: columns.count) { Array(statement.columnNames[columns]) }
+    }
+
     private static func layout(in table: AuthenticatedTable, columnCount: Int, names: () -> [String]) -> RowLayout {
         let key = LayoutKey(table: table.name, columnCount: columnCount)
         if let known = layouts.withLock({ $0[key] }) { return known }

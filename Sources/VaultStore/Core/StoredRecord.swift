@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultSync
 
 /// One row of an authenticated table as the vault decodes it: its values, each read from
 /// SQLite once, and the table's ``RowIntegrity/RowLayout`` (where each column is). The row MAC
@@ -42,6 +43,55 @@ struct StoredRecord {
         return StoredRecord(
             values: StoredRow(current: statement), layout: RowIntegrity.layout(of: statement, in: table), table: table, path: path)
     }
+
+    /// The rows of several tables that one statement's current row holds side by side: a join
+    /// selecting `"|table", t.*` for each, the marker columns (named `|` and the table) saying
+    /// where each table's columns start. A table whose key column is NULL there is absent (a
+    /// `LEFT JOIN` that matched nothing): nil in its place.
+    ///
+    /// ```swift
+    /// // SELECT NULL AS "|vault_meta", m.*, NULL AS "|tokens", t.* FROM vault_meta m LEFT JOIN tokens t ON …
+    /// let (header, token) = try StoredRecord.fetchJoined(db, sql, arguments, tables: [.vaultMeta, .tokens], path: path)
+    /// ```
+    static func fetchJoined(
+        _ db: Database, _ sql: String, _ arguments: StatementArguments, tables: [AuthenticatedTable], path: String?
+    ) throws -> [StoredRecord?]? {
+        let statement = try db.cachedStatement(sql: sql)
+        let cursor = try DatabaseValue.fetchCursor(statement, arguments: arguments)
+        guard try cursor.next() != nil else { return nil }
+        let row = StoredRow(current: statement)
+        let starts = joinedStarts(statement, tables: tables)
+        return try tables.indices.map { i in
+            guard let start = starts[i] else {
+                throw VaultError(.storage, "the joined read names no column \"|\(tables[i].name)\"", path: path)
+            }
+            let end = i + 1 < tables.count ? (starts[i + 1] ?? statement.columnCount) - 1 : statement.columnCount
+            let columns = start..<max(start, end)
+            let layout = RowIntegrity.layout(of: statement, columns: columns, in: tables[i])
+            let values = StoredRow(values: Array(row.values[columns]))
+            if let key = layout.keyIndex, values.values.indices.contains(key), values.values[key].isNull { return nil }
+            return StoredRecord(values: values, layout: layout, table: tables[i], path: path)
+        }
+    }
+
+    /// Where each table's columns start in a joined statement's rows (after its marker column),
+    /// found by name once per column count: the statement is cached, and only a migration
+    /// changes its columns.
+    private static func joinedStarts(_ statement: Statement, tables: [AuthenticatedTable]) -> [Int?] {
+        let key = JoinKey(tables: tables.map(\.name), columnCount: statement.columnCount)
+        if let known = joinedLayouts.withLock({ $0[key] }) { return known }
+        let names = statement.columnNames
+        let starts = tables.map { table in names.firstIndex(of: "|" + table.name).map { $0 + 1 } }
+        joinedLayouts.withLock { $0[key] = starts }
+        return starts
+    }
+
+    private struct JoinKey: Hashable {
+        var tables: [String]
+        var columnCount: Int
+    }
+
+    private static let joinedLayouts = Locked<[JoinKey: [Int?]]>([:])
 
     /// How errors name the row.
     var name: String { layout.name(of: values) }

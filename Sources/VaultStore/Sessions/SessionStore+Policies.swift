@@ -80,6 +80,11 @@ extension SessionStore {
             return nil
         }
         try integrity?.check(record, remembering: true, db)
+        return try policy(from: record)
+    }
+
+    /// The policy a `session_policies` row holds (its MAC checked by the caller).
+    static func policy(from record: StoredRecord) throws -> SessionPolicy {
         func milliseconds(_ column: String) throws -> Duration {
             .milliseconds(try record.value(column, as: Int64.self))
         }

@@ -31,24 +31,53 @@ extension TokenStore {
     /// This is the path every API call takes when its process's cache is stale, so it reads
     /// through prepared statements kept by the connection and opens one sealed value.
     public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
-        try read("reading the session and access token") { db in
-            let active = try core.accounts.activeID(db)
+        try core.readPrepared("reading the session and access token") { db in
+            // One statement for the four rows (each checked against its MAC as when read alone):
+            // the header, and the account's newest session, policy and tokens.
+            guard
+                let rows = try StoredRecord.fetchJoined(
+                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .sessions, .sessionPolicies, .tokens], path: path),
+                rows.count == 4, let header = rows[0]
+            else {
+                throw VaultError(.damaged, "\(path) has no vault header row", path: path)
+            }
+            try integrity.check(header, remembering: true, db)
+            let active = try header.optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
             guard let id = account ?? active else { return nil }
-            return AccessSnapshot(
-                activeAccount: active, account: id, session: try core.sessions.current(for: id, db),
-                policy: try core.sessions.policy(for: id, db), token: try accessToken(for: id, db))
+            var session: SessionRecord?
+            if let record = rows[1] {
+                try integrity.check(record, remembering: true, db)
+                session = try SessionStore.session(from: record)
+            }
+            var policy = SessionPolicy()
+            if let record = rows[2] {
+                try integrity.check(record, remembering: true, db)
+                policy = try SessionStore.policy(from: record)
+            }
+            var token: StoredAccessToken?
+            if let record = rows[3] {
+                try integrity.check(record, remembering: true, db)
+                token = try accessToken(from: record, account: id, db)
+            }
+            return AccessSnapshot(activeAccount: active, account: id, session: session, policy: policy, token: token)
         }
     }
 
-    /// The account's access token and what describes it, opening no other sealed value.
-    func accessToken(for account: AccountID, _ db: Database) throws -> StoredAccessToken? {
-        guard
-            let record = try StoredRecord.fetchOne(
-                db, "SELECT * FROM tokens WHERE account_id = ?", [account.rawValue], table: .tokens, path: path)
-        else {
-            return nil
-        }
-        try integrity.check(record, remembering: true, db)
+    /// The header, then the newest session, the policy and the tokens of the account asked
+    /// for (?1) or else the active one; a table with no such row comes back as NULLs.
+    static let snapshotSQL = """
+        SELECT NULL AS "|vault_meta", m.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*
+        FROM vault_meta m
+        LEFT JOIN sessions s
+            ON s.session_id = (SELECT max(session_id) FROM sessions WHERE account_id = coalesce(?1, m.active_account_id))
+        LEFT JOIN session_policies p ON p.account_id = coalesce(?1, m.active_account_id)
+        LEFT JOIN tokens t ON t.account_id = coalesce(?1, m.active_account_id)
+        WHERE m.singleton = 1
+        """
+
+    /// The account's access token a `tokens` row holds (its MAC checked by the caller), opened:
+    /// no other sealed value is.
+    func accessToken(from record: StoredRecord, account: AccountID, _ db: Database) throws -> StoredAccessToken {
         let key = account.rawValue
         let generation: Int64 = try record.value("generation")
         guard
