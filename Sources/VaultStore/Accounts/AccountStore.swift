@@ -261,10 +261,10 @@ public struct AccountStore: VaultArea {
             kind: (try optional("kind") as String?) == "guest" ? .guest : .registered,
             upgradedTo: (try optional("upgraded_to") as String?).map(AccountID.init(rawValue:)),
             // NULL in rows written before schema 6.
-            credentialHosts: (try optional("credential_hosts") as String?)?.split(separator: " ").map(String.init) ?? [],
+            credentialHosts: CredentialBinding.entries(stored: try optional("credential_hosts")),
             credentialUsername: try optional("credential_username"),
             // NULL in rows written before schema 11, and in accounts that are no entry's default.
-            credentialDefaultHosts: (try optional("credential_default_hosts") as String?)?.split(separator: " ").map(String.init) ?? [],
+            credentialDefaultHosts: CredentialBinding.entries(stored: try optional("credential_default_hosts")),
             // NULL in rows written before schema 7, and in accounts not imported.
             origin: try (optional("origin") as String?).map { json in
                 do {
@@ -300,9 +300,7 @@ extension AccountStore {
             let username: String? = try row.storedIfPresent("credential_username", table: "accounts", row: key, path: path)
             let defaults: String? = try row.storedIfPresent("credential_default_hosts", table: "accounts", row: key, path: path)
             bindings.append(
-                CredentialBinding(
-                    account: AccountID(rawValue: key), hosts: hosts.split(separator: " ").map(String.init), username: username,
-                    defaultHosts: defaults?.split(separator: " ").map(String.init) ?? [], createdAt: nil))
+                CredentialBinding(account: AccountID(rawValue: key), storedHosts: hosts, username: username, storedDefaults: defaults, createdAt: nil))
         }
         return bindings
     }
@@ -376,7 +374,7 @@ extension AccountStore {
             }
             // Its defaults: those it keeps, every entry no other account has, and with
             // makeDefault every entry given (taken from the accounts that had them).
-            var defaults = Set(currentDefaults?.split(separator: " ").map(String.init) ?? []).intersection(hosts)
+            var defaults = Set(CredentialBinding.entries(stored: currentDefaults)).intersection(hosts)
             for host in hosts where makeDefault || !others.contains(where: { $0.hosts.contains(host) }) { defaults.insert(host) }
             if makeDefault {
                 for other in others where other.defaultHosts.contains(where: hosts.contains) {
@@ -384,16 +382,16 @@ extension AccountStore {
                     try self.integrity.rewrite(.accounts, where: "account_id = ?", [other.account.rawValue], db) {
                         try db.execute(
                             sql: "UPDATE accounts SET credential_default_hosts = ? WHERE account_id = ?",
-                            arguments: [kept.isEmpty ? nil : kept.joined(separator: " "), other.account.rawValue])
+                            arguments: [CredentialBinding.stored(kept), other.account.rawValue])
                     }
                 }
             }
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
-                let joined = hosts.isEmpty ? nil : hosts.joined(separator: " ")
-                let marked = hosts.filter(defaults.contains)
                 try db.execute(
                     sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ?, credential_default_hosts = ? WHERE account_id = ?",
-                    arguments: [joined, username, marked.isEmpty ? nil : marked.joined(separator: " "), id.rawValue])
+                    arguments: [
+                        CredentialBinding.stored(hosts), username, CredentialBinding.stored(hosts.filter(defaults.contains)), id.rawValue,
+                    ])
             }
         }
     }

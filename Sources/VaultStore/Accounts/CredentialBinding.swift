@@ -41,6 +41,28 @@ extension Account {
     }
 }
 
+// MARK: - The stored columns
+
+extension CredentialBinding {
+    /// The entries a `credential_hosts` or `credential_default_hosts` column holds: separated by
+    /// spaces (an entry never holds one), NULL for none. The one reader of both columns.
+    static func entries(stored text: String?) -> [String] {
+        text?.split(separator: " ").map(String.init) ?? []
+    }
+
+    /// What those columns store for `entries`: NULL for none.
+    static func stored(_ entries: [String]) -> String? {
+        entries.isEmpty ? nil : entries.joined(separator: " ")
+    }
+
+    /// A binding from the stored columns of an account row.
+    init(account: AccountID, storedHosts: String?, username: String?, storedDefaults: String?, createdAt: Date?) {
+        self.init(
+            account: account, hosts: Self.entries(stored: storedHosts), username: username,
+            defaultHosts: Self.entries(stored: storedDefaults), createdAt: createdAt)
+    }
+}
+
 extension CredentialBinding {
     /// Every account's binding as the file says, read without the key and so not
     /// authenticated: whoever can write the file can make it say anything. Only good for
@@ -61,10 +83,8 @@ extension CredentialBinding {
             guard let id = text(row, "account_id"), let hosts = text(row, "credential_hosts"), text(row, "upgraded_to") == nil else { continue }
             bindings.append(
                 CredentialBinding(
-                    account: AccountID(rawValue: id), hosts: hosts.split(separator: " ").map(String.init),
-                    username: text(row, "credential_username"),
-                    defaultHosts: text(row, "credential_default_hosts")?.split(separator: " ").map(String.init) ?? [],
-                    createdAt: nil))
+                    account: AccountID(rawValue: id), storedHosts: hosts, username: text(row, "credential_username"),
+                    storedDefaults: text(row, "credential_default_hosts"), createdAt: nil))
         }
         return bindings
     }

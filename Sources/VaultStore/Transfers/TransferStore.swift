@@ -325,8 +325,8 @@ public struct TransferStore: VaultArea {
                             WHERE account_id = ?
                             """,
                         arguments: [
-                            origin, hosts.isEmpty ? nil : hosts.joined(separator: " "), imported.credentialUsername,
-                            defaults.isEmpty ? nil : defaults.joined(separator: " "), id.rawValue,
+                            origin, CredentialBinding.stored(hosts), imported.credentialUsername,
+                            CredentialBinding.stored(defaults), id.rawValue,
                         ])
                 }
             }
