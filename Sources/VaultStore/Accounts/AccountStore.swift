@@ -156,7 +156,7 @@ public struct AccountStore: VaultArea {
     /// data is cleared by a later checkpoint (``compact(at:options:)``, `vault compact`).
     ///
     /// ```swift
-    /// let removal = try vault.removeAccount(id)
+    /// let removal = try vault.accounts.remove(id)
     /// ```
     @discardableResult
     public func remove(_ id: AccountID, checkpointWait: Duration = .seconds(1)) throws -> AccountRemoval {

@@ -6,7 +6,7 @@ import GRDB
 /// with, and the entries it is the default for when other accounts share them.
 ///
 /// ```swift
-/// let bindings = try vault.accounts().compactMap(\.credentialBinding)
+/// let bindings = try vault.accounts.all().compactMap(\.credentialBinding)
 /// ```
 public struct CredentialBinding: Sendable, Hashable {
     public var account: AccountID

@@ -45,7 +45,7 @@ extension MaintenanceStore {
     /// again afterwards (their old vault key no longer unwraps the new data keys).
     ///
     /// ```swift
-    /// let report = try vault.rotateKeys(credential: .keyFile(keyURL)) { progress in
+    /// let report = try vault.maintenance.rotateKeys(credential: .keyFile(keyURL)) { progress in
     ///     print("\(progress.rowsDone)/\(progress.rowsTotal)")
     /// }
     /// ```
@@ -286,7 +286,7 @@ extension MaintenanceStore {
     /// credential and new keys; running it again finishes.
     ///
     /// ```swift
-    /// let change = try vault.changeCredential(from: .passphrase(old), to: .passphrase(new))
+    /// let change = try vault.maintenance.changeCredential(from: .passphrase(old), to: .passphrase(new))
     /// print(change.keysReplaced ? "keys replaced" : "keys kept")
     /// ```
     @discardableResult

@@ -6,7 +6,7 @@ import VaultCrypto
 /// The outcome of ``MaintenanceStore/verify(progress:)``: SQLite's own check and every sealed value.
 ///
 /// ```swift
-/// let report = try vault.verify()
+/// let report = try vault.maintenance.verify()
 /// for value in report.damaged { print("\(value.table) row \(value.row) column \(value.column): \(value.reason)") }
 /// ```
 public struct IntegrityReport: Sendable, Hashable {
@@ -327,7 +327,7 @@ extension MaintenanceStore {
     /// file. Refuses an existing destination (``VaultError/Code/alreadyExists``).
     ///
     /// ```swift
-    /// try vault.backup(to: URL(fileURLWithPath: "/backups/vault-2026-01-31.db"))
+    /// try vault.maintenance.backup(to: URL(fileURLWithPath: "/backups/vault-2026-01-31.db"))
     /// ```
     public func backup(to destination: URL, progress: ((MaintenanceProgress) -> Void)? = nil) throws {
         try withOpenPool { pool in try VaultFile.copy(from: pool, to: destination, sourcePath: path, progress: progress, logger: logger) }

@@ -12,7 +12,7 @@ import GRDB
 /// ``Vault/compact(at:options:)`` (`vault compact`).
 ///
 /// ```swift
-/// if case .blockedByReader = try vault.attemptCheckpoint(waitingAtMost: .seconds(1)) {
+/// if case .blockedByReader = try vault.maintenance.attemptCheckpoint(waitingAtMost: .seconds(1)) {
 ///     print("another process is reading; run `vault compact` later")
 /// }
 /// ```
@@ -52,7 +52,7 @@ extension MaintenanceStore {
     /// vault is closed.
     ///
     /// ```swift
-    /// let outcome = try vault.attemptCheckpoint(waitingAtMost: .zero)
+    /// let outcome = try vault.maintenance.attemptCheckpoint(waitingAtMost: .zero)
     /// ```
     public func attemptCheckpoint(waitingAtMost wait: Duration? = nil) throws -> WALCheckpoint {
         try core.attemptCheckpoint(waitingAtMost: wait)
