@@ -153,7 +153,7 @@ public struct AccountStore: VaultArea {
     /// Never stops half-way: once the transaction committed, the removal is reported as done
     /// even when the checkpoint is blocked by another connection's read transaction (waiting
     /// at most `checkpointWait` for it) or fails; ``AccountRemoval/checkpoint`` says so, and the
-    /// data is cleared by a later checkpoint (``compact(at:options:)``, `vault compact`).
+    /// data is cleared by a later checkpoint (``Vault/compact(at:options:)``, `vault compact`).
     ///
     /// ```swift
     /// let removal = try vault.accounts.remove(id)

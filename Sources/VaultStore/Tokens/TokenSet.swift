@@ -47,7 +47,7 @@ public struct TokenSet: Sendable, Hashable, CustomStringConvertible, CustomDebug
 /// Redacts its tokens like ``TokenSet``.
 public struct StoredTokens: Sendable, Hashable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var account: AccountID
-    /// Grows by one on every store. ``TokenStore/store(_:for:replacing:)`` names the generation it replaces.
+    /// Grows by one on every store. Every store of tokens names the generation it replaces (a compare-and-swap).
     public var generation: Int64
     public var tokens: TokenSet
     public var updatedAt: Date
