@@ -35,7 +35,7 @@ public struct BrowserSignInLinks: Sendable {
 
 /// What to sign in to, as whom, and how.
 public struct SignInRequest: Sendable {
-    /// The provider's endpoints: discovered (``SessionService/discoverProvider(issuer:pins:)``),
+    /// The provider's endpoints: discovered (``SessionService/discoverProvider(issuer:pins:caFile:)``),
     /// or built by hand (`ProviderMetadata.Source.explicit`).
     public var provider: ProviderMetadata
     public var clientID: String
@@ -56,7 +56,7 @@ public struct SignInRequest: Sendable {
     /// The guest account to upgrade. Nil: the active account when it is a guest of this provider.
     public var upgrading: AccountID?
     /// The loopback redirect URI the provider registered, stored with the account; nil: the
-    /// account's stored one, else ``LoopbackRedirect/default``.
+    /// account's stored one, else `LoopbackRedirect.default`.
     public var redirect: LoopbackRedirect?
     /// A PEM bundle of the certificate authorities the provider's TLS chains to, stored with the
     /// account for its later requests; nil: the account's stored one, else the service's roots.

@@ -73,9 +73,9 @@ extension SessionService {
     ///
     /// The ID token names the user for sure only once its signature is checked: when the
     /// vouching issuer (``TokenImport/vouchingIssuer``) publishes its keys, the token is verified
-    /// and its subject becomes the account's (``SubjectSource/verified``); a subject the user gave
-    /// that differs throws ``SignInError/wrongAccount(expected:signedInAs:)`` and stores nothing.
-    /// A token that fails its check throws ``SignInError/idTokenRejected(_:)``.
+    /// and its subject becomes the account's (`SubjectSource.verified`); a subject the user gave
+    /// that differs throws `SignInError.wrongAccount` and stores nothing.
+    /// A token that fails its check throws `SignInError.idTokenRejected`.
     ///
     /// ```swift
     /// let response = try TokenResponse.parse(data)

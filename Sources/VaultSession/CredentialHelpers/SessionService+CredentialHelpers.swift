@@ -52,7 +52,7 @@ extension SessionService {
     /// account's current token, whichever it is.
     ///
     /// Decided on the authenticated bindings only. With `presented` nil and nothing matching,
-    /// throws ``VaultError/Code/recordNotFound``: the unauthenticated bindings that let the
+    /// throws `VaultError.Code.recordNotFound`: the unauthenticated bindings that let the
     /// request through decide nothing.
     public func reportRefused(_ request: CredentialRequest, presented: String?) async throws {
         let bindings = try await credentialBindings()
