@@ -70,13 +70,17 @@ let package = Package(
             ],
             plugins: ["EmbedMigrations"]
         ),
+        // What an OAuth server sends, parsed (token responses, error bodies) and redacted: Foundation
+        // only, so the fuzz targets build it under libFuzzer alone (Fuzz/run.sh). VaultOAuth
+        // re-exports it.
+        .target(name: "OAuthWire"),
         // OAuth 2.0 token and revocation endpoints (RFC 6749 §6, RFC 7009) behind a transport protocol.
         // Transports: URLSession, and HTTP/1.1 over SwiftNIO + NIOSSL, which checks SPKI pins
         // against the validated chain (swift-certificates) before a byte of the request is sent.
         .target(
             name: "VaultOAuth",
             dependencies: [
-                "VaultSync", "VaultCrypto",
+                "OAuthWire", "VaultSync", "VaultCrypto",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

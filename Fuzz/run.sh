@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz/run.sh TARGET SECONDS — builds one libFuzzer target (swiftc -sanitize=fuzzer,address)
-# from Fuzz/TARGET/main.swift and the library sources it parses with, then fuzzes it for
+# from Fuzz/TARGET/main.swift and the library modules it parses with, then fuzzes it for
 # SECONDS starting from the committed seeds in Fuzz/corpus/TARGET. Inputs it finds go to
 # .fuzz/TARGET/corpus (not committed); a crash, hang (>10 s per input) or sanitizer report
 # is written to .fuzz/TARGET/artifacts/ and fails the run.
@@ -14,12 +14,17 @@ seconds=${2:?usage: Fuzz/run.sh TARGET SECONDS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$root/.fuzz/$target
 
+# Each target is built from whole library modules, compiled as they are (no source rewritten),
+# each as its own module under the fuzzer's instrumentation, then the target's main.swift.
+# `modules` lists them in dependency order; `sources` lists loose files, only for the
+# Notification target, whose parser still spans VaultSession, VaultStore and VaultOAuth.
+modules=()
+sources=()
 case $target in
   SealedBlob)
-    sources=(Sources/VaultCrypto/SealedBlob.swift Sources/VaultCrypto/CryptoError.swift) ;;
+    modules=(VaultSync VaultCrypto) ;;
   TokenResponse)
-    sources=(Sources/VaultOAuth/TokenResponse.swift Sources/VaultOAuth/JSONFields.swift
-             Sources/VaultOAuth/OAuthError.swift Sources/VaultOAuth/Redaction.swift Sources/VaultOAuth/FormURLEncoding.swift) ;;
+    modules=(OAuthWire) ;;
   Notification)
     sources=(Sources/VaultSession/Devices/HTTPDeviceNotificationAPI+Wire.swift
              Sources/VaultSession/Devices/RemoteNotification.swift Sources/VaultSession/Devices/RemoteDevice.swift
@@ -30,15 +35,25 @@ case $target in
   *) echo "unknown fuzz target '$target' (SealedBlob, TokenResponse, Notification)" >&2; exit 64 ;;
 esac
 
-rm -rf "$work/src"
-mkdir -p "$work/src" "$work/corpus" "$work/artifacts"
-# One module: the files' imports of the package's own modules are dropped.
+rm -rf "$work/src" "$work/modules"
+mkdir -p "$work/src" "$work/modules" "$work/corpus" "$work/artifacts"
+flags=(-sanitize=fuzzer,address -parse-as-library -package-name fuzz -O -g -enable-testing
+       -I "$work/modules" -I "$root/Sources/CSodium" -L "$work/modules")
+quiet() { "$@" 2> >(grep -v "ld.gold: warning" >&2); }
+for module in "${modules[@]}"; do
+  quiet swiftc "${flags[@]}" -module-name "$module" -emit-module -emit-module-path "$work/modules/$module.swiftmodule" \
+    -emit-library -static -o "$work/modules/lib$module.a" "$root/Sources/$module/"*.swift
+done
+libraries=()
+for module in "${modules[@]}"; do libraries+=("-l$module"); done
+# The Notification target's files, as one module: their imports of the package's own modules dropped.
 for file in "${sources[@]}"; do
   sed -E '/^(public |internal )?import (VaultStore|VaultOAuth|VaultCrypto|VaultSession|Logging)$/d' \
     "$root/$file" > "$work/src/$(basename "$file")"
 done
-swiftc -sanitize=fuzzer,address -parse-as-library -package-name fuzz -O -g \
-  "$root/Fuzz/$target/main.swift" "$work/src/"*.swift -o "$work/fuzzer" 2> >(grep -v "ld.gold: warning" >&2)
+loose=()
+if [ ${#sources[@]} -gt 0 ]; then loose=("$work/src/"*.swift); fi
+quiet swiftc "${flags[@]}" "$root/Fuzz/$target/main.swift" "${loose[@]}" "${libraries[@]}" -lsodium -o "$work/fuzzer"
 
 status=0
 "$work/fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \

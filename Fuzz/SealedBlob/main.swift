@@ -1,5 +1,6 @@
 // libFuzzer target: the sealed-blob parser (VaultCrypto/SealedBlob.swift) on arbitrary bytes.
-// Built by Fuzz/run.sh with the library sources it needs (Fuzz/README.md).
+// Built by Fuzz/run.sh with the VaultSync and VaultCrypto modules under the fuzzer (Fuzz/README.md).
+@testable import VaultCrypto
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {

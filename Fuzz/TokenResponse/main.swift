@@ -1,6 +1,7 @@
-// libFuzzer target: the OAuth token-response parser (VaultOAuth/TokenResponse.swift) on
-// arbitrary bodies. Built by Fuzz/run.sh with the library sources it needs.
+// libFuzzer target: the OAuth token-response parser (OAuthWire/TokenResponse.swift) on
+// arbitrary bodies. Built by Fuzz/run.sh with the OAuthWire module under the fuzzer.
 import Foundation
+import OAuthWire
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ start: UnsafeRawPointer?, _ count: Int) -> CInt {

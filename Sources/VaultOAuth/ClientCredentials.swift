@@ -44,7 +44,7 @@ public struct ClientCredentials: Sendable, Hashable {
 
     /// Strings that must never be echoed back in an error or log: the secret, if any, and the
     /// `client_id:client_secret` pair the Basic credential encodes, both as it is and
-    /// form-encoded (RFC 6749 §2.3.1), so ``Redaction`` also catches each pair's base64.
+    /// form-encoded (RFC 6749 §2.3.1), so `Redaction` also catches each pair's base64.
     var secrets: [String] {
         switch authentication {
         case .none: []

@@ -7,7 +7,7 @@ extension OAuthClient {
     /// Exchanges a refresh token for new tokens (RFC 6749 §6).
     ///
     /// Sends `grant_type=refresh_token&refresh_token=…[&scope=…][&client_id=…]` as a form POST.
-    /// If the result has no ``TokenResponse/refreshToken`` the server did not rotate it: keep
+    /// If the result has no `TokenResponse.refreshToken` the server did not rotate it: keep
     /// using the one presented. Errors are classified by ``RefreshError``.
     ///
     /// With `pins`, the request is sent only over TLS whose validated chain holds one of them
@@ -71,7 +71,7 @@ extension OAuthClient {
     }
 
     /// Classifies a token endpoint response. Every spelling of `secrets` is scrubbed from any
-    /// server text kept (``Redaction``). `now` is when it arrived, for a `Retry-After` date.
+    /// server text kept (`Redaction`). `now` is when it arrived, for a `Retry-After` date.
     static func classifyRefresh(_ response: HTTPResponse, secrets: [String], now: Date) -> Result<TokenResponse, RefreshError> {
         let status = response.status
         switch status {

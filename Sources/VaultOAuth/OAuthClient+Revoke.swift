@@ -60,7 +60,7 @@ extension OAuthClient {
     }
 
     /// Classifies a revocation response: nil means revoked (or never valid). Every spelling of
-    /// `secrets` is scrubbed from any server text kept (``Redaction``). `now` is when it
+    /// `secrets` is scrubbed from any server text kept (`Redaction`). `now` is when it
     /// arrived, for a `Retry-After` date.
     static func classifyRevocation(_ response: HTTPResponse, secrets: [String], now: Date) -> RevocationError? {
         let status = response.status

@@ -33,7 +33,7 @@ public struct OAuthErrorResponse: Sendable, Hashable {
     }
 
     /// Parses like ``parse(_:)``, replacing every spelling of the secrets the request carried
-    /// (``Redaction``) in each member before it is shortened, so no piece of one survives the cut.
+    /// (`Redaction`) in each member before it is shortened, so no piece of one survives the cut.
     static func parse(_ data: Data, redaction: Redaction) -> OAuthErrorResponse? {
         guard data.count <= TokenResponse.maximumBodySize, let fields = JSONFields.parse(data) else { return nil }
         guard case .string(let code)? = fields["error"] else { return nil }

@@ -4,7 +4,7 @@ import Foundation
 /// the ID-token check) stopped. Every case means nothing was stored.
 ///
 /// Server text kept in a case (`description:` values) is the server's `error_description`,
-/// sanitised and stripped of every secret the request carried (``Redaction``).
+/// sanitised and stripped of every secret the request carried (`Redaction`).
 ///
 /// ```swift
 /// do {

@@ -107,7 +107,7 @@ extension TokenResponse {
     }
 
     /// The longest accepted `token_type`.
-    static let maximumTokenTypeLength = 64
+    package static let maximumTokenTypeLength = 64
 
     /// A token is 1*VSCHAR (RFC 6749 Appendix A): visible ASCII and space, so it is safe in a header.
     private static func optionalToken(_ name: String, in fields: JSONFields) throws(OAuthError) -> String? {

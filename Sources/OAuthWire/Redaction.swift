@@ -1,7 +1,7 @@
 import Foundation
 
 /// Placeholder for a secret value: says how long it was and nothing else.
-func redacted(_ secret: String) -> String {
+package func redacted(_ secret: String) -> String {
     "<redacted \(secret.utf8.count) bytes>"
 }
 

@@ -4,8 +4,8 @@ import Foundation
 ///
 /// Built on `JSONDecoder` (depth-limited, never traps on malformed input); members whose
 /// names are not asked for are never inspected.
-struct JSONFields: Decodable {
-    enum Value: Equatable {
+package struct JSONFields: Decodable {
+    package enum Value: Equatable {
         case string(String)
         case integer(Int)
         case number(Double)
@@ -13,7 +13,7 @@ struct JSONFields: Decodable {
         case null
         case composite
 
-        var typeName: String {
+        package var typeName: String {
             switch self {
             case .string: "a string"
             case .integer, .number: "a number"
@@ -26,14 +26,14 @@ struct JSONFields: Decodable {
 
     private let values: [String: Value]
 
-    subscript(name: String) -> Value? { values[name] }
+    package subscript(name: String) -> Value? { values[name] }
 
     /// Parses `data` as a JSON object, or returns nil if it is not one.
-    static func parse(_ data: Data) -> JSONFields? {
+    package static func parse(_ data: Data) -> JSONFields? {
         try? JSONDecoder().decode(JSONFields.self, from: data)
     }
 
-    init(from decoder: any Decoder) throws {
+    package init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: MemberName.self)
         var values: [String: Value] = [:]
         for key in container.allKeys {

@@ -2,9 +2,9 @@
 ///
 /// UTF-8, then every byte outside ALPHA / DIGIT / `-` `.` `_` `~` is percent-encoded with
 /// upper-case hex, except space, which becomes `+`. So ` %"&+£€` becomes `+%25%22%26%2B%C2%A3%E2%82%AC`.
-enum FormURLEncoding {
+package enum FormURLEncoding {
     /// Encodes one name or value.
-    static func encode(_ text: String) -> String {
+    package static func encode(_ text: String) -> String {
         var result = [UInt8]()
         result.reserveCapacity(text.utf8.count)
         for byte in text.utf8 {
@@ -25,7 +25,7 @@ enum FormURLEncoding {
     }
 
     /// Encodes name/value pairs in order, joined by `&`.
-    static func encode(_ pairs: [(String, String)]) -> String {
+    package static func encode(_ pairs: [(String, String)]) -> String {
         pairs.map { encode($0.0) + "=" + encode($0.1) }.joined(separator: "&")
     }
 
