@@ -44,8 +44,9 @@ for module in "${modules[@]}"; do
   quiet swiftc "${flags[@]}" -module-name "$module" -emit-module -emit-module-path "$work/modules/$module.swiftmodule" \
     -emit-library -static -o "$work/modules/lib$module.a" "$root/Sources/$module/"*.swift
 done
+# Dependents before what they use: GNU ld reads each static archive once, in order.
 libraries=()
-for module in "${modules[@]}"; do libraries+=("-l$module"); done
+for module in "${modules[@]}"; do libraries=("-l$module" "${libraries[@]}"); done
 # The Notification target's files, as one module: their imports of the package's own modules dropped.
 for file in "${sources[@]}"; do
   sed -E '/^(public |internal )?import (VaultStore|VaultOAuth|VaultCrypto|VaultSession|Logging)$/d' \

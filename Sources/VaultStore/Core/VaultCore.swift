@@ -104,15 +104,17 @@ final class VaultCore: Sendable {
             do {
                 return try pool.unsafeRead { db in
                     try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
-                    let result: T
                     do {
-                        result = try body(db)
+                        let result = try body(db)
+                        try db.cachedStatement(sql: "COMMIT").execute()
+                        return result
                     } catch {
-                        try? db.cachedStatement(sql: "ROLLBACK").execute()
+                        // Never leave the reader inside the transaction (the body failed, or
+                        // COMMIT did): GRDB stops the process when a read leaves one open.
+                        if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
+                        if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
                         throw error
                     }
-                    try db.cachedStatement(sql: "COMMIT").execute()
-                    return result
                 }
             } catch {
                 throw VaultError.storage(error, while: action, path: path)
