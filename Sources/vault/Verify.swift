@@ -23,7 +23,7 @@ extension VaultCommand {
             let report = try await OpenedVault.with(global, credentials) { opened in
                 let bar = ProgressBar("Verifying")
                 defer { bar.finish() }
-                return try opened.vault.verify { bar.update($0.completed, of: $0.total) }
+                return try opened.vault.maintenance.verify { bar.update($0.completed, of: $0.total) }
             }
             if output.json {
                 print(JSONValue.verification(report).rendered, terminator: "")
