@@ -14,7 +14,6 @@ protocol VaultArea: Sendable {
 }
 
 extension VaultArea {
-    var url: URL { core.url }
     var path: String { core.path }
     var pool: DatabasePool { core.pool }
     var keyring: Keyring { core.keyring }
