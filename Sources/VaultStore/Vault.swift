@@ -91,15 +91,16 @@ public final class Vault: Sendable {
                 try db.execute(
                     sql: """
                         INSERT INTO vault_meta (singleton, vault_id, device_id, created_at, kek_kind, kdf_salt,
-                            kdf_opslimit, kdf_memlimit, key_check, vault_key_id, wrapped_vault_key, next_key_id)
-                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            kdf_opslimit, kdf_memlimit, key_check, vault_key_id, wrapped_vault_key, next_key_id, write_counter)
+                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
                         """,
                     arguments: [
                         Data(vaultID), deviceID, options.clock.now().millisecondsSince1970, credential.kind,
                         kdfColumns.salt.map { Data($0) }, kdfColumns.ops, kdfColumns.mem,
                         Data(check), Int64(vaultKeyID), Data(wrapped), Int64(vaultKeyID) + 1,
                     ])
-                try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
+                try integrity.beginCounting(at: 1, manifest: VaultManifest(), db)
+                try integrity.finishWrite(db)
             }
             options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
             return vault
@@ -190,9 +191,11 @@ public final class Vault: Sendable {
                 let migrating = Vault(
                     url: url, pool: opened, keyring: keyring, deviceID: meta.deviceID,
                     wroteWhileOpening: true, options: options)
-                try migrator.migrate(
-                    opened, now: options.clock.now(), path: path, logger: options.logger,
-                    completing: migrating.maintenance.completeMigration)
+                try keyring.acceptingFormat1 {
+                    try migrator.migrate(
+                        opened, now: options.clock.now(), path: path, logger: options.logger,
+                        completing: migrating.maintenance.completeMigration)
+                }
             }
             // The header names the active account and this install's device id: checked before
             // either is used. Its unlock columns are authenticated by the key check and the

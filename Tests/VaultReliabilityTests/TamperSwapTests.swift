@@ -66,7 +66,7 @@ import VaultTestSupport
                 + LogHygiene.secrets(of: test))
     }
 
-    @Test("an older token replayed into its own row is named by verify; a whole row rolled back opens and is a documented limit")
+    @Test("an older token replayed into its own row is named by verify; a whole row rolled back is refused at use and named by verify")
     func replay() throws {
         let test = try TestVault()
         let vault = try test.create()
@@ -100,15 +100,18 @@ import VaultTestSupport
         let partial = expectRefusal(.damaged) { try vault.tokens.current(for: account) }
         #expect(partial?.message.contains("tokens.generation") == true, "\(partial.map(String.init(describing:)) ?? "no error")")
 
-        // The whole row, its MAC included, rolled back to its older copy: nothing in the file
-        // can tell (no external counter), so it opens as the older tokens.
+        // The whole row, its MAC included, rolled back to its older copy: its MAC is its own,
+        // but the write counter under it is older than the one the header records for it.
         try RawDatabase.execute(url, "DELETE FROM tokens; INSERT INTO tokens SELECT * FROM saved_tokens; DROP TABLE saved_tokens")
-        #expect(try vault.tokens.current(for: account)?.tokens == old)
+        let rolledBack = expectRefusal(.damaged) { try vault.tokens.current(for: account) }
+        #expect(rolledBack?.message.contains("tokens row \(account.rawValue)") == true)
+        #expect(rolledBack?.message.contains("older than the vault's record of it") == true)
+        let afterRollback = try vault.maintenance.verify()
+        #expect(afterRollback.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["tokens \(account.rawValue) row_mac"])
         let readme = try String(contentsOf: Self.readme, encoding: .utf8)
         #expect(
-            readme.contains("Rolling back a whole row (every column, generation included) to an older copy of itself\n  is not detected"),
-            "the README lists the whole-row rollback as a known limit, with its reason")
-        #expect(readme.contains("there is no external counter to compare against"))
+            readme.contains("Restoring the whole file from an older copy of itself is not detected"),
+            "the README lists the whole-file rollback as the known limit, with its reason")
         LogHygiene.check(test.logs, secrets: [old.refreshToken ?? "", new.refreshToken ?? "", new.accessToken] + LogHygiene.secrets(of: test))
     }
 }

@@ -3,7 +3,7 @@ import GRDB
 import Testing
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// The one read behind a token request (``TokenStore/accessSnapshot(for:)``): the rows it
 /// returns are the account's newest session, its policy and its tokens, whichever account is
@@ -22,8 +22,10 @@ import VaultTestSupport
         // Signing in again ends the first session as replaced: the snapshot has the new one.
         let second = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice2"), policy: policy).session
         #expect(second.id != first.id)
-        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
-        try RawDatabase.execute(test.url, "DELETE FROM session_policies WHERE account_id = ?", [bob.rawValue])
+        // An account with tokens and no stored policy (stored below the session layer).
+        let bob = try vault.accounts.insert(Samples.account("bob")).id
+        try vault.tokens.store(Samples.tokens("bob"), for: bob, replacing: nil)
+        try vault.accounts.setActive(bob)
 
         let active = try #require(try vault.tokens.accessSnapshot(for: nil))
         #expect(active.activeAccount == bob && active.account == bob)

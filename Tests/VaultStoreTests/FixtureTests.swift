@@ -171,6 +171,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-12 fixture opens with the newest code: judy's rows, written at several counters, match the header's manifest")
+    func schemaTwelveFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV12.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV12.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV12.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.maintenance.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -85,6 +85,7 @@ extension AccountStore {
             idleDeadline: idleDeadline, absoluteDeadline: absoluteDeadline, authTime: authenticated)
         try core.sessions.setPolicy(policy, for: account.id, db)
         try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [account.id.rawValue])
+        try self.integrity.removed(.refreshState, account: account.id.rawValue, db)
         try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
             try db.execute(sql: "UPDATE vault_meta SET active_account_id = ? WHERE singleton = 1", arguments: [account.id.rawValue])
         }

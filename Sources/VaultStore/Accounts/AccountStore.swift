@@ -102,8 +102,11 @@ public struct AccountStore: VaultArea {
     /// One account, or nil if the vault has no account with that id.
     public func find(_ id: AccountID) throws -> Account? {
         try read("reading an account") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
-                .map { try self.record(from: $0, db) }
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+                try self.integrity.checkCurrent(nil, .account, account: id.rawValue, db)
+                return nil
+            }
+            return try self.record(from: row, db)
         }
     }
 
@@ -185,6 +188,7 @@ public struct AccountStore: VaultArea {
             let previous = try self.activeID(db)?.rawValue
             try db.execute(sql: "DELETE FROM accounts WHERE account_id = ?", arguments: [id.rawValue])
             guard db.changesCount > 0 else { return (false, previous, previous) }
+            try self.integrity.removedAccount(id.rawValue, db)
             // Its events go with it (their sealed details could no longer be opened).
             try db.execute(sql: "DELETE FROM events WHERE account_id = ?", arguments: [id.rawValue])
             guard previous == id.rawValue else { return (true, previous, previous) }
@@ -219,8 +223,10 @@ public struct AccountStore: VaultArea {
     // MARK: Internals
 
     func record(from row: Row, _ db: Database) throws -> Account {
-        try integrity.check(row, in: .accounts, db)
         let key = row.storedKey("account_id")
+        let stored = StoredRecord(row, table: .accounts, path: path)
+        try integrity.check(stored, db)
+        try integrity.checkCurrent(stored, .account, account: key, db)
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
             try row.stored(column, table: "accounts", row: key, path: path)
         }

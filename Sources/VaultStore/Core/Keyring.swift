@@ -13,6 +13,12 @@ final class Keyring: Sendable {
     let vaultID: [UInt8]
     /// Rows checked under these keys (see ``VerifiedRows``); emptied when the keys are wiped.
     let verifiedRows = VerifiedRows()
+    /// The write counter of each connection's current write transaction
+    /// (``RowIntegrity/writeCounter(_:)``), dropped when the transaction ends.
+    let writeScopes = Locked<[ObjectIdentifier: WriteScope]>([:])
+    private let format1 = Locked(false)
+    /// The highest write counter this process has seen in the header (see ``observe(_:floor:)``).
+    private let highestCounter = Locked<UInt64>(0)
     private let state: Locked<State>
 
     private struct State {
@@ -31,6 +37,29 @@ final class Keyring: Sendable {
             state.rowAuthenticators[key.id] = try RowAuthenticator(derivedFrom: key)
         }
         self.state = Locked(state)
+    }
+
+    /// The highest header write counter seen so far: taken before a read begins, it is a floor
+    /// for the counter that read may see (a snapshot begun later holds every commit seen before).
+    var counterFloor: UInt64 { highestCounter.withLock { $0 } }
+
+    /// Records a header write counter read in a snapshot that began after `floor` was taken;
+    /// false when it is lower: the file went back to an older copy while this process had it open.
+    func observe(_ counter: UInt64, floor: UInt64) -> Bool {
+        guard counter >= floor else { return false }
+        highestCounter.withLock { $0 = max($0, counter) }
+        return true
+    }
+
+    /// Whether row MACs of format 1 (schemas 3 to 11) are taken: only while this process
+    /// migrates the vault to schema 12, which checks and replaces every one of them.
+    var acceptsFormat1: Bool { format1.withLock { $0 } }
+
+    /// Runs `body` (migrations) taking format-1 row MACs.
+    func acceptingFormat1<T>(_ body: () throws -> T) rethrows -> T {
+        format1.withLock { $0 = true }
+        defer { format1.withLock { $0 = false } }
+        return try body()
     }
 
     /// The row authenticator derived from the vault key with `id`, if this process holds it.

@@ -36,34 +36,47 @@ struct AuthenticatedTable: Sendable, Hashable {
     static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers]
 }
 
-/// The row MAC of one row, as stored in `row_mac`:
+/// The row MAC of one row, as stored in `row_mac` (format 2, schema 12):
 ///
 /// ```
 /// offset  size  field
-/// 0       1     format version (1)
+/// 0       1     format version (2)
 /// 1       4     id of the vault key the authenticator was derived from, big-endian
-/// 5       32    keyed BLAKE2b over the row (see ``RowIntegrity/message(_:table:)``)
-/// 37      4×n   one short tag per column, columns sorted by name: says which column changed
+/// 5       8     the vault's write counter when the row was written, big-endian
+/// 13      32    keyed BLAKE2b over the row, the counter and the column tags
+///               (see ``RowIntegrity/feed(_:table:layout:counter:columnTags:into:)``)
+/// 45      4×n   one short tag per column, columns sorted by name: says which column changed
 /// ```
+///
+/// Format 1 (schemas 3 to 11) had no counter, and its tag did not cover the column tags, so
+/// a column tag could be edited unnoticed. The migration to schema 12 checks every format-1
+/// row and authenticates it again in format 2; after it, a format-1 row is one put back from
+/// an older copy of the file.
 ///
 /// The key id sits where a sealed value's does, so a key rotation finds rows still
 /// authenticated with the old key the way it finds values still sealed with it.
 struct RowMAC {
-    static let version: UInt8 = 1
-    static let headerLength = 5
+    static let version: UInt8 = 2
     static let column = "row_mac"
 
+    var format: UInt8
     var keyID: UInt32
+    /// The write counter the row was written at; nil in format 1.
+    var counter: UInt64?
     var tag: ArraySlice<UInt8>
     var columnTags: ArraySlice<UInt8>
 
     init?(_ bytes: [UInt8]) {
-        guard bytes.count >= Self.headerLength + RowAuthenticator.tagLength, bytes[0] == Self.version,
-            (bytes.count - Self.headerLength - RowAuthenticator.tagLength) % RowAuthenticator.columnTagLength == 0
+        guard let format = bytes.first, format == 1 || format == Self.version else { return nil }
+        let header = format == 1 ? 5 : 13
+        guard bytes.count >= header + RowAuthenticator.tagLength,
+            (bytes.count - header - RowAuthenticator.tagLength) % RowAuthenticator.columnTagLength == 0
         else { return nil }
+        self.format = format
         keyID = bytes[1..<5].reduce(0) { $0 << 8 | UInt32($1) }
-        tag = bytes[Self.headerLength..<(Self.headerLength + RowAuthenticator.tagLength)]
-        columnTags = bytes[(Self.headerLength + RowAuthenticator.tagLength)...]
+        counter = format == 1 ? nil : bytes[5..<13].reduce(0) { $0 << 8 | UInt64($1) }
+        tag = bytes[header..<(header + RowAuthenticator.tagLength)]
+        columnTags = bytes[(header + RowAuthenticator.tagLength)...]
     }
 }
 
@@ -78,6 +91,7 @@ struct RowIntegrity {
     let path: String
 
     private static let rowDomain = Array("credentialvault.row.v1".utf8)
+    private static let rowDomainV2 = Array("credentialvault.row.v2".utf8)
     private static let columnDomain = Array("credentialvault.column.v1".utf8)
 
     // MARK: Checking
@@ -127,12 +141,20 @@ struct RowIntegrity {
         guard let stored = Self.storedMAC(values, layout: layout) else {
             return .changed(columns: [RowMAC.column], reason: "is missing or unreadable: the row was written or edited without the vault key")
         }
+        if stored.format == 1, !keyring.acceptsFormat1 {
+            return .changed(
+                columns: [RowMAC.column],
+                reason: "carries an authenticator from before schema 12: the row was put back from an older copy of the vault")
+        }
         guard let authenticator = keyring.rowAuthenticator(id: stored.keyID) else {
             if try vaultKeyIDs(db).contains(stored.keyID) { return .unknownKey }
             return .changed(columns: [RowMAC.column], reason: "names a vault key the vault does not have")
         }
         if remembering, keyring.verifiedRows.contains(values, table: table.name, keyID: stored.keyID) { return .authentic }
-        if try authenticator.matches(tag: stored.tag, { feed(values, table: table, layout: layout, into: &$0) }) {
+        let matches = try authenticator.matches(tag: stored.tag) {
+            feed(values, table: table, layout: layout, counter: stored.counter, columnTags: stored.counter == nil ? nil : stored.columnTags, into: &$0)
+        }
+        if matches {
             if remembering { keyring.verifiedRows.remember(values, table: table.name, keyID: stored.keyID, layout: layout) }
             return .authentic
         }
@@ -150,6 +172,8 @@ struct RowIntegrity {
         _ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments,
         _ db: Database, change: () throws -> T
     ) throws -> T {
+        // The counter first: raising it rewrites the header, which must still be as checked.
+        _ = try writeCounter(db)
         var keys: [DatabaseValue] = []
         let before = try Row.fetchCursor(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
         while let row = try before.next() {
@@ -167,10 +191,12 @@ struct RowIntegrity {
     /// introduced row MACs.
     func authenticate(_ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments, _ db: Database) throws {
         let authenticator = try writingAuthenticator(db)
+        let counter = try writeCounter(db)
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \(RowMAC.column) = ? WHERE \(table.keyColumn) = ?")
         for row in rows {
-            try update.execute(arguments: [Data(try mac(row, table: table, authenticator)), row[table.keyColumn] as DatabaseValue])
+            try update.execute(arguments: [Data(try mac(row, table: table, counter: counter, authenticator)), row[table.keyColumn] as DatabaseValue])
+            wrote(row, table: table, db)
         }
     }
 
@@ -187,20 +213,287 @@ struct RowIntegrity {
         }
     }
 
+    /// Checks every row of `table` and authenticates it again as it is, in batches of rowids
+    /// (the migration to schema 12: format-1 MACs replaced, none laundered).
+    func reauthenticateAll(_ table: AuthenticatedTable, _ db: Database) throws {
+        var after = Int64.min
+        let batch = try db.cachedStatement(sql: "SELECT rowid FROM \(table.name) WHERE rowid > ? ORDER BY rowid LIMIT 1000")
+        let read = try db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE rowid = ?")
+        while true {
+            let rowids = try Int64.fetchAll(batch, arguments: [after])
+            guard let last = rowids.last else { return }
+            for rowid in rowids {
+                guard let row = try Row.fetchOne(read, arguments: [rowid]) else { continue }
+                try check(row, in: table, db)
+                try authenticate(table, where: "rowid = ?", [rowid], db)
+            }
+            after = last
+        }
+    }
+
     /// The schema version whose migration added `row_mac`.
     static let introducedInVersion = 3
+    /// The schema version whose migration added the write counter and row MAC format 2.
+    static let countedInVersion = 12
 
-    /// The row MAC of `row` as it is.
-    func mac(_ row: Row, table: AuthenticatedTable, _ authenticator: RowAuthenticator) throws -> [UInt8] {
+    /// The row MAC of `row` as it is, written at `counter`.
+    func mac(_ row: Row, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator) throws -> [UInt8] {
         let layout = Self.layout(of: row, in: table)
-        var bytes = [RowMAC.version] + withUnsafeBytes(of: authenticator.keyID.bigEndian) { Array($0) }
         let values = StoredRow(row)
-        bytes += try authenticator.tag { feed(values, table: table, layout: layout, into: &$0) }
         let key = row.storedKey(table.keyColumn)
+        var columnTags: [UInt8] = []
         for column in layout.columns {
-            bytes += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))
+            columnTags += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))
         }
-        return bytes
+        var bytes = [RowMAC.version] + withUnsafeBytes(of: authenticator.keyID.bigEndian) { Array($0) }
+        bytes += withUnsafeBytes(of: counter.bigEndian) { Array($0) }
+        bytes += try authenticator.tag {
+            feed(values, table: table, layout: layout, counter: counter, columnTags: columnTags[...], into: &$0)
+        }
+        return bytes + columnTags
+    }
+
+    // MARK: Write counter and manifest
+
+    /// The write counter the rows authenticated in `db`'s current transaction carry: one more
+    /// than the header's `write_counter` (schema 12), the header checked first (a counter or
+    /// manifest edited without the key is never carried on). The header records it, with the
+    /// manifest entries of the rows written, in ``finishWrite(_:)``, which every write
+    /// transaction must reach: one that authenticated rows and did not is refused at commit.
+    /// 0 while migrations before schema 12 run (the migration to 12 authenticates every row again).
+    func writeCounter(_ db: Database) throws -> UInt64 {
+        let connection = ObjectIdentifier(db)
+        if let scope = keyring.writeScopes.withLock({ $0[connection] }) { return scope.counter }
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM vault_meta WHERE singleton = 1")) else {
+            throw VaultError(.damaged, "the vault header row is missing", path: path)
+        }
+        let layout = Self.layout(of: row, in: .vaultMeta)
+        guard layout.positions[Self.counterColumn] != nil else {
+            return try beginCounting(at: 0, manifest: nil, db)
+        }
+        try check(row, in: .vaultMeta, db)
+        let current = UInt64(max(try row.storedIfPresent(Self.counterColumn, table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0, 0))
+        // A write holds the newest state: any counter seen before is a floor.
+        let floor = keyring.counterFloor
+        guard keyring.observe(current, floor: floor) else { throw wentBack(from: floor, to: current) }
+        return try beginCounting(at: current + 1, manifest: try manifest(in: StoredRow(row), layout: layout), db)
+    }
+
+    /// The manifest a checked header row holds.
+    func manifest(in header: StoredRow, layout: RowLayout) throws -> VaultManifest {
+        guard let index = layout.positions[VaultManifest.column], header.values.indices.contains(index),
+            case .blob(let data) = header.values[index].storage, let manifest = VaultManifest(data)
+        else {
+            throw VaultError(.damaged, "the vault header's manifest is missing or unreadable: \(path) is damaged or was tampered with", path: path)
+        }
+        return manifest
+    }
+
+    /// Makes `counter` the write counter of `db`'s current transaction, `manifest` (nil: none,
+    /// before schema 12) the one its ``finishWrite(_:)`` updates. Without reading the header:
+    /// for a new vault's first header, and for the migration to schema 12, which checks it.
+    @discardableResult
+    func beginCounting(at counter: UInt64, manifest: VaultManifest?, _ db: Database) throws -> UInt64 {
+        let connection = ObjectIdentifier(db)
+        keyring.writeScopes.withLock { $0[connection] = WriteScope(counter: counter, manifest: manifest) }
+        db.add(transactionObserver: ScopeEnd(keyring: keyring, connection: connection, path: path), extent: .nextTransaction)
+        return counter
+    }
+
+    /// Notes that the rows of `table` (a manifest table) for `account` were deleted in this
+    /// transaction: ``finishWrite(_:)`` records their absence.
+    func removed(_ table: AuthenticatedTable, account: String, _ db: Database) throws {
+        guard let slot = VaultManifest.Slot(table) else { return }
+        _ = try writeCounter(db)
+        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+    }
+
+    /// Notes that `account` was removed with every row of it in this transaction.
+    func removedAccount(_ account: String, _ db: Database) throws {
+        _ = try writeCounter(db)
+        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.removedAccounts.insert(account) }
+    }
+
+    private func wrote(_ row: Row, table: AuthenticatedTable, _ db: Database) {
+        guard let slot = VaultManifest.Slot(table), let account = row["account_id"] as String? else { return }
+        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+    }
+
+    /// Records this transaction's counter and the manifest entries of the rows it wrote or
+    /// removed in the header, and authenticates the header. Each entry is the counter the
+    /// row now carries when this transaction wrote it, 0 when the row is gone; an entry of a
+    /// row the transaction did not write stays as it was. Nothing to do when it wrote nothing.
+    func finishWrite(_ db: Database) throws {
+        let connection = ObjectIdentifier(db)
+        guard let scope = keyring.writeScopes.withLock({ $0[connection] }), !scope.finished else { return }
+        guard var manifest = scope.manifest else {
+            keyring.writeScopes.withLock { $0[connection]?.finished = true }
+            return
+        }
+        for account in scope.removedAccounts {
+            let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [account]) ?? false
+            if !exists { manifest.accounts[account] = nil }
+        }
+        for (account, slots) in scope.touched where !(scope.removedAccounts.contains(account) && manifest.accounts[account] == nil) {
+            var entry = manifest.accounts[account] ?? VaultManifest.Account()
+            for slot in slots {
+                let (sessionID, counter) = try currentCounter(slot, account: account, db)
+                // Only what this transaction wrote (its counter), or removed (no row left).
+                guard counter == scope.counter || counter == nil else { continue }
+                switch slot {
+                case .account: entry.account = counter ?? 0
+                case .tokens: entry.tokens = counter ?? 0
+                case .session:
+                    entry.sessionID = counter == nil ? 0 : sessionID
+                    entry.session = counter ?? 0
+                case .policy: entry.policy = counter ?? 0
+                case .refresh: entry.refresh = counter ?? 0
+                }
+            }
+            manifest.accounts[account] = entry
+        }
+        try db.cachedStatement(sql: "UPDATE vault_meta SET \(Self.counterColumn) = ?, \(VaultManifest.column) = ? WHERE singleton = 1")
+            .execute(arguments: [Int64(scope.counter), manifest.encoded])
+        keyring.writeScopes.withLock {
+            $0[connection]?.manifest = manifest
+            $0[connection]?.finished = true
+        }
+        try authenticate(.vaultMeta, where: "singleton = 1", [], db)
+    }
+
+    /// The counter the account's row of `slot` carries (for a session, the newest one, and its
+    /// id); nil when there is none.
+    private func currentCounter(_ slot: VaultManifest.Slot, account: String, _ db: Database) throws -> (Int64, UInt64?) {
+        let table = slot.table
+        let sql =
+            slot == .session
+            ? "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"
+            : "SELECT * FROM \(table.name) WHERE account_id = ?"
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [account]) else { return (0, nil) }
+        let layout = Self.layout(of: row, in: table)
+        let id: Int64 = slot == .session ? (row["session_id"] as Int64? ?? 0) : 0
+        return (id, Self.counter(of: StoredRow(row), layout: layout))
+    }
+
+    // MARK: Checking against the manifest
+
+    /// What a checked header commits to: the vault's write counter and the manifest.
+    struct Commitment {
+        var counter: UInt64
+        var manifest: VaultManifest
+    }
+
+    /// The commitment of a header row already checked against its MAC (the token path's join).
+    /// With `floor` (``Keyring/counterFloor``, taken before the read began), a counter lower
+    /// than one this process saw before is refused: the whole file was put back to an older
+    /// copy while it was open, which nothing inside the file can show.
+    func commitment(of header: StoredRecord, floor: UInt64? = nil) throws -> Commitment {
+        let counter = UInt64(max(try header.optional(Self.counterColumn, as: Int64.self) ?? 0, 0))
+        if let floor, !keyring.observe(counter, floor: floor) { throw wentBack(from: floor, to: counter) }
+        return Commitment(counter: counter, manifest: try manifest(in: header.values, layout: header.layout))
+    }
+
+    private func wentBack(from seen: UInt64, to counter: UInt64) -> VaultError {
+        VaultError(
+            .damaged,
+            "the vault went back from write \(seen) to write \(counter) while this process had it open: \(path) was replaced by an older copy; nothing is served from it (start again to accept it, or restore the newer file)",
+            path: path)
+    }
+
+    /// The commitment the rows read in `db`'s transaction are judged by: in a write, the one
+    /// its header held when it began; otherwise the header's, read and checked now.
+    func commitment(_ db: Database) throws -> Commitment? {
+        if let scope = keyring.writeScopes.withLock({ $0[ObjectIdentifier(db)] }) {
+            return scope.manifest.map { Commitment(counter: scope.counter - 1, manifest: $0) }
+        }
+        guard
+            let header = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path)
+        else {
+            throw VaultError(.damaged, "the vault header row is missing", path: path)
+        }
+        try check(header, remembering: true, db)
+        // No floor: the transaction may have begun its snapshot before this call (the token
+        // path and every write, which begin with the header, compare against one).
+        return try commitment(of: header)
+    }
+
+    /// Checks that the account's row of `slot` as read (nil: none; already checked against its
+    /// MAC) is the one the vault last wrote: neither deleted, nor put back from an older copy,
+    /// nor newer than the header (a header put back). Throws ``VaultError/Code/damaged`` naming
+    /// the table, the row and the account, which the session layer then refuses; other accounts
+    /// are not affected. `commitment` nil: read from `db`.
+    func checkCurrent(
+        _ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ db: Database, commitment given: Commitment? = nil
+    ) throws {
+        let scope = keyring.writeScopes.withLock { $0[ObjectIdentifier(db)] }
+        if let scope, scope.manifest == nil { return }  // a migration before schema 12
+        if let scope {
+            let counter = record.flatMap { Self.counter(of: $0.values, layout: $0.layout) }
+            if counter == scope.counter || (record == nil && scope.touched[account]?.contains(slot) == true) {
+                return  // written or removed by this transaction
+            }
+        }
+        guard let commitment = try given ?? commitment(db),
+            let reason = try Self.problem(record, slot, account: account, commitment)
+        else { return }
+        let name = record.map { $0.layout.name(of: $0.values) } ?? account
+        throw VaultError(
+            .damaged,
+            "\(slot.table.name) row \(name) of account \(account) \(reason): \(path) was tampered with or partly restored from an older copy; the account is refused (restore the vault from a backup)",
+            path: path)
+    }
+
+    /// Checks that `record` (checked against its MAC) was not written after the header
+    /// `commitment` came from: a header put back from an older copy is older than it.
+    func checkNotNewer(_ record: StoredRecord, than commitment: Commitment) throws {
+        guard let counter = Self.counter(of: record.values, layout: record.layout), counter > commitment.counter else { return }
+        throw VaultError(
+            .damaged,
+            "\(record.table.name) row \(record.layout.name(of: record.values)) is newer than the vault header: \(path) was tampered with or partly restored from an older copy (its header put back); restore the vault from a backup",
+            path: path)
+    }
+
+    /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
+    /// records; nil when it is.
+    static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {
+        let entry = commitment.manifest.accounts[account]
+        guard let record else {
+            let expected: UInt64 =
+                switch slot {
+                case .account: entry?.account ?? 0
+                case .tokens: entry?.tokens ?? 0
+                case .session: entry?.session ?? 0
+                case .policy: entry?.policy ?? 0
+                case .refresh: entry?.refresh ?? 0
+                }
+            return expected == 0 ? nil : "was deleted"
+        }
+        guard let counter = counter(of: record.values, layout: record.layout) else { return "has no write counter" }
+        if counter > commitment.counter { return "is newer than the vault header (the header was put back from an older copy)" }
+        guard let entry else { return "belongs to an account the vault does not record" }
+        let expected: UInt64
+        switch slot {
+        case .account: expected = entry.account
+        case .tokens: expected = entry.tokens
+        case .policy: expected = entry.policy
+        case .refresh: expected = entry.refresh
+        case .session:
+            let id = try record.value("session_id", as: Int64.self)
+            if id < entry.sessionID { return "is not the newest session (a newer one was deleted)" }
+            if id > entry.sessionID { return "is a session the vault did not record" }
+            expected = entry.session
+        }
+        if counter < expected { return "is older than the vault's record of it (put back from an older copy)" }
+        return counter == expected ? nil : "does not match the vault's record of it"
+    }
+
+    /// The header column holding the vault's write counter.
+    static let counterColumn = "write_counter"
+
+    /// The write counter `values` were authenticated at; nil for a row without a readable
+    /// format-2 MAC.
+    static func counter(of values: StoredRow, layout: RowLayout) -> UInt64? {
+        storedMAC(values, layout: layout)?.counter
     }
 
     /// The authenticator new MACs are made with: the next vault key's during a key rotation
@@ -228,22 +521,29 @@ struct RowIntegrity {
 
     // MARK: Encoding
 
-    /// What a row's MAC covers: the vault, the table, and every column but `row_mac` that holds
-    /// a value, by name (sorted), with its type and bytes, each length-prefixed, so no two
-    /// different rows encode alike. A NULL column contributes nothing, so a column that a later
-    /// migration adds (NULL in existing rows) leaves their MACs valid, while setting any column
-    /// to or from NULL changes the encoding. Hashed as it is produced: this runs on every read
-    /// the vault acts on.
-    func feed(_ row: StoredRow, table: AuthenticatedTable, layout: RowLayout, into input: inout TagInput) {
-        input.append(Self.rowDomain)
+    /// What a row's MAC covers: the vault, the table, the write counter (format 2), and every
+    /// column but `row_mac` that holds a value, by name (sorted), with its type and bytes, each
+    /// length-prefixed, so no two different rows encode alike; then (format 2) the column tags
+    /// stored after the tag, so none can be edited unnoticed. A NULL column contributes
+    /// nothing, so a column that a later migration adds (NULL in existing rows) leaves their MACs
+    /// valid, while setting any column to or from NULL changes the encoding. Hashed as it is
+    /// produced: this runs on every read the vault acts on. Format 1 (`counter` nil) covered
+    /// neither the counter nor the column tags.
+    func feed(
+        _ row: StoredRow, table: AuthenticatedTable, layout: RowLayout, counter: UInt64?, columnTags: ArraySlice<UInt8>?,
+        into input: inout TagInput
+    ) {
+        input.append(counter == nil ? Self.rowDomain : Self.rowDomainV2)
         Self.lengthPrefixed(keyring.vaultID, into: &input)
         Self.lengthPrefixed(layout.tableName, into: &input)
+        if let counter { withUnsafeBytes(of: counter.bigEndian) { input.append($0) } }
         for column in layout.columns {
             let value = row.values[column.index]
             if value.isNull { continue }
             input.append(column.prefixedName)
             Self.append(value, into: &input)
         }
+        if let columnTags { columnTags.withUnsafeBytes { Self.lengthPrefixed($0, into: &input) } }
     }
 
     private func columnMessage(table: AuthenticatedTable, key: String, name: String, value: DatabaseValue) -> [UInt8] {
@@ -433,4 +733,38 @@ struct RowIntegrity {
             append([UInt8](data), to: &bytes)
         }
     }
+}
+
+/// Ends a write transaction's ``WriteScope``: refuses to commit one that authenticated rows
+/// at a counter the header does not record (a write path that skipped
+/// ``RowIntegrity/finishWrite(_:)``: its rows would look newer than the header to every
+/// reader), and forgets the scope however the transaction ends.
+private final class ScopeEnd: TransactionObserver {
+    let keyring: Keyring
+    let connection: ObjectIdentifier
+    let path: String
+
+    init(keyring: Keyring, connection: ObjectIdentifier, path: String) {
+        self.keyring = keyring
+        self.connection = connection
+        self.path = path
+    }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+
+    func databaseWillCommit() throws {
+        guard let scope = keyring.writeScopes.withLock({ $0[connection] }), scope.manifest != nil, !scope.finished else { return }
+        throw VaultError(.storage, "a write to \(path) did not record its write counter; nothing was written", path: path)
+    }
+
+    func databaseDidCommit(_ db: Database) {
+        if let scope = keyring.writeScopes.withLock({ $0[connection] }), scope.manifest != nil {
+            _ = keyring.observe(scope.counter, floor: 0)  // this process's own write is the newest seen
+        }
+        forget()
+    }
+    func databaseDidRollback(_ db: Database) { forget() }
+
+    private func forget() { _ = keyring.writeScopes.withLock { $0.removeValue(forKey: connection) } }
 }

@@ -129,7 +129,12 @@ final class VaultCore: Sendable {
             // ``changeStamp()`` before reading can never cache pre-write data under a post-write stamp.
             defer { localWrites.add(1, ordering: .releasing) }
             do {
-                return try pool.write(body)
+                let integrity = self.integrity
+                return try pool.write { db in
+                    let result = try body(db)
+                    try integrity.finishWrite(db)  // the header records the counter and manifest
+                    return result
+                }
             } catch let refusal as SessionTransferError {
                 throw refusal  // a refusal decided inside the transaction, which rolled back
             } catch {

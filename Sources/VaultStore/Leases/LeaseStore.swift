@@ -251,6 +251,7 @@ public struct LeaseStore: VaultArea {
             }
             let open = current.flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
+            try self.integrity.removed(.tokens, account: account.rawValue, db)
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
                 try db.execute(
                     sql: """
@@ -316,9 +317,15 @@ public struct LeaseStore: VaultArea {
                 db.cachedStatement(sql: "SELECT * FROM refresh_state WHERE account_id = ?"),
                 arguments: [account.rawValue])
         else {
+            // A deleted row would forget a lease or the failures that hold refreshes back.
+            try integrity?.checkCurrent(nil, .refresh, account: account.rawValue, db)
             return nil
         }
-        try integrity?.check(row, in: .refreshState, db)
+        if let integrity {
+            let record = StoredRecord(row, table: .refreshState, path: path)
+            try integrity.check(record, db)
+            try integrity.checkCurrent(record, .refresh, account: account.rawValue, db)
+        }
         let key = account.rawValue
         func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
             try row.stored(column, table: "refresh_state", row: key, path: path)

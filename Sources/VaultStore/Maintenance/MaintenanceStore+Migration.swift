@@ -84,9 +84,11 @@ extension VaultFile {
             // A migrator that ends at this step applies exactly this step (those before it are recorded).
             let upToThis = Migrator(migrations: migrator.migrations.filter { $0.version <= migration.version })
             do {
-                try upToThis.migrate(
-                    pool, now: options.clock.now(), path: path, logger: options.logger,
-                    completing: migrating.maintenance.completeMigration)
+                try keyring.acceptingFormat1 {
+                    try upToThis.migrate(
+                        pool, now: options.clock.now(), path: path, logger: options.logger,
+                        completing: migrating.maintenance.completeMigration)
+                }
             } catch {
                 throw VaultError.storage(error, while: "migrating", path: path)
             }
@@ -105,11 +107,26 @@ extension MaintenanceStore {
     /// kept in plain columns are sealed, then every row is authenticated as it stands. (Changes
     /// made to the file before this first open with the key cannot be detected: nothing
     /// authenticated the rows then.)
+    ///
+    /// For schema 12: every row is checked under its format-1 MAC, then authenticated again in
+    /// format 2 at write counter 1 (the header's first), so a row changed before is refused
+    /// here, not laundered.
     func completeMigration(_ migration: Migration, _ db: Database) throws {
-        guard migration.version == RowIntegrity.introducedInVersion else { return }
-        try sealServerText(db)
-        // The tables as schema 3 has them: later ones do not exist yet in this transaction.
-        for table in AuthenticatedTable.schema3 { try integrity.authenticateAll(table, db) }
+        switch migration.version {
+        case RowIntegrity.introducedInVersion:
+            try sealServerText(db)
+            // The tables as schema 3 has them: later ones do not exist yet in this transaction.
+            for table in AuthenticatedTable.schema3 { try integrity.authenticateAll(table, db) }
+        case RowIntegrity.countedInVersion:
+            guard let header = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else { return }  // a new file
+            try integrity.check(header, in: .vaultMeta, db)
+            // Every row at counter 1; the manifest names each row the session layer reads.
+            try integrity.beginCounting(at: 1, manifest: VaultManifest(), db)
+            for table in AuthenticatedTable.all where table != .vaultMeta { try integrity.reauthenticateAll(table, db) }
+            try integrity.finishWrite(db)
+        default:
+            return
+        }
     }
 
     /// Moves a device's status reason into its sealed `status_detail`, and a refresh failure

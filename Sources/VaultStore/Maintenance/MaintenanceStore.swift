@@ -141,6 +141,14 @@ public struct MaintenanceStore: VaultArea {
                     }
                 }
             }
+            // Every row the session layer reads, against the header's manifest; every row's
+            // counter against the header's (a header checked above: a damaged one is listed).
+            if !checker.damaged.contains(where: { $0.table == AuthenticatedTable.vaultMeta.name }) {
+                for problem in try Self.manifestProblems(db, path: self.path, integrity: integrity)
+                where !checker.damaged.contains(where: { $0.table == problem.table && $0.row == problem.row }) {
+                    checker.damaged.append(problem)
+                }
+            }
             var report = IntegrityReport(
                 checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
                 damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
@@ -164,6 +172,64 @@ public struct MaintenanceStore: VaultArea {
                 "database_problems": "\(report.databaseProblems.count)",
             ])
         return report
+    }
+
+    /// The rows that do not match what the header commits to (schema 12): for every account
+    /// the manifest names, each row the session layer reads, deleted, older or newer than
+    /// recorded; rows of the manifest's tables for accounts it does not name; and any
+    /// authenticated row written at a counter above the header's. Rows whose MAC fails are
+    /// listed by the MAC check; this judges the others by their counters.
+    static func manifestProblems(_ db: Database, path: String, integrity: RowIntegrity) throws -> [DamagedValue] {
+        guard let header = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path) else {
+            return []
+        }
+        let commitment: RowIntegrity.Commitment
+        do {
+            commitment = try integrity.commitment(of: header)
+        } catch {
+            return [DamagedValue(table: "vault_meta", row: "1", column: VaultManifest.column, reason: "is missing or unreadable")]
+        }
+        var problems: [DamagedValue] = []
+        for (account, _) in commitment.manifest.accounts.sorted(by: { $0.key < $1.key }) {
+            for slot in VaultManifest.Slot.allCases {
+                let sql =
+                    slot == .session
+                    ? "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"
+                    : "SELECT * FROM \(slot.table.name) WHERE account_id = ?"
+                let record = try StoredRecord.fetchOne(db, sql, [account], table: slot.table, path: path)
+                if let reason = try RowIntegrity.problem(record, slot, account: account, commitment) {
+                    problems.append(
+                        DamagedValue(
+                            table: slot.table.name, row: record.map { $0.layout.name(of: $0.values) } ?? account,
+                            column: RowMAC.column, reason: reason))
+                }
+            }
+        }
+        for slot in VaultManifest.Slot.allCases {
+            let rows = try Row.fetchCursor(db, sql: "SELECT DISTINCT account_id FROM \(slot.table.name) ORDER BY account_id")
+            while let row = try rows.next() {
+                let account = row.storedKey("account_id")
+                if commitment.manifest.accounts[account] == nil {
+                    problems.append(
+                        DamagedValue(
+                            table: slot.table.name, row: account, column: RowMAC.column,
+                            reason: "belongs to an account the vault does not record"))
+                }
+            }
+        }
+        for table in AuthenticatedTable.all where table != .vaultMeta {
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
+            while let row = try rows.next() {
+                let values = StoredRow(row)
+                let layout = RowIntegrity.layout(of: row, in: table)
+                guard let counter = RowIntegrity.counter(of: values, layout: layout), counter > commitment.counter else { continue }
+                problems.append(
+                    DamagedValue(
+                        table: table.name, row: layout.name(of: values), column: RowMAC.column,
+                        reason: "is newer than the vault header (the header was put back from an older copy)"))
+            }
+        }
+        return problems
     }
 
     /// ``databaseProblems(_:)`` on a connection of its own, opened read-write and closed at once.

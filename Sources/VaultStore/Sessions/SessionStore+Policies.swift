@@ -77,9 +77,12 @@ extension SessionStore {
             let record = try StoredRecord.fetchOne(
                 db, "SELECT * FROM session_policies WHERE account_id = ?", [account.rawValue], table: .sessionPolicies, path: path)
         else {
+            // Deleting the row would loosen the policy to the defaults: not without the key.
+            try integrity?.checkCurrent(nil, .policy, account: account.rawValue, db)
             return nil
         }
         try integrity?.check(record, remembering: true, db)
+        try integrity?.checkCurrent(record, .policy, account: account.rawValue, db)
         return try policy(from: record)
     }
 

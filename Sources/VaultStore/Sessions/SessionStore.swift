@@ -202,8 +202,12 @@ extension SessionStore {
             let record = try StoredRecord.fetchOne(
                 db, "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1", [account.rawValue],
                 table: .sessions, path: path)
-        else { return nil }
+        else {
+            try integrity.checkCurrent(nil, .session, account: account.rawValue, db)
+            return nil
+        }
         try integrity.check(record, remembering: true, db)
+        try integrity.checkCurrent(record, .session, account: account.rawValue, db)
         return try Self.session(from: record)
     }
 }

@@ -32,33 +32,35 @@ extension TokenStore {
     /// through prepared statements kept by the connection and opens one sealed value.
     public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
         try core.readPrepared("reading the session and access token") { db in
+            let floor = keyring.counterFloor  // before the snapshot's first read
             // One statement for the four rows (each checked against its MAC as when read alone):
             // the header, and the account's newest session, policy and tokens.
             guard
                 let rows = try StoredRecord.fetchJoined(
-                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .sessions, .sessionPolicies, .tokens], path: path),
-                rows.count == 4, let header = rows[0]
+                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .sessions, .sessionPolicies, .tokens, .events],
+                    path: path),
+                rows.count == 5, let header = rows[0]
             else {
                 throw VaultError(.damaged, "\(path) has no vault header row", path: path)
             }
             try integrity.check(header, remembering: true, db)
             let active = try header.optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
             guard let id = account ?? active else { return nil }
-            var session: SessionRecord?
-            if let record = rows[1] {
-                try integrity.check(record, remembering: true, db)
-                session = try SessionStore.session(from: record)
+            // Each row against its MAC, then against the header's manifest (none deleted or put back).
+            let commitment = try integrity.commitment(of: header, floor: floor)
+            for (record, slot) in zip(rows[1...3], [VaultManifest.Slot.session, .policy, .tokens]) {
+                if let record { try integrity.check(record, remembering: true, db) }
+                try integrity.checkCurrent(record, slot, account: id.rawValue, db, commitment: commitment)
             }
-            var policy = SessionPolicy()
-            if let record = rows[2] {
-                try integrity.check(record, remembering: true, db)
-                policy = try SessionStore.policy(from: record)
+            // The newest event, written with most changes of state (a switch of the active account
+            // among them): a header put back alone, from before it, is older than it.
+            if let event = rows[4] {
+                try integrity.check(event, remembering: true, db)
+                try integrity.checkNotNewer(event, than: commitment)
             }
-            var token: StoredAccessToken?
-            if let record = rows[3] {
-                try integrity.check(record, remembering: true, db)
-                token = try accessToken(from: record, account: id, db)
-            }
+            let session = try rows[1].map(SessionStore.session(from:))
+            let policy = try rows[2].map(SessionStore.policy(from:)) ?? SessionPolicy()
+            let token = try rows[3].map { try accessToken(from: $0, account: id, db) }
             return AccessSnapshot(activeAccount: active, account: id, session: session, policy: policy, token: token)
         }
     }
@@ -66,12 +68,14 @@ extension TokenStore {
     /// The header, then the newest session, the policy and the tokens of the account asked
     /// for (?1) or else the active one; a table with no such row comes back as NULLs.
     static let snapshotSQL = """
-        SELECT NULL AS "|vault_meta", m.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*
+        SELECT NULL AS "|vault_meta", m.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*,
+            NULL AS "|events", e.*
         FROM vault_meta m
         LEFT JOIN sessions s
             ON s.session_id = (SELECT max(session_id) FROM sessions WHERE account_id = coalesce(?1, m.active_account_id))
         LEFT JOIN session_policies p ON p.account_id = coalesce(?1, m.active_account_id)
         LEFT JOIN tokens t ON t.account_id = coalesce(?1, m.active_account_id)
+        LEFT JOIN events e ON e.seq = (SELECT max(seq) FROM events)
         WHERE m.singleton = 1
         """
 

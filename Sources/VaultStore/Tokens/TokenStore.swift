@@ -70,11 +70,19 @@ public struct TokenStore: VaultArea {
 
     /// The generation of the account's tokens (their row checked), nil when it has none.
     func currentGeneration(for account: AccountID, _ db: Database) throws -> Int64? {
-        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue])
-            .map { row in
-                try integrity.check(row, in: .tokens, db)
-                return try row.stored("generation", table: "tokens", row: account.rawValue, path: path, as: Int64.self)
-            }
+        try checkedRow(for: account, db).map { row in
+            try row.stored("generation", table: "tokens", row: account.rawValue, path: path, as: Int64.self)
+        }
+    }
+
+    /// The account's `tokens` row, checked against its MAC and the header's manifest; nil when
+    /// it has none (and the vault wrote none).
+    func checkedRow(for account: AccountID, _ db: Database) throws -> Row? {
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue])
+        let record = row.map { StoredRecord($0, table: .tokens, path: path) }
+        if let record { try integrity.check(record, db) }
+        try integrity.checkCurrent(record, .tokens, account: account.rawValue, db)
+        return row
     }
 
     /// The account's tokens, opened; nil when it has none.
@@ -83,10 +91,7 @@ public struct TokenStore: VaultArea {
     }
 
     func current(for account: AccountID, _ db: Database) throws -> StoredTokens? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue]) else {
-            return nil
-        }
-        try integrity.check(row, in: .tokens, db)
+        guard let row = try checkedRow(for: account, db) else { return nil }
         let key = account.rawValue
         let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
         let open = { (column: String) throws -> String? in
@@ -111,8 +116,7 @@ public struct TokenStore: VaultArea {
     /// Presence and expiry of the account's tokens, without opening any of them.
     public func metadata(for account: AccountID) throws -> TokenMetadata? {
         try read("reading token metadata") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [account.rawValue]).map { row in
-                try self.integrity.check(row, in: .tokens, db)
+            try self.checkedRow(for: account, db).map { row in
                 let key = account.rawValue
                 let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
                 return TokenMetadata(
@@ -134,6 +138,7 @@ public struct TokenStore: VaultArea {
     public func delete(for account: AccountID) throws -> Bool {
         try write("wiping tokens") { db in
             try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
+            try integrity.removed(.tokens, account: account.rawValue, db)
             return db.changesCount > 0
         }
     }
