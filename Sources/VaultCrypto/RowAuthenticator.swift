@@ -28,26 +28,9 @@ public struct RowAuthenticator: Sendable {
 
     /// Derives the row-authentication key of `key` (same id).
     public init(derivedFrom key: SymmetricKey) throws {
-        try Sodium.ensureInitialised()
-        let material = try SecureBytes(count: Int(crypto_generichash_KEYBYTES)) { out in
-            guard let outBase = out.baseAddress else { throw CryptoError(.unavailable, "no memory for a derived key") }
-            let status = try key.material.withUnsafeBytes { master -> Int32 in
-                guard let masterBase = master.baseAddress,
-                    master.count == Int(crypto_kdf_KEYBYTES)
-                else { return -1 }
-                return Self.context.withUnsafeBufferPointer { context in
-                    context.withMemoryRebound(to: CChar.self) { chars -> Int32 in
-                        guard let contextBase = chars.baseAddress else { return -1 }
-                        return crypto_kdf_derive_from_key(
-                            outBase.assumingMemoryBound(to: UInt8.self), out.count, Self.subkeyID,
-                            contextBase, masterBase.assumingMemoryBound(to: UInt8.self))
-                    }
-                }
-            }
-            guard status == 0 else { throw CryptoError(.unavailable, "crypto_kdf_derive_from_key failed") }
-        }
         self.keyID = key.id
-        self.material = material
+        self.material = try SecureBytes.derived(
+            from: key, subkeyID: Self.subkeyID, context: Self.context, length: Int(crypto_generichash_KEYBYTES))
     }
 
     /// The full tag of `message`.
