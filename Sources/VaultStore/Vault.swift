@@ -100,6 +100,8 @@ public final class Vault: Sendable {
                         Data(check), Int64(vaultKeyID), Data(wrapped), Int64(vaultKeyID) + 1,
                     ])
                 try integrity.beginCounting(at: 1, manifest: VaultManifest(), db)
+                try integrity.newCommitmentKey(db)
+                try integrity.setCommitments(VaultCommitments(), db)
                 try integrity.finishWrite(db)
             }
             options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
@@ -205,6 +207,9 @@ public final class Vault: Sendable {
                     throw VaultError(.damaged, "\(path) has no vault header row", path: path)
                 }
                 try integrity.check(row, in: .vaultMeta, db)
+                // Loaded now, while the vault key is here: a locked process still records
+                // events, and their commitments need it.
+                _ = try integrity.commitmentHasher(db)
                 return try row.stored("device_id", table: "vault_meta", row: "1", path: path)
             }
             options.logger.debug("opened vault", metadata: ["path": "\(path)"])

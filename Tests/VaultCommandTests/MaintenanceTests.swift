@@ -103,7 +103,7 @@ struct MaintenanceTests {
         #expect(json["applied"] as? Bool == false)
     }
 
-    @Test("an older fixture vault: other commands refuse it, migrate --dry-run shows steps 2 to 12, migrate backs up and applies them")
+    @Test("an older fixture vault: other commands refuse it, migrate --dry-run shows steps 2 to the latest, migrate backs up and applies them")
     func migrateFixture() async throws {
         let cli = try VaultCLI(environment: ["VAULT_PASSPHRASE": FixtureV1.passphrase])
         let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -120,7 +120,7 @@ struct MaintenanceTests {
         #expect(plan.status == 0, "\(plan)")
         #expect(plan.stdout.contains("0002_session_service"))
         let planJSON = try await cli.run(["migrate", "--dry-run", "--json"]).jsonObject()
-        #expect((planJSON["migrations"] as? [[String: Any]])?.map { $0["version"] as? Int } == [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])
+        #expect((planJSON["migrations"] as? [[String: Any]])?.map { $0["version"] as? Int } == (2...13).map { Optional($0) })
         #expect(planJSON["from_version"] as? Int == 1)
         #expect(FileProbe.fingerprint(cli.vault) == original, "a dry run changes nothing")
 
@@ -132,14 +132,14 @@ struct MaintenanceTests {
         #expect(applied.status == 0, "\(applied)")
         let report = try applied.jsonObject()
         #expect(report["applied"] as? Bool == true)
-        #expect(report["to_version"] as? Int == 12)
+        #expect(report["to_version"] as? Int == 13)
         let backup = try #require(report["backup"] as? String)
         #expect(FileProbe.mode(URL(fileURLWithPath: backup)) == 0o600)
         let backedUp = try await cli.run(["status", "--json", "--vault", backup]).jsonObject()
         #expect(backedUp["schema_version"] as? Int == 1, "the backup is the vault as it was")
         #expect(backedUp["accounts"] as? Int == 2)
 
-        #expect(try await cli.run(["status", "--json"]).jsonObject()["schema_version"] as? Int == 12)
+        #expect(try await cli.run(["status", "--json"]).jsonObject()["schema_version"] as? Int == 13)
         let accounts = try await cli.run(["accounts", "list", "--json"])
         #expect(accounts.status == 0, "\(accounts)")
         #expect(try accounts.jsonArray().compactMap { $0["subject"] as? String }.sorted() == ["alice", "bob"])

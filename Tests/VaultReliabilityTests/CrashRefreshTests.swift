@@ -90,6 +90,9 @@ struct CrashRefreshTests {
         if kept?.tokens.refreshToken != issued.refreshToken { lost += 1 }
         #expect(kept?.tokens.refreshToken == issued.refreshToken, "the old refresh token must still be stored")
         #expect(try vault.leases.state(for: account).leaseHolder != nil)
+        // The killed process's transaction left nothing half-done: every counter, manifest entry
+        // and commitment matches the rows (issue 31).
+        #expect(try vault.maintenance.verify().passed, "a kill mid-refresh leaves the vault's commitments whole")
 
         var configuration = SessionConfiguration()
         configuration.leaseDuration = .seconds(5)

@@ -63,7 +63,7 @@ extension AccountStore {
                     let key = row.storedKey(columns.rowColumn)
                     if try self.isDuplicate(row, table: table.name, for: registered, db) {
                         try self.integrity.check(row, in: table, db)
-                        try db.execute(sql: "DELETE FROM \(table.name) WHERE \(table.keyColumn) = ?", arguments: [rowid])
+                        try self.integrity.delete(from: table, where: "\(table.keyColumn) = ?", [rowid], db)
                         upgrade.duplicatesDropped += 1
                         continue
                     }

@@ -190,7 +190,7 @@ public struct AccountStore: VaultArea {
             guard db.changesCount > 0 else { return (false, previous, previous) }
             try self.integrity.removedAccount(id.rawValue, db)
             // Its events go with it (their sealed details could no longer be opened).
-            try db.execute(sql: "DELETE FROM events WHERE account_id = ?", arguments: [id.rawValue])
+            try self.integrity.delete(from: .events, where: "account_id = ?", [id.rawValue], db)
             guard previous == id.rawValue else { return (true, previous, previous) }
             // Like removing the active user in the reference apps, the oldest remaining
             // account takes over, in this transaction.

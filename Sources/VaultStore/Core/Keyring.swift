@@ -28,6 +28,9 @@ final class Keyring: Sendable {
         var dataKeys: [UInt32: (account: String, key: SymmetricKey)] = [:]
         /// Row authenticators by the id of the vault key they were derived from.
         var rowAuthenticators: [UInt32: RowAuthenticator] = [:]
+        /// The collection commitments' hasher (schema 13); like a row authenticator, it opens
+        /// nothing and stays while the vault is locked.
+        var commitmentHasher: MultisetHasher?
     }
 
     init(vaultID: [UInt8], vaultKey: SymmetricKey, pendingVaultKey: SymmetricKey? = nil) throws {
@@ -60,6 +63,17 @@ final class Keyring: Sendable {
         format1.withLock { $0 = true }
         defer { format1.withLock { $0 = false } }
         return try body()
+    }
+
+    /// The hasher of the collection commitments, once loaded (``RowIntegrity/commitmentHasher(_:)``).
+    var commitmentHasher: MultisetHasher? { state.withLock { $0.commitmentHasher } }
+
+    func setCommitmentHasher(_ hasher: MultisetHasher) {
+        let old = state.withLock { state -> MultisetHasher? in
+            defer { state.commitmentHasher = hasher }
+            return state.commitmentHasher
+        }
+        old?.wipe()
     }
 
     /// The row authenticator derived from the vault key with `id`, if this process holds it.
@@ -142,11 +156,15 @@ final class Keyring: Sendable {
     /// Wipes every key, row authenticators included. Later use throws `.closed`.
     func wipe() {
         wipeSealingKeys()
-        let authenticators = state.withLock { state -> [RowAuthenticator] in
-            defer { state.rowAuthenticators = [:] }
-            return Array(state.rowAuthenticators.values)
+        let (authenticators, hasher) = state.withLock { state -> ([RowAuthenticator], MultisetHasher?) in
+            defer {
+                state.rowAuthenticators = [:]
+                state.commitmentHasher = nil
+            }
+            return (Array(state.rowAuthenticators.values), state.commitmentHasher)
         }
         authenticators.forEach { $0.wipe() }
+        hasher?.wipe()
         verifiedRows.removeAll()
     }
 

@@ -179,24 +179,161 @@ struct RowIntegrity {
         while let row = try before.next() {
             try check(row, in: table, db)
             keys.append(row[table.keyColumn])
+            // Out of its account's commitment as it was (the change may move it to another).
+            try uncommit(row, table: table, db)
         }
         let result = try change()
         let again = keys.isEmpty ? "" : " OR \(table.keyColumn) IN (\(databaseQuestionMarks(count: keys.count)))"
-        try authenticate(table, where: "(\(filter))" + again, arguments + StatementArguments(keys), db)
+        try authenticate(table, where: "(\(filter))" + again, arguments + StatementArguments(keys), db, uncommitted: true)
         return result
     }
 
     /// Authenticates the rows of `table` that `filter` selects as they are now, without
     /// checking them first: for rows this transaction just inserted, and for the migration that
     /// introduced row MACs.
-    func authenticate(_ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments, _ db: Database) throws {
+    ///
+    /// A row of a collection table enters its account's commitment with its new MAC; the one it
+    /// replaces (an upsert's row, still carrying its old MAC) leaves it, unless `uncommitted`
+    /// (``rewrite(_:where:_:_:change:)`` took every such row out before the change).
+    func authenticate(
+        _ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments, _ db: Database, uncommitted: Bool = false
+    ) throws {
         let authenticator = try writingAuthenticator(db)
         let counter = try writeCounter(db)
         let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \(RowMAC.column) = ? WHERE \(table.keyColumn) = ?")
         for row in rows {
-            try update.execute(arguments: [Data(try mac(row, table: table, counter: counter, authenticator)), row[table.keyColumn] as DatabaseValue])
+            if !uncommitted { try uncommit(row, table: table, db) }
+            let mac = try mac(row, table: table, counter: counter, authenticator)
+            try update.execute(arguments: [Data(mac), row[table.keyColumn] as DatabaseValue])
             wrote(row, table: table, db)
+            try commit(mac, account: row["account_id"] as String? ?? "", table: table, db)
+        }
+    }
+
+    // MARK: Collection commitments
+
+    /// Deletes the rows of `table` (a collection table) that `filter` selects, taking each out
+    /// of its account's commitment: every deletion of such rows goes through here.
+    func delete(from table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments, _ db: Database) throws {
+        _ = try writeCounter(db)
+        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.wrote = true }
+        if VaultCommitments.tables.contains(table) {
+            let rows = try Row.fetchCursor(db, sql: "SELECT account_id, \(RowMAC.column) FROM \(table.name) WHERE \(filter)", arguments: arguments)
+            while let row = try rows.next() { try uncommit(row, table: table, db) }
+        }
+        try db.execute(sql: "DELETE FROM \(table.name) WHERE \(filter)", arguments: arguments)
+    }
+
+    /// Takes `row` (as stored, its MAC included) out of its account's commitment.
+    private func uncommit(_ row: Row, table: AuthenticatedTable, _ db: Database) throws {
+        guard VaultCommitments.tables.contains(table), let old = row[RowMAC.column] as Data? else { return }
+        try updateCommitment(table: table, account: row["account_id"] as String? ?? "", db) { hasher, digest in
+            try hasher.remove([UInt8](old), domain: table.name, from: &digest)
+        }
+    }
+
+    private func commit(_ mac: [UInt8], account: String, table: AuthenticatedTable, _ db: Database) throws {
+        guard VaultCommitments.tables.contains(table) else { return }
+        try updateCommitment(table: table, account: account, db) { hasher, digest in
+            try hasher.insert(mac, domain: table.name, into: &digest)
+        }
+    }
+
+    /// Applies `change` to the commitment of `table` and `account` in this transaction's scope
+    /// (nothing before schema 13, whose migration computes them all).
+    private func updateCommitment(
+        table: AuthenticatedTable, account: String, _ db: Database, _ change: (MultisetHasher, inout MultisetDigest) throws -> Void
+    ) throws {
+        _ = try writeCounter(db)
+        let connection = ObjectIdentifier(db)
+        guard var commitments = keyring.writeScopes.withLock({ $0[connection]?.commitments }) else { return }
+        let key = VaultCommitments.Key(table: table.name, account: account)
+        var digest = commitments.digests[key] ?? MultisetDigest()
+        try change(try commitmentHasher(db), &digest)
+        commitments.digests[key] = digest
+        keyring.writeScopes.withLock { $0[connection]?.commitments = commitments }
+    }
+
+    /// The commitments' hasher, its root key opened from the header with the vault key the
+    /// first time (a process keeps it while locked, like its row authenticators).
+    func commitmentHasher(_ db: Database) throws -> MultisetHasher {
+        if let hasher = keyring.commitmentHasher { return hasher }
+        guard let row = try Row.fetchOne(db, sql: "SELECT vault_key_id, commitment_key FROM vault_meta WHERE singleton = 1"),
+            let sealed = row["commitment_key"] as Data?, let sealedBy = row["vault_key_id"] as Int64?
+        else {
+            throw VaultError(.damaged, "the vault header's commitment key is missing: \(path) is damaged or was tampered with", path: path)
+        }
+        let vaultKey = try keyring.vaultKey(id: UInt32(truncatingIfNeeded: sealedBy))
+        let root: SymmetricKey
+        do {
+            root = try vaultKey.openKey(
+                [UInt8](sealed), id: VaultKeys.commitmentRootKeyID, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: vaultKey.id))
+        } catch {
+            throw VaultError(.damaged, "the vault header's commitment key does not open: \(path) is damaged or was tampered with", path: path)
+        }
+        defer { root.wipe() }
+        let hasher = try MultisetHasher(derivedFrom: root)
+        keyring.setCommitmentHasher(hasher)
+        return hasher
+    }
+
+    /// The commitments' root key sealed by `newKey` instead (the end of a key rotation): the
+    /// key stays the same, so the commitments stay valid however the rotation went. Nil for a
+    /// vault before schema 13.
+    func commitmentKey(resealedUnder newKey: SymmetricKey, _ db: Database) throws -> Data? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1"),
+            let sealed = row["commitment_key"] as Data?, let sealedBy = row["vault_key_id"] as Int64?
+        else { return nil }
+        let vaultKey = try keyring.vaultKey(id: UInt32(truncatingIfNeeded: sealedBy))
+        let root: SymmetricKey
+        do {
+            root = try vaultKey.openKey(
+                [UInt8](sealed), id: VaultKeys.commitmentRootKeyID, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: vaultKey.id))
+        } catch {
+            throw VaultError(.damaged, "the vault header's commitment key does not open: \(path) is damaged or was tampered with", path: path)
+        }
+        defer { root.wipe() }
+        return Data(try newKey.wrap(root, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: newKey.id)))
+    }
+
+    /// Makes the commitments' root key of a vault that has none (a new vault, the migration to
+    /// schema 13), sealed by the current vault key into the header (the caller authenticates it).
+    func newCommitmentKey(_ db: Database) throws {
+        let vaultKey = try keyring.vaultKey()
+        let root = try SymmetricKey.generate(id: VaultKeys.commitmentRootKeyID)
+        defer { root.wipe() }
+        let sealed = try vaultKey.wrap(root, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: vaultKey.id))
+        try db.execute(sql: "UPDATE vault_meta SET commitment_key = ? WHERE singleton = 1", arguments: [Data(sealed)])
+        keyring.setCommitmentHasher(try MultisetHasher(derivedFrom: root))
+    }
+
+    /// Every collection row's commitment computed from the rows as they are, each checked
+    /// against its MAC first (verify, and the migration to schema 13).
+    func computeCommitments(_ db: Database, checking: Bool) throws -> VaultCommitments {
+        let hasher = try commitmentHasher(db)
+        var commitments = VaultCommitments()
+        for table in VaultCommitments.tables {
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
+            while let row = try rows.next() {
+                if checking { try check(row, in: table, db) }
+                guard let mac = row[RowMAC.column] as Data? else { continue }
+                let key = VaultCommitments.Key(table: table.name, account: row["account_id"] as String? ?? "")
+                var digest = commitments.digests[key] ?? MultisetDigest()
+                try hasher.insert([UInt8](mac), domain: table.name, into: &digest)
+                commitments.digests[key] = digest
+            }
+        }
+        return commitments
+    }
+
+    /// Starts keeping commitments in this transaction (the migration to schema 13, which
+    /// computed them).
+    func setCommitments(_ commitments: VaultCommitments, _ db: Database) throws {
+        _ = try writeCounter(db)
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.commitments = commitments
+            $0[ObjectIdentifier(db)]?.wrote = true
         }
     }
 
@@ -235,6 +372,8 @@ struct RowIntegrity {
     static let introducedInVersion = 3
     /// The schema version whose migration added the write counter and row MAC format 2.
     static let countedInVersion = 12
+    /// The schema version whose migration added the collection commitments.
+    static let committedInVersion = 13
 
     /// The row MAC of `row` as it is, written at `counter`.
     func mac(_ row: Row, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator) throws -> [UInt8] {
@@ -276,7 +415,11 @@ struct RowIntegrity {
         // A write holds the newest state: any counter seen before is a floor.
         let floor = keyring.counterFloor
         guard keyring.observe(current, floor: floor) else { throw wentBack(from: floor, to: current) }
-        return try beginCounting(at: current + 1, manifest: try manifest(in: StoredRow(row), layout: layout), db)
+        try beginCounting(at: current + 1, manifest: try manifest(in: StoredRow(row), layout: layout), db)
+        if let commitments = try commitments(in: StoredRow(row), layout: layout) {
+            keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.commitments = commitments }
+        }
+        return current + 1
     }
 
     /// The manifest a checked header row holds.
@@ -287,6 +430,17 @@ struct RowIntegrity {
             throw VaultError(.damaged, "the vault header's manifest is missing or unreadable: \(path) is damaged or was tampered with", path: path)
         }
         return manifest
+    }
+
+    /// The commitments a checked header row holds; nil before schema 13 (and while its
+    /// migration runs, before it computes them).
+    func commitments(in header: StoredRow, layout: RowLayout) throws -> VaultCommitments? {
+        guard let index = layout.positions[VaultCommitments.column], header.values.indices.contains(index) else { return nil }
+        if header.values[index].isNull, keyring.acceptsFormat1 { return nil }
+        guard case .blob(let data) = header.values[index].storage, let commitments = VaultCommitments(data) else {
+            throw VaultError(.damaged, "the vault header's commitments are missing or unreadable: \(path) is damaged or was tampered with", path: path)
+        }
+        return commitments
     }
 
     /// Makes `counter` the write counter of `db`'s current transaction, `manifest` (nil: none,
@@ -305,18 +459,28 @@ struct RowIntegrity {
     func removed(_ table: AuthenticatedTable, account: String, _ db: Database) throws {
         guard let slot = VaultManifest.Slot(table) else { return }
         _ = try writeCounter(db)
-        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.wrote = true
+            $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot)
+        }
     }
 
     /// Notes that `account` was removed with every row of it in this transaction.
     func removedAccount(_ account: String, _ db: Database) throws {
         _ = try writeCounter(db)
-        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.removedAccounts.insert(account) }
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.wrote = true
+            $0[ObjectIdentifier(db)]?.removedAccounts.insert(account)
+        }
     }
 
     private func wrote(_ row: Row, table: AuthenticatedTable, _ db: Database) {
-        guard let slot = VaultManifest.Slot(table), let account = row["account_id"] as String? else { return }
-        keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+        let slot = VaultManifest.Slot(table)
+        let account = row["account_id"] as String?
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.wrote = true
+            if let slot, let account { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+        }
     }
 
     /// Records this transaction's counter and the manifest entries of the rows it wrote or
@@ -326,13 +490,17 @@ struct RowIntegrity {
     func finishWrite(_ db: Database) throws {
         let connection = ObjectIdentifier(db)
         guard let scope = keyring.writeScopes.withLock({ $0[connection] }), !scope.finished else { return }
-        guard var manifest = scope.manifest else {
+        guard var manifest = scope.manifest, scope.wrote else {
             keyring.writeScopes.withLock { $0[connection]?.finished = true }
             return
         }
+        var commitments = scope.commitments
         for account in scope.removedAccounts {
             let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [account]) ?? false
-            if !exists { manifest.accounts[account] = nil }
+            guard !exists else { continue }
+            manifest.accounts[account] = nil
+            // Its collections went with it (ON DELETE CASCADE, its events by hand).
+            if let kept = commitments?.digests.filter({ $0.key.account != account }) { commitments?.digests = kept }
         }
         for (account, slots) in scope.touched where !(scope.removedAccounts.contains(account) && manifest.accounts[account] == nil) {
             var entry = manifest.accounts[account] ?? VaultManifest.Account()
@@ -354,6 +522,9 @@ struct RowIntegrity {
         }
         try db.cachedStatement(sql: "UPDATE vault_meta SET \(Self.counterColumn) = ?, \(VaultManifest.column) = ? WHERE singleton = 1")
             .execute(arguments: [Int64(scope.counter), manifest.encoded])
+        if let commitments {
+            try db.cachedStatement(sql: "UPDATE vault_meta SET \(VaultCommitments.column) = ? WHERE singleton = 1").execute(arguments: [commitments.encoded])
+        }
         keyring.writeScopes.withLock {
             $0[connection]?.manifest = manifest
             $0[connection]?.finished = true

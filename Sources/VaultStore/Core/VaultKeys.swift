@@ -62,6 +62,14 @@ enum VaultKeys {
         }
     }
 
+    /// The commitments' root key (schema 13), as sealed by the vault key `sealedBy` into the header.
+    static func commitmentKeyContext(vaultID: [UInt8], sealedBy keyID: UInt32) -> SealContext {
+        SealContext(vaultID: vaultID, table: "vault_meta", column: "commitment_key", row: "1", version: "\(keyID)")
+    }
+
+    /// The id the commitments' root key goes by (a label: it is never stored beside a value).
+    static let commitmentRootKeyID = UInt32.max
+
     static func vaultKeyContext(vaultID: [UInt8], keyID: UInt32) -> SealContext {
         SealContext(vaultID: vaultID, table: "vault_meta", column: "wrapped_vault_key", row: "1", version: "\(keyID)")
     }

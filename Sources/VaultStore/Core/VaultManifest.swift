@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultCrypto
 import VaultSync
 
 /// What the vault header commits to (schema 12): the vault's write counter and, for every
@@ -113,6 +114,75 @@ struct WriteScope: Sendable {
     /// Nil while migrations before schema 12 run: there is no counter or manifest to keep.
     var manifest: VaultManifest?
     var touched: [String: Set<VaultManifest.Slot>] = [:]
+    /// Nil before schema 13 (and during its migration until it computes them).
+    var commitments: VaultCommitments?
     var removedAccounts: Set<String> = []
+    /// Whether the transaction authenticated or removed any row: one that did not leaves the
+    /// header (and its counter) as it was.
+    var wrote = false
     var finished = false
+}
+
+/// What the vault header commits to for the tables that hold collections of rows (schema 13):
+/// for each table and account, the rows' count and a keyed multiset hash of their MACs
+/// (``MultisetDigest``), updated in the same transaction as every row added, changed or
+/// removed. `vault verify` recomputes each from the rows and names the table and account that
+/// disagree: a device, notification, event or transfer record deleted, or put back from an older
+/// copy, no longer goes unnoticed. Events of the whole vault (no account) are under account "".
+struct VaultCommitments: Equatable, Sendable {
+    struct Key: Hashable, Comparable, Sendable {
+        var table: String
+        var account: String
+        static func < (a: Key, b: Key) -> Bool { (a.table, a.account) < (b.table, b.account) }
+    }
+
+    var digests: [Key: MultisetDigest] = [:]
+
+    /// The tables committed to this way.
+    static let tables: [AuthenticatedTable] = [.devices, .notifications, .events, .sessionTransfers]
+    static let column = "commitments"
+    private static let format: UInt8 = 1
+
+    /// Format 1, then per entry sorted by table and account: the table and the account (each a
+    /// 4-byte big-endian length and UTF-8), the count (8 bytes, big-endian) and the sum (32 bytes).
+    /// Entries of empty collections are left out.
+    var encoded: Data {
+        var bytes: [UInt8] = [Self.format]
+        for (key, digest) in digests.sorted(by: { $0.key < $1.key }) where digest != MultisetDigest() {
+            for part in [key.table, key.account] {
+                let utf8 = Array(part.utf8)
+                withUnsafeBytes(of: UInt32(truncatingIfNeeded: utf8.count).bigEndian) { bytes.append(contentsOf: $0) }
+                bytes += utf8
+            }
+            withUnsafeBytes(of: digest.count.bigEndian) { bytes.append(contentsOf: $0) }
+            bytes += digest.sum
+        }
+        return Data(bytes)
+    }
+
+    init() {}
+
+    /// Decodes ``encoded``; nil for bytes it did not write.
+    init?(_ data: Data) {
+        let bytes = [UInt8](data)
+        guard bytes.first == Self.format else { return nil }
+        var offset = 1
+        func take(_ count: Int) -> ArraySlice<UInt8>? {
+            guard count >= 0, offset + count <= bytes.count else { return nil }
+            defer { offset += count }
+            return bytes[offset..<(offset + count)]
+        }
+        func text() -> String? {
+            guard let length = take(4)?.reduce(0, { $0 << 8 | Int($1) }), let utf8 = take(length) else { return nil }
+            return String(bytes: utf8, encoding: .utf8)
+        }
+        while offset < bytes.count {
+            guard let table = text(), let account = text(), let count = take(8)?.reduce(UInt64(0), { $0 << 8 | UInt64($1) }),
+                let sum = take(MultisetDigest.sumLength), let digest = MultisetDigest(count: count, sum: Array(sum))
+            else { return nil }
+            let key = Key(table: table, account: account)
+            guard digests[key] == nil else { return nil }
+            digests[key] = digest
+        }
+    }
 }

@@ -127,11 +127,9 @@ public struct EventStore: VaultArea {
         }
         if let last {
             // Bounded by count, then by age (seq grows with time, so the oldest are first).
-            try db.execute(sql: "DELETE FROM events WHERE seq <= ?", arguments: [last - Int64(journal.retention.count)])
+            try integrity.delete(from: .events, where: "seq <= ?", [last - Int64(journal.retention.count)], db)
             let cutoff = now.addingTimeInterval(-journal.retention.age.timeInterval).millisecondsSince1970
-            try db.execute(
-                sql: "DELETE FROM events WHERE seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)",
-                arguments: [cutoff])
+            try integrity.delete(from: .events, where: "seq IN (SELECT seq FROM events WHERE at < ? ORDER BY seq LIMIT 100)", [cutoff], db)
         }
         return last
     }

@@ -252,12 +252,14 @@ extension MaintenanceStore {
                             """, arguments: [account])
                 }
             }
+            let commitmentKey = try self.integrity.commitmentKey(resealedUnder: newVaultKey, db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
                 try db.execute(
                     sql: """
                         UPDATE vault_meta SET vault_key_id = pending_vault_key_id, wrapped_vault_key = pending_wrapped_vault_key,
-                            pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL WHERE singleton = 1
-                        """)
+                            pending_vault_key_id = NULL, pending_wrapped_vault_key = NULL,
+                            commitment_key = coalesce(?, commitment_key) WHERE singleton = 1
+                        """, arguments: [commitmentKey])
             }
         }
         keyring.replaceVaultKey(newVaultKey)

@@ -124,6 +124,13 @@ extension MaintenanceStore {
             try integrity.beginCounting(at: 1, manifest: VaultManifest(), db)
             for table in AuthenticatedTable.all where table != .vaultMeta { try integrity.reauthenticateAll(table, db) }
             try integrity.finishWrite(db)
+        case RowIntegrity.committedInVersion:
+            // Every collection row checked, then committed to, under a new root key.
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM vault_meta WHERE singleton = 1") ?? false else { return }  // a new file
+            _ = try integrity.writeCounter(db)
+            try integrity.newCommitmentKey(db)
+            try integrity.setCommitments(try integrity.computeCommitments(db, checking: true), db)
+            try integrity.finishWrite(db)
         default:
             return
         }

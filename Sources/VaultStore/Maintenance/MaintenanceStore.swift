@@ -217,6 +217,24 @@ public struct MaintenanceStore: VaultArea {
                 }
             }
         }
+        // Each collection against its commitment: a row deleted, added or put back changes it.
+        if let recorded = try integrity.commitments(in: header.values, layout: header.layout) {
+            let computed = try integrity.computeCommitments(db, checking: false)
+            let keys = Set(recorded.digests.keys).union(computed.digests.keys).sorted()
+            for key in keys {
+                let held = computed.digests[key] ?? MultisetDigest()
+                let expected = recorded.digests[key] ?? MultisetDigest()
+                guard held != expected else { continue }
+                let difference =
+                    held.count == expected.count
+                    ? "holds \(held.count) rows as the vault recorded, but not the ones it wrote"
+                    : "holds \(held.count) rows where the vault recorded \(expected.count)"
+                problems.append(
+                    DamagedValue(
+                        table: key.table, row: key.account.isEmpty ? "(no account)" : key.account, column: "(rows)",
+                        reason: "\(difference): a row was deleted, added or put back from an older copy"))
+            }
+        }
         for table in AuthenticatedTable.all where table != .vaultMeta {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
             while let row = try rows.next() {

@@ -149,21 +149,22 @@ public struct NotificationStore: VaultArea {
             let accountFilter = account == nil ? "" : " AND account_id = ?"
             let accountArgument: [(any DatabaseValueConvertible)?] = account.map { [$0.rawValue] } ?? []
             if let olderThan {
-                try db.execute(
-                    sql: "DELETE FROM notifications WHERE created_at < ?" + accountFilter,
-                    arguments: StatementArguments([olderThan.millisecondsSince1970] + accountArgument))
+                try self.integrity.delete(
+                    from: .notifications, where: "created_at < ?" + accountFilter,
+                    StatementArguments([olderThan.millisecondsSince1970] + accountArgument), db)
                 removed += db.changesCount
             }
             if let keepNewest {
-                try db.execute(
-                    sql: """
-                        DELETE FROM notifications WHERE seq IN (
+                try self.integrity.delete(
+                    from: .notifications,
+                    where: """
+                        seq IN (
                             SELECT seq FROM (
                                 SELECT seq, row_number() OVER (PARTITION BY account_id ORDER BY created_at DESC, seq DESC) AS rank
                                 FROM notifications WHERE 1 = 1\(accountFilter))
                             WHERE rank > ?)
                         """,
-                    arguments: StatementArguments(accountArgument + [keepNewest]))
+                    StatementArguments(accountArgument + [keepNewest]), db)
                 removed += db.changesCount
             }
             return removed
