@@ -39,7 +39,7 @@ extension VaultCommand {
             guard report.passed else {
                 throw CommandFailure(
                     .damaged,
-                    "\(global.url.path) is damaged (\(report.damaged.count) damaged value(s) or edited column(s), \(report.databaseProblems.count) database problem(s)); restore it from a backup"
+                    "\(global.url.path) is damaged (\(report.damaged.count) damaged value(s) or edited column(s), \(report.databaseProblems.count) database problem(s)); restore it from a backup, or, when only rows deleted or put back are listed and the file must be kept as it is, run `vault repair --accept-current`"
                 )
             }
         }

@@ -77,6 +77,38 @@ struct RollbackTests {
         await gateway.stop()
     }
 
+    @Test("a deleted event: verify names table and account; repair --accept-current keeps the file as it is, recorded as an event")
+    func repairAcceptsCurrent() async throws {
+        let gateway = try await DevGateway.start()
+        let fixture = try await twoAccounts(gateway)
+        let accounts = try await fixture.run(["accounts", "list", "--json"]).jsonArray()
+        let alice = try #require(accounts.first { $0["subject"] as? String == "alice" }?["id"] as? String)
+        // Two events of alice's (her sign-in's) and one deleted: the collection no longer matches.
+        try RawDatabase.execute(
+            fixture.cli.vault, "DELETE FROM events WHERE seq = (SELECT min(seq) FROM events WHERE account_id = ?)", [alice])
+        let verify = try await fixture.run(["verify", "--json"])
+        #expect(verify.status == Exit.damaged, "\(verify)")
+        let damaged = try #require(try verify.jsonObject()["damaged"] as? [[String: Any]])
+        #expect(damaged.contains { $0["table"] as? String == "events" && $0["row"] as? String == alice }, "\(damaged)")
+        #expect(verify.stderr.contains("vault repair --accept-current"), "\(verify.stderr)")
+
+        #expect(try await fixture.run(["repair"]).status == Exit.usage, "repair says what it would do only when asked")
+        let repair = try await fixture.run(["repair", "--accept-current", "--json"])
+        #expect(repair.status == 0, "\(repair)")
+        let accepted = try #require(try repair.jsonObject()["accepted"] as? [[String: Any]])
+        #expect(accepted.contains { $0["table"] as? String == "events" }, "\(accepted)")
+        #expect(try await fixture.run(["verify"]).status == 0, "the vault commits to its rows as they are")
+        let events = try await fixture.run(["events", "--json"])
+        #expect(events.stdout.contains("repair_accepted"), "\(events.stdout)")
+
+        // A row changed without the key is never accepted.
+        try RawDatabase.execute(fixture.cli.vault, "UPDATE accounts SET scopes = 'admin' WHERE account_id = ?", [alice])
+        let refused = try await fixture.run(["repair", "--accept-current"])
+        #expect(refused.status == Exit.damaged, "\(refused)")
+        #expect(refused.stderr.contains("accounts.scopes"), "\(refused.stderr)")
+        await gateway.stop()
+    }
+
     @Test("the header of before an account switch put back: vault token (no --account) refuses instead of serving the other account")
     func headerPutBackAfterSwitch() async throws {
         let gateway = try await DevGateway.start()
