@@ -91,17 +91,18 @@ public final class Vault: Sendable {
                 try db.execute(
                     sql: """
                         INSERT INTO vault_meta (singleton, vault_id, device_id, created_at, kek_kind, kdf_salt,
-                            kdf_opslimit, kdf_memlimit, key_check, vault_key_id, wrapped_vault_key, next_key_id, write_counter)
-                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)
+                            kdf_opslimit, kdf_memlimit, key_check, vault_key_id, wrapped_vault_key, next_key_id)
+                        VALUES (1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         Data(vaultID), deviceID, options.clock.now().millisecondsSince1970, credential.kind,
                         kdfColumns.salt.map { Data($0) }, kdfColumns.ops, kdfColumns.mem,
                         Data(check), Int64(vaultKeyID), Data(wrapped), Int64(vaultKeyID) + 1,
                     ])
-                try integrity.beginCounting(at: 1, manifest: VaultManifest(), db)
+                // Write 1: the header, and the state committing to it and to nothing else yet.
+                try integrity.beginCounting(at: 1, manifest: VaultManifest(), commitments: VaultCommitments(), db)
                 try integrity.newCommitmentKey(db)
-                try integrity.setCommitments(VaultCommitments(), db)
+                try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
                 try integrity.finishWrite(db)
             }
             options.logger.info("created vault", metadata: ["path": "\(url.path)", "kek": "\(credential.kind)"])
@@ -207,6 +208,10 @@ public final class Vault: Sendable {
                     throw VaultError(.damaged, "\(path) has no vault header row", path: path)
                 }
                 try integrity.check(row, in: .vaultMeta, db)
+                // The state it was written with: a header put back from an older copy is refused here.
+                if let commitment = try integrity.commitment(db) {
+                    try integrity.checkHeader(StoredRecord(row, table: .vaultMeta, path: path), against: commitment)
+                }
                 // Loaded now, while the vault key is here: a locked process still records
                 // events, and their commitments need it.
                 _ = try integrity.commitmentHasher(db)

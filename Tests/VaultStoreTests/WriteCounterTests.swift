@@ -27,7 +27,7 @@ struct WriteCounterTests {
         }
     }
 
-    func counter(_ url: URL) throws -> Int? { try RawDatabase.int(url, "SELECT write_counter FROM vault_meta") }
+    func counter(_ url: URL) throws -> Int? { try RawDatabase.int(url, "SELECT write_counter FROM vault_state") }
 
     /// Two signed-in accounts; alice's rows saved aside (an older copy of them) in a second file.
     func twoAccounts() throws -> (TestVault, Vault, alice: AccountID, bob: AccountID) {
@@ -40,8 +40,8 @@ struct WriteCounterTests {
     }
 
     /// Copies `tables` of the vault into `old.db` next to it, as someone keeping a copy would.
-    func saveAside(_ test: TestVault, _ tables: [String]) throws -> URL {
-        let old = test.directory.file("old.db")
+    func saveAside(_ test: TestVault, _ tables: [String], as name: String = "old.db") throws -> URL {
+        let old = test.directory.file(name)
         try? FileManager.default.removeItem(at: old)
         var sql = "ATTACH DATABASE ? AS old;"
         for table in tables { sql += "CREATE TABLE old.\(table) AS SELECT * FROM main.\(table);" }
@@ -62,12 +62,12 @@ struct WriteCounterTests {
             """, [old.path, account.rawValue, account.rawValue])
     }
 
-    @Test("each write transaction raises the header's counter once; the header's MAC covers it")
+    @Test("each write transaction raises the state's counter once; the state's MAC covers it")
     func counterRises() throws {
         let test = try TestVault()
         let vault = try test.create()
         defer { vault.close() }
-        #expect(try counter(test.url) == 1, "a new vault's header is write 1")
+        #expect(try counter(test.url) == 1, "a new vault's header and state are write 1")
         let account = try vault.accounts.insert(Samples.account()).id
         let afterInsert = try #require(try counter(test.url))
         let generation = try vault.tokens.store(Samples.tokens("one"), for: account, replacing: nil)
@@ -79,10 +79,10 @@ struct WriteCounterTests {
         _ = try vault.tokens.store(Samples.tokens("two"), for: account, replacing: generation)
         #expect(try counter(test.url) == afterInsert + 2)
 
-        // The counter edited without the key: the header no longer matches its MAC.
-        try RawDatabase.execute(test.url, "UPDATE vault_meta SET write_counter = write_counter + 100")
+        // The counter edited without the key: the state no longer matches its MAC.
+        try RawDatabase.execute(test.url, "UPDATE vault_state SET write_counter = write_counter + 100")
         let message = refusal { _ = try vault.tokens.accessSnapshot(for: account) }
-        #expect(message.contains("vault_meta.write_counter"), "\(message)")
+        #expect(message.contains("vault_state.write_counter"), "\(message)")
     }
 
     @Test("a per-column tag edited alone: verify no longer calls the row authentic")
@@ -151,25 +151,34 @@ struct WriteCounterTests {
         #expect(message.contains("not the newest session"), "\(message)")
     }
 
-    @Test("the header put back from before later writes: the rows written since are newer than it")
-    func headerPutBack() throws {
-        let (test, vault, alice, _) = try twoAccounts()
+    @Test("the header put back from before a switch: refused; the state put back: refused by this process and at open")
+    func headerAndStatePutBack() throws {
+        let (test, vault, alice, _) = try twoAccounts()  // bob is active
         defer { vault.close() }
-        let old = try saveAside(test, ["vault_meta"])
+        let old = try saveAside(test, ["vault_meta", "vault_state"])
+        try vault.accounts.setActive(alice)
         _ = try vault.tokens.store(Samples.tokens("alice-2"), for: alice, replacing: 1)
-        try RawDatabase.execute(
-            test.url,
-            "ATTACH DATABASE ? AS old; DELETE FROM main.vault_meta; INSERT INTO main.vault_meta SELECT * FROM old.vault_meta; DETACH DATABASE old;",
-            [old.path])
-        // This process saw write 4: the header says 3.
+        let current = try saveAside(test, ["vault_meta"], as: "current.db")
+        func putBack(_ table: String, from copy: URL) throws {
+            try RawDatabase.execute(
+                test.url,
+                "ATTACH DATABASE ? AS old; DELETE FROM main.\(table); INSERT INTO main.\(table) SELECT * FROM old.\(table); DETACH DATABASE old;",
+                [copy.path])
+        }
+        // The header of before the switch (bob active): not served as bob's token.
+        try putBack("vault_meta", from: old)
+        let header = refusal { _ = try vault.tokens.accessSnapshot(for: nil) }
+        #expect(header.contains("vault header") && header.contains("older than the vault's record"), "\(header)")
+        #expect(throws: VaultError.self, "opening checks it too") { try test.open() }
+        #expect(try vault.maintenance.verify().damaged.map(\.table) == ["vault_meta"])
+        try putBack("vault_meta", from: current)
+        #expect(try vault.tokens.accessSnapshot(for: nil)?.account == alice, "the current header is served again")
+
+        // The state of before: this process saw a later write; a new one refuses to open.
+        try putBack("vault_state", from: old)
         let seen = refusal { _ = try vault.tokens.accessSnapshot(for: alice) }
         #expect(seen.contains("went back from write"), "\(seen)")
-        // A process that saw nothing before: alice's tokens were written after the header.
-        let fresh = try test.open()
-        defer { fresh.close() }
-        let message = refusal { _ = try fresh.tokens.accessSnapshot(for: alice) }
-        #expect(message.contains("newer than the vault header"), "\(message)")
-        #expect(try fresh.maintenance.verify().damaged.contains { $0.table == "tokens" && $0.row == alice.rawValue })
+        #expect(throws: VaultError.self, "the header is newer than the state") { try test.open() }
     }
 
     @Test("a removed account's rows put back: verify names them; the vault does not record the account")

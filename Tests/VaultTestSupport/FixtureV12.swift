@@ -4,7 +4,9 @@ import Foundation
 /// The records of the schema-12 fixture vault, `Tests/Fixtures/vault-v12.db`: everything in
 /// ``FixtureV11`` plus an account written at several write counters, which schema 12 records:
 /// judy's tokens were stored and then replaced (generation 2), and her policy was set after
-/// them, so her rows carry different counters and the header's manifest names each.
+/// them, so her rows carry different counters and the state's manifest names each; and
+/// notifications of hers added and then pruned to the newest two, so the commitment to them is
+/// one rows were both added to and taken from.
 ///
 /// Frozen: this file describes a file that has landed.
 public enum FixtureV12 {
@@ -15,6 +17,7 @@ public enum FixtureV12 {
         accessToken: "fixture-v12-access-2", refreshToken: "fixture-v12-refresh-2", idToken: nil, tokenType: "Bearer",
         accessTokenExpiresAt: Date(timeIntervalSince1970: 1_790_003_600), scopes: ["openid", "profile"])
     public static let policy = SessionPolicy(idleTimeout: .seconds(300), maxExtensions: 2, idleAction: .expire)
+    public static let keptNotifications = ["judy-2", "judy-3"]
 
     /// Fills a new vault with the fixture's records (run by FixtureMaker with the schema-12 code).
     public static func populate(_ vault: Vault) throws {
@@ -31,6 +34,14 @@ public enum FixtureV12 {
         let generation = try vault.tokens.store(first, for: judy.id, replacing: nil)
         _ = try vault.tokens.store(refreshed, for: judy.id, replacing: generation)
         try vault.sessions.setPolicy(policy, for: judy.id)
+        for index in 1...3 {
+            try vault.notifications.upsert(
+                NotificationRecord(
+                    uuid: "judy-\(index)", account: judy.id, subject: "Sign-in \(index)", message: "Approve sign-in \(index)?",
+                    actions: [NotificationAction(label: "Approve", action: "approve")],
+                    createdAt: FixtureV1.created.addingTimeInterval(Double(index) * 60)))
+        }
+        _ = try vault.notifications.prune(keepNewest: 2, account: judy.id)
     }
 
     /// Every difference between the vault and the fixture's records; empty when all survived.
@@ -44,6 +55,9 @@ public enum FixtureV12 {
         if tokens?.tokens != refreshed || tokens?.generation != 2 { problems.append("judy: tokens differ") }
         if try vault.sessions.policy(for: judy.id) != policy { problems.append("judy: policy differs") }
         if try vault.accounts.activeID() == judy.id { problems.append("judy became the active account") }
+        let page = try vault.notifications.page(NotificationQuery(account: judy.id))
+        if page.items.map(\.uuid).sorted() != keptNotifications { problems.append("judy: notifications differ: \(page.items.map(\.uuid))") }
+        if page.items.contains(where: { $0.subject.isEmpty || $0.actions.count != 1 }) { problems.append("judy: a notification differs") }
         return problems
     }
 }

@@ -95,6 +95,7 @@ if groups.contains("pages") || groups.contains("maintenance") {
     }
     if groups.contains("maintenance") {
         do { try await benchMaintenance(report, vaults: history, vaultBinary: vaultBinary, dir: dir) } catch { record("maintenance", error) }
+        do { try await benchVerify(report, vaults: history, quick: scale.unlockIterations < 8) } catch { record("verify", error) }
     }
 }
 if groups.contains("sync") {

@@ -20,6 +20,7 @@ struct AuthenticatedTable: Sendable, Hashable {
     }
 
     static let vaultMeta = AuthenticatedTable(name: "vault_meta", keyColumn: "singleton")
+    static let vaultState = AuthenticatedTable(name: "vault_state", keyColumn: "singleton")
     static let accounts = AuthenticatedTable(name: "accounts", keyColumn: "account_id")
     static let tokens = AuthenticatedTable(name: "tokens", keyColumn: "account_id")
     static let sessions = AuthenticatedTable(name: "sessions", keyColumn: "session_id")
@@ -32,8 +33,8 @@ struct AuthenticatedTable: Sendable, Hashable {
 
     /// The tables schema 3 authenticated (its migration authenticates their rows).
     static let schema3: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
-    /// Every authenticated table; `vault_meta` first.
-    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers]
+    /// Every authenticated table; `vault_meta` first, `vault_state` (schema 12) last.
+    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers, vaultState]
 }
 
 /// The row MAC of one row, as stored in `row_mac` (format 2, schema 12):
@@ -370,10 +371,9 @@ struct RowIntegrity {
 
     /// The schema version whose migration added `row_mac`.
     static let introducedInVersion = 3
-    /// The schema version whose migration added the write counter and row MAC format 2.
+    /// The schema version whose migration added the vault's state row (write counter,
+    /// manifest, commitments) and row MAC format 2.
     static let countedInVersion = 12
-    /// The schema version whose migration added the collection commitments.
-    static let committedInVersion = 13
 
     /// The row MAC of `row` as it is, written at `counter`.
     func mac(_ row: Row, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator) throws -> [UInt8] {
@@ -391,275 +391,6 @@ struct RowIntegrity {
         }
         return bytes + columnTags
     }
-
-    // MARK: Write counter and manifest
-
-    /// The write counter the rows authenticated in `db`'s current transaction carry: one more
-    /// than the header's `write_counter` (schema 12), the header checked first (a counter or
-    /// manifest edited without the key is never carried on). The header records it, with the
-    /// manifest entries of the rows written, in ``finishWrite(_:)``, which every write
-    /// transaction must reach: one that authenticated rows and did not is refused at commit.
-    /// 0 while migrations before schema 12 run (the migration to 12 authenticates every row again).
-    func writeCounter(_ db: Database) throws -> UInt64 {
-        let connection = ObjectIdentifier(db)
-        if let scope = keyring.writeScopes.withLock({ $0[connection] }) { return scope.counter }
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM vault_meta WHERE singleton = 1")) else {
-            throw VaultError(.damaged, "the vault header row is missing", path: path)
-        }
-        let layout = Self.layout(of: row, in: .vaultMeta)
-        guard layout.positions[Self.counterColumn] != nil else {
-            return try beginCounting(at: 0, manifest: nil, db)
-        }
-        try check(row, in: .vaultMeta, db)
-        let current = UInt64(max(try row.storedIfPresent(Self.counterColumn, table: "vault_meta", row: "1", path: path, as: Int64.self) ?? 0, 0))
-        // A write holds the newest state: any counter seen before is a floor.
-        let floor = keyring.counterFloor
-        guard keyring.observe(current, floor: floor) else { throw wentBack(from: floor, to: current) }
-        try beginCounting(at: current + 1, manifest: try manifest(in: StoredRow(row), layout: layout), db)
-        if let commitments = try commitments(in: StoredRow(row), layout: layout) {
-            keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.commitments = commitments }
-        }
-        return current + 1
-    }
-
-    /// The manifest a checked header row holds.
-    func manifest(in header: StoredRow, layout: RowLayout) throws -> VaultManifest {
-        guard let index = layout.positions[VaultManifest.column], header.values.indices.contains(index),
-            case .blob(let data) = header.values[index].storage, let manifest = VaultManifest(data)
-        else {
-            throw VaultError(.damaged, "the vault header's manifest is missing or unreadable: \(path) is damaged or was tampered with", path: path)
-        }
-        return manifest
-    }
-
-    /// The commitments a checked header row holds; nil before schema 13 (and while its
-    /// migration runs, before it computes them).
-    func commitments(in header: StoredRow, layout: RowLayout) throws -> VaultCommitments? {
-        guard let index = layout.positions[VaultCommitments.column], header.values.indices.contains(index) else { return nil }
-        if header.values[index].isNull, keyring.acceptsFormat1 { return nil }
-        guard case .blob(let data) = header.values[index].storage, let commitments = VaultCommitments(data) else {
-            throw VaultError(.damaged, "the vault header's commitments are missing or unreadable: \(path) is damaged or was tampered with", path: path)
-        }
-        return commitments
-    }
-
-    /// Makes `counter` the write counter of `db`'s current transaction, `manifest` (nil: none,
-    /// before schema 12) the one its ``finishWrite(_:)`` updates. Without reading the header:
-    /// for a new vault's first header, and for the migration to schema 12, which checks it.
-    @discardableResult
-    func beginCounting(at counter: UInt64, manifest: VaultManifest?, _ db: Database) throws -> UInt64 {
-        let connection = ObjectIdentifier(db)
-        keyring.writeScopes.withLock { $0[connection] = WriteScope(counter: counter, manifest: manifest) }
-        db.add(transactionObserver: ScopeEnd(keyring: keyring, connection: connection, path: path), extent: .nextTransaction)
-        return counter
-    }
-
-    /// Notes that the rows of `table` (a manifest table) for `account` were deleted in this
-    /// transaction: ``finishWrite(_:)`` records their absence.
-    func removed(_ table: AuthenticatedTable, account: String, _ db: Database) throws {
-        guard let slot = VaultManifest.Slot(table) else { return }
-        _ = try writeCounter(db)
-        keyring.writeScopes.withLock {
-            $0[ObjectIdentifier(db)]?.wrote = true
-            $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot)
-        }
-    }
-
-    /// Notes that `account` was removed with every row of it in this transaction.
-    func removedAccount(_ account: String, _ db: Database) throws {
-        _ = try writeCounter(db)
-        keyring.writeScopes.withLock {
-            $0[ObjectIdentifier(db)]?.wrote = true
-            $0[ObjectIdentifier(db)]?.removedAccounts.insert(account)
-        }
-    }
-
-    private func wrote(_ row: Row, table: AuthenticatedTable, _ db: Database) {
-        let slot = VaultManifest.Slot(table)
-        let account = row["account_id"] as String?
-        keyring.writeScopes.withLock {
-            $0[ObjectIdentifier(db)]?.wrote = true
-            if let slot, let account { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
-        }
-    }
-
-    /// Records this transaction's counter and the manifest entries of the rows it wrote or
-    /// removed in the header, and authenticates the header. Each entry is the counter the
-    /// row now carries when this transaction wrote it, 0 when the row is gone; an entry of a
-    /// row the transaction did not write stays as it was. Nothing to do when it wrote nothing.
-    func finishWrite(_ db: Database) throws {
-        let connection = ObjectIdentifier(db)
-        guard let scope = keyring.writeScopes.withLock({ $0[connection] }), !scope.finished else { return }
-        guard var manifest = scope.manifest, scope.wrote else {
-            keyring.writeScopes.withLock { $0[connection]?.finished = true }
-            return
-        }
-        var commitments = scope.commitments
-        for account in scope.removedAccounts {
-            let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [account]) ?? false
-            guard !exists else { continue }
-            manifest.accounts[account] = nil
-            // Its collections went with it (ON DELETE CASCADE, its events by hand).
-            if let kept = commitments?.digests.filter({ $0.key.account != account }) { commitments?.digests = kept }
-        }
-        for (account, slots) in scope.touched where !(scope.removedAccounts.contains(account) && manifest.accounts[account] == nil) {
-            var entry = manifest.accounts[account] ?? VaultManifest.Account()
-            for slot in slots {
-                let (sessionID, counter) = try currentCounter(slot, account: account, db)
-                // Only what this transaction wrote (its counter), or removed (no row left).
-                guard counter == scope.counter || counter == nil else { continue }
-                switch slot {
-                case .account: entry.account = counter ?? 0
-                case .tokens: entry.tokens = counter ?? 0
-                case .session:
-                    entry.sessionID = counter == nil ? 0 : sessionID
-                    entry.session = counter ?? 0
-                case .policy: entry.policy = counter ?? 0
-                case .refresh: entry.refresh = counter ?? 0
-                }
-            }
-            manifest.accounts[account] = entry
-        }
-        try db.cachedStatement(sql: "UPDATE vault_meta SET \(Self.counterColumn) = ?, \(VaultManifest.column) = ? WHERE singleton = 1")
-            .execute(arguments: [Int64(scope.counter), manifest.encoded])
-        if let commitments {
-            try db.cachedStatement(sql: "UPDATE vault_meta SET \(VaultCommitments.column) = ? WHERE singleton = 1").execute(arguments: [commitments.encoded])
-        }
-        keyring.writeScopes.withLock {
-            $0[connection]?.manifest = manifest
-            $0[connection]?.finished = true
-        }
-        try authenticate(.vaultMeta, where: "singleton = 1", [], db)
-    }
-
-    /// The counter the account's row of `slot` carries (for a session, the newest one, and its
-    /// id); nil when there is none.
-    private func currentCounter(_ slot: VaultManifest.Slot, account: String, _ db: Database) throws -> (Int64, UInt64?) {
-        let table = slot.table
-        let sql =
-            slot == .session
-            ? "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"
-            : "SELECT * FROM \(table.name) WHERE account_id = ?"
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: sql), arguments: [account]) else { return (0, nil) }
-        let layout = Self.layout(of: row, in: table)
-        let id: Int64 = slot == .session ? (row["session_id"] as Int64? ?? 0) : 0
-        return (id, Self.counter(of: StoredRow(row), layout: layout))
-    }
-
-    // MARK: Checking against the manifest
-
-    /// What a checked header commits to: the vault's write counter and the manifest.
-    struct Commitment {
-        var counter: UInt64
-        var manifest: VaultManifest
-    }
-
-    /// The commitment of a header row already checked against its MAC (the token path's join).
-    /// With `floor` (``Keyring/counterFloor``, taken before the read began), a counter lower
-    /// than one this process saw before is refused: the whole file was put back to an older
-    /// copy while it was open, which nothing inside the file can show.
-    func commitment(of header: StoredRecord, floor: UInt64? = nil) throws -> Commitment {
-        let counter = UInt64(max(try header.optional(Self.counterColumn, as: Int64.self) ?? 0, 0))
-        if let floor, !keyring.observe(counter, floor: floor) { throw wentBack(from: floor, to: counter) }
-        return Commitment(counter: counter, manifest: try manifest(in: header.values, layout: header.layout))
-    }
-
-    private func wentBack(from seen: UInt64, to counter: UInt64) -> VaultError {
-        VaultError(
-            .damaged,
-            "the vault went back from write \(seen) to write \(counter) while this process had it open: \(path) was replaced by an older copy; nothing is served from it (start again to accept it, or restore the newer file)",
-            path: path)
-    }
-
-    /// The commitment the rows read in `db`'s transaction are judged by: in a write, the one
-    /// its header held when it began; otherwise the header's, read and checked now.
-    func commitment(_ db: Database) throws -> Commitment? {
-        if let scope = keyring.writeScopes.withLock({ $0[ObjectIdentifier(db)] }) {
-            return scope.manifest.map { Commitment(counter: scope.counter - 1, manifest: $0) }
-        }
-        guard
-            let header = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path)
-        else {
-            throw VaultError(.damaged, "the vault header row is missing", path: path)
-        }
-        try check(header, remembering: true, db)
-        // No floor: the transaction may have begun its snapshot before this call (the token
-        // path and every write, which begin with the header, compare against one).
-        return try commitment(of: header)
-    }
-
-    /// Checks that the account's row of `slot` as read (nil: none; already checked against its
-    /// MAC) is the one the vault last wrote: neither deleted, nor put back from an older copy,
-    /// nor newer than the header (a header put back). Throws ``VaultError/Code/damaged`` naming
-    /// the table, the row and the account, which the session layer then refuses; other accounts
-    /// are not affected. `commitment` nil: read from `db`.
-    func checkCurrent(
-        _ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ db: Database, commitment given: Commitment? = nil
-    ) throws {
-        let scope = keyring.writeScopes.withLock { $0[ObjectIdentifier(db)] }
-        if let scope, scope.manifest == nil { return }  // a migration before schema 12
-        if let scope {
-            let counter = record.flatMap { Self.counter(of: $0.values, layout: $0.layout) }
-            if counter == scope.counter || (record == nil && scope.touched[account]?.contains(slot) == true) {
-                return  // written or removed by this transaction
-            }
-        }
-        guard let commitment = try given ?? commitment(db),
-            let reason = try Self.problem(record, slot, account: account, commitment)
-        else { return }
-        let name = record.map { $0.layout.name(of: $0.values) } ?? account
-        throw VaultError(
-            .damaged,
-            "\(slot.table.name) row \(name) of account \(account) \(reason): \(path) was tampered with or partly restored from an older copy; the account is refused (restore the vault from a backup)",
-            path: path)
-    }
-
-    /// Checks that `record` (checked against its MAC) was not written after the header
-    /// `commitment` came from: a header put back from an older copy is older than it.
-    func checkNotNewer(_ record: StoredRecord, than commitment: Commitment) throws {
-        guard let counter = Self.counter(of: record.values, layout: record.layout), counter > commitment.counter else { return }
-        throw VaultError(
-            .damaged,
-            "\(record.table.name) row \(record.layout.name(of: record.values)) is newer than the vault header: \(path) was tampered with or partly restored from an older copy (its header put back); restore the vault from a backup",
-            path: path)
-    }
-
-    /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
-    /// records; nil when it is.
-    static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {
-        let entry = commitment.manifest.accounts[account]
-        guard let record else {
-            let expected: UInt64 =
-                switch slot {
-                case .account: entry?.account ?? 0
-                case .tokens: entry?.tokens ?? 0
-                case .session: entry?.session ?? 0
-                case .policy: entry?.policy ?? 0
-                case .refresh: entry?.refresh ?? 0
-                }
-            return expected == 0 ? nil : "was deleted"
-        }
-        guard let counter = counter(of: record.values, layout: record.layout) else { return "has no write counter" }
-        if counter > commitment.counter { return "is newer than the vault header (the header was put back from an older copy)" }
-        guard let entry else { return "belongs to an account the vault does not record" }
-        let expected: UInt64
-        switch slot {
-        case .account: expected = entry.account
-        case .tokens: expected = entry.tokens
-        case .policy: expected = entry.policy
-        case .refresh: expected = entry.refresh
-        case .session:
-            let id = try record.value("session_id", as: Int64.self)
-            if id < entry.sessionID { return "is not the newest session (a newer one was deleted)" }
-            if id > entry.sessionID { return "is a session the vault did not record" }
-            expected = entry.session
-        }
-        if counter < expected { return "is older than the vault's record of it (put back from an older copy)" }
-        return counter == expected ? nil : "does not match the vault's record of it"
-    }
-
-    /// The header column holding the vault's write counter.
-    static let counterColumn = "write_counter"
 
     /// The write counter `values` were authenticated at; nil for a row without a readable
     /// format-2 MAC.
@@ -904,38 +635,4 @@ struct RowIntegrity {
             append([UInt8](data), to: &bytes)
         }
     }
-}
-
-/// Ends a write transaction's ``WriteScope``: refuses to commit one that authenticated rows
-/// at a counter the header does not record (a write path that skipped
-/// ``RowIntegrity/finishWrite(_:)``: its rows would look newer than the header to every
-/// reader), and forgets the scope however the transaction ends.
-private final class ScopeEnd: TransactionObserver {
-    let keyring: Keyring
-    let connection: ObjectIdentifier
-    let path: String
-
-    init(keyring: Keyring, connection: ObjectIdentifier, path: String) {
-        self.keyring = keyring
-        self.connection = connection
-        self.path = path
-    }
-
-    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
-    func databaseDidChange(with event: DatabaseEvent) {}
-
-    func databaseWillCommit() throws {
-        guard let scope = keyring.writeScopes.withLock({ $0[connection] }), scope.manifest != nil, !scope.finished else { return }
-        throw VaultError(.storage, "a write to \(path) did not record its write counter; nothing was written", path: path)
-    }
-
-    func databaseDidCommit(_ db: Database) {
-        if let scope = keyring.writeScopes.withLock({ $0[connection] }), scope.manifest != nil {
-            _ = keyring.observe(scope.counter, floor: 0)  // this process's own write is the newest seen
-        }
-        forget()
-    }
-    func databaseDidRollback(_ db: Database) { forget() }
-
-    private func forget() { _ = keyring.writeScopes.withLock { $0.removeValue(forKey: connection) } }
 }

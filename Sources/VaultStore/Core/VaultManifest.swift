@@ -111,16 +111,24 @@ struct VaultManifest: Equatable, Sendable {
 /// as if the vault had done it).
 struct WriteScope: Sendable {
     let counter: UInt64
-    /// Nil while migrations before schema 12 run: there is no counter or manifest to keep.
+    /// Nil while migrations before schema 12 run: there is no state to keep.
     var manifest: VaultManifest?
-    var touched: [String: Set<VaultManifest.Slot>] = [:]
-    /// Nil before schema 13 (and during its migration until it computes them).
     var commitments: VaultCommitments?
+    var touched: [String: Set<VaultManifest.Slot>] = [:]
     var removedAccounts: Set<String> = []
+    /// The counter the state records for the header, and whether this transaction wrote it.
+    var metaCounter: UInt64 = 0
+    var metaWritten = false
     /// Whether the transaction authenticated or removed any row: one that did not leaves the
-    /// header (and its counter) as it was.
+    /// state (and its counter) as it was.
     var wrote = false
     var finished = false
+
+    init(counter: UInt64, manifest: VaultManifest?, commitments: VaultCommitments?) {
+        self.counter = counter
+        self.manifest = manifest
+        self.commitments = commitments
+    }
 }
 
 /// What the vault header commits to for the tables that hold collections of rows (schema 13):

@@ -159,9 +159,9 @@ extension MaintenanceStore {
         }
     }
 
-    /// The tables a rotation goes through, row by row: every authenticated one but the header,
+    /// The tables a rotation goes through, row by row: every authenticated one but the header and the state row (every write authenticates it again),
     /// which ``finishRotation(newVaultKey:)`` rewrites last.
-    static let rotatedTables = AuthenticatedTable.all.filter { $0 != .vaultMeta }
+    static let rotatedTables = AuthenticatedTable.all.filter { $0 != .vaultMeta && $0 != .vaultState }
 
     /// The rows of `table` (aliased `t`) holding a value not sealed with its account's next
     /// data key, or not authenticated with the next vault key. A sealed value's key id, like a

@@ -109,8 +109,8 @@ extension MaintenanceStore {
     /// authenticated the rows then.)
     ///
     /// For schema 12: every row is checked under its format-1 MAC, then authenticated again in
-    /// format 2 at write counter 1 (the header's first), so a row changed before is refused
-    /// here, not laundered.
+    /// format 2 at write counter 1, so a row changed before is refused here, not laundered;
+    /// then the state row records the manifest and the commitments.
     func completeMigration(_ migration: Migration, _ db: Database) throws {
         switch migration.version {
         case RowIntegrity.introducedInVersion:
@@ -120,16 +120,15 @@ extension MaintenanceStore {
         case RowIntegrity.countedInVersion:
             guard let header = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1") else { return }  // a new file
             try integrity.check(header, in: .vaultMeta, db)
-            // Every row at counter 1; the manifest names each row the session layer reads.
-            try integrity.beginCounting(at: 1, manifest: VaultManifest(), db)
-            for table in AuthenticatedTable.all where table != .vaultMeta { try integrity.reauthenticateAll(table, db) }
-            try integrity.finishWrite(db)
-        case RowIntegrity.committedInVersion:
-            // Every collection row checked, then committed to, under a new root key.
-            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM vault_meta WHERE singleton = 1") ?? false else { return }  // a new file
-            _ = try integrity.writeCounter(db)
+            // Every row at write 1: the manifest names each row the session layer reads, and
+            // the collections are committed to (under a new root key) once all were checked.
+            try integrity.beginCounting(at: 1, manifest: VaultManifest(), commitments: nil, db)
             try integrity.newCommitmentKey(db)
-            try integrity.setCommitments(try integrity.computeCommitments(db, checking: true), db)
+            try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
+            for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
+                try integrity.reauthenticateAll(table, db)
+            }
+            try integrity.setCommitments(try integrity.computeCommitments(db, checking: false), db)
             try integrity.finishWrite(db)
         default:
             return

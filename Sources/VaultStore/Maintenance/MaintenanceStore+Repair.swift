@@ -28,13 +28,9 @@ extension MaintenanceStore {
         _ = try keyring.vaultKey()
         let integrity = self.integrity
         return try write("accepting the vault's rows as they are") { db -> RepairReport in
-            guard let header = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: self.path) else {
-                throw VaultError(.damaged, "\(self.path) has no vault header row; restore it from a backup", path: self.path)
-            }
-            try integrity.check(header, db)
             let accepted = try Self.manifestProblems(db, path: self.path, integrity: integrity)
             // Above every counter in the file and every one this process saw.
-            var highest = max(try integrity.commitment(of: header).counter, self.keyring.counterFloor)
+            var highest = self.keyring.counterFloor
             for table in AuthenticatedTable.all {
                 let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name)")
                 while let row = try rows.next() {
@@ -42,10 +38,14 @@ extension MaintenanceStore {
                     highest = max(highest, RowIntegrity.counter(of: StoredRow(row), layout: RowIntegrity.layout(of: row, in: table)) ?? 0)
                 }
             }
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM vault_meta WHERE singleton = 1") ?? false else {
+                throw VaultError(.damaged, "\(self.path) has no vault header row; restore it from a backup", path: self.path)
+            }
             let counter = highest + 1
-            try integrity.beginCounting(at: counter, manifest: VaultManifest(), db)
+            try integrity.beginCounting(at: counter, manifest: VaultManifest(), commitments: nil, db)
+            try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
             var rows = 0
-            for table in AuthenticatedTable.all where table != .vaultMeta {
+            for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
                 rows += try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.name)") ?? 0
                 try integrity.authenticateAll(table, db)
             }

@@ -143,7 +143,7 @@ public struct MaintenanceStore: VaultArea {
             }
             // Every row the session layer reads, against the header's manifest; every row's
             // counter against the header's (a header checked above: a damaged one is listed).
-            if !checker.damaged.contains(where: { $0.table == AuthenticatedTable.vaultMeta.name }) {
+            if !checker.damaged.contains(where: { [AuthenticatedTable.vaultMeta.name, AuthenticatedTable.vaultState.name].contains($0.table) }) {
                 for problem in try Self.manifestProblems(db, path: self.path, integrity: integrity)
                 where !checker.damaged.contains(where: { $0.table == problem.table && $0.row == problem.row }) {
                     checker.damaged.append(problem)
@@ -174,22 +174,27 @@ public struct MaintenanceStore: VaultArea {
         return report
     }
 
-    /// The rows that do not match what the header commits to (schema 12): for every account
-    /// the manifest names, each row the session layer reads, deleted, older or newer than
-    /// recorded; rows of the manifest's tables for accounts it does not name; and any
-    /// authenticated row written at a counter above the header's. Rows whose MAC fails are
-    /// listed by the MAC check; this judges the others by their counters.
+    /// The rows that do not match what the state row commits to (schema 12): the header, and for
+    /// every account the manifest names each row the session layer reads, deleted, older or
+    /// newer than recorded; rows of the manifest's tables for accounts it does not name; each
+    /// collection against its commitment; and any authenticated row written at a counter above
+    /// the state's. Rows whose MAC fails are listed by the MAC check; this judges the others.
     static func manifestProblems(_ db: Database, path: String, integrity: RowIntegrity) throws -> [DamagedValue] {
-        guard let header = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path) else {
-            return []
+        guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else {
+            return [DamagedValue(table: "vault_state", row: "1", column: RowMAC.column, reason: "was deleted")]
         }
         let commitment: RowIntegrity.Commitment
         do {
-            commitment = try integrity.commitment(of: header)
+            commitment = try integrity.commitment(of: state)
         } catch {
-            return [DamagedValue(table: "vault_meta", row: "1", column: VaultManifest.column, reason: "is missing or unreadable")]
+            return [DamagedValue(table: "vault_state", row: "1", column: "manifest", reason: "is missing or unreadable")]
         }
         var problems: [DamagedValue] = []
+        if let header = try StoredRecord.fetchOne(db, "SELECT * FROM vault_meta WHERE singleton = 1", table: .vaultMeta, path: path),
+            let reason = RowIntegrity.headerProblem(header, commitment)
+        {
+            problems.append(DamagedValue(table: "vault_meta", row: "1", column: RowMAC.column, reason: reason))
+        }
         for (account, _) in commitment.manifest.accounts.sorted(by: { $0.key < $1.key }) {
             for slot in VaultManifest.Slot.allCases {
                 let sql =
@@ -218,7 +223,8 @@ public struct MaintenanceStore: VaultArea {
             }
         }
         // Each collection against its commitment: a row deleted, added or put back changes it.
-        if let recorded = try integrity.commitments(in: header.values, layout: header.layout) {
+        do {
+            let recorded = commitment.commitments
             let computed = try integrity.computeCommitments(db, checking: false)
             let keys = Set(recorded.digests.keys).union(computed.digests.keys).sorted()
             for key in keys {
@@ -235,7 +241,7 @@ public struct MaintenanceStore: VaultArea {
                         reason: "\(difference): a row was deleted, added or put back from an older copy"))
             }
         }
-        for table in AuthenticatedTable.all where table != .vaultMeta {
+        for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
             while let row = try rows.next() {
                 let values = StoredRow(row)
@@ -244,7 +250,7 @@ public struct MaintenanceStore: VaultArea {
                 problems.append(
                     DamagedValue(
                         table: table.name, row: layout.name(of: values), column: RowMAC.column,
-                        reason: "is newer than the vault header (the header was put back from an older copy)"))
+                        reason: "is newer than the vault's state (the state was put back from an older copy)"))
             }
         }
         return problems

@@ -33,44 +33,52 @@ extension TokenStore {
     public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
         try core.readPrepared("reading the session and access token") { db in
             let floor = keyring.counterFloor  // before the snapshot's first read
-            // One statement for the four rows (each checked against its MAC as when read alone):
-            // the header, and the account's newest session, policy and tokens.
+            // One statement for the rows (each checked against its MAC as when read alone): the
+            // header, the state, the account's newest session, policy and tokens, the newest event.
             guard
                 let rows = try StoredRecord.fetchJoined(
-                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .sessions, .sessionPolicies, .tokens, .events],
+                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .vaultState, .sessions, .sessionPolicies, .tokens, .events],
                     path: path),
-                rows.count == 5, let header = rows[0]
+                rows.count == 6, let header = rows[0]
             else {
                 throw VaultError(.damaged, "\(path) has no vault header row", path: path)
             }
             try integrity.check(header, remembering: true, db)
             let active = try header.optional("active_account_id", as: String.self).map(AccountID.init(rawValue:))
             guard let id = account ?? active else { return nil }
-            // Each row against its MAC, then against the header's manifest (none deleted or put back).
-            let commitment = try integrity.commitment(of: header, floor: floor)
-            for (record, slot) in zip(rows[1...3], [VaultManifest.Slot.session, .policy, .tokens]) {
+            // Each row against its MAC, then against the state (none deleted or put back): the
+            // header against the counter the state records for it, the rows against the manifest.
+            guard let state = rows[1] else {
+                throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
+            }
+            try integrity.check(state, remembering: true, db)
+            let commitment = try integrity.commitment(of: state, floor: floor)
+            try integrity.checkHeader(header, against: commitment)
+            for (record, slot) in zip(rows[2...4], [VaultManifest.Slot.session, .policy, .tokens]) {
                 if let record { try integrity.check(record, remembering: true, db) }
                 try integrity.checkCurrent(record, slot, account: id.rawValue, db, commitment: commitment)
             }
-            // The newest event, written with most changes of state (a switch of the active account
-            // among them): a header put back alone, from before it, is older than it.
-            if let event = rows[4] {
+            // The newest event, written with most changes (a switch of the active account among
+            // them): a state row put back alone, from before it, is older than it.
+            if let event = rows[5] {
                 try integrity.check(event, remembering: true, db)
                 try integrity.checkNotNewer(event, than: commitment)
             }
-            let session = try rows[1].map(SessionStore.session(from:))
-            let policy = try rows[2].map(SessionStore.policy(from:)) ?? SessionPolicy()
-            let token = try rows[3].map { try accessToken(from: $0, account: id, db) }
+            let session = try rows[2].map(SessionStore.session(from:))
+            let policy = try rows[3].map(SessionStore.policy(from:)) ?? SessionPolicy()
+            let token = try rows[4].map { try accessToken(from: $0, account: id, db) }
             return AccessSnapshot(activeAccount: active, account: id, session: session, policy: policy, token: token)
         }
     }
 
-    /// The header, then the newest session, the policy and the tokens of the account asked
-    /// for (?1) or else the active one; a table with no such row comes back as NULLs.
+    /// The header and the state, then the newest session, the policy and the tokens of the
+    /// account asked for (?1) or else the active one, and the newest event; a table with no such
+    /// row comes back as NULLs.
     static let snapshotSQL = """
-        SELECT NULL AS "|vault_meta", m.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*,
+        SELECT NULL AS "|vault_meta", m.*, NULL AS "|vault_state", v.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*,
             NULL AS "|events", e.*
         FROM vault_meta m
+        LEFT JOIN vault_state v ON v.singleton = 1
         LEFT JOIN sessions s
             ON s.session_id = (SELECT max(session_id) FROM sessions WHERE account_id = coalesce(?1, m.active_account_id))
         LEFT JOIN session_policies p ON p.account_id = coalesce(?1, m.active_account_id)

@@ -1,0 +1,316 @@
+import Foundation
+import GRDB
+import VaultSync
+
+// MARK: - The vault's state row: write counter, manifest, commitments (schema 12)
+
+extension RowIntegrity {
+    /// What the state row commits to: the vault's write counter, the counter at which the
+    /// header (`vault_meta`) was last written, the manifest and the collection commitments.
+    struct Commitment {
+        var counter: UInt64
+        var metaCounter: UInt64
+        var manifest: VaultManifest
+        var commitments: VaultCommitments
+    }
+
+    static let stateSQL = "SELECT * FROM vault_state WHERE singleton = 1"
+
+    /// The write counter the rows authenticated in `db`'s current transaction carry: one more
+    /// than the state row's, the row checked first (a counter, manifest or commitment edited
+    /// without the key is never carried on). ``finishWrite(_:)`` records it, with the manifest
+    /// entries and commitments of what the transaction wrote; every write transaction that
+    /// authenticated a row must reach it (one that did not is refused at commit).
+    /// 0 while migrations before schema 12 run (the migration to 12 authenticates every row again).
+    func writeCounter(_ db: Database) throws -> UInt64 {
+        let connection = ObjectIdentifier(db)
+        if let scope = keyring.writeScopes.withLock({ $0[connection] }) { return scope.counter }
+        // During migrations the table may not exist yet (an older schema's steps).
+        if keyring.acceptsFormat1, try !db.tableExists(AuthenticatedTable.vaultState.name) {
+            return try beginCounting(at: 0, manifest: nil, commitments: nil, db)
+        }
+        guard let state = try StoredRecord.fetchOne(db, Self.stateSQL, table: .vaultState, path: path) else {
+            throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
+        }
+        try check(state, db)
+        let commitment = try commitment(of: state)
+        // A write holds the newest state: any counter seen before is a floor.
+        let floor = keyring.counterFloor
+        guard keyring.observe(commitment.counter, floor: floor) else { throw wentBack(from: floor, to: commitment.counter) }
+        try beginCounting(at: commitment.counter + 1, manifest: commitment.manifest, commitments: commitment.commitments, db)
+        keyring.writeScopes.withLock { $0[connection]?.metaCounter = commitment.metaCounter }
+        return commitment.counter + 1
+    }
+
+    /// Makes `counter` the write counter of `db`'s current transaction, `manifest` and
+    /// `commitments` (nil: none, before schema 12) the ones its ``finishWrite(_:)`` updates.
+    /// Without reading the state row: for a new vault, the migration to schema 12 and a repair.
+    @discardableResult
+    func beginCounting(at counter: UInt64, manifest: VaultManifest?, commitments: VaultCommitments?, _ db: Database) throws -> UInt64 {
+        let connection = ObjectIdentifier(db)
+        keyring.writeScopes.withLock { $0[connection] = WriteScope(counter: counter, manifest: manifest, commitments: commitments) }
+        db.add(transactionObserver: ScopeEnd(keyring: keyring, connection: connection, path: path), extent: .nextTransaction)
+        return counter
+    }
+
+    /// Notes that the rows of `table` (a manifest table) for `account` were deleted in this
+    /// transaction: ``finishWrite(_:)`` records their absence.
+    func removed(_ table: AuthenticatedTable, account: String, _ db: Database) throws {
+        guard let slot = VaultManifest.Slot(table) else { return }
+        _ = try writeCounter(db)
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.wrote = true
+            $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot)
+        }
+    }
+
+    /// Notes that `account` was removed with every row of it in this transaction.
+    func removedAccount(_ account: String, _ db: Database) throws {
+        _ = try writeCounter(db)
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.wrote = true
+            $0[ObjectIdentifier(db)]?.removedAccounts.insert(account)
+        }
+    }
+
+    /// Notes a row authenticated in this transaction (its manifest entry, if it has one).
+    func wrote(_ row: Row, table: AuthenticatedTable, _ db: Database) {
+        let slot = VaultManifest.Slot(table)
+        let account = row["account_id"] as String?
+        keyring.writeScopes.withLock {
+            $0[ObjectIdentifier(db)]?.wrote = true
+            if table == .vaultMeta { $0[ObjectIdentifier(db)]?.metaWritten = true }
+            if let slot, let account { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+        }
+    }
+
+    /// Records this transaction's counter, the manifest entries of the rows it wrote or removed
+    /// and the commitments in the state row, and authenticates it. Each entry is the counter the
+    /// row now carries when this transaction wrote it, 0 when the row is gone; an entry of a row
+    /// the transaction did not write stays as it was. Nothing to do when it wrote nothing.
+    func finishWrite(_ db: Database) throws {
+        let connection = ObjectIdentifier(db)
+        guard let scope = keyring.writeScopes.withLock({ $0[connection] }), !scope.finished else { return }
+        guard var manifest = scope.manifest, var commitments = scope.commitments, scope.wrote else {
+            keyring.writeScopes.withLock { $0[connection]?.finished = true }
+            return
+        }
+        for account in scope.removedAccounts {
+            let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [account]) ?? false
+            guard !exists else { continue }
+            manifest.accounts[account] = nil
+            // Its collections went with it (ON DELETE CASCADE, its events by hand).
+            commitments.digests = commitments.digests.filter { $0.key.account != account }
+        }
+        for (account, slots) in scope.touched where !(scope.removedAccounts.contains(account) && manifest.accounts[account] == nil) {
+            var entry = manifest.accounts[account] ?? VaultManifest.Account()
+            for slot in slots {
+                let (sessionID, counter) = try currentCounter(slot, account: account, db)
+                // Only what this transaction wrote (its counter), or removed (no row left).
+                guard counter == scope.counter || counter == nil else { continue }
+                switch slot {
+                case .account: entry.account = counter ?? 0
+                case .tokens: entry.tokens = counter ?? 0
+                case .session:
+                    entry.sessionID = counter == nil ? 0 : sessionID
+                    entry.session = counter ?? 0
+                case .policy: entry.policy = counter ?? 0
+                case .refresh: entry.refresh = counter ?? 0
+                }
+            }
+            manifest.accounts[account] = entry
+        }
+        let metaCounter = scope.metaWritten ? scope.counter : scope.metaCounter
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO vault_state (singleton, write_counter, meta_counter, manifest, commitments) VALUES (1, ?, ?, ?, ?)
+                ON CONFLICT (singleton) DO UPDATE SET write_counter = excluded.write_counter, meta_counter = excluded.meta_counter,
+                    manifest = excluded.manifest, commitments = excluded.commitments
+                """
+        ).execute(arguments: [Int64(scope.counter), Int64(metaCounter), manifest.encoded, commitments.encoded])
+        keyring.writeScopes.withLock {
+            $0[connection]?.manifest = manifest
+            $0[connection]?.commitments = commitments
+            $0[connection]?.finished = true
+        }
+        try authenticate(.vaultState, where: "singleton = 1", [], db)
+    }
+
+    /// The counter the account's row of `slot` carries (for a session, the newest one, and its
+    /// id); nil when there is none.
+    private func currentCounter(_ slot: VaultManifest.Slot, account: String, _ db: Database) throws -> (Int64, UInt64?) {
+        let sql =
+            slot == .session
+            ? "SELECT * FROM sessions WHERE account_id = ? ORDER BY session_id DESC LIMIT 1"
+            : "SELECT * FROM \(slot.table.name) WHERE account_id = ?"
+        guard let record = try StoredRecord.fetchOne(db, sql, [account], table: slot.table, path: path) else { return (0, nil) }
+        let id: Int64 = slot == .session ? (try record.optional("session_id") ?? 0) : 0
+        return (id, Self.counter(of: record.values, layout: record.layout))
+    }
+
+    // MARK: Checking against the state
+
+    /// What a state row (checked against its MAC) commits to. With `floor`
+    /// (``Keyring/counterFloor``, taken before the read began), a counter lower than one this
+    /// process saw before is refused: the whole file was put back to an older copy while it was
+    /// open, which nothing inside the file can show.
+    func commitment(of state: StoredRecord, floor: UInt64? = nil) throws -> Commitment {
+        func blob(_ column: String) throws -> Data? { try state.optional(column, as: Data.self) }
+        guard let manifest = try blob(VaultManifest.column).flatMap(VaultManifest.init),
+            let commitments = try blob(VaultCommitments.column).flatMap(VaultCommitments.init)
+        else {
+            throw VaultError(.damaged, "the vault's state row is unreadable: \(path) is damaged or was tampered with", path: path)
+        }
+        let counter = UInt64(max(try state.value("write_counter", as: Int64.self), 0))
+        if let floor, !keyring.observe(counter, floor: floor) { throw wentBack(from: floor, to: counter) }
+        return Commitment(
+            counter: counter, metaCounter: UInt64(max(try state.value("meta_counter", as: Int64.self), 0)), manifest: manifest,
+            commitments: commitments)
+    }
+
+    func wentBack(from seen: UInt64, to counter: UInt64) -> VaultError {
+        VaultError(
+            .damaged,
+            "the vault went back from write \(seen) to write \(counter) while this process had it open: \(path) was replaced by an older copy; nothing is served from it (start again to accept it, or restore the newer file)",
+            path: path)
+    }
+
+    /// The commitment the rows read in `db`'s transaction are judged by: in a write, the one
+    /// the state row held when it began; otherwise the state row's, read and checked now.
+    func commitment(_ db: Database) throws -> Commitment? {
+        if let scope = keyring.writeScopes.withLock({ $0[ObjectIdentifier(db)] }) {
+            guard let manifest = scope.manifest, let commitments = scope.commitments else { return nil }
+            return Commitment(counter: scope.counter - 1, metaCounter: scope.metaCounter, manifest: manifest, commitments: commitments)
+        }
+        guard let state = try StoredRecord.fetchOne(db, Self.stateSQL, table: .vaultState, path: path) else {
+            throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
+        }
+        try check(state, remembering: true, db)
+        // No floor: the transaction may have begun its snapshot before this call (the token
+        // path and every write, which begin with the state, compare against one).
+        return try commitment(of: state)
+    }
+
+    /// Checks the header (checked against its MAC) against the state: written at the counter
+    /// the state records for it, so a header put back from an older copy (another account made
+    /// active, an older key record) is refused.
+    func checkHeader(_ header: StoredRecord, against commitment: Commitment) throws {
+        guard let reason = Self.headerProblem(header, commitment) else { return }
+        throw VaultError(
+            .damaged,
+            "the vault header (vault_meta) \(reason): \(path) was tampered with or partly restored from an older copy; restore it from a backup",
+            path: path)
+    }
+
+    static func headerProblem(_ header: StoredRecord, _ commitment: Commitment) -> String? {
+        guard let counter = counter(of: header.values, layout: header.layout) else { return "has no write counter" }
+        if counter > commitment.counter { return "is newer than the vault's state (the state was put back from an older copy)" }
+        if counter < commitment.metaCounter { return "is older than the vault's record of it (put back from an older copy)" }
+        return counter == commitment.metaCounter ? nil : "does not match the vault's record of it"
+    }
+
+    /// Checks that the account's row of `slot` as read (nil: none; already checked against its
+    /// MAC) is the one the vault last wrote: neither deleted, nor put back from an older copy,
+    /// nor newer than the state (a state row put back). Throws ``VaultError/Code/damaged``
+    /// naming the table, the row and the account, which the session layer then refuses; other
+    /// accounts are not affected. `commitment` nil: read from `db`.
+    func checkCurrent(
+        _ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ db: Database, commitment given: Commitment? = nil
+    ) throws {
+        let scope = keyring.writeScopes.withLock { $0[ObjectIdentifier(db)] }
+        if let scope, scope.manifest == nil { return }  // a migration before schema 12
+        if let scope {
+            let counter = record.flatMap { Self.counter(of: $0.values, layout: $0.layout) }
+            if counter == scope.counter || (record == nil && scope.touched[account]?.contains(slot) == true) {
+                return  // written or removed by this transaction
+            }
+        }
+        guard let commitment = try given ?? commitment(db),
+            let reason = try Self.problem(record, slot, account: account, commitment)
+        else { return }
+        let name = record.map { $0.layout.name(of: $0.values) } ?? account
+        throw VaultError(
+            .damaged,
+            "\(slot.table.name) row \(name) of account \(account) \(reason): \(path) was tampered with or partly restored from an older copy; the account is refused (restore the vault from a backup)",
+            path: path)
+    }
+
+    /// Checks that `record` (checked against its MAC) was not written after the state row
+    /// `commitment` came from: a state row put back from an older copy is older than it.
+    func checkNotNewer(_ record: StoredRecord, than commitment: Commitment) throws {
+        guard let counter = Self.counter(of: record.values, layout: record.layout), counter > commitment.counter else { return }
+        throw VaultError(
+            .damaged,
+            "\(record.table.name) row \(record.layout.name(of: record.values)) is newer than the vault's state: \(path) was tampered with or partly restored from an older copy; restore the vault from a backup",
+            path: path)
+    }
+
+    /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
+    /// records; nil when it is.
+    static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {
+        let entry = commitment.manifest.accounts[account]
+        guard let record else {
+            let expected: UInt64 =
+                switch slot {
+                case .account: entry?.account ?? 0
+                case .tokens: entry?.tokens ?? 0
+                case .session: entry?.session ?? 0
+                case .policy: entry?.policy ?? 0
+                case .refresh: entry?.refresh ?? 0
+                }
+            return expected == 0 ? nil : "was deleted"
+        }
+        guard let counter = counter(of: record.values, layout: record.layout) else { return "has no write counter" }
+        if counter > commitment.counter { return "is newer than the vault's state (the state was put back from an older copy)" }
+        guard let entry else { return "belongs to an account the vault does not record" }
+        let expected: UInt64
+        switch slot {
+        case .account: expected = entry.account
+        case .tokens: expected = entry.tokens
+        case .policy: expected = entry.policy
+        case .refresh: expected = entry.refresh
+        case .session:
+            let id = try record.value("session_id", as: Int64.self)
+            if id < entry.sessionID { return "is not the newest session (a newer one was deleted)" }
+            if id > entry.sessionID { return "is a session the vault did not record" }
+            expected = entry.session
+        }
+        if counter < expected { return "is older than the vault's record of it (put back from an older copy)" }
+        return counter == expected ? nil : "does not match the vault's record of it"
+    }
+}
+
+/// Ends a write transaction's ``WriteScope``: refuses to commit one that authenticated rows
+/// at a counter the state row does not record (a write path that skipped
+/// ``RowIntegrity/finishWrite(_:)``: its rows would look newer than the state to every reader),
+/// and forgets the scope however the transaction ends.
+final class ScopeEnd: TransactionObserver {
+    let keyring: Keyring
+    let connection: ObjectIdentifier
+    let path: String
+
+    init(keyring: Keyring, connection: ObjectIdentifier, path: String) {
+        self.keyring = keyring
+        self.connection = connection
+        self.path = path
+    }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+
+    func databaseWillCommit() throws {
+        guard let scope = keyring.writeScopes.withLock({ $0[connection] }), scope.manifest != nil, scope.wrote, !scope.finished else { return }
+        throw VaultError(.storage, "a write to \(path) did not record its write counter; nothing was written", path: path)
+    }
+
+    func databaseDidCommit(_ db: Database) {
+        if let scope = keyring.writeScopes.withLock({ $0[connection] }), scope.manifest != nil, scope.wrote {
+            _ = keyring.observe(scope.counter, floor: 0)  // this process's own write is the newest seen
+        }
+        forget()
+    }
+
+    func databaseDidRollback(_ db: Database) { forget() }
+
+    private func forget() { _ = keyring.writeScopes.withLock { $0.removeValue(forKey: connection) } }
+}
