@@ -1,3 +1,4 @@
+import Foundation
 import VaultCrypto
 import VaultSync
 
@@ -17,6 +18,9 @@ final class Keyring: Sendable {
     /// (``RowIntegrity/writeCounter(_:)``), dropped when the transaction ends.
     let writeScopes = Locked<[ObjectIdentifier: WriteScope]>([:])
     private let format1 = Locked(false)
+    /// The last state row this process read or wrote, by its MAC, decoded
+    /// (``RowIntegrity/commitment(of:floor:)``): the same row is not decoded again.
+    let stateMemo = Locked<(mac: Data, commitment: RowIntegrity.Commitment)?>(nil)
     /// The highest write counter this process has seen in the header (see ``observe(_:floor:)``).
     private let highestCounter = Locked<UInt64>(0)
     private let state: Locked<State>

@@ -377,9 +377,14 @@ struct RowIntegrity {
 
     /// The row MAC of `row` as it is, written at `counter`.
     func mac(_ row: Row, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator) throws -> [UInt8] {
-        let layout = Self.layout(of: row, in: table)
-        let values = StoredRow(row)
-        let key = row.storedKey(table.keyColumn)
+        try mac(StoredRow(row), layout: Self.layout(of: row, in: table), table: table, counter: counter, authenticator)
+    }
+
+    /// The row MAC of `values` (laid out as `layout`), written at `counter`.
+    func mac(
+        _ values: StoredRow, layout: RowLayout, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator
+    ) throws -> [UInt8] {
+        let key = layout.key(of: values)
         var columnTags: [UInt8] = []
         for column in layout.columns {
             columnTags += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))

@@ -115,6 +115,10 @@ struct WriteScope: Sendable {
     var manifest: VaultManifest?
     var commitments: VaultCommitments?
     var touched: [String: Set<VaultManifest.Slot>] = [:]
+    /// Slots with rows deleted in this transaction (their entries are read back at the end).
+    var removed: [String: Set<VaultManifest.Slot>] = [:]
+    /// The newest session id of each account written in this transaction.
+    var sessionsWritten: [String: Int64] = [:]
     var removedAccounts: Set<String> = []
     /// The counter the state records for the header, and whether this transaction wrote it.
     var metaCounter: UInt64 = 0

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultCrypto
 import VaultSync
 
 // MARK: - The vault's state row: write counter, manifest, commitments (schema 12)
@@ -7,7 +8,7 @@ import VaultSync
 extension RowIntegrity {
     /// What the state row commits to: the vault's write counter, the counter at which the
     /// header (`vault_meta`) was last written, the manifest and the collection commitments.
-    struct Commitment {
+    struct Commitment: Sendable {
         var counter: UInt64
         var metaCounter: UInt64
         var manifest: VaultManifest
@@ -32,7 +33,7 @@ extension RowIntegrity {
         guard let state = try StoredRecord.fetchOne(db, Self.stateSQL, table: .vaultState, path: path) else {
             throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
         }
-        try check(state, db)
+        try check(state, remembering: true, db)
         let commitment = try commitment(of: state)
         // A write holds the newest state: any counter seen before is a floor.
         let floor = keyring.counterFloor
@@ -61,6 +62,7 @@ extension RowIntegrity {
         keyring.writeScopes.withLock {
             $0[ObjectIdentifier(db)]?.wrote = true
             $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot)
+            $0[ObjectIdentifier(db)]?.removed[account, default: []].insert(slot)
         }
     }
 
@@ -77,10 +79,16 @@ extension RowIntegrity {
     func wrote(_ row: Row, table: AuthenticatedTable, _ db: Database) {
         let slot = VaultManifest.Slot(table)
         let account = row["account_id"] as String?
+        let session = slot == .session ? row["session_id"] as Int64? : nil
         keyring.writeScopes.withLock {
             $0[ObjectIdentifier(db)]?.wrote = true
             if table == .vaultMeta { $0[ObjectIdentifier(db)]?.metaWritten = true }
-            if let slot, let account { $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot) }
+            guard let slot, let account else { return }
+            $0[ObjectIdentifier(db)]?.touched[account, default: []].insert(slot)
+            if let session {
+                let newest = max(session, $0[ObjectIdentifier(db)]?.sessionsWritten[account] ?? 0)
+                $0[ObjectIdentifier(db)]?.sessionsWritten[account] = newest
+            }
         }
     }
 
@@ -105,7 +113,18 @@ extension RowIntegrity {
         for (account, slots) in scope.touched where !(scope.removedAccounts.contains(account) && manifest.accounts[account] == nil) {
             var entry = manifest.accounts[account] ?? VaultManifest.Account()
             for slot in slots {
-                let (sessionID, counter) = try currentCounter(slot, account: account, db)
+                // A row this transaction wrote carries its counter; one it deleted is read back.
+                let (sessionID, counter): (Int64, UInt64?)
+                if scope.removed[account]?.contains(slot) == true {
+                    (sessionID, counter) = try currentCounter(slot, account: account, db)
+                } else if slot == .session {
+                    // An older session written (ended, say) leaves the newest's entry as it was.
+                    let written = scope.sessionsWritten[account] ?? 0
+                    guard written >= entry.sessionID else { continue }
+                    (sessionID, counter) = (written, scope.counter)
+                } else {
+                    (sessionID, counter) = (0, scope.counter)
+                }
                 // Only what this transaction wrote (its counter), or removed (no row left).
                 guard counter == scope.counter || counter == nil else { continue }
                 switch slot {
@@ -121,19 +140,45 @@ extension RowIntegrity {
             manifest.accounts[account] = entry
         }
         let metaCounter = scope.metaWritten ? scope.counter : scope.metaCounter
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO vault_state (singleton, write_counter, meta_counter, manifest, commitments) VALUES (1, ?, ?, ?, ?)
-                ON CONFLICT (singleton) DO UPDATE SET write_counter = excluded.write_counter, meta_counter = excluded.meta_counter,
-                    manifest = excluded.manifest, commitments = excluded.commitments
-                """
-        ).execute(arguments: [Int64(scope.counter), Int64(metaCounter), manifest.encoded, commitments.encoded])
         keyring.writeScopes.withLock {
             $0[connection]?.manifest = manifest
             $0[connection]?.commitments = commitments
             $0[connection]?.finished = true
         }
-        try authenticate(.vaultState, where: "singleton = 1", [], db)
+        try writeState(
+            Commitment(counter: scope.counter, metaCounter: metaCounter, manifest: manifest, commitments: commitments), db)
+    }
+
+    /// Writes the state row and its MAC in one statement (every write transaction ends with
+    /// it), made from the values themselves rather than read back, and remembers it as
+    /// checked and decoded: the next write begins without hashing or decoding it again.
+    private func writeState(_ commitment: Commitment, _ db: Database) throws {
+        let layout = Self.layout(of: try db.cachedStatement(sql: Self.stateSQL), in: .vaultState)
+        let known: [String: DatabaseValue] = [
+            "singleton": Int64(1).databaseValue, "write_counter": Int64(commitment.counter).databaseValue,
+            "meta_counter": Int64(commitment.metaCounter).databaseValue, VaultManifest.column: commitment.manifest.encoded.databaseValue,
+            VaultCommitments.column: commitment.commitments.encoded.databaseValue,
+        ]
+        let names = layout.positions.sorted { $0.value < $1.value }.map(\.key)
+        guard Set(names) == Set(known.keys).union([RowMAC.column]) else {
+            throw VaultError(.damaged, "the vault's state row has columns this build does not know: \(path) was changed by a newer build", path: path)
+        }
+        var values = names.map { known[$0] ?? .null }
+        let authenticator = try writingAuthenticator(db)
+        let mac = Data(try self.mac(StoredRow(values: values), layout: layout, table: .vaultState, counter: commitment.counter, authenticator))
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO vault_state (singleton, write_counter, meta_counter, manifest, commitments, row_mac) VALUES (1, ?, ?, ?, ?, ?)
+                ON CONFLICT (singleton) DO UPDATE SET write_counter = excluded.write_counter, meta_counter = excluded.meta_counter,
+                    manifest = excluded.manifest, commitments = excluded.commitments, row_mac = excluded.row_mac
+                """
+        ).execute(
+            arguments: [
+                Int64(commitment.counter), Int64(commitment.metaCounter), commitment.manifest.encoded, commitment.commitments.encoded, mac,
+            ])
+        if let index = layout.macIndex { values[index] = mac.databaseValue }
+        keyring.verifiedRows.remember(StoredRow(values: values), table: AuthenticatedTable.vaultState.name, keyID: authenticator.keyID, layout: layout)
+        keyring.stateMemo.withLock { $0 = (mac, commitment) }
     }
 
     /// The counter the account's row of `slot` carries (for a session, the newest one, and its
@@ -155,6 +200,10 @@ extension RowIntegrity {
     /// process saw before is refused: the whole file was put back to an older copy while it was
     /// open, which nothing inside the file can show.
     func commitment(of state: StoredRecord, floor: UInt64? = nil) throws -> Commitment {
+        if let mac = try state.optional(RowMAC.column, as: Data.self), let memo = keyring.stateMemo.withLock({ $0 }), memo.mac == mac {
+            if let floor, !keyring.observe(memo.commitment.counter, floor: floor) { throw wentBack(from: floor, to: memo.commitment.counter) }
+            return memo.commitment
+        }
         func blob(_ column: String) throws -> Data? { try state.optional(column, as: Data.self) }
         guard let manifest = try blob(VaultManifest.column).flatMap(VaultManifest.init),
             let commitments = try blob(VaultCommitments.column).flatMap(VaultCommitments.init)
@@ -163,9 +212,11 @@ extension RowIntegrity {
         }
         let counter = UInt64(max(try state.value("write_counter", as: Int64.self), 0))
         if let floor, !keyring.observe(counter, floor: floor) { throw wentBack(from: floor, to: counter) }
-        return Commitment(
+        let commitment = Commitment(
             counter: counter, metaCounter: UInt64(max(try state.value("meta_counter", as: Int64.self), 0)), manifest: manifest,
             commitments: commitments)
+        if let mac = try state.optional(RowMAC.column, as: Data.self) { keyring.stateMemo.withLock { $0 = (mac, commitment) } }
+        return commitment
     }
 
     func wentBack(from seen: UInt64, to counter: UInt64) -> VaultError {
