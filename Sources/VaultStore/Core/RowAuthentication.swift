@@ -201,15 +201,35 @@ struct RowIntegrity {
     ) throws {
         let authenticator = try writingAuthenticator(db)
         let counter = try writeCounter(db)
-        let rows = try Row.fetchAll(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
+        // Read in place (GRDB's `Row` would index every column's name first), all of them
+        // before the first update.
+        let select = try db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)")
+        let layout = Self.layout(of: select, in: table)
+        var rows: [StoredRow] = []
+        let cursor = try DatabaseValue.fetchCursor(select, arguments: arguments)
+        while try cursor.next() != nil { rows.append(StoredRow(current: select)) }
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \(RowMAC.column) = ? WHERE \(table.keyColumn) = ?")
-        for row in rows {
-            if !uncommitted { try uncommit(row, table: table, db) }
-            let mac = try mac(row, table: table, counter: counter, authenticator)
-            try update.execute(arguments: [Data(mac), row[table.keyColumn] as DatabaseValue])
-            wrote(row, table: table, db)
-            try commit(mac, account: row["account_id"] as String? ?? "", table: table, db)
+        for var values in rows {
+            if !uncommitted { try uncommit(values, layout: layout, table: table, db) }
+            let mac = try mac(values, layout: layout, table: table, counter: counter, authenticator)
+            let key = layout.keyIndex.map { values.values[$0] } ?? .null
+            try update.execute(arguments: [Data(mac), key])
+            wrote(values, layout: layout, table: table, db)
+            try commit(mac, account: Self.account(of: values, layout: layout), table: table, db)
+            // As written: the next check of the same bytes (this process's next write, say) is a memo hit.
+            if let index = layout.macIndex {
+                values = StoredRow(values: { var all = values.values; all[index] = Data(mac).databaseValue; return all }())
+                keyring.verifiedRows.remember(values, table: table.name, keyID: authenticator.keyID, layout: layout)
+            }
         }
+    }
+
+    /// A row's `account_id` as text, "" when it has none (an event of the whole vault).
+    static func account(of values: StoredRow, layout: RowLayout) -> String {
+        guard let index = layout.positions["account_id"], values.values.indices.contains(index),
+            case .string(let account) = values.values[index].storage
+        else { return "" }
+        return account
     }
 
     // MARK: Collection commitments
@@ -230,6 +250,15 @@ struct RowIntegrity {
     private func uncommit(_ row: Row, table: AuthenticatedTable, _ db: Database) throws {
         guard VaultCommitments.tables.contains(table), let old = row[RowMAC.column] as Data? else { return }
         try updateCommitment(table: table, account: row["account_id"] as String? ?? "", db) { hasher, digest in
+            try hasher.remove([UInt8](old), domain: table.name, from: &digest)
+        }
+    }
+
+    private func uncommit(_ values: StoredRow, layout: RowLayout, table: AuthenticatedTable, _ db: Database) throws {
+        guard VaultCommitments.tables.contains(table), let index = layout.macIndex, values.values.indices.contains(index),
+            case .blob(let old) = values.values[index].storage
+        else { return }
+        try updateCommitment(table: table, account: Self.account(of: values, layout: layout), db) { hasher, digest in
             try hasher.remove([UInt8](old), domain: table.name, from: &digest)
         }
     }

@@ -76,10 +76,11 @@ extension RowIntegrity {
     }
 
     /// Notes a row authenticated in this transaction (its manifest entry, if it has one).
-    func wrote(_ row: Row, table: AuthenticatedTable, _ db: Database) {
+    func wrote(_ values: StoredRow, layout: RowLayout, table: AuthenticatedTable, _ db: Database) {
         let slot = VaultManifest.Slot(table)
-        let account = row["account_id"] as String?
-        let session = slot == .session ? row["session_id"] as Int64? : nil
+        let account = slot == nil ? nil : Self.account(of: values, layout: layout)
+        var session: Int64?
+        if slot == .session, let index = layout.positions["session_id"], case .int64(let id) = values.values[index].storage { session = id }
         keyring.writeScopes.withLock {
             $0[ObjectIdentifier(db)]?.wrote = true
             if table == .vaultMeta { $0[ObjectIdentifier(db)]?.metaWritten = true }

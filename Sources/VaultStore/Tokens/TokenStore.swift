@@ -80,7 +80,7 @@ public struct TokenStore: VaultArea {
     func checkedRow(for account: AccountID, _ db: Database) throws -> Row? {
         let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue])
         let record = row.map { StoredRecord($0, table: .tokens, path: path) }
-        if let record { try integrity.check(record, db) }
+        if let record { try integrity.check(record, remembering: true, db) }
         try integrity.checkCurrent(record, .tokens, account: account.rawValue, db)
         return row
     }
