@@ -209,7 +209,7 @@ struct RowIntegrity {
         let cursor = try DatabaseValue.fetchCursor(select, arguments: arguments)
         while try cursor.next() != nil { rows.append(StoredRow(current: select)) }
         let update = try db.cachedStatement(sql: "UPDATE \(table.name) SET \(RowMAC.column) = ? WHERE \(table.keyColumn) = ?")
-        for var values in rows {
+        for values in rows {
             if !uncommitted { try uncommit(values, layout: layout, table: table, db) }
             let mac = try mac(values, layout: layout, table: table, counter: counter, authenticator)
             let key = layout.keyIndex.map { values.values[$0] } ?? .null
@@ -218,8 +218,9 @@ struct RowIntegrity {
             try commit(mac, account: Self.account(of: values, layout: layout), table: table, db)
             // As written: the next check of the same bytes (this process's next write, say) is a memo hit.
             if let index = layout.macIndex {
-                values = StoredRow(values: { var all = values.values; all[index] = Data(mac).databaseValue; return all }())
-                keyring.verifiedRows.remember(values, table: table.name, keyID: authenticator.keyID, layout: layout)
+                var written = values.values
+                written[index] = Data(mac).databaseValue
+                keyring.verifiedRows.remember(StoredRow(values: written), table: table.name, keyID: authenticator.keyID, layout: layout)
             }
         }
     }
