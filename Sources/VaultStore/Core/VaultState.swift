@@ -100,9 +100,13 @@ extension RowIntegrity {
     func finishWrite(_ db: Database) throws {
         let connection = ObjectIdentifier(db)
         guard let scope = keyring.writeScopes.withLock({ $0[connection] }), !scope.finished else { return }
-        guard var manifest = scope.manifest, var commitments = scope.commitments, scope.wrote else {
+        guard var manifest = scope.manifest, scope.wrote else {
             keyring.writeScopes.withLock { $0[connection]?.finished = true }
             return
+        }
+        guard var commitments = scope.commitments else {
+            // Only the migration to schema 12 and a repair begin without them, and both set them.
+            throw VaultError(.storage, "a write to \(path) has no commitments to record; nothing was written", path: path)
         }
         for account in scope.removedAccounts {
             let exists = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM accounts WHERE account_id = ?"), arguments: [account]) ?? false
