@@ -140,11 +140,43 @@ struct LoopbackListenerTests {
             guard case .listenerFailed(let reason)? = error as? SignInError else { return false }
             return reason.contains("[::1]:\(port)") && reason.contains("in use")
         }
-        // All or none: 127.0.0.1 at that port was let go again.
-        let fixed = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://127.0.0.1:\(port)/cb")) { _, _ in getuid() }
-        #expect(fixed.redirectURI.absoluteString == "http://127.0.0.1:\(port)/cb")
-        await fixed.close()
+        // All or none: 127.0.0.1 at that port was let go again. (Another test's connection may
+        // hold 127.0.0.1 at the same number meanwhile; a listener that kept it would fail every
+        // round, so three rounds with fresh ports tell the two apart.)
         await holder.close()
+        var released = false
+        for round in 0..<3 where !released {
+            let next = round == 0 ? port : try #require(try await Self.refusedLocalhostPort())
+            if let fixed = try? await LoopbackRedirectListener.start(
+                redirect: try LoopbackRedirect(parsing: "http://127.0.0.1:\(next)/cb"), owner: { _, _ in getuid() })
+            {
+                released = fixed.redirectURI.absoluteString == "http://127.0.0.1:\(next)/cb"
+                await fixed.close()
+            }
+        }
+        #expect(released, "a refused localhost listener let 127.0.0.1 go again")
+    }
+
+    /// A port whose localhost listener was just refused because [::1] at it is taken (by a holder
+    /// closed before returning), or nil when the refusal did not come.
+    static func refusedLocalhostPort() async throws -> Int? {
+        let holder = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://[::1]/cb")) { _, _ in getuid() }
+        guard let port = holder.redirectURI.port else {
+            await holder.close()
+            return nil
+        }
+        let refused: Bool
+        do {
+            let unexpected = try await LoopbackRedirectListener.start(redirect: try LoopbackRedirect(parsing: "http://localhost:\(port)/cb")) { _, _ in
+                getuid()
+            }
+            await unexpected.close()
+            refused = false
+        } catch {
+            refused = true
+        }
+        await holder.close()
+        return refused ? port : nil
     }
 
     @Test(

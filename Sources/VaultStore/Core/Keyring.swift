@@ -32,7 +32,7 @@ final class Keyring: Sendable {
         var dataKeys: [UInt32: (account: String, key: SymmetricKey)] = [:]
         /// Row authenticators by the id of the vault key they were derived from.
         var rowAuthenticators: [UInt32: RowAuthenticator] = [:]
-        /// The collection commitments' hasher (schema 13); like a row authenticator, it opens
+        /// The collection commitments' hasher (schema 12); like a row authenticator, it opens
         /// nothing and stays while the vault is locked.
         var commitmentHasher: MultisetHasher?
     }

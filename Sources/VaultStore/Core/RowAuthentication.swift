@@ -272,7 +272,7 @@ struct RowIntegrity {
     }
 
     /// Applies `change` to the commitment of `table` and `account` in this transaction's scope
-    /// (nothing before schema 13, whose migration computes them all).
+    /// (nothing before schema 12, whose migration computes them all).
     private func updateCommitment(
         table: AuthenticatedTable, account: String, _ db: Database, _ change: (MultisetHasher, inout MultisetDigest) throws -> Void
     ) throws {
@@ -290,18 +290,8 @@ struct RowIntegrity {
     /// first time (a process keeps it while locked, like its row authenticators).
     func commitmentHasher(_ db: Database) throws -> MultisetHasher {
         if let hasher = keyring.commitmentHasher { return hasher }
-        guard let row = try Row.fetchOne(db, sql: "SELECT vault_key_id, commitment_key FROM vault_meta WHERE singleton = 1"),
-            let sealed = row["commitment_key"] as Data?, let sealedBy = row["vault_key_id"] as Int64?
-        else {
+        guard let root = try commitmentRoot(db) else {
             throw VaultError(.damaged, "the vault header's commitment key is missing: \(path) is damaged or was tampered with", path: path)
-        }
-        let vaultKey = try keyring.vaultKey(id: UInt32(truncatingIfNeeded: sealedBy))
-        let root: SymmetricKey
-        do {
-            root = try vaultKey.openKey(
-                [UInt8](sealed), id: VaultKeys.commitmentRootKeyID, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: vaultKey.id))
-        } catch {
-            throw VaultError(.damaged, "the vault header's commitment key does not open: \(path) is damaged or was tampered with", path: path)
         }
         defer { root.wipe() }
         let hasher = try MultisetHasher(derivedFrom: root)
@@ -311,25 +301,30 @@ struct RowIntegrity {
 
     /// The commitments' root key sealed by `newKey` instead (the end of a key rotation): the
     /// key stays the same, so the commitments stay valid however the rotation went. Nil for a
-    /// vault before schema 13.
+    /// vault before schema 12.
     func commitmentKey(resealedUnder newKey: SymmetricKey, _ db: Database) throws -> Data? {
-        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM vault_meta WHERE singleton = 1"),
-            let sealed = row["commitment_key"] as Data?, let sealedBy = row["vault_key_id"] as Int64?
-        else { return nil }
-        let vaultKey = try keyring.vaultKey(id: UInt32(truncatingIfNeeded: sealedBy))
-        let root: SymmetricKey
-        do {
-            root = try vaultKey.openKey(
-                [UInt8](sealed), id: VaultKeys.commitmentRootKeyID, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: vaultKey.id))
-        } catch {
-            throw VaultError(.damaged, "the vault header's commitment key does not open: \(path) is damaged or was tampered with", path: path)
-        }
+        guard let root = try commitmentRoot(db) else { return nil }
         defer { root.wipe() }
         return Data(try newKey.wrap(root, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: newKey.id)))
     }
 
+    /// The commitments' root key, opened from the header with the vault key that sealed it;
+    /// nil when the header has none (before schema 12).
+    private func commitmentRoot(_ db: Database) throws -> SymmetricKey? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT vault_key_id, commitment_key FROM vault_meta WHERE singleton = 1"),
+            let sealed = row["commitment_key"] as Data?, let sealedBy = row["vault_key_id"] as Int64?
+        else { return nil }
+        let vaultKey = try keyring.vaultKey(id: UInt32(truncatingIfNeeded: sealedBy))
+        do {
+            return try vaultKey.openKey(
+                [UInt8](sealed), id: VaultKeys.commitmentRootKeyID, context: VaultKeys.commitmentKeyContext(vaultID: keyring.vaultID, sealedBy: vaultKey.id))
+        } catch {
+            throw VaultError(.damaged, "the vault header's commitment key does not open: \(path) is damaged or was tampered with", path: path)
+        }
+    }
+
     /// Makes the commitments' root key of a vault that has none (a new vault, the migration to
-    /// schema 13), sealed by the current vault key into the header (the caller authenticates it).
+    /// schema 12), sealed by the current vault key into the header (the caller authenticates it).
     func newCommitmentKey(_ db: Database) throws {
         let vaultKey = try keyring.vaultKey()
         let root = try SymmetricKey.generate(id: VaultKeys.commitmentRootKeyID)
@@ -340,7 +335,7 @@ struct RowIntegrity {
     }
 
     /// Every collection row's commitment computed from the rows as they are, each checked
-    /// against its MAC first (verify, and the migration to schema 13).
+    /// against its MAC first (verify, and the migration to schema 12).
     func computeCommitments(_ db: Database, checking: Bool) throws -> VaultCommitments {
         let hasher = try commitmentHasher(db)
         var commitments = VaultCommitments()
@@ -358,7 +353,7 @@ struct RowIntegrity {
         return commitments
     }
 
-    /// Starts keeping commitments in this transaction (the migration to schema 13, which
+    /// Starts keeping commitments in this transaction (the migration to schema 12, which
     /// computed them).
     func setCommitments(_ commitments: VaultCommitments, _ db: Database) throws {
         _ = try writeCounter(db)

@@ -62,7 +62,7 @@ enum VaultKeys {
         }
     }
 
-    /// The commitments' root key (schema 13), as sealed by the vault key `sealedBy` into the header.
+    /// The commitments' root key (schema 12), as sealed by the vault key `sealedBy` into the header.
     static func commitmentKeyContext(vaultID: [UInt8], sealedBy keyID: UInt32) -> SealContext {
         SealContext(vaultID: vaultID, table: "vault_meta", column: "commitment_key", row: "1", version: "\(keyID)")
     }

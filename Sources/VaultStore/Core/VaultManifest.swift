@@ -3,15 +3,15 @@ import GRDB
 import VaultCrypto
 import VaultSync
 
-/// What the vault header commits to (schema 12): the vault's write counter and, for every
-/// account, the counter each row the session layer reads for it was last written at. A row
-/// checked alone proves only that the vault once wrote it; against the manifest, a row deleted,
-/// or put back from an older copy of the file, is caught where it is used.
+/// The manifest (schema 12): for every account, the write counter each row the session layer
+/// reads for it was last written at. A row checked alone proves only that the vault once wrote
+/// it; against the manifest, a row deleted, or put back from an older copy of the file, is
+/// caught where it is used.
 ///
-/// Held in the header row (`vault_meta.manifest`), under the header's MAC: a manifest cannot be
-/// deleted or put back apart from the header, and the header is rewritten by every write
-/// anyway (its counter). Restoring the *whole* file from an older copy still cannot be told
-/// from inside it (the security article says so).
+/// Held in the state row (`vault_state.manifest`), under its MAC, beside the write counter and
+/// rewritten with it by every write: a manifest cannot be deleted or put back apart from the
+/// counter. Restoring the *whole* file from an older copy still cannot be told from inside it
+/// (the security article says so).
 struct VaultManifest: Equatable, Sendable {
     /// The rows of one account the session layer acts on, each by the counter it was written
     /// at; 0 for a row that does not exist.
@@ -62,46 +62,30 @@ struct VaultManifest: Equatable, Sendable {
     /// Format 1, then per account sorted by id: the id (4-byte big-endian length, UTF-8), then
     /// account, tokens, session id, session, policy and refresh counters (8 bytes each, big-endian).
     var encoded: Data {
-        var bytes: [UInt8] = [Self.format]
+        var writer = StateBlobWriter(format: Self.format)
         for (id, entry) in accounts.sorted(by: { $0.key < $1.key }) {
-            let utf8 = Array(id.utf8)
-            Self.append(UInt64(utf8.count), width: 4, to: &bytes)
-            bytes += utf8
+            writer.text(id)
             for value in [entry.account, entry.tokens, UInt64(bitPattern: entry.sessionID), entry.session, entry.policy, entry.refresh] {
-                Self.append(value, width: 8, to: &bytes)
+                writer.number(value)
             }
         }
-        return Data(bytes)
+        return writer.data
     }
 
     init() {}
 
     /// Decodes ``encoded``; nil for bytes it did not write.
     init?(_ data: Data) {
-        let bytes = [UInt8](data)
-        guard bytes.first == Self.format else { return nil }
-        var offset = 1
-        func read(_ width: Int) -> UInt64? {
-            guard offset + width <= bytes.count else { return nil }
-            defer { offset += width }
-            return bytes[offset..<(offset + width)].reduce(0) { $0 << 8 | UInt64($1) }
-        }
-        while offset < bytes.count {
-            guard let length = read(4).map(Int.init), offset + length <= bytes.count,
-                let id = String(bytes: bytes[offset..<(offset + length)], encoding: .utf8)
-            else { return nil }
-            offset += length
-            guard let account = read(8), let tokens = read(8), let sessionID = read(8), let session = read(8),
-                let policy = read(8), let refresh = read(8), accounts[id] == nil
+        guard var reader = StateBlobReader(data, format: Self.format) else { return nil }
+        while !reader.atEnd {
+            guard let id = reader.text(), let account = reader.number(), let tokens = reader.number(), let sessionID = reader.number(),
+                let session = reader.number(), let policy = reader.number(), let refresh = reader.number(), accounts[id] == nil
             else { return nil }
             accounts[id] = Account(
                 account: account, tokens: tokens, sessionID: Int64(bitPattern: sessionID), session: session, policy: policy, refresh: refresh)
         }
     }
 
-    private static func append(_ value: UInt64, width: Int, to bytes: inout [UInt8]) {
-        for shift in stride(from: (width - 1) * 8, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
-    }
 }
 
 /// The state of one write transaction (``RowIntegrity/writeCounter(_:)``): its counter, the
@@ -135,7 +119,7 @@ struct WriteScope: Sendable {
     }
 }
 
-/// What the vault header commits to for the tables that hold collections of rows (schema 13):
+/// What the state row commits to for the tables that hold collections of rows (schema 12):
 /// for each table and account, the rows' count and a keyed multiset hash of their MACs
 /// (``MultisetDigest``), updated in the same transaction as every row added, changed or
 /// removed. `vault verify` recomputes each from the rows and names the table and account that
@@ -159,42 +143,77 @@ struct VaultCommitments: Equatable, Sendable {
     /// 4-byte big-endian length and UTF-8), the count (8 bytes, big-endian) and the sum (32 bytes).
     /// Entries of empty collections are left out.
     var encoded: Data {
-        var bytes: [UInt8] = [Self.format]
+        var writer = StateBlobWriter(format: Self.format)
         for (key, digest) in digests.sorted(by: { $0.key < $1.key }) where digest != MultisetDigest() {
-            for part in [key.table, key.account] {
-                let utf8 = Array(part.utf8)
-                withUnsafeBytes(of: UInt32(truncatingIfNeeded: utf8.count).bigEndian) { bytes.append(contentsOf: $0) }
-                bytes += utf8
-            }
-            withUnsafeBytes(of: digest.count.bigEndian) { bytes.append(contentsOf: $0) }
-            bytes += digest.sum
+            writer.text(key.table)
+            writer.text(key.account)
+            writer.number(digest.count)
+            writer.bytes(digest.sum)
         }
-        return Data(bytes)
+        return writer.data
     }
 
     init() {}
 
     /// Decodes ``encoded``; nil for bytes it did not write.
     init?(_ data: Data) {
-        let bytes = [UInt8](data)
-        guard bytes.first == Self.format else { return nil }
-        var offset = 1
-        func take(_ count: Int) -> ArraySlice<UInt8>? {
-            guard count >= 0, offset + count <= bytes.count else { return nil }
-            defer { offset += count }
-            return bytes[offset..<(offset + count)]
-        }
-        func text() -> String? {
-            guard let length = take(4)?.reduce(0, { $0 << 8 | Int($1) }), let utf8 = take(length) else { return nil }
-            return String(bytes: utf8, encoding: .utf8)
-        }
-        while offset < bytes.count {
-            guard let table = text(), let account = text(), let count = take(8)?.reduce(UInt64(0), { $0 << 8 | UInt64($1) }),
-                let sum = take(MultisetDigest.sumLength), let digest = MultisetDigest(count: count, sum: Array(sum))
+        guard var reader = StateBlobReader(data, format: Self.format) else { return nil }
+        while !reader.atEnd {
+            guard let table = reader.text(), let account = reader.text(), let count = reader.number(),
+                let sum = reader.bytes(MultisetDigest.sumLength), let digest = MultisetDigest(count: count, sum: sum)
             else { return nil }
             let key = Key(table: table, account: account)
             guard digests[key] == nil else { return nil }
             digests[key] = digest
         }
+    }
+}
+
+/// Writes the state row's blobs: a format byte, then texts (4-byte big-endian length, UTF-8),
+/// numbers (8 bytes, big-endian) and fixed-length bytes.
+struct StateBlobWriter {
+    private(set) var bytes: [UInt8]
+
+    init(format: UInt8) { bytes = [format] }
+
+    var data: Data { Data(bytes) }
+
+    mutating func text(_ text: String) {
+        let utf8 = Array(text.utf8)
+        withUnsafeBytes(of: UInt32(truncatingIfNeeded: utf8.count).bigEndian) { bytes.append(contentsOf: $0) }
+        bytes += utf8
+    }
+
+    mutating func number(_ value: UInt64) {
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func bytes(_ more: [UInt8]) { bytes += more }
+}
+
+/// Reads what ``StateBlobWriter`` wrote; every read is nil past the end.
+struct StateBlobReader {
+    private let bytes: [UInt8]
+    private var offset = 1
+
+    /// Nil unless `data` starts with `format`.
+    init?(_ data: Data, format: UInt8) {
+        bytes = [UInt8](data)
+        guard bytes.first == format else { return nil }
+    }
+
+    var atEnd: Bool { offset >= bytes.count }
+
+    mutating func bytes(_ count: Int) -> [UInt8]? {
+        guard count >= 0, offset + count <= bytes.count else { return nil }
+        defer { offset += count }
+        return Array(bytes[offset..<(offset + count)])
+    }
+
+    mutating func number() -> UInt64? { bytes(8)?.reduce(0) { $0 << 8 | UInt64($1) } }
+
+    mutating func text() -> String? {
+        guard let length = bytes(4)?.reduce(0, { $0 << 8 | Int($1) }), let utf8 = bytes(length) else { return nil }
+        return String(bytes: utf8, encoding: .utf8)
     }
 }
