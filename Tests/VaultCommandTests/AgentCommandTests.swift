@@ -1,5 +1,6 @@
 import DevGateway
 import Foundation
+import GRDB
 import Testing
 import VaultStore
 import VaultTestSupport
@@ -234,6 +235,30 @@ struct AgentCommandTests {
             #expect(refused.status == 66, "\(refused)")
             #expect(refused.stderr.contains("replaced"))
             #expect(try await world.status()["locked"] as? Bool == true)
+        }
+    }
+
+    @Test("an older copy written over the vault in place under a running agent that saw a later write: it refuses")
+    func olderCopyInPlace() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let older = world.cli.file("older.db")
+            #expect(try await world.cli.run(["backup", older.path]).status == 0)
+            // A write after the copy, then a token through the agent, which reads the vault as it is now.
+            let policy = try await world.cli.run(["accounts", "set-policy", "alice", "--idle-timeout", "30m", "--key-file", world.keyFile.path])
+            #expect(policy.status == 0, "\(policy)")
+            #expect(try await world.cli.run(["token"]).status == 0)
+            // The older copy written over the file in place (same inode, SQLite's backup API), as a
+            // restore or a sync tool would: nothing inside the file can tell, the agent can.
+            let source = try DatabaseQueue(path: older.path)
+            let target = try DatabaseQueue(path: world.cli.vault.path)
+            try source.backup(to: target)
+            try source.close()
+            try target.close()
+            let refused = try await world.cli.run(["token"])
+            #expect(refused.status == Exit.damaged, "\(refused)")
+            #expect(refused.stdout.isEmpty)
+            #expect(refused.stderr.contains("went back from write"), "\(refused.stderr)")
         }
     }
 
