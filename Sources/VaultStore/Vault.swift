@@ -212,9 +212,6 @@ public final class Vault: Sendable {
                 if let commitment = try integrity.commitment(db) {
                     try integrity.checkHeader(StoredRecord(row, table: .vaultMeta, path: path), against: commitment)
                 }
-                // Loaded now, while the vault key is here: a locked process still records
-                // events, and their commitments need it.
-                _ = try integrity.commitmentHasher(db)
                 return try row.stored("device_id", table: "vault_meta", row: "1", path: path)
             }
             options.logger.debug("opened vault", metadata: ["path": "\(path)"])
@@ -242,6 +239,10 @@ public final class Vault: Sendable {
     /// ``unlock(with:)``. The row authenticator stays (it opens nothing), so a locked vault
     /// still records and checks its sessions' state.
     public func lock() {
+        // The commitments' hasher is opened with the vault key, which goes now; a locked
+        // process still records events (their commitments need it), so it is loaded first.
+        let integrity = core.integrity
+        _ = try? core.read("loading the commitment key") { db in try integrity.commitmentHasher(db) }
         core.keyring.wipeSealingKeys()
         core.logger.info("locked vault", metadata: ["path": "\(core.path)"])
     }

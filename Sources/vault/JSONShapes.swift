@@ -209,6 +209,11 @@ extension JSONValue {
         ["version": .number(step.version), "name": .string(step.name)]
     }
 
+    /// Damaged values or rows by table, row, column and reason (`verify`, `repair`).
+    static func damaged(_ values: [DamagedValue]) -> JSONValue {
+        .array(values.map { ["table": .string($0.table), "row": .string($0.row), "column": .string($0.column), "reason": .string($0.reason)] })
+    }
+
     static func verification(_ report: IntegrityReport) -> JSONValue {
         [
             "ok": .bool(report.passed),
@@ -217,10 +222,7 @@ extension JSONValue {
             "sealed_values_opened": .number(report.sealedValuesOpened),
             "rows_authenticated": .number(report.rowsAuthenticated),
             "sealed_values_skipped": .number(report.sealedValuesSkipped),
-            "damaged": .array(
-                report.damaged.map {
-                    ["table": .string($0.table), "row": .string($0.row), "column": .string($0.column), "reason": .string($0.reason)]
-                }),
+            "damaged": damaged(report.damaged),
         ]
     }
 

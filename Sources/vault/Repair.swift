@@ -37,11 +37,8 @@ extension VaultCommand {
                 try opened.vault.maintenance.acceptCurrentState(origin: "vault repair")
             }
             if output.json {
-                let accepted: [JSONValue] = report.accepted.map {
-                    ["table": .string($0.table), "row": .string($0.row), "column": .string($0.column), "reason": .string($0.reason)]
-                }
                 let json: JSONValue = [
-                    "ok": .bool(true), "accepted": .array(accepted), "rows_authenticated": .number(report.rowsAuthenticated),
+                    "ok": .bool(true), "accepted": .damaged(report.accepted), "rows_authenticated": .number(report.rowsAuthenticated),
                     "write_counter": .number(Int(report.writeCounter)),
                 ]
                 print(json.rendered, terminator: "")

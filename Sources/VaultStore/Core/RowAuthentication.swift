@@ -181,7 +181,7 @@ struct RowIntegrity {
             try check(row, in: table, db)
             keys.append(row[table.keyColumn])
             // Out of its account's commitment as it was (the change may move it to another).
-            try uncommit(row, table: table, db)
+            try uncommit(StoredRow(row), layout: Self.layout(of: row, in: table), table: table, db)
         }
         let result = try change()
         let again = keys.isEmpty ? "" : " OR \(table.keyColumn) IN (\(databaseQuestionMarks(count: keys.count)))"
@@ -241,20 +241,13 @@ struct RowIntegrity {
         _ = try writeCounter(db)
         keyring.writeScopes.withLock { $0[ObjectIdentifier(db)]?.wrote = true }
         if VaultCommitments.tables.contains(table) {
-            let rows = try Row.fetchCursor(db, sql: "SELECT account_id, \(RowMAC.column) FROM \(table.name) WHERE \(filter)", arguments: arguments)
-            while let row = try rows.next() { try uncommit(row, table: table, db) }
+            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) WHERE \(filter)", arguments: arguments)
+            while let row = try rows.next() { try uncommit(StoredRow(row), layout: Self.layout(of: row, in: table), table: table, db) }
         }
         try db.execute(sql: "DELETE FROM \(table.name) WHERE \(filter)", arguments: arguments)
     }
 
     /// Takes `row` (as stored, its MAC included) out of its account's commitment.
-    private func uncommit(_ row: Row, table: AuthenticatedTable, _ db: Database) throws {
-        guard VaultCommitments.tables.contains(table), let old = row[RowMAC.column] as Data? else { return }
-        try updateCommitment(table: table, account: row["account_id"] as String? ?? "", db) { hasher, digest in
-            try hasher.remove([UInt8](old), domain: table.name, from: &digest)
-        }
-    }
-
     private func uncommit(_ values: StoredRow, layout: RowLayout, table: AuthenticatedTable, _ db: Database) throws {
         guard VaultCommitments.tables.contains(table), let index = layout.macIndex, values.values.indices.contains(index),
             case .blob(let old) = values.values[index].storage
@@ -364,21 +357,9 @@ struct RowIntegrity {
     }
 
     /// Authenticates every row of `table` as it is, in batches of rowids, so memory stays flat
-    /// however many rows it holds.
-    func authenticateAll(_ table: AuthenticatedTable, _ db: Database) throws {
-        var after = Int64.min
-        let batch = try db.cachedStatement(sql: "SELECT rowid FROM \(table.name) WHERE rowid > ? ORDER BY rowid LIMIT 1000")
-        while true {
-            let rowids = try Int64.fetchAll(batch, arguments: [after])
-            guard let last = rowids.last else { return }
-            for rowid in rowids { try authenticate(table, where: "rowid = ?", [rowid], db) }
-            after = last
-        }
-    }
-
-    /// Checks every row of `table` and authenticates it again as it is, in batches of rowids
-    /// (the migration to schema 12: format-1 MACs replaced, none laundered).
-    func reauthenticateAll(_ table: AuthenticatedTable, _ db: Database) throws {
+    /// however many rows it holds. `checkingFirst`: each row is checked against its MAC before
+    /// (the migration to schema 12 replaces format-1 MACs and launders none).
+    func authenticateAll(_ table: AuthenticatedTable, checkingFirst: Bool = false, _ db: Database) throws {
         var after = Int64.min
         let batch = try db.cachedStatement(sql: "SELECT rowid FROM \(table.name) WHERE rowid > ? ORDER BY rowid LIMIT 1000")
         let read = try db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE rowid = ?")
@@ -386,8 +367,7 @@ struct RowIntegrity {
             let rowids = try Int64.fetchAll(batch, arguments: [after])
             guard let last = rowids.last else { return }
             for rowid in rowids {
-                guard let row = try Row.fetchOne(read, arguments: [rowid]) else { continue }
-                try check(row, in: table, db)
+                if checkingFirst, let row = try Row.fetchOne(read, arguments: [rowid]) { try check(row, in: table, db) }
                 try authenticate(table, where: "rowid = ?", [rowid], db)
             }
             after = last
@@ -399,11 +379,6 @@ struct RowIntegrity {
     /// The schema version whose migration added the vault's state row (write counter,
     /// manifest, commitments) and row MAC format 2.
     static let countedInVersion = 12
-
-    /// The row MAC of `row` as it is, written at `counter`.
-    func mac(_ row: Row, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator) throws -> [UInt8] {
-        try mac(StoredRow(row), layout: Self.layout(of: row, in: table), table: table, counter: counter, authenticator)
-    }
 
     /// The row MAC of `values` (laid out as `layout`), written at `counter`.
     func mac(

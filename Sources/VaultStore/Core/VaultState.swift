@@ -291,16 +291,6 @@ extension RowIntegrity {
             path: path)
     }
 
-    /// Checks that `record` (checked against its MAC) was not written after the state row
-    /// `commitment` came from: a state row put back from an older copy is older than it.
-    func checkNotNewer(_ record: StoredRecord, than commitment: Commitment) throws {
-        guard let counter = Self.counter(of: record.values, layout: record.layout), counter > commitment.counter else { return }
-        throw VaultError(
-            .damaged,
-            "\(record.table.name) row \(record.layout.name(of: record.values)) is newer than the vault's state: \(path) was tampered with or partly restored from an older copy; restore the vault from a backup",
-            path: path)
-    }
-
     /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
     /// records; nil when it is.
     static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {

@@ -126,7 +126,7 @@ extension MaintenanceStore {
             try integrity.newCommitmentKey(db)
             try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
             for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
-                try integrity.reauthenticateAll(table, db)
+                try integrity.authenticateAll(table, checkingFirst: true, db)
             }
             try integrity.setCommitments(try integrity.computeCommitments(db, checking: false), db)
             try integrity.finishWrite(db)

@@ -34,12 +34,12 @@ extension TokenStore {
         try core.readPrepared("reading the session and access token") { db in
             let floor = keyring.counterFloor  // before the snapshot's first read
             // One statement for the rows (each checked against its MAC as when read alone): the
-            // header, the state, the account's newest session, policy and tokens, the newest event.
+            // header, the state, the account's newest session, policy and tokens.
             guard
                 let rows = try StoredRecord.fetchJoined(
-                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .vaultState, .sessions, .sessionPolicies, .tokens, .events],
+                    db, Self.snapshotSQL, [account?.rawValue], tables: [.vaultMeta, .vaultState, .sessions, .sessionPolicies, .tokens],
                     path: path),
-                rows.count == 6, let header = rows[0]
+                rows.count == 5, let header = rows[0]
             else {
                 throw VaultError(.damaged, "\(path) has no vault header row", path: path)
             }
@@ -58,12 +58,6 @@ extension TokenStore {
                 if let record { try integrity.check(record, remembering: true, db) }
                 try integrity.checkCurrent(record, slot, account: id.rawValue, db, commitment: commitment)
             }
-            // The newest event, written with most changes (a switch of the active account among
-            // them): a state row put back alone, from before it, is older than it.
-            if let event = rows[5] {
-                try integrity.check(event, remembering: true, db)
-                try integrity.checkNotNewer(event, than: commitment)
-            }
             let session = try rows[2].map(SessionStore.session(from:))
             let policy = try rows[3].map(SessionStore.policy(from:)) ?? SessionPolicy()
             let token = try rows[4].map { try accessToken(from: $0, account: id, db) }
@@ -72,18 +66,15 @@ extension TokenStore {
     }
 
     /// The header and the state, then the newest session, the policy and the tokens of the
-    /// account asked for (?1) or else the active one, and the newest event; a table with no such
-    /// row comes back as NULLs.
+    /// account asked for (?1) or else the active one; a table with no such row comes back as NULLs.
     static let snapshotSQL = """
-        SELECT NULL AS "|vault_meta", m.*, NULL AS "|vault_state", v.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*,
-            NULL AS "|events", e.*
+        SELECT NULL AS "|vault_meta", m.*, NULL AS "|vault_state", v.*, NULL AS "|sessions", s.*, NULL AS "|session_policies", p.*, NULL AS "|tokens", t.*
         FROM vault_meta m
         LEFT JOIN vault_state v ON v.singleton = 1
         LEFT JOIN sessions s
             ON s.session_id = (SELECT max(session_id) FROM sessions WHERE account_id = coalesce(?1, m.active_account_id))
         LEFT JOIN session_policies p ON p.account_id = coalesce(?1, m.active_account_id)
         LEFT JOIN tokens t ON t.account_id = coalesce(?1, m.active_account_id)
-        LEFT JOIN events e ON e.seq = (SELECT max(seq) FROM events)
         WHERE m.singleton = 1
         """
 
