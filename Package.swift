@@ -10,9 +10,11 @@ let package = Package(
         .library(name: "VaultOAuth", targets: ["VaultOAuth"]),
         .library(name: "DevGateway", targets: ["DevGateway"]),
         .library(name: "VaultSession", targets: ["VaultSession"]),
+        .library(name: "AgentWire", targets: ["AgentWire"]),
         .library(name: "VaultAgent", targets: ["VaultAgent"]),
         .library(name: "VaultURLSession", targets: ["VaultURLSession"]),
         .executable(name: "vault", targets: ["vault"]),
+        .executable(name: "vault-lean", targets: ["vault-lean"]),
     ],
     dependencies: [
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
@@ -36,7 +38,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
-        // libsodium, the only crypto implementation. Reached only through VaultCrypto.
+        // libsodium, the only crypto implementation. Reached through VaultCrypto, and by AgentWire
+        // for the SHA-256 that names the agent's socket (no Foundation there).
         .systemLibrary(
             name: "CSodium",
             pkgConfig: "libsodium",
@@ -123,15 +126,35 @@ let package = Package(
         ),
         // The agent's wire protocol, its Unix-socket server (peers checked with SO_PEERCRED) and
         // the client a tool links to ask a running agent for a token without holding the key.
+        // Agent protocol 2, the socket's places and the local-trust checks (directory, owner,
+        // SO_PEERCRED), with no Foundation: shared by VaultAgent and the lean client.
+        // libsodium's SHA-256 names the socket.
+        .target(
+            name: "AgentWire",
+            dependencies: ["CProcessControl", "CSodium"]
+        ),
         .target(
             name: "VaultAgent",
-            dependencies: ["CProcessControl", "VaultSync", "VaultCrypto"]
+            dependencies: [
+                "AgentWire", "VaultSync",
+                // The server's event loop (no thread per connection).
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        // `vault-lean`: asks a running agent for a token and prints it, linking only AgentWire
+        // and the standard library (statically), so a whole `vault token` process starts about
+        // as fast as the sqlite3 CLI. Installed as `vault` and as the git and docker helper
+        // names; anything it does not serve runs the full command beside it.
+        .executableTarget(
+            name: "vault-lean",
+            dependencies: ["AgentWire", "CProcessControl"]
         ),
         // The admin command: inspects, verifies, migrates, re-keys and repairs a vault. Thin.
         .executableTarget(
             name: "vault",
             dependencies: [
-                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "VaultAgent", "VaultProcess",
+                "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "AgentWire", "VaultAgent", "VaultProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // NIOThreadPool: the agent's blocking vault work (key derivation, SQLite) runs there.
                 .product(name: "NIOPosix", package: "swift-nio"),

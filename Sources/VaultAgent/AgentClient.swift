@@ -1,4 +1,6 @@
+import AgentWire
 import Foundation
+import VaultSync
 
 #if canImport(Glibc)
     import Glibc
@@ -18,6 +20,8 @@ public struct AgentClient: Sendable {
     public let search: AgentSocket.Places
     /// How long one request may take (a refresh at the identity service included).
     public var timeoutSeconds: Int
+    /// Connections kept open between requests (protocol 2), shared by copies of this client.
+    private let kept = KeptConnections()
 
     /// The client of the agent for `vault`, searching every place an agent of this user may
     /// listen (``AgentSocket/directories(environment:)``).
@@ -47,12 +51,12 @@ public struct AgentClient: Sendable {
 
     /// Sends one request and returns the agent's answer; throws its failure when it is one.
     public func send(_ request: AgentRequest) async throws -> AgentResponse {
-        let (name, search) = (socketName, self.search)
+        let (name, search, kept) = (socketName, self.search, self.kept)
         let timeout = timeoutSeconds
         let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AgentResponse, any Error>) in
             // Blocking socket I/O off the cooperative pool (no thread made per request).
             DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.exchange(request, name: name, search: search, timeoutSeconds: timeout) })
+                continuation.resume(with: Result { try Self.exchange(request, name: name, search: search, timeoutSeconds: timeout, kept: kept) })
             }
         }
         if let failure = response.error, !response.ok { throw failure }
@@ -64,25 +68,76 @@ public struct AgentClient: Sendable {
         (try? await send(AgentRequest(.status))) != nil
     }
 
-    /// Connects (every check made first: ``AgentSocket``), sends `request`, reads the answer.
-    static func exchange(_ request: AgentRequest, name: String, search: AgentSocket.Places, timeoutSeconds: Int) throws -> AgentResponse {
-        let (fd, _) = try AgentSocket.connect(name, searching: search)
-        defer { close(fd) }
-        AgentSocket.setTimeouts(fd, seconds: timeoutSeconds)
-        var body = try JSONEncoder().encode(request)
-        body.append(0x0A)
-        guard AgentSocket.writeAll(fd, body) else { throw AgentConnectionError.badAnswer("the connection closed while sending") }
-        switch AgentSocket.readLine(fd, limit: AgentProtocol.maximumResponseSize) {
-        case .line(let line):
-            do {
-                return try JSONDecoder().decode(AgentResponse.self, from: line)
-            } catch {
-                throw AgentConnectionError.badAnswer("the answer is not the agent protocol's JSON")
-            }
-        case .closed, .cutOff:
-            throw AgentConnectionError.badAnswer("the connection closed before an answer (timed out after \(timeoutSeconds) s?)")
-        case .tooLarge:
-            throw AgentConnectionError.badAnswer("the answer is larger than \(AgentProtocol.maximumResponseSize) bytes")
+    /// Sends `request` on a kept connection, else on a new one (every check made first:
+    /// ``AgentTrust``), and reads the answer. A kept connection the agent closed while it was
+    /// idle handled nothing: the request goes again on a new one.
+    static func exchange(
+        _ request: AgentRequest, name: String, search: AgentSocket.Places, timeoutSeconds: Int, kept: KeptConnections
+    ) throws -> AgentResponse {
+        let message = request.wire
+        if let fd = kept.take() {
+            if let response = try? answer(fd, message, preface: false, kept: kept) { return response }
         }
+        let (fd, _) = try AgentSocket.connect(name, searching: search)
+        WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
+        guard let response = try answer(fd, message, preface: true, kept: kept) else {
+            throw AgentConnectionError.badAnswer("the connection closed before an answer")
+        }
+        return response
+    }
+
+    /// The answer to `message` on `fd`, which is kept for the next request after a frame and
+    /// closed otherwise; nil when the connection closed before answering.
+    private static func answer(_ fd: Int32, _ message: WireMessage, preface: Bool, kept: KeptConnections) throws -> AgentResponse? {
+        let answer: WireProtocol.Answer
+        do {
+            answer = try WireProtocol.exchange(fd, message, preface: preface)
+        } catch {
+            close(fd)
+            throw error
+        }
+        switch answer {
+        case .frame(let frame):
+            kept.give(fd)
+            return try AgentResponse(wire: frame)
+        case .jsonLine(let line):
+            close(fd)
+            // An agent of protocol 1 took the preface for a malformed request; any other JSON
+            // answer (another uid refused) is a failure as it says.
+            guard let response = try? JSONDecoder().decode(AgentResponse.self, from: Data(line)), response.error?.code != "malformed_request" else {
+                throw AgentConnectionError.olderAgent(1)
+            }
+            return response
+        case .closed:
+            close(fd)
+            return nil
+        }
+    }
+}
+
+/// Open connections to the agent between requests: one per request in flight at most, the
+/// others closed. Shared by copies of an ``AgentClient``; closed with the last copy.
+final class KeptConnections: Sendable {
+    /// At most this many kept (enough for a few concurrent callers).
+    private static let limit = 4
+    private let descriptors = Locked<[Int32]>([])
+
+    /// A kept connection, now the caller's.
+    func take() -> Int32? {
+        descriptors.withLock { $0.popLast() }
+    }
+
+    /// Keeps `fd` for the next request (closed when enough are kept).
+    func give(_ fd: Int32) {
+        let keep = descriptors.withLock { descriptors -> Bool in
+            guard descriptors.count < Self.limit else { return false }
+            descriptors.append(fd)
+            return true
+        }
+        if !keep { close(fd) }
+    }
+
+    deinit {
+        for fd in descriptors.withLock({ $0 }) { close(fd) }
     }
 }

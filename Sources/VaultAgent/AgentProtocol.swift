@@ -1,10 +1,33 @@
+import AgentWire
 import Foundation
 
-/// The agent's wire protocol (version 1) and its constants.
+/// The agent's wire protocol and its constants.
 ///
-/// One request per connection over the agent's Unix-domain socket: the client writes one JSON
-/// object on one line (at most `AgentProtocol.maximumRequestSize` bytes, newline included), the
-/// agent answers with one JSON object on one line and closes the connection.
+/// **Version 2** (``AgentWire``, what this build's clients speak): the client opens the
+/// connection with the preface `CVAGENT/2\n`, then sends request frames, each answered by one
+/// frame in order, for as long as it keeps the connection (the agent closes one idle for
+/// ``AgentProtocol/idleSeconds``). A frame is a 4-byte big-endian length and fields (key,
+/// value), listed below; lists repeat their key; unknown keys are ignored.
+///
+/// ```
+/// Request:  op = token | credential | unauthorized | hosts | status | lock | unlock | stop | hello,
+///           account?, min_ttl? (seconds), protocol?, host?, path?, username?, presented?,
+///           passphrase? | key_file? (unlock only)
+/// Answer:   ok = 1, and for a token: token, token_type, expires_at? (seconds since 1970),
+///           account, scope*, username?; for status: vault, pid, locked (0|1),
+///           lock_after_seconds?, last_use?, started_at, socket, lock_reason?; for hosts: hosts
+///           (the count), then host, host_user per entry; for hello: version, versions*, op*
+///        or ok = 0, error (the code), exit, message
+/// ```
+///
+/// `hello` lists the versions and operations the agent serves: a client that needs an
+/// operation added later asks first, and an agent that lacks it says so (`unknown_op`) rather
+/// than failing the connection. A preface of a version the agent does not speak is answered
+/// with one frame `ok=0, error=unsupported_version, versions=…` and the connection is closed.
+///
+/// **Version 1** (JSON, still answered for clients of older builds): one request per
+/// connection, one JSON object on one line (at most `AgentProtocol.maximumRequestSize` bytes,
+/// newline included), answered by one JSON object on one line, then the connection closes.
 ///
 /// ```
 /// Request:  {"v": 1, "op": "token" | "credential" | "unauthorized" | "hosts" | "status" | "lock" | "unlock" | "stop",
@@ -25,16 +48,22 @@ import Foundation
 /// `unsupported_version`, `malformed_request`, `request_too_large`, `peer_refused` (another uid),
 /// `unknown_op`. A peer of another uid is refused before anything is read.
 public enum AgentProtocol {
+    /// The version of the JSON-line protocol (``AgentRequest/v``); frames are version 2.
     public static let version = 1
     /// The largest request the agent reads, newline included; a longer one is refused.
-    public static let maximumRequestSize = 64 * 1024
+    public static let maximumRequestSize = WireProtocol.maximumRequestSize
     /// The largest response a client reads.
-    public static let maximumResponseSize = 1 << 20
+    public static let maximumResponseSize = WireProtocol.maximumResponseSize
+    /// Seconds a protocol-2 connection may stay idle between requests before the agent closes
+    /// it; a request cut off half-way is dropped after ``stalledSeconds``.
+    public static let idleSeconds: Int64 = 60
+    /// Seconds a request may take to arrive once it has started.
+    public static let stalledSeconds: Int64 = 5
 }
 
 /// One request to the agent. Its description never shows the passphrase.
 public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
-    public enum Operation: String, Codable, Sendable {
+    public enum Operation: String, Codable, Sendable, CaseIterable {
         case token, credential, unauthorized, hosts, status, lock, unlock, stop
     }
 

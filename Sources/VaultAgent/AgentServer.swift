@@ -1,18 +1,21 @@
-internal import CProcessControl
+import AgentWire
 import Foundation
+import NIOCore
+import NIOPosix
 import VaultSync
 
 #if canImport(Glibc)
     import Glibc
 #endif
 
-/// The agent's listener: a Unix-domain socket (0600 in a 0700 directory), one request per
-/// connection, every peer's uid checked with `SO_PEERCRED` before a byte is read.
+/// The agent's listener: a Unix-domain socket (0600 in a 0700 directory), every peer's uid
+/// checked with `SO_PEERCRED` before a byte is read, connections served on one SwiftNIO event
+/// loop (no thread per connection, nothing blocked while a request is handled).
 ///
-/// Connections are served on threads of their own (blocking reads with a 5 s timeout, so a
-/// client that stops sending cannot hold the agent); the handler runs as a task. A request too
-/// large, cut off or malformed gets an error answer and the connection is closed; the agent
-/// keeps serving.
+/// A connection speaks protocol 2 (frames, several requests in turn, closed after
+/// ``AgentProtocol/idleSeconds`` idle) or, for clients of older builds, protocol 1 (one JSON
+/// line each way, then closed); see ``AgentProtocol``. A request too large, cut off or
+/// malformed gets an error answer and the connection is closed; the agent keeps serving.
 public final class AgentServer: Sendable {
     /// Who connected.
     public struct Peer: Sendable {
@@ -25,10 +28,17 @@ public final class AgentServer: Sendable {
     private let name: String
     /// The socket's directory, opened and checked once; the socket is bound and removed through it.
     private let directory: Int32
+    /// The listening socket until ``run()`` hands it to the event loop.
     private let listener: Int32
-    private let stopped = Locked(false)
+    private let group: MultiThreadedEventLoopGroup
+    private let state = Locked(State())
     private let handler: @Sendable (AgentRequest, Peer) async -> AgentResponse
     private let refusal: @Sendable (Peer) -> Void
+
+    private struct State {
+        var channel: (any Channel)?
+        var stopped = false
+    }
 
     /// Binds the socket `name` in `directory` (created 0700 when missing; refused unless it is a
     /// real directory of this user's closed to others). A socket left by a dead agent is
@@ -50,6 +60,7 @@ public final class AgentServer: Sendable {
             throw error
         }
         self.directory = directoryFD
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     }
 
     private static func bind(_ name: String, in directoryFD: Int32, path: URL) throws -> Int32 {
@@ -66,7 +77,7 @@ public final class AgentServer: Sendable {
             }
             throw AgentFailure(code: "socket", exit: 74, message: "\(error)")
         }
-        guard var address = AgentSocket.address(AgentSocket.path(through: directoryFD, name)) else {
+        guard var address = AgentTrust.address(AgentTrust.path(through: directoryFD, name)) else {
             throw AgentFailure(code: "socket", exit: 74, message: "the socket name \(name) is too long")
         }
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
@@ -77,7 +88,7 @@ public final class AgentServer: Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         umask(previous)
-        guard bound == 0, listen(fd, 64) == 0 else {
+        guard bound == 0, listen(fd, 128) == 0 else {
             let reason = String(cString: strerror(errno))
             close(fd)
             throw AgentFailure(code: "socket", exit: 74, message: "cannot listen on \(path.path): \(reason)")
@@ -85,81 +96,321 @@ public final class AgentServer: Sendable {
         return fd
     }
 
-    /// Accepts connections on a thread of its own until ``stop()``.
-    public func run() {
-        let listener = self.listener
-        Thread.detachNewThread { [self] in
-            while !stopped.withLock({ $0 }) {
-                let connection = accept(listener, nil, nil)
-                if connection < 0 {
-                    if errno == EINTR || errno == ECONNABORTED { continue }
-                    break  // the listener was shut down
+    /// Starts serving on the event loop; returns once connections are accepted.
+    public func run() async throws {
+        let (handler, refusal) = (self.handler, self.refusal)
+        let channel = try await ServerBootstrap(group: group)
+            .childChannelOption(.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                Self.peer(of: channel).flatMap { peer in
+                    guard let peer else { return channel.close() }
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            AgentConnectionHandler(peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal))
+                    }
                 }
-                // Not inherited by a command `vault exec` starts.
-                _ = fcntl(connection, F_SETFD, FD_CLOEXEC)
-                Thread.detachNewThread { [self] in serve(connection) }
             }
+            .withBoundSocket(listener).get()
+        let stopNow = state.withLock { state -> Bool in
+            state.channel = channel
+            return state.stopped
         }
+        if stopNow { try? await channel.close() }
     }
 
-    /// Stops accepting and removes the socket. Idempotent.
-    public func stop() {
-        let first = stopped.withLock { done -> Bool in
-            defer { done = true }
-            return !done
+    /// Who is at the other end of `channel` (`SO_PEERCRED`), nil when it cannot be told.
+    private static func peer(of channel: any Channel) -> EventLoopFuture<Peer?> {
+        guard let provider = channel as? any SocketOptionProvider else { return channel.eventLoop.makeSucceededFuture(nil) }
+        let credentials: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        return credentials.map { Peer(uid: $0.uid, pid: $0.pid) }.recover { _ in nil }
+    }
+
+    /// Stops accepting, closes every connection and removes the socket. Idempotent.
+    public func stop() async {
+        let (first, channel) = state.withLock { state -> (Bool, (any Channel)?) in
+            defer { state.stopped = true }
+            return (!state.stopped, state.channel)
         }
         guard first else { return }
-        shutdown(listener, Int32(SHUT_RDWR))
-        close(listener)
+        if let channel {
+            try? await channel.close()
+        } else {
+            close(listener)  // never handed to the event loop
+        }
         unlinkat(directory, name, 0)
         close(directory)
+        try? await group.shutdownGracefully()
+    }
+}
+
+/// `struct ucred` (`SO_PEERCRED`'s value) as the kernel lays it out: pid, uid, gid.
+private struct PeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}
+
+/// One connection: works out which protocol the client speaks, reads its requests, has each
+/// answered by the agent's handler (a task; the event loop is never blocked) and writes the
+/// answers in order.
+private final class AgentConnectionHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private enum Mode {
+        case undecided, jsonLine, frames, closing
     }
 
-    private func serve(_ fd: Int32) {
-        defer { close(fd) }
-        var uid: UInt32 = 0
-        var pid: Int32 = 0
-        guard cv_peer_credentials(fd, &uid, &pid) == 0 else { return }
-        let peer = Peer(uid: uid, pid: pid)
-        guard uid == getuid() else {
+    private let peer: AgentServer.Peer
+    private let refused: Bool
+    private let handler: @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse
+    private let refusal: @Sendable (AgentServer.Peer) -> Void
+    private var mode = Mode.undecided
+    private var buffer = ByteBuffer()
+    /// A request is with the handler: nothing more is read from the buffer until it answers.
+    private var busy = false
+    private var timer: Scheduled<Void>?
+    private var context: ChannelHandlerContext?
+
+    init(
+        peer: AgentServer.Peer, refused: Bool, handler: @escaping @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse,
+        refusal: @escaping @Sendable (AgentServer.Peer) -> Void
+    ) {
+        self.peer = peer
+        self.refused = refused
+        self.handler = handler
+        self.refusal = refusal
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        self.context = context
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        self.context = nil
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if refused {
+            // Before a byte is read, in the form every version's client reads as a failure.
             refusal(peer)
-            answer(fd, .failure("peer_refused", exit: 77, "this agent serves only its own user"))
+            answerLine(.failure("peer_refused", exit: 77, "this agent serves only its own user"))
             return
         }
-        AgentSocket.setTimeouts(fd, seconds: 5)
-        let request: AgentRequest
-        switch AgentSocket.readLine(fd, limit: AgentProtocol.maximumRequestSize) {
-        case .line(let line):
-            guard let decoded = try? JSONDecoder().decode(AgentRequest.self, from: line) else {
-                answer(fd, .failure("malformed_request", exit: 64, "the request is not one JSON object of the agent protocol"))
+        arm(seconds: AgentProtocol.stalledSeconds)
+        context.fireChannelActive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        var bytes = unwrapInboundIn(data)
+        guard mode != .closing else { return }
+        buffer.writeBuffer(&bytes)
+        process()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        // The client finished sending: answer what is complete, then close.
+        if let event = event as? ChannelEvent, event == .inputClosed, !busy {
+            if buffer.readableBytes > 0 { process() }
+            if !busy { finishAndClose() }
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        mode = .closing
+        context.close(promise: nil)
+    }
+
+    // MARK: - Reading
+
+    private func process() {
+        while !busy, mode != .closing {
+            switch mode {
+            case .undecided:
+                guard decideMode() else { return }
+            case .jsonLine:
+                processLine()
+                return
+            case .frames:
+                guard processFrame() else { return }
+            case .closing:
                 return
             }
-            request = decoded
-        case .tooLarge:
-            answer(fd, .failure("request_too_large", exit: 64, "the request is larger than \(AgentProtocol.maximumRequestSize) bytes"))
-            return
-        case .closed, .cutOff:
-            return  // nothing to answer: the client went away or stalled
         }
-        guard request.v == AgentProtocol.version else {
-            answer(fd, .failure("unsupported_version", exit: 64, "this agent speaks protocol version \(AgentProtocol.version), not \(request.v)"))
-            return
-        }
-        let result = Locked<AgentResponse?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let handler = self.handler
-        Task {
-            let response = await handler(request, peer)
-            result.withLock { $0 = response }
-            done.signal()
-        }
-        done.wait()
-        answer(fd, result.withLock { $0 } ?? .failure("internal", exit: 1, "the agent produced no answer"))
     }
 
-    private func answer(_ fd: Int32, _ response: AgentResponse) {
-        guard var data = try? JSONEncoder().encode(response) else { return }
+    /// Reads the preface: protocol 2, a version this agent does not speak, or a JSON line.
+    private func decideMode() -> Bool {
+        let prefix = WireProtocol.prefacePrefix
+        let available = buffer.readableBytesView
+        let compared = min(available.count, prefix.count)
+        guard available.prefix(compared).elementsEqual(prefix.prefix(compared)) else {
+            mode = .jsonLine  // not a preface: protocol 1
+            return true
+        }
+        guard let newline = available.prefix(prefix.count + 8).firstIndex(of: 0x0A) else {
+            if available.count >= prefix.count + 8 { mode = .jsonLine }  // answered as a malformed line
+            return mode != .undecided
+        }
+        let version = Int(String(decoding: available[available.startIndex + prefix.count..<newline], as: UTF8.self))
+        guard version == WireProtocol.version else {
+            var failure = AgentResponse.failure(
+                "unsupported_version", exit: 64,
+                "this agent speaks protocol versions \(WireProtocol.versions.map(String.init).joined(separator: ", ")), not \(version.map(String.init) ?? "that")"
+            ).wire
+            for version in WireProtocol.versions { failure.append("versions", String(version)) }
+            answerFrame(failure, thenClose: true)
+            return false
+        }
+        buffer.moveReaderIndex(forwardBy: newline - available.startIndex + 1)
+        mode = .frames
+        return true
+    }
+
+    /// Protocol 1: one JSON line, answered, then the connection closes.
+    private func processLine() {
+        let view = buffer.readableBytesView
+        guard let newline = view.prefix(AgentProtocol.maximumRequestSize).firstIndex(of: 0x0A) else {
+            if view.count >= AgentProtocol.maximumRequestSize {
+                answerLine(.failure("request_too_large", exit: 64, "the request is larger than \(AgentProtocol.maximumRequestSize) bytes"))
+            }
+            return
+        }
+        let line = Data(view[view.startIndex...newline])
+        buffer.clear()
+        guard let request = try? JSONDecoder().decode(AgentRequest.self, from: line) else {
+            answerLine(.failure("malformed_request", exit: 64, "the request is not one JSON object of the agent protocol"))
+            return
+        }
+        guard request.v == AgentProtocol.version else {
+            answerLine(.failure("unsupported_version", exit: 64, "this agent speaks protocol version \(AgentProtocol.version), not \(request.v)"))
+            return
+        }
+        dispatch(request, asLine: true)
+    }
+
+    /// Protocol 2: one frame, answered; the connection stays for the next. False when no whole
+    /// frame is there yet (or the connection is closing).
+    private func processFrame() -> Bool {
+        guard buffer.readableBytes >= 4, let length = buffer.getInteger(at: buffer.readerIndex, as: UInt32.self) else {
+            arm(seconds: buffer.readableBytes == 0 ? AgentProtocol.idleSeconds : AgentProtocol.stalledSeconds)
+            return false
+        }
+        guard Int(length) + 4 <= WireProtocol.maximumRequestSize else {
+            answerFrame(
+                AgentResponse.failure("request_too_large", exit: 64, "the request is larger than \(WireProtocol.maximumRequestSize) bytes").wire,
+                thenClose: true)
+            return false
+        }
+        guard buffer.readableBytes >= Int(length) + 4 else {
+            arm(seconds: AgentProtocol.stalledSeconds)
+            return false
+        }
+        buffer.moveReaderIndex(forwardBy: 4)
+        let body = buffer.readBytes(length: Int(length)) ?? []
+        buffer.discardReadBytes()
+        let message: WireMessage
+        do {
+            message = try WireMessage(body: body)
+        } catch {
+            answerFrame(AgentResponse.failure("malformed_request", exit: 64, "\(error)").wire, thenClose: true)
+            return false
+        }
+        if message["op"] == "hello" {
+            answerFrame(Self.hello, thenClose: false)
+            return true
+        }
+        do {
+            let request = try AgentRequest(wire: message)
+            dispatch(request, asLine: false)
+        } catch {
+            answerFrame(AgentResponse(failure: error).wire, thenClose: false)
+            return true
+        }
+        return true
+    }
+
+    /// What `hello` answers: the versions and operations this agent serves.
+    private static let hello: WireMessage = {
+        var message = AgentResponse().wire
+        message.append("version", String(WireProtocol.version))
+        for version in WireProtocol.versions { message.append("versions", String(version)) }
+        for op in AgentRequest.Operation.allCases { message.append("op", op.rawValue) }
+        message.append("op", "hello")
+        return message
+    }()
+
+    // MARK: - Answering
+
+    /// Has the handler answer `request` on a task; the answer is written back on the event loop,
+    /// as a JSON line (protocol 1, then closed) or a frame.
+    private func dispatch(_ request: AgentRequest, asLine: Bool) {
+        guard let context else { return }
+        busy = true
+        timer?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let (handler, peer) = (self.handler, self.peer)
+        let eventLoop = context.eventLoop
+        Task {
+            let response = await handler(request, peer)
+            eventLoop.execute {
+                let connection = bound.value
+                connection.busy = false
+                guard connection.mode != .closing else { return }
+                if asLine {
+                    connection.answerLine(response)
+                } else {
+                    connection.answerFrame(response.wire, thenClose: false)
+                    connection.process()
+                }
+            }
+        }
+    }
+
+    private func answerFrame(_ message: WireMessage, thenClose: Bool) {
+        guard let context else { return }
+        let frame = message.frame()
+        var out = context.channel.allocator.buffer(capacity: frame.count)
+        out.writeBytes(frame)
+        let written = context.writeAndFlush(wrapOutboundOut(out))
+        if thenClose {
+            mode = .closing
+            timer?.cancel()
+            written.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+        }
+    }
+
+    private func answerLine(_ response: AgentResponse) {
+        guard let context else { return }
+        mode = .closing
+        timer?.cancel()
+        guard var data = try? JSONEncoder().encode(response) else {
+            context.close(promise: nil)
+            return
+        }
         data.append(0x0A)
-        AgentSocket.writeAll(fd, data)
+        var out = context.channel.allocator.buffer(capacity: data.count)
+        out.writeBytes(data)
+        context.writeAndFlush(wrapOutboundOut(out)).whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+    }
+
+    private func finishAndClose() {
+        guard let context, mode != .closing else { return }
+        mode = .closing
+        timer?.cancel()
+        context.close(promise: nil)
+    }
+
+    /// Closes the connection unless something arrives within `seconds` (idle between requests,
+    /// or stalled half-way through one).
+    private func arm(seconds: Int64) {
+        guard let context else { return }
+        timer?.cancel()
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(in: .seconds(seconds)) {
+            bound.value.finishAndClose()
+        }
     }
 }

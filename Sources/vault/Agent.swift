@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import Foundation
 import VaultAgent
@@ -64,7 +65,13 @@ extension VaultCommand {
                     await host.lock(because: "could not listen")
                     throw error
                 }
-                server.run()
+                do {
+                    try await server.run()
+                } catch {
+                    await server.stop()
+                    await host.lock(because: "could not listen")
+                    throw CommandFailure(.storage, "the agent cannot serve its socket: \(error)")
+                }
                 let signals = Self.stopOnSignals { Task { await host.requestStop() } }
                 if daemon {
                     // Detached: a session of its own, no terminal, nothing on the inherited streams.
@@ -82,7 +89,7 @@ extension VaultCommand {
                     Terminal.printError("vault agent: serving \(global.url.path) on \(socket.path)")
                 }
                 await host.waitForStop()
-                server.stop()
+                await server.stop()
                 await host.lock(because: "stopped")
                 for source in signals { source.cancel() }
             }
@@ -266,6 +273,8 @@ extension CommandFailure {
     init(_ error: AgentConnectionError) {
         if case .untrusted = error {
             self.init(.unsafePermissions, "\(error)")
+        } else if case .olderAgent = error {
+            self.init(.failure, "\(error): `vault agent stop`, then `vault agent start`")
         } else {
             self.init(.failure, "\(error)")
         }

@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 import VaultAgent
 import VaultCrypto

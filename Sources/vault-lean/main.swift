@@ -1,0 +1,169 @@
+// `vault-lean`: the front of the `vault` command for what scripts run before every API call.
+//
+// It serves `vault token [--vault P] [--account A] [--min-ttl D]` from a running agent and
+// prints the token, linking only the standard library (statically) and AgentWire: no
+// Foundation, no argument parser, no NIO, so the whole process costs about what the sqlite3
+// CLI does. Everything else — another command or option, no agent, an agent it cannot trust
+// or talk to — runs the full command from this program's own directory (`/proc/self/exe`,
+// never `$PATH`) with the same arguments, so what the user sees comes from one place. An
+// agent's failure (locked, signed out, unknown account) is reported here exactly as the full
+// command reports it, so the agent is asked once.
+//
+// Installed as `vault` (the full command as `vault-full` beside it) and as
+// `git-credential-vault` and `docker-credential-vault`, which it hands over as they are.
+
+import AgentWire
+internal import CProcessControl
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The exit codes of `vault` an agent's failure may carry (the full command's `ExitStatus`);
+/// any other becomes 1, as there.
+let knownExitCodes: Set<Int32> = [1, 64, 65, 66, 67, 69, 70, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 130]
+
+/// What `vault token` asks, when the lean path can serve it.
+struct TokenRequest {
+    var vault: String?
+    var account: String?
+    var minTTL: Int64?
+}
+
+/// The request when `arguments` (after the program name) are a `token` command this program
+/// serves, else nil. Global options may come before the subcommand (`vault --vault x token`).
+func tokenRequest(_ arguments: ArraySlice<String>) -> TokenRequest? {
+    var request = TokenRequest()
+    var sawToken = false
+    var rest = arguments
+    func value(_ option: String, _ argument: String) -> String?? {
+        if argument == option {
+            guard let next = rest.first, !next.hasPrefix("-") || next == "-" else { return .some(nil) }
+            rest = rest.dropFirst()
+            return .some(next)
+        }
+        if argument.hasPrefix(option + "=") { return .some(String(argument.dropFirst(option.count + 1))) }
+        return nil
+    }
+    while let argument = rest.first {
+        rest = rest.dropFirst()
+        if argument == "token", !sawToken {
+            sawToken = true
+            continue
+        }
+        if let given = value("--vault", argument) {
+            guard let path = given, !path.isEmpty, !path.hasPrefix("~"), request.vault == nil else { return nil }
+            request.vault = path
+        } else if sawToken, let given = value("--account", argument) {
+            guard let account = given, request.account == nil else { return nil }
+            request.account = account
+        } else if sawToken, let given = value("--min-ttl", argument) {
+            guard let text = given, request.minTTL == nil, let seconds = seconds(text) else { return nil }
+            request.minTTL = seconds
+        } else {
+            return nil  // help, --json, --no-agent, credentials, -v, another command…
+        }
+    }
+    return sawToken ? request : nil
+}
+
+/// `90s`, `15m`, `12h`, `30d` in seconds (what the full command's `--min-ttl` takes), or nil.
+func seconds(_ text: String) -> Int64? {
+    let lowered = text.lowercased()
+    guard let unit = lowered.last, let value = Int64(lowered.dropLast()), value > 0 else { return nil }
+    let scale: Int64
+    switch unit {
+    case "s": scale = 1
+    case "m": scale = 60
+    case "h": scale = 3600
+    case "d": scale = 86_400
+    default: return nil
+    }
+    let (product, overflow) = value.multipliedReportingOverflow(by: scale)
+    return overflow ? nil : product
+}
+
+/// The vault file: --vault, else $VAULT_PATH, else $XDG_DATA_HOME/credentialvault/vault.db,
+/// else ~/.local/share/credentialvault/vault.db. Nil where only the full command knows.
+func vaultPath(_ given: String?) -> String? {
+    if let given { return given }
+    if let path = AgentPlaces.processEnvironment("VAULT_PATH"), !path.isEmpty {
+        return path.hasPrefix("~") ? nil : path
+    }
+    if let data = AgentPlaces.processEnvironment("XDG_DATA_HOME"), data.hasPrefix("/") {
+        return data + "/credentialvault/vault.db"
+    }
+    guard let home = AgentPlaces.processEnvironment("HOME") else { return nil }
+    return home + "/.local/share/credentialvault/vault.db"
+}
+
+/// Runs the full command beside this program with the same arguments; returns only when it
+/// cannot (and then exits 1 with the reason).
+func handOver() -> Never {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard length > 0 else { fail("cannot find this program's own path (/proc/self/exe): \(String(cString: strerror(errno)))") }
+    let me = String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let directory = me[..<(me.lastIndex(of: "/") ?? me.startIndex)]
+    var own = stat()
+    _ = stat(me, &own)
+    for name in ["vault-full", "vault"] {
+        let candidate = directory + "/" + name
+        var info = stat()
+        guard stat(candidate, &info) == 0, info.st_dev != own.st_dev || info.st_ino != own.st_ino else { continue }
+        let arguments = CommandLine.arguments.map { strdup($0) } + [nil]
+        execv(candidate, arguments)
+        fail("cannot run \(candidate): \(String(cString: strerror(errno)))")
+    }
+    fail("the full vault command is not installed beside \(me) (as vault-full)")
+}
+
+func fail(_ message: String, code: Int32 = 1) -> Never {
+    writeAll(STDERR_FILENO, "vault: \(message)\n")
+    exit(code)
+}
+
+func writeAll(_ fd: Int32, _ text: String) {
+    var bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { break }
+        offset += written
+    }
+    cv_wipe(&bytes, bytes.count)
+}
+
+// MARK: - main
+
+let invokedAs = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? "vault"
+guard invokedAs != "git-credential-vault", invokedAs != "docker-credential-vault",
+    let request = tokenRequest(CommandLine.arguments.dropFirst()), let vault = vaultPath(request.vault)
+else { handOver() }
+
+// The token will be in this process's memory: no core file, no ptrace by the same user.
+_ = cv_disable_core_dumps()
+
+var message = WireMessage()
+message.append("op", "token")
+message.append("account", ifPresent: request.account)
+message.append("min_ttl", ifPresent: request.minTTL.map { String($0) })
+
+let answer: WireProtocol.Answer
+do {
+    let (fd, _) = try AgentTrust.connect(AgentPlaces.socketName(forVault: vault), searching: AgentPlaces())
+    WireProtocol.setTimeouts(fd, seconds: 60)
+    answer = try WireProtocol.exchange(fd, message, preface: true)
+    close(fd)
+} catch {
+    handOver()  // no agent, or one the full command must judge and report
+}
+guard case .frame(let frame) = answer else { handOver() }
+guard frame["ok"] == "1" else {
+    guard let exit = frame["exit"].flatMap({ Int32($0) }), let text = frame["message"] else { handOver() }
+    fail(text, code: knownExitCodes.contains(exit) ? exit : 1)
+}
+guard let token = frame["token"] else { fail("the agent answered without a token") }
+writeAll(STDOUT_FILENO, token + "\n")
+exit(0)
