@@ -36,11 +36,12 @@ struct CredentialHelperTests {
             try await cli.run(arguments, stdin: input)
         }
 
-        /// The binary run under `name` (a link to it, as `make install` puts it beside `vault`),
-        /// with only the environment a helper started by git or docker would have.
+        /// The front run under `name` (a link to `vault-lean`, as `make install` puts it beside
+        /// `vault`: it hands the helper over to the full command), with only the environment a
+        /// helper started by git or docker would have.
         func installed(_ name: String, _ arguments: [String], _ input: String) async throws -> BuiltProgram.Output {
             let link = cli.file(name)
-            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault"))
+            try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: "vault-lean"))
             return try await BuiltProgram.run(
                 link, arguments,
                 environment: [
