@@ -26,11 +26,14 @@ build: deps
 # relocates them (`vault token` runs before every API call of a script). It sends HTTP through
 # SwiftNIO and does not link FoundationNetworking, so libcurl is needed neither to build nor to
 # run it; running it needs libsqlite3-0 and libsodium23.
-# Install: install -m 0755 .build/release/vault /usr/local/bin/vault
+# `vault-lean` is the front installed as `vault`: it serves `vault token` from a running agent
+# with the standard library alone and hands everything else to the full command, installed
+# beside it as `vault-full` (see `make install`).
 release-deps: deps
 
 release: release-deps
 	$(AS_USER) swift build -c release --product vault --static-swift-stdlib
+	$(AS_USER) swift build -c release --product vault-lean --static-swift-stdlib
 
 # The whole suite in one test process: the session layer runs every vault call (SQLite,
 # fsync, busy waits) on NIO's blocking-I/O threads, so nothing starves the cooperative pool
@@ -131,7 +134,7 @@ example: deps
 # scenario runs, not the ratios.
 BENCH_ROWS ?= 100000
 BENCH_CONFIG := $(if $(BENCH_QUICK),debug,release)
-BENCH_VAULT_BUILD := $(if $(BENCH_QUICK),swift build --product vault,swift build -c release --product vault --static-swift-stdlib)
+BENCH_VAULT_BUILD := $(if $(BENCH_QUICK),swift build --product vault && swift build --product vault-lean,$(MAKE) release)
 BENCH_FLAGS := $(if $(BENCH_QUICK),--quick,--rows $(BENCH_ROWS))
 bench: release-deps
 	@command -v sqlite3 >/dev/null && [ -x /usr/bin/time ] || { \
@@ -192,9 +195,10 @@ man: deps
 	$(AS_USER) .build/debug/generate-manual $(MAN_BINARY) --output-directory $(MAN_OUT)
 	@test -s $(MAN_PAGE) && echo "wrote $(MAN_PAGE)"
 
-# make install [PREFIX=/usr/local] [DESTDIR=…]: the release binary, git-credential-vault and
-# docker-credential-vault beside it (links: git's `credential.helper=vault` and docker's
-# `"credsStore": "vault"` run them), its man page, its bash, zsh and fish completions where those
+# make install [PREFIX=/usr/local] [DESTDIR=…]: the lean front as `vault`, the full command
+# beside it as `vault-full` (the front runs it for everything it does not serve),
+# git-credential-vault and docker-credential-vault (links to the front: git's
+# `credential.helper=vault` and docker's `"credsStore": "vault"` run them), its man page, its bash, zsh and fish completions where those
 # shells look, and the agent's systemd user unit running that binary; make uninstall removes
 # exactly those.
 PREFIX ?= /usr/local
@@ -207,7 +211,8 @@ UNIT_DIR := $(DESTDIR)$(PREFIX)/lib/systemd/user
 install: release
 	$(MAKE) man MAN_BINARY=.build/release/vault
 	install -d $(BIN_DIR) $(MAN_DIR) $(BASH_DIR) $(ZSH_DIR) $(FISH_DIR) $(UNIT_DIR)
-	install -s -m 0755 .build/release/vault $(BIN_DIR)/vault
+	install -s -m 0755 .build/release/vault-lean $(BIN_DIR)/vault
+	install -s -m 0755 .build/release/vault $(BIN_DIR)/vault-full
 	ln -sf vault $(BIN_DIR)/git-credential-vault
 	ln -sf vault $(BIN_DIR)/docker-credential-vault
 	sed 's|@BINDIR@|$(PREFIX)/bin|g' contrib/systemd/vault-agent.service.in > $(UNIT_DIR)/vault-agent.service
@@ -219,7 +224,7 @@ install: release
 	@echo "installed vault into $(BIN_DIR) with its man page and completions"
 
 uninstall:
-	rm -f $(BIN_DIR)/vault $(BIN_DIR)/git-credential-vault $(BIN_DIR)/docker-credential-vault $(MAN_DIR)/vault.1 \
+	rm -f $(BIN_DIR)/vault $(BIN_DIR)/vault-full $(BIN_DIR)/git-credential-vault $(BIN_DIR)/docker-credential-vault $(MAN_DIR)/vault.1 \
 		$(BASH_DIR)/vault $(ZSH_DIR)/_vault $(FISH_DIR)/vault.fish $(UNIT_DIR)/vault-agent.service
 
 clean:

@@ -60,7 +60,8 @@ public final class AgentServer: Sendable {
             throw error
         }
         self.directory = directoryFD
-        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // One loop per core: each connection stays on one, the handler's task runs on it.
+        group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
     }
 
     private static func bind(_ name: String, in directoryFD: Int32, path: URL) throws -> Int32 {
@@ -353,9 +354,12 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let (handler, peer) = (self.handler, self.peer)
         let eventLoop = context.eventLoop
-        Task {
+        // The handler's task prefers this event loop as its executor: the agent's default actor
+        // and the warm token path run here, with no hop to the cooperative pool and back (the
+        // vault's blocking work still goes to its own threads).
+        Task(executorPreference: EventLoopTaskExecutor(eventLoop)) {
             let response = await handler(request, peer)
-            eventLoop.execute {
+            let finish: @Sendable () -> Void = {
                 let connection = bound.value
                 connection.busy = false
                 guard connection.mode != .closing else { return }
@@ -366,6 +370,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
                     connection.process()
                 }
             }
+            if eventLoop.inEventLoop { finish() } else { eventLoop.execute(finish) }
         }
     }
 
@@ -412,5 +417,21 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         timer = context.eventLoop.scheduleTask(in: .seconds(seconds)) {
             bound.value.finishAndClose()
         }
+    }
+}
+
+/// An event loop as a task executor (SE-0417): jobs of a task that prefers it run on the loop's
+/// thread. Only for the handler's task, whose work between suspension points is short and never
+/// blocks (every blocking vault call goes to NIO's thread pool).
+private final class EventLoopTaskExecutor: TaskExecutor {
+    private let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) {
+        self.eventLoop = eventLoop
+    }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
     }
 }

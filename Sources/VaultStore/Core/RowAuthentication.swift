@@ -606,7 +606,7 @@ struct RowIntegrity {
         case .string(let text):
             input.append(byte: 3)
             // Read in place (a native string always is); `withUTF8` would need a mutable copy.
-            let done = text.utf8.withContiguousStorageIfAvailable { lengthPrefixed(UnsafeRawBufferPointer($0), into: &input) }
+            let done: Void? = text.utf8.withContiguousStorageIfAvailable { lengthPrefixed(UnsafeRawBufferPointer($0), into: &input) }
             if done == nil { lengthPrefixed(Array(text.utf8), into: &input) }
         case .blob(let data):
             input.append(byte: 4)
