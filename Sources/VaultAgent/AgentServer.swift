@@ -32,6 +32,8 @@ public final class AgentServer: Sendable {
     private let listener: Int32
     private let group: MultiThreadedEventLoopGroup
     private let state = Locked(State())
+    /// Requests handed to the handler whose answers are not written yet.
+    private let inFlight = InFlight()
     private let handler: @Sendable (AgentRequest, Peer) async -> AgentResponse
     private let refusal: @Sendable (Peer) -> Void
 
@@ -99,7 +101,7 @@ public final class AgentServer: Sendable {
 
     /// Starts serving on the event loop; returns once connections are accepted.
     public func run() async throws {
-        let (handler, refusal) = (self.handler, self.refusal)
+        let (handler, refusal, inFlight) = (self.handler, self.refusal, self.inFlight)
         let channel = try await ServerBootstrap(group: group)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
@@ -107,7 +109,7 @@ public final class AgentServer: Sendable {
                     guard let peer else { return channel.close() }
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(
-                            AgentConnectionHandler(peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal))
+                            AgentConnectionHandler(peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, inFlight: inFlight))
                     }
                 }
             }
@@ -127,7 +129,9 @@ public final class AgentServer: Sendable {
         return credentials.map { Peer(uid: $0.uid, pid: $0.pid) }.recover { _ in nil }
     }
 
-    /// Stops accepting, closes every connection and removes the socket. Idempotent.
+    /// Stops accepting, lets the requests being handled write their answers (`stop`'s own
+    /// included; at most ``drainSeconds``), closes every connection and removes the socket.
+    /// Idempotent.
     public func stop() async {
         let (first, channel) = state.withLock { state -> (Bool, (any Channel)?) in
             defer { state.stopped = true }
@@ -141,7 +145,57 @@ public final class AgentServer: Sendable {
         }
         unlinkat(directory, name, 0)
         close(directory)
+        await inFlight.drained(within: .seconds(Self.drainSeconds), on: group.next())
         try? await group.shutdownGracefully()
+    }
+}
+
+extension AgentServer {
+    /// How long ``stop()`` waits for answers being worked out.
+    public static let drainSeconds: Int64 = 5
+}
+
+/// Counts the requests between their hand-over to the handler and their answer's write, and
+/// wakes whoever waits for none to be left.
+final class InFlight: Sendable {
+    private struct State {
+        var count = 0
+        var waiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let state = Locked(State())
+
+    func begin() {
+        state.withLock { $0.count += 1 }
+    }
+
+    func end() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.count -= 1
+            guard state.count == 0 else { return [] }
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns when no request is in flight, or after `limit`.
+    func drained(within limit: TimeAmount, on eventLoop: any EventLoop) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waiting = state.withLock { state -> Bool in
+                guard state.count > 0 else { return false }
+                state.waiters.append(continuation)
+                return true
+            }
+            guard waiting else { return continuation.resume() }
+            eventLoop.scheduleTask(in: limit) { [self] in
+                let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                    defer { state.waiters = [] }
+                    return state.waiters
+                }
+                for waiter in waiters { waiter.resume() }
+            }
+        }
     }
 }
 
@@ -167,6 +221,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
     private let refused: Bool
     private let handler: @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse
     private let refusal: @Sendable (AgentServer.Peer) -> Void
+    private let inFlight: InFlight
     private var mode = Mode.undecided
     private var buffer = ByteBuffer()
     /// A request is with the handler: nothing more is read from the buffer until it answers.
@@ -176,8 +231,9 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
     init(
         peer: AgentServer.Peer, refused: Bool, handler: @escaping @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse,
-        refusal: @escaping @Sendable (AgentServer.Peer) -> Void
+        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, inFlight: InFlight
     ) {
+        self.inFlight = inFlight
         self.peer = peer
         self.refused = refused
         self.handler = handler
@@ -354,6 +410,8 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let (handler, peer) = (self.handler, self.peer)
         let eventLoop = context.eventLoop
+        let inFlight = self.inFlight
+        inFlight.begin()
         // The handler's task prefers this event loop as its executor: the agent's default actor
         // and the warm token path run here, with no hop to the cooperative pool and back (the
         // vault's blocking work still goes to its own threads).
@@ -362,20 +420,23 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             let finish: @Sendable () -> Void = {
                 let connection = bound.value
                 connection.busy = false
-                guard connection.mode != .closing else { return }
-                if asLine {
-                    connection.answerLine(response)
+                guard connection.mode != .closing else { return inFlight.end() }
+                let written =
+                    asLine ? connection.answerLine(response) : connection.answerFrame(response.wire, thenClose: false)
+                if let written {
+                    written.whenComplete { _ in inFlight.end() }
                 } else {
-                    connection.answerFrame(response.wire, thenClose: false)
-                    connection.process()
+                    inFlight.end()
                 }
+                if !asLine { connection.process() }
             }
             if eventLoop.inEventLoop { finish() } else { eventLoop.execute(finish) }
         }
     }
 
-    private func answerFrame(_ message: WireMessage, thenClose: Bool) {
-        guard let context else { return }
+    @discardableResult
+    private func answerFrame(_ message: WireMessage, thenClose: Bool) -> EventLoopFuture<Void>? {
+        guard let context else { return nil }
         let frame = message.frame()
         var out = context.channel.allocator.buffer(capacity: frame.count)
         out.writeBytes(frame)
@@ -385,20 +446,24 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             timer?.cancel()
             written.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
         }
+        return written
     }
 
-    private func answerLine(_ response: AgentResponse) {
-        guard let context else { return }
+    @discardableResult
+    private func answerLine(_ response: AgentResponse) -> EventLoopFuture<Void>? {
+        guard let context else { return nil }
         mode = .closing
         timer?.cancel()
         guard var data = try? JSONEncoder().encode(response) else {
             context.close(promise: nil)
-            return
+            return nil
         }
         data.append(0x0A)
         var out = context.channel.allocator.buffer(capacity: data.count)
         out.writeBytes(data)
-        context.writeAndFlush(wrapOutboundOut(out)).whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+        let written = context.writeAndFlush(wrapOutboundOut(out))
+        written.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+        return written
     }
 
     private func finishAndClose() {
