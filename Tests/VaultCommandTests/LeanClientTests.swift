@@ -54,7 +54,7 @@ struct LeanClientTests {
         }
     }
 
-    @Test("an agent of protocol 1 (an older build still running): both commands name the fix, the lean one asks nothing twice")
+    @Test("an agent of protocol 1 (an older build still running): both commands say so and name the fix")
     func olderAgent() async throws {
         try await AgentCommandTests.withWorld { world in
             #expect(try await world.start().status == 0)
@@ -78,7 +78,7 @@ struct LeanClientTests {
             #expect(await old.waitForLine { $0 == "listening" })
             let answer = try await Self.same(world, ["token"], "older agent")
             #expect(answer.status == 1 && answer.stderr.contains("`vault agent stop`, then `vault agent start`"), "\(answer)")
-            // The full command asked once; the lean one asked once and handed over: three in all.
+            // The full command asked once; the lean one asked once and handed over (once more).
             #expect(try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count == 3)
             await old.kill()
         }
