@@ -10,7 +10,9 @@
 // command reports it, so the agent is asked once.
 //
 // Installed as `vault` (the full command as `vault-full` beside it) and as
-// `git-credential-vault` and `docker-credential-vault`, which it hands over as they are.
+// `git-credential-vault` and `docker-credential-vault`. It serves git's `get` from the agent
+// too (git asks before every fetch and push); docker's requests, and any git request the agent
+// does not answer, go to the full command with standard input replayed as it was read.
 
 import AgentWire
 internal import CProcessControl
@@ -97,9 +99,11 @@ func vaultPath(_ given: String?) -> String? {
     return home + "/.local/share/credentialvault/vault.db"
 }
 
-/// Runs the full command beside this program with the same arguments; returns only when it
-/// cannot (and then exits 1 with the reason).
-func handOver() -> Never {
+/// Runs the full command beside this program with the same arguments and, when `replay` is
+/// given, standard input as it was before this program read it; returns only when it cannot
+/// (and then exits 1 with the reason).
+func handOver(replay: [UInt8]? = nil) -> Never {
+    if let replay { replayStandardInput(replay) }
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
     guard length > 0 else { fail("cannot find this program's own path (/proc/self/exe): \(String(cString: strerror(errno)))") }
@@ -116,6 +120,119 @@ func handOver() -> Never {
         fail("cannot run \(candidate): \(String(cString: strerror(errno)))")
     }
     fail("the full vault command is not installed beside \(me) (as vault-full)")
+}
+
+/// Makes standard input a pipe holding `bytes` and then nothing: what this program read of a
+/// request (at most 64 KiB, a pipe's capacity, so the write never blocks), for the full
+/// command to read again. A request is read whole (up to its blank line or end) before any
+/// answer, so nothing after it is lost.
+func replayStandardInput(_ bytes: [UInt8]) {
+    var ends: [Int32] = [0, 0]
+    guard pipe(&ends) == 0 else { fail("cannot hand the request over: \(String(cString: strerror(errno)))") }
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes[offset...].withUnsafeBytes { write(ends[1], $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { fail("cannot hand the request over: \(String(cString: strerror(errno)))") }
+        offset += written
+    }
+    close(ends[1])
+    guard dup2(ends[0], STDIN_FILENO) >= 0 else { fail("cannot hand the request over: \(String(cString: strerror(errno)))") }
+    close(ends[0])
+}
+
+// MARK: - git credential get
+
+/// The largest request `vault git-credential` reads (its lines and their newlines).
+let requestLimit = 64 * 1024
+
+/// What git sent: its `key=value` lines up to a blank line or the end, parsed as
+/// `vault git-credential` does, and the bytes read (for a hand-over). `tooLarge` when the full
+/// command would refuse it.
+struct GitRequest {
+    var attributes: [String: String] = [:]
+    var read: [UInt8] = []
+    var tooLarge = false
+}
+
+func readGitRequest() -> GitRequest {
+    var request = GitRequest()
+    var chunk = [UInt8](repeating: 0, count: 4096)
+    var ended = false
+    // Read until a blank line or the end, at most one byte past the limit.
+    while !ended, request.read.count <= requestLimit {
+        let count = chunk.withUnsafeMutableBytes { read(STDIN_FILENO, $0.baseAddress, min($0.count, requestLimit + 1 - request.read.count)) }
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { break }
+        request.read.append(contentsOf: chunk[0..<count])
+        ended = request.read.starts(with: [0x0A]) || containsBlankLine(request.read)
+    }
+    var total = 0
+    var lines = request.read.split(separator: 0x0A, omittingEmptySubsequences: false)
+    if request.read.last == 0x0A { lines.removeLast() }  // no line after the last newline
+    for line in lines {
+        var bytes = Array(line)
+        if bytes.last == 0x0D { bytes.removeLast() }
+        total += bytes.count + 1
+        if total > requestLimit {
+            request.tooLarge = true
+            return request
+        }
+        if bytes.isEmpty { break }
+        guard let equals = bytes.firstIndex(of: UInt8(ascii: "=")) else { continue }
+        request.attributes[String(decoding: bytes[..<equals], as: UTF8.self)] = String(decoding: bytes[(equals + 1)...], as: UTF8.self)
+    }
+    return request
+}
+
+func containsBlankLine(_ bytes: [UInt8]) -> Bool {
+    var previous: UInt8 = 0x0A
+    var beforePrevious: UInt8 = 0
+    for byte in bytes {
+        if byte == 0x0A && (previous == 0x0A || (previous == 0x0D && beforePrevious == 0x0A)) { return true }
+        beforePrevious = previous
+        previous = byte
+    }
+    return false
+}
+
+/// `get` for git: the agent's token for the host, or nothing (git asks its next helper).
+func serveGitGet() -> Never {
+    let request = readGitRequest()
+    if request.tooLarge { fail("the credential request is larger than 64 KiB", code: 64) }
+    guard let scheme = request.attributes["protocol"], let host = request.attributes["host"] else { exit(0) }
+    guard let vault = vaultPath(nil) else { handOver(replay: request.read) }
+    let username = request.attributes["username"].flatMap { $0.isEmpty ? nil : $0 }
+    var message = WireMessage()
+    message.append("op", "credential")
+    message.append("min_ttl", "60")
+    message.append("protocol", scheme)
+    message.append("host", host)
+    message.append("path", ifPresent: request.attributes["path"])
+    message.append("username", ifPresent: username)
+    // Any failure is the full command's to judge: it first asks the file, without the key,
+    // whether anything is bound to the host at all.
+    guard let frame = ask(vault, message), frame["ok"] == "1" else { handOver(replay: request.read) }
+    guard let token = frame["token"] else { exit(0) }
+    let answeredAs = frame["username"]
+    if let username, answeredAs != username { exit(0) }
+    var lines = "username=\(answeredAs ?? "oauth2")\npassword=\(token)\n"
+    if let expiry = frame["expires_at"].flatMap(Double.init) { lines += "password_expiry_utc=\(Int(expiry))\n" }
+    writeAll(STDOUT_FILENO, lines)
+    exit(0)
+}
+
+/// The agent's answer to `message`, or nil when no agent answers as protocol 2 says.
+func ask(_ vault: String, _ message: WireMessage) -> WireMessage? {
+    do {
+        let (fd, _) = try AgentTrust.connect(AgentPlaces.socketName(forVault: vault), searching: AgentPlaces())
+        defer { close(fd) }
+        WireProtocol.setTimeouts(fd, seconds: 60)
+        guard case .frame(let frame) = try WireProtocol.exchange(fd, message, preface: true) else { return nil }
+        return frame
+    } catch {
+        return nil
+    }
 }
 
 func fail(_ message: String, code: Int32 = 1) -> Never {
@@ -138,28 +255,24 @@ func writeAll(_ fd: Int32, _ text: String) {
 // MARK: - main
 
 let invokedAs = CommandLine.arguments.first.map { $0.split(separator: "/").last.map(String.init) ?? $0 } ?? "vault"
-guard invokedAs != "git-credential-vault", invokedAs != "docker-credential-vault",
-    let request = tokenRequest(CommandLine.arguments.dropFirst()), let vault = vaultPath(request.vault)
-else { handOver() }
-
+let arguments = Array(CommandLine.arguments.dropFirst())
 // The token will be in this process's memory: no core file, no ptrace by the same user.
 _ = cv_disable_core_dumps()
+
+if (invokedAs == "git-credential-vault" && arguments == ["get"]) || arguments == ["git-credential", "get"] {
+    serveGitGet()
+}
+guard invokedAs != "git-credential-vault", invokedAs != "docker-credential-vault",
+    let request = tokenRequest(arguments[...]), let vault = vaultPath(request.vault)
+else { handOver() }
 
 var message = WireMessage()
 message.append("op", "token")
 message.append("account", ifPresent: request.account)
 message.append("min_ttl", ifPresent: request.minTTL.map { String($0) })
 
-let answer: WireProtocol.Answer
-do {
-    let (fd, _) = try AgentTrust.connect(AgentPlaces.socketName(forVault: vault), searching: AgentPlaces())
-    WireProtocol.setTimeouts(fd, seconds: 60)
-    answer = try WireProtocol.exchange(fd, message, preface: true)
-    close(fd)
-} catch {
-    handOver()  // no agent, or one the full command must judge and report
-}
-guard case .frame(let frame) = answer else { handOver() }
+// No agent, or one the full command must judge and report: handed over.
+guard let frame = ask(vault, message) else { handOver() }
 guard frame["ok"] == "1" else {
     guard let exit = frame["exit"].flatMap({ Int32($0) }), let text = frame["message"] else { handOver() }
     fail(text, code: knownExitCodes.contains(exit) ? exit : 1)

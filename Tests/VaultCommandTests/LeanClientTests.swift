@@ -54,6 +54,46 @@ struct LeanClientTests {
         }
     }
 
+    @Test("git's get through the helper name: token, no match, another user, locked agent (handed over with its input), too large")
+    func gitGet() async throws {
+        try await AgentCommandTests.withWorld { world in
+            let bound = try await world.cli.run(
+                ["accounts", "set-host", "alice", "git.example.test/team", "--username", "alice", "--key-file", world.keyFile.path])
+            try #require(bound.status == 0, "\(bound)")
+            #expect(try await world.start().status == 0)
+            // The helper names as `make install` links them: one to each program.
+            let full = world.cli.file("full/git-credential-vault")
+            let lean = world.cli.file("lean/git-credential-vault")
+            for (link, program) in [(full, "vault"), (lean, "vault-lean")] {
+                try FileManager.default.createDirectory(at: link.deletingLastPathComponent(), withIntermediateDirectories: true)
+                try FileManager.default.createSymbolicLink(at: link, withDestinationURL: try BuiltProgram.url(named: program))
+            }
+            func same(_ input: String, _ comment: Comment) async throws -> BuiltProgram.Output {
+                let fromFull = try await BuiltProgram.run(full, ["get"], environment: world.environment, stdin: input, in: world.cli.directory)
+                let fromLean = try await BuiltProgram.run(lean, ["get"], environment: world.environment, stdin: input, in: world.cli.directory)
+                #expect(fromLean.status == fromFull.status, comment)
+                #expect(fromLean.stdout == fromFull.stdout, comment)
+                #expect(fromLean.stderr == fromFull.stderr, comment)
+                return fromFull
+            }
+            let matched = "protocol=https\nhost=git.example.test\npath=team/app.git\n\n"
+            let answer = try await same(matched, "a bound host")
+            #expect(answer.status == 0 && answer.stdout.hasPrefix("username=alice\npassword=") && answer.stdout.contains("password_expiry_utc="))
+            #expect(try await same("protocol=https\r\nhost=git.example.test\r\npath=team/x.git\r\n\r\n", "CRLF lines").stdout == answer.stdout)
+            #expect(try await same("protocol=https\nhost=git.example.test\npath=elsewhere/app.git\n", "a path not bound").stdout.isEmpty)
+            #expect(try await same("protocol=https\nhost=other.example.test\n", "another host").stdout.isEmpty)
+            #expect(try await same("protocol=https\nhost=git.example.test\npath=team/app.git\nusername=bob\n", "another user").stdout.isEmpty)
+            #expect(try await same("host=git.example.test\n", "no protocol").stdout.isEmpty)
+            let large = "protocol=https\nhost=git.example.test\nnote=" + String(repeating: "x", count: 70 * 1024) + "\n"
+            #expect(try await same(large, "larger than 64 KiB").status == 64)
+
+            #expect(try await world.cli.run(["lock"]).status == 0)
+            let locked = try await same(matched, "locked agent: the full command answers, having read the same request")
+            #expect(locked.status == 79, "\(locked)")
+            #expect(try await same("protocol=https\nhost=other.example.test\n\n", "locked agent, a host the file binds nothing to").status == 0)
+        }
+    }
+
     @Test("an agent of protocol 1 (an older build still running): both commands say so and name the fix")
     func olderAgent() async throws {
         try await AgentCommandTests.withWorld { world in
