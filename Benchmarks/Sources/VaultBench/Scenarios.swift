@@ -212,27 +212,34 @@ func benchUnlock(_ report: Report, dir: URL, scale: Scale) async throws {
 // MARK: - Whole process
 
 func benchTokenProcess(_ report: Report, bench: BenchVault, vaultBinary: String, scale: Scale) async throws {
-    log("== vault token as a whole process (key-file vault)")
+    log("== vault token as a whole process (key-file vault, no agent)")
     guard let sqlite = ["/usr/bin/sqlite3", "/bin/sqlite3"].first(where: FileManager.default.isExecutableFile) else {
         throw BenchError("sqlite3 CLI not found (apt-get install sqlite3)")
     }
+    // As installed: the lean front as `vault`, which hands a key-file request to the full
+    // command (issue 32: reported); and the full command started directly.
+    let leanBinary = URL(fileURLWithPath: vaultBinary).deletingLastPathComponent().appendingPathComponent("vault-lean").path
     let tokenArgs = ["token", "--vault", bench.url.path, "--key-file", bench.keyFile.path]
-    let check = try runProcess(vaultBinary, tokenArgs)
-    guard check.status == 0 else { throw BenchError("vault token exited \(check.status)") }
     let sql = "SELECT hex(access_token) FROM tokens WHERE account_id = '\(bench.account.rawValue)'"
-    let pair = try await measurePair(
-        warmup: 3, iterations: scale.processIterations, block: 5,
-        Operation(body: {
-            let r = try runProcess(vaultBinary, tokenArgs)
-            guard r.status == 0 else { throw BenchError("vault token failed") }
-        }),
-        Operation(body: { _ = try runProcess(sqlite, [bench.url.path, sql]) }))
-    let ratio = pair.vault.p50 / pair.baseline.p50
-    report.add(
-        Figure(
-            figure: "`vault token` process (vs sqlite3 CLI one row)", vault: pair.vault.p50 / 1e6, baseline: pair.baseline.p50 / 1e6,
-            unit: "ms p50", ratio: ratio, target: "<= 2", met: ratio <= 2,
-            detail: "p99 \(fmt(pair.vault.p99 / 1e6)) vs \(fmt(pair.baseline.p99 / 1e6)) ms"))
+    for (name, binary) in [
+        ("`vault token` process, key-file vault, no agent (front, handed over)", leanBinary), ("`vault-full token` process, key-file vault", vaultBinary),
+    ] {
+        let check = try runProcess(binary, tokenArgs)
+        guard check.status == 0 else { throw BenchError("\(binary) token exited \(check.status)") }
+        let pair = try await measurePair(
+            warmup: 3, iterations: scale.processIterations, block: 5,
+            Operation(body: {
+                let r = try runProcess(binary, tokenArgs)
+                guard r.status == 0 else { throw BenchError("vault token failed") }
+            }),
+            Operation(body: { _ = try runProcess(sqlite, [bench.url.path, sql]) }))
+        let ratio = pair.vault.p50 / pair.baseline.p50
+        report.add(
+            Figure(
+                figure: "\(name) (vs sqlite3 CLI one row)", vault: pair.vault.p50 / 1e6, baseline: pair.baseline.p50 / 1e6,
+                unit: "ms p50", ratio: ratio, target: "reported", met: true,
+                detail: "p99 \(fmt(pair.vault.p99 / 1e6)) vs \(fmt(pair.baseline.p99 / 1e6)) ms"))
+    }
 }
 
 // MARK: - Concurrent refresh across processes
