@@ -26,6 +26,11 @@ public enum WireProtocol {
     public static let maximumRequestSize = 64 * 1024
     /// The largest answer a client reads.
     public static let maximumResponseSize = 1 << 20
+    /// The exit codes of the `vault` command (its `ExitStatus`, kept in step by a test): an
+    /// agent's failure carries one, which the lean client exits with; any other becomes 1.
+    public static let commandExitCodes: Set<Int32> = [
+        1, 64, 65, 66, 67, 69, 70, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 130,
+    ]
 
     /// What came back on a connection.
     public enum Answer: Sendable {

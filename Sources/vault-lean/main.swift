@@ -21,10 +21,6 @@ internal import CProcessControl
     import Glibc
 #endif
 
-/// The exit codes of `vault` an agent's failure may carry (the full command's `ExitStatus`);
-/// any other becomes 1, as there.
-let knownExitCodes: Set<Int32> = [1, 64, 65, 66, 67, 69, 70, 73, 74, 75, 76, 77, 78, 79, 80, 81, 82, 83, 84, 85, 86, 87, 88, 89, 130]
-
 /// What `vault token` asks, when the lean path can serve it.
 struct TokenRequest {
     var vault: String?
@@ -95,7 +91,7 @@ func vaultPath(_ given: String?) -> String? {
     if let data = AgentPlaces.processEnvironment("XDG_DATA_HOME"), data.hasPrefix("/") {
         return data + "/credentialvault/vault.db"
     }
-    guard let home = AgentPlaces.processEnvironment("HOME") else { return nil }
+    guard let home = AgentPlaces.processEnvironment("HOME"), home.hasPrefix("/") else { return nil }
     return home + "/.local/share/credentialvault/vault.db"
 }
 
@@ -275,7 +271,7 @@ message.append("min_ttl", ifPresent: request.minTTL.map { String($0) })
 guard let frame = ask(vault, message) else { handOver() }
 guard frame["ok"] == "1" else {
     guard let exit = frame["exit"].flatMap({ Int32($0) }), let text = frame["message"] else { handOver() }
-    fail(text, code: knownExitCodes.contains(exit) ? exit : 1)
+    fail(text, code: WireProtocol.commandExitCodes.contains(exit) ? exit : 1)
 }
 guard let token = frame["token"] else { fail("the agent answered without a token") }
 writeAll(STDOUT_FILENO, token + "\n")

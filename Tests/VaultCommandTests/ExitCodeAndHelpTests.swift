@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import Foundation
 import GRDB
@@ -38,7 +39,7 @@ struct ExitCodeAndHelpTests {
         #expect(result.stdout.contains("USAGE: vault"))
     }
 
-    @Test("the exit codes are one list: the command's own (ExitStatus), its --help and the README's table agree")
+    @Test("the exit codes are one list: the command's own (ExitStatus), its --help, the README's table and the lean client's agree")
     func exitCodeTable() async throws {
         let declared = Set(ExitStatus.allCases.map(\.rawValue)).union([0])
         let help = try await VaultCLI().run(["--help"]).stdout.replacingOccurrences(of: "\n", with: " ")
@@ -52,6 +53,8 @@ struct ExitCodeAndHelpTests {
         let inReadme = Set(table.matches(of: #/\n\| (\d{1,3}) \|/#).compactMap { Int32($0.1) })
         #expect(inHelp == declared, "--help: missing \(declared.subtracting(inHelp).sorted()), extra \(inHelp.subtracting(declared).sorted())")
         #expect(inReadme == declared, "README: missing \(declared.subtracting(inReadme).sorted()), extra \(inReadme.subtracting(declared).sorted())")
+        // The lean client exits with an agent failure's code only when it is one of these.
+        #expect(WireProtocol.commandExitCodes.union([0]) == declared)
     }
 
     @Test("usage errors exit 64")
