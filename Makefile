@@ -105,7 +105,7 @@ format:
 # Sources/<Module>/<Module>.docc): .build/docs/<Module>, each a static site to serve at /<Module>/
 # (e.g. `python3 -m http.server -d .build/docs`, then /VaultSession/documentation/vaultsession/).
 # One module at a time: the machine is shared, and docc's warnings stay readable.
-DOC_MODULES := VaultCrypto VaultStore OAuthWire VaultOAuth VaultSession VaultAgent VaultURLSession DevGateway
+DOC_MODULES := VaultCrypto VaultStore OAuthWire VaultOAuth VaultSession AgentWire VaultAgent VaultURLSession DevGateway
 DOCS_DIR := .build/docs
 docs: deps
 	@mkdir -p $(DOCS_DIR)
