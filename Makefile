@@ -164,7 +164,7 @@ sanitize: deps
 	scripts/sanitize.sh
 
 fuzz: deps
-	for target in SealedBlob TokenResponse Notification; do Fuzz/run.sh $$target $(FUZZ_SECONDS) || exit 1; done
+	for target in SealedBlob TokenResponse Notification AgentFrame; do Fuzz/run.sh $$target $(FUZZ_SECONDS) || exit 1; done
 
 stress-tests: deps
 	@rm -rf .stress && mkdir -p .stress && echo "[]" > .stress/results.json && : > .stress/results.tsv

@@ -5,19 +5,20 @@
 # .fuzz/TARGET/corpus (not committed); a crash, hang (>10 s per input) or sanitizer report
 # is written to .fuzz/TARGET/artifacts/ and fails the run.
 #
-# TARGET: SealedBlob | TokenResponse | Notification
+# TARGET: SealedBlob | TokenResponse | Notification | AgentFrame
 set -euo pipefail
 export PATH=/opt/swift/usr/bin:$PATH
 
-target=${1:?usage: Fuzz/run.sh SealedBlob|TokenResponse|Notification SECONDS}
+target=${1:?usage: Fuzz/run.sh SealedBlob|TokenResponse|Notification|AgentFrame SECONDS}
 seconds=${2:?usage: Fuzz/run.sh TARGET SECONDS}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$root/.fuzz/$target
 
 # Each target is built from whole library modules, compiled as they are (no source rewritten),
 # each as its own module under the fuzzer's instrumentation, then the target's main.swift.
-# `modules` lists them in dependency order; `sources` lists loose files, only for the
-# Notification target, whose parser still spans VaultSession, VaultStore and VaultOAuth.
+# `modules` lists them in dependency order; `sources` lists loose files: the Notification
+# target's parser still spans VaultSession, VaultStore and VaultOAuth, and AgentFrame needs one
+# file of AgentWire (the rest reaches C modules a bare swiftc does not map).
 modules=()
 sources=()
 case $target in
@@ -32,7 +33,10 @@ case $target in
              Sources/VaultOAuth/EndpointRule.swift Sources/VaultSession/Devices/ServerInput.swift
              Sources/VaultStore/Notifications/NotificationRecord.swift Sources/VaultStore/Devices/DeviceRegistration.swift
              Sources/VaultStore/Accounts/AccountID.swift Sources/VaultStore/Date+Milliseconds.swift) ;;
-  *) echo "unknown fuzz target '$target' (SealedBlob, TokenResponse, Notification)" >&2; exit 64 ;;
+  AgentFrame)
+    # The agent's frame decoder, what every request of protocol 2 goes through first.
+    sources=(Sources/AgentWire/WireMessage.swift) ;;
+  *) echo "unknown fuzz target '$target' (SealedBlob, TokenResponse, Notification, AgentFrame)" >&2; exit 64 ;;
 esac
 
 rm -rf "$work/src" "$work/modules"

@@ -32,7 +32,7 @@ public struct WireMessage: Sendable, Equatable {
             let keyLength = Int(bytes[index])
             index += 1
             guard keyLength > 0, bytes.count - index >= keyLength + 4 else { throw .malformed("a field is cut off") }
-            let key = String(decoding: bytes[index..<index + keyLength], as: UTF8.self)
+            guard let key = String(validating: bytes[index..<index + keyLength], as: UTF8.self) else { throw .malformed("a key is not UTF-8") }
             index += keyLength
             let valueLength = Int(Self.readLength(bytes, at: index))
             index += 4
