@@ -76,6 +76,7 @@ public struct AgentClient: Sendable {
     ) throws -> AgentResponse {
         let message = request.wire
         if let fd = kept.take() {
+            WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
             if let response = try? answer(fd, message, preface: false, kept: kept) { return response }
         }
         let (fd, _) = try AgentSocket.connect(name, searching: search)
