@@ -77,7 +77,9 @@ public struct AgentClient: Sendable {
         let message = request.wire
         if let fd = kept.take() {
             WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
-            if let response = try? answer(fd, message, preface: false, kept: kept) { return response }
+            // Nil: closed before answering (the agent closed it while idle): a new one below.
+            // Anything else (a timeout, a bad answer) is the request's outcome: never sent twice.
+            if let response = try answer(fd, message, preface: false, kept: kept) { return response }
         }
         let (fd, _) = try AgentSocket.connect(name, searching: search)
         WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
