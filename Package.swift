@@ -218,7 +218,7 @@ let package = Package(
         .testTarget(
             name: "VaultCommandTests",
             dependencies: [
-                "vault", "vault-lean", "AgentWire", "VaultStore", "VaultTestSupport", "DevGateway",
+                "vault", "vault-lean", "AgentWire", "VaultAgent", "VaultStore", "VaultTestSupport", "DevGateway",
                 // `vault exec`'s signal forwarding, tested at its C boundary.
                 "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

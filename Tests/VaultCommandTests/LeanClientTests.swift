@@ -1,6 +1,7 @@
 import AgentWire
 import Foundation
 import Testing
+import VaultAgent
 import VaultTestSupport
 
 #if canImport(Glibc)
@@ -170,6 +171,28 @@ struct LeanClientTests {
                 Issue.record("the connection stayed open")
                 return
             }
+        }
+    }
+
+    @Test("a linked AgentClient keeps its connection; when the agent restarts it reconnects once, and a failure is not resent")
+    func keptConnection() async throws {
+        try await AgentCommandTests.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let socket = try #require(try await world.status()["socket"] as? String)
+            let client = AgentClient(socket: URL(fileURLWithPath: socket), timeoutSeconds: 30)
+            let first = try await client.token()
+            #expect(try await client.token() == first)
+            let pid = try #require(try await world.status()["pid"] as? Int)
+            // A new agent: the kept connection is closed under the client.
+            #expect(try await world.cli.run(["agent", "stop"]).status == 0)
+            #expect(try await world.start().status == 0)
+            #expect(try await world.status()["pid"] as? Int != pid)
+            #expect(try await client.token() == first)
+            // A failure comes back as the agent's answer, on the kept connection.
+            #expect(try await world.cli.run(["lock"]).status == 0)
+            await #expect(throws: AgentFailure.self) { _ = try await client.token() }
+            let status = try await client.send(AgentRequest(.status))
+            #expect(status.status?.locked == true)
         }
     }
 
