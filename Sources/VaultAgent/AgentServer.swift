@@ -31,6 +31,8 @@ public final class AgentServer: Sendable {
     /// The listening socket until ``run()`` hands it to the event loop.
     private let listener: Int32
     private let group: MultiThreadedEventLoopGroup
+    /// Each loop as a task executor for the handler's tasks, by loop.
+    private let executors: [ObjectIdentifier: EventLoopTaskExecutor]
     private let state = Locked(State())
     /// Requests handed to the handler whose answers are not written yet.
     private let inFlight = InFlight()
@@ -63,7 +65,9 @@ public final class AgentServer: Sendable {
         }
         self.directory = directoryFD
         // One loop per core: each connection stays on one, the handler's task runs on it.
-        group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
+        self.group = group
+        executors = Dictionary(uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), EventLoopTaskExecutor($0)) })
     }
 
     private static func bind(_ name: String, in directoryFD: Int32, path: URL) throws -> Int32 {
@@ -101,15 +105,18 @@ public final class AgentServer: Sendable {
 
     /// Starts serving on the event loop; returns once connections are accepted.
     public func run() async throws {
-        let (handler, refusal, inFlight) = (self.handler, self.refusal, self.inFlight)
+        let (handler, refusal, inFlight, executors) = (self.handler, self.refusal, self.inFlight, self.executors)
         let channel = try await ServerBootstrap(group: group)
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 Self.peer(of: channel).flatMap { peer in
                     guard let peer else { return channel.close() }
                     return channel.eventLoop.makeCompletedFuture {
+                        let executor = executors[ObjectIdentifier(channel.eventLoop)]
                         try channel.pipeline.syncOperations.addHandler(
-                            AgentConnectionHandler(peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, inFlight: inFlight))
+                            AgentConnectionHandler(
+                                peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, inFlight: inFlight,
+                                executor: executor))
                     }
                 }
             }
@@ -146,6 +153,9 @@ public final class AgentServer: Sendable {
         unlinkat(directory, name, 0)
         close(directory)
         await inFlight.drained(within: .seconds(Self.drainSeconds), on: group.next())
+        // Tasks that still prefer a loop (a timer the handler started) move to the global
+        // executor: a shut-down loop runs nothing.
+        for executor in executors.values { executor.retire() }
         try? await group.shutdownGracefully()
     }
 }
@@ -222,6 +232,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
     private let handler: @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse
     private let refusal: @Sendable (AgentServer.Peer) -> Void
     private let inFlight: InFlight
+    private let executor: EventLoopTaskExecutor?
     private var mode = Mode.undecided
     private var buffer = ByteBuffer()
     /// A request is with the handler: nothing more is read from the buffer until it answers.
@@ -231,9 +242,10 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
     init(
         peer: AgentServer.Peer, refused: Bool, handler: @escaping @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse,
-        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, inFlight: InFlight
+        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, inFlight: InFlight, executor: EventLoopTaskExecutor?
     ) {
         self.inFlight = inFlight
+        self.executor = executor
         self.peer = peer
         self.refused = refused
         self.handler = handler
@@ -415,7 +427,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         // The handler's task prefers this event loop as its executor: the agent's default actor
         // and the warm token path run here, with no hop to the cooperative pool and back (the
         // vault's blocking work still goes to its own threads).
-        Task(executorPreference: EventLoopTaskExecutor(eventLoop)) {
+        Task(executorPreference: executor) {
             let response = await handler(request, peer)
             let finish: @Sendable () -> Void = {
                 let connection = bound.value
@@ -487,16 +499,26 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
 /// An event loop as a task executor (SE-0417): jobs of a task that prefers it run on the loop's
 /// thread. Only for the handler's task, whose work between suspension points is short and never
-/// blocks (every blocking vault call goes to NIO's thread pool).
-private final class EventLoopTaskExecutor: TaskExecutor {
+/// blocks (every blocking vault call goes to NIO's thread pool). Retired when the loops shut
+/// down: from then on its jobs run on the global concurrent executor.
+final class EventLoopTaskExecutor: TaskExecutor {
     private let eventLoop: any EventLoop
+    private let retired = Locked(false)
 
     init(_ eventLoop: any EventLoop) {
         self.eventLoop = eventLoop
     }
 
+    func retire() {
+        retired.withLock { $0 = true }
+    }
+
     func enqueue(_ job: consuming ExecutorJob) {
         let job = UnownedJob(job)
-        eventLoop.execute { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+        if retired.withLock({ $0 }) {
+            globalConcurrentExecutor.enqueue(job)
+        } else {
+            eventLoop.execute { [self] in job.runSynchronously(on: asUnownedTaskExecutor()) }
+        }
     }
 }
