@@ -25,6 +25,15 @@ import Foundation
 /// than failing the connection. A preface of a version the agent does not speak is answered
 /// with one frame `ok=0, error=unsupported_version, versions=…` and the connection is closed.
 ///
+/// How the next features extend version 2 without a new version: each adds operations or
+/// fields, and a client that needs one checks `hello` first (an older agent lacks it and says
+/// `unknown_op`, never a broken connection). Tokens per resource add a `resource` field to
+/// `token` (RFC 8707); DPoP adds a `proof` operation (method, URL, nonce in; the signed proof
+/// out) so the key never leaves the agent; pinentry at the client's terminal makes the agent
+/// answer `ok=ask` with a prompt, which the client answers with one frame before the final
+/// answer on the same connection; fresh tokens for `vault exec` children use the kept
+/// connection. Only a change to the frame itself would be version 3.
+///
 /// **Version 1** (JSON, still answered for clients of older builds): one request per
 /// connection, one JSON object on one line (at most `AgentProtocol.maximumRequestSize` bytes,
 /// newline included), answered by one JSON object on one line, then the connection closes.
