@@ -6,10 +6,12 @@ import VaultStore
 // MARK: - Notification pages
 
 /// Builds one vault per size (reused by the maintenance figures) and times the first and the
-/// deepest page of 50, newest first, against the unavoidable work of the same page (issue 16):
-/// the same 50 rows read from a plaintext table of the same shape through a prepared keyset
-/// statement, plus one `crypto_aead_xchacha20poly1305_ietf_decrypt` per value the vault opens
-/// for that page, of the same sizes. Each size and depth against its own baseline.
+/// deepest page of 50, newest first, against the unavoidable work of the same page (issue 16,
+/// and issue 32 item 3 for the MACs): the same 50 rows read from a plaintext table of the same
+/// shape through a prepared keyset statement, one keyed BLAKE2b per row over as many bytes as
+/// the vault's row MAC covers, compared with the row's stored tag, plus one
+/// `crypto_aead_xchacha20poly1305_ietf_decrypt` per value the vault opens for that page, of the
+/// same sizes. Each size and depth against its own baseline.
 func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: Bool = true) async throws -> [(Int, BenchVault)] {
     var vaults: [(Int, BenchVault)] = []
     for size in scale.notificationSizes {
@@ -20,7 +22,7 @@ func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: B
         vaults.append((size, bench))
     }
     guard measure else { return vaults }
-    log("== notification pages of 50, newest first (vs plaintext keyset page + the same decryptions)")
+    log("== notification pages of 50, newest first (vs plaintext keyset page + the same decryptions + row MACs)")
     guard sodium_init() >= 0 else { throw BenchError("sodium_init failed") }
     for (size, bench) in vaults {
         let vault = try bench.open()
@@ -49,10 +51,11 @@ func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: B
             let ratio = pair.vault.p50 / pair.baseline.p50
             report.add(
                 Figure(
-                    figure: "notification page of 50: \(size) rows, \(name) (vs plaintext keyset page + \(work.count) decrypts)",
+                    figure: "notification page of 50: \(size) rows, \(name) (vs plaintext keyset page + \(work.count) decrypts + row MACs)",
                     vault: pair.vault.p50 / 1000, baseline: pair.baseline.p50 / 1000, unit: "µs p50", ratio: ratio,
                     target: "<= 1.5", met: ratio <= 1.5,
-                    detail: "p99 \(fmt(pair.vault.p99 / 1000)) vs \(fmt(pair.baseline.p99 / 1000)) µs, n=\(pair.vault.count)"))
+                    detail: "p99 \(fmt(pair.vault.p99 / 1000)) vs \(fmt(pair.baseline.p99 / 1000)) µs, n=\(pair.vault.count); "
+                        + "row MAC input \(plain.macInputBytes.min)–\(plain.macInputBytes.max) bytes a row, as the vault's"))
         }
     }
     return vaults
@@ -61,10 +64,24 @@ func benchNotificationPages(_ report: Report, dir: URL, scale: Scale, measure: B
 /// The baseline of a notification page: a plaintext copy of a vault's `notifications` table
 /// (same columns, same rows, same `created_at`/`seq`, plain text of the sealed values' plaintext
 /// sizes instead of the sealed values, the same indexes), read through a prepared keyset
-/// statement, plus the AEAD opens the vault does for the page, on values of the same sizes.
+/// statement; per row, a row MAC as the vault's format 2 has it; plus the AEAD opens the vault
+/// does for the page, on values of the same sizes.
+///
+/// The row MAC (issue 32 item 3: the vault must check every row's MAC, so the baseline pays
+/// for one too): one keyed BLAKE2b (`crypto_generichash`, 32-byte key, 32-byte tag) per row
+/// over the bytes the vault's row MAC covers for the same row (`RowIntegrity.feed`: domain,
+/// vault id, table, the counter, every non-NULL column but `row_mac` sorted by name with its
+/// length-prefixed name, type byte and length-prefixed value, then the length-prefixed column
+/// tags), the sealed columns' bytes being sealed values of the vault's sizes (header, nonce,
+/// ciphertext and tag: the same bytes the baseline then opens), and the tag compared in
+/// constant time with the one stored in the row's `row_mac` (written by the baseline's own key
+/// when the copy is made; the counter and column tags are the vault row's). The copy checks
+/// that every row's MAC input is exactly as long as the vault's for the same row.
 final class PlaintextNotifications {
     /// The AEAD overhead of a sealed value: format byte, key id, nonce, tag.
-    static let sealOverhead = 5 + Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES) + Int(crypto_aead_xchacha20poly1305_ietf_ABYTES)
+    static let sealOverhead = sealHeader + Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES) + Int(crypto_aead_xchacha20poly1305_ietf_ABYTES)
+    /// Format byte and key id, before the nonce.
+    static let sealHeader = 5
     static let sealedColumns = ["subject", "message", "actions", "action_taken"]
 
     let pool: DatabasePool
@@ -72,9 +89,18 @@ final class PlaintextNotifications {
     private let nonce = randomBytes(Int(crypto_aead_xchacha20poly1305_ietf_NPUBBYTES))
     /// As long as the vault's associated data (domain, vault id, table, column, account, row, header).
     private let ad = randomBytes(23 + 16 + 13 + 7 + 36 + 36 + 6 * 4 + 5)
-    /// A ciphertext per plaintext size, made once.
-    private var ciphertexts: [Int: [UInt8]] = [:]
+    /// A sealed value per plaintext size (the index), made once: header, nonce, ciphertext and
+    /// tag, as long as the vault's sealed value of that size (empty: none made). The row MAC
+    /// hashes all of it; the open reads the ciphertext after the header and nonce.
+    private var sealed: [[UInt8]] = []
     private var output = [UInt8](repeating: 0, count: 4096)
+    /// The row MAC's key and the vault's id (its bytes, as the vault's MAC input has them).
+    private let macKey = randomBytes(Int(crypto_generichash_KEYBYTES))
+    private var vaultID: [UInt8] = []
+    /// The MAC input of the row being checked, reused from row to row.
+    private let macInput = UnsafeMutableRawBufferPointer.allocate(byteCount: 4096, alignment: 8)
+    /// Bytes of MAC input per row of the copy, as the vault's rows have them (min, max).
+    private(set) var macInputBytes = (min: Int.max, max: 0)
 
     init(copying bench: BenchVault, in dir: URL, name: String) throws {
         let url = dir.appendingPathComponent("\(name).db")
@@ -118,9 +144,83 @@ final class PlaintextNotifications {
         }
         try queue.close()
         pool = try DatabasePool(path: url.path, configuration: baselineConfiguration())
+        try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "ATTACH DATABASE ? AS vault", arguments: [bench.url.path])
+            guard let id = try Data.fetchOne(db, sql: "SELECT vault_id FROM vault.vault_meta WHERE singleton = 1") else {
+                throw BenchError("the vault has no id")
+            }
+            vaultID = [UInt8](id)
+            try authenticateCopy(db)
+            try db.execute(sql: "DETACH DATABASE vault")
+        }
+    }
+
+    /// Gives every row of the copy a row MAC of the baseline's key (the vault row's counter and
+    /// column tags, a tag of its own), in one transaction; checks on the way that each row's
+    /// MAC input is as long as the vault's for the same row.
+    private func authenticateCopy(_ db: Database) throws {
+        try db.inTransaction {
+            try db.execute(sql: "CREATE TEMP TABLE baseline_macs (seq INTEGER PRIMARY KEY, mac BLOB NOT NULL)")
+            let insert = try db.makeStatement(sql: "INSERT INTO baseline_macs VALUES (?, ?)")
+            // A sealed value of every plaintext size the copy holds.
+            try makeSealed(
+                Int.fetchAll(
+                    db,
+                    sql: """
+                        SELECT length(subject) FROM main.notifications UNION SELECT length(message) FROM main.notifications
+                        UNION SELECT length(actions) FROM main.notifications
+                        UNION SELECT length(action_taken) FROM main.notifications WHERE action_taken IS NOT NULL
+                        """))
+            let rows = try Row.fetchCursor(
+                db, sql: "SELECT p.*, v.* FROM main.notifications p JOIN vault.notifications v ON v.seq = p.seq ORDER BY p.seq")
+            var tag = [UInt8](repeating: 0, count: Int(crypto_generichash_BYTES))
+            while let row = try rows.next() {
+                let plain = Self.plainNotification(row)
+                guard let vaultMAC = plain.rowMAC.map({ [UInt8]($0) }), vaultMAC.count >= 45, vaultMAC[0] == 2 else {
+                    throw BenchError("notification \(plain.seq) has no format-2 row MAC")
+                }
+                // The stored MAC: the vault row's header and column tags, the baseline's tag.
+                var mac = vaultMAC
+                let length = try vaultMAC.withUnsafeBytes { vaultMAC in
+                    try Self.encodeMACInput(
+                        plain, counter: UnsafeRawBufferPointer(rebasing: vaultMAC[5..<13]),
+                        columnTags: UnsafeRawBufferPointer(rebasing: vaultMAC[45...]), vaultID: vaultID, sealed: sealed, into: macInput)
+                }
+                let vaultLength = Self.vaultMACInputLength(
+                    Array(Array(row.databaseValues).dropFirst(14)), names: Array(Array(row.columnNames).dropFirst(14)), vaultIDLength: vaultID.count)
+                guard length == vaultLength else {
+                    throw BenchError("notification \(plain.seq): the baseline hashes \(length) bytes, the vault \(vaultLength)")
+                }
+                macInputBytes = (min(macInputBytes.min, vaultLength), max(macInputBytes.max, vaultLength))
+                crypto_generichash(&tag, tag.count, macInput.baseAddress?.assumingMemoryBound(to: UInt8.self), UInt64(length), macKey, macKey.count)
+                mac.replaceSubrange(13..<45, with: tag)
+                try insert.execute(arguments: [plain.seq, Data(mac)])
+            }
+            try db.execute(sql: "UPDATE main.notifications SET row_mac = (SELECT mac FROM baseline_macs m WHERE m.seq = notifications.seq)")
+            try db.execute(sql: "DROP TABLE baseline_macs")
+            return .commit
+        }
+    }
+
+    /// How many bytes the vault's row MAC (format 2) hashes for a row of its own (`values` and
+    /// `names` of a `SELECT *`): see `RowIntegrity.feed` in Sources/VaultStore.
+    static func vaultMACInputLength(_ values: [DatabaseValue], names: [String], vaultIDLength: Int) -> Int {
+        var length = "credentialvault.row.v2".utf8.count + 4 + vaultIDLength + 4 + "notifications".utf8.count + 8
+        for (name, value) in zip(names, values) {
+            switch value.storage {
+            case .null: continue
+            case .blob(let mac) where name == "row_mac": length += 4 + (mac.count - 45)
+            case .int64, .double: length += 4 + name.utf8.count + 1 + 4 + 8
+            case .string(let text): length += 4 + name.utf8.count + 1 + 4 + text.utf8.count
+            case .blob(let data): length += 4 + name.utf8.count + 1 + 4 + data.count
+            }
+        }
+        return length
     }
 
     func close() { try? pool.close() }
+
+    deinit { macInput.deallocate() }
 
     struct Cursor {
         var createdAt: Int64
@@ -150,45 +250,189 @@ final class PlaintextNotifications {
             return sizes
         }
         guard !sizes.isEmpty else { throw BenchError("empty baseline page") }
-        for size in Set(sizes) where ciphertexts[size] == nil {
+        try makeSealed(sizes)
+        if let largest = sizes.max(), largest > output.count { output = [UInt8](repeating: 0, count: largest) }
+        return sizes
+    }
+
+    /// A sealed value of each plaintext size in `sizes` (once per size).
+    private func makeSealed(_ sizes: some Sequence<Int>) throws {
+        for size in Set(sizes) where !sealed.indices.contains(size) || sealed[size].isEmpty {
             let message = randomBytes(size)
             var ciphertext = [UInt8](repeating: 0, count: size + Int(crypto_aead_xchacha20poly1305_ietf_ABYTES))
             var length: UInt64 = 0
             crypto_aead_xchacha20poly1305_ietf_encrypt(&ciphertext, &length, message, UInt64(size), ad, UInt64(ad.count), nil, nonce, key)
-            ciphertexts[size] = ciphertext
+            if sealed.count <= size { sealed += Array(repeating: [], count: size + 1 - sealed.count) }
+            sealed[size] = [2, 0, 0, 0, 1] + nonce + ciphertext
         }
-        if let largest = sizes.max(), largest > output.count { output = [UInt8](repeating: 0, count: largest) }
-        return sizes
     }
 
     static let pageSQL = """
         SELECT * FROM notifications WHERE (created_at, seq) < (?, ?) ORDER BY created_at DESC, seq DESC LIMIT 50
         """
 
-    /// The 50 rows, every column read into a value, and one AEAD open per sealed value of the page.
-    func page(after cursor: Cursor?, work: [Int]) throws {
+    /// The 50 rows, every column read into a value, each row's MAC checked (`macs`: the
+    /// baseline before issue 32 had none), and one AEAD open per sealed value of the page.
+    func page(after cursor: Cursor?, work: [Int], macs: Bool = true) throws {
         let rows: [PlainNotification] = try pool.read { db in
             var rows: [PlainNotification] = []
             rows.reserveCapacity(50)
             let cursor = try Row.fetchCursor(
                 db.cachedStatement(sql: Self.pageSQL), arguments: [cursor?.createdAt ?? Int64.max, cursor?.seq ?? Int64.max])
-            while let row = try cursor.next() {
-                rows.append(
-                    PlainNotification(
-                        seq: row[0], account: row[1], uuid: row[2], subject: row[3], message: row[4], actions: row[5],
-                        createdAt: row[6], expiresAt: row[7], status: row[8], actionTaken: row[9], answeredAt: row[10],
-                        answeredByDevice: row[11], updatedAt: row[12], rowMAC: row[13]))
-            }
+            while let row = try cursor.next() { rows.append(Self.plainNotification(row)) }
             return rows
         }
         guard rows.count == 50 else { throw BenchError("short baseline page") }
+        if macs {
+            // Read once for the page (no access check per row).
+            let (sealed, vaultID) = (self.sealed, self.vaultID)
+            for row in rows { try checkMAC(row, sealed: sealed, vaultID: vaultID) }
+        }
+        let headerAndNonce = Self.sealHeader + nonce.count
         for size in work {
-            guard let ciphertext = ciphertexts[size] else { throw BenchError("no ciphertext of \(size) bytes") }
+            guard sealed.indices.contains(size), !sealed[size].isEmpty else { throw BenchError("no sealed value of \(size) bytes") }
+            let value = sealed[size]
             var written: UInt64 = 0
-            guard
-                crypto_aead_xchacha20poly1305_ietf_decrypt(
-                    &output, &written, nil, ciphertext, UInt64(ciphertext.count), ad, UInt64(ad.count), nonce, key) == 0
-            else { throw BenchError("baseline open failed") }
+            let opened = value.withUnsafeBufferPointer { value -> Int32 in
+                guard let base = value.baseAddress else { return -1 }
+                return crypto_aead_xchacha20poly1305_ietf_decrypt(
+                    &output, &written, nil, base + headerAndNonce, UInt64(value.count - headerAndNonce), ad, UInt64(ad.count), nonce, key)
+            }
+            guard opened == 0 else { throw BenchError("baseline open failed") }
+        }
+    }
+
+    private static func plainNotification(_ row: Row) -> PlainNotification {
+        PlainNotification(
+            seq: row[0], account: row[1], uuid: row[2], subject: row[3], message: row[4], actions: row[5],
+            createdAt: row[6], expiresAt: row[7], status: row[8], actionTaken: row[9], answeredAt: row[10],
+            answeredByDevice: row[11], updatedAt: row[12], rowMAC: row[13])
+    }
+
+    /// One keyed BLAKE2b over the row's MAC input, compared with the tag its `row_mac` holds.
+    private func checkMAC(_ row: PlainNotification, sealed: [[UInt8]], vaultID: [UInt8]) throws {
+        guard let stored = row.rowMAC, stored.count >= 45 else { throw BenchError("notification \(row.seq) has no row MAC") }
+        let matches = try stored.withUnsafeBytes { (stored: UnsafeRawBufferPointer) -> Bool in
+            let length = try Self.encodeMACInput(
+                row, counter: UnsafeRawBufferPointer(rebasing: stored[5..<13]), columnTags: UnsafeRawBufferPointer(rebasing: stored[45...]),
+                vaultID: vaultID, sealed: sealed, into: macInput)
+            return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Int(crypto_generichash_BYTES)) { tag in
+                guard let tagBase = tag.baseAddress, let storedBase = stored.baseAddress,
+                    let input = macInput.baseAddress?.assumingMemoryBound(to: UInt8.self)
+                else { return false }
+                crypto_generichash(tagBase, tag.count, input, UInt64(length), macKey, macKey.count)
+                return sodium_memcmp(tagBase, storedBase + 13, tag.count) == 0
+            }
+        }
+        guard matches else { throw BenchError("notification \(row.seq): row MAC does not match") }
+    }
+
+    /// The columns as the MAC input names them, sorted (as the vault's layout has them), each
+    /// with its length prefix; `encodeMACInput` names them by position.
+    private static let macNames: [[UInt8]] = [
+        "account_id", "action_taken", "actions", "answered_at", "answered_by_device", "created_at", "expires_at", "message", "seq",
+        "status", "subject", "updated_at", "uuid",
+    ].map { lengthPrefixed(Array($0.utf8)) }
+    private static let domain = Array("credentialvault.row.v2".utf8)
+    private static let table = lengthPrefixed(Array("notifications".utf8))
+
+    private static func lengthPrefixed(_ bytes: [UInt8]) -> [UInt8] {
+        withUnsafeBytes(of: UInt32(bytes.count).bigEndian) { Array($0) } + bytes
+    }
+
+    /// `row`'s MAC input, written to `buffer`; returns its length. What the vault's
+    /// `RowIntegrity.feed` hashes for the same row (format 2), the sealed columns as sealed
+    /// values of their sizes. Copies into raw memory through a writer with mutating methods,
+    /// as lean as a hand-written encoder gets (nested functions that mutate a captured `var`
+    /// pay a dynamic exclusivity check per call; the vault's `TagInput` avoids them too).
+    private static func encodeMACInput(
+        _ row: PlainNotification, counter: UnsafeRawBufferPointer, columnTags: UnsafeRawBufferPointer, vaultID: [UInt8], sealed: [[UInt8]],
+        into buffer: UnsafeMutableRawBufferPointer
+    ) throws -> Int {
+        var out = try MACWriter(buffer)
+        try out.put(domain)
+        try out.length(vaultID.count)
+        try out.put(vaultID)
+        try out.put(table)
+        try out.put(counter)
+        // Sorted by name (`macNames`), as the vault's layout has them.
+        try out.text(0, row.account)
+        try out.sealed(1, row.actionTaken, sealed)
+        try out.sealed(2, row.actions, sealed)
+        try out.integer(3, row.answeredAt)
+        try out.text(4, row.answeredByDevice)
+        try out.integer(5, row.createdAt)
+        try out.integer(6, row.expiresAt)
+        try out.sealed(7, row.message, sealed)
+        try out.integer(8, row.seq)
+        try out.text(9, row.status)
+        try out.sealed(10, row.subject, sealed)
+        try out.integer(11, row.updatedAt)
+        try out.text(12, row.uuid)
+        try out.length(columnTags.count)
+        try out.put(columnTags)
+        return out.written
+    }
+
+    private struct MACWriter {
+        let start: UnsafeMutableRawPointer
+        let end: UnsafeMutableRawPointer
+        var position: UnsafeMutableRawPointer
+
+        init(_ buffer: UnsafeMutableRawBufferPointer) throws {
+            guard let start = buffer.baseAddress else { throw BenchError("no MAC buffer") }
+            self.start = start
+            end = start + buffer.count
+            position = start
+        }
+
+        var written: Int { position - start }
+
+        mutating func put(_ bytes: UnsafeRawBufferPointer) throws {
+            guard let base = bytes.baseAddress else { return }
+            guard end - position >= bytes.count else { throw BenchError("a row MAC input over \(end - start) bytes") }
+            position.copyMemory(from: base, byteCount: bytes.count)
+            position += bytes.count
+        }
+
+        mutating func put(_ bytes: [UInt8]) throws { try bytes.withUnsafeBytes { try put($0) } }
+
+        mutating func put(byte: UInt8) throws {
+            guard end - position >= 1 else { throw BenchError("a row MAC input over \(end - start) bytes") }
+            position.storeBytes(of: byte, as: UInt8.self)
+            position += 1
+        }
+
+        mutating func length(_ count: Int) throws {
+            try withUnsafeBytes(of: UInt32(truncatingIfNeeded: count).bigEndian) { try put($0) }
+        }
+
+        mutating func integer(_ column: Int, _ value: Int64?) throws {
+            guard let value else { return }
+            try put(macNames[column])
+            try put(byte: 1)
+            try length(8)
+            try withUnsafeBytes(of: value.bigEndian) { try put($0) }
+        }
+
+        mutating func text(_ column: Int, _ value: String?) throws {
+            guard var value else { return }
+            try put(macNames[column])
+            try put(byte: 3)
+            try value.withUTF8 { utf8 in
+                try length(utf8.count)
+                try put(UnsafeRawBufferPointer(utf8))
+            }
+        }
+
+        mutating func sealed(_ column: Int, _ plaintext: String?, _ sealed: [[UInt8]]) throws {
+            guard let plaintext else { return }
+            let size = plaintext.utf8.count
+            guard sealed.indices.contains(size), !sealed[size].isEmpty else { throw BenchError("no sealed value of \(size) bytes") }
+            try put(macNames[column])
+            try put(byte: 4)
+            try length(sealed[size].count)
+            try put(sealed[size])
         }
     }
 }
