@@ -5,6 +5,8 @@
 #   scripts/callgrind.sh page 30 '$s10VaultStore0A0C13notificationsyAA16NotificationPageVAA0D5QueryVKF'
 #   callgrind_annotate --inclusive=yes .bench/callgrind.out | less
 #
+# CALLGRIND_OUT=FILE writes the profile there instead of .bench/callgrind.out.
+#
 # Two things stopped valgrind 3.19 on this binary before (BENCHMARKS.md said callgrind "aborts on
 # every run that opens a vault"), and this works around both:
 # - the async main parks the main thread in libdispatch's sigsuspend() with a mask in read-only
@@ -27,9 +29,10 @@ C
 cc -shared -fPIC -O2 -o "$work/shim.so" "$work/shim.c"
 cp "$root/Benchmarks/.build/release/VaultBench" "$work/VaultBench"
 strip --strip-debug "$work/VaultBench"
-mkdir -p "$root/.bench"
+out=${CALLGRIND_OUT:-$root/.bench/callgrind.out}
+mkdir -p "$(dirname "$out")"
 toggle=()
 [ $# -ge 3 ] && toggle=(--toggle-collect="$3")
 SWIFT_BACKTRACE=enable=no LD_PRELOAD="$work/shim.so" valgrind --tool=callgrind "${toggle[@]}" \
-    --callgrind-out-file="$root/.bench/callgrind.out" "$work/VaultBench" profile "$what" "$count"
-echo "wrote $root/.bench/callgrind.out"
+    --callgrind-out-file="$out" "$work/VaultBench" profile "$what" "$count"
+echo "wrote $out"

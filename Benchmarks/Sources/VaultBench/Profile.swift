@@ -10,9 +10,17 @@ import VaultSession
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
 /// (token after another connection committed), `store` (durable token store) or `page`
-/// (first notification page of 50 out of 1000) or `page-baseline` (the same page's baseline).
+/// (first notification page of 50 out of 1000), `page-baseline` (the same page's baseline:
+/// plaintext keyset page + 150 decrypts + row MACs) or `page-baseline-plain` (the baseline
+/// before issue 32, without the row MACs).
+///
+/// The page loops warm up with one page (statements prepared, keys unwrapped), then call
+/// ``profiledStorePage(_:)`` or ``profiledBaselinePage(_:work:macs:)`` N times: counting only
+/// inside those (`scripts/page-instructions.sh` does) gives the instructions of a page.
 func profileLoop(_ arguments: [String]) async throws {
-    guard arguments.count == 2, let iterations = Int(arguments[1]) else { throw BenchError("usage: profile cold|store|page|page-baseline|split|http N") }
+    guard arguments.count == 2, let iterations = Int(arguments[1]) else {
+        throw BenchError("usage: profile cold|store|page|page-baseline|page-baseline-plain|split|http N")
+    }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
     defer { try? FileManager.default.removeItem(at: dir) }
@@ -122,16 +130,29 @@ func profileLoop(_ arguments: [String]) async throws {
         for _ in 0..<iterations { generation = try vault.tokens.store(pair, for: bench.account, replacing: generation) }
     case "page":
         try fillNotifications(bench, count: 1000)
-        for _ in 0..<iterations { _ = try vault.notifications.page(NotificationQuery(limit: 50)) }
-    case "page-baseline":
+        _ = try vault.notifications.page(NotificationQuery(limit: 50))
+        for _ in 0..<iterations { try profiledStorePage(vault) }
+    case "page-baseline", "page-baseline-plain":
         // The same page's baseline (History.swift), to compare instruction counts with `page`.
         try fillNotifications(bench, count: 1000)
         guard sodium_init() >= 0 else { throw BenchError("sodium_init failed") }
         let plain = try PlaintextNotifications(copying: bench, in: dir, name: "profile-plain")
         defer { plain.close() }
         let work = try plain.pageWork(after: nil)
-        for _ in 0..<iterations { try plain.page(after: nil, work: work) }
+        let macs = arguments[0] == "page-baseline"
+        try plain.page(after: nil, work: work, macs: macs)
+        for _ in 0..<iterations { try profiledBaselinePage(plain, work: work, macs: macs) }
     default:
         throw BenchError("unknown profile \(arguments[0])")
     }
+}
+
+/// One first page of 50 of the vault (`Vault.notifications.page`), where callgrind can count it (`--toggle-collect`).
+@inline(never) func profiledStorePage(_ vault: Vault) throws {
+    guard try vault.notifications.page(NotificationQuery(limit: 50)).items.count == 50 else { throw BenchError("short page") }
+}
+
+/// One first page of 50 of the baseline, where callgrind can count it (`--toggle-collect`).
+@inline(never) func profiledBaselinePage(_ plain: PlaintextNotifications, work: [Int], macs: Bool) throws {
+    try plain.page(after: nil, work: work, macs: macs)
 }

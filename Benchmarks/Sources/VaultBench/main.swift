@@ -4,7 +4,7 @@
 //                [--only unlock,tokens,durable,process,agent,refresh,pages,maintenance,sync]
 //     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
 //     VaultBench child-agent SOCKET SECONDS              (likewise: one load client of the agent)
-//     VaultBench profile cold|store|page|page-baseline|split|http N   (a loop for callgrind)
+//     VaultBench profile cold|store|page|page-baseline|page-baseline-plain|split|http N   (a loop for callgrind)
 //
 // Prints progress on standard error and one table on standard output; writes the same
 // figures as JSON. Never prints a token: the figures are times, counts and sizes.
