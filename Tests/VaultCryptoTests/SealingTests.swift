@@ -58,6 +58,39 @@ import VaultCrypto
         #expect(try key.openText(blob, context: Self.context) == nil)
     }
 
+    /// Around the ASCII fast path (eight bytes at a time, then the tail): ASCII of every length
+    /// across a word, one non-ASCII or invalid byte at every position, a NUL, a cut-off sequence.
+    static let textBytes: [[UInt8]] = {
+        var cases: [[UInt8]] = (0...17).map { Array(repeating: UInt8(ascii: "a"), count: $0) }
+        for position in 0..<17 {
+            var ascii = Array(repeating: UInt8(ascii: "b"), count: 17)
+            ascii.replaceSubrange(position..<(position + 1), with: Array("é".utf8))
+            cases.append(ascii)
+            ascii = Array(repeating: UInt8(ascii: "c"), count: 17)
+            ascii[position] = 0xff
+            cases.append(ascii)
+            ascii[position] = 0x80
+            cases.append(ascii)
+        }
+        cases.append(Array("nul\u{0}inside, long enough".utf8))
+        cases.append(Array("cut off: ".utf8) + Array("🔑".utf8).prefix(3))
+        return cases
+    }()
+
+    @Test("opened bytes are text exactly when String(validating:) says so, and the same text")
+    func textAsStandardLibrary() throws {
+        let key = try SymmetricKey.generate(id: 3)
+        let shared = SharedSealContext(vaultID: Self.context.vaultID, table: "tokens", column: "refresh_token", account: "acct-1")
+        for bytes in Self.textBytes {
+            let blob = try key.seal(bytes, context: Self.context)
+            let expected = String(validating: bytes, as: UTF8.self)
+            #expect(try key.openText(blob, context: Self.context) == expected, "\(bytes)")
+            let opened = try blob.withUnsafeBytes { try key.openText($0, sharing: shared, row: "acct-1", version: "7") }
+            #expect(opened == expected, "\(bytes)")
+            if let expected, let opened { #expect(Array(opened.utf8) == Array(expected.utf8)) }
+        }
+    }
+
     @Test("sealing the same value twice gives different blobs (random nonce)")
     func noncesDiffer() throws {
         let key = try SymmetricKey.generate(id: 1)
