@@ -96,7 +96,9 @@ public struct NotificationStore: VaultArea {
         let filter = conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND ")
         _ = arguments.append(contentsOf: [query.limit + 1])
         let sql = "SELECT * FROM notifications \(filter) ORDER BY created_at DESC, seq DESC LIMIT ?"
-        return try read("listing notifications") { db in
+        // BEGIN and COMMIT kept prepared too (GRDB's `read` prepares both on every call: ~50k
+        // instructions of a ~3M page); the same deferred read transaction.
+        return try core.readPrepared("listing notifications") { db in
             // One prepared statement per filter shape, kept by the connection; rows are decoded as
             // they are stepped (no copy of the page), with column positions found once per page.
             let statement = try db.cachedStatement(sql: sql)
@@ -210,26 +212,41 @@ struct NotificationRowReader {
 
     /// What the page's sealed values share: each sealed column's part of the associated data,
     /// per account, and the data keys found so far. Lives as long as one read. The account is
-    /// compared with the previous row's, and the other accounts' parts looked up only when it
-    /// changes (hashing the account on every value cost more than the encoding it saved).
+    /// compared with the previous row's once per row, and the other accounts' parts looked up
+    /// only when it changes (hashing the account on every value cost more than the encoding it
+    /// saved; comparing it on every value, a fiftieth of the page).
     /// `keys` is by key id alone, as the keyring is: ids are unique in a vault, and a key used
     /// for another account's value fails that value's associated data anyway.
     private final class PageSealing {
-        private var account: AccountID?
-        private var contexts: [SharedSealContext?] = [nil, nil, nil, nil]
-        private var otherAccounts: [AccountID: [SharedSealContext?]] = [:]
-        var keys: [UInt32: SymmetricKey] = [:]
+        /// The four sealed columns' shared parts for one account.
+        struct Columns {
+            let subject: SharedSealContext
+            let message: SharedSealContext
+            let actions: SharedSealContext
+            let actionTaken: SharedSealContext
 
-        /// `slot` numbers the sealed columns: 0 subject, 1 message, 2 actions, 3 action_taken.
-        func context(store: NotificationStore, slot: Int, column: String, account: AccountID) -> SharedSealContext {
-            if account != self.account {
-                if let previous = self.account { otherAccounts[previous] = contexts }
-                contexts = otherAccounts[account] ?? [nil, nil, nil, nil]
-                self.account = account
+            init(vaultID: [UInt8], account: AccountID) {
+                let shared = { (column: String) in
+                    SharedSealContext(vaultID: vaultID, table: NotificationRowReader.table, column: column, account: account.rawValue)
+                }
+                subject = shared("subject")
+                message = shared("message")
+                actions = shared("actions")
+                actionTaken = shared("action_taken")
             }
-            if let known = contexts[slot] { return known }
-            let made = SharedSealContext(vaultID: store.keyring.vaultID, table: NotificationRowReader.table, column: column, account: account.rawValue)
-            contexts[slot] = made
+        }
+
+        private var account: AccountID?
+        private var columns: Columns?
+        private var otherAccounts: [AccountID: Columns] = [:]
+        var keys = FoundDataKeys()
+
+        func columns(store: NotificationStore, account: AccountID) -> Columns {
+            if account == self.account, let columns { return columns }
+            if let previous = self.account, let columns { otherAccounts[previous] = columns }
+            let made = otherAccounts[account] ?? Columns(vaultID: store.keyring.vaultID, account: account)
+            self.account = account
+            columns = made
             return made
         }
     }
@@ -251,12 +268,14 @@ struct NotificationRowReader {
         // Read once; when it is missing or unreadable, `value` throws the error that names it.
         let uuid: String = try storedUUID ?? value(1, "uuid")
         let sealing = self.sealing
-        let open = { (position: Int, slot: Int, column: String) throws -> String? in
+        let columns = sealing.columns(store: store, account: account)
+        let open = { (position: Int, shared: SharedSealContext, column: String) throws -> String? in
             try store.open(
-                optional(position, column), sharing: sealing.context(store: store, slot: slot, column: column, account: account),
-                table: Self.table, column: column, account: account, row: uuid, keys: &sealing.keys, db)
+                optional(position, column), sharing: shared, table: Self.table, column: column, account: account, row: uuid,
+                keys: &sealing.keys, db)
         }
-        guard let subject = try open(2, 0, "subject"), let message = try open(3, 1, "message"), let actionsJSON = try open(4, 2, "actions")
+        guard let subject = try open(2, columns.subject, "subject"), let message = try open(3, columns.message, "message"),
+            let actionsJSON = try open(4, columns.actions, "actions")
         else {
             throw VaultError(.damaged, "notification \(uuid) is missing a sealed field", path: path)
         }
@@ -270,7 +289,7 @@ struct NotificationRowReader {
             createdAt: Date(millisecondsSince1970: createdAt),
             expiresAt: try optional(6, "expires_at").map { (ms: Int64) in Date(millisecondsSince1970: ms) },
             status: NotificationStatus(rawValue: status) ?? .dismissed,
-            actionTaken: try open(8, 3, "action_taken"),
+            actionTaken: try open(8, columns.actionTaken, "action_taken"),
             answeredAt: try optional(9, "answered_at").map { (ms: Int64) in Date(millisecondsSince1970: ms) },
             answeredByDevice: try optional(10, "answered_by_device"))
         return (record, NotificationCursor(createdAt: createdAt, seq: try value(11, "seq")))
