@@ -131,7 +131,8 @@ example: deps
 # BENCH_ROWS: the largest notification history (1k, a tenth, and it). 100k keeps the run near
 # 5 minutes; BENCH_ROWS=1000000 is the issue's full size and spends ~20 min generating it.
 # BENCH_QUICK=1: every scenario at small counts on debug builds (what CI runs): it proves each
-# scenario runs, not the ratios.
+# scenario runs, not the ratios. Without it, and with valgrind installed, the notification page's
+# instruction ratio follows the table (scripts/page-instructions.sh, as `make bench-profile`).
 BENCH_ROWS ?= 100000
 BENCH_CONFIG := $(if $(BENCH_QUICK),debug,release)
 BENCH_VAULT_BUILD := $(if $(BENCH_QUICK),swift build --product vault && swift build --product vault-lean,$(MAKE) release)
@@ -144,6 +145,11 @@ bench: release-deps
 	@mkdir -p .bench
 	set -o pipefail; Benchmarks/.build/$(BENCH_CONFIG)/VaultBench --vault-binary .build/$(BENCH_CONFIG)/vault $(BENCH_FLAGS) \
 		--out .bench/results.json | tee .bench/table.txt
+	@# The notification page's target in instructions (~40 s under callgrind; not in quick mode).
+	@if [ -z "$(BENCH_QUICK)" ]; then \
+		if command -v valgrind >/dev/null; then echo; set -o pipefail; scripts/page-instructions.sh | tee -a .bench/table.txt; \
+		else echo "(no valgrind: the notification page's instruction ratio is not measured; make bench-profile installs it)"; fi; \
+	fi
 
 # Instructions of one notification page of 50 (first of 1,000), the vault's against its baseline
 # (plaintext keyset page + 150 decrypts + row MACs, issue 32 item 3), counted by callgrind:
