@@ -26,6 +26,7 @@ let package = Package(
                 .product(name: "VaultCrypto", package: root),
                 .product(name: "VaultOAuth", package: root),
                 .product(name: "VaultAgent", package: root),
+                .product(name: "AgentWire", package: root),
                 .product(name: "DevGateway", package: root),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),

@@ -50,17 +50,45 @@ public struct AgentClient: Sendable {
     }
 
     /// Sends one request and returns the agent's answer; throws its failure when it is one.
+    ///
+    /// On a kept connection the request is written from the calling task without blocking and
+    /// the answer watched for a short while (``spinNanoseconds``, CPU only); a warm token comes
+    /// back in that time and is read at once, with no thread woken. An answer that takes longer
+    /// (a refresh at the identity service), and a new connection, are waited for on a Dispatch
+    /// thread: nothing blocks the cooperative pool.
     public func send(_ request: AgentRequest) async throws -> AgentResponse {
-        let (name, search, kept) = (socketName, self.search, self.kept)
-        let timeout = timeoutSeconds
-        let response = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<AgentResponse, any Error>) in
-            // Blocking socket I/O off the cooperative pool (no thread made per request).
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try Self.exchange(request, name: name, search: search, timeoutSeconds: timeout, kept: kept) })
+        let (name, search, kept, timeout) = (socketName, self.search, self.kept, timeoutSeconds)
+        let message = request.wire
+        var response: AgentResponse?
+        if let fd = kept.take() {
+            WireProtocol.setTimeouts(fd, seconds: timeout)
+            if WireProtocol.sendNow(fd, message) {
+                if WireProtocol.answerArrives(fd, withinNanoseconds: Self.spinNanoseconds) {
+                    response = try Self.receive(fd, kept: kept)
+                } else {
+                    response = try await Self.offThePool { try Self.receive(fd, kept: kept) }
+                }
+                // Nil: closed before answering (the agent closed it while idle): a new one below.
+                // Anything else (a timeout, a bad answer) is the request's outcome: never sent twice.
+            } else {
+                close(fd)
             }
         }
-        if let failure = response.error, !response.ok { throw failure }
-        return response
+        let answer = try await response.asyncOr {
+            try await Self.offThePool { try Self.exchange(message, name: name, search: search, timeoutSeconds: timeout, kept: kept) }
+        }
+        if let failure = answer.error, !answer.ok { throw failure }
+        return answer
+    }
+
+    /// How long a request on a kept connection watches for its answer before parking the wait.
+    public static let spinNanoseconds: UInt64 = 200_000
+
+    /// `work` (blocking socket I/O) on a Dispatch thread, off the cooperative pool.
+    private static func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
     }
 
     /// Whether an agent answers on the socket.
@@ -68,33 +96,29 @@ public struct AgentClient: Sendable {
         (try? await send(AgentRequest(.status))) != nil
     }
 
-    /// Sends `request` on a kept connection, else on a new one (every check made first:
-    /// ``AgentTrust``), and reads the answer. A kept connection the agent closed while it was
-    /// idle handled nothing: the request goes again on a new one.
+    /// Sends `message` on a new connection (every check made first: ``AgentTrust``) and reads
+    /// the answer; the connection is kept for the next request.
     static func exchange(
-        _ request: AgentRequest, name: String, search: AgentSocket.Places, timeoutSeconds: Int, kept: KeptConnections
+        _ message: WireMessage, name: String, search: AgentSocket.Places, timeoutSeconds: Int, kept: KeptConnections
     ) throws -> AgentResponse {
-        let message = request.wire
-        if let fd = kept.take() {
-            WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
-            // Nil: closed before answering (the agent closed it while idle): a new one below.
-            // Anything else (a timeout, a bad answer) is the request's outcome: never sent twice.
-            if let response = try answer(fd, message, preface: false, kept: kept) { return response }
-        }
         let (fd, _) = try AgentSocket.connect(name, searching: search)
         WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
-        guard let response = try answer(fd, message, preface: true, kept: kept) else {
+        guard WireProtocol.writeAll(fd, WireProtocol.preface + message.frame()) else {
+            close(fd)
+            throw AgentConnectionError.badAnswer("the connection closed while sending")
+        }
+        guard let response = try receive(fd, kept: kept) else {
             throw AgentConnectionError.badAnswer("the connection closed before an answer")
         }
         return response
     }
 
-    /// The answer to `message` on `fd`, which is kept for the next request after a frame and
-    /// closed otherwise; nil when the connection closed before answering.
-    private static func answer(_ fd: Int32, _ message: WireMessage, preface: Bool, kept: KeptConnections) throws -> AgentResponse? {
+    /// The answer on `fd`, which is kept for the next request after a frame and closed
+    /// otherwise; nil when the connection closed before answering.
+    static func receive(_ fd: Int32, kept: KeptConnections) throws -> AgentResponse? {
         let answer: WireProtocol.Answer
         do {
-            answer = try WireProtocol.exchange(fd, message, preface: preface)
+            answer = try WireProtocol.readAnswer(fd)
         } catch {
             close(fd)
             throw error
@@ -142,5 +166,13 @@ final class KeptConnections: Sendable {
 
     deinit {
         for fd in descriptors.withLock({ $0 }) { close(fd) }
+    }
+}
+
+extension Optional where Wrapped: Sendable {
+    /// The value, else what `fallback` makes.
+    fileprivate func asyncOr(_ fallback: () async throws -> Wrapped) async throws -> Wrapped {
+        if let self { return self }
+        return try await fallback()
     }
 }

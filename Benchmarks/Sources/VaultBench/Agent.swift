@@ -1,3 +1,4 @@
+import AgentWire
 import Foundation
 import GRDB
 import VaultAgent
@@ -97,7 +98,7 @@ func benchAgent(_ report: Report, bench: BenchVault, vaultBinary: String, selfBi
     }
     // The floor: a bare Unix-socket echo round trip (a request-sized message out, an
     // answer-sized one back, blocking calls on a kept connection) plus the GRDB point read.
-    let echo = try EchoServer(path: dir.appendingPathComponent("echo.sock").path)
+    let echo = try await EchoServer(path: dir.appendingPathComponent("echo.sock").path, selfBinary: selfBinary)
     defer { echo.stop() }
     let client = agent.client
     let request = try await measurePair(
@@ -201,19 +202,49 @@ func childAgent(_ arguments: [String]) async {
     emitLine("done")
 }
 
-/// A bare Unix-socket echo peer for the agent round trip's floor: one thread, one kept
-/// connection, blocking calls; the client sends 40 bytes (a token request's frame) and reads
-/// 400 back (a token answer's size).
-final class EchoServer: @unchecked Sendable {
-    // @unchecked: `listener` and `client` are set in init and only read afterwards; the
-    // serving thread touches only its own accepted descriptor.
-    private let listener: Int32
+/// A bare Unix-socket echo peer for the agent round trip's floor, in a process of its own as
+/// the agent is (`VaultBench child-echo SOCKET`: one connection, blocking reads); the client
+/// sends 40 bytes (a token request's frame) and reads 400 back (a token answer's size).
+final class EchoServer: Sendable {
+    private let process: Process
     private let client: Int32
     static let requestSize = 40
     static let answerSize = 400
 
-    init(path: String) throws {
+    init(path: String, selfBinary: String) async throws {
         unlink(path)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: selfBinary)
+        process.arguments = ["child-echo", path]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            for (index, byte) in path.utf8.enumerated() { buffer[index] = byte }
+        }
+        let deadline = nowNanos() + 10_000_000_000
+        var client: Int32 = -1
+        while client < 0 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            let connected = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if connected == 0 {
+                client = fd
+            } else {
+                close(fd)
+                guard process.isRunning, nowNanos() < deadline else { throw BenchError("the echo peer did not listen within 10 s") }
+                try await Task.sleep(for: .milliseconds(10))
+            }
+        }
+        self.client = client
+    }
+
+    /// The child's side: accept one connection, answer each request until it closes.
+    static func serve(at path: String) {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { buffer in
@@ -223,29 +254,23 @@ final class EchoServer: @unchecked Sendable {
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
-        guard bound == 0, listen(listener, 4) == 0 else { throw BenchError("echo socket: \(String(cString: strerror(errno)))") }
-        self.listener = listener
-        Thread.detachNewThread {
-            let connection = accept(listener, nil, nil)
-            guard connection >= 0 else { return }
-            defer { close(connection) }
-            var request = [UInt8](repeating: 0, count: EchoServer.requestSize)
-            let answer = [UInt8](repeating: 0x61, count: EchoServer.answerSize)
-            while EchoServer.readExactly(connection, &request) {
-                guard answer.withUnsafeBytes({ write(connection, $0.baseAddress, $0.count) }) == answer.count else { return }
-            }
+        guard bound == 0, listen(listener, 4) == 0 else { return }
+        let connection = accept(listener, nil, nil)
+        guard connection >= 0 else { return }
+        var request = [UInt8](repeating: 0, count: requestSize)
+        let answer = [UInt8](repeating: 0x61, count: answerSize)
+        while readExactly(connection, &request) {
+            guard answer.withUnsafeBytes({ write(connection, $0.baseAddress, $0.count) }) == answer.count else { return }
         }
-        let client = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(client, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard connected == 0 else { throw BenchError("echo connect: \(String(cString: strerror(errno)))") }
-        self.client = client
     }
 
+    /// One round trip, the answer awaited as `AgentClient` awaits one on a kept connection
+    /// (watched for up to the same time from the calling thread, then a blocking read), so the
+    /// floor and the client differ only in what the agent does.
     func roundTrip() throws {
         let request = [UInt8](repeating: 0x62, count: Self.requestSize)
         guard request.withUnsafeBytes({ write(client, $0.baseAddress, $0.count) }) == request.count else { throw BenchError("echo write") }
+        _ = WireProtocol.answerArrives(client, withinNanoseconds: AgentClient.spinNanoseconds)
         var answer = [UInt8](repeating: 0, count: Self.answerSize)
         guard Self.readExactly(client, &answer) else { throw BenchError("echo read") }
     }
@@ -262,6 +287,7 @@ final class EchoServer: @unchecked Sendable {
 
     func stop() {
         close(client)
-        close(listener)
+        process.terminate()
+        process.waitUntilExit()
     }
 }

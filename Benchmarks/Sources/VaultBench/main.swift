@@ -4,6 +4,7 @@
 //                [--only unlock,tokens,durable,process,agent,refresh,pages,maintenance,sync]
 //     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
 //     VaultBench child-agent SOCKET SECONDS              (likewise: one load client of the agent)
+//     VaultBench child-echo SOCKET                       (likewise: the echo peer of the agent's floor)
 //     VaultBench profile cold|store|page|page-baseline|page-baseline-plain|split|http N   (a loop for callgrind)
 //
 // Prints progress on standard error and one table on standard output; writes the same
@@ -17,6 +18,10 @@ if arguments.first == "child-refresh" {
 }
 if arguments.first == "child-agent" {
     await childAgent(Array(arguments.dropFirst()))
+    exit(0)
+}
+if arguments.first == "child-echo", arguments.count == 2 {
+    EchoServer.serve(at: arguments[1])
     exit(0)
 }
 if arguments.first == "profile" {
