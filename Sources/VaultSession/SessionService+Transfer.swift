@@ -137,7 +137,7 @@ extension SessionService {
                     + (mode == .move ? " or let go of the grant" : "") + " (\(error)): do not import it; export again")
         }
         logger.info("exported a session", metadata: ["account": "\(id)", "mode": "\(mode.rawValue)", "transfer": "\(transferID)"])
-        if let ended {
+        if ended != nil {
             broker.cache = nil
             announce([.stateChanged(id, .expired(.exported))])
         }
