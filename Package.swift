@@ -140,6 +140,8 @@ let package = Package(
                 // The server's event loop (no thread per connection).
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // ServerQuiescingHelper: every connection closed on the running loops at stop.
+                .product(name: "NIOExtras", package: "swift-nio-extras"),
             ]
         ),
         // `vault-lean`: asks a running agent for a token and prints it, linking only AgentWire

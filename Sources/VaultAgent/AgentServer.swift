@@ -1,6 +1,7 @@
 import AgentWire
 import Foundation
 import NIOCore
+import NIOExtras
 import NIOPosix
 import VaultSync
 
@@ -34,8 +35,9 @@ public final class AgentServer: Sendable {
     /// Each loop as a task executor for the handler's tasks, by loop.
     private let executors: [ObjectIdentifier: EventLoopTaskExecutor]
     private let state = Locked(State())
-    /// Requests handed to the handler whose answers are not written yet.
-    private let inFlight = InFlight()
+    /// Closes every connection on the running loops when the agent stops, each after the
+    /// answer it owes (NIOExtras' quiescing helper).
+    private let quiesce: ServerQuiescingHelper
     private let handler: @Sendable (AgentRequest, Peer) async -> AgentResponse
     private let refusal: @Sendable (Peer) -> Void
 
@@ -67,6 +69,7 @@ public final class AgentServer: Sendable {
         // One loop per core: each connection stays on one, the handler's task runs on it.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         self.group = group
+        quiesce = ServerQuiescingHelper(group: group)
         executors = Dictionary(uniqueKeysWithValues: group.makeIterator().map { (ObjectIdentifier($0), EventLoopTaskExecutor($0)) })
     }
 
@@ -105,8 +108,13 @@ public final class AgentServer: Sendable {
 
     /// Starts serving on the event loop; returns once connections are accepted.
     public func run() async throws {
-        let (handler, refusal, inFlight, executors) = (self.handler, self.refusal, self.inFlight, self.executors)
+        let (handler, refusal, executors, quiesce) = (self.handler, self.refusal, self.executors, self.quiesce)
         let channel = try await ServerBootstrap(group: group)
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(quiesce.makeServerChannelHandler(channel: channel))
+                }
+            }
             .childChannelOption(.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 Self.peer(of: channel).flatMap { peer in
@@ -115,8 +123,7 @@ public final class AgentServer: Sendable {
                         let executor = executors[ObjectIdentifier(channel.eventLoop)]
                         try channel.pipeline.syncOperations.addHandler(
                             AgentConnectionHandler(
-                                peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, inFlight: inFlight,
-                                executor: executor))
+                                peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, executor: executor))
                     }
                 }
             }
@@ -137,22 +144,38 @@ public final class AgentServer: Sendable {
     }
 
     /// Stops accepting, lets the requests being handled write their answers (`stop`'s own
-    /// included; at most ``drainSeconds``), closes every connection and removes the socket.
-    /// Idempotent.
+    /// included; at most ``drainSeconds``), closes every connection while the loops still run
+    /// (so each tears down its pipeline) and removes the socket. Idempotent.
     public func stop() async {
         let (first, channel) = state.withLock { state -> (Bool, (any Channel)?) in
             defer { state.stopped = true }
             return (!state.stopped, state.channel)
         }
         guard first else { return }
-        if let channel {
-            try? await channel.close()
+        if channel != nil {
+            // Closes the listener, asks every connection to close once it has answered, and
+            // completes when all have closed; a handler that never answers is given up on.
+            let loop = group.next()
+            let closed = loop.makePromise(of: Void.self)
+            let finished = loop.makePromise(of: Void.self)
+            let once = Locked(false)
+            let finish: @Sendable () -> Void = {
+                if once.withLock({ done in
+                    defer { done = true }
+                    return !done
+                }) {
+                    finished.succeed(())
+                }
+            }
+            closed.futureResult.whenComplete { _ in finish() }
+            loop.scheduleTask(in: .seconds(Self.drainSeconds)) { finish() }
+            quiesce.initiateShutdown(promise: closed)
+            try? await finished.futureResult.get()
         } else {
             close(listener)  // never handed to the event loop
         }
         unlinkat(directory, name, 0)
         close(directory)
-        await inFlight.drained(within: .seconds(Self.drainSeconds), on: group.next())
         // Tasks that still prefer a loop (a timer the handler started) move to the global
         // executor: a shut-down loop runs nothing.
         for executor in executors.values { executor.retire() }
@@ -163,50 +186,6 @@ public final class AgentServer: Sendable {
 extension AgentServer {
     /// How long ``stop()`` waits for answers being worked out.
     public static let drainSeconds: Int64 = 5
-}
-
-/// Counts the requests between their hand-over to the handler and their answer's write, and
-/// wakes whoever waits for none to be left.
-final class InFlight: Sendable {
-    private struct State {
-        var count = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Locked(State())
-
-    func begin() {
-        state.withLock { $0.count += 1 }
-    }
-
-    func end() {
-        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.count -= 1
-            guard state.count == 0 else { return [] }
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-
-    /// Returns when no request is in flight, or after `limit`.
-    func drained(within limit: TimeAmount, on eventLoop: any EventLoop) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let waiting = state.withLock { state -> Bool in
-                guard state.count > 0 else { return false }
-                state.waiters.append(continuation)
-                return true
-            }
-            guard waiting else { return continuation.resume() }
-            eventLoop.scheduleTask(in: limit) { [self] in
-                let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                    defer { state.waiters = [] }
-                    return state.waiters
-                }
-                for waiter in waiters { waiter.resume() }
-            }
-        }
-    }
 }
 
 /// `struct ucred` (`SO_PEERCRED`'s value) as the kernel lays it out: pid, uid, gid.
@@ -231,8 +210,9 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
     private let refused: Bool
     private let handler: @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse
     private let refusal: @Sendable (AgentServer.Peer) -> Void
-    private let inFlight: InFlight
     private let executor: EventLoopTaskExecutor?
+    /// The agent is stopping: close once the request in hand (if any) is answered.
+    private var quiescing = false
     private var mode = Mode.undecided
     private var buffer = ByteBuffer()
     /// A request is with the handler: nothing more is read from the buffer until it answers.
@@ -242,9 +222,8 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
     init(
         peer: AgentServer.Peer, refused: Bool, handler: @escaping @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse,
-        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, inFlight: InFlight, executor: EventLoopTaskExecutor?
+        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, executor: EventLoopTaskExecutor?
     ) {
-        self.inFlight = inFlight
         self.executor = executor
         self.peer = peer
         self.refused = refused
@@ -280,6 +259,11 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if event is ChannelShouldQuiesceEvent {
+            quiescing = true
+            if !busy { finishAndClose() }
+            return
+        }
         // The client finished sending: answer what is complete, then close.
         if let event = event as? ChannelEvent, event == .inputClosed, !busy {
             if buffer.readableBytes > 0 { process() }
@@ -422,8 +406,6 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let (handler, peer) = (self.handler, self.peer)
         let eventLoop = context.eventLoop
-        let inFlight = self.inFlight
-        inFlight.begin()
         // The handler's task prefers this event loop as its executor: the agent's default actor
         // and the warm token path run here, with no hop to the cooperative pool and back (the
         // vault's blocking work still goes to its own threads).
@@ -432,15 +414,14 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             let finish: @Sendable () -> Void = {
                 let connection = bound.value
                 connection.busy = false
-                guard connection.mode != .closing else { return inFlight.end() }
-                let written =
-                    asLine ? connection.answerLine(response) : connection.answerFrame(response.wire, thenClose: false)
-                if let written {
-                    written.whenComplete { _ in inFlight.end() }
+                guard connection.mode != .closing else { return }
+                if asLine {
+                    connection.answerLine(response)
                 } else {
-                    inFlight.end()
+                    // The agent stopping: this answer is the connection's last.
+                    connection.answerFrame(response.wire, thenClose: connection.quiescing)
+                    connection.process()
                 }
-                if !asLine { connection.process() }
             }
             if eventLoop.inEventLoop { finish() } else { eventLoop.execute(finish) }
         }
