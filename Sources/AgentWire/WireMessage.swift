@@ -101,6 +101,18 @@ public struct WireMessage: Sendable, Equatable {
     }
 }
 
+extension WireMessage: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The keys and the length of each value, never a value: a message may carry a token or a
+    /// passphrase, and may be printed or dumped by a caller's log line.
+    public var description: String {
+        "WireMessage(" + fields.map { "\($0.key): <\($0.value.count) bytes>" }.joined(separator: ", ") + ")"
+    }
+
+    public var debugDescription: String { description }
+    /// The description alone, so `dump` cannot print a value.
+    public var customMirror: Mirror { Mirror(self, children: ["description": description], displayStyle: .struct) }
+}
+
 /// A frame that is not a message of the protocol.
 public enum WireError: Error, Sendable, Hashable, CustomStringConvertible {
     case malformed(String)

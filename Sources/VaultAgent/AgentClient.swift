@@ -103,11 +103,14 @@ public struct AgentClient: Sendable {
     ) throws -> AgentResponse {
         let (fd, _) = try AgentSocket.connect(name, searching: search)
         WireProtocol.setTimeouts(fd, seconds: timeoutSeconds)
-        guard WireProtocol.writeAll(fd, WireProtocol.preface + message.frame()) else {
+        let answer: WireProtocol.Answer
+        do {
+            answer = try WireProtocol.exchange(fd, message, preface: true)
+        } catch {
             close(fd)
-            throw AgentConnectionError.badAnswer("the connection closed while sending")
+            throw error
         }
-        guard let response = try receive(fd, kept: kept) else {
+        guard let response = try settle(answer, on: fd, kept: kept) else {
             throw AgentConnectionError.badAnswer("the connection closed before an answer")
         }
         return response
@@ -123,6 +126,12 @@ public struct AgentClient: Sendable {
             close(fd)
             throw error
         }
+        return try settle(answer, on: fd, kept: kept)
+    }
+
+    /// What `answer` on `fd` says; `fd` kept after a frame, closed otherwise; nil when the
+    /// connection closed before answering.
+    private static func settle(_ answer: WireProtocol.Answer, on fd: Int32, kept: KeptConnections) throws -> AgentResponse? {
         switch answer {
         case .frame(let frame):
             kept.give(fd)

@@ -196,6 +196,20 @@ struct LeanClientTests {
         }
     }
 
+    @Test("a protocol-2 message printed or dumped shows its keys, never a token or passphrase")
+    func messageNeverShowsValues() {
+        var message = WireMessage()
+        message.append("op", "unlock")
+        message.append("passphrase", "correct horse battery staple")
+        message.append("token", "eyJ.secret-token.value")
+        var dumped = ""
+        dump(message, to: &dumped)
+        for shown in ["\(message)", String(reflecting: message), dumped] {
+            #expect(shown.contains("passphrase") && shown.contains("token"))
+            #expect(!shown.contains("horse") && !shown.contains("secret-token") && !shown.contains("unlock"), "\(shown)")
+        }
+    }
+
     static func connect(_ path: String) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         guard var address = AgentTrust.address(path) else { throw POSIXError(.ENAMETOOLONG) }
