@@ -53,41 +53,61 @@ public enum WireProtocol {
         return try readAnswer(fd)
     }
 
-    /// Reads one answer.
+    /// Reads one answer. Interim answers (`ok=wait`: the agent is showing a passphrase prompt
+    /// for this request, sent only to a request that said `waits`) are read past; each one
+    /// restarts the receive timeout, so a client waits as long as the agent keeps saying so.
     public static func readAnswer(_ fd: Int32) throws(AgentConnectionError) -> Answer {
         var buffer: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         var needed = 4
         var length: Int?
-        while buffer.count < needed {
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw .badAnswer("no answer in time") }
-                if buffer.isEmpty { return .closed }
-                throw .badAnswer("the connection closed in the middle of an answer")
+        while true {
+            while buffer.count < needed {
+                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else {
+                    if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { throw .badAnswer("no answer in time") }
+                    if buffer.isEmpty { return .closed }
+                    throw .badAnswer("the connection closed in the middle of an answer")
+                }
+                buffer.append(contentsOf: chunk[0..<count])
+                if buffer.first == UInt8(ascii: "{") {
+                    if let newline = buffer.firstIndex(of: 0x0A) { return .jsonLine(Array(buffer[...newline])) }
+                    guard buffer.count < maximumResponseSize else { throw .badAnswer("the answer is larger than \(maximumResponseSize) bytes") }
+                    needed = buffer.count + 1
+                    continue
+                }
+                if length == nil, buffer.count >= 4 {
+                    let announced = Int(WireMessage.readLength(buffer, at: 0))
+                    guard announced + 4 <= maximumResponseSize else { throw .badAnswer("the answer is larger than \(maximumResponseSize) bytes") }
+                    length = announced
+                    needed = 4 + announced
+                }
             }
-            buffer.append(contentsOf: chunk[0..<count])
-            if buffer.first == UInt8(ascii: "{") {
-                if let newline = buffer.firstIndex(of: 0x0A) { return .jsonLine(Array(buffer[...newline])) }
-                guard buffer.count < maximumResponseSize else { throw .badAnswer("the answer is larger than \(maximumResponseSize) bytes") }
-                needed = buffer.count + 1
-                continue
+            let message: WireMessage
+            do {
+                message = try WireMessage(body: buffer[4..<needed])
+            } catch {
+                throw .badAnswer("\(error)")
             }
-            if length == nil, buffer.count >= 4 {
+            guard message["ok"] == interimOK else {
+                guard buffer.count == needed else { throw .badAnswer("more than one answer to one request") }
+                return .frame(message)
+            }
+            // An interim answer: the final one (or another interim) follows.
+            buffer.removeFirst(needed)
+            (needed, length) = (4, nil)
+            if buffer.count >= 4 {
                 let announced = Int(WireMessage.readLength(buffer, at: 0))
                 guard announced + 4 <= maximumResponseSize else { throw .badAnswer("the answer is larger than \(maximumResponseSize) bytes") }
-                length = announced
-                needed = 4 + announced
+                (needed, length) = (4 + announced, announced)
             }
         }
-        guard buffer.count == needed else { throw .badAnswer("more than one answer to one request") }
-        do {
-            return .frame(try WireMessage(body: buffer[4...]))
-        } catch {
-            throw .badAnswer("\(error)")
-        }
     }
+
+    /// The `ok` value of an interim answer: the agent is asking for the passphrase (pinentry)
+    /// before it can answer; the answer follows on the same connection.
+    public static let interimOK = "wait"
 
     /// Sends `request`'s frame on a connection that already carried the preface without
     /// blocking (`MSG_DONTWAIT`); false when not all of it went (the connection is then unusable).
