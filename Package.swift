@@ -137,6 +137,8 @@ let package = Package(
             name: "VaultAgent",
             dependencies: [
                 "AgentWire", "VaultSync",
+                // Pinentry: started with posix_spawn; its answers wiped with explicit_bzero.
+                "VaultProcess", "CProcessControl",
                 // The server's event loop (no thread per connection).
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -91,6 +91,26 @@ public struct AgentClient: Sendable {
         }
     }
 
+    /// What the agent serves (`hello`): its protocol versions, operations and features
+    /// (``AgentProtocol/features``). Asked on a connection of its own.
+    public func hello() async throws -> AgentHello {
+        let (name, search, timeout) = (socketName, self.search, timeoutSeconds)
+        return try await Self.offThePool {
+            let (fd, _) = try AgentSocket.connect(name, searching: search)
+            defer { close(fd) }
+            WireProtocol.setTimeouts(fd, seconds: timeout)
+            var message = WireMessage()
+            message.append("op", "hello")
+            switch try WireProtocol.exchange(fd, message, preface: true) {
+            case .frame(let frame):
+                guard frame["ok"] == "1" else { throw AgentConnectionError.badAnswer("the agent refused hello") }
+                return AgentHello(versions: frame.values("versions").compactMap { Int($0) }, operations: frame.values("op"), features: frame.values("feature"))
+            case .jsonLine: throw AgentConnectionError.olderAgent(1)
+            case .closed: throw AgentConnectionError.badAnswer("the connection closed before an answer")
+            }
+        }
+    }
+
     /// Whether an agent answers on the socket.
     public func isRunning() async -> Bool {
         (try? await send(AgentRequest(.status))) != nil
@@ -184,4 +204,12 @@ extension Optional where Wrapped: Sendable {
         if let self { return self }
         return try await fallback()
     }
+}
+
+/// What an agent says it serves (its answer to `hello`).
+public struct AgentHello: Sendable, Hashable {
+    public var versions: [Int]
+    public var operations: [String]
+    /// Capabilities added within protocol 2 (`pinentry`: it prompts on the requester's terminal).
+    public var features: [String]
 }

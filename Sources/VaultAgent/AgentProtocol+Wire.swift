@@ -19,6 +19,7 @@ extension AgentRequest {
         message.append("path", ifPresent: path)
         message.append("presented", ifPresent: presented)
         message.append("username", ifPresent: username)
+        terminal?.append(to: &message)
         return message
     }
 
@@ -43,6 +44,7 @@ extension AgentRequest {
         path = message["path"]
         presented = message["presented"]
         username = message["username"]
+        terminal = RequesterTerminal(message)
     }
 }
 

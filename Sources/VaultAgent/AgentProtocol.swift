@@ -18,6 +18,10 @@ import Foundation
 ///           lock_after_seconds?, last_use?, started_at, socket, lock_reason?; for hosts: hosts
 ///           (the count), then host, host_user per entry; for hello: version, versions*, op*
 ///        or ok = 0, error (the code), exit, message
+///           terminal fields (a request that may meet a locked agent): tty?, term?, display?,
+///           wayland_display?, dbus_session?, locale?, waits = 1
+/// Interim:  ok = wait (only to a request that said `waits`: the agent is asking for the
+///           passphrase through pinentry; the answer follows)
 /// ```
 ///
 /// `hello` lists the versions and operations the agent serves: a client that needs an
@@ -29,10 +33,14 @@ import Foundation
 /// fields, and a client that needs one checks `hello` first (an older agent lacks it and says
 /// `unknown_op`, never a broken connection). Tokens per resource add a `resource` field to
 /// `token` (RFC 8707); DPoP adds a `proof` operation (method, URL, nonce in; the signed proof
-/// out) so the key never leaves the agent; pinentry at the client's terminal makes the agent
-/// answer `ok=ask` with a prompt, which the client answers with one frame before the final
-/// answer on the same connection; fresh tokens for `vault exec` children use the kept
-/// connection. Only a change to the frame itself would be version 3.
+/// out) so the key never leaves the agent; fresh tokens for `vault exec` children use the kept
+/// connection. Unlock on demand added the terminal fields: a locked agent runs pinentry on the
+/// terminal or display they name (the passphrase goes from pinentry to the agent on a pipe,
+/// never through this socket) and sends `ok=wait` every ``AgentProtocol/interimSeconds``
+/// while it waits, so the client's receive timeout keeps meaning "the agent is stuck". An agent
+/// without it ignores the fields and answers `locked` at once, as before; `hello` lists
+/// `feature=pinentry` for `vault unlock` to ask it. Only a change to the frame itself would be
+/// version 3.
 ///
 /// **Version 1** (JSON, still answered for clients of older builds): one request per
 /// connection, one JSON object on one line (at most `AgentProtocol.maximumRequestSize` bytes,
@@ -68,6 +76,11 @@ public enum AgentProtocol {
     public static let idleSeconds: Int64 = 60
     /// Seconds a request may take to arrive once it has started.
     public static let stalledSeconds: Int64 = 5
+    /// Seconds between interim answers (`ok=wait`) to a request that carries terminal fields,
+    /// while the agent works on it (a passphrase prompt).
+    public static let interimSeconds: Int64 = 2
+    /// What `hello` lists as `feature`: prompting through pinentry.
+    public static let features = ["pinentry"]
 }
 
 /// One request to the agent. Its description never shows the passphrase.
@@ -89,6 +102,9 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     public var presented: String?
     /// The user name a credential request asked for (git's `username=`); nil: the entry's default.
     public var username: String?
+    /// Where the requester can be asked for the passphrase when the agent is locked (protocol 2
+    /// only); nil: nowhere (cron, `--no-prompt`), so a locked agent refuses at once.
+    public var terminal: RequesterTerminal? = nil
 
     public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
         self.v = AgentProtocol.version

@@ -218,6 +218,8 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
     /// A request is with the handler: nothing more is read from the buffer until it answers.
     private var busy = false
     private var timer: Scheduled<Void>?
+    /// Interim answers while a request that may prompt is with the handler.
+    private var interim: RepeatedTask?
     private var context: ChannelHandlerContext?
 
     init(
@@ -237,6 +239,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         timer?.cancel()
+        interim?.cancel()
         self.context = nil
     }
 
@@ -392,6 +395,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         for version in WireProtocol.versions { message.append("versions", String(version)) }
         for op in AgentRequest.Operation.allCases { message.append("op", op.rawValue) }
         message.append("op", "hello")
+        for feature in AgentProtocol.features { message.append("feature", feature) }
         return message
     }()
 
@@ -406,6 +410,14 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let (handler, peer) = (self.handler, self.peer)
         let eventLoop = context.eventLoop
+        if request.terminal != nil, !asLine {
+            // The answer may wait for a person at a pinentry prompt: the client is told the
+            // agent is still at it, so its receive timeout keeps catching a stuck agent only.
+            let interval = TimeAmount.seconds(AgentProtocol.interimSeconds)
+            interim = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
+                bound.value.answerInterim()
+            }
+        }
         // The handler's task prefers this event loop as its executor: the agent's default actor
         // and the warm token path run here, with no hop to the cooperative pool and back (the
         // vault's blocking work still goes to its own threads).
@@ -414,6 +426,8 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             let finish: @Sendable () -> Void = {
                 let connection = bound.value
                 connection.busy = false
+                connection.interim?.cancel()
+                connection.interim = nil
                 guard connection.mode != .closing else { return }
                 if asLine {
                     connection.answerLine(response)
@@ -440,6 +454,14 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             written.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
         }
         return written
+    }
+
+    /// `ok=wait`: the request is still being worked on.
+    private func answerInterim() {
+        guard busy, mode == .frames else { return }
+        var message = WireMessage()
+        message.append("ok", WireProtocol.interimOK)
+        answerFrame(message, thenClose: false)
     }
 
     @discardableResult
