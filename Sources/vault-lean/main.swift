@@ -1,6 +1,6 @@
 // `vault-lean`: the front of the `vault` command for what scripts run before every API call.
 //
-// It serves `vault token [--vault P] [--account A] [--min-ttl D]` from a running agent and
+// It serves `vault token [--vault P] [--account A] [--min-ttl D] [--no-prompt]` from a running agent and
 // prints the token, linking only the standard library (statically) and AgentWire: no
 // Foundation, no argument parser, no NIO, so the whole process costs about what the sqlite3
 // CLI does. Everything else — another command or option, no agent, an agent it cannot trust
@@ -26,6 +26,7 @@ struct TokenRequest {
     var vault: String?
     var account: String?
     var minTTL: Int64?
+    var noPrompt = false
 }
 
 /// The request when `arguments` (after the program name) are a `token` command this program
@@ -58,6 +59,8 @@ func tokenRequest(_ arguments: ArraySlice<String>) -> TokenRequest? {
         } else if sawToken, let given = value("--min-ttl", argument) {
             guard let text = given, request.minTTL == nil, let seconds = seconds(text) else { return nil }
             request.minTTL = seconds
+        } else if sawToken, argument == "--no-prompt", !request.noPrompt {
+            request.noPrompt = true
         } else {
             return nil  // help, --json, --no-agent, credentials, -v, another command…
         }
@@ -206,9 +209,17 @@ func serveGitGet() -> Never {
     message.append("host", host)
     message.append("path", ifPresent: request.attributes["path"])
     message.append("username", ifPresent: username)
+    // A locked agent asks for the passphrase on this process's terminal (found through
+    // /dev/tty: git gives the helper pipes) or display.
+    let terminal = RequesterTerminal.current()
+    terminal?.append(to: &message)
     // Any failure is the full command's to judge: it first asks the file, without the key,
     // whether anything is bound to the host at all.
-    guard let frame = ask(vault, message), frame["ok"] == "1" else { handOver(replay: request.read) }
+    guard let frame = ask(vault, message), frame["ok"] == "1" else {
+        // The agent already asked for the passphrase (or could not): not a second prompt.
+        if terminal != nil { setenv("VAULT_NO_PROMPT", "1", 1) }
+        handOver(replay: request.read)
+    }
     guard let token = frame["token"] else { exit(0) }
     let answeredAs = frame["username"]
     if let username, answeredAs != username { exit(0) }
@@ -266,6 +277,7 @@ var message = WireMessage()
 message.append("op", "token")
 message.append("account", ifPresent: request.account)
 message.append("min_ttl", ifPresent: request.minTTL.map { String($0) })
+if !request.noPrompt { RequesterTerminal.current()?.append(to: &message) }
 
 // No agent, or one the full command must judge and report: handed over.
 guard let frame = ask(vault, message) else { handOver() }

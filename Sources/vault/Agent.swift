@@ -32,9 +32,41 @@ extension VaultCommand {
             @Option(help: ArgumentHelp("Drop the keys after this long without a request, or `none`. Default 1h.", valueName: "duration"))
             var lockAfter: TimeLimit?
 
+            @Option(
+                help: ArgumentHelp(
+                    "Ask for the passphrase through this pinentry program when a request finds the agent locked, or `none`.",
+                    discussion:
+                        "Default: $VAULT_PINENTRY, else `pinentry` on $PATH. It is shown on the requester's terminal or display; requests with neither (cron) are refused as locked at once.",
+                    valueName: "program"))
+            var pinentry: String?
+
+            @Option(help: ArgumentHelp("How long a passphrase prompt waits for an answer. Default 2m.", valueName: "duration"))
+            var pinentryTimeout: TimeLimit?
+
             var lockDuration: Duration? {
                 guard let lockAfter else { return .seconds(3600) }
                 return lockAfter.duration
+            }
+
+            func validate() throws {
+                if let pinentryTimeout, pinentryTimeout.duration == nil {
+                    throw ValidationError("--pinentry-timeout needs a duration: a prompt always ends")
+                }
+            }
+
+            /// The pinentry the agent asks through (or why none).
+            var pinentryProgram: Result<Pinentry, Pinentry.Unavailable> {
+                Pinentry.find(
+                    named: pinentry, timeout: pinentryTimeout?.duration ?? Pinentry.defaultTimeout, environment: ProcessInfo.processInfo.environment)
+            }
+
+            /// These options again, for the detached `agent run` that `agent start` starts.
+            var arguments: [String] {
+                var arguments: [String] = []
+                if let lockAfter { arguments += ["--lock-after", lockAfter.duration.map { "\($0.components.seconds)s" } ?? "none"] }
+                if let pinentry { arguments += ["--pinentry", pinentry] }
+                if let seconds = pinentryTimeout?.duration?.components.seconds { arguments += ["--pinentry-timeout", "\(seconds)s"] }
+                return arguments
             }
         }
 
@@ -49,7 +81,7 @@ extension VaultCommand {
             func run() async throws {
                 let socket = try AgentSocket.path(forVault: global.url)
                 let foreground = !daemon
-                let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration) { line in
+                let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration, pinentry: options.pinentryProgram) { line in
                     if foreground { Terminal.printError("vault agent: \(line)") }
                 }
                 // Unlock first: a wrong passphrase ends here, before anything listens.
@@ -57,7 +89,8 @@ extension VaultCommand {
                 let server: AgentServer
                 do {
                     server = try AgentServer(
-                        directory: socket.deletingLastPathComponent(), name: socket.lastPathComponent, handler: { request, _ in await host.handle(request) },
+                        directory: socket.deletingLastPathComponent(), name: socket.lastPathComponent,
+                        handler: { request, peer in await host.handle(request, peer: peer) },
                         onRefusedPeer: { peer in
                             Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")
                         })
@@ -121,9 +154,7 @@ extension VaultCommand {
                 var arguments = ["agent", "run", "--daemon", "--vault", global.url.path]
                 if let file = credentials.passphraseFile { arguments += ["--passphrase-file", file] }
                 if let file = credentials.keyFile { arguments += ["--key-file", file] }
-                if let lockAfter = options.lockAfter {
-                    arguments += ["--lock-after", lockAfter.duration.map { "\($0.components.seconds)s" } ?? "none"]
-                }
+                arguments += options.arguments
                 if global.verbose { arguments.append("--verbose") }
                 let process = Process()
                 process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -233,13 +264,26 @@ extension VaultCommand {
 
     struct Unlock: AsyncParsableCommand, VaultSubcommand {
         static let configuration = CommandConfiguration(
-            commandName: "unlock", abstract: "Unlock the vault's agent again, and the sessions a timeout locked (prompt, --passphrase-file or --key-file).")
+            commandName: "unlock", abstract: "Unlock the vault's agent again, and the sessions a timeout locked (pinentry, --passphrase-file or --key-file).",
+            discussion: """
+                At a terminal or on a desktop, the agent asks for the passphrase itself, through \
+                pinentry on this terminal or display: the passphrase goes from pinentry to the agent \
+                and never crosses its socket. --passphrase-file, $VAULT_PASSPHRASE and --key-file \
+                (for scripts) are read here and sent to the agent over its socket (a key file by its \
+                path: the agent reads it). --no-prompt asks on this terminal and sends it too.
+                """)
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
+        @Flag(help: "Ask for the passphrase on this terminal and send it to the agent, instead of the agent asking through pinentry.")
+        var noPrompt = false
 
         func run() async throws {
             let url = global.url
             let facts = try Vault.inspect(at: url, options: global.storeOptions())
+            if try await unlockedThroughPinentry(facts) {
+                print("Agent unlocked.")
+                return
+            }
             var request = AgentRequest(.unlock)
             let keyFile =
                 credentials.keyFile
@@ -259,7 +303,49 @@ extension VaultCommand {
             _ = try await AgentCall.send(request, global: global)
             print("Agent unlocked.")
         }
+
+        /// Has the agent ask through pinentry when nothing given here says otherwise (a key
+        /// file, a passphrase file or variable, --no-prompt) and this process has a terminal or
+        /// display; false when it did not ask.
+        func unlockedThroughPinentry(_ facts: VaultInspection) async throws -> Bool {
+            guard !noPrompt, credentials.keyFile == nil, credentials.passphraseFile == nil,
+                try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") == nil
+            else { return false }
+            if case .keyFile = facts.unlockMethod { return false }
+            guard let terminal = RequesterTerminal.current() else { return false }
+            let client = AgentClient(vault: global.url)
+            let hello: AgentHello
+            do {
+                hello = try await client.hello()
+            } catch AgentConnectionError.notRunning {
+                throw CommandFailure(.noRecord, "no agent is running for \(global.url.path): `vault agent start`")
+            } catch let error as AgentConnectionError {
+                throw CommandFailure(error)
+            }
+            guard hello.features.contains("pinentry") else {
+                throw CommandFailure(
+                    .failure,
+                    "the running agent cannot ask for the passphrase (an older build started it): restart it (`vault agent stop`, `vault agent start`), or `vault unlock --no-prompt` to send it the passphrase typed here"
+                )
+            }
+            var request = AgentRequest(.unlock)
+            request.terminal = terminal
+            _ = try await AgentCall.send(request, global: global)
+            return true
+        }
     }
+}
+
+/// `--no-prompt`: whether a locked agent may ask for the passphrase on this terminal.
+struct PromptOptions: ParsableArguments {
+    @Flag(
+        help: ArgumentHelp(
+            "Never have a locked agent ask for the passphrase (pinentry): fail at once (exit 79).",
+            discussion: "Also $VAULT_NO_PROMPT=1. Without it, a locked agent asks on this terminal or display."))
+    var noPrompt = false
+
+    /// Where the agent may ask, nil when it may not (or there is nowhere).
+    var terminal: RequesterTerminal? { noPrompt ? nil : RequesterTerminal.current() }
 }
 
 extension CommandFailure {

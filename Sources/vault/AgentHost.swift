@@ -38,11 +38,20 @@ actor AgentHost {
 
     /// Where lock and unlock are told (standard error in the foreground; nowhere detached).
     let report: @Sendable (String) -> Void
+    /// What a locked agent asks the passphrase through, or why it cannot.
+    let pinentry: Result<Pinentry, Pinentry.Unavailable>
+    /// The prompt being shown: every request that meets the locked agent meanwhile waits for
+    /// it (one prompt however many ask).
+    var prompting: Task<PromptOutcome, Never>?
+    /// Wrong passphrases typed at prompts since the last unlock: each next attempt waits longer.
+    var wrongInARow = 0
 
     init(
-        global: GlobalOptions, socket: URL, lockAfter: Duration?, wallClock: WallClock = CommandTime.wall,
-        clock: any Clock<Duration> = CommandTime.clock, report: @escaping @Sendable (String) -> Void = { _ in }
+        global: GlobalOptions, socket: URL, lockAfter: Duration?, pinentry: Result<Pinentry, Pinentry.Unavailable> = .failure(.turnedOff),
+        wallClock: WallClock = CommandTime.wall, clock: any Clock<Duration> = CommandTime.clock,
+        report: @escaping @Sendable (String) -> Void = { _ in }
     ) {
+        self.pinentry = pinentry
         self.report = report
         self.wallClock = wallClock
         self.clock = clock
@@ -132,7 +141,7 @@ actor AgentHost {
 
     // MARK: - Requests
 
-    func handle(_ request: AgentRequest) async -> AgentResponse {
+    func handle(_ request: AgentRequest, peer: AgentServer.Peer) async -> AgentResponse {
         switch request.op {
         case .status:
             await checkKeysStillCurrent()
@@ -144,6 +153,16 @@ actor AgentHost {
         case .lock:
             await lock(because: "`vault lock`")
             return AgentResponse(status: status)
+        case .unlock where request.passphrase == nil && request.keyFile == nil && request.terminal != nil:
+            // `vault unlock` at a terminal: asked through pinentry, so the passphrase goes from
+            // pinentry to this process on a pipe and never crosses the socket.
+            await checkKeysStillCurrent()
+            guard opened == nil else { return AgentResponse(status: status) }
+            guard let terminal = request.terminal else { return AgentResponse(status: status) }
+            switch await askToUnlock(terminal, peer: peer) {
+            case .unlocked: return AgentResponse(status: status)
+            case .refused(let response): return response
+            }
         case .unlock:
             do {
                 try await unlock(resumingSessions: true) { _, method in
@@ -161,12 +180,12 @@ actor AgentHost {
                 return Self.failure(error)
             }
         case .token:
-            return await token(request)
+            return await token(request, peer: peer)
         case .credential, .unauthorized:
-            return await credential(request)
+            return await credential(request, peer: peer)
         case .hosts:
-            switch usable() {
-            case .success(let current):
+            switch await usable(asking: request, peer: peer) {
+            case .open(let current):
                 lastUse = wallClock.now()
                 armLockTimer()
                 do {
@@ -174,17 +193,17 @@ actor AgentHost {
                 } catch {
                     return await failure(error)
                 }
-            case .failure(let refusal):
-                return await refused(refusal)
+            case .answer(let answer):
+                return answer
             }
         }
     }
 
-    private func token(_ request: AgentRequest) async -> AgentResponse {
+    private func token(_ request: AgentRequest, peer: AgentServer.Peer) async -> AgentResponse {
         let current: OpenedVault
-        switch usable() {
-        case .success(let opened): current = opened
-        case .failure(let refusal): return await refused(refusal)
+        switch await usable(asking: request, peer: peer) {
+        case .open(let opened): current = opened
+        case .answer(let answer): return answer
         }
         lastUse = wallClock.now()
         armLockTimer()
@@ -202,11 +221,23 @@ actor AgentHost {
         }
     }
 
-    private func credential(_ request: AgentRequest) async -> AgentResponse {
+    private func credential(_ request: AgentRequest, peer: AgentServer.Peer) async -> AgentResponse {
+        // Locked: a host the file binds to no account is answered without a prompt (decided
+        // without the key, as the command does), so git asking for another host's credential
+        // never makes the agent ask for the passphrase.
+        if opened == nil, let scheme = request.protocol, let host = request.host {
+            let asked = CredentialRequest(scheme: scheme, host: host, path: request.path, username: request.username)
+            let (url, options) = (self.url, global.storeOptions())
+            if let bindings = try? await BlockingWork.run({ try Vault.inspectCredentialBindings(at: url, options: options) }),
+                CredentialHosts.match(bindings, asked) == nil
+            {
+                return AgentResponse()
+            }
+        }
         let current: OpenedVault
-        switch usable() {
-        case .success(let opened): current = opened
-        case .failure(let refusal): return await refused(refusal)
+        switch await usable(asking: request, peer: peer) {
+        case .open(let opened): current = opened
+        case .answer(let answer): return answer
         }
         guard let scheme = request.protocol, let host = request.host else {
             return .failure("malformed_request", exit: ExitStatus.usage.rawValue, "a credential request names a protocol and a host")
@@ -227,6 +258,28 @@ actor AgentHost {
     }
 
     private enum Refusal: Error { case locked, replaced }
+
+    /// The open vault for `request`; a locked one is first unlocked through pinentry when the
+    /// request says where its sender can be asked. The answer to send instead otherwise.
+    private func usable(asking request: AgentRequest, peer: AgentServer.Peer) async -> Usable {
+        switch usable() {
+        case .success(let current): return .open(current)
+        case .failure(.replaced): return .answer(await refused(.replaced))
+        case .failure(.locked):
+            guard let terminal = request.terminal else { return .answer(await refused(.locked)) }
+            if case .refused(let answer) = await askToUnlock(terminal, peer: peer) { return .answer(answer) }
+            switch usable() {
+            case .success(let current): return .open(current)
+            case .failure(let refusal): return .answer(await refused(refusal))
+            }
+        }
+    }
+
+    /// The vault to answer a request with, or the answer to send instead.
+    private enum Usable {
+        case open(OpenedVault)
+        case answer(AgentResponse)
+    }
 
     /// The lock reason `status` reports when another process replaced the vault's keys.
     static let keyChangedCode = "key_changed"

@@ -31,6 +31,8 @@ struct AgentOrVault {
     var global: GlobalOptions
     var credentials: CredentialOptions
     var noAgent: Bool
+    /// Where a locked agent may ask for the passphrase (pinentry); nil: it refuses at once.
+    var terminal: RequesterTerminal? = RequesterTerminal.current()
 
     /// `request` to the agent, else `direct` with the vault opened here. `unless`, when given,
     /// is asked first without the key (of the file's unauthenticated bindings): true answers
@@ -49,6 +51,8 @@ struct AgentOrVault {
     /// `request` to the agent, else `direct` with the vault opened here.
     func send(_ request: AgentRequest, direct: (OpenedVault) async throws -> AgentResponse) async throws -> AgentResponse {
         if !noAgent {
+            var request = request
+            if request.terminal == nil { request.terminal = terminal }
             do {
                 return try await AgentClient(vault: global.url).send(request)
             } catch let failure as AgentFailure {

@@ -32,6 +32,7 @@ extension VaultCommand {
 
         @OptionGroup var global: GlobalOptions
         @OptionGroup var credentials: CredentialOptions
+        @OptionGroup var prompt: PromptOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
         @Option(name: .customLong("env"), help: ArgumentHelp("The variable that holds the token.", valueName: "NAME"))
@@ -93,7 +94,7 @@ extension VaultCommand {
             }
             let token = try await Token.fetch(
                 global: global, credentials: credentials, account: account,
-                minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent)
+                minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent, terminal: prompt.terminal)
             guard Self.isBearerTokenSyntax(token.value) else {
                 throw CommandFailure(
                     .failure, "the access token is not RFC 6750 token syntax (b64token); it was not put in the environment: use `vault token`")

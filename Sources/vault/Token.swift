@@ -1,3 +1,4 @@
+import AgentWire
 import ArgumentParser
 import Foundation
 import VaultAgent
@@ -40,11 +41,12 @@ extension VaultCommand {
         var json = false
         @Flag(help: "Open the vault directly even when an agent serves it.")
         var noAgent = false
+        @OptionGroup var prompt: PromptOptions
 
         func run() async throws {
             let token = try await Self.fetch(
                 global: global, credentials: credentials, account: account,
-                minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent)
+                minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent, terminal: prompt.terminal)
             if json {
                 let object: JSONValue = [
                     "token": .string(token.value), "type": .string(token.type),
@@ -61,10 +63,10 @@ extension VaultCommand {
         /// check reads the session's authentication time, which the agent protocol does not carry.
         static func fetch(
             global: GlobalOptions, credentials: CredentialOptions, account: String?, minimumValidity: Duration?,
-            maxAuthAge: Duration?, noAgent: Bool
+            maxAuthAge: Duration?, noAgent: Bool, terminal: RequesterTerminal?
         ) async throws -> AgentToken {
             let request = AgentRequest(.token, account: account, minTTL: minimumValidity.map { Int($0.components.seconds) })
-            let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil)
+            let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil, terminal: terminal)
                 .send(request) { opened in
                     let id = try account.map { try opened.account($0) }
                     var token: AccessToken

@@ -48,8 +48,10 @@ struct TransientFailureTests {
     func timeoutBacksOff() async throws {
         // Whole seconds: FoundationNetworking on Linux truncates the timeout to whole seconds,
         // and a sub-second one fails at once without sending anything. Scaled, so that under a
-        // sanitizer the retry's answer (not held) still arrives in time.
-        try await SessionHarness.run(transportTimeout: TestTimeScale.scaled(.seconds(1))) { h in
+        // sanitizer the retry's answer (not held) still arrives in time. 3 s before scaling: with
+        // 1 s, the whole suite on 2 cores once made the retry itself time out (the first token
+        // served again), a failure of the machine's load, not of the back-off under test.
+        try await SessionHarness.run(transportTimeout: TestTimeScale.scaled(.seconds(3))) { h in
             // Rotation off: the gateway still answers the abandoned request later, which with
             // rotation would spend the refresh token the client never learnt had changed.
             let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly, rotatesRefreshTokens: false)

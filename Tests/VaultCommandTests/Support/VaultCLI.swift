@@ -61,6 +61,9 @@ struct VaultCLI: Sendable {
             "PATH": "/usr/bin:/bin",
             "HOME": directory.url.path,
             "VAULT_PATH": vault.path,
+            // A locked agent never prompts on the terminal of a developer running the tests
+            // (CI has none); the tests of prompting set their own terminal.
+            "VAULT_NO_PROMPT": "1",
         ]
         environment.merge(self.environment) { $1 }
         environment.merge(extra) { $1 }
@@ -73,7 +76,7 @@ struct VaultCLI: Sendable {
     /// Starts `vault ARGUMENTS` as a child that keeps running (its standard input open), with
     /// the same environment as ``run(_:stdin:environment:)``.
     func start(_ arguments: [String]) throws -> ChildProgram {
-        var environment = ["PATH": "/usr/bin:/bin", "HOME": directory.url.path, "VAULT_PATH": vault.path]
+        var environment = ["PATH": "/usr/bin:/bin", "HOME": directory.url.path, "VAULT_PATH": vault.path, "VAULT_NO_PROMPT": "1"]
         environment.merge(self.environment) { $1 }
         return try ChildProgram(try BuiltProgram.url(named: "vault"), arguments, environment: environment)
     }

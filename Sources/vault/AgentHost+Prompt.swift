@@ -1,0 +1,152 @@
+import AgentWire
+import Foundation
+import Logging
+import VaultAgent
+import VaultCrypto
+import VaultSession
+import VaultStore
+
+#if canImport(Glibc)
+    import Glibc
+    import CoreFoundation
+#endif
+
+/// Unlock on demand: a request that meets the locked agent and names where its sender can be
+/// asked (a terminal or a display) has the agent run pinentry there; the passphrase goes from
+/// pinentry to the agent on a pipe, never through the socket.
+///
+/// One prompt at a time: requests arriving meanwhile wait for its outcome. Each prompt is
+/// bounded (pinentry's own timeout, and the program ended a few seconds after it), Cancel is
+/// answered as locked at once, and a wrong passphrase is asked again after a delay that doubles
+/// with each wrong one since the last unlock, at most ``attemptsPerPrompt`` times per prompt.
+extension AgentHost {
+    enum PromptOutcome: Sendable {
+        case unlocked
+        case refused(AgentResponse)
+    }
+
+    /// Passphrases asked for in one prompt before the request is answered as refused.
+    static let attemptsPerPrompt = 3
+
+    /// The wait before asking again after the `count`th wrong passphrase in a row: 1 s, 2 s,
+    /// 4 s… at most 30 s (each attempt also costs a key derivation).
+    static func delay(afterWrong count: Int) -> Duration {
+        .seconds(min(30, 1 << min(max(count - 1, 0), 5)))
+    }
+
+    /// Unlocks through pinentry on `terminal`, or waits for the prompt already shown.
+    func askToUnlock(_ terminal: RequesterTerminal, peer: AgentServer.Peer) async -> PromptOutcome {
+        if let prompting { return await prompting.value }
+        let task = Task { await self.prompt(terminal, peer: peer) }
+        prompting = task
+        let outcome = await task.value
+        if prompting == task { prompting = nil }
+        return outcome
+    }
+
+    private func prompt(_ terminal: RequesterTerminal, peer: AgentServer.Peer) async -> PromptOutcome {
+        let pinentry: Pinentry
+        switch self.pinentry {
+        case .success(let found): pinentry = found
+        case .failure(let unavailable): return .refused(lockedAnswer("it cannot ask for the passphrase: \(unavailable)"))
+        }
+        let (url, options) = (self.url, global.storeOptions())
+        if let facts = try? await BlockingWork.run({ try Vault.inspect(at: url, options: options) }), case .keyFile = facts.unlockMethod {
+            return .refused(lockedAnswer("the vault is unlocked with a key file, not a passphrase: `vault unlock --key-file PATH`"))
+        }
+        var terminal = terminal
+        if let tty = terminal.tty, !Self.isTerminal(tty, ownedBy: peer.uid) {
+            // Gone, or not a terminal of the requester's: never written to.
+            terminal.tty = nil
+            guard terminal.canPrompt else {
+                return .refused(lockedAnswer("its requester's terminal \(tty) is gone or not a terminal of uid \(peer.uid)"))
+            }
+        }
+        let requester = RequesterProcess(pid: peer.pid)
+        let conversation: PinentryConversation
+        do {
+            conversation = try await pinentry.start(on: terminal, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            return .refused(answer(for: error, pinentry: pinentry))
+        }
+        logger.info("asking for the passphrase", metadata: ["pinentry": "\(pinentry.program.path)", "requester": "\(requester.summary)"])
+        let outcome = await converse(conversation, pinentry: pinentry, requester: requester)
+        await conversation.finish()
+        return outcome
+    }
+
+    private func converse(_ conversation: PinentryConversation, pinentry: Pinentry, requester: RequesterProcess) async -> PromptOutcome {
+        do {
+            try await conversation.describe(
+                title: "CredentialVault",
+                description: """
+                    The vault \(url.path) is locked.
+                    Asked by: \(requester.summary) (as those programs name themselves).
+
+                    Type its passphrase to unlock it.
+                    """,
+                prompt: "Passphrase:")
+            var error: String?
+            for attempt in 1...Self.attemptsPerPrompt {
+                if wrongInARow > 0 { try? await clock.sleep(for: Self.delay(afterWrong: wrongInARow)) }
+                let credential = try await typedCredential(conversation, error: error, bound: pinentry.timeout + .seconds(5))
+                do {
+                    try await unlock(resumingSessions: true) { _, _ in credential }
+                    wrongInARow = 0
+                    return .unlocked
+                } catch let failure as VaultError where failure.code == .wrongCredential {
+                    wrongInARow += 1
+                    error = "Wrong passphrase (\(attempt) of \(Self.attemptsPerPrompt)); try again."
+                    logger.info("wrong passphrase at the prompt", metadata: ["attempt": "\(attempt)"])
+                } catch {
+                    return .refused(Self.failure(error))
+                }
+            }
+            return .refused(
+                .failure(
+                    "wrong_passphrase", exit: ExitStatus.wrongCredential.rawValue,
+                    "\(Self.attemptsPerPrompt) wrong passphrases at the prompt: the agent for \(url.path) stays locked (the next prompt waits \(Self.delay(afterWrong: wrongInARow).components.seconds) s first)"
+                ))
+        } catch let failure as PinentryFailure {
+            return .refused(answer(for: failure, pinentry: pinentry))
+        } catch {
+            return .refused(Self.failure(error))
+        }
+    }
+
+    /// One `GETPIN` under a bound on the agent's clock (the program killed when it runs out),
+    /// the bytes turned into a credential and wiped.
+    private func typedCredential(_ conversation: PinentryConversation, error: String?, bound: Duration) async throws -> VaultCredential {
+        let clock = self.clock
+        let watchdog = Task {
+            try? await clock.sleep(for: bound)
+            if !Task.isCancelled { conversation.terminate() }
+        }
+        defer { watchdog.cancel() }
+        var typed = try await conversation.passphrase(error: error)
+        defer { SecureBytes.zero(&typed) }
+        guard !typed.isEmpty else { throw PinentryFailure.cancelled }
+        return try .passphrase(bytes: typed)
+    }
+
+    private func answer(for failure: any Error, pinentry: Pinentry) -> AgentResponse {
+        switch failure as? PinentryFailure {
+        case .cancelled: lockedAnswer("the passphrase prompt was cancelled")
+        case .timedOut: lockedAnswer("no passphrase was typed within \(pinentry.timeout.components.seconds) s")
+        case .failed(let reason): lockedAnswer("it could not ask for the passphrase: \(pinentry.program.lastPathComponent): \(reason)")
+        case nil: lockedAnswer("it could not ask for the passphrase: \(failure)")
+        }
+    }
+
+    private func lockedAnswer(_ reason: String) -> AgentResponse {
+        .failure("locked", exit: ExitStatus.sessionLocked.rawValue, "the agent for \(url.path) stays locked: \(reason); `vault unlock` unlocks it")
+    }
+
+    /// Whether `path` is a terminal (a character device under /dev) owned by `uid`.
+    static func isTerminal(_ path: String, ownedBy uid: UInt32) -> Bool {
+        guard path.hasPrefix("/dev/") else { return false }
+        var info = stat()
+        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFCHR else { return false }
+        return info.st_uid == uid
+    }
+}
