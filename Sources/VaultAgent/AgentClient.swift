@@ -92,7 +92,7 @@ public struct AgentClient: Sendable {
     }
 
     /// What the agent serves (`hello`): its protocol versions, operations and features
-    /// (``AgentProtocol/features``). Asked on a connection of its own.
+    /// (``AgentProtocol/pinentryFeature``). Asked on a connection of its own.
     public func hello() async throws -> AgentHello {
         let (name, search, timeout) = (socketName, self.search, timeoutSeconds)
         return try await Self.offThePool {

@@ -37,9 +37,9 @@ import Foundation
 /// connection. Unlock on demand added the terminal fields: a locked agent runs pinentry on the
 /// terminal or display they name (the passphrase goes from pinentry to the agent on a pipe,
 /// never through this socket) and sends `ok=wait` every ``AgentProtocol/interimSeconds``
-/// while it waits, so the client's receive timeout keeps meaning "the agent is stuck". An agent
-/// without it ignores the fields and answers `locked` at once, as before; `hello` lists
-/// `feature=pinentry` for `vault unlock` to ask it. Only a change to the frame itself would be
+/// while the request waits for the person (only then), so the client's receive timeout keeps
+/// meaning "the agent is stuck". An agent without it ignores the fields and answers `locked` at
+/// once, as before; `hello` lists `feature=pinentry` when the agent has a pinentry to run. Only a change to the frame itself would be
 /// version 3.
 ///
 /// **Version 1** (JSON, still answered for clients of older builds): one request per
@@ -79,8 +79,8 @@ public enum AgentProtocol {
     /// Seconds between interim answers (`ok=wait`) to a request that carries terminal fields,
     /// while the agent works on it (a passphrase prompt).
     public static let interimSeconds: Int64 = 2
-    /// What `hello` lists as `feature`: prompting through pinentry.
-    public static let features = ["pinentry"]
+    /// What `hello` lists as `feature` for an agent that can prompt through pinentry.
+    public static let pinentryFeature = "pinentry"
 }
 
 /// One request to the agent. Its description never shows the passphrase.

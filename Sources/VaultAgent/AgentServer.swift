@@ -40,6 +40,8 @@ public final class AgentServer: Sendable {
     private let quiesce: ServerQuiescingHelper
     private let handler: @Sendable (AgentRequest, Peer) async -> AgentResponse
     private let refusal: @Sendable (Peer) -> Void
+    /// What `hello` lists as `feature` (``AgentProtocol/features``: those this agent can use).
+    private let features: [String]
 
     private struct State {
         var channel: (any Channel)?
@@ -51,9 +53,10 @@ public final class AgentServer: Sendable {
     /// replaced; a live agent's is not (``AgentFailure`` with code `already_running`), and
     /// anything else in its place (another user's socket or listener, a link, a file) is refused.
     public init(
-        directory: URL, name: String, handler: @escaping @Sendable (AgentRequest, Peer) async -> AgentResponse,
+        directory: URL, name: String, features: [String] = [], handler: @escaping @Sendable (AgentRequest, Peer) async -> AgentResponse,
         onRefusedPeer refusal: @escaping @Sendable (Peer) -> Void
     ) throws {
+        self.features = features
         self.path = directory.appending(path: name)
         self.name = name
         self.handler = handler
@@ -109,6 +112,7 @@ public final class AgentServer: Sendable {
     /// Starts serving on the event loop; returns once connections are accepted.
     public func run() async throws {
         let (handler, refusal, executors, quiesce) = (self.handler, self.refusal, self.executors, self.quiesce)
+        let hello = AgentConnectionHandler.hello(features: features)
         let channel = try await ServerBootstrap(group: group)
             .serverChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
@@ -123,7 +127,8 @@ public final class AgentServer: Sendable {
                         let executor = executors[ObjectIdentifier(channel.eventLoop)]
                         try channel.pipeline.syncOperations.addHandler(
                             AgentConnectionHandler(
-                                peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, executor: executor))
+                                peer: peer, refused: peer.uid != getuid(), handler: handler, refusal: refusal, executor: executor,
+                                hello: hello))
                     }
                 }
             }
@@ -186,6 +191,24 @@ public final class AgentServer: Sendable {
 extension AgentServer {
     /// How long ``stop()`` waits for answers being worked out.
     public static let drainSeconds: Int64 = 5
+
+    /// Runs `body` (waiting for a person: a passphrase prompt) with the request being handled
+    /// told `ok=wait` meanwhile, when it said it reads interim answers; just `body` otherwise.
+    /// Call it from the handler (its task), around the wait only.
+    public static func whileAskingAPerson<T: Sendable>(_ body: () async -> T) async -> T {
+        guard let waiting = personWait else { return await body() }
+        waiting.change(true)
+        let result = await body()
+        waiting.change(false)
+        return result
+    }
+
+    /// How the handler's task reaches its connection's interim answers.
+    struct PersonWait: Sendable {
+        let change: @Sendable (Bool) -> Void
+    }
+
+    @TaskLocal static var personWait: PersonWait?
 }
 
 /// `struct ucred` (`SO_PEERCRED`'s value) as the kernel lays it out: pid, uid, gid.
@@ -208,6 +231,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
     private let peer: AgentServer.Peer
     private let refused: Bool
+    private let hello: WireMessage
     private let handler: @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse
     private let refusal: @Sendable (AgentServer.Peer) -> Void
     private let executor: EventLoopTaskExecutor?
@@ -224,8 +248,9 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
 
     init(
         peer: AgentServer.Peer, refused: Bool, handler: @escaping @Sendable (AgentRequest, AgentServer.Peer) async -> AgentResponse,
-        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, executor: EventLoopTaskExecutor?
+        refusal: @escaping @Sendable (AgentServer.Peer) -> Void, executor: EventLoopTaskExecutor?, hello: WireMessage
     ) {
+        self.hello = hello
         self.executor = executor
         self.peer = peer
         self.refused = refused
@@ -375,7 +400,7 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             return false
         }
         if message["op"] == "hello" {
-            answerFrame(Self.hello, thenClose: false)
+            answerFrame(hello, thenClose: false)
             return true
         }
         do {
@@ -388,16 +413,16 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         return true
     }
 
-    /// What `hello` answers: the versions and operations this agent serves.
-    private static let hello: WireMessage = {
+    /// What `hello` answers: the versions, operations and features this agent serves.
+    static func hello(features: [String]) -> WireMessage {
         var message = AgentResponse().wire
         message.append("version", String(WireProtocol.version))
         for version in WireProtocol.versions { message.append("versions", String(version)) }
         for op in AgentRequest.Operation.allCases { message.append("op", op.rawValue) }
         message.append("op", "hello")
-        for feature in AgentProtocol.features { message.append("feature", feature) }
+        for feature in features { message.append("feature", feature) }
         return message
-    }()
+    }
 
     // MARK: - Answering
 
@@ -410,19 +435,20 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
         let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
         let (handler, peer) = (self.handler, self.peer)
         let eventLoop = context.eventLoop
-        if request.terminal != nil, !asLine {
-            // The answer may wait for a person at a pinentry prompt: the client is told the
-            // agent is still at it, so its receive timeout keeps catching a stuck agent only.
-            let interval = TimeAmount.seconds(AgentProtocol.interimSeconds)
-            interim = eventLoop.scheduleRepeatedTask(initialDelay: interval, delay: interval) { _ in
-                bound.value.answerInterim()
-            }
-        }
+        // A request that said it reads interim answers is sent them while the handler waits for
+        // a person (``AgentServer/whileAskingAPerson(_:)``), and only then: the client's receive
+        // timeout keeps catching a stuck agent.
+        let waiting: AgentServer.PersonWait? =
+            request.terminal != nil && !asLine
+            ? AgentServer.PersonWait { asking in
+                let change: @Sendable () -> Void = { bound.value.sendInterims(asking) }
+                if eventLoop.inEventLoop { change() } else { eventLoop.execute(change) }
+            } : nil
         // The handler's task prefers this event loop as its executor: the agent's default actor
         // and the warm token path run here, with no hop to the cooperative pool and back (the
         // vault's blocking work still goes to its own threads).
         Task(executorPreference: executor) {
-            let response = await handler(request, peer)
+            let response = await AgentServer.$personWait.withValue(waiting) { await handler(request, peer) }
             let finish: @Sendable () -> Void = {
                 let connection = bound.value
                 connection.busy = false
@@ -454,6 +480,18 @@ private final class AgentConnectionHandler: ChannelInboundHandler {
             written.whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
         }
         return written
+    }
+
+    /// Starts or stops sending `ok=wait` every ``AgentProtocol/interimSeconds`` (at once first).
+    private func sendInterims(_ asking: Bool) {
+        interim?.cancel()
+        interim = nil
+        guard asking, busy, let context else { return }
+        let bound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let interval = TimeAmount.seconds(AgentProtocol.interimSeconds)
+        interim = context.eventLoop.scheduleRepeatedTask(initialDelay: .zero, delay: interval) { _ in
+            bound.value.answerInterim()
+        }
     }
 
     /// `ok=wait`: the request is still being worked on.

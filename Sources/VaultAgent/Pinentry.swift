@@ -12,10 +12,12 @@ import VaultSync
 /// prompt may stay unanswered: what a locked agent asks the passphrase through.
 ///
 /// ```swift
-/// let pinentry = try Pinentry.find(named: nil, environment: ProcessInfo.processInfo.environment)
-/// let conversation = try await pinentry?.start(on: terminal, environment: environment)
-/// conversation?.describe(title: "CredentialVault", description: "Unlock /home/me/vault.db", prompt: "Passphrase:")
-/// var passphrase = try await conversation?.passphrase(error: nil)   // the bytes; zero them
+/// let pinentry = Pinentry.find(named: nil, environment: ProcessInfo.processInfo.environment)
+/// let conversation = try pinentry.get().start(on: terminal, environment: environment)
+/// try await conversation.open()
+/// try await conversation.describe(title: "CredentialVault", description: "Unlock /home/me/vault.db", prompt: "Passphrase:")
+/// var passphrase = try await conversation.passphrase(error: nil)   // the bytes; zero them
+/// await conversation.finish()
 /// ```
 ///
 /// The program is spoken to over the Assuan protocol on two pipes, as gpg-agent does: the
@@ -39,7 +41,7 @@ public struct Pinentry: Sendable {
 
     /// What to install when none is found.
     public static let installHint =
-        "install one (`apt install pinentry-curses` or `pinentry-tty` for a terminal, `pinentry-gnome3` for a desktop) or name one with `vault agent start --pinentry PROGRAM` / $VAULT_PINENTRY"
+        "install one (`apt install pinentry-curses` or `pinentry-tty` for a terminal, `pinentry-gnome3` for a desktop) or name one with $VAULT_PINENTRY"
 
     /// The program to use: `name` (`--pinentry`), else `$VAULT_PINENTRY`, else `pinentry` on
     /// `$PATH`; a name without a slash is searched on `$PATH`. Nil when prompting is turned off
@@ -77,16 +79,11 @@ public struct Pinentry: Sendable {
         }
     }
 
-    /// Starts the program for a prompt on `terminal` and reads its greeting. `environment` is
-    /// the agent's (only `PATH`, `HOME`, `USER`, `LOGNAME` and `XDG_RUNTIME_DIR` are taken).
-    public func start(on terminal: RequesterTerminal, environment: [String: String]) async throws(PinentryFailure) -> PinentryConversation {
-        let (program, timeout) = (self.program, self.timeout)
-        let result: Result<PinentryConversation, PinentryFailure> = await Self.onOwnThread {
-            Result { () throws(PinentryFailure) in
-                try PinentryConversation(program: program, terminal: terminal, environment: environment, timeout: timeout)
-            }
-        }
-        return try result.get()
+    /// Starts the program for a prompt on `terminal` (nothing read yet: ``PinentryConversation/open()``
+    /// reads its greeting, under whatever bound the caller keeps). `environment` is the agent's
+    /// (only `PATH`, `HOME`, `USER`, `LOGNAME` and `XDG_RUNTIME_DIR` are taken).
+    public func start(on terminal: RequesterTerminal, environment: [String: String]) throws(PinentryFailure) -> PinentryConversation {
+        try PinentryConversation(program: program, terminal: terminal, environment: environment, timeout: timeout)
     }
 
     /// `work` on a thread of its own: a prompt waits for a person, so it holds no thread of the
@@ -129,12 +126,19 @@ public final class PinentryConversation: Sendable {
     public let pid: pid_t
     /// The agent's end of the socket pair (the program's standard input and output).
     private let channel: Int32
+    private let terminal: RequesterTerminal
+    private let programName: String
     private let timeout: Duration
     private let state = Locked(State())
 
     private struct State {
-        /// Bytes read past the last line.
-        var pending: [UInt8] = []
+        /// Bytes read past the last line: room reserved once (a line longer than that is
+        /// refused), so no copy of a passphrase is left behind by a reallocation.
+        var pending: [UInt8] = {
+            var bytes: [UInt8] = []
+            bytes.reserveCapacity(PinentryConversation.maximumLine + 1024)
+            return bytes
+        }()
         var terminated = false
         var ended = false
     }
@@ -152,7 +156,7 @@ public final class PinentryConversation: Sendable {
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &ends) == 0 else {
             throw .failed("cannot make a socket pair: \(String(cString: strerror(errno)))")
         }
-        let null = open("/dev/null", O_RDWR | O_CLOEXEC)
+        let null = Glibc.open("/dev/null", O_RDWR | O_CLOEXEC)
         defer {
             close(ends[1])
             if null >= 0 { close(null) }
@@ -170,18 +174,29 @@ public final class PinentryConversation: Sendable {
             throw .failed("cannot start \(program.path): \(error)")
         }
         channel = ends[0]
-        do throws(PinentryFailure) {
-            let greeting = try readLine()
-            guard greeting.starts(with: Array("OK".utf8)) else { throw PinentryFailure.failed("\(program.lastPathComponent) does not speak Assuan") }
-            if let tty = terminal.tty { try command("OPTION ttyname=\(tty)") }
-            if let type = terminal.termType { try command("OPTION ttytype=\(type)") }
-            if let display = terminal.display { try command("OPTION display=\(display)") }
-            // Older pinentries refuse options they do not know: not a reason to fail.
-            if let locale = terminal.locale { try? command("OPTION lc-ctype=\(locale)") }
-        } catch {
-            finishNow()
-            throw error
+        self.terminal = terminal
+        self.programName = program.lastPathComponent
+    }
+
+    /// Reads the greeting and sets the terminal options. Ends the program when it fails.
+    public func open() async throws(PinentryFailure) {
+        let result: Result<Void, PinentryFailure> = await Pinentry.onOwnThread { [self] in
+            Result { () throws(PinentryFailure) in
+                do throws(PinentryFailure) {
+                    let greeting = try readLine()
+                    guard greeting.starts(with: Array("OK".utf8)) else { throw PinentryFailure.failed("\(programName) does not speak Assuan") }
+                    if let tty = terminal.tty { try command("OPTION ttyname=\(tty)") }
+                    if let type = terminal.termType { try command("OPTION ttytype=\(type)") }
+                    if let display = terminal.display { try command("OPTION display=\(display)") }
+                    // Older pinentries refuse options they do not know: not a reason to fail.
+                    if let locale = terminal.locale { try? command("OPTION lc-ctype=\(locale)") }
+                } catch {
+                    finishNow()
+                    throw error
+                }
+            }
         }
+        try result.get()
     }
 
     /// The child's environment: the requester's places, a few of the agent's variables.
@@ -261,20 +276,25 @@ public final class PinentryConversation: Sendable {
     private func getPin() throws(PinentryFailure) -> [UInt8] {
         try sendLine("GETPIN")
         var pin: [UInt8] = []
-        while true {
-            var line = try readLine()
-            defer { cv_wipe(&line, line.count) }
-            if line.starts(with: Array("D ".utf8)) {
-                guard Self.appendDecoded(line[2...], to: &pin), pin.count <= Self.maximumPassphrase else {
-                    cv_wipe(&pin, pin.count)
-                    throw .failed("the passphrase it sent is not valid Assuan data or is too long")
+        // Room for the longest passphrase taken and one line's worth: never reallocated.
+        pin.reserveCapacity(Self.maximumPassphrase + Self.maximumLine)
+        do throws(PinentryFailure) {
+            while true {
+                var line = try readLine()
+                defer { cv_wipe(&line, line.count) }
+                if line.starts(with: Array("D ".utf8)) {
+                    guard line.count - 2 <= Self.maximumPassphrase - pin.count, Self.appendDecoded(line[2...], to: &pin) else {
+                        throw .failed("the passphrase it sent is not valid Assuan data or is too long")
+                    }
+                } else if line.starts(with: Array("OK".utf8)) {
+                    return pin
+                } else {
+                    try answerOther(line)  // a status line or comment is read past; data kept
                 }
-            } else if line.starts(with: Array("OK".utf8)) {
-                return pin
-            } else {
-                cv_wipe(&pin, pin.count)
-                try answerOther(line)
             }
+        } catch {
+            cv_wipe(&pin, pin.count)
+            throw error
         }
     }
 
@@ -327,13 +347,15 @@ public final class PinentryConversation: Sendable {
             let line = state.withLock { state -> [UInt8]? in
                 guard let newline = state.pending.firstIndex(of: 0x0A) else { return nil }
                 let line = Array(state.pending[..<newline])
-                let rest = Array(state.pending[(newline + 1)...])
-                cv_wipe(&state.pending, state.pending.count)
-                state.pending = rest
+                // Shifted down in place and the vacated bytes zeroed: the buffer never moves.
+                let (start, count) = (newline + 1, state.pending.count)
+                for index in 0..<(count - start) { state.pending[index] = state.pending[start + index] }
+                for index in (count - start)..<count { state.pending[index] = 0 }
+                state.pending.removeLast(start)
                 return line
             }
             if let line { return line }
-            let tooLong = state.withLock { $0.pending.count > Self.maximumLine }
+            let tooLong = state.withLock { $0.pending.count >= Self.maximumLine }
             guard !tooLong else { throw .failed("it sent a line longer than \(Self.maximumLine) bytes") }
             let count = chunk.withUnsafeMutableBytes { read(channel, $0.baseAddress, $0.count) }
             if count < 0 && errno == EINTR { continue }

@@ -15,6 +15,10 @@ public struct RequesterProcess: Sendable, Equatable {
     /// The peer first, then its parents (at most ``depth``), stopping at pid 1.
     public var chain: [Member]
 
+    public init(chain: [Member]) {
+        self.chain = chain
+    }
+
     /// How many processes are named.
     public static let depth = 3
 
@@ -48,7 +52,12 @@ public struct RequesterProcess: Sendable, Equatable {
             name = comm.trimmingCharacters(in: .whitespacesAndNewlines)
         }
         guard let name, !name.isEmpty else { return nil }
-        let printable = String(name.unicodeScalars.filter { $0.value >= 0x20 && $0.value != 0x7F && $0.value != 0x25 }.map(Character.init))
+        // No control or format character (C0, C1, bidirectional overrides…): nothing that could
+        // change how the prompt reads.
+        let printable = String(
+            name.unicodeScalars.filter {
+                $0.value != 0x25 && $0.properties.generalCategory != .control && $0.properties.generalCategory != .format
+            }.map(Character.init))
         return String(printable.prefix(48))
     }
 

@@ -90,6 +90,7 @@ extension VaultCommand {
                 do {
                     server = try AgentServer(
                         directory: socket.deletingLastPathComponent(), name: socket.lastPathComponent,
+                        features: (try? host.pinentry.get()) != nil ? [AgentProtocol.pinentryFeature] : [],
                         handler: { request, peer in await host.handle(request, peer: peer) },
                         onRefusedPeer: { peer in
                             Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")
@@ -122,6 +123,8 @@ extension VaultCommand {
                     Terminal.printError("vault agent: serving \(global.url.path) on \(socket.path)")
                 }
                 await host.waitForStop()
+                // A prompt still up would outlive the agent on the user's terminal.
+                await host.endPrompt()
                 await server.stop()
                 await host.lock(because: "stopped")
                 for source in signals { source.cancel() }
@@ -322,12 +325,8 @@ extension VaultCommand {
             } catch let error as AgentConnectionError {
                 throw CommandFailure(error)
             }
-            guard hello.features.contains("pinentry") else {
-                throw CommandFailure(
-                    .failure,
-                    "the running agent cannot ask for the passphrase (an older build started it): restart it (`vault agent stop`, `vault agent start`), or `vault unlock --no-prompt` to send it the passphrase typed here"
-                )
-            }
+            // An agent with no pinentry (or of an older build): asked here and sent, as before.
+            guard hello.features.contains(AgentProtocol.pinentryFeature) else { return false }
             var request = AgentRequest(.unlock)
             request.terminal = terminal
             _ = try await AgentCall.send(request, global: global)

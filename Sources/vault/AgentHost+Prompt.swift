@@ -35,19 +35,33 @@ extension AgentHost {
     }
 
     /// Unlocks through pinentry on `terminal`, or waits for the prompt already shown.
+    /// Unlocks through pinentry on `terminal`, or waits for the prompt already shown. The
+    /// request is told `ok=wait` meanwhile (``AgentServer/whileAskingAPerson(_:)``).
     func askToUnlock(_ terminal: RequesterTerminal, peer: AgentServer.Peer) async -> PromptOutcome {
-        if let prompting { return await prompting.value }
-        let task = Task { await self.prompt(terminal, peer: peer) }
-        prompting = task
-        let outcome = await task.value
-        if prompting == task { prompting = nil }
-        return outcome
+        let task: Task<PromptOutcome, Never>
+        if let prompting {
+            task = prompting
+        } else {
+            // Runs on this actor: it cannot end (and clear `prompting`) before it is recorded.
+            task = Task {
+                let outcome = await self.prompt(terminal, peer: peer)
+                self.prompting = nil
+                return outcome
+            }
+            prompting = task
+        }
+        return await AgentServer.whileAskingAPerson { await task.value }
     }
 
     private func prompt(_ terminal: RequesterTerminal, peer: AgentServer.Peer) async -> PromptOutcome {
         let pinentry: Pinentry
         switch self.pinentry {
         case .success(let found): pinentry = found
+        case .failure(.missing(let name)):
+            return .refused(
+                lockedAnswer(
+                    "it cannot ask for the passphrase: no pinentry program (\(name)) is installed: \(Pinentry.installHint), or `vault agent start --pinentry PROGRAM`"
+                ))
         case .failure(let unavailable): return .refused(lockedAnswer("it cannot ask for the passphrase: \(unavailable)"))
         }
         let (url, options) = (self.url, global.storeOptions())
@@ -55,37 +69,59 @@ extension AgentHost {
             return .refused(lockedAnswer("the vault is unlocked with a key file, not a passphrase: `vault unlock --key-file PATH`"))
         }
         var terminal = terminal
-        if let tty = terminal.tty, !Self.isTerminal(tty, ownedBy: peer.uid) {
+        // /proc and the file system: not on the event loop this actor's tasks may run on.
+        let askedTTY = terminal.tty
+        let (requester, checkedTTY) =
+            (try? await BlockingWork.run {
+                (RequesterProcess(pid: peer.pid), askedTTY.flatMap { Self.terminalPath($0, ownedBy: peer.uid) })
+            }) ?? (RequesterProcess(chain: []), nil)
+        if let tty = terminal.tty {
             // Gone, or not a terminal of the requester's: never written to.
-            terminal.tty = nil
+            terminal.tty = checkedTTY
             guard terminal.canPrompt else {
                 return .refused(lockedAnswer("its requester's terminal \(tty) is gone or not a terminal of uid \(peer.uid)"))
             }
         }
-        let requester = RequesterProcess(pid: peer.pid)
         let conversation: PinentryConversation
         do {
-            conversation = try await pinentry.start(on: terminal, environment: ProcessInfo.processInfo.environment)
+            conversation = try pinentry.start(on: terminal, environment: ProcessInfo.processInfo.environment)
         } catch {
             return .refused(answer(for: error, pinentry: pinentry))
         }
         logger.info("asking for the passphrase", metadata: ["pinentry": "\(pinentry.program.path)", "requester": "\(requester.summary)"])
-        let outcome = await converse(conversation, pinentry: pinentry, requester: requester)
+        self.conversation = conversation
+        var outcome = await converse(conversation, pinentry: pinentry, requester: requester)
+        self.conversation = nil
         await conversation.finish()
+        // Unlocked another way while the prompt was up (which ended it): the request is served.
+        if case .refused = outcome, isOpen { outcome = .unlocked }
         return outcome
+    }
+
+    /// How long pinentry may take to greet and take its options and texts (no person involved;
+    /// never longer than the prompt's own timeout).
+    static let startBound = Duration.seconds(10)
+
+    /// Ends a prompt being shown (the agent is stopping): its requests are answered as locked.
+    func endPrompt() {
+        conversation?.terminate()
     }
 
     private func converse(_ conversation: PinentryConversation, pinentry: Pinentry, requester: RequesterProcess) async -> PromptOutcome {
         do {
-            try await conversation.describe(
-                title: "CredentialVault",
-                description: """
-                    The vault \(url.path) is locked.
-                    Asked by: \(requester.summary) (as those programs name themselves).
+            try await bounded(conversation, min(Self.startBound, pinentry.timeout)) { try await conversation.open() }
+            let path = url.path.count > 200 ? "…" + url.path.suffix(199) : url.path
+            try await bounded(conversation, min(Self.startBound, pinentry.timeout)) {
+                try await conversation.describe(
+                    title: "CredentialVault",
+                    description: """
+                        The vault \(path) is locked.
+                        Asked by: \(requester.summary) (as those programs name themselves).
 
-                    Type its passphrase to unlock it.
-                    """,
-                prompt: "Passphrase:")
+                        Type its passphrase to unlock it.
+                        """,
+                    prompt: "Passphrase:")
+            }
             var error: String?
             for attempt in 1...Self.attemptsPerPrompt {
                 if wrongInARow > 0 { try? await clock.sleep(for: Self.delay(afterWrong: wrongInARow)) }
@@ -114,16 +150,21 @@ extension AgentHost {
         }
     }
 
-    /// One `GETPIN` under a bound on the agent's clock (the program killed when it runs out),
-    /// the bytes turned into a credential and wiped.
-    private func typedCredential(_ conversation: PinentryConversation, error: String?, bound: Duration) async throws -> VaultCredential {
+    /// `step` of the conversation under a bound on the agent's clock: the program is ended when
+    /// it runs out, so every wait on it ends.
+    private func bounded<T: Sendable>(_ conversation: PinentryConversation, _ bound: Duration, _ step: () async throws -> T) async throws -> T {
         let clock = self.clock
         let watchdog = Task {
             try? await clock.sleep(for: bound)
             if !Task.isCancelled { conversation.terminate() }
         }
         defer { watchdog.cancel() }
-        var typed = try await conversation.passphrase(error: error)
+        return try await step()
+    }
+
+    /// One `GETPIN` under its bound, the bytes turned into a credential and wiped.
+    private func typedCredential(_ conversation: PinentryConversation, error: String?, bound: Duration) async throws -> VaultCredential {
+        var typed = try await bounded(conversation, bound) { try await conversation.passphrase(error: error) }
         defer { SecureBytes.zero(&typed) }
         guard !typed.isEmpty else { throw PinentryFailure.cancelled }
         return try .passphrase(bytes: typed)
@@ -142,11 +183,18 @@ extension AgentHost {
         .failure("locked", exit: ExitStatus.sessionLocked.rawValue, "the agent for \(url.path) stays locked: \(reason); `vault unlock` unlocks it")
     }
 
-    /// Whether `path` is a terminal (a character device under /dev) owned by `uid`.
-    static func isTerminal(_ path: String, ownedBy uid: UInt32) -> Bool {
-        guard path.hasPrefix("/dev/") else { return false }
+    /// `path` resolved, when it is a terminal of `uid`'s: a pseudo-terminal (`/dev/pts/N`) or a
+    /// virtual console (`/dev/ttyN`), a character device owned by `uid`. Nil otherwise: a link
+    /// to anything else (`/dev/stdin`, `/dev/fd/N`, a file) is never handed to pinentry.
+    static func terminalPath(_ path: String, ownedBy uid: UInt32) -> String? {
+        guard let resolved = realpath(path, nil) else { return nil }
+        defer { free(resolved) }
+        let real = String(cString: resolved)
+        let number: Substring? =
+            real.hasPrefix("/dev/pts/") ? real.dropFirst("/dev/pts/".count) : real.hasPrefix("/dev/tty") ? real.dropFirst("/dev/tty".count) : nil
+        guard let number, !number.isEmpty, number.allSatisfy(\.isASCII), number.allSatisfy(\.isNumber) else { return nil }
         var info = stat()
-        guard stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFCHR else { return false }
-        return info.st_uid == uid
+        guard stat(real, &info) == 0, (info.st_mode & S_IFMT) == S_IFCHR, info.st_uid == uid else { return nil }
+        return real
     }
 }

@@ -45,6 +45,8 @@ actor AgentHost {
     var prompting: Task<PromptOutcome, Never>?
     /// Wrong passphrases typed at prompts since the last unlock: each next attempt waits longer.
     var wrongInARow = 0
+    /// The pinentry being shown, ended if the agent stops meanwhile (never left on a terminal).
+    var conversation: PinentryConversation?
 
     init(
         global: GlobalOptions, socket: URL, lockAfter: Duration?, pinentry: Result<Pinentry, Pinentry.Unavailable> = .failure(.turnedOff),
@@ -112,6 +114,9 @@ actor AgentHost {
         logger.info("agent unlocked", metadata: ["vault": "\(url.path)"])
     }
 
+    /// Whether the vault is open (unlocked).
+    var isOpen: Bool { opened != nil }
+
     /// Drops the keys: stops the service and closes the vault (its keys are wiped). `code`
     /// (`key_changed`) is kept and told until the next unlock.
     func lock(because reason: String, code: String? = nil) async {
@@ -175,6 +180,8 @@ actor AgentHost {
                     }
                     return try .passphrase(bytes: Array(passphrase.utf8))
                 }
+                // A prompt still up is not needed any more: its requests are served.
+                endPrompt()
                 return AgentResponse(status: status)
             } catch {
                 return Self.failure(error)

@@ -2,6 +2,7 @@ import AgentWire
 import DevGateway
 import Foundation
 import Testing
+import VaultAgent
 import VaultTestSupport
 
 #if canImport(Glibc)
@@ -61,6 +62,13 @@ struct UnlockOnDemandTests {
             let output = try await BuiltProgram.run(
                 try BuiltProgram.url(named: program), arguments, environment: environment, stdin: "", in: cli.directory)
             return CommandResult(arguments: arguments, status: output.status, stdout: output.stdout, stderr: output.stderr)
+        }
+
+        var hello: AgentHello {
+            get async throws {
+                let socket = try #require(try await cli.run(["agent", "status", "--json"]).jsonObject()["socket"] as? String)
+                return try await AgentClient(socket: URL(fileURLWithPath: socket)).hello()
+            }
         }
 
         var locked: Bool {
@@ -192,6 +200,20 @@ struct UnlockOnDemandTests {
         }
     }
 
+    @Test("unlocked another way while a prompt is up: the prompt is ended and the waiting request served")
+    func unlockedElsewhereDuringPrompt() async throws {
+        try await Self.withWorld { world in
+            world.pinentry.answer(["hold:wrong"])
+            async let waiting = world.run(["token"])
+            #expect(await world.pinentry.waitForGetpin(), "the prompt is up")
+            let unlocked = try await world.cli.run(["unlock", "--passphrase-file", world.passphraseFile.path])
+            #expect(unlocked.status == 0, "\(unlocked)")
+            let token = try await waiting
+            #expect(token.status == 0, "\(token)")
+            #expect(try await !world.locked)
+        }
+    }
+
     @Test("pinentry crashing, answering garbage or never answering: each answered as locked, and the next prompt works")
     func pinentryFaults() async throws {
         try await Self.withWorld(agentOptions: ["--pinentry-timeout", "1s"]) { world in
@@ -211,6 +233,13 @@ struct UnlockOnDemandTests {
             #expect(hung.status == Exit.sessionLocked, "\(hung)")
             #expect(hung.stderr.contains("no passphrase was typed within 1 s"), "\(hung.stderr)")
 
+            // Silent from the start (no greeting): bounded the same way.
+            _ = FileManager.default.createFile(atPath: world.pinentry.silentFile.path, contents: Data())
+            let silent = try await world.run(["token"])
+            #expect(silent.status == Exit.sessionLocked, "\(silent)")
+            #expect(silent.stderr.contains("no passphrase was typed within 1 s"), "\(silent.stderr)")
+            try FileManager.default.removeItem(at: world.pinentry.silentFile)
+
             world.pinentry.answer(["pin:\(Self.passphrase)"])
             let served = try await world.run(["token"])
             #expect(served.status == 0, "\(served)")
@@ -223,8 +252,11 @@ struct UnlockOnDemandTests {
             let missing = try await world.run(["token"])
             #expect(missing.status == Exit.sessionLocked, "\(missing)")
             #expect(missing.stderr.contains("apt install pinentry-curses"), "\(missing.stderr)")
+            // It does not claim it can prompt (so `vault unlock` asks on its own terminal, as before).
+            #expect(try await world.hello.features.isEmpty)
         }
         try await Self.withWorld { world in
+            #expect(try await world.hello.features == ["pinentry"])
             let gone = try await world.run(["token"], tty: "/dev/pts/99999")
             #expect(gone.status == Exit.sessionLocked, "\(gone)")
             #expect(gone.stderr.contains("/dev/pts/99999 is gone or not a terminal"), "\(gone.stderr)")
@@ -377,8 +409,11 @@ struct ScriptedPinentry {
     let logFile: URL
     let answersFile: URL
     let releaseFile: URL
+    /// While it exists, the program never even greets.
+    let silentFile: URL
 
     init(in directory: TemporaryDirectory) throws {
+        silentFile = directory.file("pinentry.silent")
         script = directory.file("pinentry-scripted")
         logFile = directory.file("pinentry.log")
         answersFile = directory.file("pinentry.answers")
@@ -387,6 +422,7 @@ struct ScriptedPinentry {
             #!/bin/bash
             log='\(logFile.path)'; answers='\(answersFile.path)'; release='\(releaseFile.path)'
             echo "started $$ args: $*" >> "$log"
+            [ -e '\(silentFile.path)' ] && exec sleep 1000
             echo "OK Pleased to meet you"
             n=$(grep -c '^GETPIN' "$log" 2>/dev/null || true)
             while IFS= read -r line; do
