@@ -250,7 +250,7 @@ public final class PinentryConversation: Sendable {
             return !state.ended
         }
         guard first else { return }
-        _ = Self.write(channel, Array("BYE\n".utf8))
+        WireProtocol.writeAll(channel, Array("BYE\n".utf8))
         shutdown(channel, Int32(SHUT_WR))
         // It ends on BYE or on its input's end; a hung one is killed.
         if !Self.waitBriefly(pid) {
@@ -336,7 +336,7 @@ public final class PinentryConversation: Sendable {
     }
 
     private func sendLine(_ text: String) throws(PinentryFailure) {
-        guard Self.write(channel, Array((text + "\n").utf8)) else { throw ended() }
+        guard WireProtocol.writeAll(channel, Array((text + "\n").utf8)) else { throw ended() }
     }
 
     /// One line from the program, without its newline.
@@ -408,17 +408,6 @@ public final class PinentryConversation: Sendable {
         case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
         default: nil
         }
-    }
-
-    private static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes[offset...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if written < 0 && errno == EINTR { continue }
-            guard written > 0 else { return false }
-            offset += written
-        }
-        return true
     }
 
     /// Waits up to a second for `pid` to end; false if it still runs.
