@@ -84,7 +84,9 @@ extension AgentHost {
         }
         let conversation: PinentryConversation
         do {
-            conversation = try pinentry.start(on: terminal, environment: ProcessInfo.processInfo.environment)
+            // posix_spawn and its pipes: off this actor's executor, which may be an event loop.
+            let ready = terminal
+            conversation = try await BlockingWork.run { try pinentry.start(on: ready, environment: ProcessInfo.processInfo.environment) }
         } catch {
             return .refused(answer(for: error, pinentry: pinentry))
         }

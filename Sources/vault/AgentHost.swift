@@ -158,17 +158,17 @@ actor AgentHost {
         case .lock:
             await lock(because: "`vault lock`")
             return AgentResponse(status: status)
-        case .unlock where request.passphrase == nil && request.keyFile == nil && request.terminal != nil:
-            // `vault unlock` at a terminal: asked through pinentry, so the passphrase goes from
-            // pinentry to this process on a pipe and never crosses the socket.
-            await checkKeysStillCurrent()
-            guard opened == nil else { return AgentResponse(status: status) }
-            guard let terminal = request.terminal else { return AgentResponse(status: status) }
-            switch await askToUnlock(terminal, peer: peer) {
-            case .unlocked: return AgentResponse(status: status)
-            case .refused(let response): return response
-            }
         case .unlock:
+            if request.passphrase == nil, request.keyFile == nil, let terminal = request.terminal {
+                // `vault unlock` at a terminal: asked through pinentry, so the passphrase goes from
+                // pinentry to this process on a pipe and never crosses the socket.
+                await checkKeysStillCurrent()
+                guard opened == nil else { return AgentResponse(status: status) }
+                switch await askToUnlock(terminal, peer: peer) {
+                case .unlocked: return AgentResponse(status: status)
+                case .refused(let response): return response
+                }
+            }
             do {
                 try await unlock(resumingSessions: true) { _, method in
                     if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
