@@ -20,8 +20,9 @@ extension DevGateway {
     func handleTokenRequest(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
         let form = Self.isForm(request) ? FormBody.parse(body) : .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
         state.stats.tokenRequests += 1
-        if case .success(let parameters) = form, let presented = parameters["refresh_token"] {
-            state.stats.presentedRefreshTokens.append(presented)
+        if case .success(let parameters) = form {
+            if let presented = parameters["refresh_token"] { state.stats.presentedRefreshTokens.append(presented) }
+            if !parameters.values("resource").isEmpty { state.stats.resourceTokenRequests += 1 }
         }
         let fault = state.faults.takeTokenFailure()
         let latency = state.faults.tokenLatency
@@ -50,7 +51,9 @@ extension DevGateway {
         return response
     }
 
-    /// The grant itself: client authentication, then the grant type's rules.
+    /// The grant itself: client authentication, then the grant type's rules. A `resource`
+    /// (RFC 8707) is checked before a refresh token or code is spent, so `invalid_target`
+    /// changes nothing.
     private func exchange(_ request: HTTPRequest, form: Result<FormBody, OAuthRejection>) async -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/token"]
         // The nonce of the authorization request, for the ID token of a code exchange only.
@@ -72,10 +75,16 @@ extension DevGateway {
             }
             metadata["gateway.client_id"] = "\(clientID)"
             switch grantType {
-            case "refresh_token":
-                return refresh(parameters, clientID: clientID, metadata: &metadata)
-            case "authorization_code":
-                return redeemCode(parameters, clientID: clientID, nonce: &nonce, metadata: &metadata)
+            case "refresh_token", "authorization_code":
+                let audiences: [String]
+                switch requestedAudiences(parameters) {
+                case .success(let value): audiences = value
+                case .failure(let rejection): return .failure(rejection)
+                }
+                if !audiences.isEmpty { metadata["gateway.audiences"] = "\(audiences)" }
+                return grantType == "refresh_token"
+                    ? refresh(parameters, clientID: clientID, audiences: audiences, metadata: &metadata)
+                    : redeemCode(parameters, clientID: clientID, audiences: audiences, nonce: &nonce, metadata: &metadata)
             case DeviceGrantLedger.grantType:
                 return pollDeviceCode(parameters, clientID: clientID)
             default:
@@ -91,7 +100,8 @@ extension DevGateway {
             metadata["gateway.grant_id"] = "\(tokens.grantID)"
             metadata["gateway.rotated"] = "\(tokens.refreshToken != nil)"
             logger.debug("token request", metadata: metadata)
-            return .json(GatewayJSON.Tokens(await attachingIDToken(to: tokens, nonce: nonce), includeGrantID: false))
+            let formatted = await formattingAccessToken(of: tokens)
+            return .json(GatewayJSON.Tokens(await attachingIDToken(to: formatted, nonce: nonce), includeGrantID: false))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("token request", metadata: metadata)
@@ -99,12 +109,17 @@ extension DevGateway {
         }
     }
 
-    /// `grant_type=refresh_token` (RFC 6749 §6): rotation, or reuse detection.
-    private func refresh(_ parameters: FormBody, clientID: String, metadata: inout Logger.Metadata) -> Result<IssuedTokens, OAuthRejection> {
+    /// `grant_type=refresh_token` (RFC 6749 §6): rotation, or reuse detection. The access token
+    /// is for `audiences` (none: any resource).
+    private func refresh(
+        _ parameters: FormBody, clientID: String, audiences: [String], metadata: inout Logger.Metadata
+    ) -> Result<IssuedTokens, OAuthRejection> {
         guard let refreshToken = parameters["refresh_token"], !refreshToken.isEmpty else {
             return .failure(.invalidRequest("refresh_token is required"))
         }
-        switch state.tokens.refresh(refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"]) {
+        switch state.tokens.refresh(
+            refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"], audiences: audiences)
+        {
         case .issued(let tokens):
             return .success(tokens)
         case .rejected(let rejection, let reuseDetected):
@@ -117,9 +132,9 @@ extension DevGateway {
     }
 
     /// `grant_type=authorization_code` (RFC 6749 §4.1.3, RFC 7636 §4.5): a code presented
-    /// again revokes the grant it opened.
+    /// again revokes the grant it opened. The first access token is for `audiences`.
     private func redeemCode(
-        _ parameters: FormBody, clientID: String, nonce: inout String?,
+        _ parameters: FormBody, clientID: String, audiences: [String], nonce: inout String?,
         metadata: inout Logger.Metadata
     ) -> Result<IssuedTokens, OAuthRejection> {
         guard let code = parameters["code"], !code.isEmpty else {
@@ -132,7 +147,7 @@ extension DevGateway {
         case .redeemed(let record):
             let tokens = state.tokens.openGrant(
                 subject: record.subject, clientID: clientID, scope: record.scope,
-                authTime: record.authTime)
+                authTime: record.authTime, audiences: audiences)
             state.authorization.recordGrant(tokens.grantID, forCode: code)
             nonce = record.nonce
             return .success(tokens)

@@ -47,7 +47,9 @@ public actor DevGateway {
         self.server = server
         self.logger = logger
         // An IPv4 literal and a port always make a valid URL.
-        self.baseURL = URL(string: "http://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/")
+        let baseURL = URL(string: "http://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/")
+        self.state.resources = ResourceServers(defaultsAt: baseURL)
+        self.baseURL = baseURL
     }
 
     /// Starts a gateway on 127.0.0.1 with a port the system picks; returns once it accepts connections.
@@ -171,7 +173,8 @@ public actor DevGateway {
         resumeHeldTokenRequests(released: true)
     }
 
-    /// Clears queued failures and latency, and releases held token requests.
+    /// Clears queued failures and latency, releases held token requests, and restores resource
+    /// indicators (honoured, JWT access tokens: see ``ignoreResourceIndicators(_:)``).
     public func resetFaults() {
         state.faults = FaultPlan()
         resumeHeldTokenRequests(released: true)

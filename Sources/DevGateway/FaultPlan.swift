@@ -1,5 +1,6 @@
-/// Faults to inject: queued failures for token and revocation requests, token latency, and
-/// whether token responses are held back until released.
+/// Faults to inject: queued failures for token and revocation requests, token latency,
+/// whether token responses are held back until released, and how resource indicators
+/// (RFC 8707) are honoured.
 struct FaultPlan: Sendable {
     /// Failures for the next token requests, first one first.
     var pendingTokenFailures: [TokenFault] = []
@@ -11,6 +12,11 @@ struct FaultPlan: Sendable {
     var pendingIDTokenFaults: [IDTokenFault] = []
     /// Whether token requests, once counted, wait for ``DevGateway/releaseTokenResponses()``.
     var holdsTokenResponses = false
+    /// Whether a `resource` parameter is accepted but ignored: the access token is for
+    /// ``DevGateway/apiResource`` whatever was asked.
+    var ignoresResourceIndicators = false
+    /// The kind of access token issued for a token request with `resource`.
+    var resourceTokenFormat = ResourceTokenFormat.jwt
 
     /// Takes the failure for the token request that just arrived, if one is queued.
     mutating func takeTokenFailure() -> TokenFault? {

@@ -1,26 +1,37 @@
 import Foundation
 
 /// The parameters of an `application/x-www-form-urlencoded` body (RFC 6749 Appendix B).
+///
+/// Every parameter may appear once (RFC 6749 §3.2), except `resource`, which a client repeats
+/// to ask for a token for several resource servers (RFC 8707 §2).
 struct FormBody: Sendable {
-    private let parameters: [String: String]
+    /// The parameters that may be repeated.
+    static let repeatable: Set<String> = ["resource"]
 
-    subscript(name: String) -> String? { parameters[name] }
+    private let parameters: [String: [String]]
 
-    /// Parses `data`; rejects invalid percent-encoding and repeated parameters (RFC 6749 §3.2).
+    /// The parameter's value; for a repeated one, the first.
+    subscript(name: String) -> String? { parameters[name]?.first }
+
+    /// Every value of the parameter, in the order sent; empty when it is absent.
+    func values(_ name: String) -> [String] { parameters[name] ?? [] }
+
+    /// Parses `data`; rejects invalid percent-encoding and repeated parameters other than
+    /// ``repeatable`` ones (RFC 6749 §3.2).
     static func parse(_ data: Data) -> Result<FormBody, OAuthRejection> {
         guard let text = String(data: data, encoding: .utf8) else {
             return .failure(.invalidRequest("the body is not UTF-8"))
         }
-        var parameters: [String: String] = [:]
+        var parameters: [String: [String]] = [:]
         for pair in text.split(separator: "&", omittingEmptySubsequences: true) {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard let name = decode(parts[0]), let value = decode(parts.count > 1 ? parts[1] : "") else {
                 return .failure(.invalidRequest("the body is not valid form encoding"))
             }
-            guard parameters[name] == nil else {
+            guard parameters[name] == nil || repeatable.contains(name) else {
                 return .failure(.invalidRequest("parameter \(name) is repeated"))
             }
-            parameters[name] = value
+            parameters[name, default: []].append(value)
         }
         return .success(FormBody(parameters: parameters))
     }

@@ -25,4 +25,7 @@ struct GatewayState: Sendable {
     var guests = GuestLedger()
     /// The sign-in clock, discovery settings and guest conversion switch.
     var signIn = SignInSettings()
+    /// The resource servers that `resource` (RFC 8707) may name; set to the defaults for the
+    /// gateway's address when it starts.
+    var resources = ResourceServers()
 }

@@ -9,9 +9,16 @@
 public struct GatewayStats: Sendable, Hashable, Codable {
     /// Requests received on `/oauth/token`, counted on arrival (faulted ones included).
     public var tokenRequests = 0
-    /// Requests to the protected resource `GET /api/profile`, and how many it refused (401).
+    /// Requests to the protected resources `GET /api/profile` and `GET /rs/{name}/whoami`, and
+    /// how many they refused (401, or 404 for a resource server that does not exist).
     public var resourceRequests = 0
     public var resourceRefusals = 0
+    /// Requests received on `/oauth/token` with at least one `resource` parameter (RFC 8707),
+    /// counted on arrival (faulted ones included).
+    public var resourceTokenRequests = 0
+    /// Token requests refused with `invalid_target`: a `resource` that is not an absolute URI,
+    /// has a fragment, or is not served by the gateway.
+    public var invalidTargetRefusals = 0
     /// Token requests answered (after any latency), whatever the outcome.
     public var tokenResponses = 0
     /// Requests received on `/oauth/revoke`.
@@ -57,6 +64,8 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case guestConversions = "guest_conversions"
         case approvalRequests = "approval_requests"
         case extensionRequests = "extension_requests"
+        case resourceTokenRequests = "resource_token_requests"
+        case invalidTargetRefusals = "invalid_target_refusals"
     }
 }
 
@@ -66,7 +75,8 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
         "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
             + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
             + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
-            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests))"
+            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests), "
+            + "resourceTokenRequests: \(resourceTokenRequests), invalidTargetRefusals: \(invalidTargetRefusals))"
     }
 
     /// A mirror without token values.
@@ -79,6 +89,7 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
                 "authorizationRequests": authorizationRequests, "reauthentications": reauthentications,
                 "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
                 "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
+                "resourceTokenRequests": resourceTokenRequests, "invalidTargetRefusals": invalidTargetRefusals,
             ], displayStyle: .struct)
     }
 }

@@ -31,6 +31,13 @@ extension IssuedTokens {
             grantID: grantID, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
             refreshToken: refreshToken, idToken: idToken, scope: scope)
     }
+
+    /// The same tokens with `accessToken` in place of the access token.
+    func with(accessToken: String) -> IssuedTokens {
+        IssuedTokens(
+            grantID: grantID, accessToken: accessToken, tokenType: tokenType, expiresIn: expiresIn,
+            refreshToken: refreshToken, idToken: idToken, scope: scope)
+    }
 }
 
 extension IssuedTokens: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {

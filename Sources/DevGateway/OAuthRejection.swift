@@ -28,4 +28,10 @@ struct OAuthRejection: Error, Sendable, Hashable {
     static func invalidScope(_ description: String) -> Self {
         Self(status: 400, error: "invalid_scope", description: description)
     }
+
+    /// A `resource` the gateway does not serve, or that is not an absolute URI without a
+    /// fragment (RFC 8707 §2).
+    static func invalidTarget(_ description: String) -> Self {
+        Self(status: 400, error: "invalid_target", description: description)
+    }
 }

@@ -35,10 +35,19 @@ struct TokenLedger: Sendable {
         var status: RefreshTokenStatus
     }
 
+    /// One access token: its grant, the resources it is for and the scope it carries.
+    struct AccessTokenRecord: Sendable {
+        let grantID: String
+        /// The resource URIs it was issued for (RFC 8707); empty for a token without an
+        /// audience restriction (every token issued without `resource`).
+        let audiences: [String]
+        let scope: String
+    }
+
     private(set) var clients: [String: Client] = [:]
     private(set) var grants: [String: Grant] = [:]
     private var refreshTokens: [String: RefreshTokenRecord] = [:]
-    private var accessTokens: [String: String] = [:]
+    private var accessTokens: [String: AccessTokenRecord] = [:]
     /// Whether grants that do not say otherwise issue a new refresh token on every refresh.
     var rotatesRefreshTokens = true
 
@@ -61,7 +70,7 @@ struct TokenLedger: Sendable {
     }
 
     /// Opens a new grant for a registered client (a redeemed code, an approved device code, a
-    /// guest) and returns its first tokens.
+    /// guest) and returns its first tokens; the access token is for `audiences` (none: any).
     mutating func openGrant(
         subject: String,
         clientID: String,
@@ -69,7 +78,8 @@ struct TokenLedger: Sendable {
         authTime: Date,
         isGuest: Bool = false,
         accessTokenLifetime: Duration = .seconds(3600),
-        rotatesRefreshTokens: Bool? = nil
+        rotatesRefreshTokens: Bool? = nil,
+        audiences: [String] = []
     ) -> IssuedTokens {
         let grant = Grant(
             id: TokenMint.identifier(prefix: "grant_"),
@@ -82,7 +92,7 @@ struct TokenLedger: Sendable {
             rotatesRefreshTokens: rotatesRefreshTokens
         )
         grants[grant.id] = grant
-        return mintTokens(for: grant, scope: scope, withRefreshToken: true)
+        return mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: true)
     }
 
     /// Registers (or updates) a client: confidential with a secret, public without.
@@ -120,7 +130,10 @@ struct TokenLedger: Sendable {
     }
 
     /// Refreshes for an authenticated client: rotates, or detects reuse and revokes the family.
-    mutating func refresh(refreshToken: String, clientID: String, requestedScope: String?) -> RefreshOutcome {
+    /// The new access token is for `audiences` (RFC 8707; none: any resource).
+    mutating func refresh(
+        refreshToken: String, clientID: String, requestedScope: String?, audiences: [String] = []
+    ) -> RefreshOutcome {
         guard let record = refreshTokens[refreshToken], let grant = grants[record.grantID] else {
             return .rejected(.invalidGrant("unknown refresh token"), reuseDetected: false)
         }
@@ -149,7 +162,7 @@ struct TokenLedger: Sendable {
         if rotates {
             refreshTokens[refreshToken]?.status = .rotated
         }
-        return .issued(mintTokens(for: grant, scope: scope, withRefreshToken: rotates))
+        return .issued(mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: rotates))
     }
 
     enum RevocationOutcome: Sendable {
@@ -160,7 +173,7 @@ struct TokenLedger: Sendable {
 
     /// Revokes the family of a refresh or access token presented by `clientID` (RFC 7009 §2.1).
     mutating func revoke(token: String, clientID: String) -> RevocationOutcome {
-        guard let grantID = refreshTokens[token]?.grantID ?? accessTokens[token],
+        guard let grantID = refreshTokens[token]?.grantID ?? accessTokens[token]?.grantID,
             let grant = grants[grantID]
         else {
             return .unknownToken
@@ -176,7 +189,7 @@ struct TokenLedger: Sendable {
     /// every bearer endpoint (the resource, the device and notification API, revocation of an
     /// access token) refuses them from now on, as after a key rotation there. Returns how many.
     mutating func invalidateAccessTokens(subject: String) -> Int {
-        let gone = accessTokens.filter { grants[$0.value]?.subject == subject }.map(\.key)
+        let gone = accessTokens.filter { grants[$0.value.grantID]?.subject == subject }.map(\.key)
         for token in gone { accessTokens[token] = nil }
         return gone.count
     }
@@ -184,7 +197,23 @@ struct TokenLedger: Sendable {
     /// The grant that issued `accessToken`, revoked or not (the caller decides what a revoked
     /// grant means); nil for a token this ledger never issued.
     func grant(forAccessToken accessToken: String) -> Grant? {
-        accessTokens[accessToken].flatMap { grants[$0] }
+        accessTokens[accessToken].flatMap { grants[$0.grantID] }
+    }
+
+    /// What the ledger recorded of `accessToken` and its grant (revoked or not); nil for a
+    /// token it never issued or has forgotten.
+    func accessToken(_ accessToken: String) -> (record: AccessTokenRecord, grant: Grant)? {
+        guard let record = accessTokens[accessToken], let grant = grants[record.grantID] else { return nil }
+        return (record, grant)
+    }
+
+    /// Puts `replacement` (the same token as a signed JWT) in the place of `accessToken`, with
+    /// its record; returns false, recording nothing, if `accessToken` is gone (invalidated
+    /// since it was issued).
+    mutating func replaceAccessToken(_ accessToken: String, with replacement: String) -> Bool {
+        guard let record = accessTokens.removeValue(forKey: accessToken) else { return false }
+        accessTokens[replacement] = record
+        return true
     }
 
     /// The grant of a refresh token that can still be used: issued, not rotated, grant not revoked.
@@ -206,9 +235,11 @@ struct TokenLedger: Sendable {
         grants[grantID]?.revoked = true
     }
 
-    private mutating func mintTokens(for grant: Grant, scope: String, withRefreshToken: Bool) -> IssuedTokens {
+    private mutating func mintTokens(
+        for grant: Grant, scope: String, audiences: [String], withRefreshToken: Bool
+    ) -> IssuedTokens {
         let accessToken = TokenMint.token(prefix: "at_")
-        accessTokens[accessToken] = grant.id
+        accessTokens[accessToken] = AccessTokenRecord(grantID: grant.id, audiences: audiences, scope: scope)
         var refreshToken: String?
         if withRefreshToken {
             let token = TokenMint.token(prefix: "rt_")
