@@ -53,6 +53,13 @@ test-deps: deps
 # the whole suite runs its suites side by side with dozens of child processes on 2 cores, where a
 # 10 s bound was seen to run out (see TestTimeScale). Only bounds scale, never an outcome.
 TEST_TIME_SCALE ?= 3
+# How many tests run at once. Unbounded, swift-testing starts every test of the run together,
+# and each live development gateway (FlyingFox's epoll pool) holds a Dispatch thread while it
+# listens: past ~250 gateways alive at once libdispatch had no thread left (its limit is 255),
+# URLSession and child-process waits stalled, and the run took minutes and failed. 48 keeps both
+# cores busy and the thread count far from the limit.
+TEST_WIDTH ?= 48
+export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH = $(TEST_WIDTH)
 test: test-deps
 	swift build --build-tests
 	TEST_TIME_SCALE=$(TEST_TIME_SCALE) swift test --skip-build

@@ -74,6 +74,8 @@ for sanitizer in "${sanitizers[@]}"; do
         grep -E "error:" "$out/build.log" | sort -u | head -20
         failed=1; continue
     fi
+    # As `make test`: a bounded number of tests at once (see TEST_WIDTH in the Makefile).
+    export SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH:-48}
     common=(swift test --skip-build --sanitize="$sanitizer" --scratch-path "$scratch")
     echo "== $sanitizer: tests (all but VaultReliabilityTests)"
     run_bounded "$out/main.log" "${common[@]}" --skip VaultReliabilityTests || failed=1

@@ -75,7 +75,11 @@ public final class URLSessionTransport: HTTPTransport {
             urlRequest.httpBody = request.body
         }
 
-        let task = session.dataTask(with: urlRequest)
+        // FoundationNetworking makes the task with a `sync` on the session's work queue, which
+        // waits while that queue (shared by every session's transfers) is busy: made on a
+        // Dispatch thread, never on the cooperative pool, which a few such waits would stall.
+        let prepared = urlRequest
+        let task = await Self.offPool { [session] in session.dataTask(with: prepared) }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 exchanges.begin(task.taskIdentifier, continuation)
@@ -87,6 +91,13 @@ public final class URLSessionTransport: HTTPTransport {
             }
         } onCancel: {
             task.cancel()
+        }
+    }
+
+    /// Runs `body` on a Dispatch thread and returns its result.
+    private static func offPool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: body()) }
         }
     }
 
