@@ -183,6 +183,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-13 fixture opens with the newest code: kate's tokens for other targets, one replaced, and her host's target")
+    func schemaThirteenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV13.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV13.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV13.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.maintenance.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -144,6 +144,9 @@ public struct Account: Sendable, Hashable, Identifiable {
     /// The entries of ``credentialHosts`` this account answers when a request names no user
     /// name and other accounts are bound to the same entry (schema 11).
     public var credentialDefaultHosts: [String] = []
+    /// What the helpers hand a token for (schema 13): another API or fewer scopes than the
+    /// account's own token (``TokenTarget/account``, the default).
+    public var credentialTarget: TokenTarget = .account
     /// Where the account came from when a session export brought it (schema 7); nil when it
     /// was added or signed in here.
     public var origin: AccountOrigin?

@@ -90,9 +90,8 @@ extension AccountStore {
             }
 
             upgrade.guestTokens = (try? core.tokens.current(for: guest, db))?.map(\.tokens) ?? nil
-            try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [guest.rawValue])
+            try core.tokens.wipe(for: guest, db)
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [guest.rawValue])
-            try self.integrity.removed(.tokens, account: guest.rawValue, db)
             try self.integrity.removed(.refreshState, account: guest.rawValue, db)
             upgrade.endedSession = try core.sessions.endOpen(of: guest, reason: "upgraded", at: now, db)
             try self.integrity.rewrite(.accounts, where: "account_id = ?", [guest.rawValue], db) {

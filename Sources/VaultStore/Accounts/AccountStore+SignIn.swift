@@ -67,6 +67,8 @@ extension AccountStore {
         // Tokens that no longer open (damaged) are replaced all the same, and not revoked.
         let replaced = existing == nil ? nil : (try? core.tokens.current(for: account.id, db)) ?? nil
         let current = try core.tokens.currentGeneration(for: account.id, db)
+        // Tokens of other targets came from the grant this one replaces: they go with it.
+        if existing != nil { try integrity.delete(from: .resourceTokens, where: "account_id = ?", [account.id.rawValue], db) }
         let generation = try core.tokens.store(tokens, for: account.id, replacing: current, db)
         try core.sessions.endOpen(of: account.id, reason: "replaced", at: now, db)
         try db.execute(

@@ -271,6 +271,8 @@ public struct AccountStore: VaultArea {
             credentialUsername: try optional("credential_username"),
             // NULL in rows written before schema 11, and in accounts that are no entry's default.
             credentialDefaultHosts: CredentialBinding.entries(stored: try optional("credential_default_hosts")),
+            // NULL in rows written before schema 13, and where the account's own token is handed.
+            credentialTarget: try Self.credentialTarget(resources: optional("credential_resources"), scopes: optional("credential_scopes"), of: id),
             // NULL in rows written before schema 7, and in accounts not imported.
             origin: try (optional("origin") as String?).map { json in
                 do {
@@ -349,17 +351,34 @@ extension AccountStore {
     /// refused (`.alreadyExists`), so a token never goes to a host chosen by a guess. The first
     /// account on an entry is its default (it answers a request without a user name);
     /// `makeDefault` makes this account the default of every entry given.
-    public func setCredentialHosts(_ hosts: [String], username: String?, makeDefault: Bool = false, for id: AccountID) throws {
-        try setCredentialHosts(hosts, username: username, keepingUsername: false, makeDefault: makeDefault, for: id)
+    ///
+    /// With `target`, the helpers hand a token for it (another API, fewer scopes) instead of the
+    /// account's own (``TokenTarget/account``); nil keeps what the account has.
+    public func setCredentialHosts(
+        _ hosts: [String], username: String?, makeDefault: Bool = false, target: TokenTarget? = nil, for id: AccountID
+    ) throws {
+        try setCredentialHosts(hosts, username: username, keepingUsername: false, makeDefault: makeDefault, target: target, for: id)
+    }
+
+    /// The target the `credential_resources` and `credential_scopes` columns name; `.damaged`
+    /// when they are not in the stored form.
+    static func credentialTarget(resources: String?, scopes: String?, of id: AccountID) throws -> TokenTarget {
+        guard resources != nil || scopes != nil else { return .account }
+        guard let target = TokenTarget(storedResources: resources ?? "", storedScopes: scopes ?? "") else {
+            throw VaultError(.damaged, "account \(id) names no valid target for its credential hosts")
+        }
+        return target
     }
 
     /// The same, keeping the username the account has: read and written in one transaction, so
     /// one another process sets meanwhile is never overwritten (a sign-in again with `--host`).
     public func setCredentialHosts(_ hosts: [String], keepingUsernameFor id: AccountID) throws {
-        try setCredentialHosts(hosts, username: nil, keepingUsername: true, makeDefault: false, for: id)
+        try setCredentialHosts(hosts, username: nil, keepingUsername: true, makeDefault: false, target: nil, for: id)
     }
 
-    private func setCredentialHosts(_ hosts: [String], username: String?, keepingUsername: Bool, makeDefault: Bool, for id: AccountID) throws {
+    private func setCredentialHosts(
+        _ hosts: [String], username: String?, keepingUsername: Bool, makeDefault: Bool, target: TokenTarget?, for id: AccountID
+    ) throws {
         try write("setting credential hosts") { db in
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
                 throw self.accountNotFound(id)
@@ -398,6 +417,14 @@ extension AccountStore {
                     arguments: [
                         CredentialBinding.stored(hosts), username, CredentialBinding.stored(hosts.filter(defaults.contains)), id.rawValue,
                     ])
+                if let target {
+                    try db.execute(
+                        sql: "UPDATE accounts SET credential_resources = ?, credential_scopes = ? WHERE account_id = ?",
+                        arguments: [
+                            target.resources.isEmpty ? nil : target.storedResources, target.scopes.isEmpty ? nil : target.storedScopes,
+                            id.rawValue,
+                        ])
+                }
             }
         }
     }

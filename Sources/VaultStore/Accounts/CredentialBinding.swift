@@ -18,8 +18,13 @@ public struct CredentialBinding: Sendable, Hashable {
     /// When the account was added: among accounts sharing an entry none of which is marked its
     /// default (the default was removed), the oldest answers. Nil where unknown.
     public var createdAt: Date?
+    /// What the token handed out is for (``TokenTarget/account``: the account's own).
+    public var target: TokenTarget
 
-    public init(account: AccountID, hosts: [String], username: String?, defaultHosts: [String], createdAt: Date?) {
+    public init(
+        account: AccountID, hosts: [String], username: String?, defaultHosts: [String], createdAt: Date?, target: TokenTarget = .account
+    ) {
+        self.target = target
         self.account = account
         self.hosts = hosts
         self.username = username
@@ -37,7 +42,7 @@ extension Account {
         guard upgradedTo == nil, !credentialHosts.isEmpty else { return nil }
         return CredentialBinding(
             account: id, hosts: credentialHosts, username: credentialUsername, defaultHosts: credentialDefaultHosts,
-            createdAt: createdAt)
+            createdAt: createdAt, target: credentialTarget)
     }
 }
 

@@ -30,11 +30,14 @@ struct AuthenticatedTable: Sendable, Hashable {
     static let notifications = AuthenticatedTable(name: "notifications", keyColumn: "seq", nameColumn: "uuid")
     static let events = AuthenticatedTable(name: "events", keyColumn: "seq")
     static let sessionTransfers = AuthenticatedTable(name: "session_transfers", keyColumn: "transfer_id")
+    static let resourceTokens = AuthenticatedTable(name: "resource_tokens", keyColumn: "token_id")
 
     /// The tables schema 3 authenticated (its migration authenticates their rows).
     static let schema3: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
+    /// The tables schema 12 authenticated (its migration authenticates their rows again).
+    static let schema12: [AuthenticatedTable] = schema3 + [events, sessionTransfers, vaultState]
     /// Every authenticated table; `vault_meta` first, `vault_state` (schema 12) last.
-    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers, vaultState]
+    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers, resourceTokens, vaultState]
 }
 
 /// The row MAC of one row, as stored in `row_mac` (format 2, schema 12):
@@ -366,10 +369,12 @@ struct RowIntegrity {
 
     /// Every collection row's commitment computed from the rows as they are, each checked
     /// against its MAC first (verify, and the migration to schema 12).
-    func computeCommitments(_ db: Database, checking: Bool) throws -> VaultCommitments {
+    func computeCommitments(
+        _ db: Database, checking: Bool, tables: [AuthenticatedTable] = VaultCommitments.tables
+    ) throws -> VaultCommitments {
         let hasher = try commitmentHasher(db)
         var commitments = VaultCommitments()
-        for table in VaultCommitments.tables {
+        for table in tables {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
             while let row = try rows.next() {
                 if checking { try check(row, in: table, db) }

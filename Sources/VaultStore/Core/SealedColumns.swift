@@ -13,6 +13,8 @@ struct SealedColumns: Sendable {
         SealedColumns(
             table: "tokens", columns: ["access_token", "refresh_token", "id_token"], rowColumn: "account_id",
             versionColumn: "generation"),
+        SealedColumns(
+            table: "resource_tokens", columns: ["access_token"], rowColumn: "token_id", versionColumn: "generation"),
         SealedColumns(table: "refresh_state", columns: ["last_failure_detail"], rowColumn: "account_id"),
         SealedColumns(table: "devices", columns: ["name", "status_detail"], rowColumn: "registration_id"),
         SealedColumns(table: "notifications", columns: ["subject", "message", "actions", "action_taken"], rowColumn: "uuid"),

@@ -291,6 +291,34 @@ extension RowIntegrity {
             path: path)
     }
 
+    /// Checks that `records` (each already checked against its MAC) are every row of `table` (a
+    /// committed collection) the vault holds for `account`: their count and multiset hash are the
+    /// state's commitment. A row deleted, or put back from an older copy, is caught where the
+    /// rows are used (the tokens of other targets), not only by `vault verify`. Throws
+    /// ``VaultError/Code/damaged`` naming the table and the account.
+    func checkCollection(_ records: [StoredRecord], _ table: AuthenticatedTable, account: String, _ db: Database) throws {
+        if let scope = keyring.writeScopes.withLock({ $0[ObjectIdentifier(db)] }), scope.commitments == nil { return }
+        guard let commitment = try commitment(db) else { return }
+        let expected = commitment.commitments.digests[VaultCommitments.Key(table: table.name, account: account)] ?? MultisetDigest()
+        var held = MultisetDigest()
+        if !records.isEmpty {
+            let hasher = try commitmentHasher(db)
+            for record in records {
+                guard let index = record.layout.macIndex, case .blob(let mac) = record.values.values[index].storage else { continue }
+                try hasher.insert([UInt8](mac), domain: table.name, into: &held)
+            }
+        }
+        guard held != expected else { return }
+        let difference =
+            held.count == expected.count
+            ? "are not the ones the vault wrote"
+            : "number \(held.count) where the vault recorded \(expected.count)"
+        throw VaultError(
+            .damaged,
+            "the \(table.name) rows of account \(account) \(difference) (a row was deleted or put back from an older copy): \(path) was tampered with or partly restored from an older copy; the account is refused (restore the vault from a backup)",
+            path: path)
+    }
+
     /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
     /// records; nil when it is.
     static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {

@@ -250,8 +250,7 @@ public struct LeaseStore: VaultArea {
                 guard let current, condition(current, try core.sessions.policy(for: account, db)) else { return (false, nil) }
             }
             let open = current.flatMap { $0.state == .active || $0.state == .locked ? $0 : nil }
-            try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
-            try self.integrity.removed(.tokens, account: account.rawValue, db)
+            try core.tokens.wipe(for: account, db)
             try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [account.rawValue], db) {
                 try db.execute(
                     sql: """

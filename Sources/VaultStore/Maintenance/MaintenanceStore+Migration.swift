@@ -125,10 +125,12 @@ extension MaintenanceStore {
             try integrity.beginCounting(at: 1, manifest: VaultManifest(), commitments: nil, db)
             try integrity.newCommitmentKey(db)
             try integrity.authenticate(.vaultMeta, where: "singleton = 1", [], db)
-            for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
+            // The tables as schema 12 has them: later ones do not exist yet in this transaction.
+            for table in AuthenticatedTable.schema12 where table != .vaultMeta && table != .vaultState {
                 try integrity.authenticateAll(table, checkingFirst: true, db)
             }
-            try integrity.setCommitments(try integrity.computeCommitments(db, checking: false), db)
+            try integrity.setCommitments(
+                try integrity.computeCommitments(db, checking: false, tables: VaultCommitments.schema12Tables), db)
             try integrity.finishWrite(db)
         default:
             return

@@ -20,8 +20,10 @@ public struct AccessSnapshot: Sendable {
     public var session: SessionRecord?
     /// The account's session policy (the defaults when none is stored).
     public var policy: SessionPolicy
-    /// The account's access token; nil when it holds no tokens.
+    /// The account's access token for the target asked for; nil when it holds none.
     public var token: StoredAccessToken?
+    /// The generation of the account's own tokens (its refresh token); nil when it holds none.
+    public var grantGeneration: Int64?
 }
 
 extension TokenStore {
@@ -30,7 +32,11 @@ extension TokenStore {
     ///
     /// This is the path every API call takes when its process's cache is stale, so it reads
     /// through prepared statements kept by the connection and opens one sealed value.
-    public func accessSnapshot(for account: AccountID?) throws -> AccessSnapshot? {
+    ///
+    /// With a `target` other than the account's own, ``AccessSnapshot/token`` is the account's
+    /// token for that target (every row of the account's targets checked, as
+    /// ``token(for:target:)`` does) and the account's own token stays sealed.
+    public func accessSnapshot(for account: AccountID?, target: TokenTarget = .account) throws -> AccessSnapshot? {
         try core.readPrepared("reading the session and access token") { db in
             let floor = keyring.counterFloor  // before the snapshot's first read
             // One statement for the rows (each checked against its MAC as when read alone): the
@@ -60,8 +66,13 @@ extension TokenStore {
             }
             let session = try rows[2].map(SessionStore.session(from:))
             let policy = try rows[3].map(SessionStore.policy(from:)) ?? SessionPolicy()
-            let token = try rows[4].map { try accessToken(from: $0, account: id, db) }
-            return AccessSnapshot(activeAccount: active, account: id, session: session, policy: policy, token: token)
+            let grant: Int64? = try rows[4].map { try $0.value("generation") }
+            let token =
+                target.isAccount
+                ? try rows[4].map { try accessToken(from: $0, account: id, db) }
+                : try self.token(for: id, target: target, db)
+            return AccessSnapshot(
+                activeAccount: active, account: id, session: session, policy: policy, token: token, grantGeneration: grant)
         }
     }
 

@@ -88,8 +88,15 @@ public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, Cu
     /// When the access token stops being valid; nil when the server did not say.
     public var expiresAt: Date?
     public var scopes: [String]
+    /// What the token is for: ``TokenTarget/account`` for the account's own, whose generation
+    /// is that of the account's tokens; for any other, the generation of the target's own row.
+    public var target: TokenTarget
 
-    public init(account: AccountID, generation: Int64, accessToken: String, tokenType: String, expiresAt: Date?, scopes: [String]) {
+    public init(
+        account: AccountID, generation: Int64, accessToken: String, tokenType: String, expiresAt: Date?, scopes: [String],
+        target: TokenTarget = .account
+    ) {
+        self.target = target
         self.account = account
         self.generation = generation
         self.accessToken = accessToken
@@ -106,7 +113,7 @@ public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, Cu
     }
 
     public var description: String {
-        "StoredAccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
+        "StoredAccessToken(account: \(account), target: \(target), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
     }
 
     public var debugDescription: String { description }
@@ -117,7 +124,7 @@ public struct StoredAccessToken: Sendable, Hashable, CustomStringConvertible, Cu
             self,
             children: [
                 "account": account, "generation": generation, "accessToken": "<redacted>", "tokenType": tokenType,
-                "expiresAt": expiresAt as Any, "scopes": scopes,
+                "expiresAt": expiresAt as Any, "scopes": scopes, "target": target,
             ], displayStyle: .struct)
     }
 }

@@ -137,9 +137,9 @@ public struct TokenStore: VaultArea {
     @discardableResult
     public func delete(for account: AccountID) throws -> Bool {
         try write("wiping tokens") { db in
-            try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [account.rawValue])
-            try integrity.removed(.tokens, account: account.rawValue, db)
-            return db.changesCount > 0
+            let had = try currentGeneration(for: account, db) != nil
+            try wipe(for: account, db)
+            return had
         }
     }
 }

@@ -205,8 +205,7 @@ public struct TransferStore: VaultArea {
                             .changed,
                             "the tokens of account \(id) changed while the export was written (another process refreshed them): do not import it; export again")
                     }
-                    try db.execute(sql: "DELETE FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
-                    try self.integrity.removed(.tokens, account: id.rawValue, db)
+                    try core.tokens.wipe(for: id, db)
                     let open = try core.sessions.current(for: id, db)
                     try self.integrity.rewrite(.sessions, where: "account_id = ? AND state IN ('active', 'locked')", [id.rawValue], db) {
                         try db.execute(
