@@ -11,6 +11,8 @@ package struct JSONFields: Decodable {
         case number(Double)
         case bool(Bool)
         case null
+        /// An array of strings (an `aud` claim, say): kept, unlike other arrays.
+        case strings([String])
         case composite
 
         package var typeName: String {
@@ -19,6 +21,7 @@ package struct JSONFields: Decodable {
             case .integer, .number: "a number"
             case .bool: "a boolean"
             case .null: "null"
+            case .strings: "an array of strings"
             case .composite: "an array or object"
             }
         }
@@ -48,6 +51,7 @@ package struct JSONFields: Decodable {
         if let bool = try? container.decode(Bool.self, forKey: key) { return .bool(bool) }
         if let integer = try? container.decode(Int.self, forKey: key) { return .integer(integer) }
         if let number = try? container.decode(Double.self, forKey: key) { return .number(number) }
+        if let strings = try? container.decode([String].self, forKey: key) { return .strings(strings) }
         return .composite
     }
 

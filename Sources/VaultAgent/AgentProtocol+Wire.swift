@@ -19,6 +19,8 @@ extension AgentRequest {
         message.append("path", ifPresent: path)
         message.append("presented", ifPresent: presented)
         message.append("username", ifPresent: username)
+        for resource in resources { message.append("resource", resource) }
+        for scope in scopes { message.append("scope", scope) }
         terminal?.append(to: &message)
         return message
     }
@@ -44,6 +46,8 @@ extension AgentRequest {
         path = message["path"]
         presented = message["presented"]
         username = message["username"]
+        resources = message.values("resource")
+        scopes = message.values("scope")
         terminal = RequesterTerminal(message)
     }
 }
@@ -65,6 +69,8 @@ extension AgentResponse {
             message.append("account", token.account)
             for scope in token.scopes { message.append("scope", scope) }
             message.append("username", ifPresent: token.username)
+            for resource in token.resources { message.append("target_resource", resource) }
+            for scope in token.requestedScopes { message.append("target_scope", scope) }
         }
         if let status {
             message.append("vault", status.vault)
@@ -101,6 +107,8 @@ extension AgentResponse {
             guard let type = message["token_type"], let account = message["account"] else { throw .badAnswer("a token without its type or account") }
             var token = AgentToken(value: value, type: type, expiresAt: nil, account: account, scopes: message.values("scope"), username: message["username"])
             token.expiresAt = message["expires_at"].flatMap(Double.init)
+            token.resources = message.values("target_resource")
+            token.requestedScopes = message.values("target_scope")
             self.token = token
         }
         if let vault = message["vault"] {

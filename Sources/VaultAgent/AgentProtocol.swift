@@ -12,9 +12,11 @@ import Foundation
 /// ```
 /// Request:  op = token | credential | unauthorized | hosts | status | lock | unlock | stop | hello,
 ///           account?, min_ttl? (seconds), protocol?, host?, path?, username?, presented?,
+///           resource*, scope* (token: the target; none: the account's own token),
 ///           passphrase? | key_file? (unlock only)
 /// Answer:   ok = 1, and for a token: token, token_type, expires_at? (seconds since 1970),
-///           account, scope*, username?; for status: vault, pid, locked (0|1),
+///           account, scope* (as granted), username?, target_resource*, target_scope* (the
+///           target served, as asked: a client asking for one checks them); for status: vault, pid, locked (0|1),
 ///           lock_after_seconds?, last_use?, started_at, socket, lock_reason?; for hosts: hosts
 ///           (the count), then host, host_user per entry; for hello: version, versions*, op*
 ///        or ok = 0, error (the code), exit, message
@@ -81,6 +83,8 @@ public enum AgentProtocol {
     public static let interimSeconds: Int64 = 2
     /// What `hello` lists as `feature` for an agent that can prompt through pinentry.
     public static let pinentryFeature = "pinentry"
+    /// What `hello` lists as `feature` for an agent that serves tokens for targets (`resource`, `scope`).
+    public static let targetsFeature = "targets"
 }
 
 /// One request to the agent. Its description never shows the passphrase.
@@ -105,6 +109,10 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     /// Where the requester can be asked for the passphrase when the agent is locked (protocol 2
     /// only); nil: nowhere (cron, `--no-prompt`), so a locked agent refuses at once.
     public var terminal: RequesterTerminal? = nil
+    /// `token`: the RFC 8707 resource indicators and the scopes of the token asked for (protocol
+    /// 2 only); both empty: the account's own token.
+    public var resources: [String] = []
+    public var scopes: [String] = []
 
     public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
         self.v = AgentProtocol.version
@@ -143,6 +151,10 @@ public struct AgentToken: Codable, Sendable, Hashable, CustomStringConvertible {
     public var scopes: [String]
     /// The user name a credential helper answers with (credential requests only).
     public var username: String?
+    /// The target the token is for, as the request named it (protocol 2 only; an agent that
+    /// predates targets echoes none, and the client then refuses its token).
+    public var resources: [String] = []
+    public var requestedScopes: [String] = []
 
     public init(value: String, type: String, expiresAt: Date?, account: String, scopes: [String], username: String? = nil) {
         self.value = value

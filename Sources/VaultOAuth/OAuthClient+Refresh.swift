@@ -6,7 +6,9 @@ import Logging
 extension OAuthClient {
     /// Exchanges a refresh token for new tokens (RFC 6749 §6).
     ///
-    /// Sends `grant_type=refresh_token&refresh_token=…[&scope=…][&client_id=…]` as a form POST.
+    /// Sends `grant_type=refresh_token&refresh_token=…[&scope=…][&resource=…]…[&client_id=…]` as
+    /// a form POST: each of `resources` as a `resource` parameter (RFC 8707 §2.2), for a token
+    /// meant for those APIs only.
     /// If the result has no `TokenResponse.refreshToken` the server did not rotate it: keep
     /// using the one presented. Errors are classified by ``RefreshError``.
     ///
@@ -22,6 +24,7 @@ extension OAuthClient {
     public func refresh(
         refreshToken: String,
         scope: String? = nil,
+        resources: [String] = [],
         endpoint: URL,
         client: ClientCredentials,
         pins: [SPKIPin] = [],
@@ -48,6 +51,7 @@ extension OAuthClient {
 
         var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
         if let scope { form.append(("scope", scope)) }
+        form += resources.map { ("resource", $0) }
         let request = formRequest(to: endpoint, form: form, client: client, pins: pins)
 
         logger.debug("sending token refresh", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
@@ -97,7 +101,7 @@ extension OAuthClient {
             switch error.error {
             case "invalid_grant":
                 return .failure(.invalidGrant(description: detail))
-            case "invalid_client", "unauthorized_client", "unsupported_grant_type", "invalid_request", "invalid_scope":
+            case "invalid_client", "unauthorized_client", "unsupported_grant_type", "invalid_request", "invalid_scope", "invalid_target":
                 return .failure(.clientMisconfigured(code: error.error, description: detail))
             case "server_error", "temporarily_unavailable":
                 return .failure(.transient(.server(status: status)))

@@ -50,3 +50,26 @@ extension TokenResponse {
     /// is someone else's than the account's.
     public var unverifiedAccessTokenSubject: String? { UnverifiedJWT(accessToken)?.text("sub") }
 }
+
+// MARK: - Whom the access token is for (RFC 7519 §4.1.3, RFC 9068 §3)
+
+extension TokenResponse {
+    /// The `aud` the access token claims when it is a JWT (a string or an array of strings),
+    /// decoded and **not verified**; nil for an opaque token or a JWT without `aud`.
+    ///
+    /// Enough to notice a server that ignored RFC 8707's `resource` and sent a token for another
+    /// API (it came from the token endpoint; the resource server still checks it): the vault then
+    /// refuses to hand it to an API it was not made for.
+    ///
+    /// ```swift
+    /// if let audience = tokens.unverifiedAccessTokenAudience, !audience.contains(resource) { refuse() }
+    /// ```
+    public var unverifiedAccessTokenAudience: [String]? {
+        guard let jwt = UnverifiedJWT(accessToken) else { return nil }
+        switch jwt.claims["aud"] {
+        case .string(let one)?: return [one]
+        case .strings(let many)?: return many
+        default: return nil
+        }
+    }
+}

@@ -19,6 +19,9 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDe
     public var generation: Int64
     /// The token's scopes, as granted.
     public var scopes: [String]
+    /// What the token is for (``TokenTarget/account``: the account's own token). For another
+    /// target, ``generation`` counts that target's tokens.
+    public var target: TokenTarget
 
     /// `"Bearer <value>"` (or the server's token type).
     public var authorizationHeader: String { "\(tokenType) \(value)" }
@@ -48,5 +51,6 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDe
         expiresAt = stored.expiresAt
         generation = stored.generation
         scopes = stored.scopes
+        target = stored.target
     }
 }

@@ -30,6 +30,11 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The last authentication (`SessionRecord.lastAuthentication`) is older than the caller
     /// allows for this action: the user signs in again with `max_age` (step-up).
     case authenticationTooOld(AccountID, authenticatedAt: Date, maximumAge: Duration)
+    /// The identity service would not issue a token for the target asked for (`invalid_target`,
+    /// `invalid_scope`), or issued one whose audience is not the resource asked for
+    /// (`audience_mismatch`: a server that ignores RFC 8707's `resource`). The account's grant and
+    /// its other tokens are untouched; nothing was stored.
+    case targetRefused(AccountID, target: TokenTarget, code: String, description: String?)
     /// The vault failed: its error, with its code (`VaultError.code`) and message.
     case vault(VaultError)
 
@@ -58,6 +63,10 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
                 + "otherwise something on the network is impersonating it"
         case .authenticationTooOld(let account, let at, let maximum):
             "the last sign-in of account \(account) was at \(at.messageText), longer ago than the \(maximum.components.seconds) s this action allows; sign in again, authenticating anew (max_age=0)"
+        case .targetRefused(let account, let target, "audience_mismatch", let description):
+            "the identity service of account \(account) sent a token for another audience than \(target)\(description.map { " (\($0))" } ?? ""); it was not stored or handed out: the service may not support resource indicators (RFC 8707)"
+        case .targetRefused(let account, let target, let code, let description):
+            "the identity service of account \(account) refused a token for \(target): \(code)\(description.map { " (\($0))" } ?? "")"
         case .vault(let error): error.message
         }
     }

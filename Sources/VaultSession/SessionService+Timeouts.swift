@@ -98,6 +98,7 @@ extension SessionService {
         }
         guard locked.result else { return false }
         for refresh in broker.runningRefreshes { await refresh.finished() }
+        for refresh in broker.runningTargetRefreshes { await refresh.finished() }
         lockReason = reason
         broker.cache = nil
         vault.lock()

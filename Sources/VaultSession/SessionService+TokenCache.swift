@@ -33,8 +33,12 @@ extension SessionService {
     /// expiry) or the token is no longer fresh. Costs one `PRAGMA data_version`, read on the
     /// actor: the one vault call made there, on the stamp's own connection (opened off the
     /// actor by the read that made the entry), which never waits for a writer.
-    func cachedAccessToken(for account: AccountID?) throws -> TokenCacheLookup {
-        guard let entry = broker.cache else { return .miss(nil) }
+    ///
+    /// A `target` other than the account's own is looked up among the targets' entries, each
+    /// judged the same way.
+    func cachedAccessToken(for account: AccountID?, target: TokenTarget = .account) throws -> TokenCacheLookup {
+        let key = TokenRequest(account, target: target)
+        guard let entry = target.isAccount ? broker.cache : broker.targetCache[key] else { return .miss(nil) }
         guard !vault.isLocked, !vault.isClosed, lockReason == nil else {
             broker.cache = nil
             return .miss(nil)
@@ -44,7 +48,7 @@ extension SessionService {
             return .miss(nil)
         }
         guard stamp == entry.stamp else {
-            broker.cache = nil
+            if target.isAccount { broker.cache = nil } else { broker.targetCache[key] = nil }
             return .miss(stamp)
         }
         // Never another account's token: asked for the active one, it must be the cached one.
@@ -67,8 +71,20 @@ extension SessionService {
             broker.cache = nil
             return
         }
-        broker.cache = TokenCacheEntry(
+        let entry = TokenCacheEntry(
             stamp: stamp, activeAccount: activeAccount, account: token.account,
             session: session, policy: policy, token: token)
+        guard !token.target.isAccount else {
+            broker.cache = entry
+            return
+        }
+        // Asked for the active account (`activeAccount` set) or for this one by name.
+        let key = TokenRequest(activeAccount == nil ? token.account : nil, target: token.target)
+        if broker.targetCache.count >= Self.targetCacheLimit, broker.targetCache[key] == nil { broker.targetCache.removeAll() }
+        broker.targetCache[key] = entry
     }
+
+    /// How many targets' tokens a process keeps at hand (a tool calls a few APIs; past this,
+    /// the entries are dropped and made again from the vault).
+    static let targetCacheLimit = 32
 }

@@ -82,10 +82,11 @@ extension SessionService {
     /// just before it, in one trip to the I/O threads: the stamp's connection is opened there
     /// on first use (file I/O that must not run on the actor), and a commit landing after the
     /// stamp makes the cache entry made from this read unusable.
-    private func stampedSnapshot(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> (VaultChangeStamp?, AccessSnapshot?) {
+    func stampedSnapshot(for account: AccountID?, stamp: VaultChangeStamp?, target: TokenTarget = .account) async throws -> (VaultChangeStamp?, AccessSnapshot?)
+    {
         try await vaultCall { [vault] in
             let stamp = stamp ?? (try? vault.changeStamp())
-            return (stamp, try vault.tokens.accessSnapshot(for: account))
+            return (stamp, try vault.tokens.accessSnapshot(for: account, target: target))
         }
     }
 
@@ -118,7 +119,9 @@ extension SessionService {
     /// Reports that an API answered 401 to `token`. Refreshes once (unless the token was
     /// already replaced) and returns the new token; throws ``SessionError/revoked(_:description:)``
     /// when the server refuses the refresh token.
+    /// A target's token (``AccessToken/target``) is refreshed for its target.
     public func reportUnauthorized(_ token: AccessToken) async throws -> AccessToken {
+        if !token.target.isAccount { return try await reportTargetUnauthorized(token) }
         _ = try await servableSession(token.account)
         guard let stored = try await vaultCall({ [vault] in try vault.tokens.current(for: token.account) }) else {
             throw try await noTokensError(token.account)
@@ -206,7 +209,8 @@ extension SessionService {
                 if force || isFresh(tokens) { return tokens }
                 seen = tokens.generation
             case .busy:
-                try await waitForCommit(upTo: configuration.leasePollInterval)
+                // A target's refresh in this process may hold the lease: awaited, not polled.
+                if try await !awaitLeaseHeldHere(id) { try await waitForCommit(upTo: configuration.leasePollInterval) }
             case .backingOff(let until, let tokens):
                 if isUnexpired(tokens.tokens) && !force { return tokens }
                 let state = try await vaultCall { [vault] in try vault.leases.state(for: id) }
@@ -224,7 +228,7 @@ extension SessionService {
 
     /// Waits until another connection commits to the vault (the lease holder storing its
     /// result, usually) or `limit` passes, whichever comes first.
-    private func waitForCommit(upTo limit: Duration) async throws {
+    func waitForCommit(upTo limit: Duration) async throws {
         let step = max(.milliseconds(1), min(configuration.leaseWatchInterval, limit))
         // Read on the I/O threads like every vault call (the stamp's own connection never
         // waits for a writer; a commit of this process's ends the wait early, which only
@@ -342,7 +346,12 @@ extension SessionService {
         }
     }
 
-    private func handle(_ error: RefreshError, for id: AccountID, stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
+    /// `holder`: the lease holder the refresh ran as (this service's own by default; a
+    /// target's refresh runs as another, see ``targetHolder(_:)``).
+    func handle(
+        _ error: RefreshError, for id: AccountID, stored: StoredTokens, interrupted: Bool, holder leaseHolder: String? = nil
+    ) async throws -> StoredTokens? {
+        let leaseHolder = leaseHolder ?? holderID
         switch error {
         case .invalidGrant(let description):
             let detail =
@@ -362,19 +371,19 @@ extension SessionService {
             throw SessionError.revoked(id, description: detail)
         case .clientMisconfigured(let code, let description):
             let retryAt = now().addingTimeInterval(configuration.backoffCap.timeInterval)
-            try await vaultCall { [vault, holder = holderID] in
+            try await vaultCall { [vault, holder = leaseHolder] in
                 try vault.leases.fail(for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: retryAt)
             }
             throw SessionError.clientMisconfigured(id, code: code, description: description)
         case .cancelled:
-            try? await vaultCall { [vault, holder = holderID] in try vault.leases.fail(for: id, holder: holder, failure: "cancelled", nextAttemptAt: nil) }
+            try? await vaultCall { [vault, holder = leaseHolder] in try vault.leases.fail(for: id, holder: holder, failure: "cancelled", nextAttemptAt: nil) }
             throw CancellationError()
         case .pinningFailed(let host, let reason):
             // Nothing was sent, so the refresh token is as good as before: no back-off (the next
             // call checks again and reports the same), no revocation, tokens kept.
             let failed = SessionEvent.refreshFailed(id, reason: error.summary, retryAt: nil)
             let recorded = recording { (_: Void) in [(failed, nil)] }
-            try await vaultCall { [vault, holder = holderID] in
+            try await vaultCall { [vault, holder = leaseHolder] in
                 try vault.leases.fail(
                     for: id, holder: holder, failure: error.summary, detail: error.description, nextAttemptAt: nil, recording: recorded)
             }
@@ -394,7 +403,7 @@ extension SessionService {
                 let retryAt = now().addingTimeInterval(backoff.delay(afterFailures: failures).timeInterval)
                 let failed = SessionEvent.refreshFailed(id, reason: reason, retryAt: retryAt)
                 let recorded = recording { (_: Void) in [(failed, nil)] }
-                try await vaultCall { [vault, holder = holderID] in
+                try await vaultCall { [vault, holder = leaseHolder] in
                     try vault.leases.fail(
                         for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, refusal: true,
                         recording: recorded)
@@ -426,7 +435,7 @@ extension SessionService {
             // In plain: the vault's classification; the server's words (in `reason`) sealed.
             let failed = SessionEvent.refreshFailed(id, reason: reason, retryAt: retryAt)
             let recorded = recording { (_: Void) in [(failed, nil)] }
-            try await vaultCall { [vault, holder = holderID] in
+            try await vaultCall { [vault, holder = leaseHolder] in
                 try vault.leases.fail(for: id, holder: holder, failure: error.summary, detail: reason, nextAttemptAt: retryAt, recording: recorded)
             }
             logger.warning("refresh failed; backing off", metadata: ["account": "\(id)", "failures": "\(failures)", "reason": "\(error.summary)"])

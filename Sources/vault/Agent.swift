@@ -90,7 +90,7 @@ extension VaultCommand {
                 do {
                     server = try AgentServer(
                         directory: socket.deletingLastPathComponent(), name: socket.lastPathComponent,
-                        features: (try? host.pinentry.get()) != nil ? [AgentProtocol.pinentryFeature] : [],
+                        features: [AgentProtocol.targetsFeature] + ((try? host.pinentry.get()) != nil ? [AgentProtocol.pinentryFeature] : []),
                         handler: { request, peer in await host.handle(request, peer: peer) },
                         onRefusedPeer: { peer in
                             Terminal.printError("vault agent: refused a connection from uid \(peer.uid) (pid \(peer.pid))")

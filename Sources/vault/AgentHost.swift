@@ -216,11 +216,12 @@ actor AgentHost {
         armLockTimer()
         do {
             let account = try await request.account.asyncMap { reference in try await BlockingWork.run { try current.account(reference) } }
+            let target = try TokenTarget(resources: request.resources, scopes: request.scopes)
             let token =
                 if let ttl = request.minTTL {
-                    try await current.session.validAccessToken(for: account, minimumValidity: .seconds(max(0, ttl)))
+                    try await current.session.validAccessToken(for: account, target: target, minimumValidity: .seconds(max(0, ttl)))
                 } else {
-                    try await current.session.validAccessToken(for: account)
+                    try await current.session.validAccessToken(for: account, target: target)
                 }
             return AgentResponse(token: AgentToken(token))
         } catch {

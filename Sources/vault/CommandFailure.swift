@@ -87,6 +87,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(.usage, error.description)
         case let error as PinError:
             self.init(.usage, error.description)
+        case let error as TokenTargetError:
+            self.init(.usage, error.description)
         case let error as SignInError:
             self.init(Self.status(of: error), Self.message(for: error))
         case let error as SessionTransferError:
@@ -163,7 +165,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .locked: .sessionLocked
         case .expired, .revoked, .refused, .notSignedIn, .noActiveAccount: .sessionEnded
         case .temporarilyUnavailable: .serverUnavailable
-        case .clientMisconfigured: .clientRefused
+        case .clientMisconfigured, .targetRefused: .clientRefused
         case .accountChanged: .busy
         case .pinningFailed: .pinningFailed
         case .authenticationTooOld: .stepUpRequired
@@ -181,7 +183,7 @@ struct CommandFailure: Error, CustomStringConvertible {
             "vault login --account \(AccountReference.argument(account))"
         case .locked: "vault sessions unlock"
         case .authenticationTooOld(let account, _, _): "vault login --account \(AccountReference.argument(account)) --max-age 0"
-        case .clientMisconfigured, .temporarilyUnavailable, .accountChanged, .pinningFailed, .vault: nil
+        case .clientMisconfigured, .temporarilyUnavailable, .accountChanged, .pinningFailed, .targetRefused, .vault: nil
         }
     }
 

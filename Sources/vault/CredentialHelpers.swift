@@ -17,7 +17,9 @@ extension VaultCommand.Accounts {
                 accounts may share a host when their user names differ: a request naming a user \
                 (git's `https://bob@host/...`) gets that account; one naming none gets the host's \
                 default, the first account bound to it unless --default made another one it. \
-                The HOSTs given replace the account's; no HOST with --clear removes them.
+                The HOSTs given replace the account's; no HOST with --clear removes them. With \
+                --resource (and --scope), the helpers hand a token for that API instead of the \
+                account's own (RFC 8707), kept until --own-token.
 
                 Example:
                   vault accounts set-host alice git.example.com/team --username alice
@@ -31,12 +33,17 @@ extension VaultCommand.Accounts {
         @Option(help: ArgumentHelp("The user name the helpers answer with. Default oauth2.", valueName: "name")) var username: String?
         @Flag(help: "Remove every host of the account.") var clear = false
         @Flag(help: "Make the account the default of these hosts (it answers requests naming no user).") var `default` = false
+        @OptionGroup var target: TargetOptions
+        @Flag(help: "Hand the account's own token again (no --resource or --scope).") var ownToken = false
 
         func validate() throws {
             if hosts.isEmpty && !clear { throw ValidationError("give at least one host, or --clear") }
             if clear && self.default { throw ValidationError("--default makes the account the default of hosts it keeps: not with --clear") }
             for host in hosts where CredentialHosts.normalise(host) == nil {
                 throw ValidationError("\(host) is not host[:port][/path]")
+            }
+            if ownToken, !target.resources.isEmpty || !target.scopes.isEmpty {
+                throw ValidationError("--own-token hands the account's own token: not with --resource or --scope")
             }
             if let username, username.isEmpty || username.contains(where: { $0.isNewline || $0 == "=" }) {
                 throw ValidationError("--username must be one line without =")
@@ -47,7 +54,9 @@ extension VaultCommand.Accounts {
             let entries = clear ? [] : hosts.compactMap(CredentialHosts.normalise)
             try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
-                try opened.vault.accounts.setCredentialHosts(entries, username: username, makeDefault: self.default, for: id)
+                let asked = try target.target
+                try opened.vault.accounts.setCredentialHosts(
+                    entries, username: username, makeDefault: self.default, target: ownToken ? .account : asked.isAccount ? nil : asked, for: id)
                 let who = opened.name(of: id)
                 guard !entries.isEmpty else {
                     print("\(who) is handed to no host.")
@@ -55,7 +64,9 @@ extension VaultCommand.Accounts {
                 }
                 let defaults = Set((try? opened.vault.accounts.find(id))?.credentialDefaultHosts ?? [])
                 let listed = entries.map { defaults.contains($0) ? $0 : "\($0) (not its default)" }
-                print("\(who) is handed to \(listed.joined(separator: ", ")) as \(Terminal.printable(username ?? "oauth2")).")
+                let handed = (try? opened.vault.accounts.find(id))?.credentialTarget ?? .account
+                let what = handed.isAccount ? "" : " (a token for \(Terminal.printable(handed.description)))"
+                print("\(who) is handed to \(listed.joined(separator: ", ")) as \(Terminal.printable(username ?? "oauth2"))\(what).")
             }
         }
     }

@@ -12,6 +12,8 @@ extension AgentToken {
         self.init(
             value: token.value, type: token.tokenType, expiresAt: token.expiresAt, account: token.account.rawValue,
             scopes: token.scopes, username: username)
+        resources = token.target.resources
+        requestedScopes = token.target.scopes
     }
 }
 

@@ -153,3 +153,32 @@ enum KDFLevel: String, ExpressibleByArgument, CaseIterable {
         self = level
     }
 }
+
+/// `--resource` and `--scope`: a token for other APIs or a narrower scope set than the
+/// account's own (`vault token`, `exec`).
+struct TargetOptions: ParsableArguments {
+    @Option(
+        name: .customLong("resource"),
+        help: ArgumentHelp(
+            "A token for this API (RFC 8707 resource indicator: an absolute URI). Repeatable.",
+            discussion: "Obtained with the account's refresh token and kept beside its own; refreshed like it.",
+            valueName: "URI"))
+    var resources: [String] = []
+    @Option(
+        name: .customLong("scope"),
+        help: ArgumentHelp("A token with these scopes only (a subset of the account's). Repeatable.", valueName: "scope"))
+    var scopes: [String] = []
+
+    /// The target asked for; ``TokenTarget/account`` when neither option was given.
+    var target: TokenTarget {
+        get throws(TokenTargetError) { try TokenTarget(resources: resources, scopes: scopes) }
+    }
+
+    func validate() throws {
+        do {
+            _ = try target
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+}

@@ -35,6 +35,7 @@ extension VaultCommand {
         @OptionGroup var prompt: PromptOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
+        @OptionGroup var target: TargetOptions
         @Option(name: .customLong("env"), help: ArgumentHelp("The variable that holds the token.", valueName: "NAME"))
         var variable = "ACCESS_TOKEN"
         @Option(name: .customLong("min-ttl"), help: ArgumentHelp("How long the token must stay valid. Default 60s.", valueName: "duration"))
@@ -93,7 +94,7 @@ extension VaultCommand {
                 throw CommandFailure(.noRecord, "\(Terminal.printable(words[0])): command not found")
             }
             let token = try await Token.fetch(
-                global: global, credentials: credentials, account: account,
+                global: global, credentials: credentials, account: account, target: try target.target,
                 minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent, terminal: prompt.terminal)
             guard Self.isBearerTokenSyntax(token.value) else {
                 throw CommandFailure(

@@ -18,6 +18,11 @@ extension VaultCommand {
                 Example:
                   curl -H "Authorization: Bearer $(vault token)" https://api.example.com/me
 
+                With --resource and --scope, a token for another API of the same identity \
+                service, or with fewer scopes (RFC 8707, RFC 6749 §6), obtained with the account's \
+                refresh token and kept beside its own:
+                  vault token --resource https://files.example.com/ --scope files.read
+
                 Exit codes: 79 the session is locked (`vault sessions unlock`); 80 it expired, was \
                 revoked or there is no account (import a new sign-in); 69 the identity service \
                 cannot be reached and no valid token is left; 76 it refused the client settings; 83 the \
@@ -30,6 +35,7 @@ extension VaultCommand {
         @OptionGroup var credentials: CredentialOptions
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
+        @OptionGroup var target: TargetOptions
         @Option(
             name: .customLong("max-auth-age"),
             help: ArgumentHelp(
@@ -37,7 +43,7 @@ extension VaultCommand {
         var maxAuthAge: AgeLimit?
         @Option(name: .customLong("min-ttl"), help: ArgumentHelp("Refresh first unless the token stays valid this long, e.g. 10m.", valueName: "duration"))
         var minTTL: TimeLimit?
-        @Flag(help: "Print {token, type, expires_at, account, scopes} as JSON instead of the bare token.")
+        @Flag(help: "Print {token, type, expires_at, account, scopes, resources} as JSON instead of the bare token.")
         var json = false
         @Flag(help: "Open the vault directly even when an agent serves it.")
         var noAgent = false
@@ -45,12 +51,13 @@ extension VaultCommand {
 
         func run() async throws {
             let token = try await Self.fetch(
-                global: global, credentials: credentials, account: account,
+                global: global, credentials: credentials, account: account, target: try target.target,
                 minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent, terminal: prompt.terminal)
             if json {
                 let object: JSONValue = [
                     "token": .string(token.value), "type": .string(token.type),
                     "expires_at": .date(token.expiry), "account": .string(token.account), "scopes": .strings(token.scopes),
+                    "resources": .strings(token.resources),
                 ]
                 print(object.rendered, terminator: "")
             } else {
@@ -62,28 +69,39 @@ extension VaultCommand {
         /// else from the vault opened here. `--max-auth-age` always opens the vault: the step-up
         /// check reads the session's authentication time, which the agent protocol does not carry.
         static func fetch(
-            global: GlobalOptions, credentials: CredentialOptions, account: String?, minimumValidity: Duration?,
-            maxAuthAge: Duration?, noAgent: Bool, terminal: RequesterTerminal?
+            global: GlobalOptions, credentials: CredentialOptions, account: String?, target: TokenTarget = .account,
+            minimumValidity: Duration?, maxAuthAge: Duration?, noAgent: Bool, terminal: RequesterTerminal?
         ) async throws -> AgentToken {
-            let request = AgentRequest(.token, account: account, minTTL: minimumValidity.map { Int($0.components.seconds) })
+            var request = AgentRequest(.token, account: account, minTTL: minimumValidity.map { Int($0.components.seconds) })
+            (request.resources, request.scopes) = (target.resources, target.scopes)
             let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil, terminal: terminal)
                 .send(request) { opened in
                     let id = try account.map { try opened.account($0) }
                     var token: AccessToken
                     if let maxAuthAge {
                         token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
-                        // Both asked for: the step-up check, then a token valid that long.
+                        // Both asked for: the step-up check, then a token valid that long (for the target).
                         if let minimumValidity {
-                            token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
+                            token = try await opened.session.validAccessToken(for: id, target: target, minimumValidity: minimumValidity)
+                        } else if !target.isAccount {
+                            token = try await opened.session.validAccessToken(for: id, target: target)
                         }
                     } else if let minimumValidity {
-                        token = try await opened.session.validAccessToken(for: id, minimumValidity: minimumValidity)
+                        token = try await opened.session.validAccessToken(for: id, target: target, minimumValidity: minimumValidity)
                     } else {
-                        token = try await opened.session.validAccessToken(for: id)
+                        token = try await opened.session.validAccessToken(for: id, target: target)
                     }
                     return AgentResponse(token: AgentToken(token))
                 }
             guard let token = response.token else { throw CommandFailure(.failure, "the agent answered without a token") }
+            // An agent that predates targets ignores them and serves the account's own token:
+            // never handed on as the token for another API.
+            guard token.resources == target.resources, token.requestedScopes == target.scopes else {
+                throw CommandFailure(
+                    .failure,
+                    "the agent serving this vault did not serve a token for \(target) (it predates tokens for resources); nothing was printed: restart it (`vault agent stop`, then `vault agent start`) or use --no-agent"
+                )
+            }
             return token
         }
     }

@@ -41,6 +41,7 @@ func kind(of error: any Error) -> String {
     case .accountChanged: return "accountChanged"
     case .pinningFailed: return "pinningFailed"
     case .authenticationTooOld: return "authenticationTooOld"
+    case .targetRefused(_, _, let code, _): return "targetRefused \(code)"
     case .vault(let error): return "vault \(error.code)"
     }
 }
@@ -77,6 +78,27 @@ do {
                     do {
                         let token = try await service.validAccessToken()
                         return "token \(Digest.hex(Digest.sha256(Array(token.value.utf8))))"
+                    } catch {
+                        return "error \(kind(of: error))"
+                    }
+                }
+            }
+            var lines: [String] = []
+            for await line in group { lines.append(line) }
+            return lines
+        }
+        results.forEach(emit)
+    case "target":
+        // N:URI — N callers at once, every other one asking for the account's own token.
+        let parts = argument.split(separator: ":", maxSplits: 1).map(String.init)
+        let count = Int(parts.first ?? "1") ?? 1
+        let target = try TokenTarget(resources: [parts.last ?? ""])
+        let results = await withTaskGroup(of: String.self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    do {
+                        let token = try await service.validAccessToken(target: index.isMultiple(of: 2) ? target : .account)
+                        return "\(token.target.isAccount ? "own" : "target") \(Digest.hex(Digest.sha256(Array(token.value.utf8))))"
                     } catch {
                         return "error \(kind(of: error))"
                     }

@@ -253,10 +253,10 @@ struct UnlockOnDemandTests {
             #expect(missing.status == Exit.sessionLocked, "\(missing)")
             #expect(missing.stderr.contains("apt install pinentry-curses"), "\(missing.stderr)")
             // It does not claim it can prompt (so `vault unlock` asks on its own terminal, as before).
-            #expect(try await world.hello.features.isEmpty)
+            #expect(try await world.hello.features == ["targets"])
         }
         try await Self.withWorld { world in
-            #expect(try await world.hello.features == ["pinentry"])
+            #expect(try await world.hello.features == ["targets", "pinentry"])
             let gone = try await world.run(["token"], tty: "/dev/pts/99999")
             #expect(gone.status == Exit.sessionLocked, "\(gone)")
             #expect(gone.stderr.contains("/dev/pts/99999 is gone or not a terminal"), "\(gone.stderr)")

@@ -50,6 +50,10 @@ struct TokenResponseParserTests {
             (#"{"access_token":"a","token_type":true}"#, .wrongType(field: "token_type", expected: "a string (got a boolean)")),
             (
                 #"{"access_token":"a","token_type":"Bearer","refresh_token":["r"]}"#,
+                .wrongType(field: "refresh_token", expected: "a string (got an array of strings)")
+            ),
+            (
+                #"{"access_token":"a","token_type":"Bearer","refresh_token":{"r":1}}"#,
                 .wrongType(field: "refresh_token", expected: "a string (got an array or object)")
             ),
             (#"{"access_token":"a","token_type":"Bearer","expires_in":true}"#, .wrongType(field: "expires_in", expected: "an integer (got a boolean)")),

@@ -41,7 +41,7 @@ extension SessionService {
     ) async throws -> (token: AccessToken, username: String)? {
         let bindings = try await credentialBindings()
         guard let binding = CredentialHosts.match(bindings, request) else { return nil }
-        let token = try await validAccessToken(for: binding.account, minimumValidity: minimumValidity)
+        let token = try await validAccessToken(for: binding.account, target: binding.target, minimumValidity: minimumValidity)
         return (token, binding.effectiveUsername)
     }
 
@@ -63,10 +63,14 @@ extension SessionService {
             return  // git's erase of a credential the vault never gave: nothing to do
         }
         guard let presented else {
-            try await reportCurrentTokenUnauthorized(for: binding.account)
+            if binding.target.isAccount {
+                try await reportCurrentTokenUnauthorized(for: binding.account)
+            } else if let stored = try await vaultCall({ [vault] in try vault.tokens.token(for: binding.account, target: binding.target) }) {
+                _ = try await reportUnauthorized(AccessToken(stored))
+            }
             return
         }
-        let current = try await validAccessToken(for: binding.account)
+        let current = try await validAccessToken(for: binding.account, target: binding.target)
         if !ConstantTime.equals(current.value, presented) { return }  // not ours, or already replaced
         _ = try await reportUnauthorized(current)
     }
