@@ -259,13 +259,25 @@ extension SessionService {
         }
         switch answer {
         case .success(let response):
-            return try await storeTargetToken(response, for: key, account: account, stored: stored)
-        case .failure(.clientMisconfigured(let code, let description)) where code == "invalid_target" || code == "invalid_scope":
-            // The server refused the target, not the grant: the refresh token was not used up
-            // (an error response rotates nothing), and the account's other tokens stay.
+            do {
+                return try await storeTargetToken(response, for: key, account: account, stored: stored)
+            } catch {
+                _ = await release()  // a store that failed leaves the lease to no one
+                throw error
+            }
+        case .failure(.clientMisconfigured(let code, let description)):
+            // The server refused this request (invalid_target, invalid_scope, or a server that
+            // takes no `resource` at all), not the grant: the refresh token was not used up (an
+            // error response rotates nothing), and the account's own refreshes go on with no
+            // back-off. Only invalid_grant speaks for the grant.
             _ = await release()
             logger.notice("the identity service refused a token for a target", metadata: ["account": "\(id)", "error": "\(code)"])
             throw SessionError.targetRefused(id, target: key.target, code: code, description: description)
+        case .failure(let error) where error.isUnexplainedRefusal:
+            // Refusals the vault does not know: for a target, never counted toward ending the grant.
+            _ = await release()
+            logger.notice("the identity service refused a token for a target", metadata: ["account": "\(id)", "error": "\(error.summary)"])
+            throw SessionError.targetRefused(id, target: key.target, code: "refused", description: "\(error)")
         case .failure(let error):
             // Whatever the refusal says about the grant holds for every target: handled as for the
             // account's own refresh (revocation ends the session, transient failures back off).
@@ -292,10 +304,14 @@ extension SessionService {
         {
             // A token for another API than the one asked for is never handed to this one. The
             // refresh token the server may have rotated with it is kept all the same.
-            if let rotated = response.refreshToken {
+            if let rotated = response.refreshToken, rotated != stored.tokens.refreshToken {
                 var kept = stored.tokens
                 kept.refreshToken = rotated
-                _ = try await vaultCall { [vault, kept] in try vault.leases.complete(for: id, holder: holder, tokens: kept) }
+                let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
+                let saved = try await vaultCall { [vault, kept] in
+                    try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded)
+                }
+                if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
             } else {
                 try await vaultCall { [vault] in try vault.leases.release(for: id, holder: holder) }
             }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import VaultCrypto
 import VaultOAuth
 import VaultStore
 
@@ -102,13 +103,15 @@ extension SessionService {
         guard let stored = try await vaultCall({ [vault] in try vault.tokens.current(for: token.account) }) else {
             throw try await noTokensError(token.account)
         }
-        if stored.generation != token.generation { return AccessToken(stored) }
+        // Replaced meanwhile (a refresh token rotated by a target's refresh alone raises the
+        // generation and keeps the access token: not a replacement).
+        if stored.generation != token.generation, !ConstantTime.equals(stored.tokens.accessToken, token.value) { return AccessToken(stored) }
         if let lifetime = broker.lifetime(of: token.account), lifetime < minimumValidity.timeInterval + Self.minimumValidityMargin {
             logger.debug("the server's tokens do not live as long as asked; not refreshing", metadata: ["account": "\(token.account)"])
             return token
         }
         logger.debug("token valid for less than asked; refreshing", metadata: ["account": "\(token.account)"])
-        let refreshed = try await refresh(token.account, from: stored.generation, force: true)
+        let refreshed = try await refresh(token.account, from: stored.generation, force: true, replacing: token.value)
         if let expiry = refreshed.tokens.accessTokenExpiresAt { broker.observeLifetime(expiry.timeIntervalSince(now()), of: token.account) }
         return AccessToken(refreshed)
     }
@@ -126,9 +129,9 @@ extension SessionService {
         guard let stored = try await vaultCall({ [vault] in try vault.tokens.current(for: token.account) }) else {
             throw try await noTokensError(token.account)
         }
-        if stored.generation != token.generation { return AccessToken(stored) }
+        if stored.generation != token.generation, !ConstantTime.equals(stored.tokens.accessToken, token.value) { return AccessToken(stored) }
         logger.debug("API refused an access token; refreshing once", metadata: ["account": "\(token.account)"])
-        return AccessToken(try await refresh(token.account, from: stored.generation, force: true))
+        return AccessToken(try await refresh(token.account, from: stored.generation, force: true, replacing: token.value))
     }
 
     /// Reports that an API no longer accepts the account's current token, whichever it is (a
@@ -141,7 +144,7 @@ extension SessionService {
             throw try await noTokensError(account)
         }
         logger.debug("the current access token is not to be used again; refreshing once", metadata: ["account": "\(account)"])
-        return AccessToken(try await refresh(account, from: stored.generation, force: true))
+        return AccessToken(try await refresh(account, from: stored.generation, force: true, replacing: stored.tokens.accessToken))
     }
 
     /// Whether the token stays valid for at least the leeway. (A server whose tokens live
@@ -165,11 +168,16 @@ extension SessionService {
     }
 
     /// One refresh per account in this process; callers arriving meanwhile share its result.
-    func refresh(_ id: AccountID, from generation: Int64, force: Bool) async throws -> StoredTokens {
+    /// `replacing`: with `force`, the access token the caller needs replaced (an API refused it):
+    /// tokens that changed meanwhile but still hold it (a target's refresh rotated only the
+    /// refresh token) do not answer the caller.
+    func refresh(_ id: AccountID, from generation: Int64, force: Bool, replacing refused: String? = nil) async throws -> StoredTokens {
         let refresh = broker.refresh(of: id) {
             // Every caller of the account waits on it: ahead of them in the actor's queue, where
             // hundreds of callers arriving at once would otherwise delay the request they wait for.
-            Coalesced(whenAbandoned: .finish, priority: .high) { try await self.performRefresh(id, seen: generation, force: force) }
+            Coalesced(whenAbandoned: .finish, priority: .high) {
+                try await self.performRefresh(id, seen: generation, force: force, replacing: refused)
+            }
         }
         defer { broker.release(refresh, of: id) }
         return try await outcome(of: refresh, for: id)
@@ -193,7 +201,7 @@ extension SessionService {
 
     /// Takes the lease in the vault (or waits for the process that holds it), refreshes,
     /// and stores the result atomically before anyone sees it.
-    private func performRefresh(_ id: AccountID, seen: Int64, force: Bool) async throws -> StoredTokens {
+    private func performRefresh(_ id: AccountID, seen: Int64, force: Bool, replacing refused: String?) async throws -> StoredTokens {
         var seen = seen
         while true {
             try Task.checkCancellation()
@@ -205,8 +213,10 @@ extension SessionService {
             case .noTokens:
                 throw try await noTokensError(id)
             case .changed(let tokens):
-                // Someone else refreshed (or signed in again) since we looked.
-                if force || isFresh(tokens) { return tokens }
+                // Someone else refreshed (or signed in again) since we looked; a rotation alone
+                // (a target's refresh) leaves the access token the caller needs replaced.
+                let stillRefused = refused.map { ConstantTime.equals($0, tokens.tokens.accessToken) } ?? false
+                if (force && !stillRefused) || (!force && isFresh(tokens)) { return tokens }
                 seen = tokens.generation
             case .busy:
                 // A target's refresh in this process may hold the lease: awaited, not polled.

@@ -67,6 +67,41 @@ struct TargetTokenServiceTests {
         }
     }
 
+    @Test("after a target's refresh rotated only the refresh token, a 401 on the account's own token still refreshes it")
+    func ownTokenRefusedAfterRotation() async throws {
+        try await SessionHarness.run { h in
+            _ = try await h.signIn("alice", policy: .tokensOnly, rotatesRefreshTokens: true)
+            let own = try await h.service.validAccessToken()
+            _ = try await h.service.validAccessToken(target: try target(h, "files"))
+            let replaced = try await h.service.reportUnauthorized(own)
+            #expect(replaced.value != own.value, "the refused token is never handed back as its replacement")
+            let longer = try await h.service.validAccessToken(minimumValidity: .seconds(3500))
+            #expect(longer.value == replaced.value)
+            await h.expectTokenRequests(2)
+            #expect(await h.gateway.reuseDetections() == 0)
+        }
+    }
+
+    @Test("refusals the vault does not know, for a target, never end the grant or back the account off")
+    func unknownRefusalsForTarget() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            let files = try target(h, "files")
+            for _ in 0..<4 {
+                await h.gateway.failNextTokenRequests(1, with: TokenFault(status: 400, error: "consent_required"))
+                let error = await sessionError { try await h.service.validAccessToken(target: files) }
+                guard case .targetRefused(alice, files, "refused", _) = error else {
+                    Issue.record("expected a refused target, got \(String(describing: error))")
+                    return
+                }
+            }
+            let state = try h.vault.leases.state(for: alice)
+            #expect(state.leaseHolder == nil && state.nextAttemptAt == nil && state.refusals == 0)
+            #expect(try await h.service.validAccessToken(target: files).target == files, "the next request is served")
+            #expect(try h.vault.tokens.current(for: alice) != nil, "the grant stands")
+        }
+    }
+
     @Test("concurrent callers for several targets and the account's own: one request per target, none forks the refresh token")
     func concurrentCallers() async throws {
         try await SessionHarness.run { h in
