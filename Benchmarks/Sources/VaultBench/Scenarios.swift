@@ -70,6 +70,18 @@ func benchTokenReads(_ report: Report, dir: URL, scale: Scale, measure: Bool = t
         Operation(body: token), Operation(body: pointRead))
     report.latency("valid access token, warm (vs GRDB point read)", warm, limit: 1.0)
 
+    // Issue 34: a tool calling a second API of the same provider holds a second token, kept
+    // beside the first and served as cheaply once warm.
+    log("== a second resource's token, warm process")
+    let files = try TokenTarget(resources: ["https://files.bench.test/"], scopes: ["files.read"])
+    try vault.tokens.store(sampleTokens(expiresIn: 7 * 24 * 3600), for: bench.account, target: files)
+    _ = try await service.validAccessToken()
+    let targetToken = { _ = try await service.validAccessToken(target: files) }
+    let second = try await measurePair(
+        warmup: 2000, iterations: scale.hotIterations, block: 500,
+        Operation(body: targetToken), Operation(body: pointRead))
+    report.latency("a second resource's token, warm (vs GRDB point read)", second, limit: 1.0)
+
     // Another connection commits before every timed call: the cache must not be trusted.
     log("== valid access token after another connection committed")
     // A commit by another connection that changes no row the vault authenticates (an edit of
