@@ -126,18 +126,7 @@ extension SessionService {
             Coalesced(whenAbandoned: .finish, priority: .high) { try await self.performTargetRefresh(key, seenToken: seenToken, force: force) }
         }
         defer { broker.release(refresh, of: key) }
-        do {
-            return try await refresh.value()
-        } catch is CancellationError {
-            try Task.checkCancellation()
-            guard let session = try await vaultCall({ [vault] in try vault.sessions.current(for: key.account) }) else {
-                throw SessionError.notSignedIn(key.account)
-            }
-            if session.state != .active {
-                throw try await endedError(key.account, state: session.state, reason: session.endReason.map(SessionEndReason.init(rawValue:)))
-            }
-            throw CancellationError()
-        }
+        return try await outcome(of: refresh, for: key.account)
     }
 
     /// The lease holder a refresh for `key`'s target runs as: not this service's own, so the

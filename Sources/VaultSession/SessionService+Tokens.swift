@@ -186,7 +186,7 @@ extension SessionService {
     /// The shared refresh's result. A refresh cancelled because the account was signed out or
     /// its session ended reports that, not a cancellation the caller never asked for. A caller
     /// that was cancelled itself leaves at once with `CancellationError`.
-    private func outcome(of refresh: Coalesced<StoredTokens>, for id: AccountID) async throws -> StoredTokens {
+    func outcome<Value: Sendable>(of refresh: Coalesced<Value>, for id: AccountID) async throws -> Value {
         do {
             return try await refresh.value()
         } catch is CancellationError {
