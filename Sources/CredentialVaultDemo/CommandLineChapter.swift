@@ -57,6 +57,7 @@ enum CommandLineChapter {
         narrator.say("machine B's activate ended (exit \(activated.status)):")
         for line in (activated.stderr + activated.stdout).split(separator: "\n") { narrator.say("  \(line)") }
         _ = try await a.run(["devices", "sync"] + api, narrator: narrator)
+        try await targets(gateway: gateway, machine: a, narrator: narrator)
     }
 
     static func tokenResponse(_ tokens: IssuedTokens) -> String {
