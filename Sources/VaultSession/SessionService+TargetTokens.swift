@@ -167,7 +167,8 @@ extension SessionService {
     private func performTargetRefresh(_ key: TargetKey, seenToken: Int64?, force: Bool) async throws -> StoredAccessToken {
         let id = key.account
         let holder = targetHolder(key)
-        var seen = try await vaultCall { [vault] in try vault.tokens.current(for: id) }?.generation ?? 0
+        // The generation alone: read without opening a sealed value.
+        var seen = try await vaultCall { [vault] in try vault.tokens.metadata(for: id) }?.generation ?? 0
         while true {
             try Task.checkCancellation()
             if let replaced = try await replacedTargetToken(key, seenToken: seenToken, force: force) { return replaced }
@@ -198,7 +199,7 @@ extension SessionService {
                 }
                 if let stored = try await refreshTargetHoldingLease(key, from: tokens, interrupted: interrupted) { return stored }
                 guard try await vaultCall({ [vault] in try vault.accounts.find(id) }) != nil else { throw SessionError.notSignedIn(id) }
-                seen = try await vaultCall { [vault] in try vault.tokens.current(for: id) }?.generation ?? seen
+                seen = try await vaultCall { [vault] in try vault.tokens.metadata(for: id) }?.generation ?? seen
             }
         }
     }
@@ -288,7 +289,8 @@ extension SessionService {
     ) async throws -> StoredAccessToken? {
         let id = key.account
         let holder = targetHolder(key)
-        if let audience = response.unverifiedAccessTokenAudience, !key.target.resources.isEmpty,
+        let audience = response.unverifiedAccessTokenAudience  // decoded once
+        if let audience, !key.target.resources.isEmpty,
             !key.target.resources.allSatisfy(audience.contains)
         {
             // A token for another API than the one asked for is never handed to this one. The
@@ -310,7 +312,7 @@ extension SessionService {
             throw SessionError.targetRefused(
                 id, target: key.target, code: "audience_mismatch", description: "its aud is \(audience.joined(separator: " "))")
         }
-        if response.unverifiedAccessTokenAudience == nil, !key.target.resources.isEmpty {
+        if audience == nil, !key.target.resources.isEmpty {
             logger.debug(
                 "the token for a resource is opaque: whether the server honoured the resource cannot be checked",
                 metadata: ["account": "\(id)"])
