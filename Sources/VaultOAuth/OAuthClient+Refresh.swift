@@ -30,46 +30,58 @@ extension OAuthClient {
         pins: [SPKIPin] = [],
         deadline: Duration? = nil
     ) async throws(RefreshError) -> TokenResponse {
+        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
+        if let scope { form.append(("scope", scope)) }
+        form += resources.map { ("resource", $0) }
+        return try await tokenRequest(
+            grantType: "refresh_token", form: form, endpoint: endpoint, client: client, pins: pins, deadline: deadline, secrets: [refreshToken])
+    }
+
+    /// One request to the token endpoint for a grant that needs no user (a refresh, the client
+    /// credentials grant): endpoint and pins checked before anything is sent, bounded by
+    /// `deadline`, the answer classified by ``RefreshError`` with `secrets` (and the client's)
+    /// scrubbed from any server text kept.
+    func tokenRequest(
+        grantType: String, form: [(String, String)], endpoint: URL, client: ClientCredentials, pins: [SPKIPin],
+        deadline: Duration?, secrets: [String]
+    ) async throws(RefreshError) -> TokenResponse {
         var logger = logger(for: endpoint, operation: "token")
-        logger[metadataKey: "oauth.grant_type"] = "refresh_token"
+        logger[metadataKey: "oauth.grant_type"] = "\(grantType)"
         logger[metadataKey: "oauth.client_id"] = "\(client.clientID)"
 
         guard endpoint.isAcceptableOAuthEndpoint else {
-            logger.debug("token refresh refused", metadata: ["oauth.outcome": "insecure_endpoint"])
+            logger.debug("token request refused", metadata: ["oauth.outcome": "insecure_endpoint"])
             throw .clientMisconfigured(
                 code: "insecure_endpoint",
                 description: EndpointRule.violation(endpoint).map { "the token endpoint is refused: \($0)" })
         }
         if let reason = EndpointRule.pinViolation(endpoint, pins: pins) {
-            logger.debug("token refresh refused", metadata: ["oauth.outcome": "pinning_failed"])
+            logger.debug("token request refused", metadata: ["oauth.outcome": "pinning_failed"])
             throw .pinningFailed(host: endpoint.hostForMessages, reason: reason)
         }
         guard !Task.isCancelled else {
-            logger.debug("token refresh not sent", metadata: ["oauth.outcome": "cancelled"])
+            logger.debug("token request not sent", metadata: ["oauth.outcome": "cancelled"])
             throw .cancelled
         }
 
-        var form = [("grant_type", "refresh_token"), ("refresh_token", refreshToken)]
-        if let scope { form.append(("scope", scope)) }
-        form += resources.map { ("resource", $0) }
-        let request = formRequest(to: endpoint, form: form, client: client, pins: pins)
+        let (request, sent) = await formRequest(to: endpoint, form: form, client: client, pins: pins)
 
-        logger.debug("sending token refresh", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
+        logger.debug("sending token request", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
         let response: HTTPResponse
         do {
             response = try await transport.send(request, deadline: deadline ?? requestDeadline, clock: clock)
         } catch {
             let failure = RefreshError(transportFailure: error)
-            logger.debug("token refresh finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
+            logger.debug("token request finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
             throw failure
         }
 
-        let result = Self.classifyRefresh(response, secrets: [refreshToken] + client.secrets, now: now())
+        let result = Self.classifyRefresh(response, secrets: secrets + client.secrets + sent, now: now())
         switch result {
         case .success:
-            logger.debug("token refresh finished", metadata: ["oauth.outcome": "success", "http.status": "\(response.status)"])
+            logger.debug("token request finished", metadata: ["oauth.outcome": "success", "http.status": "\(response.status)"])
         case .failure(let failure):
-            logger.debug("token refresh finished", metadata: ["oauth.outcome": "\(failure.outcomeName)", "http.status": "\(response.status)"])
+            logger.debug("token request finished", metadata: ["oauth.outcome": "\(failure.outcomeName)", "http.status": "\(response.status)"])
         }
         return try result.get()
     }

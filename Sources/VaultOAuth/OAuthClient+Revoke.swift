@@ -41,7 +41,7 @@ extension OAuthClient {
             throw .cancelled
         }
 
-        let request = formRequest(to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client, pins: pins)
+        let (request, sent) = await formRequest(to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client, pins: pins)
         logger.debug("sending token revocation", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
         let response: HTTPResponse
         do {
@@ -52,7 +52,7 @@ extension OAuthClient {
             throw failure
         }
 
-        if let failure = Self.classifyRevocation(response, secrets: [token] + client.secrets, now: now()) {
+        if let failure = Self.classifyRevocation(response, secrets: [token] + client.secrets + sent, now: now()) {
             logger.debug("token revocation finished", metadata: ["oauth.outcome": "\(failure.outcomeName)", "http.status": "\(response.status)"])
             throw failure
         }

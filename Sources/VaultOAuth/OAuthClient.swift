@@ -44,15 +44,19 @@ public struct OAuthClient: Sendable {
         self.now = now
     }
 
-    /// Builds a form POST with JSON accepted, client authentication applied.
-    func formRequest(to endpoint: URL, form: [(String, String)], client: ClientCredentials, pins: [SPKIPin] = []) -> HTTPRequest {
+    /// Builds a form POST with JSON accepted, client authentication applied, and what that
+    /// authentication added that must be scrubbed from any answer (a client assertion).
+    func formRequest(
+        to endpoint: URL, form: [(String, String)], client: ClientCredentials, pins: [SPKIPin] = []
+    ) async -> (request: HTTPRequest, secrets: [String]) {
         var form = form
         var headers: HTTPHeaderFields = [
             "Content-Type": "application/x-www-form-urlencoded",
             "Accept": "application/json",
         ]
-        client.apply(to: &headers, form: &form)
-        return HTTPRequest(method: .post, url: endpoint, headers: headers, body: Data(FormURLEncoding.encode(form).utf8), pins: pins)
+        let added = await client.apply(to: &headers, form: &form, endpoint: endpoint, now: now())
+        let request = HTTPRequest(method: .post, url: endpoint, headers: headers, body: Data(FormURLEncoding.encode(form).utf8), pins: pins)
+        return (request, added)
     }
 
     /// A logger carrying the endpoint's host and path, and the operation, as metadata.

@@ -115,10 +115,9 @@ extension OAuthClient {
             ("grant_type", "authorization_code"), ("code", code),
             ("redirect_uri", request.redirectURI.absoluteString), ("code_verifier", request.codeVerifier),
         ]
-        let secrets = [code, request.codeVerifier] + client.secrets
-        let response = try await sendSignInRequest(
-            formRequest(to: tokenEndpoint, form: form, client: client, pins: pins),
-            step: .codeExchange, secrets: secrets, logger: logger)
+        let (prepared, sent) = await formRequest(to: tokenEndpoint, form: form, client: client, pins: pins)
+        let secrets = [code, request.codeVerifier] + client.secrets + sent
+        let response = try await sendSignInRequest(prepared, step: .codeExchange, secrets: secrets, logger: logger)
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])
@@ -137,9 +136,9 @@ extension OAuthClient {
     ) async throws(SignInError) -> TokenResponse {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: field, reason: reason) }
         let logger = logger(for: endpoint, operation: field)
-        var request = formRequest(to: endpoint, form: form, client: client, pins: pins)
+        var (request, sent) = await formRequest(to: endpoint, form: form, client: client, pins: pins)
         for field in extra { request.headers[field.name] = field.value }
-        let allSecrets = secrets + client.secrets
+        let allSecrets = secrets + client.secrets + sent
         let response = try await sendSignInRequest(request, step: step, secrets: allSecrets, logger: logger)
         switch Self.classifyRefresh(response, secrets: allSecrets, now: now()) {
         case .success(let tokens): return tokens

@@ -48,11 +48,11 @@ extension OAuthClient {
         let logger = logger(for: endpoint, operation: "device_authorization")
         var form: [(String, String)] = []
         if !scopes.isEmpty { form.append(("scope", scopes.joined(separator: " "))) }
-        let request = formRequest(to: endpoint, form: form, client: client, pins: pins)
-        let response = try await sendSignInRequest(request, step: .deviceAuthorization, secrets: client.secrets, logger: logger)
+        let (request, sent) = await formRequest(to: endpoint, form: form, client: client, pins: pins)
+        let response = try await sendSignInRequest(request, step: .deviceAuthorization, secrets: client.secrets + sent, logger: logger)
         guard response.isSuccess else {
             throw Self.authorizationFailure(
-                response, endpoint: "device authorization endpoint", step: .deviceAuthorization, secrets: client.secrets, now: now())
+                response, endpoint: "device authorization endpoint", step: .deviceAuthorization, secrets: client.secrets + sent, now: now())
         }
         guard let fields = JSONFields.parse(response.body), response.body.count <= TokenResponse.maximumBodySize else {
             throw .malformedResponse(endpoint: "device authorization endpoint", reason: "the body is not a JSON object")
@@ -114,7 +114,7 @@ extension OAuthClient {
         var interval = Duration.seconds(max(1, authorization.interval))
         var wait = interval
         let form = [("grant_type", Self.deviceCodeGrantType), ("device_code", authorization.deviceCode)]
-        let secrets = [authorization.deviceCode] + client.secrets
+        let known = [authorization.deviceCode] + client.secrets
         while true {
             do {
                 try await clock.sleep(for: min(wait, max(.zero, lifetime - stopwatch.elapsed())))
@@ -122,7 +122,8 @@ extension OAuthClient {
                 throw .cancelled
             }
             guard stopwatch.elapsed() < lifetime else { throw .deviceCodeExpired }
-            let request = formRequest(to: tokenEndpoint, form: form, client: client, pins: pins)
+            let (request, sent) = await formRequest(to: tokenEndpoint, form: form, client: client, pins: pins)
+            let secrets = known + sent
             let response: HTTPResponse
             do {
                 response = try await transport.send(request, deadline: requestDeadline, clock: clock)

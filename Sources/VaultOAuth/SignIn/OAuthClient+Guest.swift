@@ -26,9 +26,9 @@ extension OAuthClient {
     ) async throws(SignInError) {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: "guest_conversion_endpoint", reason: reason) }
         let logger = logger(for: endpoint, operation: "guest_conversion")
-        var request = formRequest(to: endpoint, form: [("guest_refresh_token", guestRefreshToken)], client: client, pins: pins)
+        var (request, sent) = await formRequest(to: endpoint, form: [("guest_refresh_token", guestRefreshToken)], client: client, pins: pins)
         request.headers["Authorization"] = "Bearer " + userAccessToken
-        let secrets = [userAccessToken, guestRefreshToken] + client.secrets
+        let secrets = [userAccessToken, guestRefreshToken] + client.secrets + sent
         let response = try await sendSignInRequest(request, step: .guestConversion, secrets: secrets, logger: logger)
         guard response.isSuccess else {
             logger.debug("guest conversion refused", metadata: ["http.status": "\(response.status)"])

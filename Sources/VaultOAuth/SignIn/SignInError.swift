@@ -162,6 +162,7 @@ public enum SignInStep: String, Sendable, Hashable, CustomStringConvertible {
     case guestRegistration = "guest registration"
     case guestConversion = "guest conversion"
     case userinfo = "userinfo request"
+    case clientCredentials = "client credentials grant"
 
     public var description: String { rawValue }
 }
