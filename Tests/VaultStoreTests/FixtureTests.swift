@@ -195,6 +195,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-14 fixture opens with the newest code: two client accounts (a secret in the body, a sealed signing key) and a person's client_secret_post")
+    func schemaFourteenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV14.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV14.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV14.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.maintenance.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -6,6 +6,30 @@ public enum ClientAuthentication: String, Sendable, Hashable, Codable {
     case none
     /// A confidential client: HTTP Basic with the client id and secret (§2.3.1).
     case clientSecretBasic = "client_secret_basic"
+    /// A confidential client: the client id and secret in the form body (§2.3.1; schema 14).
+    case clientSecretPost = "client_secret_post"
+    /// A confidential client that signs an assertion with its own key for each request (RFC
+    /// 7523 §2.2, OpenID Connect Core §9; schema 14). The key is sealed in the vault.
+    case privateKeyJWT = "private_key_jwt"
+
+    /// Whether the client authenticates with a stored secret.
+    public var usesSecret: Bool { self == .clientSecretBasic || self == .clientSecretPost }
+
+    /// The value of the `client_auth` column, whose CHECK predates schema 14's methods (those
+    /// store 'none' there and their name in `client_auth_method`).
+    var storedClientAuth: String { self == .clientSecretBasic ? rawValue : ClientAuthentication.none.rawValue }
+    /// The value of the `client_auth_method` column (schema 14): nil for the methods `client_auth` holds.
+    var storedMethod: String? { self == .clientSecretPost || self == .privateKeyJWT ? rawValue : nil }
+}
+
+/// How an account's tokens are obtained when none is valid.
+public enum AccountGrant: String, Sendable, Hashable, Codable {
+    /// A user signed in and delegated access: the tokens are refreshed with the refresh token
+    /// that sign-in brought (RFC 6749 §6).
+    case delegated
+    /// The account is a client acting for itself, a daemon with no user (RFC 6749 §4.4): its
+    /// tokens are obtained again with the client's own credentials, and it holds no refresh token.
+    case clientCredentials = "client_credentials"
 }
 
 /// The OAuth settings that let any process refresh an account's tokens.
@@ -73,16 +97,20 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     public var client: OAuthClientSettings
     /// The client secret of a confidential client; sealed at rest.
     public var clientSecret: String?
+    /// A `private_key_jwt` client's private key (PEM); sealed at rest (schema 14).
+    public var clientSigningKey: String?
     /// The provider metadata the sign-in used (JSON with RFC 8414 member names), if any.
     public var providerMetadata: String?
     /// How the subject is known; nil: not said.
     public var subjectSource: SubjectSource?
     public var kind: AccountKind
+    /// How the account's tokens are obtained again (schema 14).
+    public var grant: AccountGrant
 
     public init(
         issuer: String, subject: String, label: String? = nil, email: String? = nil,
-        client: OAuthClientSettings, clientSecret: String? = nil, providerMetadata: String? = nil,
-        subjectSource: SubjectSource? = nil, kind: AccountKind = .registered
+        client: OAuthClientSettings, clientSecret: String? = nil, clientSigningKey: String? = nil, providerMetadata: String? = nil,
+        subjectSource: SubjectSource? = nil, kind: AccountKind = .registered, grant: AccountGrant = .delegated
     ) {
         self.issuer = issuer
         self.subject = subject
@@ -90,9 +118,11 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
         self.email = email
         self.client = client
         self.clientSecret = clientSecret
+        self.clientSigningKey = clientSigningKey
         self.providerMetadata = providerMetadata
         self.subjectSource = subjectSource
         self.kind = kind
+        self.grant = grant
     }
 
     /// A subject for an account whose user nobody named (`unnamed-` and 8 hex digits): a new,
@@ -102,7 +132,7 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     }
 
     public var description: String {
-        "NewAccount(issuer: \(issuer), subject: \(subject), client: \(client.clientID), secret: \(clientSecret == nil ? "none" : "<redacted>"))"
+        "NewAccount(issuer: \(issuer), subject: \(subject), client: \(client.clientID), secret: \(clientSecret == nil ? "none" : "<redacted>"), signing key: \(clientSigningKey == nil ? "none" : "<redacted>"))"
     }
 
     public var debugDescription: String { description }
@@ -114,6 +144,7 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
             children: [
                 "issuer": issuer, "subject": subject, "label": label as Any, "email": email as Any, "client": client,
                 "clientSecret": clientSecret == nil ? "none" : "<redacted>",
+                "clientSigningKey": clientSigningKey == nil ? "none" : "<redacted>", "grant": grant,
             ], displayStyle: .struct)
     }
 }
@@ -128,6 +159,9 @@ public struct Account: Sendable, Hashable, Identifiable {
     public var client: OAuthClientSettings
     /// Whether a client secret is stored (read it with ``AccountStore/clientSecret(for:)``).
     public var hasClientSecret: Bool
+    /// Whether a `private_key_jwt` signing key is stored (read it with
+    /// ``AccountStore/clientSigningKey(for:)``; schema 14).
+    public var hasClientSigningKey: Bool = false
     public var createdAt: Date
     /// The provider metadata the last sign-in used (JSON, RFC 8414 member names); nil when the
     /// account was imported or added before schema 5.
@@ -135,6 +169,8 @@ public struct Account: Sendable, Hashable, Identifiable {
     /// How the subject is known; nil for accounts added before schema 5.
     public var subjectSource: SubjectSource?
     public var kind: AccountKind = .registered
+    /// How the account's tokens are obtained again (schema 14; ``AccountGrant/delegated`` before).
+    public var grant: AccountGrant = .delegated
     /// For an upgraded guest: the registered account that took it over.
     public var upgradedTo: AccountID?
     /// Where the git and docker credential helpers hand this account's token: `host[:port][/path]`.

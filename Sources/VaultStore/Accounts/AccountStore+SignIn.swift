@@ -135,6 +135,25 @@ extension AccountStore {
             arguments.append(source.rawValue)
             updated.subjectSource = source
         }
+        // A sign-in that brings the client's credentials (a new secret, a new key, another
+        // method: `vault login --client-credentials --account A` after a rotation at the
+        // provider) replaces the stored ones; one that brings none keeps them.
+        if new.clientSecret != nil || new.clientSigningKey != nil {
+            try Self.checkCredentials(of: new, path: path)
+            let seal = { (column: String, value: String?) throws -> Data? in
+                try self.seal(value, table: "accounts", column: column, account: account.id, row: account.id.rawValue, db)
+            }
+            assignments += ["client_auth = ?", "client_auth_method = ?", "client_secret = ?", "client_signing_key = ?", "grant_type = ?"]
+            arguments += [
+                new.client.authentication.storedClientAuth, new.client.authentication.storedMethod,
+                try seal("client_secret", new.clientSecret), try seal("client_signing_key", new.clientSigningKey),
+                new.grant == .delegated ? nil : new.grant.rawValue,
+            ]
+            updated.client.authentication = new.client.authentication
+            updated.hasClientSecret = new.clientSecret != nil
+            updated.hasClientSigningKey = new.clientSigningKey != nil
+            updated.grant = new.grant
+        }
         guard !assignments.isEmpty else { return account }
         try integrity.rewrite(.accounts, where: "account_id = ?", [account.id.rawValue], db) {
             try db.execute(

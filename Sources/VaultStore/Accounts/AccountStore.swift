@@ -29,9 +29,7 @@ public struct AccountStore: VaultArea {
     }
 
     func insert(_ new: NewAccount, _ db: Database) throws -> Account {
-        if new.client.authentication == .clientSecretBasic && new.clientSecret == nil {
-            throw VaultError(.invalidArgument, "a client_secret_basic client needs a client secret", path: path)
-        }
+        try Self.checkCredentials(of: new, path: path)
         let vaultKey = try keyring.vaultKey()
         let id = AccountID.random()
         let now = clock.now()
@@ -52,17 +50,20 @@ public struct AccountStore: VaultArea {
                 sql: """
                     INSERT INTO accounts (account_id, issuer, subject, label, email, token_endpoint, revocation_endpoint,
                         client_id, client_auth, client_secret, scopes, pins, data_key_id, wrapped_data_key, created_at,
-                        provider_metadata, subject_source, kind, redirect_uri, ca_file)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        provider_metadata, subject_source, kind, redirect_uri, ca_file,
+                        grant_type, client_auth_method, client_signing_key)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id.rawValue, new.issuer, new.subject, try seal("label", new.label), try seal("email", new.email),
                     new.client.tokenEndpoint.absoluteString, new.client.revocationEndpoint?.absoluteString,
-                    new.client.clientID, new.client.authentication.rawValue, try seal("client_secret", new.clientSecret),
+                    new.client.clientID, new.client.authentication.storedClientAuth, try seal("client_secret", new.clientSecret),
                     new.client.scopes.joined(separator: " "), new.client.pins.isEmpty ? nil : new.client.pins.joined(separator: " "),
                     Int64(keyID), Data(wrapped), now.millisecondsSince1970,
                     new.providerMetadata, new.subjectSource?.rawValue, new.kind == .guest ? "guest" : nil,
                     new.client.redirectURI, new.client.caFile,
+                    new.grant == .delegated ? nil : new.grant.rawValue, new.client.authentication.storedMethod,
+                    try seal("client_signing_key", new.clientSigningKey),
                 ])
             try self.integrity.authenticate(.accounts, where: "account_id = ?", [id.rawValue], db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
@@ -74,8 +75,9 @@ public struct AccountStore: VaultArea {
             self.logger.info("added account", metadata: ["account": "\(id)", "issuer": "\(new.issuer)"])
             return Account(
                 id: id, issuer: new.issuer, subject: new.subject, label: new.label, email: new.email,
-                client: new.client, hasClientSecret: new.clientSecret != nil, createdAt: Date(millisecondsSince1970: now.millisecondsSince1970),
-                providerMetadata: new.providerMetadata, subjectSource: new.subjectSource, kind: new.kind)
+                client: new.client, hasClientSecret: new.clientSecret != nil, hasClientSigningKey: new.clientSigningKey != nil,
+                createdAt: Date(millisecondsSince1970: now.millisecondsSince1970),
+                providerMetadata: new.providerMetadata, subjectSource: new.subjectSource, kind: new.kind, grant: new.grant)
         }
     }
 
@@ -120,6 +122,35 @@ public struct AccountStore: VaultArea {
             return try self.open(
                 row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path), table: "accounts", column: "client_secret",
                 account: id, row: id.rawValue, db)
+        }
+    }
+
+    /// The stored signing key (PEM) of a `private_key_jwt` client; nil when none is stored.
+    public func clientSigningKey(for id: AccountID) throws -> String? {
+        try read("reading a client signing key") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+                throw self.accountNotFound(id)
+            }
+            try self.integrity.check(row, in: .accounts, db)
+            return try self.open(
+                row.storedIfPresent("client_signing_key", table: "accounts", row: id.rawValue, path: self.path), table: "accounts",
+                column: "client_signing_key", account: id, row: id.rawValue, db)
+        }
+    }
+
+    /// Throws ``VaultError/Code/invalidArgument`` unless the account's client authentication
+    /// has what it needs: a secret for the secret methods, a signing key for `private_key_jwt`,
+    /// and a confidential client for the client credentials grant.
+    static func checkCredentials(of new: NewAccount, path: String?) throws {
+        let method = new.client.authentication
+        if method.usesSecret && new.clientSecret == nil {
+            throw VaultError(.invalidArgument, "a \(method.rawValue) client needs a client secret", path: path)
+        }
+        if method == .privateKeyJWT && new.clientSigningKey == nil {
+            throw VaultError(.invalidArgument, "a private_key_jwt client needs a signing key", path: path)
+        }
+        if new.grant == .clientCredentials && method == .none {
+            throw VaultError(.invalidArgument, "the client credentials grant needs a confidential client (a secret or a signing key)", path: path)
         }
     }
 
@@ -238,7 +269,12 @@ public struct AccountStore: VaultArea {
             throw VaultError(.damaged, "account \(id) has an unreadable token endpoint", path: path)
         }
         let scopes: String = try value("scopes")
-        let clientAuth: String = try value("client_auth")
+        // Schema 14's methods are named in client_auth_method (NULL before, and for the others).
+        let clientAuth: String = try optional("client_auth_method") ?? value("client_auth")
+        guard let authentication = ClientAuthentication(rawValue: clientAuth) else {
+            throw VaultError(.damaged, "account \(id) has an unknown client authentication", path: path)
+        }
+        let grant: String? = try optional("grant_type")
         let revocationEndpoint: String? = try optional("revocation_endpoint")
         let pins: String? = try optional("pins")
         return Account(
@@ -249,12 +285,14 @@ public struct AccountStore: VaultArea {
                 tokenEndpoint: tokenEndpoint,
                 revocationEndpoint: revocationEndpoint.flatMap(URL.init(string:)),
                 clientID: try value("client_id"),
-                authentication: ClientAuthentication(rawValue: clientAuth) ?? .none,
+                authentication: authentication,
                 scopes: scopes.split(separator: " ").map(String.init),
                 pins: pins?.split(separator: " ").map(String.init) ?? [],
                 // NULL in rows written before schema 10, and where the default is used.
                 redirectURI: try optional("redirect_uri"), caFile: try optional("ca_file")),
             hasClientSecret: !(row["client_secret"] as DatabaseValue).isNull,
+            // NULL in rows written before schema 14, and in accounts that sign no assertions.
+            hasClientSigningKey: row.holdsValue("client_signing_key"),
             createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
             // The columns below are NULL in rows written before schema 5.
             providerMetadata: try optional("provider_metadata"),
@@ -265,6 +303,13 @@ public struct AccountStore: VaultArea {
                 return source
             },
             kind: (try optional("kind") as String?) == "guest" ? .guest : .registered,
+            // NULL in rows written before schema 14, and in a user's accounts.
+            grant: try grant.map { text in
+                guard let grant = AccountGrant(rawValue: text) else {
+                    throw VaultError(.damaged, "account \(id) has an unknown grant type", path: path)
+                }
+                return grant
+            } ?? .delegated,
             upgradedTo: (try optional("upgraded_to") as String?).map(AccountID.init(rawValue:)),
             // NULL in rows written before schema 6.
             credentialHosts: CredentialBinding.entries(stored: try optional("credential_hosts")),

@@ -114,7 +114,9 @@ extension VaultFile {
         let scopes: String = try value("scopes")
         let tokenEndpoint: String = try value("token_endpoint")
         let revocationEndpoint: String? = try row.storedIfPresent("revocation_endpoint", table: "accounts", row: key, path: path)
-        let clientAuth: String = try value("client_auth")
+        // Schema 14's methods are named in client_auth_method (absent before it, NULL for the others).
+        let clientAuth: String =
+            try row.storedIfPresent("client_auth_method", table: "accounts", row: key, path: path) ?? value("client_auth")
         let tokens = try Row.fetchOne(db, sql: "SELECT * FROM tokens WHERE account_id = ?", arguments: [id.rawValue])
             .map { try tokenMetadata(from: $0, account: id, path: path) }
         return AccountMetadata(

@@ -59,6 +59,9 @@ public struct SessionTransferError: Error, Sendable, Hashable, CustomStringConve
         /// The vault has an account of that issuer and subject with other client settings, or
         /// its own refresh token an access token alone would replace.
         public static let conflict = Code("conflict")
+        /// The account is a client's (the client credentials grant, schema 14): it has no
+        /// user's session or refresh token to hand over, and its secret or key stays here.
+        public static let notTransferable = Code("notTransferable")
         /// The blob was written, but recording the export (and, for a move, letting go of the
         /// grant) failed: the blob must not be imported.
         public static let unfinished = Code("unfinished")
