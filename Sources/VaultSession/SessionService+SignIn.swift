@@ -39,8 +39,12 @@ public struct SignInRequest: Sendable {
     /// or built by hand (`ProviderMetadata.Source.explicit`).
     public var provider: ProviderMetadata
     public var clientID: String
-    /// A confidential client's secret (HTTP Basic, RFC 6749 §2.3.1).
+    /// A confidential client's secret (HTTP Basic, RFC 6749 §2.3.1, unless ``secretInBody``).
     public var clientSecret: String?
+    /// Send ``clientSecret`` in the form body (`client_secret_post`) instead of HTTP Basic, for
+    /// providers that take no Basic credentials. Nil: the account's method when signing it in
+    /// again, else Basic.
+    public var secretInBody: Bool?
     public var scopes: [String]
     /// SPKI pins of the provider's TLS key, `sha256/BASE64`.
     public var pins: [String]
@@ -66,8 +70,9 @@ public struct SignInRequest: Sendable {
         provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
         pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
         policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil, redirect: LoopbackRedirect? = nil,
-        caFile: String? = nil
+        caFile: String? = nil, secretInBody: Bool? = nil
     ) {
+        self.secretInBody = secretInBody
         self.provider = provider
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -164,14 +169,16 @@ extension SessionService {
         let provider = request.provider
         try provider.checkEndpoints()
         let pins = try SPKIPin.parse(request.pins)
-        let client = ClientCredentials(
-            clientID: request.clientID,
-            authentication: request.clientSecret.map { .clientSecretBasic(ClientSecret($0)) } ?? .none)
         var existing: Account?
         if let id = request.account {
             guard let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }) else { throw SessionError.notSignedIn(id) }
             existing = account
         }
+        let inBody = request.secretInBody ?? (existing?.client.authentication == .clientSecretPost)
+        let method: ClientAuthentication = request.clientSecret == nil ? .none : inBody ? .clientSecretPost : .clientSecretBasic
+        let client = ClientCredentials(
+            clientID: request.clientID,
+            authentication: request.clientSecret.map { inBody ? .clientSecretPost(ClientSecret($0)) : .clientSecretBasic(ClientSecret($0)) } ?? .none)
         if let existing, existing.issuer != provider.issuer {
             throw SignInError.wrongAccount(expected: Self.name(of: existing), signedInAs: "a user of \(provider.issuer)")
         }
@@ -248,7 +255,7 @@ extension SessionService {
         let isGuest = { if case .guest = request.method { true } else { false } }()
         let settings = OAuthClientSettings(
             tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint, clientID: request.clientID,
-            authentication: request.clientSecret == nil ? .none : .clientSecretBasic, scopes: request.scopes, pins: request.pins,
+            authentication: method, scopes: request.scopes, pins: request.pins,
             redirectURI: request.redirect?.description, caFile: request.caFile)
         let new = NewAccount(
             issuer: provider.issuer, subject: subject,
@@ -449,7 +456,7 @@ extension SessionService {
     }
 
     /// Revokes tokens that were obtained but will not be stored (a failed check), best effort.
-    private func revokeUnstored(
+    func revokeUnstored(
         _ response: TokenResponse, provider: ProviderMetadata, client: ClientCredentials, pins: [SPKIPin], oauth: OAuthClient
     ) async {
         guard let endpoint = provider.revocationEndpoint else { return }

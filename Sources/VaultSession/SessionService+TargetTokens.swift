@@ -214,7 +214,8 @@ extension SessionService {
             _ = await release()
             throw SessionError.notSignedIn(id)
         }
-        guard let refreshToken = stored.tokens.refreshToken else {
+        let refreshToken = stored.tokens.refreshToken
+        if refreshToken == nil, account.grant == .delegated {
             _ = await release()
             throw SessionError.targetRefused(
                 id, target: key.target, code: "no_refresh_token",
@@ -237,9 +238,9 @@ extension SessionService {
         let answer: Result<TokenResponse, RefreshError>
         do {
             answer = .success(
-                try await oauth.refresh(
-                    refreshToken: refreshToken, scope: scope, resources: key.target.resources,
-                    endpoint: account.client.tokenEndpoint, client: credentials, pins: pins, deadline: configuration.requestDeadline))
+                try await requestTokens(
+                    for: account, refreshToken: refreshToken, scope: scope, resources: key.target.resources, client: credentials,
+                    pins: pins, oauth: oauth))
         } catch {
             answer = .failure(error)
         }
@@ -287,6 +288,9 @@ extension SessionService {
     private func storeTargetToken(
         _ response: TokenResponse, for key: TargetKey, account: Account, stored: StoredTokens
     ) async throws -> StoredAccessToken? {
+        var response = response
+        // A client's account holds no refresh token, not even one a server sends unasked.
+        if account.grant == .clientCredentials { response.refreshToken = nil }
         let id = key.account
         let holder = targetHolder(key)
         let audience = response.unverifiedAccessTokenAudience  // decoded once
@@ -317,7 +321,7 @@ extension SessionService {
                 "the token for a resource is opaque: whether the server honoured the resource cannot be checked",
                 metadata: ["account": "\(id)"])
         }
-        var tokens = tokenSet(from: response, previous: nil, account: account.client)
+        var tokens = tokenSet(from: response, previous: nil, account: account)
         if response.scope == nil { tokens.scopes = key.target.scopes }
         let recorded = recording { (record: TargetRefreshRecord?) in
             record?.rotatedGeneration.map { [(.tokenRefreshed(id, generation: $0), nil)] } ?? []

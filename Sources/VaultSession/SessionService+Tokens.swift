@@ -257,7 +257,9 @@ extension SessionService {
     /// discarded (account removed or lease lost meanwhile).
     private func refreshHoldingLease(_ id: AccountID, from stored: StoredTokens, interrupted: Bool) async throws -> StoredTokens? {
         guard let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }) else { throw SessionError.notSignedIn(id) }
-        guard let refreshToken = stored.tokens.refreshToken else {
+        // A client's account holds no refresh token: it asks with its own credentials again.
+        let refreshToken = stored.tokens.refreshToken
+        if refreshToken == nil, account.grant == .delegated {
             if isUnexpired(stored.tokens) {
                 try await vaultCall { [vault, holder = holderID] in
                     try vault.leases.fail(for: id, holder: holder, failure: "no refresh token", nextAttemptAt: nil)
@@ -295,10 +297,7 @@ extension SessionService {
         defer { renewal.cancel() }
         do {
             answer = .success(
-                try await oauth.refresh(
-                    refreshToken: refreshToken, scope: scope,
-                    endpoint: account.client.tokenEndpoint, client: credentials,
-                    pins: pins, deadline: configuration.requestDeadline))
+                try await requestTokens(for: account, refreshToken: refreshToken, scope: scope, client: credentials, pins: pins, oauth: oauth))
         } catch {
             answer = .failure(error)
         }
@@ -311,7 +310,7 @@ extension SessionService {
         }
         switch answer {
         case .success(let response):
-            let tokens = tokenSet(from: response, previous: stored.tokens, account: account.client)
+            let tokens = tokenSet(from: response, previous: stored.tokens, account: account)
             // The new tokens and their event, in one transaction.
             let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
             guard

@@ -442,15 +442,59 @@ public actor SessionService {
     }
 
     func clientCredentials(for account: Account) async throws -> ClientCredentials {
-        switch account.client.authentication {
+        let method = account.client.authentication
+        switch method {
         case .none:
             return ClientCredentials(clientID: account.client.clientID)
-        case .clientSecretBasic:
+        case .clientSecretBasic, .clientSecretPost:
             guard let secret = try await vaultCall({ [vault] in try vault.accounts.clientSecret(for: account.id) }) else {
                 throw SessionError.clientMisconfigured(account.id, code: "missing_client_secret", description: "no client secret is stored")
             }
-            return ClientCredentials(clientID: account.client.clientID, authentication: .clientSecretBasic(ClientSecret(secret)))
+            return ClientCredentials(
+                clientID: account.client.clientID,
+                authentication: method == .clientSecretPost ? .clientSecretPost(ClientSecret(secret)) : .clientSecretBasic(ClientSecret(secret)))
+        case .privateKeyJWT:
+            guard let pem = try await vaultCall({ [vault] in try vault.accounts.clientSigningKey(for: account.id) }) else {
+                throw SessionError.clientMisconfigured(account.id, code: "missing_signing_key", description: "no client signing key is stored")
+            }
+            do {
+                return ClientCredentials(
+                    clientID: account.client.clientID, authentication: .privateKeyJWT(try ClientSigningKey(pem: pem)),
+                    assertionAudience: account.client.tokenEndpoint)
+            } catch {
+                throw SessionError.clientMisconfigured(account.id, code: "unreadable_signing_key", description: "the stored signing key \(error)")
+            }
         }
+    }
+
+    /// New tokens for the account, by its grant: a refresh with `refreshToken` for a user's
+    /// (which must then be given), or the client credentials grant for a client's. `resources`
+    /// and `scope` ask for a target's token (RFC 8707, RFC 6749 §3.3).
+    func requestTokens(
+        for account: Account, refreshToken: String?, scope: String?, resources: [String] = [],
+        client: ClientCredentials, pins: [SPKIPin], oauth: OAuthClient
+    ) async throws(RefreshError) -> TokenResponse {
+        let endpoint = account.client.tokenEndpoint
+        switch (account.grant, refreshToken) {
+        case (.clientCredentials, _):
+            return try await oauth.clientCredentialsGrant(
+                scope: scope, resources: resources, endpoint: endpoint, client: client, pins: pins, deadline: configuration.requestDeadline)
+        case (.delegated, let refreshToken?):
+            return try await oauth.refresh(
+                refreshToken: refreshToken, scope: scope, resources: resources, endpoint: endpoint, client: client, pins: pins,
+                deadline: configuration.requestDeadline)
+        case (.delegated, nil):
+            throw .clientMisconfigured(code: "no_refresh_token", description: "the account holds no refresh token")
+        }
+    }
+
+    /// The tokens a response brings for `account`. A client's account keeps no refresh token:
+    /// one sent with the client credentials grant (RFC 6749 §4.4.3 says it should not be) is
+    /// never used, so it is not stored.
+    func tokenSet(from response: TokenResponse, previous: TokenSet?, account: Account) -> TokenSet {
+        var tokens = tokenSet(from: response, previous: previous, account: account.client)
+        if account.grant == .clientCredentials { tokens.refreshToken = nil }
+        return tokens
     }
 
     func tokenSet(from response: TokenResponse, previous: TokenSet?, account client: OAuthClientSettings) -> TokenSet {
