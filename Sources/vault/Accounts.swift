@@ -14,7 +14,7 @@ extension VaultCommand {
                 for when they name none. Commands take an account as its id, a unique prefix of the \
                 id (4+ characters) or its subject.
                 """,
-            subcommands: [Add.self, List.self, Show.self, Switch.self, SetPolicy.self, SetHost.self, Remove.self])
+            subcommands: [Add.self, List.self, Show.self, Switch.self, SetPolicy.self, SetHost.self, ClientKey.self, Remove.self])
     }
 }
 
@@ -185,12 +185,16 @@ struct AccountView {
             tokens.accessTokenExpiresAt.map {
                 $0 > CommandTime.wall.now() ? "expires \(Format.relative($0))" : "expired \(Format.relative($0))"
             } ?? "expiry unknown"
+        // A client's account never holds one: its tokens come from its own credentials.
+        guard account.grant == .delegated else { return "access token present, \(expiry); obtained again with the client's credentials when due" }
         return "access token present, \(expiry); refresh token \(tokens.hasRefreshToken ? "present" : "absent")"
     }
 
     var summary: String {
         let label = account.label.map { " \"\(Terminal.printable($0))\"" } ?? ""
-        let kind = account.kind == .guest ? (account.upgradedTo.map { " [guest, upgraded to \($0)]" } ?? " [guest]") : ""
+        let kind =
+            account.kind == .guest
+            ? (account.upgradedTo.map { " [guest, upgraded to \($0)]" } ?? " [guest]") : account.grant == .clientCredentials ? " [client]" : ""
         return "\(active ? "*" : " ") \(account.id)  \(Terminal.printable(account.subject)) at \(Terminal.printable(account.issuer))\(label)\(kind)\n"
             + "    session \(status.text); \(tokenText)"
     }
@@ -209,7 +213,12 @@ struct AccountView {
         var rows: [(String, String)] = [
             ("Account", account.id.rawValue + (active ? " (active)" : "")),
             ("Subject", Terminal.printable(account.subject) + Self.subjectNote(account.subjectSource)),
-            ("Kind", account.kind == .guest ? "guest" + (account.upgradedTo.map { ", upgraded to \($0)" } ?? "") : "registered"),
+            (
+                "Kind",
+                account.kind == .guest
+                    ? "guest" + (account.upgradedTo.map { ", upgraded to \($0)" } ?? "")
+                    : account.grant == .clientCredentials ? "client (client credentials grant: no user, no refresh token)" : "registered"
+            ),
             ("Issuer", Terminal.printable(account.issuer)),
             ("Label", account.label.map(Terminal.printable) ?? "none"),
             ("E-mail", account.email.map(Terminal.printable) ?? "none"),
@@ -218,7 +227,11 @@ struct AccountView {
             ("Redirect URI", account.client.redirectURI.map(Terminal.printable) ?? "http://127.0.0.1/callback (the default)"),
             ("CA file", account.client.caFile.map(Terminal.printable) ?? "none (the process's trust roots)"),
             ("Client id", Terminal.printable(account.client.clientID)),
-            ("Client auth", account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")),
+            (
+                "Client auth",
+                account.client.authentication.rawValue + (account.hasClientSecret ? " (secret stored)" : "")
+                    + (account.hasClientSigningKey ? " (signing key stored: `vault accounts client-key` prints its public half)" : "")
+            ),
             ("Added", Format.iso8601(account.createdAt)),
             (
                 "Origin",

@@ -128,6 +128,7 @@ struct CommandFailure: Error, CustomStringConvertible {
         case .expired: "; `vault sessions export` makes a new one"
         case .sessionLocked: ": `vault sessions unlock`"
         case .conflict: " (`vault accounts remove`)"
+        case .notTransferable: " (`vault login --client-credentials` there)"
         default: ""
         }
     }

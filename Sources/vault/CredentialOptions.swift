@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VaultCrypto
+import VaultOAuth
 import VaultStore
 
 #if canImport(Glibc)
@@ -83,13 +84,15 @@ struct CredentialOptions: ParsableArguments {
     /// array sized from the file (a pipe, `<(…)`, starts at 4 KiB and grows): every array the
     /// bytes passed through is zeroed, and no Data copy is made. The caller zeroes the result
     /// (``SecureBytes/zero(_:)``).
-    /// `what` names the file in messages ("passphrase file", "client secret file").
-    static func readPassphraseFile(_ path: String, what: String = "passphrase file") throws -> [UInt8] {
+    /// `what` names the file in messages ("passphrase file", "client secret file"). `check` sees
+    /// the opened file's status before a byte is read (the file read is the file checked).
+    static func readPassphraseFile(_ path: String, what: String = "passphrase file", check: ((stat) throws -> Void)? = nil) throws -> [UInt8] {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw CommandFailure(.usage, "cannot read \(what) \(path)") }
         defer { close(fd) }
         var info = stat()
         guard fstat(fd, &info) == 0 else { throw CommandFailure(.usage, "cannot read \(what) \(path)") }
+        try check?(info)
         let limit = 1 << 20
         // One byte more than a regular file's size, to see its end without growing.
         var bytes = [UInt8](repeating: 0, count: (info.st_mode & S_IFMT) == S_IFREG ? min(Int(info.st_size), limit) + 1 : 4096)
@@ -125,6 +128,30 @@ struct CredentialOptions: ParsableArguments {
         for index in length..<bytes.count { bytes[index] = 0 }
         bytes.removeSubrange(length...)
         return bytes
+    }
+
+    /// A private key from `path` (`--client-key-file`): a regular file of this user's that no
+    /// one else can read or write (mode 0600 or stricter), else refused before it is read, as
+    /// ssh refuses a private key others can read.
+    static func readClientKey(_ path: String) throws -> ClientSigningKey {
+        var bytes = try readPassphraseFile(path, what: "client key file") { info in
+            guard (info.st_mode & S_IFMT) == S_IFREG else { throw CommandFailure(.usage, "client key file \(path) is not a regular file") }
+            guard info.st_uid == getuid() else {
+                throw CommandFailure(.unsafePermissions, "client key file \(path) belongs to another user (uid \(info.st_uid)): nothing was read")
+            }
+            guard info.st_mode & 0o077 == 0 else {
+                throw CommandFailure(
+                    .unsafePermissions,
+                    "client key file \(path) can be read or written by others (mode \(String(info.st_mode & 0o777, radix: 8))): nothing was read; `chmod 600 \(path)`"
+                )
+            }
+        }
+        defer { SecureBytes.zero(&bytes) }
+        do {
+            return try ClientSigningKey(pem: String(decoding: bytes, as: UTF8.self))
+        } catch {
+            throw CommandFailure(.usage, "client key file \(path): \(error)")
+        }
     }
 
     /// A confidential client's secret from `path` (`--client-secret-file`), its trailing newline dropped.

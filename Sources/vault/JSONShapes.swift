@@ -37,6 +37,8 @@ extension JSONValue {
             "status_reason": .text(status.reason),
             "client": client(account.client),
             "has_client_secret": .bool(account.hasClientSecret),
+            "has_client_signing_key": .bool(account.hasClientSigningKey),
+            "grant": .string(account.grant.rawValue),
             "created_at": .date(account.createdAt),
             "tokens": tokens.map(self.tokens) ?? .null,
             "session": session.map(self.session) ?? .null,

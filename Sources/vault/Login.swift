@@ -55,8 +55,32 @@ extension VaultCommand {
         var issuer: String?
         @Option(name: .customLong("client-id"), help: ArgumentHelp("The OAuth client id (default with --account: the account's).", valueName: "id"))
         var clientID: String?
-        @Option(help: ArgumentHelp("A file holding the client secret of a confidential client (HTTP Basic).", valueName: "file"))
+        @Option(help: ArgumentHelp("A file holding the client secret of a confidential client.", valueName: "file"))
         var clientSecretFile: String?
+        /// Never used: a secret on the command line is refused (see ``validate()``).
+        @Option(name: .customLong("client-secret"), help: .hidden) var clientSecretArgument: String?
+        @Option(
+            name: .customLong("client-auth"),
+            help: ArgumentHelp(
+                "How the client authenticates: client_secret_basic (default with a secret), client_secret_post, or private_key_jwt (with --client-credentials).",
+                valueName: "method"))
+        var clientAuth: ClientAuthMethod?
+
+        @Flag(help: "Sign a client in as an account of its own: the client credentials grant (RFC 6749 §4.4), no user.")
+        var clientCredentials = false
+        @Option(
+            help: ArgumentHelp(
+                "With --client-credentials: import this P-256 private key (PEM, PKCS#8 or SEC1; mode 0600 or stricter) for private_key_jwt.",
+                valueName: "file"))
+        var clientKeyFile: String?
+        @Flag(help: "With --client-credentials: generate the private_key_jwt key in the vault and print its public JWK for registration.")
+        var generateClientKey = false
+        @Option(help: ArgumentHelp("With --generate-client-key: write the public JWK to this file instead of standard output.", valueName: "file"))
+        var jwkOut: String?
+        @Option(
+            help: ArgumentHelp(
+                "With --generate-client-key: how long to wait for the provider to accept the new key. Default 10m.", valueName: "duration"))
+        var registrationTimeout: TimeLimit?
         @Option(
             name: .customLong("scope"),
             help: ArgumentHelp(
@@ -109,9 +133,16 @@ extension VaultCommand {
         var pins: [String] = []
 
         func validate() throws {
-            if [device, browser, guest, withToken].filter({ $0 }).count > 1 {
-                throw ValidationError("choose one of --device, --browser, --guest and --with-token")
+            if clientSecretArgument != nil {
+                // The value is not repeated: it is already in this process's argv, readable by every user.
+                throw ValidationError(
+                    "a client secret on the command line is readable by every user of this machine (ps, /proc/PID/cmdline) and lands in shell history: nothing was sent; put it in a file only you can read and pass --client-secret-file FILE, or leave it out to be asked for it"
+                )
             }
+            if [device, browser, guest, withToken, clientCredentials].filter({ $0 }).count > 1 {
+                throw ValidationError("choose one of --device, --browser, --guest, --with-token and --client-credentials")
+            }
+            try validateClientCredentials()
             if issuer == nil && account == nil && tokenEndpoint == nil {
                 throw ValidationError("give --issuer (or --account to sign an account in again)")
             }
@@ -135,6 +166,7 @@ extension VaultCommand {
         }
 
         func run() async throws {
+            if clientCredentials { return try await runClientCredentials() }
             let secret = try clientSecretFile.map(CredentialOptions.readClientSecret)
             // Read before the vault is opened: the token, not the passphrase prompt, is on standard input.
             let bareToken = withToken ? try Self.readToken() : nil
@@ -185,7 +217,8 @@ extension VaultCommand {
                 provider: provider, clientID: clientID, clientSecret: secret ?? storedSecret,
                 scopes: scopes, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, method: method(),
                 account: existing?.id, maxAge: maxAge?.duration, policy: policy, label: label, upgrading: upgrading,
-                redirect: try redirectURI.map { try LoopbackRedirect(parsing: $0) }, caFile: global.caFilePath)
+                redirect: try redirectURI.map { try LoopbackRedirect(parsing: $0) }, caFile: global.caFilePath,
+                secretInBody: clientAuth.map { $0 == .clientSecretPost })
             let result = try await opened.session.signIn(using: request)
             try setHosts(result.account.id, opened)
             return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))
@@ -193,7 +226,7 @@ extension VaultCommand {
 
         /// The provider: discovered from --issuer, else the account's stored metadata, else
         /// built from the endpoint options.
-        private func provider(_ opened: OpenedVault, existing: Account?) async throws -> ProviderMetadata {
+        func provider(_ opened: OpenedVault, existing: Account?) async throws -> ProviderMetadata {
             let caFile = global.caFilePath ?? existing?.client.caFile
             if let issuer, let url = URL(string: issuer) {
                 if let tokenEndpoint, let endpoint = URL(string: tokenEndpoint) {
@@ -220,7 +253,7 @@ extension VaultCommand {
             return ProviderMetadata(issuer: TokenImport.origin(of: url), tokenEndpoint: url)
         }
 
-        private func overriding(_ metadata: ProviderMetadata) throws -> ProviderMetadata {
+        func overriding(_ metadata: ProviderMetadata) throws -> ProviderMetadata {
             var metadata = metadata
             func url(_ text: String?) -> URL? { text.flatMap(URL.init(string:)) }
             if let value = url(tokenEndpoint) { metadata.tokenEndpoint = value }
@@ -270,7 +303,7 @@ extension VaultCommand {
                 }, timeout: wait)
         }
 
-        private func policy() -> SessionPolicy? {
+        func policy() -> SessionPolicy? {
             guard idleTimeout != nil || lifetime != nil else { return nil }
             var policy = SessionPolicy()
             if let idleTimeout { policy.idleTimeout = idleTimeout.duration }
@@ -306,7 +339,7 @@ extension VaultCommand {
             return LoginOutcome(result: nil, view: try await AccountView.load(added.id, in: opened))
         }
 
-        private func setHosts(_ id: AccountID, _ opened: OpenedVault) throws {
+        func setHosts(_ id: AccountID, _ opened: OpenedVault) throws {
             guard !credentialHosts.isEmpty else { return }
             // A sign-in again keeps the username `accounts set-host --username` gave the account.
             do {
@@ -359,6 +392,16 @@ struct LoginOutcome {
         let account = view.account
         var lines: [String] = []
         let who = Terminal.printable(account.label ?? account.email ?? account.subject)
+        if account.grant == .clientCredentials {
+            let method = account.client.authentication.rawValue
+            return [
+                result?.replacedExisting == true
+                    ? "Signed client \(Terminal.printable(account.client.clientID)) in again (\(method)): account \(account.id), same history, now active."
+                    : "Signed client \(Terminal.printable(account.client.clientID)) in (\(method)): new client account \(account.id) at \(Terminal.printable(account.issuer)), now active.",
+                "  No user and no refresh token: tokens are obtained again with the client's credentials when due.",
+                "  \(view.tokenText)",
+            ]
+        }
         let kind = account.kind == .guest ? "guest " : ""
         if result?.replacedExisting == true {
             lines.append("Signed in again as \(who): \(kind)account \(account.id), same history, now active.")
