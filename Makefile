@@ -68,12 +68,17 @@ test: test-deps
 # The conformance suites against software nobody here wrote, on loopback: django-oauth-toolkit
 # from PyPI (versions pinned in Interop/dot/requirements.txt, in a venv under ~/.cache) with a
 # scripted browser: browser and device sign-in, refresh, reuse detection, step-up, revocation on
-# remove, end and move (Interop/dot/README.md); then the git and docker credential helpers as
-# real git 2.39 (clone and push through `git http-backend`) and the docker SDK for Python run
-# them, with tokens from the same provider (Interop/helpers/README.md).
+# remove, end and move, and client credentials (Interop/dot/README.md); then the vault's client
+# accounts against an Authlib authorization server from PyPI (pinned in
+# Interop/authlib/requirements.txt): client_secret_basic, client_secret_post, private_key_jwt with
+# imported and generated keys, key rollover, tokens obtained again, revocation on remove
+# (Interop/authlib/README.md); then the git and docker credential helpers as real git 2.39 (clone
+# and push through `git http-backend`) and the docker SDK for Python run them, with tokens from
+# the same DOT provider (Interop/helpers/README.md).
 interop: deps
 	swift build --product vault
 	Interop/dot/run.sh .build/debug/vault
+	Interop/authlib/run.sh .build/debug/vault
 	Interop/helpers/run.sh .build/debug/vault
 
 # The main job: the whole product on a fresh vault in ./.demo/ against the development

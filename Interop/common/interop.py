@@ -1,10 +1,10 @@
-"""What the interop suites (../dot, ../helpers) share: their list of cases, a device sign-in driven
-to its end, and a loopback server's "ready" announcement.
+"""What the interop suites (../dot, ../authlib, ../helpers) share: their list of cases, a device
+sign-in driven to its end, and a loopback server's "ready" announcement.
 
 Standard library only: scripts run by different interpreters import it (DOT's venv python,
-the helpers venv python, Debian's /usr/bin/python3), each after putting this directory on
-sys.path relative to its own location. Importing it has no side effects beyond the standard
-modules it imports.
+the Authlib and helpers venv pythons, Debian's /usr/bin/python3), each after putting this
+directory on sys.path relative to its own location. Importing it has no side effects beyond
+the standard modules it imports.
 """
 
 import queue

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create (or reuse) an interop suite's Python venv: shared by ../dot/setup.sh and ../helpers/setup.sh.
+# Create (or reuse) an interop suite's Python venv: shared by ../dot/setup.sh, ../authlib/setup.sh
+# and ../helpers/setup.sh.
 #
 #   Interop/common/venv-setup.sh NAME VENV REQUIREMENTS_FILE IMPORT_CHECK [APT_PACKAGE...]
 #

@@ -7,8 +7,9 @@ Runs the `vault` command (a child process each time, as a user types it) against
 DOT provider (serve.sh), with this directory's `xdg-open` first on PATH so browser sign-ins
 are driven by browser.py, and checks what a user would: exit codes, what is printed, and what
 the provider itself says about each token afterwards (its userinfo endpoint answers 200 for a
-live access token and 401 once the grant is revoked). Exits non-zero if any case fails; prints
-one line per case with its time.
+live access token and 401 once the grant is revoked; for the client-credentials service account,
+which has no user, its introspection endpoint says whether a token is active and whose it is).
+Exits non-zero if any case fails; prints one line per case with its time.
 """
 
 import json
@@ -28,6 +29,10 @@ VAULT, ISSUER, WORK = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
 ORIGIN = ISSUER.rsplit("/o", 1)[0]
 USERINFO = ISSUER + "/userinfo/"
 DEVICE_ENDPOINT = ISSUER + "/device-authorization/"
+INTROSPECT = ISSUER + "/introspect/"
+# The confidential client-credentials client provider/serve.py provisions (DOT stores it hashed).
+SERVICE_CLIENT = "cv-service"
+SERVICE_SECRET = os.environ.get("DOT_SERVICE_SECRET", "cv-service-secret-1")
 # Bounds for a loaded 2-core CI machine; a passing run takes a fraction of each.
 COMMAND_SECONDS = 120
 BROWSER_WAIT = "90s"
@@ -102,6 +107,14 @@ def userinfo(token):
     """The provider's own word on an access token: 200 and who it is, or 401 once revoked."""
     response = PROVIDER.get(USERINFO, headers={"Authorization": "Bearer " + token}, timeout=30)
     return response.status_code, (response.json() if response.status_code == 200 else None)
+
+
+def introspect(token):
+    """DOT's RFC 7662 answer on a token, asked with cv-service's own credentials (HTTP Basic):
+    {"active": true, "client_id", "scope", "exp"[, "username"]} or {"active": false}."""
+    response = PROVIDER.post(INTROSPECT, data={"token": token}, auth=(SERVICE_CLIENT, SERVICE_SECRET), timeout=30)
+    check(response.status_code == 200, f"introspection: {response.status_code} {response.text[:300]}")
+    return response.json()
 
 
 def device_sign_in(vault, user, *extra):
@@ -237,6 +250,58 @@ def redirect_ipv6(v):
     with open(v.browser_log) as log:
         redirects = re.findall(r"redirect -> http://\[::1\]:\d+/callback\?", log.read())
     check(len(redirects) >= 2, "the stored redirect URI was not used again")
+
+
+def service_login(vault, *extra, secret=SERVICE_SECRET):
+    secret_file = os.path.join(vault.dir, "service.secret")
+    fd = os.open(secret_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secret + "\n")
+    return vault.run("login", "--client-credentials", "--issuer", ISSUER, "--client-id", SERVICE_CLIENT,
+                     "--client-secret-file", secret_file, *extra)
+
+
+def service_token_checked(vault):
+    token = vault.token()
+    answer = introspect(token)
+    check(answer.get("active") is True and answer.get("client_id") == SERVICE_CLIENT and "username" not in answer,
+          f"DOT's introspection of the service token: {answer}")
+    return token
+
+
+@case("client credentials, client_secret_basic: a wrong secret stores nothing; cv-service's token is active at DOT, no user")
+def service_basic(v):
+    service = Vault("service-basic")
+    service.ok("init", "--key-file", service.key)
+    wrong = "wrong-" + os.urandom(9).hex()
+    refused = service_login(service, secret=wrong)
+    check(refused.returncode != 0, "a wrong client secret signed in")
+    check(wrong not in refused.stdout + refused.stderr, "the wrong secret is in the vault's output")
+    check(service.json("accounts", "list") == [], "the refused login stored an account")
+    signed = service_login(service)
+    check(signed.returncode == 0, f"exit {signed.returncode}: {signed.stderr.strip()}")
+    service_token_checked(service)
+    state["service"] = service
+
+
+@case("client credentials, client_secret_post: id and secret in the form; the token is cv-service's at DOT")
+def service_post(v):
+    service = Vault("service-post")
+    service.ok("init", "--key-file", service.key)
+    signed = service_login(service, "--client-auth", "client_secret_post")
+    check(signed.returncode == 0, f"exit {signed.returncode}: {signed.stderr.strip()}")
+    service_token_checked(service)
+
+
+@case("accounts remove revokes the service account's access token at DOT (introspection: inactive)")
+def service_remove(v):
+    service = state["service"]
+    token = service_token_checked(service)
+    account = service.json("accounts", "list")[0]["id"]
+    removed = service.json("accounts", "remove", account, "--yes")
+    check(removed["revoked"] is True, f"{removed}")
+    check(introspect(token) == {"active": False}, "DOT still takes the service token after accounts remove")
+    check(service.json("accounts", "list") == [], "the account is still there")
 
 
 def main():

@@ -15,6 +15,9 @@ Clients: cv-browser  public, authorization-code, consent page shown, RS256,
                      redirect URIs http://127.0.0.1/callback http://[::1]/callback
                      http://localhost/callback
          cv-device   public, urn:ietf:params:oauth:grant-type:device_code, RS256
+         cv-service  confidential, client-credentials (RFC 6749 §4.4), secret
+                     $DOT_SERVICE_SECRET (default cv-service-secret-1), stored hashed
+                     as DOT does by default; client_secret_basic or client_secret_post
 """
 
 import argparse
@@ -32,6 +35,9 @@ USERS = [
 ]
 
 BROWSER_REDIRECT_URIS = "http://127.0.0.1/callback http://[::1]/callback http://localhost/callback"
+# The service account's secret: DOT keeps only a hash of it (hash_client_secret, DOT 2+), so the
+# suite knows it from the same variable and default.
+SERVICE_SECRET_ENV, SERVICE_SECRET_DEFAULT = "DOT_SERVICE_SECRET", "cv-service-secret-1"
 
 
 def provision():
@@ -65,14 +71,26 @@ def provision():
             skip_authorization=False,
             algorithm=Application.RS256_ALGORITHM,
         ),
+        dict(
+            client_id="cv-service",
+            name="CredentialVault service account",
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+            redirect_uris="",
+            skip_authorization=True,
+            algorithm=Application.NO_ALGORITHM,
+            # Hashed on save (PBKDF2, Django's password hasher): set again on every start.
+            client_secret=os.environ.get(SERVICE_SECRET_ENV, SERVICE_SECRET_DEFAULT),
+            hash_client_secret=True,
+        ),
     ]
     for spec in apps:
         client_id = spec.pop("client_id")
         app = Application.objects.filter(client_id=client_id).first() or Application(client_id=client_id)
+        spec.setdefault("client_secret", "")  # the public clients have none
+        spec.setdefault("hash_client_secret", False)
         for k, v in spec.items():
             setattr(app, k, v)
-        app.client_secret = ""
-        app.hash_client_secret = False
         app.save()
 
 
