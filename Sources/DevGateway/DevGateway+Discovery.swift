@@ -64,6 +64,11 @@ extension DevGateway {
         return .json(metadata)
     }
 
+    /// The client authentication methods of the token and revocation endpoints (RFC 8414 §2).
+    nonisolated static var clientAuthenticationMethods: [String] {
+        [ClientAuthenticationMethod.clientSecretBasic, .clientSecretPost, .privateKeyJWT, .none].map(\.rawValue)
+    }
+
     /// Every field both documents publish.
     func discoveryMetadata() -> [String: GatewayJSON.MetadataValue] {
         func endpoint(_ path: String) -> GatewayJSON.MetadataValue { .string(baseURL.appendingPathComponent(path).absoluteString) }
@@ -76,12 +81,15 @@ extension DevGateway {
             "jwks_uri": endpoint("oauth/jwks"),
             "response_types_supported": .strings(["code"]),
             "response_modes_supported": .strings(["query"]),
-            "grant_types_supported": .strings(["authorization_code", "refresh_token", DeviceGrantLedger.grantType]),
+            "grant_types_supported": .strings(
+                ["authorization_code", "refresh_token", DeviceGrantLedger.grantType, Self.clientCredentialsGrantType]),
             "code_challenge_methods_supported": .strings(["S256"]),
             "subject_types_supported": .strings(["public"]),
             "id_token_signing_alg_values_supported": .strings(state.signingKeys.algorithms),
-            "token_endpoint_auth_methods_supported": .strings(["none", "client_secret_basic"]),
-            "revocation_endpoint_auth_methods_supported": .strings(["none", "client_secret_basic"]),
+            "token_endpoint_auth_methods_supported": .strings(Self.clientAuthenticationMethods),
+            "token_endpoint_auth_signing_alg_values_supported": .strings(["ES256"]),
+            "revocation_endpoint_auth_methods_supported": .strings(Self.clientAuthenticationMethods),
+            "revocation_endpoint_auth_signing_alg_values_supported": .strings(["ES256"]),
             "scopes_supported": .strings(["openid", "profile", "email", "offline_access"]),
             "claims_supported": .strings(["iss", "sub", "aud", "azp", "exp", "iat", "auth_time", "nonce", "guest"]),
             "prompt_values_supported": .strings(["none", "login"]),

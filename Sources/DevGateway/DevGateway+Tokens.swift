@@ -58,41 +58,38 @@ extension DevGateway {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/token"]
         // The nonce of the authorization request, for the ID token of a code exchange only.
         var nonce: String?
-        let outcome: Result<IssuedTokens, OAuthRejection> = {
-            let parameters: FormBody
-            switch form {
-            case .success(let value): parameters = value
-            case .failure(let rejection): return .failure(rejection)
-            }
-            guard let grantType = parameters["grant_type"] else {
-                return .failure(.invalidRequest("grant_type is required"))
-            }
-            metadata["gateway.grant_type"] = "\(grantType)"
-            let clientID: String
-            switch authenticateClient(request, parameters) {
-            case .success(let id): clientID = id
-            case .failure(let rejection): return .failure(rejection)
-            }
-            metadata["gateway.client_id"] = "\(clientID)"
-            switch grantType {
-            case "refresh_token", "authorization_code":
-                let audiences: [String]
-                switch requestedAudiences(parameters) {
-                case .success(let value): audiences = value
-                case .failure(let rejection): return .failure(rejection)
+        // The client credentials grant has no user, so no ID token (OpenID Connect Core §3.1.3.3).
+        var attachesIDToken = true
+        let outcome: Result<IssuedTokens, OAuthRejection>
+        switch await authenticatedGrantRequest(request, form: form, metadata: &metadata) {
+        case .failure(let rejection):
+            outcome = .failure(rejection)
+        case .success(let (parameters, grantType, clientID)):
+            outcome = {
+                switch grantType {
+                case "refresh_token", "authorization_code":
+                    let audiences: [String]
+                    switch requestedAudiences(parameters) {
+                    case .success(let value): audiences = value
+                    case .failure(let rejection): return .failure(rejection)
+                    }
+                    if !audiences.isEmpty { metadata["gateway.audiences"] = "\(audiences)" }
+                    return grantType == "refresh_token"
+                        ? refresh(parameters, clientID: clientID, audiences: audiences, metadata: &metadata)
+                        : redeemCode(parameters, clientID: clientID, audiences: audiences, nonce: &nonce, metadata: &metadata)
+                case DeviceGrantLedger.grantType:
+                    return pollDeviceCode(parameters, clientID: clientID)
+                case Self.clientCredentialsGrantType:
+                    attachesIDToken = false
+                    return grantClientCredentials(parameters, clientID: clientID, metadata: &metadata)
+                default:
+                    return .failure(
+                        .unsupportedGrantType(
+                            "supported grant types: refresh_token, authorization_code, \(DeviceGrantLedger.grantType), "
+                                + Self.clientCredentialsGrantType))
                 }
-                if !audiences.isEmpty { metadata["gateway.audiences"] = "\(audiences)" }
-                return grantType == "refresh_token"
-                    ? refresh(parameters, clientID: clientID, audiences: audiences, metadata: &metadata)
-                    : redeemCode(parameters, clientID: clientID, audiences: audiences, nonce: &nonce, metadata: &metadata)
-            case DeviceGrantLedger.grantType:
-                return pollDeviceCode(parameters, clientID: clientID)
-            default:
-                return .failure(
-                    .unsupportedGrantType(
-                        "supported grant types: refresh_token, authorization_code, \(DeviceGrantLedger.grantType)"))
-            }
-        }()
+            }()
+        }
 
         switch outcome {
         case .success(let tokens):
@@ -101,11 +98,35 @@ extension DevGateway {
             metadata["gateway.rotated"] = "\(tokens.refreshToken != nil)"
             logger.debug("token request", metadata: metadata)
             let formatted = await formattingAccessToken(of: tokens)
-            return .json(GatewayJSON.Tokens(await attachingIDToken(to: formatted, nonce: nonce), includeGrantID: false))
+            let answered = attachesIDToken ? await attachingIDToken(to: formatted, nonce: nonce) : formatted.with(idToken: nil)
+            return .json(GatewayJSON.Tokens(answered, includeGrantID: false))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("token request", metadata: metadata)
             return .oauthError(rejection)
+        }
+    }
+
+    /// The form's parameters, its `grant_type` and the client it authenticates (any method:
+    /// ``authenticateEndpointClient(_:_:endpoint:)``).
+    private func authenticatedGrantRequest(
+        _ request: HTTPRequest, form: Result<FormBody, OAuthRejection>, metadata: inout Logger.Metadata
+    ) async -> Result<(FormBody, String, String), OAuthRejection> {
+        let parameters: FormBody
+        switch form {
+        case .success(let value): parameters = value
+        case .failure(let rejection): return .failure(rejection)
+        }
+        guard let grantType = parameters["grant_type"] else {
+            return .failure(.invalidRequest("grant_type is required"))
+        }
+        metadata["gateway.grant_type"] = "\(grantType)"
+        switch await authenticateEndpointClient(request, parameters, endpoint: tokenEndpoint) {
+        case .success(let clientID):
+            metadata["gateway.client_id"] = "\(clientID)"
+            return .success((parameters, grantType, clientID))
+        case .failure(let rejection):
+            return .failure(rejection)
         }
     }
 
@@ -171,10 +192,11 @@ extension DevGateway {
             return .fault(fault, echoing: (body, request.headers[.authorization]))
         }
 
+        let authenticated = await authenticatedEndpointForm(request, body: body, endpoint: revocationEndpoint)
         let outcome: Result<Void, OAuthRejection> = {
             let parameters: FormBody
             let clientID: String
-            switch authenticatedForm(request, body: body) {
+            switch authenticated {
             case .success(let form): (parameters, clientID) = form
             case .failure(let rejection): return .failure(rejection)
             }
@@ -207,8 +229,8 @@ extension DevGateway {
 
     // MARK: - Client authentication (RFC 6749 §2.3)
 
-    /// A form body and the client it authenticates: the first step of every form endpoint
-    /// but the token endpoint (which counts the request before it reads it).
+    /// A form body and the client it authenticates: the first step of the form endpoints but
+    /// the token and revocation endpoints (see ``authenticatedEndpointForm(_:body:endpoint:)``).
     func authenticatedForm(_ request: HTTPRequest, body: Data) -> Result<(FormBody, String), OAuthRejection> {
         guard Self.isForm(request) else {
             return .failure(.invalidRequest("the body must be application/x-www-form-urlencoded"))
@@ -221,7 +243,8 @@ extension DevGateway {
         }
     }
 
-    /// The authenticated client id: HTTP Basic for confidential clients, `client_id` for public ones.
+    /// The authenticated client id: HTTP Basic for confidential clients, `client_id` for public
+    /// ones. The token and revocation endpoints accept more methods (``authenticateEndpointClient(_:_:endpoint:)``).
     func authenticateClient(_ request: HTTPRequest, _ parameters: FormBody) -> Result<String, OAuthRejection> {
         if let authorization = request.headers[.authorization] {
             guard let credentials = BasicCredentials(authorization: authorization) else {

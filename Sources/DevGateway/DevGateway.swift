@@ -7,7 +7,9 @@ import Foundation
 import Logging
 
 /// A development identity server on 127.0.0.1: OpenID Connect discovery, signed ID tokens, the
-/// authorization-code (PKCE) and device grants, token and revocation endpoints over real HTTP,
+/// authorization-code (PKCE), device and client credentials grants (the last with
+/// `client_secret_basic`, `client_secret_post` or `private_key_jwt` service clients, see
+/// ``registerServiceClient(id:authentication:scopes:accessTokenLifetime:)``), token and revocation endpoints over real HTTP,
 /// with rotation, reuse detection, fault injection and counters for tests.
 ///
 /// ```swift

@@ -59,10 +59,11 @@ extension HTTPResponse {
         return HTTPResponse(statusCode: .gateway(status), headers: headers, body: GatewayJSON.encode(value))
     }
 
-    /// An OAuth error response; a 401 names the Basic scheme in `WWW-Authenticate` (RFC 6749 §5.2).
+    /// An OAuth error response; a 401 names the Basic scheme in `WWW-Authenticate` when the
+    /// client tried HTTP Basic (RFC 6749 §5.2; see ``OAuthRejection/challengesBasic``).
     static func oauthError(_ rejection: OAuthRejection) -> HTTPResponse {
         var extra: [(HTTPHeader, String)] = []
-        if rejection.status == 401 {
+        if rejection.status == 401, rejection.challengesBasic {
             extra.append((HTTPHeader("WWW-Authenticate"), #"Basic realm="DevGateway""#))
         }
         return .json(GatewayJSON.Failure(error: rejection.error, errorDescription: rejection.description), status: rejection.status, headers: extra)

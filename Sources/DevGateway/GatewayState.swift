@@ -28,4 +28,6 @@ struct GatewayState: Sendable {
     /// The resource servers that `resource` (RFC 8707) may name; set to the defaults for the
     /// gateway's address when it starts.
     var resources = ResourceServers()
+    /// Clients of the client credentials grant, their credentials, and used client assertions.
+    var serviceClients = ServiceClientRegistry()
 }

@@ -45,6 +45,15 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     public var approvalRequests = 0
     /// Session extension requests (`POST /sessions/extend`), granted or not.
     public var extensionRequests = 0
+    /// Access tokens issued by the client credentials grant (RFC 6749 §4.4).
+    public var clientCredentialsGrants = 0
+    /// Client authentications refused (`invalid_client`) at `/oauth/token` and `/oauth/revoke`,
+    /// by the method the request tried: `client_secret_basic`, `client_secret_post`,
+    /// `private_key_jwt` or `none`.
+    public var refusedClientAuthentications: [String: Int] = [:]
+    /// `private_key_jwt` assertions refused because the client had used their `jti` before
+    /// (also counted in ``refusedClientAuthentications``).
+    public var replayedClientAssertions = 0
 
     /// Empty statistics.
     public init() {}
@@ -66,6 +75,9 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case extensionRequests = "extension_requests"
         case resourceTokenRequests = "resource_token_requests"
         case invalidTargetRefusals = "invalid_target_refusals"
+        case clientCredentialsGrants = "client_credentials_grants"
+        case refusedClientAuthentications = "refused_client_authentications"
+        case replayedClientAssertions = "replayed_client_assertions"
     }
 }
 
@@ -76,7 +88,9 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
             + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
             + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
             + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests), "
-            + "resourceTokenRequests: \(resourceTokenRequests), invalidTargetRefusals: \(invalidTargetRefusals))"
+            + "resourceTokenRequests: \(resourceTokenRequests), invalidTargetRefusals: \(invalidTargetRefusals), "
+            + "clientCredentialsGrants: \(clientCredentialsGrants), refusedClientAuthentications: \(refusedClientAuthentications), "
+            + "replayedClientAssertions: \(replayedClientAssertions))"
     }
 
     /// A mirror without token values.
@@ -90,6 +104,8 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
                 "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
                 "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
                 "resourceTokenRequests": resourceTokenRequests, "invalidTargetRefusals": invalidTargetRefusals,
+                "clientCredentialsGrants": clientCredentialsGrants, "refusedClientAuthentications": refusedClientAuthentications,
+                "replayedClientAssertions": replayedClientAssertions,
             ], displayStyle: .struct)
     }
 }

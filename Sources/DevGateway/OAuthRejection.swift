@@ -3,12 +3,15 @@ struct OAuthRejection: Error, Sendable, Hashable {
     var status: Int
     var error: String
     var description: String
+    /// Whether a 401 carries `WWW-Authenticate: Basic`: RFC 6749 §5.2 asks for it when the
+    /// client tried HTTP Basic; the token and revocation endpoints clear it for other methods.
+    var challengesBasic = true
 
     static func invalidRequest(_ description: String) -> Self {
         Self(status: 400, error: "invalid_request", description: description)
     }
 
-    /// Always 401 with a Basic challenge (RFC 6749 §5.2).
+    /// 401, with a Basic challenge unless ``challengesBasic`` is cleared (RFC 6749 §5.2).
     static func invalidClient(_ description: String) -> Self {
         Self(status: 401, error: "invalid_client", description: description)
     }

@@ -95,6 +95,26 @@ struct TokenLedger: Sendable {
         return mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: true)
     }
 
+    /// Opens a grant of the client credentials grant (RFC 6749 §4.4) and returns its one access
+    /// token, for `audiences` (none: any resource). The client is the grant's subject (RFC 9068
+    /// §2.2); there is no refresh token (RFC 6749 §4.4.3). Revoking the access token revokes
+    /// the grant, that token alone.
+    mutating func issueClientCredentials(
+        clientID: String, scope: String, accessTokenLifetime: Duration, audiences: [String], now: Date
+    ) -> IssuedTokens {
+        let grant = Grant(
+            id: TokenMint.identifier(prefix: "grant_"),
+            subject: clientID,
+            clientID: clientID,
+            scope: scope,
+            accessTokenLifetime: accessTokenLifetime,
+            authTime: now,
+            isGuest: false
+        )
+        grants[grant.id] = grant
+        return mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: false)
+    }
+
     /// Registers (or updates) a client: confidential with a secret, public without.
     mutating func registerClient(id: String, secret: String?) {
         clients[id] = Client(secret: secret)
