@@ -63,7 +63,13 @@ public struct ClientSigningKey: Sendable, Hashable {
     /// The public key as a JWK (RFC 7517) to register with the provider: `kty`, `crv`, `x`,
     /// `y`, `kid`, `alg` (`ES256`) and `use` (`sig`), compact JSON with sorted keys.
     public var publicJWK: String {
-        #"{"alg":"ES256","crv":"P-256","kid":"\#(keyID)","kty":"EC","use":"sig","x":"\#(x)","y":"\#(y)"}"#
+        "{" + publicJWKMembers.map { #""\#($0.name)":"\#($0.value)""# }.joined(separator: ",") + "}"
+    }
+
+    /// The members of ``publicJWK``, sorted by name (every value a string without characters
+    /// JSON escapes: base64url, fixed words).
+    public var publicJWKMembers: [(name: String, value: String)] {
+        [("alg", "ES256"), ("crv", "P-256"), ("kid", keyID), ("kty", "EC"), ("use", "sig"), ("x", x), ("y", y)]
     }
 
     /// A client assertion for one request (RFC 7523 §3): `iss` and `sub` the client id, `aud`

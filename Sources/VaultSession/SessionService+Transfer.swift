@@ -86,15 +86,16 @@ extension SessionService {
             throw SessionTransferError(.malformed, "an export lasts more than no time and at most a day")
         }
         guard let id = try await accountOrActive(request.account) else { throw SessionError.noActiveAccount }
+        // Judged (and refreshed when due) first: a locked or ended session is refused with its
+        // own error (a locked one's keys are gone: nothing sealed opens before this), and the
+        // recipient starts from a fresh access token.
+        _ = try await validAccessToken(for: id)
         if let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }), account.grant == .clientCredentials {
             throw SessionTransferError(
                 .notTransferable,
                 "account \(id) is a client's (client credentials): there is no user's session or refresh token to hand over, and its credentials stay in this vault; sign the client in on the other machine with its own credentials"
             )
         }
-        // Judged (and refreshed when due) first: a locked or ended session is refused with its
-        // own error, and the recipient starts from a fresh access token.
-        _ = try await validAccessToken(for: id)
         let ours = try await recipient()
         guard ours != request.recipient else {
             throw SessionTransferError(.wrongRecipient, "that is this vault's own recipient key; pass the importing vault's")

@@ -85,7 +85,10 @@ extension VaultCommand.Accounts {
                 }
             } else if output.json {
                 print(
-                    JSONValue.object([("account", .string(id.rawValue)), ("kid", .string(current.keyID)), ("jwk", .string(current.publicJWK))]).rendered,
+                    JSONValue.object([
+                        ("account", .string(id.rawValue)), ("kid", .string(current.keyID)),
+                        ("jwk", .object(current.publicJWKMembers.map { ($0.name, .string($0.value)) })),
+                    ]).rendered,
                     terminator: "")
             } else {
                 print(current.publicJWK)

@@ -398,7 +398,6 @@ struct LoginOutcome {
                 result?.replacedExisting == true
                     ? "Signed client \(Terminal.printable(account.client.clientID)) in again (\(method)): account \(account.id), same history, now active."
                     : "Signed client \(Terminal.printable(account.client.clientID)) in (\(method)): new client account \(account.id) at \(Terminal.printable(account.issuer)), now active.",
-                "  No user and no refresh token: tokens are obtained again with the client's credentials when due.",
                 "  \(view.tokenText)",
             ]
         }

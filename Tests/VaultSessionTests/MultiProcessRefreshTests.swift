@@ -1,6 +1,7 @@
 import DevGateway
 import Foundation
 import Testing
+import VaultOAuth
 import VaultSession
 import VaultStore
 import VaultTestSupport
@@ -58,6 +59,40 @@ struct MultiProcessTargetTests {
             let own = try #require(try h.storedAccessToken(alice))
             let target = try #require(try h.vault.tokens.token(for: alice, target: try TokenTarget(resources: [files]))?.accessToken)
             #expect(Set(lines) == ["own \(digest(own))", "target \(digest(target))"], "\(Set(lines))")
+        }
+    }
+}
+
+/// Issue 34, item 2 across processes: a client's token, due, is obtained again once for every
+/// caller of every process — the client credentials grant under the same lease as a refresh.
+@Suite("Client accounts across processes", .timeLimit(.minutes(TestTimeScale.minutes(2))))
+struct MultiProcessClientTests {
+    @Test("3 processes × 20 callers, half for another API: one client credentials grant for each token")
+    func processesShareClientGrants() async throws {
+        try await SessionHarness.run { h in
+            // Tokens of 30 s: due at once (the leeway is a minute).
+            try await h.gateway.registerServiceClient(id: "indexer", authentication: .clientSecretPost("indexer-secret"), accessTokenLifetime: .seconds(30))
+            let provider = ProviderMetadata(issuer: h.gateway.baseURL.absoluteString, tokenEndpoint: h.gateway.tokenEndpoint)
+            let account = try await h.service.signIn(
+                client: ClientSignInRequest(provider: provider, clientID: "indexer", authentication: .clientSecretPost(ClientSecret("indexer-secret"))))
+            // The tokens obtained from now on live an hour: one grant serves everyone after it.
+            try await h.gateway.registerServiceClient(id: "indexer", authentication: .clientSecretPost("indexer-secret"))
+            let files = h.gateway.resourceServer(named: "files")
+            let probes = try (0..<3).map { _ in try h.probe("target", "20:\(files)") }
+            for probe in probes {
+                let ready = await probe.waitUntilReady()
+                try #require(ready, "a probe did not start: \(probe.output.value)")
+            }
+            probes.forEach { $0.go() }
+            var lines: [String] = []
+            for probe in probes { lines += try await probe.results() }
+
+            #expect(await h.gateway.stats().clientCredentialsGrants == 3, "the sign-in's, then one for each token")
+            let id = account.account.id
+            let own = try #require(try h.storedAccessToken(id))
+            let target = try #require(try h.vault.tokens.token(for: id, target: try TokenTarget(resources: [files]))?.accessToken)
+            #expect(Set(lines) == ["own \(digest(own))", "target \(digest(target))"], "\(Set(lines))")
+            #expect(try h.vault.tokens.current(for: id)?.tokens.refreshToken == nil)
         }
     }
 }
