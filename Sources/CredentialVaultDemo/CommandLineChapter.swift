@@ -58,6 +58,7 @@ enum CommandLineChapter {
         for line in (activated.stderr + activated.stdout).split(separator: "\n") { narrator.say("  \(line)") }
         _ = try await a.run(["devices", "sync"] + api, narrator: narrator)
         try await targets(gateway: gateway, machine: a, narrator: narrator)
+        try await clients(gateway: gateway, machine: a, narrator: narrator)
     }
 
     static func tokenResponse(_ tokens: IssuedTokens) -> String {
