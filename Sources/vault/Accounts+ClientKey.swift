@@ -64,7 +64,7 @@ extension VaultCommand.Accounts {
                     }
                     let current = try ClientSigningKey(pem: pem)
                     if let next {
-                        try command.publish(next)
+                        try KeyRegistration.publish(next, to: command.jwkOut, registering: "beside the current one")
                         try await KeyRegistration.await(timeout: command.registrationTimeout?.duration ?? KeyRegistration.defaultTimeout) {
                             try await opened.session.replaceSigningKey(of: id, with: next)
                         }
@@ -93,21 +93,6 @@ extension VaultCommand.Accounts {
             } else {
                 print(current.publicJWK)
             }
-        }
-
-        private func publish(_ key: ClientSigningKey) throws {
-            guard let jwkOut else {
-                print(key.publicJWK)
-                fflush(nil)
-                Terminal.printError("Register the new public key above (kid \(key.keyID)) beside the current one.")
-                return
-            }
-            do {
-                try Data((key.publicJWK + "\n").utf8).write(to: URL(fileURLWithPath: jwkOut), options: .atomic)
-            } catch {
-                throw CommandFailure(.storage, "cannot write the public key to \(jwkOut): \(error.localizedDescription)")
-            }
-            Terminal.printError("Wrote the new public key (kid \(key.keyID)) to \(jwkOut): register it beside the current one.")
         }
     }
 }

@@ -75,7 +75,7 @@ extension VaultCommand.Login {
             // Signing an account in again keeps its credentials; a new one is asked for its secret.
             if account == nil, let secret = try clientSecret() { authentication = .clientSecretBasic(ClientSecret(secret)) }
         }
-        if let generated { try publish(generated) }
+        if let generated { try KeyRegistration.publish(generated, to: jwkOut, registering: "with the provider for this client") }
         let command = self
         let given = authentication
         let waits = generated != nil
@@ -108,23 +108,6 @@ extension VaultCommand.Login {
         defer { SecureBytes.zero(&bytes) }
         guard !bytes.isEmpty else { throw CommandFailure(.usage, "no client secret was typed; nothing was sent") }
         return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// Writes a generated key's public JWK where the user registers it from: --jwk-out, else
-    /// standard output (flushed at once: the login waits for the registration next).
-    private func publish(_ key: ClientSigningKey) throws {
-        guard let jwkOut else {
-            print(key.publicJWK)
-            fflush(nil)
-            Terminal.printError("Register the public key above (kid \(key.keyID)) with the provider for this client.")
-            return
-        }
-        do {
-            try Data((key.publicJWK + "\n").utf8).write(to: URL(fileURLWithPath: jwkOut), options: .atomic)
-        } catch {
-            throw CommandFailure(.storage, "cannot write the public key to \(jwkOut): \(error.localizedDescription)")
-        }
-        Terminal.printError("Wrote the public key (kid \(key.keyID)) to \(jwkOut): register it with the provider for this client.")
     }
 
     private func signInClient(
@@ -183,6 +166,24 @@ enum KeyRegistration {
     static let defaultTimeout = Duration.seconds(600)
     /// Between two attempts.
     static let interval = Duration.seconds(2)
+
+    /// Writes a new key's public JWK where the user registers it from: `path`, else standard
+    /// output (flushed at once: the command waits for the registration next). `registering`
+    /// ends the sentence telling where to register it.
+    static func publish(_ key: ClientSigningKey, to path: String?, registering: String) throws {
+        guard let path else {
+            print(key.publicJWK)
+            fflush(nil)
+            Terminal.printError("Register the public key above (kid \(key.keyID)) \(registering).")
+            return
+        }
+        do {
+            try Data((key.publicJWK + "\n").utf8).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw CommandFailure(.storage, "cannot write the public key to \(path): \(error.localizedDescription)")
+        }
+        Terminal.printError("Wrote the public key (kid \(key.keyID)) to \(path): register it \(registering).")
+    }
 
     /// Runs `attempt` until it succeeds, asking again every ``interval`` while the provider
     /// answers that it does not know the client's key (`invalid_client`, `unauthorized_client`),

@@ -330,7 +330,8 @@ extension VaultCommand {
                 issuer: provider.issuer, subject: subject, label: label ?? existing?.label,
                 client: OAuthClientSettings(
                     tokenEndpoint: provider.tokenEndpoint, revocationEndpoint: provider.revocationEndpoint,
-                    clientID: clientID, authentication: secret == nil ? .none : .clientSecretBasic,
+                    clientID: clientID,
+                    authentication: secret == nil ? .none : clientAuth == .clientSecretPost ? .clientSecretPost : .clientSecretBasic,
                     scopes: scopes, pins: pins, caFile: global.caFilePath ?? existing?.client.caFile),
                 clientSecret: secret, providerMetadata: provider.encoded(),
                 subjectSource: existing?.subjectSource ?? (claimed != nil ? .unverified : .generated))
