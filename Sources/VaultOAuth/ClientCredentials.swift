@@ -40,12 +40,16 @@ public struct ClientCredentials: Sendable, Hashable {
     /// endpoint, which OpenID Connect Core §9 names for every endpoint the client authenticates
     /// at (its revocation endpoint too). Nil: the endpoint each request goes to.
     public var assertionAudience: URL?
+    /// The key this client proves possession of on every request (RFC 9449, DPoP): a proof in
+    /// the `DPoP` header, so the tokens issued are bound to it. Nil: bearer tokens.
+    public var dpopKey: DPoPKey?
 
     /// Creates credentials; without `authentication` the client is public.
-    public init(clientID: String, authentication: Authentication = .none, assertionAudience: URL? = nil) {
+    public init(clientID: String, authentication: Authentication = .none, assertionAudience: URL? = nil, dpopKey: DPoPKey? = nil) {
         self.clientID = clientID
         self.authentication = authentication
         self.assertionAudience = assertionAudience
+        self.dpopKey = dpopKey
     }
 
     /// Adds this client's authentication to a form request to `endpoint`: a header or body

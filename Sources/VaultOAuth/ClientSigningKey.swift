@@ -83,10 +83,23 @@ public struct ClientSigningKey: Sendable, Hashable {
             iat: IssuedAtClaim(value: Date(timeIntervalSince1970: issued)),
             exp: ExpirationClaim(value: Date(timeIntervalSince1970: issued + Self.assertionLifetime)),
             jti: IDClaim(value: Base64URL.encode(try Random.bytes(16))))
-        let keys = await JWTKeyCollection().add(ecdsa: key, kid: JWKIdentifier(string: keyID))
         var header = JWTHeader()
         header.typ = "JWT"
-        return try await keys.sign(claims, kid: JWKIdentifier(string: keyID), header: header)
+        return try await sign(claims, header: header, naming: true)
+    }
+
+    /// `claims` signed with this key (ES256, jwt-kit) under `header`; `naming` puts the key id
+    /// in the header as `kid`.
+    func sign(_ claims: some JWTPayload, header: JWTHeader, naming: Bool) async throws -> String {
+        let keys = await JWTKeyCollection().add(ecdsa: key)
+        var header = header
+        if naming { header.kid = keyID }
+        return try await keys.sign(claims, header: header)
+    }
+
+    /// The public key's members RFC 7638 hashes, for a JWS header's `jwk` (RFC 9449 §4.2).
+    var publicKeyHeaderField: JWTHeaderField {
+        .object(["kty": .string("EC"), "crv": .string("P-256"), "x": .string(x), "y": .string(y)])
     }
 
     /// How long an assertion is good for: a minute (it is made for one request).

@@ -64,12 +64,11 @@ extension OAuthClient {
             throw .cancelled
         }
 
-        let (request, sent) = await formRequest(to: endpoint, form: form, client: client, pins: pins)
-
         logger.debug("sending token request", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
         let response: HTTPResponse
+        let sent: [String]
         do {
-            response = try await transport.send(request, deadline: deadline ?? requestDeadline, clock: clock)
+            (response, sent) = try await sendForm(to: endpoint, form: form, client: client, pins: pins, deadline: deadline)
         } catch {
             let failure = RefreshError(transportFailure: error)
             logger.debug("token request finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])

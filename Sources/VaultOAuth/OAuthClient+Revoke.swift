@@ -41,11 +41,12 @@ extension OAuthClient {
             throw .cancelled
         }
 
-        let (request, sent) = await formRequest(to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client, pins: pins)
         logger.debug("sending token revocation", metadata: pins.isEmpty ? nil : ["oauth.pins": "\(pins.count)"])
         let response: HTTPResponse
+        let sent: [String]
         do {
-            response = try await transport.send(request, deadline: deadline ?? requestDeadline, clock: clock)
+            (response, sent) = try await sendForm(
+                to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client, pins: pins, deadline: deadline)
         } catch {
             let failure = RevocationError(transportFailure: error)
             logger.debug("token revocation finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])

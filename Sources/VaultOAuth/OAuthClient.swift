@@ -24,6 +24,8 @@ public struct OAuthClient: Sendable {
     /// when the call does not give its own. A server that trickles its answer byte by byte never
     /// trips an idle timeout; this it cannot outlast.
     public var requestDeadline: Duration
+    /// The nonces servers gave for DPoP proofs; shared by every copy of this client.
+    public let dpopNonces = DPoPNonces()
     /// What ``requestDeadline`` is measured on; tests pass a test clock.
     public var clock: any Clock<Duration>
     /// The wall-clock time now: a `Retry-After` HTTP date in a response without a `Date`
@@ -44,6 +46,26 @@ public struct OAuthClient: Sendable {
         self.now = now
     }
 
+    /// Sends a form POST to `endpoint` (``formRequest(to:form:client:pins:)``), and when the
+    /// client proves possession of a DPoP key and the server answers that it wants a nonce it
+    /// has just handed out (RFC 9449 §8), sends it once more with a new proof carrying it. Every
+    /// `DPoP-Nonce` the server sends is remembered for its next proof.
+    func sendForm(
+        to endpoint: URL, form: [(String, String)], client: ClientCredentials, pins: [SPKIPin], deadline: Duration?
+    ) async throws -> (response: HTTPResponse, secrets: [String]) {
+        var retried = false
+        while true {
+            let (request, sent) = await formRequest(to: endpoint, form: form, client: client, pins: pins)
+            let response = try await transport.send(request, deadline: deadline ?? requestDeadline, clock: clock)
+            let fresh = client.dpopKey != nil && dpopNonces.remember(response, from: endpoint)
+            if fresh, !retried, response.asksForDPoPNonce {
+                retried = true
+                continue
+            }
+            return (response, sent)
+        }
+    }
+
     /// Builds a form POST with JSON accepted, client authentication applied, and what that
     /// authentication added that must be scrubbed from any answer (a client assertion).
     func formRequest(
@@ -55,6 +77,11 @@ public struct OAuthClient: Sendable {
             "Accept": "application/json",
         ]
         let added = await client.apply(to: &headers, form: &form, endpoint: endpoint, now: now())
+        if let key = client.dpopKey,
+            let proof = try? await key.proof(method: "POST", url: endpoint, nonce: dpopNonces.nonce(for: endpoint), now: now())
+        {
+            headers["DPoP"] = proof
+        }
         let request = HTTPRequest(method: .post, url: endpoint, headers: headers, body: Data(FormURLEncoding.encode(form).utf8), pins: pins)
         return (request, added)
     }

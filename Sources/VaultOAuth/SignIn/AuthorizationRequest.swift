@@ -115,9 +115,8 @@ extension OAuthClient {
             ("grant_type", "authorization_code"), ("code", code),
             ("redirect_uri", request.redirectURI.absoluteString), ("code_verifier", request.codeVerifier),
         ]
-        let (prepared, sent) = await formRequest(to: tokenEndpoint, form: form, client: client, pins: pins)
+        let (response, sent) = try await sendSignInForm(to: tokenEndpoint, form: form, client: client, pins: pins, step: .codeExchange, logger: logger)
         let secrets = [code, request.codeVerifier] + client.secrets + sent
-        let response = try await sendSignInRequest(prepared, step: .codeExchange, secrets: secrets, logger: logger)
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])

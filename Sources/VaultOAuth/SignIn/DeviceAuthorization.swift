@@ -48,7 +48,9 @@ extension OAuthClient {
         let logger = logger(for: endpoint, operation: "device_authorization")
         var form: [(String, String)] = []
         if !scopes.isEmpty { form.append(("scope", scopes.joined(separator: " "))) }
-        let (request, sent) = await formRequest(to: endpoint, form: form, client: client, pins: pins)
+        var plain = client
+        plain.dpopKey = nil  // not a token endpoint: no DPoP proof (RFC 9449 §5)
+        let (request, sent) = await formRequest(to: endpoint, form: form, client: plain, pins: pins)
         let response = try await sendSignInRequest(request, step: .deviceAuthorization, secrets: client.secrets + sent, logger: logger)
         guard response.isSuccess else {
             throw Self.authorizationFailure(
@@ -122,11 +124,12 @@ extension OAuthClient {
                 throw .cancelled
             }
             guard stopwatch.elapsed() < lifetime else { throw .deviceCodeExpired }
-            let (request, sent) = await formRequest(to: tokenEndpoint, form: form, client: client, pins: pins)
-            let secrets = known + sent
+            let secrets: [String]
             let response: HTTPResponse
             do {
-                response = try await transport.send(request, deadline: requestDeadline, clock: clock)
+                let sent: [String]
+                (response, sent) = try await sendForm(to: tokenEndpoint, form: form, client: client, pins: pins, deadline: requestDeadline)
+                secrets = known + sent
             } catch {
                 if Task.isCancelled { throw .cancelled }
                 let failure = RefreshError(transportFailure: error)
@@ -168,6 +171,22 @@ extension OAuthClient {
                 logger.debug("device authorization finished", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
                 throw .tokenRequestFailed(failure, step: .devicePoll)
             }
+        }
+    }
+
+    /// Sends a form to a sign-in token endpoint (``sendForm(to:form:client:pins:deadline:)``:
+    /// a DPoP nonce the server asks for is sent once more with); a transport failure becomes a
+    /// token-request failure.
+    func sendSignInForm(
+        to endpoint: URL, form: [(String, String)], client: ClientCredentials, pins: [SPKIPin], step: SignInStep, logger: Logger
+    ) async throws(SignInError) -> (response: HTTPResponse, secrets: [String]) {
+        do {
+            return try await sendForm(to: endpoint, form: form, client: client, pins: pins, deadline: requestDeadline)
+        } catch {
+            if Task.isCancelled { throw .cancelled }
+            let failure = RefreshError(transportFailure: error)
+            logger.debug("request failed", metadata: ["oauth.outcome": "\(failure.outcomeName)"])
+            throw .tokenRequestFailed(failure, step: step)
         }
     }
 
