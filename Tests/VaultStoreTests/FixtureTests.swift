@@ -207,6 +207,18 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-15 fixture opens with the newest code: mona's DPoP key, sealed, and her DPoP tokens")
+    func schemaFifteenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV15.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV15.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV15.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.maintenance.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -99,6 +99,9 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     public var clientSecret: String?
     /// A `private_key_jwt` client's private key (PEM); sealed at rest (schema 14).
     public var clientSigningKey: String?
+    /// The private key (PEM) the account's tokens are bound to (RFC 9449, DPoP); sealed at rest
+    /// (schema 15). Nil: bearer tokens.
+    public var dpopKey: String?
     /// The provider metadata the sign-in used (JSON with RFC 8414 member names), if any.
     public var providerMetadata: String?
     /// How the subject is known; nil: not said.
@@ -110,8 +113,9 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     public init(
         issuer: String, subject: String, label: String? = nil, email: String? = nil,
         client: OAuthClientSettings, clientSecret: String? = nil, clientSigningKey: String? = nil, providerMetadata: String? = nil,
-        subjectSource: SubjectSource? = nil, kind: AccountKind = .registered, grant: AccountGrant = .delegated
+        subjectSource: SubjectSource? = nil, kind: AccountKind = .registered, grant: AccountGrant = .delegated, dpopKey: String? = nil
     ) {
+        self.dpopKey = dpopKey
         self.issuer = issuer
         self.subject = subject
         self.label = label
@@ -132,7 +136,7 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
     }
 
     public var description: String {
-        "NewAccount(issuer: \(issuer), subject: \(subject), client: \(client.clientID), secret: \(clientSecret == nil ? "none" : "<redacted>"), signing key: \(clientSigningKey == nil ? "none" : "<redacted>"))"
+        "NewAccount(issuer: \(issuer), subject: \(subject), client: \(client.clientID), secret: \(clientSecret == nil ? "none" : "<redacted>"), signing key: \(clientSigningKey == nil ? "none" : "<redacted>"), DPoP key: \(dpopKey == nil ? "none" : "<redacted>"))"
     }
 
     public var debugDescription: String { description }
@@ -145,6 +149,7 @@ public struct NewAccount: Sendable, CustomStringConvertible, CustomDebugStringCo
                 "issuer": issuer, "subject": subject, "label": label as Any, "email": email as Any, "client": client,
                 "clientSecret": clientSecret == nil ? "none" : "<redacted>",
                 "clientSigningKey": clientSigningKey == nil ? "none" : "<redacted>", "grant": grant,
+                "dpopKey": dpopKey == nil ? "none" : "<redacted>",
             ], displayStyle: .struct)
     }
 }
@@ -162,6 +167,9 @@ public struct Account: Sendable, Hashable, Identifiable {
     /// Whether a `private_key_jwt` signing key is stored (read it with
     /// ``AccountStore/clientSigningKey(for:)``; schema 14).
     public var hasClientSigningKey: Bool = false
+    /// Whether the account's tokens are bound to a DPoP key the vault keeps (read it with
+    /// ``AccountStore/dpopKey(for:)``; schema 15).
+    public var hasDPoPKey: Bool = false
     public var createdAt: Date
     /// The provider metadata the last sign-in used (JSON, RFC 8414 member names); nil when the
     /// account was imported or added before schema 5.

@@ -154,6 +154,12 @@ extension AccountStore {
             updated.hasClientSigningKey = new.clientSigningKey != nil
             updated.grant = new.grant
         }
+        // A sign-in with DPoP binds the new tokens to its key; one without keeps the account's.
+        if let key = new.dpopKey {
+            assignments.append("dpop_key = ?")
+            arguments.append(try seal(key, table: "accounts", column: "dpop_key", account: account.id, row: account.id.rawValue, db))
+            updated.hasDPoPKey = true
+        }
         guard !assignments.isEmpty else { return account }
         try integrity.rewrite(.accounts, where: "account_id = ?", [account.id.rawValue], db) {
             try db.execute(

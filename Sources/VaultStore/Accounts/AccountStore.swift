@@ -51,8 +51,8 @@ public struct AccountStore: VaultArea {
                     INSERT INTO accounts (account_id, issuer, subject, label, email, token_endpoint, revocation_endpoint,
                         client_id, client_auth, client_secret, scopes, pins, data_key_id, wrapped_data_key, created_at,
                         provider_metadata, subject_source, kind, redirect_uri, ca_file,
-                        grant_type, client_auth_method, client_signing_key)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        grant_type, client_auth_method, client_signing_key, dpop_key)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     id.rawValue, new.issuer, new.subject, try seal("label", new.label), try seal("email", new.email),
@@ -63,7 +63,7 @@ public struct AccountStore: VaultArea {
                     new.providerMetadata, new.subjectSource?.rawValue, new.kind == .guest ? "guest" : nil,
                     new.client.redirectURI, new.client.caFile,
                     new.grant == .delegated ? nil : new.grant.rawValue, new.client.authentication.storedMethod,
-                    try seal("client_signing_key", new.clientSigningKey),
+                    try seal("client_signing_key", new.clientSigningKey), try seal("dpop_key", new.dpopKey),
                 ])
             try self.integrity.authenticate(.accounts, where: "account_id = ?", [id.rawValue], db)
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
@@ -76,7 +76,7 @@ public struct AccountStore: VaultArea {
             return Account(
                 id: id, issuer: new.issuer, subject: new.subject, label: new.label, email: new.email,
                 client: new.client, hasClientSecret: new.clientSecret != nil, hasClientSigningKey: new.clientSigningKey != nil,
-                createdAt: Date(millisecondsSince1970: now.millisecondsSince1970),
+                hasDPoPKey: new.dpopKey != nil, createdAt: Date(millisecondsSince1970: now.millisecondsSince1970),
                 providerMetadata: new.providerMetadata, subjectSource: new.subjectSource, kind: new.kind, grant: new.grant)
         }
     }
@@ -135,6 +135,19 @@ public struct AccountStore: VaultArea {
             return try self.open(
                 row.storedIfPresent("client_signing_key", table: "accounts", row: id.rawValue, path: self.path), table: "accounts",
                 column: "client_signing_key", account: id, row: id.rawValue, db)
+        }
+    }
+
+    /// The private key (PEM) the account's tokens are bound to (DPoP); nil for bearer tokens.
+    public func dpopKey(for id: AccountID) throws -> String? {
+        try read("reading a DPoP key") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+                throw self.accountNotFound(id)
+            }
+            try self.integrity.check(row, in: .accounts, db)
+            return try self.open(
+                row.storedIfPresent("dpop_key", table: "accounts", row: id.rawValue, path: self.path), table: "accounts",
+                column: "dpop_key", account: id, row: id.rawValue, db)
         }
     }
 
@@ -293,6 +306,8 @@ public struct AccountStore: VaultArea {
             hasClientSecret: !(row["client_secret"] as DatabaseValue).isNull,
             // NULL in rows written before schema 14, and in accounts that sign no assertions.
             hasClientSigningKey: row.holdsValue("client_signing_key"),
+            // NULL in rows written before schema 15, and in accounts with bearer tokens.
+            hasDPoPKey: row.holdsValue("dpop_key"),
             createdAt: try row.storedDate("created_at", table: "accounts", row: key, path: path),
             // The columns below are NULL in rows written before schema 5.
             providerMetadata: try optional("provider_metadata"),

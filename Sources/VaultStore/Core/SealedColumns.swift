@@ -9,7 +9,7 @@ struct SealedColumns: Sendable {
     var versionColumn: String?
 
     static let all: [SealedColumns] = [
-        SealedColumns(table: "accounts", columns: ["label", "email", "client_secret", "client_signing_key"], rowColumn: "account_id"),
+        SealedColumns(table: "accounts", columns: ["label", "email", "client_secret", "client_signing_key", "dpop_key"], rowColumn: "account_id"),
         SealedColumns(
             table: "tokens", columns: ["access_token", "refresh_token", "id_token"], rowColumn: "account_id",
             versionColumn: "generation"),

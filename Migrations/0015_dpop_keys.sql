@@ -1,0 +1,11 @@
+-- CredentialVault schema version 15: tokens bound to a key the vault keeps (issue 35, RFC 9449).
+--
+-- An account signed in with DPoP holds a P-256 key pair: every token, refresh and revocation
+-- request carries a proof signed with it, and the provider binds the account's tokens to its
+-- thumbprint (RFC 7638), so a copied token, or a copied vault without its key, is not enough.
+-- `dpop_key`: the private key (PEM), sealed with the account's data key like its client secret
+-- (re-sealed by rotate-key, re-wrapped with the data key by passwd). NULL in existing rows and in
+-- accounts that hold bearer tokens; a NULL column does not enter the row's MAC, so rows
+-- authenticated by schema 14 stay authentic, and the MAC covers it once set. The tokens keep
+-- their type ('DPoP') in tokens.token_type.
+ALTER TABLE accounts ADD COLUMN dpop_key BLOB;
