@@ -77,3 +77,33 @@ struct DPoPProofClaims: JWTPayload {
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}
 }
+
+// MARK: - Checking what the server bound (RFC 9449 §5, §6)
+
+extension TokenResponse {
+    /// The `cnf.jkt` the access token claims when it is a JWT (RFC 9449 §6.1), decoded and
+    /// **not verified**; nil for an opaque token or a JWT without one.
+    public var unverifiedAccessTokenThumbprint: String? {
+        guard UnverifiedJWT(accessToken) != nil else { return nil }
+        let parts = accessToken.split(separator: ".", omittingEmptySubsequences: false)
+        guard let payload = Base64URL.decode(parts[1]),
+            let object = try? JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any],
+            let confirmation = object["cnf"] as? [String: Any]
+        else { return nil }
+        return confirmation["jkt"] as? String
+    }
+
+    /// Why this answer to a request proved with `key` cannot be used as a token bound to it, or
+    /// nil: a `token_type` other than `DPoP` (the server issued a bearer token: it does not do
+    /// DPoP, or ignored the proof), or a JWT whose `cnf.jkt` names another key. An opaque DPoP
+    /// token's binding can only be seen by the server: its type is all there is to check.
+    public func dpopBindingProblem(for key: DPoPKey) -> String? {
+        guard tokenType.caseInsensitiveCompare("DPoP") == .orderedSame else {
+            return "the server issued a \(OAuthClient.printable(tokenType)) token where a DPoP-bound one was asked for"
+        }
+        if let thumbprint = unverifiedAccessTokenThumbprint, thumbprint != key.thumbprint {
+            return "the access token is bound to another key (cnf.jkt \(OAuthClient.printable(thumbprint)))"
+        }
+        return nil
+    }
+}

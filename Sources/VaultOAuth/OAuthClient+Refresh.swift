@@ -75,6 +75,8 @@ extension OAuthClient {
             throw failure
         }
 
+        // A DPoP binding the server did not make is the caller's to judge (TokenResponse.dpopBindingProblem):
+        // the same answer may carry a rotated refresh token that must not be lost.
         let result = Self.classifyRefresh(response, secrets: secrets + client.secrets + sent, now: now())
         switch result {
         case .success:

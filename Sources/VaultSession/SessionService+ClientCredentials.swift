@@ -50,6 +50,9 @@ public struct ClientSignInRequest: Sendable {
     public var label: String?
     /// A PEM bundle of the certificate authorities the provider's TLS chains to.
     public var caFile: String?
+    /// Bind the client's tokens to a key the vault keeps (RFC 9449, DPoP); signing it in again
+    /// keeps the account's key.
+    public var dpop: Bool = false
 
     public init(
         provider: ProviderMetadata, clientID: String, authentication: ClientCredentialsAuthentication, scopes: [String] = [],
@@ -104,8 +107,10 @@ extension SessionService {
         if let clash {
             throw SignInError.wrongAccount(expected: Self.name(of: clash), signedInAs: "client \(request.clientID)")
         }
+        var dpopKey = request.dpop ? DPoPKey.generate() : nil
+        if let existing, let kept = try await self.dpopKey(of: existing) { dpopKey = kept }
         let client = ClientCredentials(
-            clientID: request.clientID, authentication: request.authentication.wire, assertionAudience: provider.tokenEndpoint)
+            clientID: request.clientID, authentication: request.authentication.wire, assertionAudience: provider.tokenEndpoint, dpopKey: dpopKey)
         let oauth = try oauthClient(trusting: request.caFile ?? existing?.client.caFile)
         let response: TokenResponse
         do {
@@ -116,6 +121,10 @@ extension SessionService {
             throw SignInError.cancelled
         } catch {
             throw SignInError.tokenRequestFailed(error, step: .clientCredentials)
+        }
+        if let dpopKey, let problem = response.dpopBindingProblem(for: dpopKey) {
+            await revokeUnstored(response, provider: provider, client: client, pins: pins, oauth: oauth)
+            throw SignInError.tokenRequestFailed(.malformedResponse(status: 200, reason: problem), step: .clientCredentials)
         }
 
         var secret: String?
@@ -130,7 +139,7 @@ extension SessionService {
         let new = NewAccount(
             issuer: provider.issuer, subject: request.clientID, label: request.label ?? existing?.label ?? request.clientID,
             client: settings, clientSecret: secret, clientSigningKey: key, providerMetadata: provider.encoded(), subjectSource: .given,
-            grant: .clientCredentials)
+            grant: .clientCredentials, dpopKey: dpopKey?.pemRepresentation)
         var tokens = tokenSet(from: response, previous: nil, account: settings)
         tokens.refreshToken = nil  // never used by a client's account (RFC 6749 §4.4.3)
         var policy = request.policy
@@ -164,7 +173,8 @@ extension SessionService {
             throw SessionError.clientMisconfigured(id, code: "not_private_key_jwt", description: "the account does not authenticate with a signing key")
         }
         let client = ClientCredentials(
-            clientID: account.client.clientID, authentication: .privateKeyJWT(key), assertionAudience: account.client.tokenEndpoint)
+            clientID: account.client.clientID, authentication: .privateKeyJWT(key), assertionAudience: account.client.tokenEndpoint,
+            dpopKey: try await dpopKey(of: account))
         let scope = account.client.scopes.isEmpty ? nil : account.client.scopes.joined(separator: " ")
         let (pins, oauth) = (try pins(of: account), try oauthClient(trusting: account.client.caFile))
         do {

@@ -45,6 +45,9 @@ public struct SignInRequest: Sendable {
     /// providers that take no Basic credentials. Nil: the account's method when signing it in
     /// again, else Basic.
     public var secretInBody: Bool?
+    /// Bind the account's tokens to a key the vault keeps (RFC 9449, DPoP): a new key, or the
+    /// account's when it has one (signing it in again keeps its key either way).
+    public var dpop: Bool
     public var scopes: [String]
     /// SPKI pins of the provider's TLS key, `sha256/BASE64`.
     public var pins: [String]
@@ -70,9 +73,10 @@ public struct SignInRequest: Sendable {
         provider: ProviderMetadata, clientID: String, clientSecret: String? = nil, scopes: [String] = ["openid"],
         pins: [String] = [], method: SignInMethod, account: AccountID? = nil, maxAge: Duration? = nil,
         policy: SessionPolicy? = nil, label: String? = nil, upgrading: AccountID? = nil, redirect: LoopbackRedirect? = nil,
-        caFile: String? = nil, secretInBody: Bool? = nil
+        caFile: String? = nil, secretInBody: Bool? = nil, dpop: Bool = false
     ) {
         self.secretInBody = secretInBody
+        self.dpop = dpop
         self.provider = provider
         self.clientID = clientID
         self.clientSecret = clientSecret
@@ -176,9 +180,13 @@ extension SessionService {
         }
         let inBody = request.secretInBody ?? (existing?.client.authentication == .clientSecretPost)
         let method: ClientAuthentication = request.clientSecret == nil ? .none : inBody ? .clientSecretPost : .clientSecretBasic
+        // Tokens bound to a key: the account's (a sign-in again keeps it), else a new one if asked.
+        var dpopKey = request.dpop ? DPoPKey.generate() : nil
+        if let existing, let kept = try await self.dpopKey(of: existing) { dpopKey = kept }
         let client = ClientCredentials(
             clientID: request.clientID,
-            authentication: request.clientSecret.map { inBody ? .clientSecretPost(ClientSecret($0)) : .clientSecretBasic(ClientSecret($0)) } ?? .none)
+            authentication: request.clientSecret.map { inBody ? .clientSecretPost(ClientSecret($0)) : .clientSecretBasic(ClientSecret($0)) } ?? .none,
+            dpopKey: dpopKey)
         if let existing, existing.issuer != provider.issuer {
             throw SignInError.wrongAccount(expected: Self.name(of: existing), signedInAs: "a user of \(provider.issuer)")
         }
@@ -262,7 +270,8 @@ extension SessionService {
             label: request.label ?? existing?.label ?? verified.flatMap { $0.name ?? $0.preferredUsername ?? $0.email }
                 ?? userinfo.flatMap { $0.name ?? $0.preferredUsername ?? $0.email },
             email: verified?.email ?? userinfo?.email ?? existing?.email, client: settings, clientSecret: request.clientSecret,
-            providerMetadata: provider.encoded(), subjectSource: source, kind: isGuest ? .guest : .registered)
+            providerMetadata: provider.encoded(), subjectSource: source, kind: isGuest ? .guest : .registered,
+            dpopKey: dpopKey?.pemRepresentation)
         let guest = isGuest ? nil : try await guestToUpgrade(request, provider: provider)
         let tokens = tokenSet(from: response, previous: nil, account: settings)
         let policy: SessionPolicy?

@@ -292,6 +292,9 @@ extension SessionService {
         // A client's account holds no refresh token, not even one a server sends unasked.
         if account.grant == .clientCredentials { response.refreshToken = nil }
         let id = key.account
+        if let dpop = try await dpopKey(of: account), let problem = response.dpopBindingProblem(for: dpop) {
+            try await refuseUnbound(response, problem: problem, for: account, stored: stored, holder: targetHolder(key))
+        }
         let holder = targetHolder(key)
         let audience = response.unverifiedAccessTokenAudience  // decoded once
         if let audience, !key.target.resources.isEmpty,

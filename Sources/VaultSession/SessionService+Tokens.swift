@@ -310,6 +310,9 @@ extension SessionService {
         }
         switch answer {
         case .success(let response):
+            if let key = credentials.dpopKey, let problem = response.dpopBindingProblem(for: key) {
+                try await refuseUnbound(response, problem: problem, for: account, stored: stored)
+            }
             let tokens = tokenSet(from: response, previous: stored.tokens, account: account)
             // The new tokens and their event, in one transaction.
             let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
@@ -334,6 +337,28 @@ extension SessionService {
         case .failure(let error):
             return try await handle(error, for: id, stored: stored, interrupted: interrupted)
         }
+    }
+
+    /// An answer to a DPoP-proved refresh whose access token is not bound to the account's key
+    /// (a bearer token, or another key's): never stored or handed out. A refresh token it rotated
+    /// is kept (the one presented may be dead), with the access token held before; the lease is
+    /// let go with no back-off, and the caller told why (exit 76).
+    func refuseUnbound(
+        _ response: TokenResponse, problem: String, for account: Account, stored: StoredTokens, holder: String? = nil
+    ) async throws -> Never {
+        let id = account.id
+        let holder = holder ?? holderID
+        if let rotated = response.refreshToken, rotated != stored.tokens.refreshToken, account.grant == .delegated {
+            var kept = stored.tokens
+            kept.refreshToken = rotated
+            let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
+            let saved = try await vaultCall { [vault, kept] in try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded) }
+            if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
+        } else {
+            try await vaultCall { [vault] in try vault.leases.release(for: id, holder: holder) }
+        }
+        logger.warning("the identity service sent a token not bound to the account's DPoP key; refused", metadata: ["account": "\(id)"])
+        throw SessionError.clientMisconfigured(id, code: "dpop_binding", description: problem)
     }
 
     /// Renews `holder`'s lease (this service's by default) every third of its duration until cancelled.

@@ -90,6 +90,12 @@ extension SessionService {
         // own error (a locked one's keys are gone: nothing sealed opens before this), and the
         // recipient starts from a fresh access token.
         _ = try await validAccessToken(for: id)
+        if let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }), account.hasDPoPKey {
+            throw SessionTransferError(
+                .notTransferable,
+                "account \(id)'s tokens are bound to a DPoP key this vault keeps: a bound refresh token is useless without it, and the key does not travel; sign the account in on the other machine"
+            )
+        }
         if let account = try await vaultCall({ [vault] in try vault.accounts.find(id) }), account.grant == .clientCredentials {
             throw SessionTransferError(
                 .notTransferable,

@@ -442,6 +442,23 @@ public actor SessionService {
     }
 
     func clientCredentials(for account: Account) async throws -> ClientCredentials {
+        var credentials = try await clientAuthentication(for: account)
+        credentials.dpopKey = try await dpopKey(of: account)
+        return credentials
+    }
+
+    /// The key the account's tokens are bound to (RFC 9449), or nil for bearer tokens.
+    func dpopKey(of account: Account) async throws -> DPoPKey? {
+        guard account.hasDPoPKey else { return nil }
+        guard let pem = try await vaultCall({ [vault] in try vault.accounts.dpopKey(for: account.id) }) else { return nil }
+        do {
+            return try DPoPKey(pem: pem)
+        } catch {
+            throw SessionError.clientMisconfigured(account.id, code: "unreadable_dpop_key", description: "the stored DPoP key \(error)")
+        }
+    }
+
+    private func clientAuthentication(for account: Account) async throws -> ClientCredentials {
         let method = account.client.authentication
         switch method {
         case .none:

@@ -54,6 +54,12 @@ extension VaultCommand.Accounts {
             let entries = clear ? [] : hosts.compactMap(CredentialHosts.normalise)
             try await OpenedVault.with(global, credentials) { opened in
                 let id = try opened.account(account)
+                if !entries.isEmpty, try opened.vault.accounts.find(id)?.hasDPoPKey == true {
+                    throw CommandFailure(
+                        .usage,
+                        "\(opened.name(of: id))'s tokens are bound to a DPoP key: git and docker send a token as a password and cannot send the proof each request needs, so the server would refuse it; nothing was changed"
+                    )
+                }
                 let asked = try target.target
                 try opened.vault.accounts.setCredentialHosts(
                     entries, username: username, makeDefault: self.default, target: ownToken ? .account : asked.isAccount ? nil : asked, for: id)

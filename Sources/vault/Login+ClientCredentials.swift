@@ -126,13 +126,15 @@ extension VaultCommand.Login {
             scopes: scopes.isEmpty ? existing?.client.scopes ?? [] : scopes,
             pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, account: existing?.id, policy: policy(), label: label,
             caFile: global.caFilePath ?? existing?.client.caFile)
+        var dpopRequest = request
+        dpopRequest.dpop = dpop
         let result: SignInResult
         if waitForRegistration {
             result = try await KeyRegistration.await(timeout: registrationTimeout?.duration ?? KeyRegistration.defaultTimeout) {
-                try await opened.session.signIn(client: request)
+                try await opened.session.signIn(client: dpopRequest)
             }
         } else {
-            result = try await opened.session.signIn(client: request)
+            result = try await opened.session.signIn(client: dpopRequest)
         }
         try setHosts(result.account.id, opened)
         return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))

@@ -66,6 +66,8 @@ extension VaultCommand {
                 valueName: "method"))
         var clientAuth: ClientAuthMethod?
 
+        @Flag(help: "Bind the account's tokens to a key the vault makes and keeps (RFC 9449, DPoP): a copied token is useless without it.")
+        var dpop = false
         @Flag(help: "Sign a client in as an account of its own: the client credentials grant (RFC 6749 §4.4), no user.")
         var clientCredentials = false
         @Option(
@@ -143,6 +145,10 @@ extension VaultCommand {
                 throw ValidationError("choose one of --device, --browser, --guest, --with-token and --client-credentials")
             }
             try validateClientCredentials()
+            if dpop && withToken { throw ValidationError("--dpop binds tokens the vault obtains; a bare token is whatever it already is") }
+            if dpop && !credentialHosts.isEmpty {
+                throw ValidationError("--host cannot go with --dpop: git and docker cannot send the proof a DPoP-bound token needs")
+            }
             if issuer == nil && account == nil && tokenEndpoint == nil {
                 throw ValidationError("give --issuer (or --account to sign an account in again)")
             }
@@ -218,7 +224,7 @@ extension VaultCommand {
                 scopes: scopes, pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, method: method(),
                 account: existing?.id, maxAge: maxAge?.duration, policy: policy, label: label, upgrading: upgrading,
                 redirect: try redirectURI.map { try LoopbackRedirect(parsing: $0) }, caFile: global.caFilePath,
-                secretInBody: clientAuth.map { $0 == .clientSecretPost })
+                secretInBody: clientAuth.map { $0 == .clientSecretPost }, dpop: dpop)
             let result = try await opened.session.signIn(using: request)
             try setHosts(result.account.id, opened)
             return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))

@@ -48,7 +48,8 @@ struct VaultCommand: AsyncParsableCommand {
         version: buildVersion,
         subcommands: [
             Init.self, Status.self, Login.self, Accounts.self, Sessions.self, Events.self, Devices.self, Notifications.self,
-            Token.self, Exec.self, Recipient.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self, Repair.self,
+            Token.self, DPoPProof.self, Exec.self, Recipient.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self,
+            Repair.self,
             Migrate.self,
             Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])

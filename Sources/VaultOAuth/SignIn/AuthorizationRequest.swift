@@ -119,6 +119,9 @@ extension OAuthClient {
         let secrets = [code, request.codeVerifier] + client.secrets + sent
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
+            if let key = client.dpopKey, let problem = tokens.dpopBindingProblem(for: key) {
+                throw .tokenRequestFailed(.malformedResponse(status: response.status, reason: problem), step: .codeExchange)
+            }
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])
             return tokens
         case .failure(let failure):

@@ -162,6 +162,9 @@ extension OAuthClient {
             }
             switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
             case .success(let tokens):
+                if let key = client.dpopKey, let problem = tokens.dpopBindingProblem(for: key) {
+                    throw .tokenRequestFailed(.malformedResponse(status: response.status, reason: problem), step: .devicePoll)
+                }
                 logger.debug("device authorization finished", metadata: ["oauth.outcome": "success"])
                 return tokens
             case .failure(let failure) where failure.isTransient:
