@@ -14,11 +14,18 @@ struct AccessTokenClaims: JWTPayload {
     var iat: Int
     var exp: Int
     var jti: String
+    /// The DPoP key the token is bound to (RFC 9449 §6.1); absent for a bearer token.
+    var cnf: Confirmation?
+
+    /// `cnf` (RFC 7800 §3.1) with the RFC 7638 thumbprint of a DPoP key (RFC 9449 §6.1).
+    struct Confirmation: Codable, Sendable, Hashable {
+        var jkt: String
+    }
 
     enum CodingKeys: String, CodingKey {
         case iss, sub, aud
         case clientID = "client_id"
-        case scope, iat, exp, jti
+        case scope, iat, exp, jti, cnf
     }
 
     /// The gateway only signs these; verifying is the resource server's job.

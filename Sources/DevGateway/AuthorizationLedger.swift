@@ -16,6 +16,9 @@ struct AuthorizationLedger: Sendable {
         let subject: String
         let authTime: Date
         let expiresAt: Date
+        /// The `dpop_jkt` of the authorization request (RFC 9449 §10): the thumbprint of the
+        /// DPoP key the exchange's proof must be signed by.
+        var dpopJKT: String?
         var spent = false
         /// The grant its exchange opened, revoked if the code is presented again.
         var grantID: String?
@@ -49,13 +52,13 @@ struct AuthorizationLedger: Sendable {
     /// Issues a single-use code bound to the request; returns it.
     mutating func issueCode(
         clientID: String, redirectURI: String, codeChallenge: String?, nonce: String?,
-        scope: String, subject: String, authTime: Date, now: Date
+        scope: String, subject: String, authTime: Date, now: Date, dpopJKT: String? = nil
     ) -> String {
         let code = TokenMint.token(prefix: "ac_")
         codes[code] = Code(
             clientID: clientID, redirectURI: redirectURI, codeChallenge: codeChallenge, nonce: nonce,
             scope: scope, subject: subject, authTime: authTime,
-            expiresAt: now.addingTimeInterval(Self.codeLifetime))
+            expiresAt: now.addingTimeInterval(Self.codeLifetime), dpopJKT: dpopJKT)
         return code
     }
 
@@ -66,8 +69,12 @@ struct AuthorizationLedger: Sendable {
     }
 
     /// Redeems `code` for the authenticated `clientID` (RFC 6749 §4.1.3, RFC 7636 §4.6). Any
-    /// attempt by the client the code was issued to spends it.
-    mutating func redeem(code: String, clientID: String, redirectURI: String?, codeVerifier: String?, now: Date) -> Redemption {
+    /// attempt by the client the code was issued to spends it. A code issued with `dpop_jkt`
+    /// needs `dpopThumbprint`, the key of the request's DPoP proof, to be that thumbprint
+    /// (RFC 9449 §10).
+    mutating func redeem(
+        code: String, clientID: String, redirectURI: String?, codeVerifier: String?, dpopThumbprint: String? = nil, now: Date
+    ) -> Redemption {
         guard var record = codes[code] else {
             return .rejected(.invalidGrant("unknown authorization code"), revokeGrant: nil)
         }
@@ -101,6 +108,13 @@ struct AuthorizationLedger: Sendable {
             guard TokenMint.constantTimeEquals(Self.s256Challenge(verifier), challenge) else {
                 return .rejected(.invalidGrant("code_verifier does not match the code_challenge"), revokeGrant: nil)
             }
+        }
+        if let expected = record.dpopJKT, dpopThumbprint != expected {
+            let description =
+                dpopThumbprint == nil
+                ? "the authorization request named a DPoP key (dpop_jkt): send a DPoP proof signed by it"
+                : "the DPoP proof is signed by another key than the authorization request's dpop_jkt"
+            return .rejected(.invalidGrant(description), revokeGrant: nil)
         }
         return .redeemed(record)
     }

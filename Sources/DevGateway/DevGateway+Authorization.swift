@@ -140,6 +140,10 @@ extension DevGateway {
             return refused("invalid_request", "prompt=none cannot be combined with other values")
         }
         let scope = parameters["scope"] ?? "openid profile"
+        // RFC 9449 §10: a JWK SHA-256 thumbprint, 43 base64url characters.
+        if let jkt = parameters["dpop_jkt"], !AuthorizationLedger.isWellFormedChallenge(jkt) {
+            return refused("invalid_request", "dpop_jkt must be the base64url SHA-256 thumbprint of a JWK (43 characters)")
+        }
 
         guard let subject = self.state.authorization.browserUser else {
             if prompts.contains("none") { return refused("login_required", "nobody is signed in at the gateway") }
@@ -169,7 +173,7 @@ extension DevGateway {
         let authTime = self.state.authorization.lastAuthentication[subject] ?? now
         let code = self.state.authorization.issueCode(
             clientID: clientID, redirectURI: redirectURI, codeChallenge: parameters["code_challenge"], nonce: parameters["nonce"],
-            scope: scope, subject: subject, authTime: authTime, now: now)
+            scope: scope, subject: subject, authTime: authTime, now: now, dpopJKT: parameters["dpop_jkt"])
         return redirect([("code", code)], outcome: "code_issued")
     }
 

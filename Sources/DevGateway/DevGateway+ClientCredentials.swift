@@ -96,7 +96,10 @@ extension DevGateway {
     /// `grant_type=client_credentials` (RFC 6749 §4.4.2) for an authenticated client: an access
     /// token for the client itself, no refresh token (§4.4.3). `scope` must be a subset of the
     /// registered scopes (none: all of them); `resource` is honoured as on refresh (RFC 8707).
-    func grantClientCredentials(_ parameters: FormBody, clientID: String, metadata: inout Logger.Metadata) -> Result<IssuedTokens, OAuthRejection> {
+    /// With `dpopThumbprint` (the request's DPoP proof) the token is bound to that key.
+    func grantClientCredentials(
+        _ parameters: FormBody, clientID: String, dpopThumbprint: String?, metadata: inout Logger.Metadata
+    ) -> Result<IssuedTokens, OAuthRejection> {
         guard let client = state.serviceClients.clients[clientID] else {
             return .failure(.unauthorizedClient("client \(clientID) is not registered for the client credentials grant"))
         }
@@ -117,7 +120,7 @@ extension DevGateway {
         if !audiences.isEmpty { metadata["gateway.audiences"] = "\(audiences)" }
         let tokens = state.tokens.issueClientCredentials(
             clientID: clientID, scope: scope.joined(separator: " "), accessTokenLifetime: client.accessTokenLifetime,
-            audiences: audiences, now: signInNow())
+            audiences: audiences, now: signInNow(), dpopThumbprint: dpopThumbprint)
         state.stats.clientCredentialsGrants += 1
         return .success(tokens)
     }

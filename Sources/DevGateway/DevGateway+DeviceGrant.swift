@@ -157,8 +157,9 @@ extension DevGateway {
             ])
     }
 
-    /// The device-code grant at the token endpoint (RFC 8628 §3.4-3.5), for an authenticated client.
-    func pollDeviceCode(_ parameters: FormBody, clientID: String) -> Result<IssuedTokens, OAuthRejection> {
+    /// The device-code grant at the token endpoint (RFC 8628 §3.4-3.5), for an authenticated
+    /// client; with `dpopThumbprint` (the poll's DPoP proof) the grant is bound to that key.
+    func pollDeviceCode(_ parameters: FormBody, clientID: String, dpopThumbprint: String?) -> Result<IssuedTokens, OAuthRejection> {
         state.stats.devicePolls += 1
         defer { statsDidChange() }
         guard let deviceCode = parameters["device_code"], !deviceCode.isEmpty else {
@@ -168,7 +169,8 @@ extension DevGateway {
         switch state.deviceGrants.poll(deviceCode: deviceCode, clientID: clientID, now: now) {
         case .approved(let subject, let scope):
             let authTime = state.authorization.lastAuthentication[subject] ?? now
-            return .success(state.tokens.openGrant(subject: subject, clientID: clientID, scope: scope, authTime: authTime))
+            return .success(
+                state.tokens.openGrant(subject: subject, clientID: clientID, scope: scope, authTime: authTime, dpopThumbprint: dpopThumbprint))
         case .rejected(let rejection, let slowedDown):
             if slowedDown { state.stats.slowDowns += 1 }
             return .failure(rejection)

@@ -92,7 +92,8 @@ extension DevGateway {
 
     /// `tokens` with their access token as a signed JWT (RFC 9068) when the ledger recorded it
     /// with an audience and the format is ``ResourceTokenFormat/jwt``; otherwise as they are.
-    /// The JWT takes the opaque token's place in the ledger, with its audience and scope.
+    /// The JWT takes the opaque token's place in the ledger, with its audience, scope and DPoP
+    /// binding (in the JWT as `cnf.jkt`, RFC 9449 §6.1).
     func formattingAccessToken(of tokens: IssuedTokens) async -> IssuedTokens {
         guard let (record, grant) = state.tokens.accessToken(tokens.accessToken), !record.audiences.isEmpty,
             state.faults.resourceTokenFormat == .jwt
@@ -103,7 +104,7 @@ extension DevGateway {
         let claims = AccessTokenClaims(
             iss: state.signIn.discovery.issuer ?? issuer, sub: grant.subject, aud: AudienceClaim(value: record.audiences),
             clientID: grant.clientID, scope: record.scope, iat: iat, exp: iat + tokens.expiresIn,
-            jti: TokenMint.identifier(prefix: "at-"))
+            jti: TokenMint.identifier(prefix: "at-"), cnf: record.dpopThumbprint.map { AccessTokenClaims.Confirmation(jkt: $0) })
         let key = state.signingKeys.current
         let jwt: String
         do {

@@ -51,9 +51,9 @@ extension DevGateway {
         return response
     }
 
-    /// The grant itself: client authentication, then the grant type's rules. A `resource`
-    /// (RFC 8707) is checked before a refresh token or code is spent, so `invalid_target`
-    /// changes nothing.
+    /// The grant itself: client authentication, the DPoP proof (RFC 9449 §5: its key binds the
+    /// tokens), then the grant type's rules. A `resource` (RFC 8707) is checked before a
+    /// refresh token or code is spent, so `invalid_target` changes nothing; so is the proof.
     private func exchange(_ request: HTTPRequest, form: Result<FormBody, OAuthRejection>) async -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/oauth/token"]
         // The nonce of the authorization request, for the ID token of a code exchange only.
@@ -61,10 +61,10 @@ extension DevGateway {
         // The client credentials grant has no user, so no ID token (OpenID Connect Core §3.1.3.3).
         var attachesIDToken = true
         let outcome: Result<IssuedTokens, OAuthRejection>
-        switch await authenticatedGrantRequest(request, form: form, metadata: &metadata) {
+        switch await boundGrantRequest(request, form: form, metadata: &metadata) {
         case .failure(let rejection):
             outcome = .failure(rejection)
-        case .success(let (parameters, grantType, clientID)):
+        case .success(let (parameters, grantType, clientID, dpopThumbprint)):
             outcome = {
                 switch grantType {
                 case "refresh_token", "authorization_code":
@@ -75,13 +75,15 @@ extension DevGateway {
                     }
                     if !audiences.isEmpty { metadata["gateway.audiences"] = "\(audiences)" }
                     return grantType == "refresh_token"
-                        ? refresh(parameters, clientID: clientID, audiences: audiences, metadata: &metadata)
-                        : redeemCode(parameters, clientID: clientID, audiences: audiences, nonce: &nonce, metadata: &metadata)
+                        ? refresh(parameters, clientID: clientID, audiences: audiences, dpopThumbprint: dpopThumbprint, metadata: &metadata)
+                        : redeemCode(
+                            parameters, clientID: clientID, audiences: audiences, dpopThumbprint: dpopThumbprint, nonce: &nonce,
+                            metadata: &metadata)
                 case DeviceGrantLedger.grantType:
-                    return pollDeviceCode(parameters, clientID: clientID)
+                    return pollDeviceCode(parameters, clientID: clientID, dpopThumbprint: dpopThumbprint)
                 case Self.clientCredentialsGrantType:
                     attachesIDToken = false
-                    return grantClientCredentials(parameters, clientID: clientID, metadata: &metadata)
+                    return grantClientCredentials(parameters, clientID: clientID, dpopThumbprint: dpopThumbprint, metadata: &metadata)
                 default:
                     return .failure(
                         .unsupportedGrantType(
@@ -96,14 +98,40 @@ extension DevGateway {
             metadata["gateway.outcome"] = "issued"
             metadata["gateway.grant_id"] = "\(tokens.grantID)"
             metadata["gateway.rotated"] = "\(tokens.refreshToken != nil)"
+            metadata["gateway.token_type"] = "\(tokens.tokenType)"
             logger.debug("token request", metadata: metadata)
+            if tokens.tokenType == "DPoP" {
+                state.stats.dpopBoundTokens += 1
+                statsDidChange()
+            }
             let formatted = await formattingAccessToken(of: tokens)
             let answered = attachesIDToken ? await attachingIDToken(to: formatted, nonce: nonce) : formatted.with(idToken: nil)
-            return .json(GatewayJSON.Tokens(answered, includeGrantID: false))
+            return withDPoPNonce(.json(GatewayJSON.Tokens(answered, includeGrantID: false)))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("token request", metadata: metadata)
-            return .oauthError(rejection)
+            return withDPoPNonce(.oauthError(rejection), challenged: rejection.error == "use_dpop_nonce")
+        }
+    }
+
+    /// ``authenticatedGrantRequest(_:form:metadata:)``, then the DPoP key the tokens are bound
+    /// to (``tokenRequestBinding(_:clientID:)``).
+    private func boundGrantRequest(
+        _ request: HTTPRequest, form: Result<FormBody, OAuthRejection>, metadata: inout Logger.Metadata
+    ) async -> Result<(FormBody, String, String, String?), OAuthRejection> {
+        let parameters: FormBody
+        let grantType: String
+        let clientID: String
+        switch await authenticatedGrantRequest(request, form: form, metadata: &metadata) {
+        case .success(let value): (parameters, grantType, clientID) = value
+        case .failure(let rejection): return .failure(rejection)
+        }
+        switch await tokenRequestBinding(request, clientID: clientID) {
+        case .success(let thumbprint):
+            if let thumbprint { metadata["gateway.dpop_jkt"] = "\(thumbprint)" }
+            return .success((parameters, grantType, clientID, thumbprint))
+        case .failure(let rejection):
+            return .failure(rejection)
         }
     }
 
@@ -131,15 +159,17 @@ extension DevGateway {
     }
 
     /// `grant_type=refresh_token` (RFC 6749 §6): rotation, or reuse detection. The access token
-    /// is for `audiences` (none: any resource).
+    /// is for `audiences` (none: any resource); a grant bound to a DPoP key refreshes only with
+    /// a proof by that key (``TokenLedger/refresh(refreshToken:clientID:requestedScope:audiences:dpopThumbprint:)``).
     private func refresh(
-        _ parameters: FormBody, clientID: String, audiences: [String], metadata: inout Logger.Metadata
+        _ parameters: FormBody, clientID: String, audiences: [String], dpopThumbprint: String?, metadata: inout Logger.Metadata
     ) -> Result<IssuedTokens, OAuthRejection> {
         guard let refreshToken = parameters["refresh_token"], !refreshToken.isEmpty else {
             return .failure(.invalidRequest("refresh_token is required"))
         }
         switch state.tokens.refresh(
-            refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"], audiences: audiences)
+            refreshToken: refreshToken, clientID: clientID, requestedScope: parameters["scope"], audiences: audiences,
+            dpopThumbprint: dpopThumbprint)
         {
         case .issued(let tokens):
             return .success(tokens)
@@ -153,9 +183,11 @@ extension DevGateway {
     }
 
     /// `grant_type=authorization_code` (RFC 6749 §4.1.3, RFC 7636 §4.5): a code presented
-    /// again revokes the grant it opened. The first access token is for `audiences`.
+    /// again revokes the grant it opened. The first access token is for `audiences`; the grant
+    /// is bound to `dpopThumbprint`, which must be the authorization request's `dpop_jkt` if it
+    /// had one (RFC 9449 §10).
     private func redeemCode(
-        _ parameters: FormBody, clientID: String, audiences: [String], nonce: inout String?,
+        _ parameters: FormBody, clientID: String, audiences: [String], dpopThumbprint: String?, nonce: inout String?,
         metadata: inout Logger.Metadata
     ) -> Result<IssuedTokens, OAuthRejection> {
         guard let code = parameters["code"], !code.isEmpty else {
@@ -163,12 +195,12 @@ extension DevGateway {
         }
         switch state.authorization.redeem(
             code: code, clientID: clientID, redirectURI: parameters["redirect_uri"],
-            codeVerifier: parameters["code_verifier"], now: signInNow())
+            codeVerifier: parameters["code_verifier"], dpopThumbprint: dpopThumbprint, now: signInNow())
         {
         case .redeemed(let record):
             let tokens = state.tokens.openGrant(
                 subject: record.subject, clientID: clientID, scope: record.scope,
-                authTime: record.authTime, audiences: audiences)
+                authTime: record.authTime, audiences: audiences, dpopThumbprint: dpopThumbprint)
             state.authorization.recordGrant(tokens.grantID, forCode: code)
             nonce = record.nonce
             return .success(tokens)
@@ -181,7 +213,9 @@ extension DevGateway {
         }
     }
 
-    /// `POST /oauth/revoke` (RFC 7009): revokes the token's grant; unknown tokens are fine.
+    /// `POST /oauth/revoke` (RFC 7009): revokes the token's grant; unknown tokens are fine. A
+    /// DPoP proof is optional; one that is sent must be valid (for a DPoP-bound access token,
+    /// with its `ath`), else 400 `invalid_dpop_proof` (or `use_dpop_nonce`) and nothing is revoked.
     func handleRevocationRequest(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
         state.stats.revocationRequests += 1
         statsDidChange()
@@ -192,38 +226,45 @@ extension DevGateway {
             return .fault(fault, echoing: (body, request.headers[.authorization]))
         }
 
-        let authenticated = await authenticatedEndpointForm(request, body: body, endpoint: revocationEndpoint)
-        let outcome: Result<Void, OAuthRejection> = {
-            let parameters: FormBody
-            let clientID: String
-            switch authenticated {
-            case .success(let form): (parameters, clientID) = form
-            case .failure(let rejection): return .failure(rejection)
-            }
-            metadata["gateway.client_id"] = "\(clientID)"
-            guard let token = parameters["token"], !token.isEmpty else {
-                return .failure(.invalidRequest("token is required"))
-            }
-            if let hint = parameters["token_type_hint"], hint != "refresh_token", hint != "access_token" {
-                return .failure(OAuthRejection(status: 400, error: "unsupported_token_type", description: "tokens of type \(hint) are not revocable here"))
-            }
-            switch state.tokens.revoke(token: token, clientID: clientID) {
-            case .revoked, .unknownToken:
-                return .success(())
-            case .otherClient:
-                return .failure(.unauthorizedClient("the token was issued to another client"))
-            }
-        }()
-
-        switch outcome {
+        switch await revoke(request, body: body, metadata: &metadata) {
         case .success:
             metadata["gateway.outcome"] = "revoked"
             logger.debug("revocation request", metadata: metadata)
-            return .empty(status: 200)
+            return withDPoPNonce(.empty(status: 200))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("revocation request", metadata: metadata)
-            return .oauthError(rejection)
+            return withDPoPNonce(.oauthError(rejection), challenged: rejection.error == "use_dpop_nonce")
+        }
+    }
+
+    /// The revocation itself: client authentication, the form, the optional DPoP proof, then
+    /// the ledger.
+    private func revoke(_ request: HTTPRequest, body: Data, metadata: inout Logger.Metadata) async -> Result<Void, OAuthRejection> {
+        let parameters: FormBody
+        let clientID: String
+        switch await authenticatedEndpointForm(request, body: body, endpoint: revocationEndpoint) {
+        case .success(let form): (parameters, clientID) = form
+        case .failure(let rejection): return .failure(rejection)
+        }
+        metadata["gateway.client_id"] = "\(clientID)"
+        guard let token = parameters["token"], !token.isEmpty else {
+            return .failure(.invalidRequest("token is required"))
+        }
+        if let hint = parameters["token_type_hint"], hint != "refresh_token", hint != "access_token" {
+            return .failure(OAuthRejection(status: 400, error: "unsupported_token_type", description: "tokens of type \(hint) are not revocable here"))
+        }
+        // A DPoP-bound access token revoked with a proof: the proof carries its hash, as at a
+        // resource (RFC 9449 §7.1).
+        let isBoundAccessToken = state.tokens.accessToken(token)?.record.dpopThumbprint != nil
+        if case .failure(let refusal) = await checkDPoPProof(request, accessToken: isBoundAccessToken ? token : nil) {
+            return .failure(.dpopProof(refusal))
+        }
+        switch state.tokens.revoke(token: token, clientID: clientID) {
+        case .revoked, .unknownToken:
+            return .success(())
+        case .otherClient:
+            return .failure(.unauthorizedClient("the token was issued to another client"))
         }
     }
 

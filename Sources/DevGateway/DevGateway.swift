@@ -10,7 +10,8 @@ import Logging
 /// authorization-code (PKCE), device and client credentials grants (the last with
 /// `client_secret_basic`, `client_secret_post` or `private_key_jwt` service clients, see
 /// ``registerServiceClient(id:authentication:scopes:accessTokenLifetime:)``), token and revocation endpoints over real HTTP,
-/// with rotation, reuse detection, fault injection and counters for tests.
+/// with rotation, reuse detection, DPoP-bound tokens (RFC 9449: ``requireDPoPNonce(_:)``,
+/// ``requireDPoP(forClient:)``), fault injection and counters for tests.
 ///
 /// ```swift
 /// let gateway = try await DevGateway.start(logger: logger)

@@ -30,4 +30,6 @@ struct GatewayState: Sendable {
     var resources = ResourceServers()
     /// Clients of the client credentials grant, their credentials, and used client assertions.
     var serviceClients = ServiceClientRegistry()
+    /// DPoP (RFC 9449): whether proofs and nonces are required, the nonce, used proofs.
+    var dpop = DPoPLedger()
 }

@@ -54,6 +54,23 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     /// `private_key_jwt` assertions refused because the client had used their `jti` before
     /// (also counted in ``refusedClientAuthentications``).
     public var replayedClientAssertions = 0
+    /// DPoP proofs (RFC 9449) accepted at `/oauth/token`, `/oauth/revoke` and the protected
+    /// resources.
+    public var dpopProofsAccepted = 0
+    /// DPoP proofs refused (`invalid_dpop_proof`), by the check that failed: `missing`,
+    /// `multiple`, `malformed`, `typ`, `alg`, `jwk`, `signature`, `claims`, `htm`, `htu`, `iat`,
+    /// `ath` or `replay`. A missing or stale nonce is a nonce challenge, not a refusal.
+    public var refusedDPoPProofs: [String: Int] = [:]
+    /// DPoP proofs refused because their key had used their `jti` before (also counted in
+    /// ``refusedDPoPProofs`` as `replay`).
+    public var replayedDPoPProofs = 0
+    /// Answers `use_dpop_nonce` sent: a proof without the current nonce while one is required.
+    public var dpopNonceChallenges = 0
+    /// Access tokens issued bound to a DPoP key (`token_type` `DPoP`).
+    public var dpopBoundTokens = 0
+    /// Requests to a protected resource that presented a DPoP-bound access token as a bearer
+    /// token, refused (also counted in ``resourceRefusals``).
+    public var boundTokenBearerRefusals = 0
 
     /// Empty statistics.
     public init() {}
@@ -78,6 +95,12 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case clientCredentialsGrants = "client_credentials_grants"
         case refusedClientAuthentications = "refused_client_authentications"
         case replayedClientAssertions = "replayed_client_assertions"
+        case dpopProofsAccepted = "dpop_proofs_accepted"
+        case refusedDPoPProofs = "refused_dpop_proofs"
+        case replayedDPoPProofs = "replayed_dpop_proofs"
+        case dpopNonceChallenges = "dpop_nonce_challenges"
+        case dpopBoundTokens = "dpop_bound_tokens"
+        case boundTokenBearerRefusals = "bound_token_bearer_refusals"
     }
 }
 
@@ -90,7 +113,9 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
             + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests), "
             + "resourceTokenRequests: \(resourceTokenRequests), invalidTargetRefusals: \(invalidTargetRefusals), "
             + "clientCredentialsGrants: \(clientCredentialsGrants), refusedClientAuthentications: \(refusedClientAuthentications), "
-            + "replayedClientAssertions: \(replayedClientAssertions))"
+            + "replayedClientAssertions: \(replayedClientAssertions), dpopProofsAccepted: \(dpopProofsAccepted), "
+            + "refusedDPoPProofs: \(refusedDPoPProofs), replayedDPoPProofs: \(replayedDPoPProofs), dpopNonceChallenges: \(dpopNonceChallenges), "
+            + "dpopBoundTokens: \(dpopBoundTokens), boundTokenBearerRefusals: \(boundTokenBearerRefusals))"
     }
 
     /// A mirror without token values.
@@ -105,7 +130,10 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
                 "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
                 "resourceTokenRequests": resourceTokenRequests, "invalidTargetRefusals": invalidTargetRefusals,
                 "clientCredentialsGrants": clientCredentialsGrants, "refusedClientAuthentications": refusedClientAuthentications,
-                "replayedClientAssertions": replayedClientAssertions,
+                "replayedClientAssertions": replayedClientAssertions, "dpopProofsAccepted": dpopProofsAccepted,
+                "refusedDPoPProofs": refusedDPoPProofs, "replayedDPoPProofs": replayedDPoPProofs,
+                "dpopNonceChallenges": dpopNonceChallenges, "dpopBoundTokens": dpopBoundTokens,
+                "boundTokenBearerRefusals": boundTokenBearerRefusals,
             ], displayStyle: .struct)
     }
 }

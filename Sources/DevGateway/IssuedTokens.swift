@@ -11,7 +11,8 @@ public struct IssuedTokens: Sendable, Hashable {
     public let grantID: String
     /// The new access token.
     public let accessToken: String
-    /// Always `Bearer`.
+    /// `Bearer`, or `DPoP` for an access token bound to the key of the request's DPoP proof
+    /// (RFC 9449 §5): send it as `Authorization: DPoP <token>` with a proof by that key.
     public let tokenType: String
     /// The access token's lifetime in seconds.
     public let expiresIn: Int

@@ -23,6 +23,10 @@ struct TokenLedger: Sendable {
         /// nil follows ``TokenLedger/rotatesRefreshTokens``.
         var rotatesRefreshTokens: Bool?
         var revoked = false
+        /// The RFC 7638 thumbprint of the DPoP key the grant's refresh tokens are bound to
+        /// (RFC 9449 §5): set by the first token request with a proof; a refresh must then
+        /// carry a proof by that key.
+        var dpopThumbprint: String?
     }
 
     enum RefreshTokenStatus: Sendable {
@@ -42,6 +46,9 @@ struct TokenLedger: Sendable {
         /// audience restriction (every token issued without `resource`).
         let audiences: [String]
         let scope: String
+        /// The thumbprint of the DPoP key the token is bound to (RFC 9449 §6); nil for a
+        /// bearer token.
+        var dpopThumbprint: String?
     }
 
     private(set) var clients: [String: Client] = [:]
@@ -71,6 +78,8 @@ struct TokenLedger: Sendable {
 
     /// Opens a new grant for a registered client (a redeemed code, an approved device code, a
     /// guest) and returns its first tokens; the access token is for `audiences` (none: any).
+    /// With `dpopThumbprint` (a token request with a DPoP proof) the grant's tokens are bound
+    /// to that key.
     mutating func openGrant(
         subject: String,
         clientID: String,
@@ -79,7 +88,8 @@ struct TokenLedger: Sendable {
         isGuest: Bool = false,
         accessTokenLifetime: Duration = .seconds(3600),
         rotatesRefreshTokens: Bool? = nil,
-        audiences: [String] = []
+        audiences: [String] = [],
+        dpopThumbprint: String? = nil
     ) -> IssuedTokens {
         let grant = Grant(
             id: TokenMint.identifier(prefix: "grant_"),
@@ -89,7 +99,8 @@ struct TokenLedger: Sendable {
             accessTokenLifetime: accessTokenLifetime,
             authTime: authTime,
             isGuest: isGuest,
-            rotatesRefreshTokens: rotatesRefreshTokens
+            rotatesRefreshTokens: rotatesRefreshTokens,
+            dpopThumbprint: dpopThumbprint
         )
         grants[grant.id] = grant
         return mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: true)
@@ -98,9 +109,10 @@ struct TokenLedger: Sendable {
     /// Opens a grant of the client credentials grant (RFC 6749 §4.4) and returns its one access
     /// token, for `audiences` (none: any resource). The client is the grant's subject (RFC 9068
     /// §2.2); there is no refresh token (RFC 6749 §4.4.3). Revoking the access token revokes
-    /// the grant, that token alone.
+    /// the grant, that token alone. With `dpopThumbprint` the token is bound to that DPoP key.
     mutating func issueClientCredentials(
-        clientID: String, scope: String, accessTokenLifetime: Duration, audiences: [String], now: Date
+        clientID: String, scope: String, accessTokenLifetime: Duration, audiences: [String], now: Date,
+        dpopThumbprint: String? = nil
     ) -> IssuedTokens {
         let grant = Grant(
             id: TokenMint.identifier(prefix: "grant_"),
@@ -109,7 +121,8 @@ struct TokenLedger: Sendable {
             scope: scope,
             accessTokenLifetime: accessTokenLifetime,
             authTime: now,
-            isGuest: false
+            isGuest: false,
+            dpopThumbprint: dpopThumbprint
         )
         grants[grant.id] = grant
         return mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: false)
@@ -151,8 +164,14 @@ struct TokenLedger: Sendable {
 
     /// Refreshes for an authenticated client: rotates, or detects reuse and revokes the family.
     /// The new access token is for `audiences` (RFC 8707; none: any resource).
+    ///
+    /// `dpopThumbprint` is the key of the request's DPoP proof, if it had one. A grant bound to
+    /// a key refreshes only with a proof by that key (RFC 9449 §5: `invalid_grant`, nothing
+    /// spent); an unbound grant refreshed with a proof is bound to its key from then on. Either
+    /// way the new access token is bound to the proof's key.
     mutating func refresh(
-        refreshToken: String, clientID: String, requestedScope: String?, audiences: [String] = []
+        refreshToken: String, clientID: String, requestedScope: String?, audiences: [String] = [],
+        dpopThumbprint: String? = nil
     ) -> RefreshOutcome {
         guard let record = refreshTokens[refreshToken], let grant = grants[record.grantID] else {
             return .rejected(.invalidGrant("unknown refresh token"), reuseDetected: false)
@@ -166,6 +185,13 @@ struct TokenLedger: Sendable {
         guard record.status == .active else {
             revokeFamily(grant.id)
             return .rejected(.invalidGrant("refresh token reuse detected; the grant has been revoked"), reuseDetected: true)
+        }
+        if let bound = grant.dpopThumbprint, dpopThumbprint != bound {
+            let description =
+                dpopThumbprint == nil
+                ? "the refresh token is bound to a DPoP key: send a DPoP proof signed by that key"
+                : "the refresh token is bound to another DPoP key than the proof's"
+            return .rejected(.invalidGrant(description), reuseDetected: false)
         }
 
         var scope = grant.scope
@@ -182,7 +208,12 @@ struct TokenLedger: Sendable {
         if rotates {
             refreshTokens[refreshToken]?.status = .rotated
         }
-        return .issued(mintTokens(for: grant, scope: scope, audiences: audiences, withRefreshToken: rotates))
+        var bound = grant
+        if let dpopThumbprint, grant.dpopThumbprint == nil {
+            bound.dpopThumbprint = dpopThumbprint
+            grants[grant.id] = bound
+        }
+        return .issued(mintTokens(for: bound, scope: scope, audiences: audiences, withRefreshToken: rotates))
     }
 
     enum RevocationOutcome: Sendable {
@@ -259,7 +290,8 @@ struct TokenLedger: Sendable {
         for grant: Grant, scope: String, audiences: [String], withRefreshToken: Bool
     ) -> IssuedTokens {
         let accessToken = TokenMint.token(prefix: "at_")
-        accessTokens[accessToken] = AccessTokenRecord(grantID: grant.id, audiences: audiences, scope: scope)
+        accessTokens[accessToken] = AccessTokenRecord(
+            grantID: grant.id, audiences: audiences, scope: scope, dpopThumbprint: grant.dpopThumbprint)
         var refreshToken: String?
         if withRefreshToken {
             let token = TokenMint.token(prefix: "rt_")
@@ -269,7 +301,7 @@ struct TokenLedger: Sendable {
         return IssuedTokens(
             grantID: grant.id,
             accessToken: accessToken,
-            tokenType: "Bearer",
+            tokenType: grant.dpopThumbprint == nil ? "Bearer" : "DPoP",
             expiresIn: max(0, Int(grant.accessTokenLifetime.components.seconds)),
             refreshToken: refreshToken,
             idToken: nil,
