@@ -13,6 +13,8 @@ let package = Package(
         .package(path: ".."),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        // The baseline of the DPoP proof: one P-256 signature, made as jwt-kit makes it.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // libsodium for the baselines only (crypto_pwhash, one AEAD open); the vault reaches it through VaultCrypto.
@@ -30,6 +32,7 @@ let package = Package(
                 .product(name: "DevGateway", package: root),
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ],

@@ -1,6 +1,7 @@
 import Foundation
 import JWTKit
 import VaultCrypto
+import VaultSync
 
 /// A P-256 key a client authenticates with by `private_key_jwt` (RFC 7523 §2.2, OpenID Connect
 /// Core §9): each request to the token or revocation endpoint carries an assertion signed with it
@@ -23,6 +24,8 @@ public struct ClientSigningKey: Sendable, Hashable {
     let x: String
     let y: String
     private let key: ES256PrivateKey
+    /// The key collection that signs with it, made on first use and kept (a proof per request).
+    private let signer = SignerCache()
 
     /// Why a key could not be read.
     public enum ReadError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -91,7 +94,7 @@ public struct ClientSigningKey: Sendable, Hashable {
     /// `claims` signed with this key (ES256, jwt-kit) under `header`; `naming` puts the key id
     /// in the header as `kid`.
     func sign(_ claims: some JWTPayload, header: JWTHeader, naming: Bool) async throws -> String {
-        let keys = await JWTKeyCollection().add(ecdsa: key)
+        let keys = await signer.collection(signingWith: key)
         var header = header
         if naming { header.kid = keyID }
         return try await keys.sign(claims, header: header)
@@ -128,4 +131,20 @@ struct ClientAssertionClaims: JWTPayload {
     var jti: IDClaim
 
     func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
+/// A jwt-kit key collection holding one key, made once per key: every proof and assertion is
+/// signed by the same collection instead of a new one per request.
+final class SignerCache: Sendable {
+    private let keys = JWTKeyCollection()
+    private let ready = Locked(false)
+
+    /// The collection, `key` added to it the first time (two first callers at once both add the
+    /// same key as the default: the same outcome).
+    func collection(signingWith key: ES256PrivateKey) async -> JWTKeyCollection {
+        if ready.withLock({ $0 }) { return keys }
+        await keys.add(ecdsa: key)
+        ready.withLock { $0 = true }
+        return keys
+    }
 }

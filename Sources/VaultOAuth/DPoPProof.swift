@@ -8,7 +8,7 @@ import VaultCrypto
 ///
 /// ```swift
 /// let key = DPoPKey.generate()
-/// let proof = try await key.proof(method: "GET", url: api, accessToken: token.value)
+/// let proof = try await key.proof(method: "GET", url: api, accessToken: token.value, now: Date())
 /// request.headers["Authorization"] = "DPoP \(token.value)"
 /// request.headers["DPoP"] = proof
 /// ```
@@ -35,7 +35,7 @@ public struct DPoPKey: Sendable, Hashable {
     /// public key in its header, with a random `jti`, `htm` the method, `htu` the URL without
     /// query and fragment, `iat` now, `ath` the SHA-256 of `accessToken` when one is presented,
     /// and `nonce` when the server gave one.
-    public func proof(method: String, url: URL, accessToken: String? = nil, nonce: String? = nil, now: Date = Date()) async throws -> String {
+    public func proof(method: String, url: URL, accessToken: String? = nil, nonce: String? = nil, now: Date) async throws -> String {
         let claims = DPoPProofClaims(
             jti: Base64URL.encode(try Random.bytes(16)), htm: method.uppercased(), htu: Self.htu(url),
             iat: Int(now.timeIntervalSince1970.rounded(.down)), ath: accessToken.map(Self.ath), nonce: nonce)

@@ -54,7 +54,7 @@ if quick {
         agentIterations: 500, agentClients: 8, agentSeconds: 2, syncDevices: 100, syncNotificationSizes: [1_000, 5_000])
 }
 // A subset of the groups, to re-measure one figure while working on it (`make bench` runs all).
-let groups = Set((option("--only") ?? "unlock,tokens,durable,process,agent,refresh,pages,maintenance,sync").split(separator: ",").map(String.init))
+let groups = Set((option("--only") ?? "unlock,dpop,tokens,durable,process,agent,refresh,pages,maintenance,sync").split(separator: ",").map(String.init))
 let selfBinary = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL.path
 let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-bench-\(getpid())")
 try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -70,6 +70,9 @@ var failures: [String] = []
 }
 if groups.contains("unlock") {
     do { try await benchUnlock(report, dir: dir, scale: scale) } catch { record("unlock", error) }
+}
+if groups.contains("dpop") {
+    do { try await benchDPoPProof(report, scale: scale) } catch { record("dpop", error) }
 }
 if groups.contains("tokens") || groups.contains("process") {
     var tokens: BenchVault?
