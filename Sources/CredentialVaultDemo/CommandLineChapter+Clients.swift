@@ -60,6 +60,42 @@ extension CommandLineChapter {
         narrator.say("  exit \(refused.status): \(message)")
         narrator.say("  the secret in that output: \(refused.stderr.contains("demo-backup-secret") ? "repeated (wrong!)" : "not repeated")")
         _ = try await machine.run(["accounts", "list"], narrator: narrator)
+        try await boundTokens(gateway: gateway, machine: machine, secretFile: secretFile, narrator: narrator)
+    }
+
+    /// A daemon whose tokens are bound to a key the vault keeps (RFC 9449): its token with a
+    /// proof is taken, the same token copied and sent as a bearer token is refused.
+    private static func boundTokens(gateway: DevGateway, machine: Machine, secretFile: URL, narrator: Narrator) async throws {
+        narrator.chapter("Tokens bound to the vault's key: `vault login --dpop`")
+        try await gateway.registerServiceClient(id: "sync-daemon", authentication: .clientSecretPost("demo-backup-secret"))
+        _ = try await machine.run(
+            [
+                "login", "--client-credentials", "--dpop", "--issuer", gateway.baseURL.absoluteString, "--client-id", "sync-daemon",
+                "--client-auth", "client_secret_post", "--client-secret-file", secretFile.path,
+            ], narrator: narrator)
+        let api = gateway.baseURL.appendingPathComponent("api/profile")
+        narrator.say("machine \(machine.name)> vault dpop-proof GET \(api.absoluteString) --json   (token and proof to variables, not shown)")
+        let out = try await machine.run(["dpop-proof", "GET", api.absoluteString, "--json"], narrator: narrator, show: false)
+        let object = (try? JSONSerialization.jsonObject(with: Data(out.stdout.utf8)) as? [String: Any]) ?? [:]
+        guard let token = object["token"] as? String, let proof = object["proof"] as? String else {
+            narrator.say("  exit \(out.status): \(out.stderr)")
+            return
+        }
+        let http = NIOTransport(timeout: .seconds(10))
+        var headers = HTTPHeaderFields()
+        headers["Authorization"] = "DPoP \(token)"
+        headers["DPoP"] = proof
+        narrator.say(
+            "  GET /api/profile with the token and its proof → HTTP \(try await http.send(HTTPRequest(method: .get, url: api, headers: headers)).status)")
+        var stolen = HTTPHeaderFields()
+        stolen["Authorization"] = "Bearer \(token)"
+        let refused = try await http.send(HTTPRequest(method: .get, url: api, headers: stolen))
+        narrator.say(
+            "  the same token copied and sent as a bearer token → HTTP \(refused.status) (\(refused.headers["WWW-Authenticate"]?.contains("invalid_token") == true ? "invalid_token" : "?"))"
+        )
+        let host = try await machine.run(["accounts", "set-host", "sync-daemon", "git.demo.test"], narrator: narrator, show: false)
+        narrator.say("machine \(machine.name)> vault accounts set-host sync-daemon git.demo.test")
+        narrator.say("  exit \(host.status): \(host.stderr.split(separator: "\n").last ?? "")")
     }
 
     /// `vault token --account ACCOUNT` (not shown), then who the gateway's API says holds it.
