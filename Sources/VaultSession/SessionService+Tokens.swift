@@ -341,8 +341,9 @@ extension SessionService {
 
     /// An answer to a DPoP-proved refresh whose access token is not bound to the account's key
     /// (a bearer token, or another key's): never stored or handed out. A refresh token it rotated
-    /// is kept (the one presented may be dead), with the access token held before; the lease is
-    /// let go with no back-off, and the caller told why (exit 76).
+    /// is kept (the one presented may be dead), with the access token held before; otherwise the
+    /// account backs off as for any misconfigured client (a provider that ignores DPoP is not
+    /// asked again on every call), and the caller is told why (exit 76).
     func refuseUnbound(
         _ response: TokenResponse, problem: String, for account: Account, stored: StoredTokens, holder: String? = nil
     ) async throws -> Never {
@@ -354,8 +355,14 @@ extension SessionService {
             let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
             let saved = try await vaultCall { [vault, kept] in try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded) }
             if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
-        } else {
+        } else if holder != holderID {
+            // A target's refresh: that target only, as for its other refusals.
             try await vaultCall { [vault] in try vault.leases.release(for: id, holder: holder) }
+        } else {
+            let retryAt = now().addingTimeInterval(configuration.backoffCap.timeInterval)
+            try await vaultCall { [vault] in
+                try vault.leases.fail(for: id, holder: holder, failure: "dpop_binding", detail: problem, nextAttemptAt: retryAt)
+            }
         }
         logger.warning("the identity service sent a token not bound to the account's DPoP key; refused", metadata: ["account": "\(id)"])
         throw SessionError.clientMisconfigured(id, code: "dpop_binding", description: problem)

@@ -56,4 +56,23 @@ struct DPoPProofTests {
         #expect(plain["ath"] == nil && plain["nonce"] == nil && plain["jti"] as? String != claims["jti"] as? String)
         #expect("\(key)".contains(key.thumbprint) && !"\(key)".contains("PRIVATE"))
     }
+
+    @Test("what comes back is checked: a bearer answer and a JWT bound to another key are refused; an opaque DPoP token passes on its type")
+    func bindingChecked() throws {
+        let key = DPoPKey.generate()
+        func jwt(_ claims: String) -> String {
+            func part(_ text: String) -> String {
+                Data(text.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+                    .replacingOccurrences(of: "=", with: "")
+            }
+            return part(#"{"alg":"ES256","typ":"at+jwt"}"#) + "." + part(claims) + ".c2ln"
+        }
+        #expect(TokenResponse(accessToken: "opaque", tokenType: "Bearer").dpopBindingProblem(for: key)?.contains("Bearer") == true)
+        #expect(TokenResponse(accessToken: "opaque", tokenType: "DPoP").dpopBindingProblem(for: key) == nil)
+        #expect(TokenResponse(accessToken: "opaque", tokenType: "dpop").dpopBindingProblem(for: key) == nil, "the type is case-insensitive")
+        let mine = jwt(#"{"sub":"a","cnf":{"jkt":"\#(key.thumbprint)"}}"#)
+        #expect(TokenResponse(accessToken: mine, tokenType: "DPoP").dpopBindingProblem(for: key) == nil)
+        let theirs = jwt(#"{"sub":"a","cnf":{"jkt":"\#(DPoPKey.generate().thumbprint)"}}"#)
+        #expect(TokenResponse(accessToken: theirs, tokenType: "DPoP").dpopBindingProblem(for: key)?.contains("another key") == true)
+    }
 }
