@@ -243,6 +243,12 @@ struct AccountView {
             ),
             ("Session", status.text),
             ("Tokens", tokenText),
+            (
+                "Token binding",
+                account.hasDPoPKey
+                    ? "DPoP (RFC 9449): bound to a key the vault keeps; `vault dpop-proof` signs for requests"
+                    : "bearer (whoever holds a token can use it)"
+            ),
         ]
         if let session {
             rows.append(("Started", Format.iso8601(session.startedAt)))

@@ -38,6 +38,7 @@ extension JSONValue {
             "client": client(account.client),
             "has_client_secret": .bool(account.hasClientSecret),
             "has_client_signing_key": .bool(account.hasClientSigningKey),
+            "dpop_bound": .bool(account.hasDPoPKey),
             "grant": .string(account.grant.rawValue),
             "created_at": .date(account.createdAt),
             "tokens": tokens.map(self.tokens) ?? .null,

@@ -44,6 +44,9 @@ struct DPoPCommandTests {
         bearer["Authorization"] = "Bearer \(token)"
         #expect(try await http.send(HTTPRequest(method: .get, url: api, headers: bearer)).status == 401)
         #expect(try await cli.run(["token", "--json"]).jsonObject()["type"] as? String == "DPoP")
+        let shown = try await cli.run(["accounts", "show", "indexer", "--json"]).jsonObject()
+        #expect(shown["dpop_bound"] as? Bool == true)
+        #expect(try await cli.run(["accounts", "show", "indexer"]).stdout.contains("DPoP (RFC 9449)"))
 
         // git and docker cannot send proofs: binding a host is refused, saying why.
         let host = try await cli.run(["accounts", "set-host", "indexer", "git.example.test"])
