@@ -11,7 +11,12 @@ its issuer), each case in a fresh vault, and checks what the provider itself the
 method, the form's parameter names, a client assertion's header and claims). Exits non-zero if
 any case fails; prints one line per case with its time, then a summary.
 
-Needs the provider venv's packages: requests, and cryptography for the client keys.
+The DPoP cases (RFC 9449) switch the provider's DPoP mode (PUT /admin/dpop) and read what it
+recorded of every proof the vault sent and of each RFC 9449 §4.3 check (/admin/dpop-proofs); a
+proof `vault dpop-proof` prints is also verified here, with joserfc, independently of the provider.
+
+Needs the provider venv's packages: requests, cryptography for the client keys, joserfc (Authlib's
+JOSE library) for the DPoP proofs.
 """
 
 import base64
@@ -27,12 +32,16 @@ import time
 import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from joserfc import jws
+from joserfc.jwk import ECKey, JWKRegistry, OctKey
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "common"))
 import interop  # noqa: E402  (../common/interop.py, standard library only)
 VAULT, ORIGIN, WORK = sys.argv[1], sys.argv[2].rstrip("/"), sys.argv[3]
 TOKEN_ENDPOINT = ORIGIN + "/oauth/token"
+REVOCATION_ENDPOINT = ORIGIN + "/oauth/revoke"
+WHOAMI = ORIGIN + "/api/whoami"
 # As provider/app.py reads them.
 SECRETS = {
     "cv-basic": os.environ.get("AUTHLIB_BASIC_SECRET", "cv-basic-secret-1"),
@@ -205,6 +214,30 @@ def mark():
     return len(admin("GET", "requests"))
 
 
+def set_dpop(mode):
+    """The provider's DPoP mode: off (proofs verified and recorded, never acted on), on (a proof
+    that verifies binds the token), nonce (on, and a server nonce required in every proof)."""
+    admin("PUT", "dpop", {"mode": mode})
+
+
+def proofs(since=0, path=None):
+    """The DPoP proofs the provider received since proof number `since` (at `path`), each with
+    its header, claims, thumbprint (jkt) and the result of every RFC 9449 §4.3 check."""
+    return admin("GET", f"dpop-proofs?since={since}" + (f"&path={path}" if path else ""))
+
+
+def mark_proofs():
+    return len(proofs())
+
+
+def tokens_issued(client_id, since=0):
+    return admin("GET", f"tokens?client_id={client_id}&since={since}")
+
+
+def mark_tokens():
+    return len(admin("GET", "tokens"))
+
+
 # --- keys ---------------------------------------------------------------------------------------
 
 def b64url(data):
@@ -276,6 +309,130 @@ def check_assertions(entries, kid):
         jti = claims.get("jti")
         check(isinstance(jti, str) and jti and jti not in SEEN_JTIS, f"assertion jti {jti!r} missing or used before")
         SEEN_JTIS.add(jti)
+
+
+# --- DPoP proofs (RFC 9449) -------------------------------------------------------------------
+
+SEEN_PROOF_JTIS = set()
+# The §4.3 steps every proof must pass (the provider records them all; ath and binding where a
+# token is presented, nonce where one is required).
+PROOF_CHECKS = ("one_header", "jwt", "required_claims", "typ", "alg", "signature", "jwk_public", "htm", "htu", "iat",
+                "jti_unique")
+
+
+def ath(token):
+    return b64url(hashlib.sha256(token.encode("ascii")).digest())
+
+
+def check_public_dpop_jwk(jwk, where):
+    check(isinstance(jwk, dict) and jwk.get("kty") == "EC" and jwk.get("crv") == "P-256" and jwk.get("x") and jwk.get("y"),
+          f"{where}: the proof's jwk is not a P-256 public key: {jwk}")
+    check(not set(jwk) & {"d", "p", "q", "dp", "dq", "qi", "oth", "k"}, f"{where}: the proof's jwk holds a private member: {sorted(jwk)}")
+
+
+def check_recorded_proof(entry, url, method="POST", token=None, challenged=False):
+    """One proof as the provider recorded it: every §4.3 check passed (a challenged proof: all
+    but the nonce, which it lacks); htu the URL exactly, htm the method, ath only with a token;
+    its jti never seen before in this run; its jkt the RFC 7638 thumbprint of its jwk."""
+    where = f"the DPoP proof #{entry.get('seq')} to {entry.get('path')}"
+    header, claims = entry.get("header") or {}, entry.get("claims") or {}
+    results = {c["check"]: c for c in entry.get("checks", [])}
+    failed = [f"{name}: {results[name]['detail']}" for name in results if results[name]["ok"] is False]
+    expected_failed = ["nonce"] if challenged else []
+    check(entry.get("failed") == expected_failed, f"{where} failed {failed or 'no check'}; expected to fail {expected_failed or 'none'}")
+    for name in PROOF_CHECKS:
+        check(results.get(name, {}).get("ok") is True, f"{where}: check {name} not passed: {results.get(name)}")
+    if token is not None:
+        for name in ("ath", "binding"):
+            check(results.get(name, {}).get("ok") is True, f"{where}: check {name} not passed: {results.get(name)}")
+    check(header.get("typ") == "dpop+jwt" and header.get("alg") == "ES256", f"{where}: header {header}")
+    check_public_dpop_jwk(header.get("jwk"), where)
+    check(entry.get("jkt") == thumbprint(header["jwk"]), f"{where}: the provider's jkt {entry.get('jkt')} is not the jwk's "
+                                                         f"RFC 7638 thumbprint {thumbprint(header['jwk'])}")
+    check(claims.get("htu") == url and entry.get("htu_exact") is True, f"{where}: htu {claims.get('htu')!r}, expected {url!r} exactly")
+    check(claims.get("htm") == method, f"{where}: htm {claims.get('htm')!r}, expected {method}")
+    if token is None:
+        check("ath" not in claims, f"{where}: an ath with no access token presented: {claims}")
+    else:
+        check(claims.get("ath") == ath(token), f"{where}: ath {claims.get('ath')!r} is not the token's SHA-256")
+    if challenged:
+        check("nonce" not in claims, f"{where}: challenged for a nonce it carried: {claims}")
+    jti = claims.get("jti")
+    check(isinstance(jti, str) and jti and jti not in SEEN_PROOF_JTIS, f"{where}: jti {jti!r} missing or used before in this run")
+    SEEN_PROOF_JTIS.add(jti)
+    return entry["jkt"]
+
+
+def verify_proof_here(proof, method, url, token, jkt):
+    """A proof `vault dpop-proof` printed, verified here with joserfc, without the provider:
+    a JWS typed dpop+jwt, ES256, signed by the P-256 key in its header (whose RFC 7638 thumbprint
+    is `jkt`), no private member; htm, htu exactly; ath the SHA-256 of `token`; iat within a
+    minute of now; a jti new to this run. Returns the claims."""
+    try:
+        obj = jws.extract_compact(proof.encode("ascii"))
+        header, claims = obj.protected, json.loads(obj.payload)
+    except Exception as error:  # joserfc's DecodeError, a payload that is not JSON
+        raise Failure(f"vault dpop-proof printed no well-formed JWS: {error!r}")
+    check(header.get("typ") == "dpop+jwt" and header.get("alg") == "ES256", f"vault dpop-proof: header {header}")
+    check_public_dpop_jwk(header.get("jwk"), "vault dpop-proof")
+    key = JWKRegistry.import_key(header["jwk"])
+    try:
+        jws.deserialize_compact(proof, key, algorithms=["ES256"])
+    except Exception as error:  # BadSignatureError and the like
+        raise Failure(f"vault dpop-proof: the signature does not verify with the header's jwk: {error!r}")
+    check(key.thumbprint() == thumbprint(header["jwk"]) == jkt,
+          f"vault dpop-proof: the proof's key {thumbprint(header['jwk'])} is not the one the token is bound to ({jkt})")
+    check(claims.get("htm") == method and claims.get("htu") == url, f"vault dpop-proof: htm/htu {claims}, expected {method} {url}")
+    check(claims.get("ath") == ath(token), f"vault dpop-proof: ath {claims.get('ath')!r}, expected the printed token's SHA-256")
+    iat = claims.get("iat")
+    check(isinstance(iat, (int, float)) and -5 <= time.time() - iat <= 60, f"vault dpop-proof: iat {iat}, now {time.time():.0f}")
+    check(isinstance(claims.get("jti"), str) and claims["jti"] and claims["jti"] not in SEEN_PROOF_JTIS,
+          f"vault dpop-proof: jti {claims.get('jti')!r} missing or used before")
+    SEEN_PROOF_JTIS.add(claims["jti"])
+    return claims
+
+
+def whoami_dpop(token, proof):
+    """/api/whoami with `Authorization: DPoP TOKEN` and the proof: (status, body, headers)."""
+    response = PROVIDER.get(WHOAMI, headers={"Authorization": "DPoP " + token, "DPoP": proof}, timeout=30)
+    return response.status_code, response.json(), response.headers
+
+
+class HandMadeProofs:
+    """Proofs built here with joserfc, to see the provider's verifier refuse what RFC 9449 §4.3
+    refuses: a P-256 key, and proofs for it that are right but for what a test changes."""
+
+    def __init__(self):
+        self.key = ECKey.generate_key("P-256")
+        self.public = self.key.as_dict(private=False)
+        self.jkt = thumbprint(self.public)
+
+    def make(self, url, method="POST", header=None, claims=None, drop=(), sign_with=None):
+        header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": self.public, **(header or {})}
+        claims = {"jti": secrets.token_urlsafe(16), "htm": method, "htu": url, "iat": int(time.time()), **(claims or {})}
+        for name in drop:
+            claims.pop(name, None)
+        return jws.serialize_compact(header, json.dumps(claims), sign_with or self.key, algorithms=[header["alg"]])
+
+    def unsigned(self, url):
+        """alg none: no signature at all."""
+        header = {"typ": "dpop+jwt", "alg": "none", "jwk": self.public}
+        claims = {"jti": secrets.token_urlsafe(16), "htm": "POST", "htu": url, "iat": int(time.time())}
+        return ".".join(b64url(json.dumps(part).encode()) for part in (header, claims)) + "."
+
+
+def token_request_with(proof):
+    """cv-basic's client_credentials request carrying `proof` as its DPoP header (None: no header).
+    Returns (status, body, headers, the provider's record of the proof or None)."""
+    since = mark_proofs()
+    response = PROVIDER.post(TOKEN_ENDPOINT, data={"grant_type": "client_credentials"}, auth=("cv-basic", SECRETS["cv-basic"]),
+                             headers={} if proof is None else {"DPoP": proof}, timeout=30)
+    recorded = proofs(since)
+    return response.status_code, response.json(), response.headers, (recorded[-1] if recorded else None)
+
+
+def dpop_login_args(client_id, vault):
+    return login_args(client_id, "--client-auth", "client_secret_post", "--client-secret-file", vault.secret_file(client_id), "--dpop")
 
 
 def login_args(client_id, *extra, issuer=True):
@@ -494,6 +651,211 @@ def remove_revokes(v):
         if client_id == "cv-jwt":
             check_assertions(revocations, jwk["kid"])
     check(v.accounts() == [], "accounts remain after removing both")
+
+
+
+@case("the provider's DPoP verifier (no vault): proofs made here that each break one RFC 9449 §4.3 rule are "
+      "refused for that rule alone")
+def dpop_verifier(v):
+    maker, other = HandMadeProofs(), HandMadeProofs()
+    set_dpop("on")
+    try:
+        status, body, _, entry = token_request_with(maker.make(TOKEN_ENDPOINT))
+        check(status == 200 and body.get("token_type") == "DPoP" and entry and entry["valid"] and entry["jkt"] == maker.jkt,
+              f"a right proof: {status} {body.get('token_type') or body} {entry and entry['failed']}")
+        token = body["access_token"]
+        replayed = maker.make(TOKEN_ENDPOINT)
+        token_request_with(replayed)
+        oct_key = OctKey.generate_key(256)
+        old = {"iat": int(time.time()) - 3600}
+        wrong = {
+            "one_header": f"{maker.make(TOKEN_ENDPOINT)},{maker.make(TOKEN_ENDPOINT)}",  # two fields, as the server joins them
+            "jwt": "not-a.jws",
+            "required_claims": maker.make(TOKEN_ENDPOINT, drop=("htm",)),
+            "typ": maker.make(TOKEN_ENDPOINT, header={"typ": "JWT"}),
+            "alg": maker.unsigned(TOKEN_ENDPOINT),
+            "alg, jwk_public": maker.make(TOKEN_ENDPOINT, header={"alg": "HS256", "jwk": oct_key.as_dict()}, sign_with=oct_key),
+            "signature": maker.make(TOKEN_ENDPOINT, sign_with=other.key),
+            "jwk_public ": maker.make(TOKEN_ENDPOINT, header={"jwk": maker.key.as_dict(private=True)}),
+            "htm": maker.make(TOKEN_ENDPOINT, method="GET"),
+            "htu": maker.make(REVOCATION_ENDPOINT),
+            "iat": maker.make(TOKEN_ENDPOINT, claims=old),
+            "iat ": maker.make(TOKEN_ENDPOINT, claims={"iat": int(time.time()) + 120}),
+            "jti_unique": replayed,
+        }
+        for expected, proof in wrong.items():
+            status, body, _, entry = token_request_with(proof)
+            expected = [name.strip() for name in expected.split(",")]
+            check(status == 400 and body.get("error") == "invalid_dpop_proof", f"a proof failing {expected}: {status} {body}")
+            check(entry and entry["failed"] == expected, f"a proof failing {expected}: the provider says it failed "
+                                                         f"{entry and entry['failed']}")
+        # At the resource: ath, the key the token is bound to, htm/htu of the GET.
+        for expected, proof in {"ath": maker.make(WHOAMI, "GET", claims={"ath": ath(token + "x")}),
+                                "binding": other.make(WHOAMI, "GET", claims={"ath": ath(token)}),
+                                "htu": maker.make(TOKEN_ENDPOINT, "GET", claims={"ath": ath(token)}),
+                                "required_claims": maker.make(WHOAMI, "GET")}.items():
+            since = mark_proofs()
+            status, body, _ = whoami_dpop(token, proof)
+            entry = proofs(since)[-1]
+            check(status == 401 and body.get("error") == "invalid_dpop_proof" and entry["failed"] == [expected],
+                  f"a proof at /api/whoami failing {expected}: {status} {body}, the provider says it failed {entry['failed']}")
+        status, body, _ = whoami_dpop(token, maker.make(WHOAMI, "GET", claims={"ath": ath(token)}))
+        check(status == 200 and body.get("jkt") == maker.jkt, f"a right proof at /api/whoami: {status} {body}")
+        status, body = whoami(token)
+        check(status == 401 and body.get("bound") is True, f"the bound token as Bearer: {status} {body}")
+
+        set_dpop("nonce")
+        status, body, headers, entry = token_request_with(maker.make(TOKEN_ENDPOINT))
+        nonce = headers.get("DPoP-Nonce")
+        check(status == 400 and body.get("error") == "use_dpop_nonce" and nonce and entry["failed"] == ["nonce"],
+              f"no nonce: {status} {body} {entry and entry['failed']}")
+        status, body, _, entry = token_request_with(maker.make(TOKEN_ENDPOINT, claims={"nonce": "not-" + nonce}))
+        check(status == 400 and body.get("error") == "use_dpop_nonce" and entry["failed"] == ["nonce"],
+              f"a nonce never issued: {status} {body} {entry and entry['failed']}")
+        status, body, headers, entry = token_request_with(maker.make(TOKEN_ENDPOINT, claims={"nonce": nonce}))
+        check(status == 200 and body.get("token_type") == "DPoP" and headers.get("DPoP-Nonce") and entry["valid"],
+              f"with the nonce: {status} {body.get('token_type') or body}")
+        status, body, _, entry = token_request_with(None)
+        check(status == 200 and body.get("token_type") == "Bearer" and entry is None, f"no proof at all: {status} {body}")
+    finally:
+        set_dpop("off")
+
+
+@case("DPoP, a provider that ignores it: the --dpop login refuses the Bearer answer (exit 76), stores nothing; "
+      "its proofs still pass every RFC 9449 §4.3 check")
+def dpop_ignored(v):
+    set_dpop("off")
+    since, proofs_since, tokens_since = mark(), mark_proofs(), mark_tokens()
+    refused = v.run(*dpop_login_args("cv-post", v))
+    nothing_stored(v, f"the login exited {refused.returncode}")
+    asked = sent("cv-post", since)
+    check(asked and all(e["status"] == 200 and e.get("token_type") == "Bearer" for e in asked),
+          f"the token requests: {asked} (expected the provider to issue a Bearer token)")
+    check(all(e.get("dpop") for e in asked), f"a token request without a DPoP proof: {asked}")
+    at_token = proofs(proofs_since, "/oauth/token")
+    check(len(at_token) == len(asked), f"{len(at_token)} proof(s) recorded for {len(asked)} token request(s)")
+    jkts = {check_recorded_proof(entry, TOKEN_ENDPOINT) for entry in at_token}
+    check(all(e["outcome"] == "ignored (DPoP off)" for e in at_token), f"outcomes: {[e['outcome'] for e in at_token]}")
+    check(len(jkts) == 1, f"the login's proofs name {len(jkts)} keys")
+    # The Bearer token the vault would not keep: revoked (with a proof by the same key), not left live.
+    for entry in proofs(proofs_since, "/oauth/revoke"):
+        check(check_recorded_proof(entry, REVOCATION_ENDPOINT) in jkts, f"the revocation's proof is by another key: {entry}")
+    issued = tokens_issued("cv-post", tokens_since)
+    check(issued and all(t["revoked"] for t in issued), f"a token the vault refused to store is still live: {issued}")
+    check(refused.returncode == 76, f"exit {refused.returncode}, expected 76 (the provider issued a Bearer token to a DPoP "
+                                    f"request): {short(refused.stderr)}")
+    check(re.search(r"dpop", refused.stderr, re.I) and re.search(r"bearer", refused.stderr, re.I),
+          f"the refusal names neither DPoP nor the Bearer token: {short(refused.stderr)}")
+
+
+@case("DPoP-bound client: the provider binds the token to the proof's key; vault dpop-proof's proof is accepted "
+      "at /api/whoami (and verifies here); the token as Bearer is refused")
+def dpop_bound(v):
+    set_dpop("on")
+    try:
+        since, proofs_since, tokens_since = mark(), mark_proofs(), mark_tokens()
+        v.ok(*dpop_login_args("cv-post", v))
+        described = v.json("token")
+        check(described.get("type") == "DPoP", f"vault token --json: type {described.get('type')!r}, expected DPoP")
+        token = described["token"]
+        asked = sent("cv-post", since)
+        check(asked and asked[-1]["status"] == 200 and asked[-1].get("token_type") == "DPoP", f"the token requests: {asked}")
+        at_token = proofs(proofs_since, "/oauth/token")
+        check(len(at_token) == len(asked), f"{len(at_token)} proof(s) recorded for {len(asked)} token request(s)")
+        jkts = {check_recorded_proof(entry, TOKEN_ENDPOINT) for entry in at_token}
+        check(len(jkts) == 1, f"the login's proofs name {len(jkts)} keys")
+        jkt = jkts.pop()
+        issued = tokens_issued("cv-post", tokens_since)
+        check(len(issued) == 1 and issued[0]["token_type"] == "DPoP" and issued[0]["jkt"] == jkt,
+              f"the provider's record of the token: {issued} (expected one, DPoP, bound to {jkt})")
+
+        # A proof for the script's own request, as `vault dpop-proof --json` prints it.
+        proofs_since = mark_proofs()
+        out = v.json("dpop-proof", "GET", WHOAMI)
+        check(out.get("token") == token and out.get("type") == "DPoP" and out.get("account") == described.get("account"),
+              f"vault dpop-proof --json: {({k: val for k, val in out.items() if k not in ('proof', 'token')})}, token "
+              f"{'the same' if out.get('token') == token else 'another'} as vault token's")
+        verify_proof_here(out["proof"], "GET", WHOAMI, token, jkt)
+        status, who, _ = whoami_dpop(token, out["proof"])
+        check(status == 200 and who.get("client_id") == "cv-post" and who.get("jkt") == jkt and who.get("token_type") == "DPoP",
+              f"the provider's /api/whoami with the token and the proof: {status} {who}")
+        at_whoami = proofs(proofs_since, "/api/whoami")
+        check(len(at_whoami) == 1 and at_whoami[0]["outcome"] == "accepted", f"the provider's record: {at_whoami}")
+        SEEN_PROOF_JTIS.discard(at_whoami[0]["claims"].get("jti"))  # verified here already: the same proof
+        check_recorded_proof(at_whoami[0], WHOAMI, "GET", token=token)
+        # The same proof again: a replay the provider must refuse (its jti check at work).
+        status, who, _ = whoami_dpop(token, out["proof"])
+        check(status == 401 and who.get("error") == "invalid_dpop_proof", f"a replayed proof: {status} {who}")
+        # The query and fragment are not part of htu.
+        out = v.json("dpop-proof", "GET", WHOAMI + "?verbose=1#top")
+        verify_proof_here(out["proof"], "GET", WHOAMI, token, jkt)
+        # The bound token without its proof, as a Bearer token.
+        status, who = whoami(token)
+        check(status == 401 and who.get("bound") is True, f"the DPoP-bound token as Bearer: {status} {who}")
+
+        # accounts remove revokes it, with a proof by the same key.
+        proofs_since = mark_proofs()
+        removed = v.json("accounts", "remove", described["account"], "--yes")
+        check(removed.get("revoked") is True, f"accounts remove: {removed}")
+        at_revoke = proofs(proofs_since, "/oauth/revoke")
+        check(at_revoke, "the revocation request carried no DPoP proof")
+        check(all(check_recorded_proof(entry, REVOCATION_ENDPOINT) == jkt for entry in at_revoke), "a revocation proof by another key")
+        check(tokens_issued("cv-post", issued[0]["seq"])[0]["revoked"] is True, "the provider does not report the token revoked")
+    finally:
+        set_dpop("off")
+
+
+@case("DPoP nonces (private_key_jwt): challenged with use_dpop_nonce, the login retries once with the nonce; "
+      "vault dpop-proof --nonce answers the resource's challenge")
+def dpop_nonces(v):
+    key, jwk = new_key()
+    register_keys(jwk)
+    set_dpop("nonce")
+    try:
+        since, proofs_since = mark(), mark_proofs()
+        v.ok(*login_args("cv-jwt", "--client-key-file", v.file("client.pem", pem(key), 0o600), "--dpop"))
+        check(v.json("token").get("type") == "DPoP", "vault token --json: not a DPoP token")
+        asked = sent("cv-jwt", since)
+        check([(e["status"], e.get("error")) for e in asked] == [(400, "use_dpop_nonce"), (200, None)],
+              f"the token requests: {[(e['status'], e.get('error')) for e in asked]}, expected one challenge, then the token")
+        check(asked[-1].get("token_type") == "DPoP", f"the token issued: {asked[-1]}")
+        check_assertions(asked, jwk["kid"])  # a new client assertion (a new jti) for the retry too
+        at_token = proofs(proofs_since, "/oauth/token")
+        check(len(at_token) == 2, f"{len(at_token)} proof(s) at the token endpoint, expected 2")
+        first, second = at_token
+        check(first["outcome"] == "use_dpop_nonce" and first["nonce_sent"], f"the first proof: {first['outcome']}, nonce sent "
+                                                                           f"{first['nonce_sent']!r}")
+        jkt = check_recorded_proof(first, TOKEN_ENDPOINT, challenged=True)
+        check(check_recorded_proof(second, TOKEN_ENDPOINT) == jkt, "the retry's proof is by another key")
+        check(second["claims"].get("nonce") == first["nonce_sent"],
+              f"the retry's nonce {second['claims'].get('nonce')!r} is not the one given ({first['nonce_sent']!r})")
+        check(second["outcome"] == "bound", f"the retry: {second['outcome']}")
+
+        # The resource asks for its nonce too: the script passes it to vault dpop-proof --nonce.
+        out = v.json("dpop-proof", "GET", WHOAMI)
+        status, who, headers = whoami_dpop(out["token"], out["proof"])
+        check(status == 401 and who.get("error") == "use_dpop_nonce" and headers.get("DPoP-Nonce"),
+              f"a proof without the nonce at /api/whoami: {status} {who}")
+        out = v.json("dpop-proof", "GET", WHOAMI, "--nonce", headers["DPoP-Nonce"])
+        claims = verify_proof_here(out["proof"], "GET", WHOAMI, out["token"], jkt)
+        check(claims.get("nonce") == headers["DPoP-Nonce"], f"vault dpop-proof --nonce: nonce {claims.get('nonce')!r}")
+        status, who, _ = whoami_dpop(out["token"], out["proof"])
+        check(status == 200 and who.get("client_id") == "cv-jwt" and who.get("jkt") == jkt, f"with the nonce: {status} {who}")
+    finally:
+        set_dpop("off")
+
+
+@case("vault dpop-proof for an account with Bearer tokens: exit 76, no proof printed; a login without --dpop sends none")
+def dpop_proof_bearer(v):
+    proofs_since = mark_proofs()
+    v.ok(*login_args("cv-basic", "--client-secret-file", v.secret_file("cv-basic")))
+    check(v.json("token").get("type") == "Bearer", "vault token --json: not a Bearer token")
+    check(proofs(proofs_since) == [], "a login without --dpop sent a DPoP proof")
+    for extra in ([], ["--json"]):
+        refused = v.run("dpop-proof", "GET", WHOAMI, *extra)
+        check(refused.returncode == 76, f"vault dpop-proof {' '.join(extra)}: exit {refused.returncode}, expected 76: {short(refused.stderr)}")
+        check(refused.stdout.strip() == "", f"vault dpop-proof {' '.join(extra)} printed: {short(refused.stdout)}")
+    check(proofs(proofs_since) == [], "a proof reached the provider")
 
 
 def main():

@@ -124,7 +124,7 @@ extension SessionService {
         }
         if let dpopKey, let problem = response.dpopBindingProblem(for: dpopKey) {
             await revokeUnstored(response, provider: provider, client: client, pins: pins, oauth: oauth)
-            throw SignInError.tokenRequestFailed(.malformedResponse(status: 200, reason: problem), step: .clientCredentials)
+            throw SignInError.tokenRequestFailed(.clientMisconfigured(code: "dpop_binding", description: problem), step: .clientCredentials)
         }
 
         var secret: String?

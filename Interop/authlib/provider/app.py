@@ -7,8 +7,9 @@ client authentication by `client_secret_basic`, `client_secret_post` (Authlib's 
 `private_key_jwt` (Authlib's RFC 7523 `JWTBearerClientAssertion`, registered under that name),
 `RevocationEndpoint` (RFC 7009), and a `ResourceProtector` with a `BearerTokenValidator` behind
 `/api/whoami`. What is ours: the client and token records (in memory), the metadata document,
-and the loopback-only admin routes the suite uses to register keys, change lifetimes and read
-what clients sent.
+the loopback-only admin routes the suite uses to register keys, change lifetimes and read
+what clients sent, and DPoP (RFC 9449: Authlib 1.9 has no server side for it): every DPoP proof
+is verified step by step with joserfc (dpop.py) and recorded with the result of each check.
 
 Issuer: the origin (base_url, no path). Endpoints:
 
@@ -18,7 +19,16 @@ Issuer: the origin (base_url, no path). Endpoints:
     POST /oauth/revoke                             RFC 7009; the client authenticates as at the token endpoint
     GET  /api/whoami                               Bearer token -> 200 {"active": true, "client_id", "scope", ...}
                                                    or 401 {"active": false, "error": "invalid_token", "known",
-                                                   "expired", "revoked", "client_id"}
+                                                   "expired", "revoked", "client_id"}; a DPoP-bound token: only
+                                                   as `Authorization: DPoP TOKEN` with a proof (ath, the bound key)
+
+DPoP ($AUTHLIB_DPOP at start, PUT /admin/dpop while running): "off" (the default: a proof is
+verified and recorded, then ignored: Bearer tokens, as a server without DPoP), "on" (a proof that
+verifies binds the token: token_type "DPoP", the proof key's RFC 7638 thumbprint kept with it;
+a proof that fails: 400 invalid_dpop_proof; no proof: a Bearer token), "nonce" (as on, and every
+proof must carry a nonce this server issued: 400 use_dpop_nonce / 401 at /api/whoami, with
+`DPoP-Nonce`, which every answer to a proved request then carries). Proofs are checked at /oauth/token,
+/oauth/revoke (no ath: no token is presented as a credential) and /api/whoami (ath and binding).
 
 Admin (answered only to 127.0.0.1 / ::1):
 
@@ -29,8 +39,20 @@ Admin (answered only to 127.0.0.1 / ::1):
     GET  /admin/requests[?client_id=ID&since=N]     what clients sent to /oauth/token and /oauth/revoke, in
                                                     order: {"seq", "path", "client_id", "method",
                                                     "form_keys", "assertion": {"header", "claims"} | null,
-                                                    "status", "error", "error_description"}; never a secret,
-                                                    token or signature
+                                                    "status", "error", "error_description", "token_type" (200
+                                                    at /oauth/token), "dpop": {"proof", "valid", "jkt"} | null};
+                                                    never a secret, token or signature
+    GET  /admin/dpop                                {"mode", "algs"}
+    PUT  /admin/dpop                                body: {"mode": "off" | "on" | "nonce"}
+    GET  /admin/dpop-proofs[?since=N&path=P]        every DPoP proof received, in order: {"seq", "path",
+                                                    "http_method", "mode", "header" (a jwk's private members
+                                                    masked), "claims", "jkt", "htu_expected", "htu_exact",
+                                                    "checks": [{"step", "check", "ok", "detail"}], "valid",
+                                                    "failed", "outcome", "status", "nonce_sent"}; never the
+                                                    proof itself (its signature) nor a token
+    GET  /admin/tokens[?client_id=ID&since=N]       the tokens issued, in order: {"seq", "client_id",
+                                                    "token_type", "jkt", "expired", "revoked", ...}; never a
+                                                    token
 
 Clients (secrets from the environment, defaults shown), each allowed scopes "read write" (the
 default when none is asked for), grant type client_credentials only, and exactly one
@@ -53,7 +75,7 @@ import secrets
 import threading
 import time
 
-from flask import Flask, jsonify, request
+from flask import Flask, g, jsonify, make_response, request
 from joserfc.jwk import KeySet
 
 from authlib.integrations.flask_oauth2 import AuthorizationServer, ResourceProtector
@@ -63,11 +85,14 @@ from authlib.oauth2.rfc6750 import BearerTokenGenerator, BearerTokenValidator
 from authlib.oauth2.rfc7009 import RevocationEndpoint
 from authlib.oauth2.rfc7523 import JWTBearerClientAssertion
 
+from dpop import SUPPORTED_ALGS, ProofVerifier
+
 log = logging.getLogger("authlib-provider")
 
 SCOPES = ["read", "write"]
 AUTH_METHODS = ["client_secret_basic", "client_secret_post", "private_key_jwt"]
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+DPOP_MODES = ("off", "on", "nonce")
 
 
 class Client(ClientMixin):
@@ -115,8 +140,9 @@ class Client(ClientMixin):
 
 
 class Token(TokenMixin):
-    def __init__(self, access_token, client_id, scope, expires_in, auth_method):
+    def __init__(self, access_token, client_id, scope, expires_in, auth_method, jkt=None):
         self.access_token = access_token
+        self.jkt = jkt  # RFC 7638 thumbprint of the DPoP key the token is bound to; None: a Bearer token
         self.client_id = client_id
         self.scope = scope
         self.issued_at = time.time()
@@ -143,14 +169,18 @@ class Token(TokenMixin):
         return {"client_id": self.client_id, "scope": self.scope, "auth_method": self.auth_method,
                 "issued_at": int(self.issued_at), "expires_at": int(self.issued_at + self.expires_in),
                 "expires_in": max(0, int(self.issued_at + self.expires_in - time.time())),
-                "expired": self.is_expired(), "revoked": self.revoked}
+                "expired": self.is_expired(), "revoked": self.revoked,
+                "token_type": "DPoP" if self.jkt else "Bearer", "jkt": self.jkt}
 
 
 class Store:
     """Clients, tokens, seen assertion ids and the request record; one lock (the server is threaded)."""
 
-    def __init__(self, default_lifetime):
+    def __init__(self, default_lifetime, dpop_mode):
         self.lock = threading.Lock()
+        self.dpop_mode = dpop_mode
+        self.verifier = ProofVerifier()
+        self.proofs = []
         self.default_lifetime = default_lifetime
         self.clients = {c.client_id: c for c in (
             Client("cv-basic", "client_secret_basic", os.environ.get("AUTHLIB_BASIC_SECRET", "cv-basic-secret-1")),
@@ -171,7 +201,8 @@ class Store:
         with self.lock:
             self.tokens[token["access_token"]] = Token(
                 token["access_token"], oauth_request.client.get_client_id(), token.get("scope"),
-                token["expires_in"], getattr(oauth_request, "auth_method", None))
+                token["expires_in"], getattr(oauth_request, "auth_method", None),
+                jkt=g.get("dpop_jkt") if token.get("token_type") == "DPoP" else None)
 
     def token(self, access_token):
         with self.lock:
@@ -191,6 +222,12 @@ class Store:
         with self.lock:
             entry["seq"] = len(self.requests)
             self.requests.append(entry)
+
+    def record_proof(self, entry):
+        with self.lock:
+            entry["seq"] = len(self.proofs)
+            self.proofs.append(entry)
+            return entry
 
 
 class PrivateKeyJWT(JWTBearerClientAssertion):
@@ -239,6 +276,17 @@ class Revocation(RevocationEndpoint):
             token.revoked = True
 
 
+class TokenGenerator(BearerTokenGenerator):
+    """Authlib's Bearer generator; the token is typed "DPoP" when the request's DPoP proof
+    verified and DPoP is on (the token endpoint's gate put the key's thumbprint in flask.g)."""
+
+    def generate(self, *arguments, **keywords):
+        token = super().generate(*arguments, **keywords)
+        if g.get("dpop_jkt"):
+            token["token_type"] = "DPoP"
+        return token
+
+
 class Validator(BearerTokenValidator):
     def __init__(self, store):
         super().__init__()
@@ -284,13 +332,16 @@ def create_app(base_url):
     base_url = base_url.rstrip("/")
     token_endpoint = base_url + "/oauth/token"
     revocation_endpoint = base_url + "/oauth/revoke"
-    store = Store(int(os.environ.get("AUTHLIB_TOKEN_LIFETIME", "3600")))
+    dpop_mode = os.environ.get("AUTHLIB_DPOP", "off")
+    if dpop_mode not in DPOP_MODES:
+        raise SystemExit(f"AUTHLIB_DPOP: one of {', '.join(DPOP_MODES)}, not {dpop_mode!r}")
+    store = Store(int(os.environ.get("AUTHLIB_TOKEN_LIFETIME", "3600")), dpop_mode)
 
     app = Flask("authlib-provider")
     app.config["OAUTH2_SCOPES_SUPPORTED"] = SCOPES
     server = AuthorizationServer(app, query_client=store.client, save_token=store.save_token)
     # Authlib's Bearer generator, without refresh tokens, with the client's lifetime.
-    server.register_token_generator("default", BearerTokenGenerator(
+    server.register_token_generator("default", TokenGenerator(
         lambda **_: secrets.token_urlsafe(32), None, lambda client, grant_type: store.lifetime(client)))
     server.register_grant(ClientCredentialsGrant)
     server.register_client_auth_method("private_key_jwt", PrivateKeyJWT(store, token_endpoint))
@@ -315,38 +366,138 @@ def create_app(base_url):
     @app.get("/.well-known/oauth-authorization-server")
     @app.get("/.well-known/openid-configuration")
     def discovery():
-        return jsonify(metadata)
+        if store.dpop_mode == "off":
+            return jsonify(metadata)
+        return jsonify({**metadata, "dpop_signing_alg_values_supported": SUPPORTED_ALGS})
+
+    # --- DPoP (RFC 9449) -------------------------------------------------------------------------
+
+    def check_proof(path, access_token=None, bound_jkt=None):
+        """Verifies the request's DPoP header(s) (dpop.py, every step of RFC 9449 §4.3) and records
+        the proof and each check's result for /admin/dpop-proofs. None when the request has none."""
+        values = request.headers.getlist("DPoP")
+        if not values:
+            return None, None
+        mode = store.dpop_mode
+        result = store.verifier.verify(values, request.method, base_url + request.path,
+                                       require_nonce=mode == "nonce", access_token=access_token, bound_jkt=bound_jkt)
+        entry = store.record_proof({"path": path, "http_method": request.method, "time": time.time(), "mode": mode,
+                                    "access_token_presented": access_token is not None, **result.record(),
+                                    "outcome": None, "status": None})
+        g.dpop_entry = entry
+        log.info("DPoP proof #%d at %s: %s", entry["seq"], path, "valid" if result.valid else result.describe_failures())
+        return result, entry
+
+    def finish_proof(entry, outcome, response):
+        """What the server did with a recorded proof: the outcome, the status, the DPoP-Nonce it sent."""
+        if entry is not None:
+            with store.lock:
+                entry.update(outcome=outcome, status=response.status_code, nonce_sent=response.headers.get("DPoP-Nonce"))
+        return response
+
+    def with_nonce(response):
+        if store.dpop_mode == "nonce":
+            response.headers["DPoP-Nonce"] = store.verifier.nonces.current_nonce()
+        return response
+
+    def proof_refused(result, server_kind="Authorization"):
+        """(error, description) for a proof the server must not accept, or None."""
+        if result is None or result.valid:
+            return None
+        if result.only_nonce_failed:
+            return "use_dpop_nonce", f"{server_kind} server requires nonce in DPoP proof"
+        return "invalid_dpop_proof", result.describe_failures()
+
+    def dpop_gate(path, respond):
+        """The token and revocation endpoints: a DPoP proof, when sent, is verified and recorded
+        whatever the mode. Off: nothing more (Bearer tokens). On / nonce: a proof that fails is
+        refused before Authlib sees the request (400 invalid_dpop_proof, or use_dpop_nonce when
+        only the nonce is missing or stale); one that verifies binds the token issued."""
+        result, entry = check_proof(path)
+        if result is None or store.dpop_mode == "off":
+            return finish_proof(entry, "ignored (DPoP off)", respond())
+        refused = proof_refused(result)
+        if refused:
+            response = with_nonce(make_response(jsonify({"error": refused[0], "error_description": refused[1]}), 400))
+            response.headers["Cache-Control"] = "no-store"
+            return finish_proof(entry, refused[0], response)
+        g.dpop_jkt = result.jkt
+        response = with_nonce(respond())
+        body = response.get_json(silent=True) or {}
+        return finish_proof(entry, ("bound" if body.get("token_type") == "DPoP" else "accepted")
+                            if response.status_code == 200 else "accepted; the request failed", response)
 
     def recorded(path, respond):
         entry = _what_was_sent(path)
         response = respond()
         entry["status"] = response.status_code
+        body = response.get_json(silent=True) or {}
         if response.status_code != 200:
-            body = response.get_json(silent=True) or {}
             entry["error"], entry["error_description"] = body.get("error"), body.get("error_description")
+        elif path == "/oauth/token":
+            entry["token_type"] = body.get("token_type")
+        proof = g.get("dpop_entry")
+        entry["dpop"] = None if proof is None else {"proof": proof["seq"], "valid": proof["valid"], "jkt": proof["jkt"]}
         store.record(entry)
         return response
 
+    def gated(path, respond):
+        def run():
+            return dpop_gate(path, respond)
+        return recorded(path, run)
+
     @app.post("/oauth/token")
     def token():
-        return recorded("/oauth/token", server.create_token_response)
+        return gated("/oauth/token", server.create_token_response)
 
     @app.post("/oauth/revoke")
     def revoke():
-        return recorded("/oauth/revoke", lambda: server.create_endpoint_response("revocation"))
+        return gated("/oauth/revoke", lambda: server.create_endpoint_response("revocation"))
+
+    def refuse_token(error, description, known=None, scheme="Bearer", extra=None):
+        body = {"active": False, "error": error, "known": known is not None}
+        if known:
+            body.update({k: v for k, v in known.describe().items() if k in ("client_id", "expired", "revoked", "token_type")})
+        body.update(extra or {})
+        if scheme == "DPoP":
+            challenge = f'DPoP error="{error}", error_description="{description}", algs="{" ".join(SUPPORTED_ALGS)}"'
+        else:
+            challenge = 'Bearer error="invalid_token"'  # as before DPoP
+        return with_nonce(make_response(jsonify(body), 401, {"WWW-Authenticate": challenge}))
 
     @app.get("/api/whoami")
     def whoami():
+        value = request.headers.get("Authorization", "")
+        if value[:5].lower() == "dpop ":
+            return whoami_dpop(value[5:].strip())
         try:
             found = protector.acquire_token()
         except OAuth2Error as error:
-            value = request.headers.get("Authorization", "")
             known = store.token(value[7:]) if value[:7].lower() == "bearer " else None
-            body = {"active": False, "error": error.error, "known": known is not None}
-            if known:
-                body.update({k: v for k, v in known.describe().items() if k in ("client_id", "expired", "revoked")})
-            return jsonify(body), 401, {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+            return refuse_token(error.error, None, known)
+        if found.jkt:
+            # RFC 9449 §7.2: a DPoP-bound token is never accepted as a Bearer token.
+            return refuse_token("invalid_token", "DPoP-bound token presented as Bearer", found, scheme="DPoP",
+                                extra={"bound": True})
         return jsonify({"active": True, **found.describe()})
+
+    def whoami_dpop(access_token):
+        """`Authorization: DPoP TOKEN` with a DPoP proof: the token live and bound, and the proof
+        verified as at the token endpoint plus ath and the key binding (§4.3 step 12, §7.1)."""
+        found = store.token(access_token)
+        result, entry = check_proof("/api/whoami", access_token=access_token, bound_jkt=found.jkt if found else None)
+        if found is None or found.is_expired() or found.is_revoked():
+            return finish_proof(entry, "invalid_token", refuse_token("invalid_token", "the token is not live", found, scheme="DPoP"))
+        if not found.jkt:
+            return finish_proof(entry, "invalid_token", refuse_token("invalid_token", "a Bearer token presented as DPoP", found, scheme="DPoP"))
+        if result is None:
+            return refuse_token("invalid_dpop_proof", "no DPoP proof", found, scheme="DPoP")
+        refused = proof_refused(result, "Resource")
+        if refused:
+            return finish_proof(entry, refused[0], refuse_token(refused[0], refused[1].replace('"', "'"), found, scheme="DPoP",
+                                                                extra={"dpop_proof": entry["seq"]}))
+        return finish_proof(entry, "accepted", with_nonce(make_response(jsonify({"active": True, **found.describe(),
+                                                                                 "dpop_proof": entry["seq"]}))))
 
     def admin_only():
         if request.remote_addr not in LOOPBACK:
@@ -393,6 +544,47 @@ def create_app(base_url):
             client.token_lifetime = seconds
         log.info("%s: token lifetime %s", client_id, seconds if seconds is not None else "default")
         return jsonify(client.settings())
+
+    @app.get("/admin/dpop")
+    def get_dpop():
+        return admin_only() or jsonify({"mode": store.dpop_mode, "algs": SUPPORTED_ALGS})
+
+    @app.put("/admin/dpop")
+    def put_dpop():
+        refused = admin_only()
+        if refused:
+            return refused
+        mode = (request.get_json(silent=True) or {}).get("mode")
+        if mode not in DPOP_MODES:
+            return jsonify({"error": f"mode: one of {', '.join(DPOP_MODES)}"}), 400
+        with store.lock:
+            store.dpop_mode = mode
+        log.info("DPoP: %s", mode)
+        return jsonify({"mode": mode, "algs": SUPPORTED_ALGS})
+
+    @app.get("/admin/tokens")
+    def get_tokens():
+        """The tokens issued since number N, in order of issue (describe(): never the token itself)."""
+        refused = admin_only()
+        if refused:
+            return refused
+        client_id = request.args.get("client_id")
+        since = int(request.args.get("since", "0"))
+        with store.lock:
+            issued = list(store.tokens.values())
+        return jsonify([{"seq": n, **t.describe()} for n, t in enumerate(issued)
+                        if n >= since and (client_id is None or t.client_id == client_id)])
+
+    @app.get("/admin/dpop-proofs")
+    def get_proofs():
+        refused = admin_only()
+        if refused:
+            return refused
+        since = int(request.args.get("since", "0"))
+        path = request.args.get("path")
+        with store.lock:
+            entries = [dict(e) for e in store.proofs[since:] if path is None or e["path"] == path]
+        return jsonify(entries)
 
     @app.get("/admin/clients/<client_id>")
     def get_client(client_id):

@@ -120,7 +120,7 @@ extension OAuthClient {
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
             if let key = client.dpopKey, let problem = tokens.dpopBindingProblem(for: key) {
-                throw .tokenRequestFailed(.malformedResponse(status: response.status, reason: problem), step: .codeExchange)
+                throw .tokenRequestFailed(.clientMisconfigured(code: "dpop_binding", description: problem), step: .codeExchange)
             }
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])
             return tokens

@@ -163,7 +163,7 @@ extension OAuthClient {
             switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
             case .success(let tokens):
                 if let key = client.dpopKey, let problem = tokens.dpopBindingProblem(for: key) {
-                    throw .tokenRequestFailed(.malformedResponse(status: response.status, reason: problem), step: .devicePoll)
+                    throw .tokenRequestFailed(.clientMisconfigured(code: "dpop_binding", description: problem), step: .devicePoll)
                 }
                 logger.debug("device authorization finished", metadata: ["oauth.outcome": "success"])
                 return tokens

@@ -140,6 +140,10 @@ extension SignInError: CustomStringConvertible {
             return "the provider refused the \(step) (invalid_grant\(detail(description))); nothing was stored"
         case .transient(let failure):
             return "the \(step) failed: \(failure); nothing was stored, try again later"
+        case .clientMisconfigured("dpop_binding", let description):
+            // RFC 9449 §5: a token not bound to the proof's key is discarded, not stored.
+            return
+                "\(description ?? "the token is not bound to the proof's key"); nothing was stored: the provider does not do DPoP for this client, so sign in without --dpop or enable DPoP there"
         case .clientMisconfigured(let code, let description):
             return "the provider rejected this client at the \(step) (\(code)\(detail(description))); check the client id, its secret and the endpoint"
         case .unrecognizedError(let status, let code, let description):
