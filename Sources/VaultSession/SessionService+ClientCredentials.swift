@@ -52,12 +52,14 @@ public struct ClientSignInRequest: Sendable {
     public var caFile: String?
     /// Bind the client's tokens to a key the vault keeps (RFC 9449, DPoP); signing it in again
     /// keeps the account's key.
-    public var dpop: Bool = false
+    public var dpop: Bool
 
     public init(
         provider: ProviderMetadata, clientID: String, authentication: ClientCredentialsAuthentication, scopes: [String] = [],
-        pins: [String] = [], account: AccountID? = nil, policy: SessionPolicy? = nil, label: String? = nil, caFile: String? = nil
+        pins: [String] = [], account: AccountID? = nil, policy: SessionPolicy? = nil, label: String? = nil, caFile: String? = nil,
+        dpop: Bool = false
     ) {
+        self.dpop = dpop
         self.provider = provider
         self.clientID = clientID
         self.authentication = authentication
@@ -107,8 +109,7 @@ extension SessionService {
         if let clash {
             throw SignInError.wrongAccount(expected: Self.name(of: clash), signedInAs: "client \(request.clientID)")
         }
-        var dpopKey = request.dpop ? DPoPKey.generate() : nil
-        if let existing, let kept = try await self.dpopKey(of: existing) { dpopKey = kept }
+        let dpopKey = try await self.dpopKey(signingIn: existing, asked: request.dpop)
         let client = ClientCredentials(
             clientID: request.clientID, authentication: request.authentication.wire, assertionAudience: provider.tokenEndpoint, dpopKey: dpopKey)
         let oauth = try oauthClient(trusting: request.caFile ?? existing?.client.caFile)

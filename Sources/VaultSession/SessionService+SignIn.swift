@@ -181,8 +181,7 @@ extension SessionService {
         let inBody = request.secretInBody ?? (existing?.client.authentication == .clientSecretPost)
         let method: ClientAuthentication = request.clientSecret == nil ? .none : inBody ? .clientSecretPost : .clientSecretBasic
         // Tokens bound to a key: the account's (a sign-in again keeps it), else a new one if asked.
-        var dpopKey = request.dpop ? DPoPKey.generate() : nil
-        if let existing, let kept = try await self.dpopKey(of: existing) { dpopKey = kept }
+        let dpopKey = try await self.dpopKey(signingIn: existing, asked: request.dpop)
         let client = ClientCredentials(
             clientID: request.clientID,
             authentication: request.clientSecret.map { inBody ? .clientSecretPost(ClientSecret($0)) : .clientSecretBasic(ClientSecret($0)) } ?? .none,

@@ -302,15 +302,7 @@ extension SessionService {
         {
             // A token for another API than the one asked for is never handed to this one. The
             // refresh token the server may have rotated with it is kept all the same.
-            if let rotated = response.refreshToken, rotated != stored.tokens.refreshToken {
-                var kept = stored.tokens
-                kept.refreshToken = rotated
-                let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
-                let saved = try await vaultCall { [vault, kept] in
-                    try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded)
-                }
-                if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
-            } else {
+            if try await !keepRotatedRefreshToken(of: response, stored: stored, for: id, holder: holder) {
                 try await vaultCall { [vault] in try vault.leases.release(for: id, holder: holder) }
             }
             logger.warning(

@@ -349,16 +349,13 @@ extension SessionService {
     ) async throws -> Never {
         let id = account.id
         let holder = holder ?? holderID
-        if let rotated = response.refreshToken, rotated != stored.tokens.refreshToken, account.grant == .delegated {
-            var kept = stored.tokens
-            kept.refreshToken = rotated
-            let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
-            let saved = try await vaultCall { [vault, kept] in try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded) }
-            if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
-        } else if holder != holderID {
-            // A target's refresh: that target only, as for its other refusals.
+        // A stored rotation lets the lease go; else a target's refresh lets it go for that target
+        // only (as its other refusals do), and the account's own backs off.
+        var rotationKept = false
+        if account.grant == .delegated { rotationKept = try await keepRotatedRefreshToken(of: response, stored: stored, for: id, holder: holder) }
+        if !rotationKept, holder != holderID {
             try await vaultCall { [vault] in try vault.leases.release(for: id, holder: holder) }
-        } else {
+        } else if !rotationKept {
             let retryAt = now().addingTimeInterval(configuration.backoffCap.timeInterval)
             try await vaultCall { [vault] in
                 try vault.leases.fail(for: id, holder: holder, failure: "dpop_binding", detail: problem, nextAttemptAt: retryAt)
@@ -366,6 +363,19 @@ extension SessionService {
         }
         logger.warning("the identity service sent a token not bound to the account's DPoP key; refused", metadata: ["account": "\(id)"])
         throw SessionError.clientMisconfigured(id, code: "dpop_binding", description: problem)
+    }
+
+    /// When an answer whose access token is refused rotated the refresh token, stores the new
+    /// refresh token beside the access token held before (the one presented may be dead), which
+    /// lets `holder`'s lease go. False when nothing was rotated: the lease is still held.
+    func keepRotatedRefreshToken(of response: TokenResponse, stored: StoredTokens, for id: AccountID, holder: String) async throws -> Bool {
+        guard let rotated = response.refreshToken, rotated != stored.tokens.refreshToken else { return false }
+        var kept = stored.tokens
+        kept.refreshToken = rotated
+        let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
+        let saved = try await vaultCall { [vault, kept] in try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded) }
+        if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
+        return true
     }
 
     /// Renews `holder`'s lease (this service's by default) every third of its duration until cancelled.

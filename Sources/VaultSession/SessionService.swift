@@ -447,6 +447,13 @@ public actor SessionService {
         return credentials
     }
 
+    /// The DPoP key a sign-in proves with: the account's when it has one (a sign-in again keeps
+    /// its binding), else a new one when `asked`, else none.
+    func dpopKey(signingIn existing: Account?, asked: Bool) async throws -> DPoPKey? {
+        if let existing, let kept = try await dpopKey(of: existing) { return kept }
+        return asked ? DPoPKey.generate() : nil
+    }
+
     /// The key the account's tokens are bound to (RFC 9449), or nil for bearer tokens.
     func dpopKey(of account: Account) async throws -> DPoPKey? {
         guard account.hasDPoPKey else { return nil }

@@ -125,16 +125,14 @@ extension VaultCommand.Login {
             provider: provider, clientID: clientID, authentication: resolved,
             scopes: scopes.isEmpty ? existing?.client.scopes ?? [] : scopes,
             pins: pins.isEmpty ? existing?.client.pins ?? [] : pins, account: existing?.id, policy: policy(), label: label,
-            caFile: global.caFilePath ?? existing?.client.caFile)
-        var dpopRequest = request
-        dpopRequest.dpop = dpop
+            caFile: global.caFilePath ?? existing?.client.caFile, dpop: dpop)
         let result: SignInResult
         if waitForRegistration {
             result = try await KeyRegistration.await(timeout: registrationTimeout?.duration ?? KeyRegistration.defaultTimeout) {
-                try await opened.session.signIn(client: dpopRequest)
+                try await opened.session.signIn(client: request)
             }
         } else {
-            result = try await opened.session.signIn(client: dpopRequest)
+            result = try await opened.session.signIn(client: request)
         }
         try setHosts(result.account.id, opened)
         return LoginOutcome(result: result, view: try await AccountView.load(result.account.id, in: opened))

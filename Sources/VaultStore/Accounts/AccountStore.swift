@@ -114,41 +114,29 @@ public struct AccountStore: VaultArea {
 
     /// The stored client secret of a confidential client.
     public func clientSecret(for id: AccountID) throws -> String? {
-        try read("reading a client secret") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
-                throw self.accountNotFound(id)
-            }
-            try self.integrity.check(row, in: .accounts, db)
-            return try self.open(
-                row.storedIfPresent("client_secret", table: "accounts", row: id.rawValue, path: self.path), table: "accounts", column: "client_secret",
-                account: id, row: id.rawValue, db)
-        }
+        try read("reading a client secret") { db in try self.credential("client_secret", of: id, db) }
     }
 
     /// The stored signing key (PEM) of a `private_key_jwt` client; nil when none is stored.
     public func clientSigningKey(for id: AccountID) throws -> String? {
-        try read("reading a client signing key") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
-                throw self.accountNotFound(id)
-            }
-            try self.integrity.check(row, in: .accounts, db)
-            return try self.open(
-                row.storedIfPresent("client_signing_key", table: "accounts", row: id.rawValue, path: self.path), table: "accounts",
-                column: "client_signing_key", account: id, row: id.rawValue, db)
-        }
+        try read("reading a client signing key") { db in try self.credential("client_signing_key", of: id, db) }
     }
 
     /// The private key (PEM) the account's tokens are bound to (DPoP); nil for bearer tokens.
     public func dpopKey(for id: AccountID) throws -> String? {
-        try read("reading a DPoP key") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
-                throw self.accountNotFound(id)
-            }
-            try self.integrity.check(row, in: .accounts, db)
-            return try self.open(
-                row.storedIfPresent("dpop_key", table: "accounts", row: id.rawValue, path: self.path), table: "accounts",
-                column: "dpop_key", account: id, row: id.rawValue, db)
+        try read("reading a DPoP key") { db in try self.credential("dpop_key", of: id, db) }
+    }
+
+    /// One of the account's sealed credentials (`client_secret`, `client_signing_key`,
+    /// `dpop_key`), opened from a row checked against its MAC; nil when none is stored.
+    func credential(_ column: String, of id: AccountID, _ db: Database) throws -> String? {
+        guard let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) else {
+            throw accountNotFound(id)
         }
+        try integrity.check(row, in: .accounts, db)
+        return try open(
+            row.storedIfPresent(column, table: "accounts", row: id.rawValue, path: path), table: "accounts", column: column, account: id,
+            row: id.rawValue, db)
     }
 
     /// Throws ``VaultError/Code/invalidArgument`` unless the account's client authentication
