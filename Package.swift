@@ -94,6 +94,8 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "JWTKit", package: "jwt-kit"),
+                // DPoP proofs sign with swift-crypto's P-256 directly (the key jwt-kit wraps).
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         // URLSession as an HTTPTransport. Apart from VaultOAuth so that linking that never loads
@@ -222,7 +224,7 @@ let package = Package(
         .testTarget(
             name: "VaultCommandTests",
             dependencies: [
-                "vault", "vault-lean", "AgentWire", "VaultAgent", "VaultStore", "VaultTestSupport", "DevGateway",
+                "vault", "vault-lean", "AgentWire", "VaultAgent", "VaultStore", "VaultTestSupport", "DevGateway", "VaultCrypto",
                 // `vault exec`'s signal forwarding, tested at its C boundary.
                 "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -21,6 +21,10 @@ extension AgentRequest {
         message.append("username", ifPresent: username)
         for resource in resources { message.append("resource", resource) }
         for scope in scopes { message.append("scope", scope) }
+        message.append("method", ifPresent: method)
+        message.append("url", ifPresent: url)
+        message.append("nonce", ifPresent: nonce)
+        if withoutToken { message.append("no_token", "1") }
         terminal?.append(to: &message)
         return message
     }
@@ -48,6 +52,10 @@ extension AgentRequest {
         username = message["username"]
         resources = message.values("resource")
         scopes = message.values("scope")
+        method = message["method"]
+        url = message["url"]
+        nonce = message["nonce"]
+        withoutToken = message["no_token"] == "1"
         terminal = RequesterTerminal(message)
     }
 }
@@ -72,6 +80,7 @@ extension AgentResponse {
             for resource in token.resources { message.append("target_resource", resource) }
             for scope in token.requestedScopes { message.append("target_scope", scope) }
         }
+        message.append("proof", ifPresent: proof)
         if let status {
             message.append("vault", status.vault)
             message.append("pid", String(status.pid))
@@ -111,6 +120,7 @@ extension AgentResponse {
             token.requestedScopes = message.values("target_scope")
             self.token = token
         }
+        proof = message["proof"]
         if let vault = message["vault"] {
             guard let pid = message["pid"].flatMap({ Int32($0) }), let started = message["started_at"].flatMap(Double.init),
                 let socket = message["socket"]

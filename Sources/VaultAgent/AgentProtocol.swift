@@ -10,13 +10,16 @@ import Foundation
 /// value), listed below; lists repeat their key; unknown keys are ignored.
 ///
 /// ```
-/// Request:  op = token | credential | unauthorized | hosts | status | lock | unlock | stop | hello,
+/// Request:  op = token | credential | unauthorized | hosts | status | lock | unlock | stop |
+///           dpop_proof | hello,
 ///           account?, min_ttl? (seconds), protocol?, host?, path?, username?, presented?,
-///           resource*, scope* (token: the target; none: the account's own token),
+///           resource*, scope* (token, dpop_proof: the target; none: the account's own token),
+///           method, url, nonce?, no_token? = 1 (dpop_proof: the request the proof is for),
 ///           passphrase? | key_file? (unlock only)
 /// Answer:   ok = 1, and for a token: token, token_type, expires_at? (seconds since 1970),
 ///           account, scope* (as granted), username?, target_resource*, target_scope* (the
-///           target served, as asked: a client asking for one checks them); for status: vault, pid, locked (0|1),
+///           target served, as asked: a client asking for one checks them); for dpop_proof:
+///           proof, and the token its `ath` names as above (none with no_token); for status: vault, pid, locked (0|1),
 ///           lock_after_seconds?, last_use?, started_at, socket, lock_reason?; for hosts: hosts
 ///           (the count), then host, host_user per entry; for hello: version, versions*, op*
 ///        or ok = 0, error (the code), exit, message
@@ -34,8 +37,8 @@ import Foundation
 /// How the next features extend version 2 without a new version: each adds operations or
 /// fields, and a client that needs one checks `hello` first (an older agent lacks it and says
 /// `unknown_op`, never a broken connection). Tokens per resource add a `resource` field to
-/// `token` (RFC 8707); DPoP adds a `proof` operation (method, URL, nonce in; the signed proof
-/// out) so the key never leaves the agent; fresh tokens for `vault exec` children use the kept
+/// `token` (RFC 8707); DPoP added `dpop_proof` (method, URL, nonce in; the signed proof and the
+/// token it names out) so the key never leaves the agent; fresh tokens for `vault exec` children use the kept
 /// connection. Unlock on demand added the terminal fields: a locked agent runs pinentry on the
 /// terminal or display they name (the passphrase goes from pinentry to the agent on a pipe,
 /// never through this socket) and sends `ok=wait` every ``AgentProtocol/interimSeconds``
@@ -91,6 +94,8 @@ public enum AgentProtocol {
 public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     public enum Operation: String, Codable, Sendable, CaseIterable {
         case token, credential, unauthorized, hosts, status, lock, unlock, stop
+        /// A DPoP proof (RFC 9449) signed by the agent for one request, and the token it names.
+        case dpopProof = "dpop_proof"
     }
 
     public var v: Int
@@ -113,6 +118,12 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     /// 2 only); both empty: the account's own token.
     public var resources: [String] = []
     public var scopes: [String] = []
+    /// `dpop_proof`: the HTTP method and URL of the request the proof is for, the server's last
+    /// `DPoP-Nonce`, and whether the proof names no token (no `ath`) (protocol 2 only).
+    public var method: String?
+    public var url: String?
+    public var nonce: String?
+    public var withoutToken = false
 
     public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
         self.v = AgentProtocol.version
@@ -241,6 +252,8 @@ public struct AgentResponse: Codable, Sendable {
     public var status: AgentStatus?
     /// `hosts`: every credential host and the user name it answers with.
     public var hosts: [String: String]?
+    /// `dpop_proof`: the signed proof (its token, when it names one, in ``token``).
+    public var proof: String?
     public var error: AgentFailure?
 
     public init(token: AgentToken? = nil, status: AgentStatus? = nil, hosts: [String: String]? = nil) {

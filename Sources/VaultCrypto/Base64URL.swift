@@ -10,10 +10,42 @@ import Foundation
 /// ```
 public enum Base64URL {
     public static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        var text: [UInt8] = []
+        append(bytes, to: &text)
+        return String(decoding: text, as: UTF8.self)
     }
+
+    /// Appends the encoding of `bytes` to `text` (a JWS being put together, say): no string
+    /// made on the way.
+    public static func append(_ bytes: some Sequence<UInt8>, to text: inout [UInt8]) {
+        let input = Array(bytes)
+        text.reserveCapacity(text.count + (input.count * 4 + 2) / 3)
+        var index = 0
+        while index + 3 <= input.count {
+            let group = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
+            text.append(alphabet[Int(group >> 18 & 63)])
+            text.append(alphabet[Int(group >> 12 & 63)])
+            text.append(alphabet[Int(group >> 6 & 63)])
+            text.append(alphabet[Int(group & 63)])
+            index += 3
+        }
+        switch input.count - index {
+        case 1:
+            let group = UInt32(input[index]) << 16
+            text.append(alphabet[Int(group >> 18 & 63)])
+            text.append(alphabet[Int(group >> 12 & 63)])
+        case 2:
+            let group = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8
+            text.append(alphabet[Int(group >> 18 & 63)])
+            text.append(alphabet[Int(group >> 12 & 63)])
+            text.append(alphabet[Int(group >> 6 & 63)])
+        default:
+            break
+        }
+    }
+
+    /// RFC 4648 §5's alphabet, by value.
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// The bytes of `text`; nil when it holds anything but the base64url alphabet (padding
     /// included) or has a length no encoding has.

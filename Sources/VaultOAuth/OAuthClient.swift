@@ -77,8 +77,11 @@ public struct OAuthClient: Sendable {
             "Accept": "application/json",
         ]
         let added = await client.apply(to: &headers, form: &form, endpoint: endpoint, now: now())
+        // A proof that cannot be made (no such case for a stored key and a checked endpoint)
+        // leaves the request without one: the server then answers with a bearer token, which
+        // the binding check refuses (`dpop_binding`), so nothing unbound is kept.
         if let key = client.dpopKey,
-            let proof = try? await key.proof(method: "POST", url: endpoint, nonce: dpopNonces.nonce(for: endpoint), now: now())
+            let proof = try? key.proof(method: "POST", url: endpoint, nonce: dpopNonces.nonce(for: endpoint), now: now())
         {
             headers["DPoP"] = proof
         }

@@ -21,12 +21,40 @@ extension SessionService {
     ) async throws -> String {
         guard let id = try await accountOrActive(account ?? accessToken?.account) else { throw SessionError.noActiveAccount }
         if let accessToken, accessToken.account != id { throw SessionError.accountChanged(from: accessToken.account, to: id) }
+        let key = try await provingKey(id)
+        return try key.proof(method: method, url: url, accessToken: accessToken?.value, nonce: nonce, now: now())
+    }
+
+    /// A valid token and a proof naming it (`ath`) for one request, together: what a script
+    /// needs for a DPoP request (`vault dpop-proof --json`, the agent's `dpop_proof`). The
+    /// account is checked for a key before any token is obtained, so a bearer account fails
+    /// (`not_dpop`) without a refresh. `target` and `minimumValidity` as for
+    /// ``validAccessToken(for:target:minimumValidity:)``.
+    public func dpopRequest(
+        for account: AccountID? = nil, target: TokenTarget = .account, minimumValidity: Duration? = nil, method: String, url: URL,
+        nonce: String? = nil
+    ) async throws -> (token: AccessToken, proof: String) {
+        guard let id = try await accountOrActive(account) else { throw SessionError.noActiveAccount }
+        try DPoPRequestError.check(method: method, url: url)
+        let key = try await provingKey(id)
+        let token =
+            if let minimumValidity {
+                try await validAccessToken(for: id, target: target, minimumValidity: minimumValidity)
+            } else {
+                try await validAccessToken(for: id, target: target)
+            }
+        return (token, try key.proof(method: method, url: url, accessToken: token.value, nonce: nonce, now: now()))
+    }
+
+    /// The key `id`'s tokens are bound to, once its session is found servable; `not_dpop` for
+    /// bearer tokens.
+    private func provingKey(_ id: AccountID) async throws -> DPoPKey {
         _ = try await servableSession(id)
         guard let stored = try await vaultCall({ [vault] in try vault.accounts.find(id) }) else { throw SessionError.notSignedIn(id) }
         guard let key = try await dpopKey(of: stored) else {
             throw SessionError.clientMisconfigured(id, code: "not_dpop", description: "the account's tokens are bearer tokens: there is no key to prove")
         }
-        return try await key.proof(method: method, url: url, accessToken: accessToken?.value, nonce: nonce, now: now())
+        return key
     }
 
     /// The thumbprint (RFC 7638) of the key the account's tokens are bound to, or nil for

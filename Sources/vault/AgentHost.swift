@@ -188,6 +188,8 @@ actor AgentHost {
             }
         case .token:
             return await token(request, peer: peer)
+        case .dpopProof:
+            return await dpopProof(request, peer: peer)
         case .credential, .unauthorized:
             return await credential(request, peer: peer)
         case .hosts:
@@ -224,6 +226,38 @@ actor AgentHost {
                     try await current.session.validAccessToken(for: account, target: target)
                 }
             return AgentResponse(token: AgentToken(token))
+        } catch {
+            return await failure(error)
+        }
+    }
+
+    /// A proof signed here for one request of the client's (the key never leaves the agent), and
+    /// the token it names unless asked for none.
+    private func dpopProof(_ request: AgentRequest, peer: AgentServer.Peer) async -> AgentResponse {
+        guard let method = request.method, let text = request.url, let url = URL(string: text) else {
+            return .failure("malformed_request", exit: ExitStatus.usage.rawValue, "a dpop_proof request names a method and a URL")
+        }
+        let current: OpenedVault
+        switch await usable(asking: request, peer: peer) {
+        case .open(let opened): current = opened
+        case .answer(let answer): return answer
+        }
+        lastUse = wallClock.now()
+        armLockTimer()
+        do {
+            let account = try await request.account.asyncMap { reference in try await BlockingWork.run { try current.account(reference) } }
+            var response: AgentResponse
+            if request.withoutToken {
+                response = AgentResponse()
+                response.proof = try await current.session.dpopProof(for: account, method: method, url: url, nonce: request.nonce)
+            } else {
+                let (token, proof) = try await current.session.dpopRequest(
+                    for: account, target: try TokenTarget(resources: request.resources, scopes: request.scopes),
+                    minimumValidity: request.minTTL.map { .seconds(max(0, $0)) }, method: method, url: url, nonce: request.nonce)
+                response = AgentResponse(token: AgentToken(token))
+                response.proof = proof
+            }
+            return response
         } catch {
             return await failure(error)
         }

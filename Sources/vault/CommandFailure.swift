@@ -89,6 +89,8 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(.usage, error.description)
         case let error as TokenTargetError:
             self.init(.usage, error.description)
+        case let error as DPoPRequestError:
+            self.init(.usage, error.description)
         case let error as SignInError:
             self.init(Self.status(of: error), Self.message(for: error))
         case let error as SessionTransferError:

@@ -57,6 +57,11 @@ struct AgentOrVault {
             if request.terminal == nil { request.terminal = terminal }
             do {
                 return try await AgentClient(vault: global.url).send(request)
+            } catch let failure as AgentFailure where failure.code == "unknown_op" {
+                throw CommandFailure(
+                    .failure,
+                    "the agent serving \(global.url.path) predates `\(request.op.rawValue)`: restart it (`vault agent stop`, then `vault agent start`) or use --no-agent"
+                )
             } catch let failure as AgentFailure {
                 throw CommandFailure(failure)
             } catch AgentConnectionError.notRunning {

@@ -17,6 +17,23 @@ struct Base64URLTests {
         #expect(Base64URL.decode("-_-_") == [0xFB, 0xFF, 0xBF])
     }
 
+    @Test("every length and every byte value encodes as Foundation's base64 does, in the URL alphabet, and decodes back")
+    func matchesFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0..<70 {
+            let bytes = (0..<length).map { index in length < 3 ? UInt8(truncatingIfNeeded: index &* 97) : UInt8.random(in: .min ... .max, using: &generator) }
+            let reference = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == reference, "\(length) bytes")
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+        }
+        let all = (0...255).map(UInt8.init)
+        var appended = Array("prefix.".utf8)
+        Base64URL.append(all, to: &appended)
+        #expect(String(decoding: appended, as: UTF8.self) == "prefix." + Base64URL.encode(all))
+        #expect(Base64URL.decode(Base64URL.encode(all)) == all)
+    }
+
     @Test("padding, the base64 letters + and /, other characters and impossible lengths are refused")
     func refusals() {
         for text in ["Zg==", "+/+/", "Zm9v YmFy", "Zm9vY", "Zm9v\n", "é"] {

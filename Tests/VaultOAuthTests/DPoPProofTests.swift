@@ -31,7 +31,7 @@ struct DPoPProofTests {
         let key = DPoPKey.generate()
         let now = Date(timeIntervalSince1970: 1_790_000_000)
         let url = try #require(URL(string: "https://api.example.test:8443/v1/files?page=2#top"))
-        let proof = try await key.proof(method: "get", url: url, accessToken: "Kz~8mXK1EalYznwH-LC-1fBAo.4Ljp~zsPE_NeO.gxU", nonce: "n-0S6_WzA2Mj", now: now)
+        let proof = try key.proof(method: "get", url: url, accessToken: "Kz~8mXK1EalYznwH-LC-1fBAo.4Ljp~zsPE_NeO.gxU", nonce: "n-0S6_WzA2Mj", now: now)
         let (header, claims) = try Self.parts(proof)
         #expect(header["typ"] as? String == "dpop+jwt" && header["alg"] as? String == "ES256" && header["kid"] == nil)
         let jwk = try #require(header["jwk"] as? [String: String])
@@ -52,9 +52,27 @@ struct DPoPProofTests {
         #expect(key.thumbprint == digest)
 
         // Two proofs never share a jti; no ath or nonce when none is given.
-        let plain = try Self.parts(try await key.proof(method: "POST", url: url, now: now)).claims
+        let plain = try Self.parts(try key.proof(method: "POST", url: url, now: now)).claims
         #expect(plain["ath"] == nil && plain["nonce"] == nil && plain["jti"] as? String != claims["jti"] as? String)
         #expect("\(key)".contains(key.thumbprint) && !"\(key)".contains("PRIVATE"))
+    }
+
+    @Test("a server's nonce and a URL travel exactly, whatever characters they hold (quotes, backslashes, control characters, non-ASCII)")
+    func claimsEscaped() async throws {
+        let key = DPoPKey.generate()
+        let nonce = "a\"b\\c\n\t\u{01}\u{1F}é—🔑/<>"
+        let url = try #require(URL(string: "https://api.example.test/v1/%22files%22/caf%C3%A9"))
+        let proof = try key.proof(method: "PUT", url: url, nonce: nonce, now: Date(timeIntervalSince1970: 1_790_000_000))
+        let claims = try Self.parts(proof).claims
+        #expect(claims["nonce"] as? String == nonce)
+        #expect(claims["htu"] as? String == "https://api.example.test/v1/%22files%22/caf%C3%A9")
+        #expect(claims["htm"] as? String == "PUT")
+        // Still signed by the header's key after escaping.
+        let jwk = try #require(try Self.parts(proof).header["jwk"] as? [String: String])
+        let publicKey = try ES256PublicKey(parameters: (x: try #require(jwk["x"]), y: try #require(jwk["y"])))
+        let keys = await JWTKeyCollection().add(ecdsa: publicKey)
+        let verified = try await keys.verify(proof, as: DPoPProofClaims.self)
+        #expect(verified.nonce == nonce)
     }
 
     @Test("what comes back is checked: a bearer answer and a JWT bound to another key are refused; an opaque DPoP token passes on its type")

@@ -48,7 +48,7 @@ struct DPoPSessionTests {
             #expect(stolen.status == 401, "a DPoP-bound token is refused as a bearer token")
             #expect(await h.gateway.stats().boundTokenBearerRefusals == 1)
             // Another key's proof does not make the copy usable either.
-            let thief = try await DPoPKey.generate().proof(method: "GET", url: url, accessToken: token.value, now: h.time.now())
+            let thief = try DPoPKey.generate().proof(method: "GET", url: url, accessToken: token.value, now: h.time.now())
             #expect(try await profile(h, authorization: token.authorizationHeader, proof: thief).status == 401)
             #expect(try await h.service.dpopThumbprint(for: id)?.isEmpty == false)
             #expect(try h.vault.maintenance.verify().passed)

@@ -11,11 +11,11 @@ func benchDPoPProof(_ report: Report, scale: Scale) async throws {
     guard let url = URL(string: "https://api.example.test/v1/files?page=2") else { throw BenchError("no URL") }
     let token = randomString(43)
     let issued = Date(timeIntervalSince1970: 1_790_000_000)
-    let sample = try await key.proof(method: "GET", url: url, accessToken: token, nonce: "n-0S6_WzA2Mj", now: issued)
+    let sample = try key.proof(method: "GET", url: url, accessToken: token, nonce: "n-0S6_WzA2Mj", now: issued)
     // The signing input of a proof: everything before its last dot.
     let signingInput = Data(sample.split(separator: ".").prefix(2).joined(separator: ".").utf8)
     let baselineKey = P256.Signing.PrivateKey()
-    let proof = Operation { _ = try await key.proof(method: "GET", url: url, accessToken: token, nonce: "n-0S6_WzA2Mj", now: issued) }
+    let proof = Operation { _ = try key.proof(method: "GET", url: url, accessToken: token, nonce: "n-0S6_WzA2Mj", now: issued) }
     let signature = Operation { _ = try baselineKey.signature(for: signingInput) }
     let iterations = max(200, scale.coldIterations * 4)
     let pair = try await measurePair(warmup: 50, iterations: iterations, proof, signature)
