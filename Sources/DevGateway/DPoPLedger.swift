@@ -17,6 +17,9 @@ struct DPoPLedger: Sendable {
     private(set) var nonce = DPoPLedger.newNonce()
     /// Whether every token request must carry a proof.
     var requiredOfEveryClient = false
+    /// Whether the token endpoint behaves as a server without DPoP: proofs unread, bearer
+    /// tokens issued.
+    var ignored = false
     /// Clients whose token requests must carry a proof.
     private(set) var requiringClients: Set<String> = []
     /// Accepted proofs and when each may be forgotten (its `iat` plus the allowed skew: after

@@ -68,7 +68,19 @@ extension DevGateway {
         state.dpop.requireProofs(of: id)
     }
 
+    /// Makes the token endpoint behave as a provider that does not do DPoP (true): the `DPoP`
+    /// header is not read and bearer tokens are issued, which a client that asked for bound
+    /// tokens must refuse (RFC 9449 §7.1, §5). Off by default.
+    ///
+    /// ```swift
+    /// await gateway.ignoreDPoP(true)
+    /// ```
+    public func ignoreDPoP(_ ignored: Bool) {
+        state.dpop.ignored = ignored
+    }
+
     func applyDPoPSettings(_ settings: AdminJSON.DPoPSettings) {
+        if let ignored = settings.ignore { ignoreDPoP(ignored) }
         if let required = settings.requireNonce { requireDPoPNonce(required) }
         if settings.rotateNonce == true { rotateDPoPNonce() }
         if let required = settings.require { requireDPoP(required) }
@@ -164,9 +176,10 @@ extension AdminJSON {
         let rotateNonce: Bool?
         let require: Bool?
         let requireClients: [String]?
+        let ignore: Bool?
 
         enum CodingKeys: String, CodingKey {
-            case requireNonce = "require_nonce", rotateNonce = "rotate_nonce", require, requireClients = "require_clients"
+            case requireNonce = "require_nonce", rotateNonce = "rotate_nonce", require, requireClients = "require_clients", ignore
         }
     }
 }

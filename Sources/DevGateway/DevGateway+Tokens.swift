@@ -126,6 +126,8 @@ extension DevGateway {
         case .success(let value): (parameters, grantType, clientID) = value
         case .failure(let rejection): return .failure(rejection)
         }
+        // A provider without DPoP: the proof is not read, the tokens are bearer tokens.
+        if state.dpop.ignored { return .success((parameters, grantType, clientID, nil)) }
         switch await tokenRequestBinding(request, clientID: clientID) {
         case .success(let thumbprint):
             if let thumbprint { metadata["gateway.dpop_jkt"] = "\(thumbprint)" }

@@ -215,6 +215,13 @@ extension SessionService {
             response = try await oauth.registerGuest(endpoint: endpoint, client: client, scopes: request.scopes, pins: pins)
         }
 
+        // Tokens that were to be bound to the key and are not (a provider that ignores DPoP):
+        // nothing is stored, and what the provider issued is revoked rather than left standing.
+        if let dpopKey, let problem = response.dpopBindingProblem(for: dpopKey) {
+            await revokeUnstored(response, provider: provider, client: client, pins: pins, oauth: oauth)
+            throw SignInError.tokenRequestFailed(.clientMisconfigured(code: "dpop_binding", description: problem), step: Self.tokenStep(request.method))
+        }
+
         // 2. Who signed in. From here on a failure revokes what the provider just granted.
         let verified: VerifiedIDToken?
         var userinfo: UserInfo?
@@ -510,6 +517,15 @@ extension SessionService {
     static func mayLackIDToken(_ method: SignInMethod) -> Bool {
         if case .device = method { return true }
         return false
+    }
+
+    /// The request of `method` that brings the tokens.
+    static func tokenStep(_ method: SignInMethod) -> SignInStep {
+        switch method {
+        case .device: .devicePoll
+        case .browser: .codeExchange
+        case .guest: .guestRegistration
+        }
     }
 
     static func methodName(_ method: SignInMethod) -> String {

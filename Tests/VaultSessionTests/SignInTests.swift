@@ -268,6 +268,27 @@ struct SignInTests {
         }
     }
 
+    @Test("--dpop at a provider that ignores DPoP: refused as dpop_binding, nothing stored, what it issued revoked")
+    func dpopIgnoredByTheProvider() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.ignoreDPoP(true)
+            var request = try await world.request(world.device)
+            request.dpop = true
+            let result = await world.deviceSignIn(request) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "alice")
+            }
+            guard case .failure(let error) = result, case .tokenRequestFailed(.clientMisconfigured("dpop_binding", _), .devicePoll)? = error as? SignInError
+            else {
+                Issue.record("expected dpop_binding at the device poll, got \(result)")
+                return
+            }
+            #expect(world.accountCount == 0)
+            let stats = await world.gateway.stats()
+            #expect(stats.tokenResponses == 1 && stats.dpopBoundTokens == 0, "a bearer token was issued")
+            #expect(stats.revocationRequests == 1, "and revoked, not left standing at the provider")
+        }
+    }
+
     @Test("openid asked and no id_token in the response: refused, nothing stored")
     func missingIDToken() async throws {
         try await Self.withWorld { world in

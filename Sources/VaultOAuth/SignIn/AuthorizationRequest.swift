@@ -106,6 +106,9 @@ public struct AuthorizationRequest: Sendable, CustomStringConvertible {
 
 extension OAuthClient {
     /// Exchanges an authorization code for tokens, proving possession of the PKCE verifier.
+    /// With a DPoP key in `client`, whether the server bound the tokens to it is the caller's
+    /// to judge (``TokenResponse/dpopBindingProblem(for:)``), so it can revoke what was issued
+    /// when it did not.
     public func exchangeCode(
         _ code: String, of request: AuthorizationRequest, tokenEndpoint: URL, client: ClientCredentials, pins: [SPKIPin] = []
     ) async throws(SignInError) -> TokenResponse {
@@ -119,9 +122,6 @@ extension OAuthClient {
         let secrets = [code, request.codeVerifier] + client.secrets + sent
         switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
         case .success(let tokens):
-            if let key = client.dpopKey, let problem = tokens.dpopBindingProblem(for: key) {
-                throw .tokenRequestFailed(.clientMisconfigured(code: "dpop_binding", description: problem), step: .codeExchange)
-            }
             logger.debug("code exchanged", metadata: ["oauth.outcome": "success"])
             return tokens
         case .failure(let failure):

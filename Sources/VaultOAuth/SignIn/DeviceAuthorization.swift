@@ -98,7 +98,9 @@ extension OAuthClient {
     /// Polls the token endpoint until the user approves or declines, the code expires, or the
     /// task is cancelled (RFC 8628 §3.4–3.5). Waits `interval` seconds between polls on
     /// ``clock``, five more after each `slow_down`, and doubles the wait after a failure that
-    /// may pass (a timeout, a 5xx) as §3.5 asks. Every other failure stops at once.
+    /// may pass (a timeout, a 5xx) as §3.5 asks. Every other failure stops at once. With a DPoP
+    /// key in `client`, whether the server bound the tokens to it is the caller's to judge
+    /// (``TokenResponse/dpopBindingProblem(for:)``), so it can revoke what was issued.
     ///
     /// ```swift
     /// let authorization = try await oauth.requestDeviceAuthorization(endpoint: device, client: client, scopes: ["openid"])
@@ -162,9 +164,6 @@ extension OAuthClient {
             }
             switch Self.classifyRefresh(response, secrets: secrets, now: now()) {
             case .success(let tokens):
-                if let key = client.dpopKey, let problem = tokens.dpopBindingProblem(for: key) {
-                    throw .tokenRequestFailed(.clientMisconfigured(code: "dpop_binding", description: problem), step: .devicePoll)
-                }
                 logger.debug("device authorization finished", metadata: ["oauth.outcome": "success"])
                 return tokens
             case .failure(let failure) where failure.isTransient:
