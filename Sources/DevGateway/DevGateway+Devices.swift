@@ -87,26 +87,25 @@ extension DevGateway {
         let registration: DeviceLedger.Registration?
     }
 
-    /// Authenticates `Authorization: Bearer <access token>`. A revoked device gets
-    /// `device_revoked` even though its grant was revoked with it.
-    func authenticateBearer(_ request: HTTPRequest) -> Result<DeviceCaller, DeviceRejection> {
-        guard let header = request.headers[.authorization] else {
-            return .failure(DeviceRejection(401, "invalid_token", "a bearer access token is required"))
-        }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
-            return .failure(DeviceRejection(401, "invalid_token", "a bearer access token is required"))
-        }
-        guard let grant = state.tokens.grant(forAccessToken: String(parts[1])) else {
-            return .failure(DeviceRejection(401, "invalid_token", "unknown access token"))
-        }
-        let registration = state.devices.registration(boundTo: grant.id)
-        if registration?.status == .revoked {
+    /// Authenticates the caller's access token as every protected resource does
+    /// (``presentedAccessToken(_:)``: `Bearer`, or `DPoP` with a proof for a bound token; a bound
+    /// token as `Bearer` is refused). A revoked device gets `device_revoked` even though its
+    /// grant was revoked with it.
+    func authenticateCaller(_ request: HTTPRequest) async -> Result<DeviceCaller, DeviceRejection> {
+        let parts = (request.headers[.authorization] ?? "").split(separator: " ", maxSplits: 1)
+        if parts.count == 2, let grant = state.tokens.grant(forAccessToken: String(parts[1])),
+            state.devices.registration(boundTo: grant.id)?.status == .revoked
+        {
             return .failure(DeviceRejection(401, "device_revoked", "this device was revoked for the account"))
         }
-        guard !grant.revoked else {
-            return .failure(DeviceRejection(401, "invalid_token", "the grant has been revoked"))
+        let grant: TokenLedger.Grant
+        switch await presentedAccessToken(request) {
+        case .success(let presented): grant = presented.grant
+        case .failure(let refusal):
+            let (response, error, description) = refusalResponse(refusal)
+            return .failure(DeviceRejection(accessTokenRefused: response, error: error, description: description))
         }
+        let registration = state.devices.registration(boundTo: grant.id)
         if let registration { state.devices.touch(registration.id, now: deviceAreaNow()) }
         return .success(
             DeviceCaller(
@@ -140,9 +139,9 @@ extension DevGateway {
     }
 
     /// Runs `body` with the authenticated caller; a rejection anywhere becomes its response.
-    func withCaller(_ request: HTTPRequest, _ body: (DeviceCaller) throws(DeviceRejection) -> HTTPResponse) -> HTTPResponse {
+    func withCaller(_ request: HTTPRequest, _ body: (DeviceCaller) throws(DeviceRejection) -> HTTPResponse) async -> HTTPResponse {
         do {
-            let caller = try authenticateBearer(request).get()
+            let caller = try await authenticateCaller(request).get()
             return try body(caller)
         } catch {
             logger.debug("device request refused", metadata: ["gateway.error": "\(error.body.error)", "http.status": "\(error.status)"])
@@ -153,8 +152,8 @@ extension DevGateway {
     // MARK: - Handlers
 
     /// `POST /devices`: registers the caller's device (active if it is the subject's first).
-    func handleRegister(_ request: HTTPRequest, body: Data) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleRegister(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             guard let form = DeviceJSON.decode(DeviceJSON.Register.self, from: body),
                 Self.isReasonable(form.deviceID), Self.isReasonable(form.name), Self.isReasonable(form.platform)
             else {
@@ -184,16 +183,16 @@ extension DevGateway {
     }
 
     /// `GET /devices`: the subject's devices, for an active device.
-    func handleListDevices(_ request: HTTPRequest) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleListDevices(_ request: HTTPRequest) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             _ = try activeDevice(caller).get()
             return .json(DeviceJSON.DeviceList(devices: state.devices.registrations(of: caller.subject).map(DeviceJSON.Device.init)))
         }
     }
 
     /// `GET /devices/{device_id}`: one registration; a device may always read its own.
-    func handleDeviceStatus(_ request: HTTPRequest, deviceID: String) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleDeviceStatus(_ request: HTTPRequest, deviceID: String) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             if caller.registration?.deviceID != deviceID { _ = try activeDevice(caller).get() }
             guard let registration = state.devices.registration(subject: caller.subject, deviceID: deviceID) else {
                 throw DeviceRejection(404, "not_found", "no such device for this account")
@@ -203,8 +202,8 @@ extension DevGateway {
     }
 
     /// `POST /devices/{device_id}/verify`: sends an approval request to the subject's active devices.
-    func handleStartVerify(_ request: HTTPRequest, deviceID: String) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleStartVerify(_ request: HTTPRequest, deviceID: String) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             var registration = try ownDevice(caller, deviceID).get()
             try Self.requirePending(registration)
             let approvers = state.devices.registrations(of: caller.subject).filter { $0.status == .active && $0.id != registration.id }
@@ -245,8 +244,8 @@ extension DevGateway {
 
     /// `POST /devices/{device_id}/fallback`: issues an activation code, delivered out of band
     /// (read it with `GET /admin/devices/{subject}/{device_id}/activation-code`).
-    func handleStartFallback(_ request: HTTPRequest, deviceID: String) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleStartFallback(_ request: HTTPRequest, deviceID: String) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             let registration = try ownDevice(caller, deviceID).get()
             try Self.requirePending(registration)
             guard let code = state.devices.issueActivationCode(registration.id, now: deviceAreaNow()),
@@ -263,8 +262,8 @@ extension DevGateway {
     }
 
     /// `POST /devices/{device_id}/activate`: checks the fallback code.
-    func handleActivate(_ request: HTTPRequest, deviceID: String, body: Data) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleActivate(_ request: HTTPRequest, deviceID: String, body: Data) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             let registration = try ownDevice(caller, deviceID).get()
             try Self.requirePending(registration)
             guard let form = DeviceJSON.decode(DeviceJSON.Code.self, from: body), !form.code.isEmpty else {
@@ -290,8 +289,8 @@ extension DevGateway {
     }
 
     /// `POST /devices/{device_id}/cancel`: ends a pending activation (`reason`: cancelled | expired).
-    func handleCancel(_ request: HTTPRequest, deviceID: String, body: Data) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleCancel(_ request: HTTPRequest, deviceID: String, body: Data) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             let registration = try ownDevice(caller, deviceID).get()
             try Self.requirePending(registration)
             let expired = DeviceJSON.decode(DeviceJSON.Cancel.self, from: body)?.reason == "expired"
@@ -305,8 +304,8 @@ extension DevGateway {
     }
 
     /// `POST /devices/{device_id}/rename`.
-    func handleRename(_ request: HTTPRequest, deviceID: String, body: Data) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleRename(_ request: HTTPRequest, deviceID: String, body: Data) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             _ = try activeDevice(caller).get()
             guard let form = DeviceJSON.decode(DeviceJSON.Rename.self, from: body), Self.isReasonable(form.name) else {
                 throw .badRequest("name is required (1 to 200 characters)")
@@ -322,8 +321,8 @@ extension DevGateway {
     }
 
     /// `POST /devices/{device_id}/revoke`: terminates a device of the account (this one too).
-    func handleRevokeDevice(_ request: HTTPRequest, deviceID: String) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleRevokeDevice(_ request: HTTPRequest, deviceID: String) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             let me = try activeDevice(caller).get()
             guard let target = state.devices.registration(subject: caller.subject, deviceID: deviceID) else {
                 throw DeviceRejection(404, "not_found", "no such device for this account")

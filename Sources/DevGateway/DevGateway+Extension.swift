@@ -16,8 +16,8 @@ extension DevGateway {
     /// Answers the codelab's ExtendSessionIdleTimeoutResponse as JSON, `{"status_code",
     /// "error_code"?, "error_message"?}`: 200 when granted, 403 with the code and message set by
     /// ``setExtensionRefusal(code:message:)`` when refused. Any valid access token may ask.
-    func handleExtend(_ request: HTTPRequest) -> HTTPResponse {
-        withCaller(request) { _ throws(DeviceRejection) in
+    func handleExtend(_ request: HTTPRequest) async -> HTTPResponse {
+        await withCaller(request) { _ throws(DeviceRejection) in
             state.stats.extensionRequests += 1
             statsDidChange()
             guard let refusal = state.deviceArea.extensionRefusal else {

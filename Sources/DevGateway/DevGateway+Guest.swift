@@ -71,9 +71,10 @@ extension DevGateway {
         }
     }
 
-    /// `POST /guest/convert`: the bearer (a registered user) takes over the guest of
+    /// `POST /guest/convert`: the caller (a registered user's access token, as a protected
+    /// resource takes it: ``presentedAccessToken(_:)``) takes over the guest of
     /// `guest_refresh_token`; the guest's grants are revoked.
-    func handleGuestConversion(_ request: HTTPRequest, body: Data) -> HTTPResponse {
+    func handleGuestConversion(_ request: HTTPRequest, body: Data) async -> HTTPResponse {
         var metadata: Logger.Metadata = ["gateway.endpoint": "/guest/convert"]
         guard state.signIn.guestConversionEnabled else {
             return .json(GatewayJSON.Failure(error: "not_found", errorDescription: "guest conversion is turned off"), status: 404)
@@ -89,12 +90,14 @@ extension DevGateway {
             return .oauthError(rejection)
         }
 
-        let header = request.headers[.authorization] ?? ""
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer",
-            let user = state.tokens.grant(forAccessToken: String(parts[1])), !user.revoked
-        else {
-            return refused(OAuthRejection(status: 401, error: "invalid_token", description: "a registered user's access token is required"))
+        let user: TokenLedger.Grant
+        switch await presentedAccessToken(request) {
+        case .success(let presented): user = presented.grant
+        case .failure(let refusal):
+            let (response, error, _) = refusalResponse(refusal)
+            metadata["gateway.outcome"] = "\(error)"
+            logger.debug("guest request", metadata: metadata)
+            return response
         }
         metadata["gateway.client_id"] = "\(user.clientID)"
         guard Self.isForm(request) else {

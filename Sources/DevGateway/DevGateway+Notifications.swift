@@ -18,8 +18,8 @@ extension DevGateway {
 
     /// `GET /notifications?record_count&start_index&start_date&end_date` (the codelab's
     /// getNotifications paging): newest first; `start_index` counts from 1, `record_count` 0 means all.
-    func handleListNotifications(_ request: HTTPRequest) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleListNotifications(_ request: HTTPRequest) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             _ = try activeDevice(caller).get()
             func integer(_ name: String, default value: Int64) throws(DeviceRejection) -> Int64 {
                 guard let text = request.query[name], !text.isEmpty else { return value }
@@ -48,8 +48,8 @@ extension DevGateway {
 
     /// `POST /notifications/{uuid}/answer` `{"action"}`: the first answer wins; answering an
     /// approval request activates (approve) or rejects (reject) the device waiting for it.
-    func handleAnswer(_ request: HTTPRequest, uuid: String, body: Data) -> HTTPResponse {
-        withCaller(request) { caller throws(DeviceRejection) in
+    func handleAnswer(_ request: HTTPRequest, uuid: String, body: Data) async -> HTTPResponse {
+        await withCaller(request) { caller throws(DeviceRejection) in
             let me = try activeDevice(caller).get()
             guard let form = DeviceJSON.decode(DeviceJSON.Answer.self, from: body), !form.action.isEmpty else {
                 throw .badRequest("action is required")

@@ -160,6 +160,11 @@ extension DevGateway {
     func refused(_ refusal: ResourceRefusal) -> HTTPResponse {
         state.stats.resourceRefusals += 1
         statsDidChange()
+        return refusalResponse(refusal).response
+    }
+
+    /// The 401 of `refusal` (not counted), and its error code and description.
+    func refusalResponse(_ refusal: ResourceRefusal) -> (response: HTTPResponse, error: String, description: String) {
         let bearer = #"Bearer realm="DevGateway", error="invalid_token""#
         let error: String
         let description: String
@@ -178,7 +183,7 @@ extension DevGateway {
         let response = HTTPResponse.json(
             GatewayJSON.Failure(error: error, errorDescription: description), status: 401,
             headers: [(HTTPHeader("WWW-Authenticate"), challenge)])
-        return withDPoPNonce(response, challenged: error == "use_dpop_nonce")
+        return (withDPoPNonce(response, challenged: error == "use_dpop_nonce"), error, description)
     }
 
     /// A `DPoP` challenge (RFC 9449 §7.1) with the algorithms the gateway accepts.

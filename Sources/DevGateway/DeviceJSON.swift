@@ -207,6 +207,9 @@ enum DeviceJSON {
 struct DeviceRejection: Error, Sendable {
     let status: Int
     let body: DeviceJSON.Failure
+    /// The answer to send instead of one made from `body` (a protected resource's refusal of the
+    /// access token, with its challenges and nonce).
+    private var replacement: HTTPResponse?
 
     init(_ status: Int, _ error: String, _ description: String, configure: (inout DeviceJSON.Failure) -> Void = { _ in }) {
         self.status = status
@@ -215,7 +218,14 @@ struct DeviceRejection: Error, Sendable {
         self.body = body
     }
 
+    /// The refusal `response` of an access token (status 401), named `error` in the logs.
+    init(accessTokenRefused response: HTTPResponse, error: String, description: String) {
+        self.init(401, error, description)
+        replacement = response
+    }
+
     var response: HTTPResponse {
+        if let replacement { return replacement }
         var extra: [(HTTPHeader, String)] = []
         if status == 401 {
             extra.append((HTTPHeader("WWW-Authenticate"), #"Bearer realm="DevGateway", error="invalid_token""#))

@@ -18,7 +18,7 @@ public final class DPoPNonces: Sendable {
     /// Remembers the `DPoP-Nonce` `response` carries for `url`'s server; true when it is one
     /// this client did not hold (a retry with it can succeed).
     @discardableResult
-    func remember(_ response: HTTPResponse, from url: URL) -> Bool {
+    public func remember(_ response: HTTPResponse, from url: URL) -> Bool {
         // RFC 9449 §8.1: nonce = 1*NQCHAR (visible ASCII but the quote and backslash).
         guard let nonce = response.headers["DPoP-Nonce"], !nonce.isEmpty, nonce.count <= 1024,
             nonce.unicodeScalars.allSatisfy({ (0x20...0x7E).contains($0.value) && $0 != "\"" && $0 != "\\" })
@@ -41,7 +41,7 @@ public final class DPoPNonces: Sendable {
 extension HTTPResponse {
     /// The server asks for a DPoP proof with its nonce (RFC 9449 §8: `use_dpop_nonce` as the
     /// token endpoint's error, §9: in a resource server's `WWW-Authenticate`).
-    var asksForDPoPNonce: Bool {
+    public var asksForDPoPNonce: Bool {
         switch status {
         case 400: OAuthErrorResponse.parse(body, redaction: Redaction(secrets: []))?.error == "use_dpop_nonce"
         case 401: headers["WWW-Authenticate"]?.contains("use_dpop_nonce") ?? false

@@ -26,6 +26,10 @@ public struct AccessToken: Sendable, Hashable, CustomStringConvertible, CustomDe
     /// `"Bearer <value>"` (or the server's token type).
     public var authorizationHeader: String { "\(tokenType) \(value)" }
 
+    /// Whether the token is bound to the account's DPoP key (type `DPoP`, RFC 9449): every
+    /// request that presents it needs a proof (``SessionService/dpopProof(for:method:url:accessToken:nonce:)``).
+    public var isDPoPBound: Bool { tokenType.caseInsensitiveCompare("DPoP") == .orderedSame }
+
     public var description: String {
         "AccessToken(account: \(account), generation: \(generation), expires: \(expiresAt.map { "\($0)" } ?? "unknown"), value: <redacted>)"
     }

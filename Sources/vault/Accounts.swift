@@ -192,9 +192,11 @@ struct AccountView {
 
     var summary: String {
         let label = account.label.map { " \"\(Terminal.printable($0))\"" } ?? ""
-        let kind =
-            account.kind == .guest
-            ? (account.upgradedTo.map { " [guest, upgraded to \($0)]" } ?? " [guest]") : account.grant == .clientCredentials ? " [client]" : ""
+        var tags: [String] = []
+        if account.kind == .guest { tags.append(account.upgradedTo.map { "guest, upgraded to \($0)" } ?? "guest") }
+        if account.grant == .clientCredentials { tags.append("client") }
+        if account.hasDPoPKey { tags.append("DPoP") }
+        let kind = tags.isEmpty ? "" : " [\(tags.joined(separator: ", "))]"
         return "\(active ? "*" : " ") \(account.id)  \(Terminal.printable(account.subject)) at \(Terminal.printable(account.issuer))\(label)\(kind)\n"
             + "    session \(status.text); \(tokenText)"
     }

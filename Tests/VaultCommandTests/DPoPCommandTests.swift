@@ -48,6 +48,7 @@ struct DPoPCommandTests {
         let shown = try await cli.run(["accounts", "show", "indexer", "--json"]).jsonObject()
         #expect(shown["dpop_bound"] as? Bool == true)
         #expect(try await cli.run(["accounts", "show", "indexer"]).stdout.contains("DPoP (RFC 9449)"))
+        #expect(try await cli.run(["accounts", "list"]).stdout.contains("[client, DPoP]"))
 
         // git and docker cannot send proofs: binding a host is refused, saying why.
         let host = try await cli.run(["accounts", "set-host", "indexer", "git.example.test"])

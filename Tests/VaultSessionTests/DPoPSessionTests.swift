@@ -55,6 +55,29 @@ struct DPoPSessionTests {
         }
     }
 
+    @Test("the device API with a bound token: each call carries a proof naming it, the API's nonce taken once; the token as Bearer is refused there too")
+    func deviceAPI() async throws {
+        try await SessionHarness.run { h in
+            let id = try await signIn(h)
+            await h.gateway.requireDPoPNonce(true)
+            let api = HTTPDeviceNotificationAPI(baseURL: h.gateway.baseURL, session: h.service, transport: http)
+            let enrollment = try await api.register(DeviceDescriptor(deviceID: "build-host", name: "build host", platform: "linux"), account: id)
+            #expect(enrollment.device.deviceID == "build-host")
+            #expect(try await api.device("build-host", account: id).name == "build host")
+            let stats = await h.gateway.stats()
+            #expect(stats.dpopNonceChallenges == 1, "the API's nonce was asked for once, then sent with every proof")
+            #expect(stats.replayedDPoPProofs == 0 && stats.refusedDPoPProofs.isEmpty, "no proof refused for any other reason")
+
+            // A copy of the token alone does not reach the device API.
+            let token = try await h.service.validAccessToken(for: id)
+            var headers = HTTPHeaderFields()
+            headers["Authorization"] = "Bearer \(token.value)"
+            let stolen = try await http.send(HTTPRequest(method: .get, url: h.gateway.baseURL.appendingPathComponent("devices"), headers: headers))
+            #expect(stolen.status == 401)
+            #expect(await h.gateway.stats().boundTokenBearerRefusals == 1)
+        }
+    }
+
     @Test("a server that wants nonces: the vault takes the nonce it is given and asks once more, for every request")
     func nonces() async throws {
         try await SessionHarness.run { h in

@@ -533,4 +533,22 @@ struct SignInTests {
             #expect(try world.vault.maintenance.verify().passed)
         }
     }
+
+    @Test("a guest taken over by a --dpop sign-in: the conversion presents the bound token with a proof naming it, as RFC 9449 §7.1 asks")
+    func guestUpgradeWithDPoP() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.setGuestConversion(enabled: true)
+            let guest = try await world.service.signIn(using: try await world.request(.guest)).account
+            var request = try await world.request(world.device)
+            request.dpop = true
+            let result = try await world.deviceSignIn(request) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "carol")
+            }.get()
+            #expect(result.upgradedGuest?.guest == guest.id)
+            #expect(result.convertedAtProvider, "the provider took the bound token with its proof")
+            let stats = await world.gateway.stats()
+            #expect(stats.guestConversions == 1 && stats.dpopBoundTokens == 1)
+            #expect(stats.boundTokenBearerRefusals == 0 && stats.refusedDPoPProofs.isEmpty && stats.replayedDPoPProofs == 0)
+        }
+    }
 }

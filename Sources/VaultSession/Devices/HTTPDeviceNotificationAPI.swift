@@ -7,7 +7,8 @@ import VaultStore
 /// `DevGateway` (its API is documented at the top of `DevGateway.swift`).
 ///
 /// Every call carries the account's access token from ``SessionService/validAccessToken(for:)``
-/// as `Authorization: Bearer`. A 401 is reported with ``SessionService/reportUnauthorized(_:)``
+/// as `Authorization: Bearer`, or for a DPoP-bound account as `Authorization: DPoP` with a proof
+/// for the request (RFC 9449 §7.1; a `use_dpop_nonce` answer is retried once with the nonce). A 401 is reported with ``SessionService/reportUnauthorized(_:)``
 /// and retried once with the refreshed token. A 401 or 403 whose error is `device_revoked`
 /// ends the account's session as expired(device revoked), wipes its tokens and throws
 /// ``SessionError/expired(_:_:)``. Logs name the method, path and status: never a token,
@@ -29,6 +30,8 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
     let transport: any HTTPTransport
     let logger: Logger
     let clock: any Clock<Duration>
+    /// The `DPoP-Nonce` this API's server last sent, for the next proof (shared by copies).
+    let dpopNonces = DPoPNonces()
 
     public init(
         baseURL: URL, session: SessionService, transport: any HTTPTransport = NIOTransport(),
@@ -184,9 +187,15 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             throw DeviceAPIError.pinningFailed(host: url.hostForMessages, reason: reason)
         }
         var refreshed = false
+        var nonceRetried = false
         while true {
             var headers: HTTPHeaderFields = ["Accept": "application/json", "Authorization": token.authorizationHeader]
             if body != nil { headers["Content-Type"] = "application/json" }
+            if token.isDPoPBound {
+                // RFC 9449 §7.1: a bound token goes with a proof for this request that names it.
+                headers["DPoP"] = try await session.dpopProof(
+                    for: account, method: method.rawValue, url: url, accessToken: token, nonce: dpopNonces.nonce(for: url))
+            }
             let response: HTTPResponse
             do {
                 response = try await transport.send(
@@ -200,6 +209,12 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
                 throw DeviceAPIError.unreachable(error)
             }
             logger.debug("device API", metadata: ["http.method": "\(method)", "http.route": "\(route)", "http.status": "\(response.status)"])
+            // A server that wants its nonce in proofs (RFC 9449 §9) is asked once more with it.
+            let freshNonce = token.isDPoPBound && dpopNonces.remember(response, from: url)
+            if freshNonce, !nonceRetried, response.asksForDPoPNonce {
+                nonceRetried = true
+                continue
+            }
             if response.isSuccess {
                 do {
                     return (try JSONDecoder().decode(Answer.self, from: response.body), token.value)
