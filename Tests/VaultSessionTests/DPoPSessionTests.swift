@@ -78,6 +78,30 @@ struct DPoPSessionTests {
         }
     }
 
+    @Test("a token for another API (RFC 8707) is bound to the same key: taken there with a proof, refused as Bearer and at another API")
+    func targetTokenBound() async throws {
+        try await SessionHarness.run { h in
+            let id = try await signIn(h)
+            let files = try TokenTarget(resources: [h.gateway.resourceServer(named: "files")])
+            let url = h.gateway.baseURL.appendingPathComponent("rs/files/whoami")
+            let (token, proof) = try await h.service.dpopRequest(for: id, target: files, method: "GET", url: url)
+            #expect(token.target == files && token.isDPoPBound)
+            var headers = HTTPHeaderFields()
+            headers["Authorization"] = token.authorizationHeader
+            headers["DPoP"] = proof
+            let answer = try await http.send(HTTPRequest(method: .get, url: url, headers: headers))
+            #expect(answer.status == 200)
+            let body = try #require(try JSONSerialization.jsonObject(with: answer.body) as? [String: Any])
+            #expect(body["cnf_jkt"] as? String == (try await h.service.dpopThumbprint(for: id)))
+            var bearer = HTTPHeaderFields()
+            bearer["Authorization"] = "Bearer \(token.value)"
+            #expect(try await http.send(HTTPRequest(method: .get, url: url, headers: bearer)).status == 401)
+            let mail = h.gateway.baseURL.appendingPathComponent("rs/mail/whoami")
+            headers["DPoP"] = try await h.service.dpopProof(for: id, method: "GET", url: mail, accessToken: token)
+            #expect(try await http.send(HTTPRequest(method: .get, url: mail, headers: headers)).status == 401, "another API's audience")
+        }
+    }
+
     @Test("a server that wants nonces: the vault takes the nonce it is given and asks once more, for every request")
     func nonces() async throws {
         try await SessionHarness.run { h in
