@@ -40,8 +40,9 @@ release: release-deps
 # the loopback servers and the tests share.
 # The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3;
 # the credential helper test has git drive `vault git-credential`; the DOT suite needs a venv;
-# unlock on demand runs the real pinentry-tty under `script` (bsdutils).
-TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty
+# unlock on demand runs the real pinentry-tty under `script` (bsdutils); the systemd keeper seals
+# with the real systemd-creds (systemd; no systemd running is needed for it).
+TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd
 test-deps: deps
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -1,7 +1,8 @@
 import Foundation
 import VaultCrypto
 
-/// What unlocks a vault: a passphrase (stretched with Argon2id) or a 32-byte key file.
+/// What unlocks a vault: a passphrase (stretched with Argon2id) or a 32-byte key, read from a key
+/// file or handed over in memory by a keeper (a systemd credential, say).
 ///
 /// ```swift
 /// let byPassphrase = try VaultCredential.passphrase("correct horse battery staple")
@@ -12,6 +13,9 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
     case passphraseBytes(SecureBytes)
     /// A file holding exactly 32 random bytes, readable only by its owner.
     case keyFile(URL)
+    /// A key file's 32 bytes, already in guarded memory (from a keeper; never written to a file
+    /// by the vault). Opens what the key file with those bytes opens.
+    case key(SecureBytes)
 
     /// A passphrase given as text; its UTF-8 bytes are copied into guarded memory.
     public static func passphrase(_ text: String) throws -> VaultCredential {
@@ -28,6 +32,7 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
         switch self {
         case .passphraseBytes: "VaultCredential.passphrase(<redacted>)"
         case .keyFile(let url): "VaultCredential.keyFile(\(url.path))"
+        case .key: "VaultCredential.key(<redacted>)"
         }
     }
 
@@ -38,13 +43,14 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
         switch self {
         case .passphraseBytes: Mirror(self, children: ["passphrase": "<redacted>"], displayStyle: .enum)
         case .keyFile(let url): Mirror(self, children: ["keyFile": url.path], displayStyle: .enum)
+        case .key: Mirror(self, children: ["key": "<redacted>"], displayStyle: .enum)
         }
     }
 
     var kind: String {
         switch self {
         case .passphraseBytes: "argon2id13"
-        case .keyFile: "keyfile"
+        case .keyFile, .key: "keyfile"
         }
     }
 
@@ -77,6 +83,25 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
             guard let base = buffer.baseAddress, read(fd, base, expected) == expected else {
                 throw VaultError(.invalidCredential, "cannot read \(expected) bytes from key file \(path)", path: path)
             }
+        }
+    }
+
+    /// A new key of 32 random bytes in guarded memory, for ``key(_:)`` (a keeper keeps it).
+    public static func newKey() throws -> SecureBytes {
+        try SecureBytes.random(count: KeyEncryptionKey.keyLength)
+    }
+
+    /// The key's bytes in guarded memory: a key file read (and checked), or the key given.
+    /// Nil for a passphrase. The caller wipes what it gets unless it is the credential's own.
+    func keyBytes() throws -> (bytes: SecureBytes, owned: Bool)? {
+        switch self {
+        case .passphraseBytes: return nil
+        case .keyFile(let url): return (try Self.readKeyFile(url), true)
+        case .key(let bytes):
+            guard bytes.count == KeyEncryptionKey.keyLength else {
+                throw VaultError(.invalidCredential, "a vault key holds exactly \(KeyEncryptionKey.keyLength) bytes, not \(bytes.count)")
+            }
+            return (bytes, false)
         }
     }
 

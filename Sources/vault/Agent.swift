@@ -297,6 +297,9 @@ extension VaultCommand {
             if let keyFile {
                 // The agent reads the key file itself: its bytes never cross the socket.
                 request.keyFile = URL(fileURLWithPath: keyFile).standardizedFileURL.path
+            } else if case .keyFile = facts.unlockMethod {
+                // No key file here: an agent run as a systemd service unlocks with its own
+                // credential; any other says how to name one.
             } else {
                 guard case .passphraseBytes(let bytes) = try credentials.passphrase(prompt: "Passphrase for \(url.path): ", confirm: false) else {
                     throw CommandFailure(.usage, "no passphrase")

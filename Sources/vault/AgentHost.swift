@@ -173,6 +173,8 @@ actor AgentHost {
                 try await unlock(resumingSessions: true) { _, method in
                     if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
                     guard let passphrase = request.passphrase else {
+                        // An agent run as a systemd service unlocks again with its own credential.
+                        if case .keyFile = method, let own = SystemdCredential.keyFile() { return .keyFile(own) }
                         if case .keyFile = method {
                             throw CommandFailure(.usage, "the vault is unlocked with a key file: `vault unlock --key-file PATH`")
                         }

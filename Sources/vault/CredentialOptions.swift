@@ -9,8 +9,9 @@ import VaultStore
     import CoreFoundation
 #endif
 
-/// How the vault is unlocked: --key-file, --passphrase-file, then `VAULT_KEY_FILE` (for a vault
-/// unlocked by a key file) or `VAULT_PASSPHRASE`, then a prompt on the terminal.
+/// How the vault is unlocked: --key-file, --passphrase-file, then for a vault unlocked by a key
+/// file `VAULT_KEY_FILE`, then the systemd credential `vault.key` (``SystemdCredential``), else
+/// `VAULT_PASSPHRASE`, then a prompt on the terminal.
 struct CredentialOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
@@ -22,7 +23,7 @@ struct CredentialOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
             "Unlock with this key file (32 random bytes, mode 0600) instead of a passphrase.",
-            discussion: "Without it, a vault unlocked by a key file uses $VAULT_KEY_FILE.",
+            discussion: "Without it, a vault unlocked by a key file uses $VAULT_KEY_FILE, else the systemd credential vault.key ($CREDENTIALS_DIRECTORY).",
             valueName: "file"))
     var keyFile: String?
 
@@ -36,10 +37,12 @@ struct CredentialOptions: ParsableArguments {
     func credential(for url: URL, unlock: VaultUnlockMethod? = nil) throws -> VaultCredential {
         if let keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
         if case .keyFile = unlock, passphraseFile == nil {
-            guard let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty else {
-                throw CommandFailure(.usage, "\(url.path) is unlocked with a key file: pass --key-file PATH or set VAULT_KEY_FILE")
-            }
-            return .keyFile(URL(fileURLWithPath: path))
+            if let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty { return .keyFile(URL(fileURLWithPath: path)) }
+            if let credential = SystemdCredential.keyFile() { return .keyFile(credential) }
+            throw CommandFailure(
+                .usage,
+                "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, or run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=)"
+            )
         }
         return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)
     }

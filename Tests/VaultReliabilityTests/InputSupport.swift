@@ -69,6 +69,7 @@ enum LogHygiene {
         switch test.credential {
         case .keyFile(let url): forms(ofKeyFile: url)
         case .passphraseBytes: [TestVault.passphrase]
+        case .key: []
         }
     }
 }

@@ -222,6 +222,24 @@ import VaultTestSupport
         #expect(!FileManager.default.fileExists(atPath: test.url.path))
     }
 
+    @Test("a key handed over in memory (a keeper's) opens what a key file with its bytes opens, and nothing else; 31 bytes are refused")
+    func keyInMemory() throws {
+        let test = try TestVault(.keyFile)
+        let key = try VaultCredential.newKey()
+        let vault = try Vault.create(at: test.url, credential: .key(key), options: test.options())
+        vault.close()
+        let file = test.directory.file("same.key")
+        try Data(try key.withUnsafeBytes { Array($0) }).write(to: file)
+        #expect(chmod(file.path, 0o600) == 0)
+        try Vault.open(at: test.url, credential: .keyFile(file), options: test.options()).close()
+        try Vault.open(at: test.url, credential: .key(key), options: test.options()).close()
+        expectVaultError(.wrongCredential) { try Vault.open(at: test.url, credential: .key(try VaultCredential.newKey()), options: test.options()) }
+        expectVaultError(.invalidCredential) {
+            try Vault.open(at: test.url, credential: .key(try SecureBytes(copying: [UInt8](repeating: 7, count: 31))), options: test.options())
+        }
+        #expect("\(VaultCredential.key(key))" == "VaultCredential.key(<redacted>)")
+    }
+
     @Test("a new key file holds 32 bytes, mode 0600, and is never overwritten")
     func keyFileCreation() throws {
         let directory = try TemporaryDirectory()

@@ -94,9 +94,9 @@ enum VaultKeys {
             do { try cost.validate() } catch { throw VaultError(.invalidArgument, error.message, path: path) }
             let salt = try KeyEncryptionKey.newSalt()
             return (try derive(passphrase: passphrase, salt: salt, cost: cost, path: path), salt)
-        case .keyFile(let keyFile):
-            let contents = try VaultCredential.readKeyFile(keyFile)
-            defer { contents.wipe() }
+        case .keyFile, .key:
+            guard let (contents, owned) = try credential.keyBytes() else { throw VaultError(.invalidCredential, "no key", path: path) }
+            defer { if owned { contents.wipe() } }
             return (try KeyEncryptionKey.fromKeyFile(contents), nil)
         }
     }
@@ -132,20 +132,25 @@ enum VaultKeys {
                 throw VaultError(.damaged, "\(path) has an incomplete key-derivation record", path: path)
             }
             kek = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
-        case (.keyFile(let keyFile), "keyfile"):
-            let contents = try VaultCredential.readKeyFile(keyFile)
-            defer { contents.wipe() }
+        case (.keyFile, "keyfile"), (.key, "keyfile"):
+            guard let (contents, owned) = try credential.keyBytes() else { throw VaultError(.invalidCredential, "no key", path: path) }
+            defer { if owned { contents.wipe() } }
             kek = try KeyEncryptionKey.fromKeyFile(contents)
         case (.passphraseBytes, "keyfile"):
             throw VaultError(.wrongCredential, "\(path) is unlocked with a key file, not a passphrase", path: path)
-        case (.keyFile, "argon2id13"):
+        case (.keyFile, "argon2id13"), (.key, "argon2id13"):
             throw VaultError(.wrongCredential, "\(path) is unlocked with a passphrase, not a key file", path: path)
         default:
             throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path)
         }
         guard try kek.matches(keyCheck: meta.keyCheck) else {
             kek.wipe()
-            let what = meta.kekKind == "keyfile" ? "wrong key file" : "wrong passphrase"
+            let what =
+                switch credential {
+                case .keyFile(let url): "wrong key file (\(url.path))"
+                case .key: "wrong key"
+                case .passphraseBytes: "wrong passphrase"
+                }
             throw VaultError(.wrongCredential, "\(what) for \(path)", path: path)
         }
         return kek
