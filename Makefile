@@ -43,11 +43,19 @@ release: release-deps
 # unlock on demand runs the real pinentry-tty under `script` (bsdutils); the systemd keeper seals
 # with the real systemd-creds (systemd; no systemd running is needed for it).
 TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd
+# The desktop keeper's tests run a private session bus and gnome-keyring-daemon; `vault` loads
+# libsecret itself when it uses the keyring. Without recommends: no PAM module or desktop parts.
+KEYRING_PACKAGES := dbus-daemon gnome-keyring libsecret-1-0
 test-deps: deps
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "Installing:$$missing"; \
 		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@missing=""; for p in $(KEYRING_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing:$$missing"; \
+		$(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
 # Real-time bounds in the tests (a request to a loopback server) are written for a quiet machine;

@@ -47,6 +47,9 @@ let package = Package(
         ),
         // prctl(2) for the `vault` process (variadic in C, so Swift cannot call it): no core dumps.
         .target(name: "CProcessControl"),
+        // The desktop keyring (Secret Service) through libsecret, loaded with dlopen when first
+        // used: nothing links libsecret or GLib, so a server without them runs `vault` as before.
+        .target(name: "CSecretService"),
         // The one lock type, a pthread mutex that ThreadSanitizer can see (see Locked.swift).
         .target(name: "VaultSync"),
         // Child processes started with posix_spawn (not Foundation's Process), waited for off
@@ -161,6 +164,7 @@ let package = Package(
             name: "vault",
             dependencies: [
                 "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "AgentWire", "VaultAgent", "VaultProcess",
+                "CSecretService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // NIOThreadPool: the agent's blocking vault work (key derivation, SQLite) runs there.
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -224,7 +228,7 @@ let package = Package(
         .testTarget(
             name: "VaultCommandTests",
             dependencies: [
-                "vault", "vault-lean", "AgentWire", "VaultAgent", "VaultStore", "VaultTestSupport", "DevGateway", "VaultCrypto",
+                "vault", "vault-lean", "AgentWire", "VaultAgent", "VaultStore", "VaultTestSupport", "DevGateway", "VaultCrypto", "VaultProcess",
                 // `vault exec`'s signal forwarding, tested at its C boundary.
                 "CProcessControl",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -163,7 +163,7 @@ public final class Vault: Sendable {
                 let facts = VaultOpeningFacts(
                     url: url, unlockMethod: meta.unlockMethod, schemaVersion: schema.recordedVersion,
                     latestSchemaVersion: migrator.latestVersion,
-                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) })
+                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) }, vaultID: Digest.hex(meta.vaultID))
                 let credential: VaultCredential
                 do { credential = try choose(facts) } catch { throw CredentialChoiceFailure(error: error) }
                 let vaultKeys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: path)
@@ -405,4 +405,6 @@ public struct VaultOpeningFacts: Sendable, Hashable {
     public var latestSchemaVersion: Int
     /// The migrations opening would apply, oldest first; empty when the vault is up to date.
     public var pendingMigrations: [SchemaStep]
+    /// The vault's id (hex), as ``VaultInspection/vaultID``: what a keeper finds its key by.
+    public var vaultID: String = ""
 }

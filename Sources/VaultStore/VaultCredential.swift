@@ -105,6 +105,14 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
         }
     }
 
+    /// The 32 bytes a key credential opens with (a key file read and checked like an open
+    /// reads it), as a copy the caller wipes; nil for a passphrase. What a keeper is given.
+    public func keyCopy() throws -> SecureBytes? {
+        guard let (bytes, owned) = try keyBytes() else { return nil }
+        if owned { return bytes }
+        return try SecureBytes(copying: try bytes.withUnsafeBytes { Array($0) })
+    }
+
     /// Writes a new key file of 32 random bytes with mode 0600. Refuses to overwrite.
     public static func createKeyFile(at url: URL) throws {
         let key = try SecureBytes.random(count: KeyEncryptionKey.keyLength)

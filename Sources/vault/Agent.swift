@@ -85,7 +85,7 @@ extension VaultCommand {
                     if foreground { Terminal.printError("vault agent: \(line)") }
                 }
                 // Unlock first: a wrong passphrase ends here, before anything listens.
-                try await host.unlock { url, method in try credentials.credential(for: url, unlock: method) }
+                try await host.unlock { url, method, vaultID in try credentials.credential(for: url, unlock: method, vaultID: vaultID) }
                 let server: AgentServer
                 do {
                     server = try AgentServer(

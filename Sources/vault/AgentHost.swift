@@ -70,7 +70,7 @@ actor AgentHost {
     /// agent locks itself when one does, so one `vault unlock` brings both back). Nothing when
     /// it is open already (the credential is then not checked, and no session resumed).
     func unlock(
-        resumingSessions: Bool = false, _ choose: @escaping @Sendable (URL, VaultUnlockMethod) throws -> VaultCredential
+        resumingSessions: Bool = false, _ choose: @escaping @Sendable (URL, VaultUnlockMethod, String) throws -> VaultCredential
     ) async throws {
         // Keys another process replaced are dropped first, and the vault opened afresh with the
         // credential given: never the new key kept next to (or chained under) the old one.
@@ -170,7 +170,7 @@ actor AgentHost {
                 }
             }
             do {
-                try await unlock(resumingSessions: true) { _, method in
+                try await unlock(resumingSessions: true) { _, method, _ in
                     if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
                     guard let passphrase = request.passphrase else {
                         // An agent run as a systemd service unlocks again with its own credential.

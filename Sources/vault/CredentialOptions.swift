@@ -34,14 +34,24 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// The credential for an existing vault, asked once.
-    func credential(for url: URL, unlock: VaultUnlockMethod? = nil) throws -> VaultCredential {
+    /// `vaultID` (the header's) finds the key in the desktop keyring.
+    func credential(for url: URL, unlock: VaultUnlockMethod? = nil, vaultID: String? = nil) throws -> VaultCredential {
         if let keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
         if case .keyFile = unlock, passphraseFile == nil {
             if let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty { return .keyFile(URL(fileURLWithPath: path)) }
             if let credential = SystemdCredential.keyFile() { return .keyFile(credential) }
+            var keyring = ""
+            if let vaultID {
+                do {
+                    if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return .key(key) }
+                    keyring = " (the desktop keyring holds no key for it)"
+                } catch {
+                    keyring = " (\(error))"
+                }
+            }
             throw CommandFailure(
                 .usage,
-                "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, or run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=)"
+                "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=), or keep the key in the desktop keyring (`vault keeper add secret-service`)\(keyring)"
             )
         }
         return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)

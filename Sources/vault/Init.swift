@@ -25,6 +25,11 @@ extension VaultCommand {
                 and never written in the clear; the service gets it with \
                 LoadCredentialEncrypted=vault.key:FILE and every vault command there finds it.
 
+                --keeper secret-service: no key file at all on a desktop: a new key kept in the \
+                desktop keyring (gnome-keyring, KeePassXC), so a desktop login unlocks the vault; \
+                choose the recovery route at once: --recovery-key-file FILE (move it offline) or \
+                --no-recovery.
+
                 Examples:
                   vault init
                   vault init --kdf moderate
@@ -53,7 +58,27 @@ extension VaultCommand {
                 valueName: "key"))
         var sealing: SystemdCredential.Sealing = .auto
 
+        @Option(help: ArgumentHelp("Keep a new key in this keeper instead of a key file: secret-service (the desktop keyring).", valueName: "keeper"))
+        var keeper: Keeper.Kind?
+
+        @Option(
+            help: ArgumentHelp(
+                "With --keeper: also write the key to this new file (mode 0600), the recovery route to keep offline.", valueName: "file"))
+        var recoveryKeyFile: String?
+
+        @Flag(help: "With --keeper: no recovery route (if the keyring loses the item, the vault is lost).") var noRecovery = false
+
         func validate() throws {
+            if keeper != nil {
+                if credentials.keyFile != nil || credentials.passphraseFile != nil || systemdCredential != nil || kdf != nil {
+                    throw ValidationError("--keeper makes the vault's key itself: give no --key-file, --passphrase-file, --kdf or --systemd-creds")
+                }
+                guard (recoveryKeyFile != nil) != noRecovery else {
+                    throw ValidationError("--keeper needs a recovery route: --recovery-key-file FILE (kept offline), or --no-recovery")
+                }
+            } else if recoveryKeyFile != nil || noRecovery {
+                throw ValidationError("--recovery-key-file and --no-recovery go with --keeper")
+            }
             if kdf != nil && (credentials.keyFile != nil || systemdCredential != nil) {
                 throw ValidationError("--kdf applies to a passphrase; a key needs no key stretching")
             }
@@ -69,6 +94,10 @@ extension VaultCommand {
             }
             var createdKeyFile = false
             let credential: VaultCredential
+            if keeper != nil {
+                try await initInKeyring(url)
+                return
+            }
             if let output = systemdCredential {
                 let file = URL(fileURLWithPath: output)
                 let key = try VaultCredential.newKey()
@@ -102,6 +131,56 @@ extension VaultCommand {
             }
             let how = credentials.keyFile != nil ? "key file" : "passphrase, Argon2id \((kdf ?? .interactive).rawValue)"
             print("Created vault \(url.path) (\(how)).")
+        }
+
+        /// A new key kept by the desktop keyring (and, when asked, a recovery key file), then the
+        /// vault: nothing is created unless the keyring took the key and gave it back.
+        func initInKeyring(_ url: URL) async throws {
+            let key = try VaultCredential.newKey()
+            defer { key.wipe() }
+            var recovery: URL?
+            if let recoveryKeyFile {
+                let file = URL(fileURLWithPath: recoveryKeyFile)
+                try Self.writeKey(key, to: file)
+                recovery = file
+            }
+            // The vault id is the file's: made first, then the key is kept under it.
+            let vault: Vault
+            do {
+                vault = try Vault.create(at: url, credential: .key(key), options: global.storeOptions())
+            } catch {
+                if let recovery { unlink(recovery.path) }
+                throw error
+            }
+            let vaultID = try Vault.inspect(at: url, options: global.storeOptions()).vaultID
+            vault.close()
+            do {
+                try SecretServiceKeeper.store(key, vaultID: vaultID, label: "CredentialVault key for \(url.path)")
+            } catch {
+                // A vault whose key nothing keeps is no vault: removed, with the recovery file.
+                for suffix in ["", "-wal", "-shm"] { unlink(url.path + suffix) }
+                if let recovery { unlink(recovery.path) }
+                throw CommandFailure(.failure, "\(error): nothing was created")
+            }
+            print("Created vault \(url.path) (its key in the desktop keyring).")
+            if let recovery {
+                print("Wrote the recovery key file \(recovery.path) (mode 0600): move it offline; `--key-file` with it opens the vault.")
+            }
+        }
+
+        /// Writes `key` to a new file, mode 0600; refuses to overwrite.
+        static func writeKey(_ key: SecureBytes, to file: URL) throws {
+            let fd = open(file.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+            guard fd >= 0 else {
+                throw CommandFailure(errno == EEXIST ? .alreadyExists : .storage, "cannot create \(file.path): \(String(cString: strerror(errno)))")
+            }
+            defer { close(fd) }
+            fchmod(fd, 0o600)
+            let written = try key.withUnsafeBytes { bytes in bytes.baseAddress.map { write(fd, $0, bytes.count) } ?? -1 }
+            guard written == key.count, fsync(fd) == 0 else {
+                unlink(file.path)
+                throw CommandFailure(.storage, "cannot write \(file.path)")
+            }
         }
     }
 }

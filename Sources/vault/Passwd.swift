@@ -60,6 +60,7 @@ extension VaultCommand {
                 try opened.vault.maintenance.changeCredential(
                     from: opened.credential, to: credential, cost: cost ?? .interactive,
                     replacingKeys: !keepKeys)
+                try Self.updateKeepers(of: facts, to: credential)
             }
             let what =
                 newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
@@ -70,6 +71,30 @@ extension VaultCommand {
                         + " and so does everything written from now on until the keys are replaced (`vault rotate-key`)."
                     : what + " The vault key and every account key were replaced: a copy of the vault made before now still"
                         + " opens with the old credential, but nothing written from now on does.")
+        }
+
+        /// The keepers of the old key follow the change: the desktop keyring's item is replaced
+        /// by the new key (a key file) or removed (a passphrase); a systemd credential, which
+        /// only root can seal, is named to be sealed again.
+        static func updateKeepers(of facts: VaultInspection, to credential: VaultCredential) throws {
+            guard case .keyFile = facts.unlockMethod else { return }
+            if let sealed = SystemdCredential.keyFile() {
+                Terminal.printError(
+                    "vault: warning: the systemd credential \(SystemdCredential.name) (\(sealed.path)) still holds the old key: seal the new one with `systemd-creds encrypt --name=\(SystemdCredential.name)`"
+                )
+            }
+            // A keyring that cannot be asked (none on a server) kept nothing to update.
+            let held: SecureBytes? = (try? SecretServiceKeeper.lookup(vaultID: facts.vaultID)) ?? nil
+            guard let held else { return }
+            held.wipe()
+            if let key = try credential.keyCopy() {
+                defer { key.wipe() }
+                try SecretServiceKeeper.store(key, vaultID: facts.vaultID, label: "CredentialVault key for \(facts.url.path)")
+                print("The desktop keyring now holds the new key.")
+            } else {
+                _ = try SecretServiceKeeper.remove(vaultID: facts.vaultID)
+                print("Removed the old key from the desktop keyring: a passphrase vault has no key to keep.")
+            }
         }
     }
 }

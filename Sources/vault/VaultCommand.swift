@@ -51,7 +51,7 @@ struct VaultCommand: AsyncParsableCommand {
             Token.self, DPoPProof.self, Exec.self, Recipient.self, GitCredential.self, DockerCredential.self, Agent.self, Lock.self, Unlock.self, Verify.self,
             Repair.self,
             Migrate.self,
-            Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
+            Keeper.self, Passwd.self, RotateKey.self, Backup.self, Compact.self, PruneNotifications.self, Export.self,
         ])
 
     /// Hardens the process, parses, sets up logging, runs, and maps a failure to its exit code

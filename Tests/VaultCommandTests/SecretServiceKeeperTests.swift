@@ -1,0 +1,173 @@
+import Foundation
+import Testing
+import VaultProcess
+import VaultTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Issue 36's desktop keeper with the real parts: a private D-Bus session bus and
+/// gnome-keyring-daemon (its login keyring unlocked with a test password), libsecret loaded by
+/// `vault` when it first asks.
+@Suite("the vault key in the desktop keyring (Secret Service)")
+struct SecretServiceKeeperTests {
+    /// A session bus of the test's own and a keyring daemon on it; stopped by ``stop()``.
+    final class Desktop: Sendable {
+        let home: URL
+        let bus: String
+        let daemon: pid_t
+        let directory: TemporaryDirectory
+
+        init() async throws {
+            directory = try TemporaryDirectory()
+            home = directory.url
+            let socket = directory.file("bus")
+            bus = "unix:path=\(socket.path)"
+            let null = open("/dev/null", O_RDWR)
+            defer { close(null) }
+            // --print-address writes the address once the bus listens: reading it is the wait.
+            var ready: [Int32] = [0, 0]
+            try #require(pipe(&ready) == 0)
+            daemon = try Spawn.start(
+                URL(fileURLWithPath: "/usr/bin/dbus-daemon"), ["--session", "--nofork", "--nopidfile", "--address=\(bus)", "--print-address=1"],
+                environment: ["PATH": "/usr/bin:/bin", "HOME": home.path], input: null, output: ready[1], error: null)
+            close(ready[1])
+            var byte: UInt8 = 0
+            while read(ready[0], &byte, 1) == 1, byte != 0x0A {}
+            close(ready[0])
+            try #require(FileManager.default.fileExists(atPath: socket.path), "dbus-daemon did not listen")
+            // The login keyring, created and unlocked with this password (read on standard input).
+            let unlocked = try run("/bin/sh", ["-c", "printf test | gnome-keyring-daemon --unlock --components=secrets"])
+            try #require(unlocked == 0, "gnome-keyring-daemon --unlock")
+        }
+
+        var environment: [String: String] {
+            ["DBUS_SESSION_BUS_ADDRESS": bus, "HOME": home.path, "XDG_RUNTIME_DIR": home.path, "VAULT_KEYRING_TIMEOUT": "5"]
+        }
+
+        /// Runs a program on this desktop's bus; its exit status.
+        func run(_ program: String, _ arguments: [String], input: String = "") throws -> Int32 {
+            var ends: [Int32] = [0, 0]
+            try #require(pipe(&ends) == 0)
+            let null = open("/dev/null", O_RDWR)
+            defer { close(null) }
+            var environment = self.environment
+            environment["PATH"] = "/usr/bin:/bin"
+            let pid = try Spawn.start(URL(fileURLWithPath: program), arguments, environment: environment, input: ends[0], output: null, error: null)
+            close(ends[0])
+            _ = input.utf8CString.withUnsafeBufferPointer { write(ends[1], $0.baseAddress, $0.count - 1) }
+            close(ends[1])
+            return Spawn.waitBlocking(pid).shellStatus
+        }
+
+        func stop() {
+            kill(daemon, SIGTERM)  // gnome-keyring-daemon leaves with its bus
+            _ = Spawn.waitBlocking(daemon)
+        }
+    }
+
+    static func withDesktop(_ body: (Desktop) async throws -> Void) async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/gnome-keyring-daemon"), "make test-deps installs gnome-keyring")
+        let desktop = try await Desktop()
+        do {
+            try await body(desktop)
+        } catch {
+            desktop.stop()
+            throw error
+        }
+        desktop.stop()
+    }
+
+    @Test("init keeps a new key in the keyring: every command opens the vault with no key file; the recovery file opens it too")
+    func initWithTheKeyring() async throws {
+        try await Self.withDesktop { desktop in
+            let cli = try VaultCLI()
+            let recovery = cli.file("recovery.key")
+            let created = try await cli.run(
+                ["init", "--keeper", "secret-service", "--recovery-key-file", recovery.path], environment: desktop.environment)
+            try #require(created.status == 0, "\(created)")
+            #expect(FileProbe.mode(recovery) == 0o600 && FileProbe.bytes(recovery).count == 32)
+            let listed = try await cli.run(["accounts", "list"], environment: desktop.environment)
+            #expect(listed.status == 0, "\(listed)")
+            let keepers = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
+            let entries = try #require(try JSONSerialization.jsonObject(with: Data(keepers.stdout.utf8)) as? [[String: String]])
+            #expect(entries.contains { $0["keeper"] == "secret-service" && $0["state"] == "present" }, "\(keepers)")
+            // The recovery route, with no keyring at all.
+            #expect(try await cli.run(["verify", "--key-file", recovery.path]).status == 0)
+            // No keyring to ask: refused, saying why (not a hang, not a prompt).
+            let away = try await cli.run(["accounts", "list"], environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"])
+            #expect(away.status == 64 && away.stderr.contains("desktop keyring"), "\(away)")
+            // Without a recovery choice, --keeper is refused before anything is made.
+            let other = try VaultCLI()
+            #expect(try await other.run(["init", "--keeper", "secret-service"], environment: desktop.environment).status == 64)
+            #expect(!FileManager.default.fileExists(atPath: other.vault.path))
+        }
+    }
+
+    @Test("remove needs another way in (or --force); add puts a key file's key back; a key file that does not open the vault is refused")
+    func removeAndAdd() async throws {
+        try await Self.withDesktop { desktop in
+            var cli = try await VaultCLI.keyFileVault()
+            let keyFile = try #require(cli.environment["VAULT_KEY_FILE"])
+            cli.environment["VAULT_KEY_FILE"] = nil
+            let added = try await cli.run(["keeper", "add", "secret-service", "--key-file", keyFile], environment: desktop.environment)
+            #expect(added.status == 0, "\(added)")
+            #expect(try await cli.run(["accounts", "list"], environment: desktop.environment).status == 0)
+
+            let refused = try await cli.run(["keeper", "remove", "secret-service"], environment: desktop.environment)
+            #expect(refused.status == 64 && refused.stderr.contains("only copy"), "\(refused)")
+            let removed = try await cli.run(["keeper", "remove", "secret-service", "--key-file", keyFile], environment: desktop.environment)
+            #expect(removed.status == 0, "\(removed)")
+            let gone = try await cli.run(["accounts", "list"], environment: desktop.environment)
+            #expect(gone.status == 64 && gone.stderr.contains("holds no key"), "\(gone)")
+            #expect(try await cli.run(["keeper", "remove", "secret-service", "--force"], environment: desktop.environment).status == 67)
+
+            // Another vault's key file proves nothing: refused, nothing stored.
+            let other = try await VaultCLI.keyFileVault()
+            let wrong = try await cli.run(
+                ["keeper", "add", "secret-service", "--key-file", try #require(other.environment["VAULT_KEY_FILE"])], environment: desktop.environment)
+            #expect(wrong.status == 77, "\(wrong)")
+            #expect(try await cli.run(["accounts", "list"], environment: desktop.environment).status == 64)
+        }
+    }
+
+    @Test("passwd: the keyring's key follows a new key file, and is removed for a passphrase")
+    func passwdUpdatesTheKeyring() async throws {
+        try await Self.withDesktop { desktop in
+            let cli = try VaultCLI()
+            try #require(try await cli.run(["init", "--keeper", "secret-service", "--no-recovery"], environment: desktop.environment).status == 0)
+            let newKey = cli.file("new.key")
+            let changed = try await cli.run(["passwd", "--new-key-file", newKey.path], environment: desktop.environment)
+            #expect(changed.status == 0 && changed.stdout.contains("keyring now holds the new key"), "\(changed)")
+            #expect(try await cli.run(["accounts", "list"], environment: desktop.environment).status == 0, "opened from the keyring's new key")
+            var passphrase = desktop.environment
+            passphrase["VAULT_NEW_PASSPHRASE"] = "a passphrase long enough"
+            let toPassphrase = try await cli.run(["passwd"], environment: passphrase)
+            #expect(toPassphrase.status == 0 && toPassphrase.stdout.contains("Removed the old key"), "\(toPassphrase)")
+            var keepers = desktop.environment
+            keepers["VAULT_PASSPHRASE"] = "a passphrase long enough"
+            #expect(try await cli.run(["accounts", "list"], environment: keepers).status == 0)
+        }
+    }
+
+    @Test("a locked keyring whose unlock prompt cannot be shown: refused at once, saying it is locked (not 'no key'); nothing opened")
+    func lockedKeyring() async throws {
+        try await Self.withDesktop { desktop in
+            let cli = try VaultCLI()
+            let created = try await cli.run(["init", "--keeper", "secret-service", "--no-recovery"], environment: desktop.environment)
+            try #require(created.status == 0, "\(created)")
+            let locked = try desktop.run(
+                "/usr/bin/dbus-send",
+                [
+                    "--session", "--dest=org.freedesktop.secrets", "--print-reply", "/org/freedesktop/secrets",
+                    "org.freedesktop.Secret.Service.Lock", "array:objpath:/org/freedesktop/secrets/collection/login",
+                ])
+            try #require(locked == 0, "locking the login keyring")
+            let start = ContinuousClock.now
+            let refused = try await cli.run(["accounts", "list"], environment: desktop.environment)
+            #expect(refused.status == 64 && refused.stderr.contains("keyring is locked"), "\(refused)")
+            #expect(ContinuousClock.now - start < .seconds(30), "not left waiting on a prompt")
+        }
+    }
+}
