@@ -41,8 +41,9 @@ release: release-deps
 # The agent's other-uid test connects as `nobody` through setpriv (util-linux) with python3;
 # the credential helper test has git drive `vault git-credential`; the DOT suite needs a venv;
 # unlock on demand runs the real pinentry-tty under `script` (bsdutils); the systemd keeper seals
-# with the real systemd-creds (systemd; no systemd running is needed for it).
-TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd
+# with the real systemd-creds (systemd; no systemd running is needed for it), and a credential
+# with a read ACL as systemd gives another user's service (acl's setfacl).
+TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd acl
 # The desktop keeper's tests run a private session bus and gnome-keyring-daemon; `vault` loads
 # libsecret itself when it uses the keyring. Without recommends: no PAM module or desktop parts.
 KEYRING_PACKAGES := dbus-daemon gnome-keyring libsecret-1-0

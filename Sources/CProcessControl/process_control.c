@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "CProcessControl.h"
 
+#include <sys/xattr.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -98,4 +100,9 @@ void cv_set_forward_target(int pid) {
             kill((pid_t)pid, signo);
         }
     }
+}
+
+int cv_has_access_acl(int fd) {
+    if (fgetxattr(fd, "system.posix_acl_access", NULL, 0) >= 0) return 1;
+    return (errno == ENODATA || errno == ENOTSUP) ? 0 : -1;
 }

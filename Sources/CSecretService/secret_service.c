@@ -192,20 +192,27 @@ int cv_secret_lookup(const char *vault_id, int timeout_ms, char **secret, char *
     if (start_watch(&dog, &thread, timeout_ms) != 0) return failure(NULL, 0, message);
     cv_gerror *error = NULL;
     char *found = api.lookup(&schema, dog.cancellable, &error, "application", "credentialvault", "vault", vault_id, NULL);
+    int locked = 0;
+    if (!found && !error) {
+        // Nothing unlocked: an item that is there but locked (its prompt not shown or
+        // dismissed) is told apart from no item. SECRET_SEARCH_ALL, no unlocking: locked items
+        // match too. Under the same watchdog as the lookup.
+        cv_gerror *search_error = NULL;
+        void *items = api.search(&schema, 1 << 1, dog.cancellable, &search_error, "application", "credentialvault", "vault", vault_id, NULL);
+        if (search_error) api.error_free(search_error);
+        if (items) {
+            api.list_free_full(items, api.object_unref);
+            locked = 1;
+        }
+    }
     int fired = stop_watch(&dog, thread);
     if (error) {
         if (found) api.password_free(found);
         return failure(error, fired, message);
     }
     if (!found) {
-        // Nothing unlocked: an item that is there but locked (its prompt not shown or
-        // dismissed) is told apart from no item. SECRET_SEARCH_ALL, no unlocking: locked items
-        // match too.
-        cv_gerror *search_error = NULL;
-        void *items = api.search(&schema, 1 << 1, NULL, &search_error, "application", "credentialvault", "vault", vault_id, NULL);
-        if (search_error) api.error_free(search_error);
-        if (items) {
-            api.list_free_full(items, api.object_unref);
+        if (fired) return failure(NULL, 1, message);
+        if (locked) {
             if (message) *message = strdup("the item is locked");
             return CV_SECRET_LOCKED;
         }

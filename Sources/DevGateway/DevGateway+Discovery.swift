@@ -102,6 +102,9 @@ extension DevGateway {
         if state.signIn.guestConversionEnabled {
             metadata["guest_conversion_endpoint"] = endpoint("guest/convert")
         }
+        if state.signIn.userinfoEnabled {
+            metadata["userinfo_endpoint"] = endpoint("userinfo")
+        }
         return metadata
     }
 }

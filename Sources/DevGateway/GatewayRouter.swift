@@ -12,7 +12,7 @@ extension DevGateway {
     nonisolated static var routes: [GatewayRoute] {
         tokenRoutes + adminRoutes + deviceRoutes + notificationRoutes + deviceAdminRoutes + extensionRoutes
             + discoveryRoutes + idTokenRoutes + authorizationRoutes + deviceGrantRoutes + guestRoutes + resourceRoutes
-            + resourceIndicatorRoutes + clientCredentialsRoutes + dpopRoutes
+            + resourceIndicatorRoutes + clientCredentialsRoutes + dpopRoutes + userinfoRoutes
     }
 
     /// Registers every route on `server`. Handlers hold the gateway weakly, so the server does

@@ -41,6 +41,8 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     public var guestRegistrations = 0
     /// Guests converted by `/guest/convert`.
     public var guestConversions = 0
+    /// `GET /userinfo` requests answered with the caller's `sub`.
+    public var userinfoAnswers = 0
     /// Approval requests posted to a subject's active devices (`POST /devices/{id}/verify`).
     public var approvalRequests = 0
     /// Session extension requests (`POST /sessions/extend`), granted or not.
@@ -88,6 +90,7 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case slowDowns = "slow_downs"
         case guestRegistrations = "guest_registrations"
         case guestConversions = "guest_conversions"
+        case userinfoAnswers = "userinfo_answers"
         case approvalRequests = "approval_requests"
         case extensionRequests = "extension_requests"
         case resourceTokenRequests = "resource_token_requests"
@@ -110,7 +113,7 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
         "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
             + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
             + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
-            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests), "
+            + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), userinfoAnswers: \(userinfoAnswers), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests), "
             + "resourceTokenRequests: \(resourceTokenRequests), invalidTargetRefusals: \(invalidTargetRefusals), "
             + "clientCredentialsGrants: \(clientCredentialsGrants), refusedClientAuthentications: \(refusedClientAuthentications), "
             + "replayedClientAssertions: \(replayedClientAssertions), dpopProofsAccepted: \(dpopProofsAccepted), "
@@ -127,7 +130,7 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
                 "revocationRequests": revocationRequests, "reuseDetections": reuseDetections,
                 "authorizationRequests": authorizationRequests, "reauthentications": reauthentications,
                 "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
-                "guestRegistrations": guestRegistrations, "guestConversions": guestConversions,
+                "guestRegistrations": guestRegistrations, "guestConversions": guestConversions, "userinfoAnswers": userinfoAnswers,
                 "resourceTokenRequests": resourceTokenRequests, "invalidTargetRefusals": invalidTargetRefusals,
                 "clientCredentialsGrants": clientCredentialsGrants, "refusedClientAuthentications": refusedClientAuthentications,
                 "replayedClientAssertions": replayedClientAssertions, "dpopProofsAccepted": dpopProofsAccepted,

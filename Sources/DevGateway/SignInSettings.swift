@@ -9,4 +9,6 @@ struct SignInSettings: Sendable {
     var discovery = DiscoverySettings()
     /// Whether `/guest/convert` exists (and is published).
     var guestConversionEnabled = true
+    /// Whether `/userinfo` exists (and is published as `userinfo_endpoint`).
+    var userinfoEnabled = false
 }

@@ -18,7 +18,13 @@ public enum Base64URL {
     /// Appends the encoding of `bytes` to `text` (a JWS being put together, say): no string
     /// made on the way.
     public static func append(_ bytes: some Sequence<UInt8>, to text: inout [UInt8]) {
+        // Contiguous bytes (an array, a key's buffer) are read in place: no copy is left behind.
+        if bytes.withContiguousStorageIfAvailable({ append(contiguous: $0, to: &text) }) != nil { return }
         let input = Array(bytes)
+        input.withUnsafeBufferPointer { append(contiguous: $0, to: &text) }
+    }
+
+    private static func append(contiguous input: UnsafeBufferPointer<UInt8>, to text: inout [UInt8]) {
         text.reserveCapacity(text.count + (input.count * 4 + 2) / 3)
         var index = 0
         while index + 3 <= input.count {
@@ -41,6 +47,56 @@ public enum Base64URL {
             text.append(alphabet[Int(group >> 6 & 63)])
         default:
             break
+        }
+    }
+
+    /// Decodes the canonical base64url `text` straight into `output` (a key's guarded buffer:
+    /// no other copy of the bytes is made); the count written, or nil when `text` is not the
+    /// canonical encoding of at most `output.count` bytes.
+    public static func decode(_ text: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableRawBufferPointer) -> Int? {
+        guard text.count % 4 != 1 else { return nil }
+        let count = text.count / 4 * 3 + max(0, text.count % 4 - 1)
+        guard count <= output.count else { return nil }
+        var written = 0
+        var group: UInt32 = 0
+        var filled = 0
+        for character in text {
+            guard let value = sextet(character) else { return nil }
+            group = group << 6 | UInt32(value)
+            filled += 1
+            if filled == 4 {
+                output[written] = UInt8(truncatingIfNeeded: group >> 16)
+                output[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                output[written + 2] = UInt8(truncatingIfNeeded: group)
+                written += 3
+                (group, filled) = (0, 0)
+            }
+        }
+        switch filled {
+        case 2:
+            guard group & 0x0F == 0 else { return nil }  // unused bits set: not canonical
+            output[written] = UInt8(truncatingIfNeeded: group >> 4)
+            written += 1
+        case 3:
+            guard group & 0x03 == 0 else { return nil }
+            output[written] = UInt8(truncatingIfNeeded: group >> 10)
+            output[written + 1] = UInt8(truncatingIfNeeded: group >> 2)
+            written += 2
+        default:
+            break
+        }
+        group = 0
+        return written
+    }
+
+    private static func sextet(_ character: UInt8) -> UInt8? {
+        switch character {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"): character - UInt8(ascii: "A")
+        case UInt8(ascii: "a")...UInt8(ascii: "z"): character - UInt8(ascii: "a") + 26
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): character - UInt8(ascii: "0") + 52
+        case UInt8(ascii: "-"): 62
+        case UInt8(ascii: "_"): 63
+        default: nil
         }
     }
 

@@ -50,4 +50,22 @@ public enum ConstantTime {
         guard !a.isEmpty else { return true }
         return sodium_memcmp(a, b, a.count) == 0
     }
+
+    /// The same for bytes (two copies of a key), without making copies of them.
+    public static func equals(_ lhs: [UInt8], _ rhs: [UInt8]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        guard !lhs.isEmpty else { return true }
+        return sodium_memcmp(lhs, rhs, lhs.count) == 0
+    }
+
+    /// The same for two keys in guarded memory.
+    public static func equals(_ lhs: SecureBytes, _ rhs: SecureBytes) throws -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        return try lhs.withUnsafeBytes { a in
+            try rhs.withUnsafeBytes { b in
+                guard let x = a.baseAddress, let y = b.baseAddress else { return a.count == 0 }
+                return sodium_memcmp(x, y, a.count) == 0
+            }
+        }
+    }
 }

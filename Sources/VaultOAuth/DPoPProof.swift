@@ -94,11 +94,13 @@ public struct DPoPKey: Sendable, Hashable {
 public enum DPoPRequestError: Error, Sendable, Hashable, CustomStringConvertible {
     case notAMethod
     case notAnHTTPURL
+    case credentialsInURL
 
     public var description: String {
         switch self {
         case .notAMethod: "the method is not an HTTP method such as GET or POST"
         case .notAnHTTPURL: "the URL is not an absolute http(s) URL"
+        case .credentialsInURL: "the URL carries a user name or password: a proof would put them in its htu"
         }
     }
 
@@ -111,6 +113,7 @@ public enum DPoPRequestError: Error, Sendable, Hashable, CustomStringConvertible
         guard let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http", let host = url.host, !host.isEmpty else {
             throw .notAnHTTPURL
         }
+        guard url.user == nil, url.password == nil else { throw .credentialsInURL }
     }
 }
 

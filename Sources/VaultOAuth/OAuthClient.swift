@@ -79,7 +79,8 @@ public struct OAuthClient: Sendable {
         let added = await client.apply(to: &headers, form: &form, endpoint: endpoint, now: now())
         // A proof that cannot be made (no such case for a stored key and a checked endpoint)
         // leaves the request without one: the server then answers with a bearer token, which
-        // the binding check refuses (`dpop_binding`), so nothing unbound is kept.
+        // the caller's binding check (`TokenResponse.dpopBindingProblem`, made by the session
+        // layer for every grant) refuses, so nothing unbound is kept.
         if let key = client.dpopKey,
             let proof = try? key.proof(method: "POST", url: endpoint, nonce: dpopNonces.nonce(for: endpoint), now: now())
         {

@@ -237,7 +237,7 @@ extension SessionService {
                 // openid asked, no ID token sent by a device grant (django-oauth-toolkit's): the
                 // userinfo endpoint names the user, over the same transport rules; unsigned,
                 // so the subject is recorded as not verified. The code flow must send one.
-                let info = try await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, pins: pins)
+                let info = try await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, dpopKey: dpopKey, pins: pins)
                 (subject, source, userinfo) = (info.subject, .unverified, info)
             } else if let existing {
                 (subject, source) = (existing.subject, existing.subjectSource ?? .given)
@@ -259,7 +259,7 @@ extension SessionService {
         if let verified, request.label == nil, existing?.label == nil, userinfo == nil,
             verified.name == nil, verified.preferredUsername == nil, verified.email == nil,
             let endpoint = provider.userinfoEndpoint,
-            let info = try? await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, pins: pins),
+            let info = try? await oauth.userinfo(endpoint: endpoint, accessToken: response.accessToken, dpopKey: dpopKey, pins: pins),
             info.subject == verified.subject
         {
             userinfo = info

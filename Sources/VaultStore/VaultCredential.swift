@@ -14,8 +14,9 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
     /// A file holding exactly 32 random bytes, readable only by its owner.
     case keyFile(URL)
     /// A key file's 32 bytes, already in guarded memory (from a keeper; never written to a file
-    /// by the vault). Opens what the key file with those bytes opens.
-    case key(SecureBytes)
+    /// by the vault). Opens what the key file with those bytes opens. `source` names where it
+    /// came from in messages ("the desktop keyring").
+    case key(SecureBytes, source: String = "a key in memory")
 
     /// A passphrase given as text; its UTF-8 bytes are copied into guarded memory.
     public static func passphrase(_ text: String) throws -> VaultCredential {
@@ -97,7 +98,7 @@ public enum VaultCredential: Sendable, CustomStringConvertible, CustomDebugStrin
         switch self {
         case .passphraseBytes: return nil
         case .keyFile(let url): return (try Self.readKeyFile(url), true)
-        case .key(let bytes):
+        case .key(let bytes, _):
             guard bytes.count == KeyEncryptionKey.keyLength else {
                 throw VaultError(.invalidCredential, "a vault key holds exactly \(KeyEncryptionKey.keyLength) bytes, not \(bytes.count)")
             }

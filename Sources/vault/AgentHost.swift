@@ -170,11 +170,12 @@ actor AgentHost {
                 }
             }
             do {
-                try await unlock(resumingSessions: true) { _, method, _ in
+                try await unlock(resumingSessions: true) { _, method, vaultID in
                     if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
                     guard let passphrase = request.passphrase else {
-                        // An agent run as a systemd service unlocks again with its own credential.
-                        if case .keyFile = method, let own = SystemdCredential.keyFile() { return .keyFile(own) }
+                        // A key-file vault whose key a keeper holds (the service's systemd
+                        // credential, the desktop keyring) unlocks again from it.
+                        if case .keyFile = method, let kept = try CredentialOptions.keptKey(vaultID: vaultID).0 { return kept }
                         if case .keyFile = method {
                             throw CommandFailure(.usage, "the vault is unlocked with a key file: `vault unlock --key-file PATH`")
                         }

@@ -39,22 +39,28 @@ struct CredentialOptions: ParsableArguments {
         if let keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
         if case .keyFile = unlock, passphraseFile == nil {
             if let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty { return .keyFile(URL(fileURLWithPath: path)) }
-            if let credential = SystemdCredential.keyFile() { return .keyFile(credential) }
-            var keyring = ""
-            if let vaultID {
-                do {
-                    if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return .key(key) }
-                    keyring = " (the desktop keyring holds no key for it)"
-                } catch {
-                    keyring = " (\(error))"
-                }
-            }
+            let (kept, why) = try Self.keptKey(vaultID: vaultID)
+            if let kept { return kept }
             throw CommandFailure(
                 .usage,
-                "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=), or keep the key in the desktop keyring (`vault keeper add secret-service`)\(keyring)"
+                "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=), or keep the key in the desktop keyring (`vault keeper add secret-service`)\(why)"
             )
         }
         return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)
+    }
+
+    /// A key-file vault's key from its keepers, when no key file is named: the systemd
+    /// credential `vault.key` (a service), else the desktop keyring's item for `vaultID`. Nil
+    /// and why (for the message) when neither holds it.
+    static func keptKey(vaultID: String?) throws -> (VaultCredential?, why: String) {
+        if let credential = try SystemdCredential.credential() { return (credential, "") }
+        guard let vaultID else { return (nil, "") }
+        do {
+            if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return (.key(key, source: "the desktop keyring"), "") }
+            return (nil, " (the desktop keyring holds no key for it)")
+        } catch {
+            return (nil, " (\(error))")
+        }
     }
 
     /// A passphrase from --passphrase-file, $VAULT_PASSPHRASE or the terminal (asked twice

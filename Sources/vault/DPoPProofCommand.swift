@@ -46,7 +46,11 @@ extension VaultCommand {
             do {
                 try DPoPRequestError.check(method: method, url: parsed)
             } catch {
-                throw ValidationError(error == .notAMethod ? "METHOD is an HTTP method such as GET or POST" : "URL must be an absolute http(s) URL")
+                switch error {
+                case .notAMethod: throw ValidationError("METHOD is an HTTP method such as GET or POST")
+                case .notAnHTTPURL: throw ValidationError("URL must be an absolute http(s) URL")
+                case .credentialsInURL: throw ValidationError("URL must not carry a user name or password")
+                }
             }
             if noToken && json { throw ValidationError("--json prints the token the proof names; --no-token names none") }
             if noToken && (!target.resources.isEmpty || !target.scopes.isEmpty || minTTL != nil) {

@@ -82,6 +82,9 @@ extension VaultCommand {
             if kdf != nil && (credentials.keyFile != nil || systemdCredential != nil) {
                 throw ValidationError("--kdf applies to a passphrase; a key needs no key stretching")
             }
+            if systemdCredential == nil && sealing != .auto {
+                throw ValidationError("--systemd-creds-key goes with --systemd-creds")
+            }
             if systemdCredential != nil && (credentials.keyFile != nil || credentials.passphraseFile != nil) {
                 throw ValidationError("--systemd-creds makes the vault's key itself: give no --key-file or --passphrase-file")
             }
@@ -145,15 +148,15 @@ extension VaultCommand {
                 recovery = file
             }
             // The vault id is the file's: made first, then the key is kept under it.
-            let vault: Vault
+            let vaultID: String
             do {
-                vault = try Vault.create(at: url, credential: .key(key), options: global.storeOptions())
+                let vault = try Vault.create(at: url, credential: .key(key), options: global.storeOptions())
+                vaultID = vault.vaultID
+                vault.close()
             } catch {
                 if let recovery { unlink(recovery.path) }
                 throw error
             }
-            let vaultID = try Vault.inspect(at: url, options: global.storeOptions()).vaultID
-            vault.close()
             do {
                 try SecretServiceKeeper.store(key, vaultID: vaultID, label: "CredentialVault key for \(url.path)")
             } catch {

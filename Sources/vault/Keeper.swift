@@ -79,6 +79,20 @@ extension VaultCommand {
                     }
                     let vault = try Vault.open(at: url, credential: .keyFile(URL(fileURLWithPath: path)), options: global.storeOptions())
                     vault.close()
+                } else {
+                    // The header's id is read without the key: the item removed must be the one
+                    // that opens this vault, never another vault's that an edited id names.
+                    guard let key = try SecretServiceKeeper.lookup(vaultID: facts.vaultID) else {
+                        throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")
+                    }
+                    do {
+                        try Vault.open(at: url, credential: .key(key, source: "the desktop keyring"), options: global.storeOptions()).close()
+                    } catch let error as VaultError where error.code == .wrongCredential {
+                        throw CommandFailure(
+                            .wrongCredential,
+                            "the desktop keyring's item for this vault's id does not open \(url.path) (a stale key, or an id changed in the file): nothing was removed; `secret-tool clear application credentialvault vault \(facts.vaultID)` removes it by hand"
+                        )
+                    }
                 }
                 guard try SecretServiceKeeper.remove(vaultID: facts.vaultID) else {
                     throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")

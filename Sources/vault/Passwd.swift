@@ -60,7 +60,7 @@ extension VaultCommand {
                 try opened.vault.maintenance.changeCredential(
                     from: opened.credential, to: credential, cost: cost ?? .interactive,
                     replacingKeys: !keepKeys)
-                try Self.updateKeepers(of: facts, to: credential)
+                Self.updateKeepers(of: facts, from: opened.credential, to: credential)
             }
             let what =
                 newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
@@ -73,27 +73,50 @@ extension VaultCommand {
                         + " opens with the old credential, but nothing written from now on does.")
         }
 
-        /// The keepers of the old key follow the change: the desktop keyring's item is replaced
-        /// by the new key (a key file) or removed (a passphrase); a systemd credential, which
-        /// only root can seal, is named to be sealed again.
-        static func updateKeepers(of facts: VaultInspection, to credential: VaultCredential) throws {
+        /// The keepers of the old key follow the change, best effort (the vault has changed
+        /// already: nothing here fails the command): the desktop keyring's item is replaced by the
+        /// new key (a key file) or removed (a passphrase), and a warning names what could not be
+        /// updated — a systemd credential, which only `systemd-creds` as root seals, or a keyring
+        /// that could not be asked.
+        static func updateKeepers(of facts: VaultInspection, from old: VaultCredential, to credential: VaultCredential) {
             guard case .keyFile = facts.unlockMethod else { return }
             if let sealed = SystemdCredential.keyFile() {
-                Terminal.printError(
-                    "vault: warning: the systemd credential \(SystemdCredential.name) (\(sealed.path)) still holds the old key: seal the new one with `systemd-creds encrypt --name=\(SystemdCredential.name)`"
-                )
+                let what =
+                    (try? credential.keyCopy()).flatMap { $0 } != nil
+                    ? "seal the new key with `systemd-creds encrypt --name=\(SystemdCredential.name)`" : "the vault is now opened with a passphrase"
+                Terminal.printError("vault: warning: the systemd credential \(SystemdCredential.name) (\(sealed.path)) holds the old key: \(what)")
             }
-            // A keyring that cannot be asked (none on a server) kept nothing to update.
-            let held: SecureBytes? = (try? SecretServiceKeeper.lookup(vaultID: facts.vaultID)) ?? nil
+            let fromKeyring: Bool = if case .key(_, "the desktop keyring") = old { true } else { false }
+            let fix =
+                if case .keyFile(let file) = credential {
+                    "`vault keeper add secret-service --key-file \(file.path)` replaces it"
+                } else {
+                    "remove it with `secret-tool clear application credentialvault vault \(facts.vaultID)`"
+                }
+            let held: SecureBytes?
+            do {
+                held = try SecretServiceKeeper.lookup(vaultID: facts.vaultID)
+            } catch {
+                // No keyring here (a server) is nothing to update; one that could not be asked in a
+                // desktop session, or the one the old key came from, may hold a stale key.
+                if fromKeyring || ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] != nil {
+                    Terminal.printError("vault: warning: could not update the desktop keyring's copy of the old key (\(error)): \(fix)")
+                }
+                return
+            }
             guard let held else { return }
             held.wipe()
-            if let key = try credential.keyCopy() {
-                defer { key.wipe() }
-                try SecretServiceKeeper.store(key, vaultID: facts.vaultID, label: "CredentialVault key for \(facts.url.path)")
-                print("The desktop keyring now holds the new key.")
-            } else {
-                _ = try SecretServiceKeeper.remove(vaultID: facts.vaultID)
-                print("Removed the old key from the desktop keyring: a passphrase vault has no key to keep.")
+            do {
+                if let key = try credential.keyCopy() {
+                    defer { key.wipe() }
+                    try SecretServiceKeeper.store(key, vaultID: facts.vaultID, label: "CredentialVault key for \(facts.url.path)")
+                    print("The desktop keyring now holds the new key.")
+                } else {
+                    _ = try SecretServiceKeeper.remove(vaultID: facts.vaultID)
+                    print("Removed the old key from the desktop keyring: a passphrase vault has no key to keep.")
+                }
+            } catch {
+                Terminal.printError("vault: warning: the desktop keyring still holds the old key (\(error)): \(fix)")
             }
         }
     }

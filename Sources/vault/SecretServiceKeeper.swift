@@ -27,7 +27,12 @@ enum SecretServiceKeeper {
 
     /// Stores `key` for `vaultID` (replacing an item already there), then reads it back.
     static func store(_ key: SecureBytes, vaultID: String, label: String) throws {
-        var text = Array(try key.withUnsafeBytes { Base64URL.encode(Array($0)) }.utf8)
+        // The key's text, made in arrays that are zeroed (no String of it is ever made).
+        var raw = try key.withUnsafeBytes { Array($0) }
+        defer { SecureBytes.zero(&raw) }
+        var text: [UInt8] = []
+        text.reserveCapacity(raw.count * 4 / 3 + 4)
+        Base64URL.append(raw, to: &text)
         text.append(0)
         defer { SecureBytes.zero(&text) }
         var message: UnsafeMutablePointer<CChar>?
@@ -40,7 +45,7 @@ enum SecretServiceKeeper {
         guard status == Int32(CV_SECRET_OK) else { throw failure(status, reason, doing: "store the key in") }
         guard let stored = try lookup(vaultID: vaultID) else { throw Unavailable(description: "the keyring did not keep the key it was given") }
         defer { stored.wipe() }
-        guard try stored.withUnsafeBytes({ stored in try key.withUnsafeBytes { Array(stored) == Array($0) } }) else {
+        guard try ConstantTime.equals(stored, key) else {
             throw Unavailable(description: "the keyring returned another key than the one stored")
         }
     }
@@ -56,13 +61,13 @@ enum SecretServiceKeeper {
         defer { cv_secret_free(secret) }
         if status == Int32(CV_SECRET_NOT_FOUND) { return nil }
         guard status == Int32(CV_SECRET_OK), let secret else { throw failure(status, reason, doing: "read the key from") }
-        let length = strlen(secret)
-        let decoded = UnsafeBufferPointer(start: UnsafeRawPointer(secret).assumingMemoryBound(to: UInt8.self), count: length)
-        guard var bytes = Base64URL.decodeCanonical(String(decoding: decoded, as: UTF8.self)), bytes.count == KeyEncryptionKey.keyLength else {
-            throw Unavailable(description: "the keyring's item for this vault is not a vault key (it was changed by something else)")
+        // Decoded from the C string straight into guarded memory.
+        let text = UnsafeBufferPointer(start: UnsafeRawPointer(secret).assumingMemoryBound(to: UInt8.self), count: strlen(secret))
+        let length = KeyEncryptionKey.keyLength
+        let notAKey = Unavailable(description: "the keyring's item for this vault is not a vault key (it was changed by something else)")
+        return try SecureBytes(count: length) { buffer in
+            guard Base64URL.decode(text, into: buffer) == length else { throw notAKey }
         }
-        defer { SecureBytes.zero(&bytes) }
-        return try SecureBytes(copying: bytes)
     }
 
     /// Removes the item of `vaultID`; false when there was none.

@@ -1,4 +1,5 @@
 import ArgumentParser
+internal import CProcessControl
 import Foundation
 import VaultCrypto
 import VaultProcess
@@ -32,6 +33,45 @@ enum SystemdCredential {
         return FileManager.default.fileExists(atPath: file.path) ? file : nil
     }
 
+    /// The key systemd handed this service, read and checked; nil when it runs as none.
+    static func credential(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> VaultCredential? {
+        guard let file = keyFile(environment: environment) else { return nil }
+        return .key(try readKey(file), source: "the systemd credential \(name), \(file.path)")
+    }
+
+    /// The credential's 32 bytes. systemd writes it mode 0400, owned by the service's user or,
+    /// for a service of another user than root, by root with an ACL granting that user read
+    /// access (which `stat` shows as group bits): those are taken; a file others can read, one
+    /// of another owner, or group bits without an ACL are refused before a byte is read.
+    static func readKey(_ file: URL) throws -> SecureBytes {
+        let path = file.path
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard fd >= 0 else { throw CommandFailure(.usage, "cannot read the systemd credential \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            throw CommandFailure(.usage, "the systemd credential \(path) is not a regular file")
+        }
+        let mode = String(info.st_mode & 0o777, radix: 8)
+        guard info.st_uid == 0 || info.st_uid == geteuid() else {
+            throw CommandFailure(.unsafePermissions, "the systemd credential \(path) belongs to uid \(info.st_uid): nothing was read")
+        }
+        let hasACL = cv_has_access_acl(fd) == 1
+        guard info.st_mode & 0o007 == 0, info.st_mode & 0o070 == 0 || hasACL else {
+            throw CommandFailure(
+                .unsafePermissions, "the systemd credential \(path) is accessible by other users (mode \(mode)): nothing was read")
+        }
+        let length = KeyEncryptionKey.keyLength
+        guard Int(info.st_size) == length else {
+            throw CommandFailure(.usage, "the systemd credential \(path) holds \(info.st_size) bytes; a vault key holds \(length)")
+        }
+        return try SecureBytes(count: length) { buffer in
+            guard let base = buffer.baseAddress, read(fd, base, length) == length else {
+                throw CommandFailure(.usage, "cannot read \(length) bytes from the systemd credential \(path)")
+            }
+        }
+    }
+
     /// How `systemd-creds` seals (its `--with-key`).
     enum Sealing: String, CaseIterable {
         case auto, host, tpm2
@@ -39,21 +79,40 @@ enum SystemdCredential {
     }
 
     /// Seals `key` into `output` with `systemd-creds encrypt`, then checks it opens on this host
-    /// to the same key. Refuses an existing `output`; removes what it wrote when anything fails.
+    /// to the same key. `output` is created here (mode 0600, never over an existing file) and
+    /// removed again when anything fails.
     static func seal(_ key: SecureBytes, to output: URL, sealing: Sealing) throws {
         guard let program = programs.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw CommandFailure(.usage, "systemd-creds is not installed (it comes with systemd 250 or later): nothing was created")
         }
-        if FileManager.default.fileExists(atPath: output.path) {
-            throw CommandFailure(.alreadyExists, "\(output.path) already exists: nothing was created")
+        let fd = open(output.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw CommandFailure(
+                errno == EEXIST ? .alreadyExists : .storage,
+                "cannot create \(output.path): \(String(cString: strerror(errno))): nothing was created")
         }
         var plain = try key.withUnsafeBytes { Array($0) }
         defer { SecureBytes.zero(&plain) }
         do {
-            _ = try run(program, ["encrypt", "--name=\(name)", "--with-key=\(sealing.rawValue)", "-", output.path], input: plain)
+            defer { close(fd) }
+            // Sealed to standard output, written here into the file made above.
+            let sealed = try run(program, ["encrypt", "--name=\(name)", "--with-key=\(sealing.rawValue)", "-", "-"], input: plain)
+            var offset = 0
+            while offset < sealed.count {
+                let written = sealed[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { throw CommandFailure(.storage, "cannot write \(output.path): \(String(cString: strerror(errno)))") }
+                offset += written
+            }
+            guard fsync(fd) == 0 else { throw CommandFailure(.storage, "cannot write \(output.path): \(String(cString: strerror(errno)))") }
+        } catch {
+            unlink(output.path)
+            throw error
+        }
+        do {
             var opened = try run(program, ["decrypt", "--name=\(name)", output.path, "-"], input: [])
             defer { SecureBytes.zero(&opened) }
-            guard opened == plain else {
+            guard opened.count == plain.count, ConstantTime.equals(opened, plain) else {
                 throw CommandFailure(.failure, "\(output.path) does not decrypt to the key it was made from on this host: nothing was created")
             }
         } catch {
@@ -65,27 +124,34 @@ enum SystemdCredential {
     /// Runs `program ARGUMENTS` with `input` on standard input and a bare environment; its
     /// standard output. A failure quotes what it said on standard error.
     private static func run(_ program: String, _ arguments: [String], input: [UInt8]) throws -> [UInt8] {
-        var toChild: [Int32] = [0, 0]
-        var fromChild: [Int32] = [0, 0]
-        var errors: [Int32] = [0, 0]
+        var toChild: [Int32] = [-1, -1]
+        var fromChild: [Int32] = [-1, -1]
+        var errors: [Int32] = [-1, -1]
+        defer { for fd in toChild + fromChild + errors where fd >= 0 { close(fd) } }
         guard pipe(&toChild) == 0, pipe(&fromChild) == 0, pipe(&errors) == 0 else {
             throw CommandFailure(.storage, "cannot start systemd-creds: \(String(cString: strerror(errno)))")
         }
         // Not inherited by anything else this process starts meanwhile (the child gets its three
         // as 0, 1 and 2; Spawn closes every other descriptor in it).
         for fd in toChild + fromChild + errors { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
-        defer { for fd in [toChild[1], fromChild[0], errors[0]] where fd >= 0 { close(fd) } }
         let pid: pid_t
         do {
             pid = try Spawn.start(
                 URL(fileURLWithPath: program), arguments, environment: ["PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"],
                 input: toChild[0], output: fromChild[1], error: errors[1])
         } catch {
-            for fd in [toChild[0], fromChild[1], errors[1]] { close(fd) }
             throw CommandFailure(.storage, "cannot start systemd-creds: \(error)")
         }
-        for fd in [toChild[0], fromChild[1], errors[1]] { close(fd) }
-        // 32 bytes in, a few hundred out: far below a pipe's capacity, so neither side blocks.
+        close(toChild[0])
+        toChild[0] = -1
+        close(fromChild[1])
+        fromChild[1] = -1
+        close(errors[1])
+        errors[1] = -1
+        // 32 bytes in: far below a pipe's capacity, so the write never waits for the child. A
+        // child that ended without reading must not end this process: SIGPIPE is ignored (the
+        // write then fails with EPIPE, and the child's status says why).
+        let previous = signal(SIGPIPE, SIG_IGN)
         var offset = 0
         while offset < input.count {
             let written = input[offset...].withUnsafeBytes { write(toChild[1], $0.baseAddress, $0.count) }
@@ -95,12 +161,12 @@ enum SystemdCredential {
         }
         close(toChild[1])
         toChild[1] = -1
-        let output = readAll(fromChild[0])
+        signal(SIGPIPE, previous)
+        var output = readAll(fromChild[0])
         let said = String(decoding: readAll(errors[0]), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         let ended = Spawn.waitBlocking(pid)
         guard ended == Spawn.Termination(status: 0, signaled: false) else {
-            var discarded = output
-            SecureBytes.zero(&discarded)
+            SecureBytes.zero(&output)
             let reason = said.split(separator: "\n").last.map(String.init) ?? "exit \(ended.shellStatus)"
             throw CommandFailure(.failure, "systemd-creds \(arguments[0]) failed: \(Terminal.printable(reason)); nothing was created")
         }

@@ -100,6 +100,8 @@ struct DPoPCommandTests {
             #expect(claims["ath"] == nil && claims["htm"] as? String == "POST" && claims["htu"] as? String == api.absoluteString)
             #expect(try await script.run(["dpop-proof", "G T", api.absoluteString]).status == 64)
             #expect(try await script.run(["dpop-proof", "GET", "ftp://example.test/x"]).status == 64)
+            let userInURL = try await script.run(["dpop-proof", "GET", "https://user:pw@example.test/x"])
+            #expect(userInURL.status == 64 && userInURL.stderr.contains("user name or password"), "\(userInURL)")
 
             // Locked: refused as a locked agent is, nothing on standard output.
             #expect(try await script.run(["lock"]).status == 0)

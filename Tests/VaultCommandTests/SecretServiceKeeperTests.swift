@@ -39,6 +39,7 @@ struct SecretServiceKeeperTests {
             try #require(FileManager.default.fileExists(atPath: socket.path), "dbus-daemon did not listen")
             // The login keyring, created and unlocked with this password (read on standard input).
             let unlocked = try run("/bin/sh", ["-c", "printf test | gnome-keyring-daemon --unlock --components=secrets"])
+            if unlocked != 0 { stop() }  // the bus is not left behind by a failed start
             try #require(unlocked == 0, "gnome-keyring-daemon --unlock")
         }
 
@@ -145,9 +146,55 @@ struct SecretServiceKeeperTests {
             passphrase["VAULT_NEW_PASSPHRASE"] = "a passphrase long enough"
             let toPassphrase = try await cli.run(["passwd"], environment: passphrase)
             #expect(toPassphrase.status == 0 && toPassphrase.stdout.contains("Removed the old key"), "\(toPassphrase)")
-            var keepers = desktop.environment
-            keepers["VAULT_PASSPHRASE"] = "a passphrase long enough"
-            #expect(try await cli.run(["accounts", "list"], environment: keepers).status == 0)
+            let keepers = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
+            #expect(keepers.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "a passphrase vault: no keeper lists a key: \(keepers)")
+            var opening = desktop.environment
+            opening["VAULT_PASSPHRASE"] = "a passphrase long enough"
+            #expect(try await cli.run(["accounts", "list"], environment: opening).status == 0)
+        }
+    }
+
+    @Test("remove --force takes away only an item that opens this vault: a stale key stays, and the way to clear it is named")
+    func forceRemovesOnlyWhatOpens() async throws {
+        try await Self.withDesktop { desktop in
+            let cli = try VaultCLI()
+            let recovery = cli.file("recovery.key")
+            try #require(
+                try await cli.run(["init", "--keeper", "secret-service", "--recovery-key-file", recovery.path], environment: desktop.environment)
+                    .status == 0)
+            // A passwd made away from the desktop session leaves the keyring's key stale.
+            let changed = try await cli.run(["passwd", "--key-file", recovery.path, "--new-key-file", cli.file("new.key").path])
+            try #require(changed.status == 0, "\(changed)")
+            let refused = try await cli.run(["keeper", "remove", "secret-service", "--force"], environment: desktop.environment)
+            #expect(refused.status == 77 && refused.stderr.contains("secret-tool clear"), "\(refused)")
+            let keepers = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
+            #expect(keepers.stdout.contains("present"), "nothing was removed: \(keepers)")
+            #expect(try await cli.run(["accounts", "list"], environment: desktop.environment).status == 77, "the stale key opens nothing")
+        }
+    }
+
+    @Test("the agent of a keyring-kept vault unlocks again from the keyring after a lock, with no key sent")
+    func agentUnlocksFromTheKeyring() async throws {
+        try await Self.withDesktop { desktop in
+            var cli = try VaultCLI()
+            let runtime = cli.file("run")
+            try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+            cli.environment["XDG_RUNTIME_DIR"] = runtime.path
+            for (name, value) in desktop.environment where name != "XDG_RUNTIME_DIR" { cli.environment[name] = value }
+            try #require(try await cli.run(["init", "--keeper", "secret-service", "--no-recovery"]).status == 0)
+            let started = try await cli.run(["agent", "start"])
+            try #require(started.status == 0, "\(started)")
+            do {
+                #expect(try await cli.run(["lock"]).status == 0)
+                let unlocked = try await cli.run(["unlock", "--no-prompt"])
+                #expect(unlocked.status == 0, "\(unlocked)")
+                let status = try await cli.run(["agent", "status", "--json"]).jsonObject()
+                #expect(status["locked"] as? Bool == false, "\(status)")
+            } catch {
+                _ = try? await cli.run(["agent", "stop"])
+                throw error
+            }
+            _ = try await cli.run(["agent", "stop"])
         }
     }
 

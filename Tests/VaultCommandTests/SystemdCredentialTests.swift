@@ -1,6 +1,7 @@
 import DevGateway
 import Foundation
 import Testing
+import VaultProcess
 import VaultTestSupport
 
 #if canImport(Glibc)
@@ -14,18 +15,21 @@ import VaultTestSupport
 struct SystemdCredentialTests {
     static let program = "/usr/bin/systemd-creds"
 
+    /// Runs a program (posix_spawn, as the suite starts every child); its exit status.
+    static func run(_ program: String, _ arguments: [String]) throws -> Int32 {
+        let null = open("/dev/null", O_RDWR)
+        defer { close(null) }
+        let pid = try Spawn.start(URL(fileURLWithPath: program), arguments, environment: ["PATH": "/usr/bin:/bin"], input: null, output: null, error: null)
+        return Spawn.waitBlocking(pid).shellStatus
+    }
+
     /// What systemd does for `LoadCredentialEncrypted=vault.key:FILE`: the credential decrypted
     /// into a directory of the service's own, the file readable by its user alone.
     static func credentialsDirectory(for sealed: URL, in cli: VaultCLI, name: String = "creds") throws -> URL {
         let directory = cli.file(name)
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         let target = directory.appending(path: "vault.key")
-        let decrypt = Process()
-        decrypt.executableURL = URL(fileURLWithPath: program)
-        decrypt.arguments = ["decrypt", "--name=vault.key", sealed.path, target.path]
-        try decrypt.run()
-        decrypt.waitUntilExit()
-        try #require(decrypt.terminationStatus == 0, "systemd-creds decrypt")
+        try #require(try run(program, ["decrypt", "--name=vault.key", sealed.path, target.path]) == 0, "systemd-creds decrypt")
         chmod(target.path, 0o400)
         return directory
     }
@@ -69,12 +73,31 @@ struct SystemdCredentialTests {
 
         let foreign = try Self.credentialsDirectory(for: otherSealed, in: cli, name: "foreign")
         let wrong = try await cli.run(["accounts", "list"], environment: ["CREDENTIALS_DIRECTORY": foreign.path])
-        #expect(wrong.status == 77 && wrong.stderr.contains("wrong key file") && wrong.stderr.contains("vault.key"), "\(wrong)")
+        #expect(wrong.status == 77 && wrong.stderr.contains("wrong key (from the systemd credential vault.key"), "\(wrong)")
 
         let exposed = try Self.credentialsDirectory(for: sealed, in: cli, name: "exposed")
         chmod(exposed.appending(path: "vault.key").path, 0o644)
         let refused = try await cli.run(["accounts", "list"], environment: ["CREDENTIALS_DIRECTORY": exposed.path])
         #expect(refused.status == 82 && refused.stderr.contains("accessible by other users"), "\(refused)")
+        // Group bits with no ACL behind them: refused the same way.
+        chmod(exposed.appending(path: "vault.key").path, 0o440)
+        #expect(try await cli.run(["accounts", "list"], environment: ["CREDENTIALS_DIRECTORY": exposed.path]).status == 82)
+    }
+
+    @Test("a service of another user: systemd's root-owned 0400 credential with a read ACL for that user (mode 0440) is taken")
+    func credentialWithAnACL() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.program), "systemd-creds is installed by .ci/run")
+        try #require(FileManager.default.isExecutableFile(atPath: "/usr/bin/setfacl"), "make test-deps installs acl")
+        let cli = try VaultCLI()
+        let sealed = cli.file("vault.key.cred")
+        try #require(try await cli.run(["init", "--systemd-creds", sealed.path, "--systemd-creds-key", "host"]).status == 0)
+        let directory = try Self.credentialsDirectory(for: sealed, in: cli)
+        let file = directory.appending(path: "vault.key")
+        // What systemd's write_credential does for User=: 0400, then an ACL entry for the user.
+        try #require(try Self.run("/usr/bin/setfacl", ["-m", "u:nobody:r", file.path]) == 0)
+        #expect(FileProbe.mode(file) == 0o440, "the ACL mask shows in the group bits")
+        let listed = try await cli.run(["accounts", "list"], environment: ["CREDENTIALS_DIRECTORY": directory.path])
+        #expect(listed.status == 0, "\(listed)")
 
         // A sealed file that exists already is never overwritten, and no vault is made.
         let again = try VaultCLI()

@@ -34,6 +34,25 @@ struct Base64URLTests {
         #expect(Base64URL.decode(Base64URL.encode(all)) == all)
     }
 
+    @Test("decoding into a buffer (a key's): the canonical text of up to its size, nothing else")
+    func decodeIntoBuffer() {
+        func decoded(_ text: String, capacity: Int) -> [UInt8]? {
+            var output = [UInt8](repeating: 0, count: capacity)
+            let bytes = Array(text.utf8)
+            let count = bytes.withUnsafeBufferPointer { input in output.withUnsafeMutableBytes { Base64URL.decode(input, into: $0) } }
+            return count.map { Array(output.prefix($0)) }
+        }
+        let key = (0..<32).map { UInt8($0 * 7 + 3) }
+        #expect(decoded(Base64URL.encode(key), capacity: 32) == key)
+        #expect(decoded(Base64URL.encode(key), capacity: 31) == nil, "more bytes than the buffer holds")
+        for (plain, text) in [("f", "Zg"), ("fo", "Zm8"), ("foobar", "Zm9vYmFy"), ("", "")] {
+            #expect(decoded(text, capacity: 8) == Array(plain.utf8))
+        }
+        for text in ["Zh", "Zm9", "Zg==", "Zm9vY", "Zm+v", "Zm9v\n"] {
+            #expect(decoded(text, capacity: 8) == nil, "\(text)")
+        }
+    }
+
     @Test("padding, the base64 letters + and /, other characters and impossible lengths are refused")
     func refusals() {
         for text in ["Zg==", "+/+/", "Zm9v YmFy", "Zm9vY", "Zm9v\n", "é"] {

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import VaultCrypto
 import VaultStore
 import VaultTestSupport
 
@@ -69,7 +70,7 @@ enum LogHygiene {
         switch test.credential {
         case .keyFile(let url): forms(ofKeyFile: url)
         case .passphraseBytes: [TestVault.passphrase]
-        case .key: []
+        case .key(let key, _): forms(ofBytes: (try? key.withUnsafeBytes { Array($0) }) ?? [])
         }
     }
 }

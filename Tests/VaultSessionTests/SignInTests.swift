@@ -289,6 +289,23 @@ struct SignInTests {
         }
     }
 
+    @Test("--dpop device sign-in without an ID token: the userinfo endpoint is asked with the bound token and a proof, and names the user")
+    func dpopUserinfo() async throws {
+        try await Self.withWorld { world in
+            await world.gateway.setUserinfo(enabled: true)
+            await world.gateway.corruptNextIDTokens(1, with: .omitted)
+            var request = try await world.request(world.device)
+            request.dpop = true
+            let result = try await world.deviceSignIn(request) { gateway, code in
+                _ = await gateway.approveDeviceCode(userCode: code, subject: "alice")
+            }.get()
+            #expect(result.account.subject == "alice" && result.subjectFromUserinfo)
+            let stats = await world.gateway.stats()
+            #expect(stats.userinfoAnswers == 1 && stats.dpopBoundTokens == 1)
+            #expect(stats.boundTokenBearerRefusals == 0 && stats.refusedDPoPProofs.isEmpty)
+        }
+    }
+
     @Test("openid asked and no id_token in the response: refused, nothing stored")
     func missingIDToken() async throws {
         try await Self.withWorld { world in

@@ -38,4 +38,8 @@ void cv_set_forward_target(int pid);
 /// needs _GNU_SOURCE, which Swift's Glibc module does not define: this is why it is here.
 int cv_open_directory(int dirfd, const char *path, int nofollow);
 
+/// Whether the open file `fd` carries a POSIX access ACL (`system.posix_acl_access`): 1, 0,
+/// or -1 with errno set for another failure. sys/xattr.h is not in Swift's Glibc module.
+int cv_has_access_acl(int fd);
+
 #endif

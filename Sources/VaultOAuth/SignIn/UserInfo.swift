@@ -26,12 +26,26 @@ public struct UserInfo: Sendable, Hashable {
 extension OAuthClient {
     /// Asks the userinfo endpoint who holds `accessToken` (a bearer GET, §5.3.1). Its `sub` is
     /// required; a signed (`application/jwt`) answer is refused, since nothing here would check it.
-    public func userinfo(endpoint: URL, accessToken: String, pins: [SPKIPin] = []) async throws(SignInError) -> UserInfo {
+    /// A token bound to `dpopKey` goes as `DPoP` with a proof naming it (RFC 9449 §7.1), and a
+    /// `use_dpop_nonce` answer is asked once more with the nonce.
+    public func userinfo(endpoint: URL, accessToken: String, dpopKey: DPoPKey? = nil, pins: [SPKIPin] = []) async throws(SignInError) -> UserInfo {
         if let reason = EndpointRule.violation(endpoint) { throw .insecureEndpoint(field: "userinfo_endpoint", reason: reason) }
         let logger = logger(for: endpoint, operation: "userinfo")
-        let request = HTTPRequest(
-            method: .get, url: endpoint, headers: ["Authorization": "Bearer " + accessToken, "Accept": "application/json"], pins: pins)
-        let response = try await sendSignInRequest(request, step: .userinfo, secrets: [accessToken], logger: logger)
+        var response: HTTPResponse
+        var retried = false
+        while true {
+            var headers: HTTPHeaderFields = ["Authorization": "Bearer " + accessToken, "Accept": "application/json"]
+            if let dpopKey {
+                headers["Authorization"] = "DPoP " + accessToken
+                headers["DPoP"] = try? dpopKey.proof(
+                    method: "GET", url: endpoint, accessToken: accessToken, nonce: dpopNonces.nonce(for: endpoint), now: now())
+            }
+            let request = HTTPRequest(method: .get, url: endpoint, headers: headers, pins: pins)
+            response = try await sendSignInRequest(request, step: .userinfo, secrets: [accessToken], logger: logger)
+            let fresh = dpopKey != nil && dpopNonces.remember(response, from: endpoint)
+            guard fresh, !retried, response.asksForDPoPNonce else { break }
+            retried = true
+        }
         guard response.isSuccess else {
             logger.debug("userinfo refused", metadata: ["http.status": "\(response.status)"])
             if case .failure(let failure) = Self.classifyRefresh(response, secrets: [accessToken], now: now()) {

@@ -228,7 +228,12 @@ public struct HTTPDeviceNotificationAPI: DeviceNotificationAPI, SessionExtension
             if response.status == 401 || response.status == 403, failure?.error == "device_revoked" {
                 throw await session.deviceWasRevoked(account)
             }
-            if response.status == 401, !refreshed {
+            // A refused proof (or a nonce asked for again) is no reason to refresh the token:
+            // a refresh rotates it and changes nothing about the proof.
+            let proofRefused =
+                token.isDPoPBound && response.status == 401
+                && ["invalid_dpop_proof", "use_dpop_nonce"].contains { response.headers["WWW-Authenticate"]?.contains($0) ?? false }
+            if response.status == 401, !refreshed, !proofRefused {
                 refreshed = true
                 token = try await session.reportUnauthorized(token)
                 continue

@@ -148,7 +148,7 @@ enum VaultKeys {
             let what =
                 switch credential {
                 case .keyFile(let url): "wrong key file (\(url.path))"
-                case .key: "wrong key"
+                case .key(_, let source): "wrong key (from \(source))"
                 case .passphraseBytes: "wrong passphrase"
                 }
             throw VaultError(.wrongCredential, "\(what) for \(path)", path: path)
