@@ -212,15 +212,7 @@ actor AgentHost {
     }
 
     private func token(_ request: AgentRequest, peer: AgentServer.Peer) async -> AgentResponse {
-        let current: OpenedVault
-        switch await usable(asking: request, peer: peer) {
-        case .open(let opened): current = opened
-        case .answer(let answer): return answer
-        }
-        lastUse = wallClock.now()
-        armLockTimer()
-        do {
-            let account = try await request.account.asyncMap { reference in try await BlockingWork.run { try current.account(reference) } }
+        await serving(request, peer: peer) { current, account in
             let target = try TokenTarget(resources: request.resources, scopes: request.scopes)
             let token =
                 if let ttl = request.minTTL {
@@ -229,8 +221,6 @@ actor AgentHost {
                     try await current.session.validAccessToken(for: account, target: target)
                 }
             return AgentResponse(token: AgentToken(token))
-        } catch {
-            return await failure(error)
         }
     }
 
@@ -240,15 +230,7 @@ actor AgentHost {
         guard let method = request.method, let text = request.url, let url = URL(string: text) else {
             return .failure("malformed_request", exit: ExitStatus.usage.rawValue, "a dpop_proof request names a method and a URL")
         }
-        let current: OpenedVault
-        switch await usable(asking: request, peer: peer) {
-        case .open(let opened): current = opened
-        case .answer(let answer): return answer
-        }
-        lastUse = wallClock.now()
-        armLockTimer()
-        do {
-            let account = try await request.account.asyncMap { reference in try await BlockingWork.run { try current.account(reference) } }
+        return await serving(request, peer: peer) { current, account in
             var response: AgentResponse
             if request.withoutToken {
                 response = AgentResponse()
@@ -261,6 +243,24 @@ actor AgentHost {
                 response.proof = proof
             }
             return response
+        }
+    }
+
+    /// `body`'s answer to `request` with the open vault (unlocked through pinentry first when the
+    /// request says where to ask) and the account it names; the use counted, a failure answered.
+    private func serving(
+        _ request: AgentRequest, peer: AgentServer.Peer, _ body: (OpenedVault, AccountID?) async throws -> AgentResponse
+    ) async -> AgentResponse {
+        let current: OpenedVault
+        switch await usable(asking: request, peer: peer) {
+        case .open(let opened): current = opened
+        case .answer(let answer): return answer
+        }
+        lastUse = wallClock.now()
+        armLockTimer()
+        do {
+            let account = try await request.account.asyncMap { reference in try await BlockingWork.run { try current.account(reference) } }
+            return try await body(current, account)
         } catch {
             return await failure(error)
         }

@@ -18,15 +18,7 @@ struct DPoPCommandTests {
         let gateway = try await DevGateway.start()
         defer { Task { await gateway.stop() } }
         let cli = try await VaultCLI.keyFileVault()
-        try await gateway.registerServiceClient(id: "indexer", authentication: .clientSecretPost("indexer-secret"))
-        let secret = cli.file("secret")
-        try Data("indexer-secret".utf8).write(to: secret)
-        chmod(secret.path, 0o600)
-        let login = try await cli.run([
-            "login", "--client-credentials", "--dpop", "--issuer", gateway.baseURL.absoluteString, "--client-id", "indexer",
-            "--client-auth", "client_secret_post", "--client-secret-file", secret.path,
-        ])
-        try #require(login.status == 0, "\(login)")
+        let login = try await Self.signInDPoPClient(cli, at: gateway)
         let api = gateway.baseURL.appendingPathComponent("api/profile")
         let out = try await cli.run(["dpop-proof", "GET", api.absoluteString + "?page=2", "--json"])
         #expect(out.status == 0, "\(out)")
@@ -64,15 +56,7 @@ struct DPoPCommandTests {
         let runtime = cli.file("run")
         try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         cli.environment["XDG_RUNTIME_DIR"] = runtime.path
-        try await gateway.registerServiceClient(id: "indexer", authentication: .clientSecretPost("indexer-secret"))
-        let secret = cli.file("secret")
-        try Data("indexer-secret".utf8).write(to: secret)
-        chmod(secret.path, 0o600)
-        let login = try await cli.run([
-            "login", "--client-credentials", "--dpop", "--issuer", gateway.baseURL.absoluteString, "--client-id", "indexer",
-            "--client-auth", "client_secret_post", "--client-secret-file", secret.path,
-        ])
-        try #require(login.status == 0, "\(login)")
+        let login = try await Self.signInDPoPClient(cli, at: gateway)
         let keyFile = try #require(cli.environment["VAULT_KEY_FILE"])
         let started = try await cli.run(["agent", "start", "--key-file", keyFile])
         try #require(started.status == 0, "\(started)")
@@ -113,6 +97,20 @@ struct DPoPCommandTests {
             throw error
         }
         _ = try await cli.run(["agent", "stop"])
+    }
+
+    /// `indexer`, a client_secret_post client of `gateway`, signed in with `--dpop`.
+    static func signInDPoPClient(_ cli: VaultCLI, at gateway: DevGateway) async throws -> CommandResult {
+        try await gateway.registerServiceClient(id: "indexer", authentication: .clientSecretPost("indexer-secret"))
+        let secret = cli.file("secret")
+        try Data("indexer-secret".utf8).write(to: secret)
+        chmod(secret.path, 0o600)
+        let login = try await cli.run([
+            "login", "--client-credentials", "--dpop", "--issuer", gateway.baseURL.absoluteString, "--client-id", "indexer",
+            "--client-auth", "client_secret_post", "--client-secret-file", secret.path,
+        ])
+        try #require(login.status == 0, "\(login)")
+        return login
     }
 
     /// The claims of a compact JWS, decoded without checking anything.
