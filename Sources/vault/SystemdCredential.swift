@@ -7,6 +7,8 @@ import VaultStore
 
 #if canImport(Glibc)
     import Glibc
+    // `struct stat`'s members, as the release build (static stdlib) resolves them.
+    import CoreFoundation
 #endif
 
 /// The vault key as a systemd credential (systemd.exec(5), `LoadCredentialEncrypted=`): a
