@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VaultCrypto
+import VaultSession
 import VaultStore
 
 #if canImport(Glibc)
@@ -158,7 +159,8 @@ extension VaultCommand {
                 throw error
             }
             do {
-                try SecretServiceKeeper.store(key, vaultID: vaultID, label: "CredentialVault key for \(url.path)")
+                let label = "CredentialVault key for \(url.path)"
+                try await BlockingWork.run { try SecretServiceKeeper.store(key, vaultID: vaultID, label: label) }
             } catch {
                 // A vault whose key nothing keeps is no vault: removed, with the recovery file.
                 for suffix in ["", "-wal", "-shm"] { unlink(url.path + suffix) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VaultCrypto
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
@@ -50,7 +51,8 @@ extension VaultCommand {
                 vault.close()
                 let key = try Keeper.keyBytes(of: credential)
                 defer { key.wipe() }
-                try SecretServiceKeeper.store(key, vaultID: facts.vaultID, label: "CredentialVault key for \(url.path)")
+                let label = "CredentialVault key for \(url.path)"
+                try await BlockingWork.run { try SecretServiceKeeper.store(key, vaultID: facts.vaultID, label: label) }
                 print("The desktop keyring now holds the key of \(url.path); keep the key file offline as the recovery route.")
             }
         }
@@ -82,7 +84,7 @@ extension VaultCommand {
                 } else {
                     // The header's id is read without the key: the item removed must be the one
                     // that opens this vault, never another vault's that an edited id names.
-                    guard let key = try SecretServiceKeeper.lookup(vaultID: facts.vaultID) else {
+                    guard let key = try await BlockingWork.run({ try SecretServiceKeeper.lookup(vaultID: facts.vaultID) }) else {
                         throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")
                     }
                     do {
@@ -94,7 +96,7 @@ extension VaultCommand {
                         )
                     }
                 }
-                guard try SecretServiceKeeper.remove(vaultID: facts.vaultID) else {
+                guard try await BlockingWork.run({ try SecretServiceKeeper.remove(vaultID: facts.vaultID) }) else {
                     throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")
                 }
                 print("Removed the key of \(url.path) from the desktop keyring.")
@@ -127,7 +129,7 @@ extension VaultCommand {
                     rows.append(("systemd-creds", "present", credential.path))
                 }
                 do {
-                    if let key = try SecretServiceKeeper.lookup(vaultID: facts.vaultID) {
+                    if let key = try await BlockingWork.run({ try SecretServiceKeeper.lookup(vaultID: facts.vaultID) }) {
                         key.wipe()
                         rows.append(("secret-service", "present", "the default collection"))
                     } else {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import VaultCrypto
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
@@ -46,7 +47,7 @@ extension VaultCommand {
             let facts = try Vault.inspect(at: url, options: global.storeOptions())
             var cost = kdf?.parameters
             if cost == nil, case .passphrase(let current) = facts.unlockMethod { cost = current }
-            try await OpenedVault.with(global, credentials) { opened in
+            let (old, new) = try await OpenedVault.with(global, credentials) { opened in
                 let credential: VaultCredential
                 if let newKeyFile {
                     let keyURL = URL(fileURLWithPath: newKeyFile)
@@ -60,8 +61,11 @@ extension VaultCommand {
                 try opened.vault.maintenance.changeCredential(
                     from: opened.credential, to: credential, cost: cost ?? .interactive,
                     replacingKeys: !keepKeys)
-                Self.updateKeepers(of: facts, from: opened.credential, to: credential)
+                return (opened.credential, credential)
             }
+            // After the vault is closed, and off the cooperative pool: the keyring is a D-Bus
+            // round trip that may wait for a prompt.
+            _ = try? await BlockingWork.run { Self.updateKeepers(of: facts, from: old, to: new) }
             let what =
                 newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
                 ?? "Changed the passphrase: the vault no longer opens with the old one."
