@@ -45,8 +45,9 @@ release: release-deps
 # with a read ACL as systemd gives another user's service (acl's setfacl).
 TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd acl
 # The desktop keeper's tests run a private session bus and gnome-keyring-daemon; `vault` loads
-# libsecret itself when it uses the keyring. Without recommends: no PAM module or desktop parts.
-KEYRING_PACKAGES := dbus-daemon gnome-keyring libsecret-1-0
+# libsecret itself when it uses the keyring; the tests read and plant items with secret-tool.
+# Without recommends: no PAM module or desktop parts.
+KEYRING_PACKAGES := dbus-daemon gnome-keyring libsecret-1-0 libsecret-tools
 test-deps: deps
 	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

@@ -90,6 +90,7 @@ extension AgentResponse {
             message.append("started_at", String(status.startedAt))
             message.append("socket", status.socket)
             message.append("lock_reason", ifPresent: status.lockReason)
+            message.append("unlocked_by_slot", ifPresent: status.unlockedBy.map(String.init))
         }
         if let hosts {
             message.append("hosts", String(hosts.count))
@@ -129,6 +130,7 @@ extension AgentResponse {
                 vault: vault, pid: pid, locked: message["locked"] == "1", lockAfter: message["lock_after_seconds"].flatMap { Int($0) },
                 lastUse: nil, startedAt: Date(timeIntervalSince1970: started), socket: socket, lockReason: message["lock_reason"])
             status.lastUse = message["last_use"].flatMap(Double.init)
+            status.unlockedBy = message["unlocked_by_slot"].flatMap { Int64($0) }
             self.status = status
         }
         if message["hosts"] != nil {

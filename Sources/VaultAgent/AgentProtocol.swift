@@ -20,7 +20,7 @@ import Foundation
 ///           account, scope* (as granted), username?, target_resource*, target_scope* (the
 ///           target served, as asked: a client asking for one checks them); for dpop_proof:
 ///           proof, and the token its `ath` names as above (none with no_token); for status: vault, pid, locked (0|1),
-///           lock_after_seconds?, last_use?, started_at, socket, lock_reason?; for hosts: hosts
+///           lock_after_seconds?, last_use?, started_at, socket, lock_reason?, unlocked_by_slot?; for hosts: hosts
 ///           (the count), then host, host_user per entry; for hello: version, versions*, op*
 ///        or ok = 0, error (the code), exit, message
 ///           terminal fields (a request that may meet a locked agent): tty?, term?, display?,
@@ -206,11 +206,16 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     /// Why a locked agent is locked: `key_changed` when another process replaced the vault's
     /// keys (`rotate-key`, `passwd`) or the vault file, nil for an ordinary lock.
     public var lockReason: String?
+    /// The key slot that unlocked the vault (0: its own credential); nil while locked, and from
+    /// an agent that predates key slots.
+    public var unlockedBy: Int64?
 
     public init(
-        vault: String, pid: Int32, locked: Bool, lockAfter: Int?, lastUse: Date?, startedAt: Date, socket: String, lockReason: String? = nil
+        vault: String, pid: Int32, locked: Bool, lockAfter: Int?, lastUse: Date?, startedAt: Date, socket: String, lockReason: String? = nil,
+        unlockedBy: Int64? = nil
     ) {
         self.vault = vault
+        self.unlockedBy = unlockedBy
         self.pid = pid
         self.locked = locked
         self.lockReason = lockReason
@@ -223,6 +228,7 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     enum CodingKeys: String, CodingKey {
         case vault, pid, locked, socket
         case lockReason = "lock_reason"
+        case unlockedBy = "unlocked_by_slot"
         case lockAfter = "lock_after_seconds"
         case lastUse = "last_use"
         case startedAt = "started_at"

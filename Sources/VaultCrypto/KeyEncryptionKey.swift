@@ -24,6 +24,9 @@ public struct KeyEncryptionKey: Sendable {
 
     let wrapping: SymmetricKey
     private let checkKey: SecureBytes
+    /// The derived secret itself (a passphrase's Argon2id output, a key file's bytes): what a key
+    /// slot seals (``sealSecret(under:context:)``), so another key can stand in for this one.
+    private let secret: SecureBytes
 
     /// Counts the Argon2id derivations made by the current task, when a test binds one:
     /// the proof that refusing a wrong passphrase costs exactly one derivation.
@@ -36,6 +39,10 @@ public struct KeyEncryptionKey: Sendable {
     private init(secret: SecureBytes) throws {
         wrapping = try SymmetricKey(id: SymmetricKey.kekID, bytes: Self.subkey(1, of: secret))
         checkKey = try Self.subkey(2, of: secret)
+        // Copied guarded memory to guarded memory: the caller wipes its own.
+        self.secret = try SecureBytes(count: secret.count) { output in
+            try secret.withUnsafeBytes { output.copyMemory(from: $0) }
+        }
     }
 
     /// A fresh random salt for a new passphrase.
@@ -125,10 +132,26 @@ public struct KeyEncryptionKey: Sendable {
         try wrapping.openKey(blob, id: id, context: context)
     }
 
+    /// Seals this key's secret under `slot`, another key-encryption key (a key slot's: a second
+    /// passphrase, a key file, a keeper's key), so that `slot` opens what this key opens
+    /// (``openSecret(_:under:context:)``). The secret is read from guarded memory.
+    public func sealSecret(under slot: KeyEncryptionKey, context: SealContext) throws -> [UInt8] {
+        try secret.withUnsafeBytes { try slot.wrapping.seal(bytes: $0, context: context) }
+    }
+
+    /// The key whose secret `slot` sealed with ``sealSecret(under:context:)``. Throws
+    /// ``CryptoError`` when `slot` is not the key that sealed it (or the blob was changed).
+    public static func openSecret(_ sealed: [UInt8], under slot: KeyEncryptionKey, context: SealContext) throws -> KeyEncryptionKey {
+        let opened = try slot.wrapping.openKey(sealed, id: SymmetricKey.kekID, context: context)
+        defer { opened.wipe() }
+        return try KeyEncryptionKey(secret: opened.material)
+    }
+
     /// Zeroes the key material now.
     public func wipe() {
         wrapping.wipe()
         checkKey.wipe()
+        secret.wipe()
     }
 
     private static func subkey(_ index: UInt64, of secret: SecureBytes) throws -> SecureBytes {

@@ -241,18 +241,18 @@ extension Vault {
     /// ``MaintenanceStore/keyRotationPending()``.
     public func keyRotationPending() throws -> Bool { try maintenance.keyRotationPending() }
 
-    /// ``MaintenanceStore/changeCredential(from:to:cost:replacingKeys:progress:)``.
+    /// ``MaintenanceStore/changeCredential(from:to:cost:replacingKeys:slotKeys:progress:)``.
     @discardableResult
     public func changeCredential(
         from current: VaultCredential, to new: VaultCredential, cost: KDFParameters? = nil, replacingKeys: Bool = true,
-        progress: (KeyRotationProgress) -> Void = { _ in }
+        slotKeys: [Int64: VaultCredential] = [:], progress: (KeyRotationProgress) -> Void = { _ in }
     ) throws -> CredentialChange {
-        try maintenance.changeCredential(from: current, to: new, cost: cost, replacingKeys: replacingKeys, progress: progress)
+        try maintenance.changeCredential(from: current, to: new, cost: cost, replacingKeys: replacingKeys, slotKeys: slotKeys, progress: progress)
     }
 
-    /// ``MaintenanceStore/changeCredential(to:cost:)``.
-    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
-        try maintenance.changeCredential(to: credential, cost: cost)
+    /// ``MaintenanceStore/changeCredential(to:cost:slotKeys:)``.
+    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil, slotKeys: [Int64: VaultCredential] = [:]) throws {
+        try maintenance.changeCredential(to: credential, cost: cost, slotKeys: slotKeys)
     }
 
     /// ``MaintenanceStore/attemptCheckpoint(waitingAtMost:)``.

@@ -59,6 +59,12 @@ public final class Vault: Sendable {
     public var maintenance: MaintenanceStore { core.maintenance }
     /// The event log every process sees (see ``EventStore``).
     public var events: EventStore { core.events }
+    /// The ways in besides the vault's own credential (see ``KeySlotStore``).
+    public var keySlots: KeySlotStore { core.keySlots }
+
+    /// The key slot this vault was unlocked with: 0 for its own credential (the header's), else
+    /// a slot of ``keySlots``.
+    public var unlockedBy: Int64 { core.unlockedSlot }
 
     // MARK: - Create
 
@@ -149,7 +155,7 @@ public final class Vault: Sendable {
         let path = url.path
 
         let migrator = Migrator(migrations: options.migrations)
-        let unlocked: (meta: VaultKeys.UnlockRecord, keys: (current: SymmetricKey, pending: SymmetricKey?), pending: [Migration])
+        let unlocked: (meta: VaultKeys.UnlockRecord, keys: (current: SymmetricKey, pending: SymmetricKey?, slot: Int64), pending: [Migration])
         do {
             unlocked = try VaultConnection.withReadOnlyQueue(url, options: options) { queue in
                 let (schema, meta) = try queue.read { db -> (Migrator.Status, VaultKeys.UnlockRecord?) in
@@ -163,7 +169,8 @@ public final class Vault: Sendable {
                 let facts = VaultOpeningFacts(
                     url: url, unlockMethod: meta.unlockMethod, schemaVersion: schema.recordedVersion,
                     latestSchemaVersion: migrator.latestVersion,
-                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) }, vaultID: Digest.hex(meta.vaultID))
+                    pendingMigrations: schema.pending.map { SchemaStep(version: $0.version, name: $0.name) }, vaultID: Digest.hex(meta.vaultID),
+                    keySlots: meta.keySlots)
                 let credential: VaultCredential
                 do { credential = try choose(facts) } catch { throw CredentialChoiceFailure(error: error) }
                 let vaultKeys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: path)
@@ -215,9 +222,14 @@ public final class Vault: Sendable {
                 return try row.stored("device_id", table: "vault_meta", row: "1", path: path)
             }
             options.logger.debug("opened vault", metadata: ["path": "\(path)"])
-            return Vault(
+            let vault = Vault(
                 url: url, pool: opened, keyring: keyring, deviceID: deviceID,
                 wroteWhileOpening: !pending.isEmpty, options: options)
+            vault.core.unlockedSlot = vaultKeys.slot
+            // A slot opened the vault: it must be one the vault wrote and still has (not edited,
+            // nor put back after its removal).
+            if vaultKeys.slot != 0 { try vault.core.read("checking the key slots") { db in try vault.keySlots.check(db) } }
+            return vault
         } catch {
             vaultKeys.current.wipe()
             vaultKeys.pending?.wipe()
@@ -263,8 +275,18 @@ public final class Vault: Sendable {
             throw VaultError.storage(error, while: "reading the key record", path: core.path)
         }
         let keys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: core.path)
+        if keys.slot != 0 {
+            do {
+                try core.read("checking the key slots") { db in try core.keySlots.check(db) }
+            } catch {
+                keys.current.wipe()
+                keys.pending?.wipe()
+                throw error
+            }
+        }
         core.keyring.replaceVaultKey(keys.current)
         core.keyring.setPendingVaultKey(keys.pending)
+        core.unlockedSlot = keys.slot
         core.logger.info("unlocked vault", metadata: ["path": "\(core.path)"])
     }
 
@@ -407,4 +429,7 @@ public struct VaultOpeningFacts: Sendable, Hashable {
     public var pendingMigrations: [SchemaStep]
     /// The vault's id (hex), as ``VaultInspection/vaultID``: what a keeper finds its key by.
     public var vaultID: String = ""
+    /// The ways in (slot 0, the header's credential, first), as the file says before anything is
+    /// unlocked: not authenticated yet. A tool asks a keeper these name before a prompt.
+    public var keySlots: [KeySlot] = []
 }

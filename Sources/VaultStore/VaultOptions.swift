@@ -17,7 +17,7 @@ public struct VaultOptions: Sendable {
     /// How long a write waits for another process's write lock before failing.
     public var busyTimeout: Duration
     /// The Argon2id cost for a new passphrase (``Vault/create(at:credential:options:)`` and
-    /// ``MaintenanceStore/changeCredential(to:cost:)``). Refused below OWASP's floor.
+    /// ``MaintenanceStore/changeCredential(to:cost:slotKeys:)``). Refused below OWASP's floor.
     public var kdf: KDFParameters
     /// Whether to copy an older vault next to itself before migrating it (on by default).
     /// A vault without accounts holds nothing to lose and is migrated without a copy.

@@ -85,7 +85,7 @@ extension VaultCommand {
                     if foreground { Terminal.printError("vault agent: \(line)") }
                 }
                 // Unlock first: a wrong passphrase ends here, before anything listens.
-                try await host.unlock { url, method, vaultID in try credentials.credential(for: url, unlock: method, vaultID: vaultID) }
+                try await host.unlock { facts in try credentials.credential(for: facts) }
                 let server: AgentServer
                 do {
                     server = try AgentServer(
@@ -236,6 +236,7 @@ extension VaultCommand {
                     let json: JSONValue = [
                         "vault": .string(status.vault), "socket": .string(status.socket), "pid": .int(Int64(status.pid)),
                         "locked": .bool(status.locked), "lock_reason": status.lockReason.map(JSONValue.string) ?? .null,
+                        "unlocked_by_slot": .number(status.unlockedBy),
                         "lock_after_seconds": .number(status.lockAfter),
                         "last_use": .date(status.lastUse.map(Date.init(timeIntervalSince1970:))),
                         "started_at": .date(Date(timeIntervalSince1970: status.startedAt)),
@@ -249,6 +250,7 @@ extension VaultCommand {
                         case (true, _): "locked (`vault unlock`)"
                         }
                     print("Agent for \(status.vault): pid \(status.pid), \(state), socket \(status.socket)")
+                    if let slot = status.unlockedBy { print("  unlocked with key slot \(slot)\(slot == 0 ? " (the vault's own credential)" : "")") }
                     if let lockAfter = status.lockAfter { print("  drops the keys after \(Format.span(.seconds(lockAfter))) without use") }
                 }
             }
@@ -283,6 +285,10 @@ extension VaultCommand {
         func run() async throws {
             let url = global.url
             let facts = try Vault.inspect(at: url, options: global.storeOptions())
+            if try await unlockedByAKeeper(facts) {
+                print("Agent unlocked (with a key a keeper holds).")
+                return
+            }
             if try await unlockedThroughPinentry(facts) {
                 print("Agent unlocked.")
                 return
@@ -308,6 +314,22 @@ extension VaultCommand {
             }
             _ = try await AgentCall.send(request, global: global)
             print("Agent unlocked.")
+        }
+
+        /// Has the agent unlock with a key a keeper holds (a systemd credential, the desktop
+        /// keyring) when a slot of a passphrase vault names one and no credential is given here;
+        /// false when there is none or the agent could not read it (then the passphrase is asked).
+        func unlockedByAKeeper(_ facts: VaultInspection) async throws -> Bool {
+            guard case .passphrase = facts.unlockMethod, !KeySlot.keepers(of: facts.keySlots).isEmpty,
+                credentials.keyFile == nil, credentials.passphraseFile == nil,
+                try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") == nil
+            else { return false }
+            do {
+                _ = try await AgentCall.send(AgentRequest(.unlock), global: global)
+                return true
+            } catch let failure as CommandFailure where failure.code == .usage || failure.code == .wrongCredential {
+                return false
+            }
         }
 
         /// Has the agent ask through pinentry when nothing given here says otherwise (a key

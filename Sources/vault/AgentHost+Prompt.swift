@@ -129,7 +129,7 @@ extension AgentHost {
                 if wrongInARow > 0 { try? await clock.sleep(for: Self.delay(afterWrong: wrongInARow)) }
                 let credential = try await typedCredential(conversation, error: error, bound: pinentry.timeout + .seconds(5))
                 do {
-                    try await unlock(resumingSessions: true) { _, _, _ in credential }
+                    try await unlock(resumingSessions: true) { _ in credential }
                     wrongInARow = 0
                     return .unlocked
                 } catch let failure as VaultError where failure.code == .wrongCredential {

@@ -70,7 +70,7 @@ actor AgentHost {
     /// agent locks itself when one does, so one `vault unlock` brings both back). Nothing when
     /// it is open already (the credential is then not checked, and no session resumed).
     func unlock(
-        resumingSessions: Bool = false, _ choose: @escaping @Sendable (URL, VaultUnlockMethod, String) throws -> VaultCredential
+        resumingSessions: Bool = false, _ choose: @escaping @Sendable (VaultOpeningFacts) throws -> VaultCredential
     ) async throws {
         // Keys another process replaced are dropped first, and the vault opened afresh with the
         // credential given: never the new key kept next to (or chained under) the old one.
@@ -170,13 +170,18 @@ actor AgentHost {
                 }
             }
             do {
-                try await unlock(resumingSessions: true) { _, method, vaultID in
+                try await unlock(resumingSessions: true) { facts in
                     if let keyFile = request.keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
                     guard let passphrase = request.passphrase else {
-                        // A key-file vault whose key a keeper holds (the service's systemd
-                        // credential, the desktop keyring) unlocks again from it.
-                        if case .keyFile = method, let kept = try CredentialOptions.keptKey(vaultID: vaultID).0 { return kept }
-                        if case .keyFile = method {
+                        // A vault whose key a keeper holds (the service's systemd credential, the
+                        // desktop keyring; slot 0's or a slot's) unlocks again from it.
+                        let keyFileVault: Bool = if case .keyFile = facts.unlockMethod { true } else { false }
+                        if keyFileVault || !KeySlot.keepers(of: facts.keySlots).isEmpty,
+                            let kept = try CredentialOptions.keptKey(vaultID: facts.vaultID).0
+                        {
+                            return kept
+                        }
+                        if keyFileVault {
                             throw CommandFailure(.usage, "the vault is unlocked with a key file: `vault unlock --key-file PATH`")
                         }
                         throw CommandFailure(.usage, "no passphrase was sent")
@@ -384,7 +389,8 @@ actor AgentHost {
     var status: AgentStatus {
         AgentStatus(
             vault: url.path, pid: getpid(), locked: opened == nil, lockAfter: lockAfter.map { Int($0.components.seconds) },
-            lastUse: lastUse, startedAt: startedAt, socket: socket.path, lockReason: opened == nil ? lockReason : nil)
+            lastUse: lastUse, startedAt: startedAt, socket: socket.path, lockReason: opened == nil ? lockReason : nil,
+            unlockedBy: opened?.vault.unlockedBy)
     }
 
     // MARK: - Rules

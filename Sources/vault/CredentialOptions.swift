@@ -33,30 +33,50 @@ struct CredentialOptions: ParsableArguments {
         }
     }
 
-    /// The credential for an existing vault, asked once.
-    /// `vaultID` (the header's) finds the key in the desktop keyring.
-    func credential(for url: URL, unlock: VaultUnlockMethod? = nil, vaultID: String? = nil) throws -> VaultCredential {
-        if let keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
-        if case .keyFile = unlock, passphraseFile == nil {
-            if let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty { return .keyFile(URL(fileURLWithPath: path)) }
-            let (kept, why) = try Self.keptKey(vaultID: vaultID)
-            if let kept { return kept }
-            throw CommandFailure(
-                .usage,
-                "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=), or keep the key in the desktop keyring (`vault keeper add secret-service`)\(why)"
-            )
-        }
-        return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)
+    /// The credential for an existing vault, asked once: --key-file, --passphrase-file; then for a
+    /// key-file vault `$VAULT_KEY_FILE`; then a key a keeper holds, when the vault is a key-file
+    /// vault or has a keeper's slot (a systemd credential, the desktop keyring); then the
+    /// passphrase (`$VAULT_PASSPHRASE`, the terminal).
+    func credential(for facts: VaultOpeningFacts) throws -> VaultCredential {
+        try credential(for: facts.url, unlock: facts.unlockMethod, vaultID: facts.vaultID, slots: facts.keySlots)
     }
 
-    /// A key-file vault's key from its keepers, when no key file is named: the systemd
-    /// credential `vault.key` (a service), else the desktop keyring's item for `vaultID`. Nil
-    /// and why (for the message) when neither holds it.
+    /// ``credential(for:)`` from a vault's inspection.
+    func credential(for inspection: VaultInspection) throws -> VaultCredential {
+        try credential(for: inspection.url, unlock: inspection.unlockMethod, vaultID: inspection.vaultID, slots: inspection.keySlots)
+    }
+
+    private func credential(for url: URL, unlock: VaultUnlockMethod, vaultID: String, slots: [KeySlot]) throws -> VaultCredential {
+        if let keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
+        guard passphraseFile == nil else { return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false) }
+        let keyFileVault: Bool = if case .keyFile = unlock { true } else { false }
+        if keyFileVault, let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty {
+            return .keyFile(URL(fileURLWithPath: path))
+        }
+        var why = ""
+        if keyFileVault || !KeySlot.keepers(of: slots).isEmpty {
+            let kept: VaultCredential?
+            (kept, why) = try Self.keptKey(vaultID: vaultID)
+            if let kept { return kept }
+        }
+        guard keyFileVault else {
+            if !why.isEmpty { Terminal.printError("vault: no keeper's key for \(url.path)\(why); asking for the passphrase") }
+            return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)
+        }
+        throw CommandFailure(
+            .usage,
+            "\(url.path) is unlocked with a key file: pass --key-file PATH, set VAULT_KEY_FILE, run as a systemd service given the credential \(SystemdCredential.name) (LoadCredentialEncrypted=), or keep a key in the desktop keyring (`vault keeper add secret-service`)\(why)"
+        )
+    }
+
+    /// A vault's key from its keepers, when no key file is named: the systemd credential
+    /// `vault.key` (a service), else the desktop keyring's item for `vaultID`. Nil and why (for
+    /// the message) when neither holds it.
     static func keptKey(vaultID: String?) throws -> (VaultCredential?, why: String) {
         if let credential = try SystemdCredential.credential() { return (credential, "") }
         guard let vaultID else { return (nil, "") }
         do {
-            if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return (.key(key, source: "the desktop keyring"), "") }
+            if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return (.key(key, source: SecretServiceKeeper.source), "") }
             return (nil, " (the desktop keyring holds no key for it)")
         } catch {
             return (nil, " (\(error))")

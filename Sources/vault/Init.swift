@@ -137,24 +137,34 @@ extension VaultCommand {
             print("Created vault \(url.path) (\(how)).")
         }
 
-        /// A new key kept by the desktop keyring (and, when asked, a recovery key file), then the
-        /// vault: nothing is created unless the keyring took the key and gave it back.
+        /// A new key kept by the desktop keyring, then the vault: nothing is created unless the
+        /// keyring took the key and gave it back. With a recovery key file, the file is the
+        /// vault's own key (slot 0) and the keyring's key a slot of its own (slot 1): the two
+        /// are different keys, and the keyring never holds the recovery key.
         func initInKeyring(_ url: URL) async throws {
             let key = try VaultCredential.newKey()
             defer { key.wipe() }
-            var recovery: URL?
-            if let recoveryKeyFile {
-                let file = URL(fileURLWithPath: recoveryKeyFile)
-                try Self.writeKey(key, to: file)
-                recovery = file
-            }
+            let recovery = recoveryKeyFile.map { URL(fileURLWithPath: $0) }
+            let options = global.storeOptions()
+            if let recovery { try VaultCredential.createKeyFile(at: recovery) }  // never over an existing file
             // The vault id is the file's: made first, then the key is kept under it.
             let vaultID: String
             do {
-                let vault = try Vault.create(at: url, credential: .key(key), options: global.storeOptions())
-                vaultID = vault.vaultID
-                vault.close()
+                vaultID = try await BlockingWork.run {
+                    guard let recovery else {
+                        let vault = try Vault.create(at: url, credential: .key(key), options: options)
+                        defer { vault.close() }
+                        return vault.vaultID
+                    }
+                    let vault = try Vault.create(at: url, credential: .keyFile(recovery), options: options)
+                    defer { vault.close() }
+                    try vault.keySlots.add(
+                        .key(key, source: SecretServiceKeeper.source), unlocking: .keyFile(recovery), keeper: SecretServiceKeeper.name,
+                        label: "the desktop keyring's default collection")
+                    return vault.vaultID
+                }
             } catch {
+                for suffix in ["", "-wal", "-shm"] { unlink(url.path + suffix) }
                 if let recovery { unlink(recovery.path) }
                 throw error
             }
@@ -167,9 +177,11 @@ extension VaultCommand {
                 if let recovery { unlink(recovery.path) }
                 throw CommandFailure(.failure, "\(error): nothing was created")
             }
-            print("Created vault \(url.path) (its key in the desktop keyring).")
             if let recovery {
-                print("Wrote the recovery key file \(recovery.path) (mode 0600): move it offline; `--key-file` with it opens the vault.")
+                print("Created vault \(url.path) (slot 1: a key in the desktop keyring).")
+                print("Wrote the recovery key file \(recovery.path) (slot 0, mode 0600): move it offline; `--key-file` with it opens the vault.")
+            } else {
+                print("Created vault \(url.path) (its key in the desktop keyring).")
             }
         }
 

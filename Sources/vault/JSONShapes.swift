@@ -167,6 +167,17 @@ extension JSONValue {
         ]
     }
 
+    /// A key slot: `slot`, `kind` (passphrase | key), `keeper`, `label`, `created_at`, and `here`
+    /// when given (where its key is found on this machine).
+    static func keySlot(_ slot: KeySlot, here: String? = nil) -> JSONValue {
+        var members: [(String, JSONValue)] = [
+            ("slot", .number(slot.id)), ("kind", .string(slot.kind == .passphrase ? "passphrase" : "key")),
+            ("keeper", slot.keeper.map(JSONValue.string) ?? .null), ("label", .string(slot.label)), ("created_at", .date(slot.createdAt)),
+        ]
+        if let here { members.append(("here", .string(here))) }
+        return .object(members)
+    }
+
     static func status(_ facts: VaultInspection) -> JSONValue {
         let credential: JSONValue
         switch facts.unlockMethod {
@@ -194,6 +205,7 @@ extension JSONValue {
             "latest_schema_version": .number(facts.latestSchemaVersion),
             "pending_migrations": .array(facts.pendingMigrations.map(step)),
             "credential": credential,
+            "key_slots": .array(facts.keySlots.map { keySlot($0) }),
             "vault_id": .string(facts.vaultID),
             "device_id": .string(facts.deviceID),
             "created_at": .date(facts.createdAt),

@@ -3,75 +3,176 @@ import Foundation
 import VaultCrypto
 import VaultSession
 import VaultStore
+import VaultSync
 
 extension VaultCommand {
-    /// `vault keeper add|remove|list`: who holds the key of a key-file vault besides its file.
+    /// `vault keeper add|remove|list`: the vault's key slots, each a way in with a key of its own.
     struct Keeper: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             commandName: "keeper",
-            abstract: "Keep a key-file vault's key in the desktop keyring (or see who keeps it).",
+            abstract: "Add, remove or list the vault's key slots: a keyring, a systemd credential, a key file.",
             discussion: """
-                A vault unlocked by a key file opens with its 32-byte key, wherever it is read from: \
-                --key-file or $VAULT_KEY_FILE, a systemd credential (`vault init --systemd-creds`), \
-                or the desktop keyring over the Secret Service API (gnome-keyring, KeePassXC). With the \
-                key in the keyring, a desktop login unlocks the vault with no prompt and the key file \
-                can go offline as the recovery route. While the keyring is unlocked any process of \
-                the same user can read the item.
+                Slot 0 is the vault's own credential (its passphrase or key file), kept as the recovery \
+                route. Each slot added is one more way in, with a new random key of its own: the desktop \
+                keyring over the Secret Service API (gnome-keyring, KeePassXC), so a desktop login \
+                unlocks the vault with no prompt; a systemd credential sealed to this host or its TPM \
+                (`LoadCredentialEncrypted=vault.key:FILE` in a service); a key file (a CI secret, a \
+                recovery key for a passphrase vault). Removing a slot leaves every other way in as it \
+                was. While the keyring is unlocked any process of the same user can read its item.
                 """,
             subcommands: [Add.self, Remove.self, List.self])
 
         /// The keepers there are.
         enum Kind: String, CaseIterable, ExpressibleByArgument {
             case secretService = "secret-service"
+            case systemdCreds = "systemd-creds"
+            case keyFile = "key-file"
         }
 
         struct Add: AsyncParsableCommand, VaultSubcommand {
             static let configuration = CommandConfiguration(
                 commandName: "add",
-                abstract: "Put the vault's key into a keeper (the key file proves it; it can go offline afterwards).",
+                abstract: "Add a key slot whose new key a keeper holds.",
                 discussion: """
-                    Example:
-                      vault keeper add secret-service --key-file ~/vault.key
-                      mv ~/vault.key /media/usb/   # the recovery route: `--key-file` opens the vault again
+                    Unlocks with the vault's credential as every command does, then makes a new random \
+                    key, hands it to the keeper and adds a slot it opens. Examples:
+                      vault keeper add secret-service                        # the desktop keyring
+                      vault keeper add systemd-creds /etc/credstore.encrypted/vault.key --systemd-creds-key host
+                      vault keeper add key-file /media/usb/vault.recovery    # a new key file, mode 0600
                     """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var credentials: CredentialOptions
-            @Argument(help: "The keeper: secret-service.") var keeper: Kind
+            @Argument(help: "The keeper: secret-service, systemd-creds or key-file.") var keeper: Kind
+            @Argument(help: ArgumentHelp("systemd-creds, key-file: the new file to write.", valueName: "file")) var file: String?
+            @Option(
+                help: ArgumentHelp(
+                    "systemd-creds: what it seals to: \(SystemdCredential.Sealing.allCases.map(\.rawValue).joined(separator: ", ")).",
+                    valueName: "key"))
+            var systemdCredsKey: SystemdCredential.Sealing = .auto
+
+            func validate() throws {
+                switch keeper {
+                case .secretService:
+                    if file != nil { throw ValidationError("secret-service takes no file") }
+                case .systemdCreds, .keyFile:
+                    if file == nil { throw ValidationError("\(keeper.rawValue) needs the new file to write") }
+                }
+                if keeper != .systemdCreds && systemdCredsKey != .auto {
+                    throw ValidationError("--systemd-creds-key goes with systemd-creds")
+                }
+            }
 
             func run() async throws {
-                let url = global.url
-                let facts = try Vault.inspect(at: url, options: global.storeOptions())
-                guard case .keyFile = facts.unlockMethod else {
-                    throw CommandFailure(
-                        .usage, "\(url.path) is unlocked with a passphrase: only a key-file vault's key can be kept (key slots are not built yet)")
-                }
-                // The key as the vault opens with it: checked by opening before it is kept.
-                let credential = try credentials.credential(for: url, unlock: facts.unlockMethod, vaultID: facts.vaultID)
-                let vault = try Vault.open(at: url, credential: credential, options: global.storeOptions())
-                vault.close()
-                let key = try Keeper.keyBytes(of: credential)
+                let (vault, credential) = try await Keeper.open(global, credentials)
+                defer { vault.close() }
+                let url = vault.url
+                let key = try VaultCredential.newKey()
                 defer { key.wipe() }
-                let label = "CredentialVault key for \(url.path)"
-                try await BlockingWork.run { try SecretServiceKeeper.store(key, vaultID: facts.vaultID, label: label) }
-                print("The desktop keyring now holds the key of \(url.path); keep the key file offline as the recovery route.")
+                let slot: KeySlot
+                switch keeper {
+                case .secretService:
+                    let vaultID = vault.vaultID
+                    if try await Keeper.keyringOpens(vaultID: vaultID, url: url, global: global) == true {
+                        throw CommandFailure(.alreadyExists, "the desktop keyring already holds a key that opens \(url.path)")
+                    }
+                    let label = "CredentialVault key for \(url.path)"
+                    try await BlockingWork.run { try SecretServiceKeeper.store(key, vaultID: vaultID, label: label) }
+                    do {
+                        slot = try await BlockingWork.run {
+                            try vault.keySlots.add(
+                                .key(key, source: SecretServiceKeeper.source), unlocking: credential, keeper: SecretServiceKeeper.name,
+                                label: "the desktop keyring's default collection")
+                        }
+                    } catch {
+                        _ = try? await BlockingWork.run { try SecretServiceKeeper.remove(vaultID: vaultID) }
+                        throw error
+                    }
+                case .systemdCreds, .keyFile:
+                    let target = URL(fileURLWithPath: file ?? "").standardizedFileURL
+                    let sealing = systemdCredsKey
+                    let isCredential = keeper == .systemdCreds
+                    try await BlockingWork.run {
+                        if isCredential { try SystemdCredential.seal(key, to: target, sealing: sealing) } else { try Init.writeKey(key, to: target) }
+                    }
+                    do {
+                        slot = try await BlockingWork.run {
+                            try vault.keySlots.add(
+                                .key(key, source: target.path), unlocking: credential, keeper: isCredential ? "systemd-creds" : nil,
+                                label: target.path)
+                        }
+                    } catch {
+                        unlink(target.path)  // a key for no slot
+                        throw error
+                    }
+                }
+                print("Added key slot \(slot.id) (\(keeper.rawValue)): it opens \(url.path) from now on; slot 0 stays the recovery route.")
+                if keeper == .systemdCreds {
+                    print("In the service's unit: LoadCredentialEncrypted=\(SystemdCredential.name):\(slot.label)")
+                }
             }
         }
 
         struct Remove: AsyncParsableCommand, VaultSubcommand {
             static let configuration = CommandConfiguration(
-                commandName: "remove", abstract: "Remove the vault's key from a keeper.",
+                commandName: "remove", abstract: "Remove a key slot (by number, or by keeper when one slot has it).",
                 discussion: """
-                    Refused unless the vault opens without that keeper (--key-file or $VAULT_KEY_FILE), \
-                    or --force: the keeper may hold the only copy of the key.
+                    Unlocks with another way in than the slot removed (or --force), removes the slot, \
+                    then the keyring's item of a secret-service slot. A systemd credential or key file \
+                    of the slot opens nothing any more; delete it yourself. A copy of the vault made \
+                    before still opens with the slot's key.
                     """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var credentials: CredentialOptions
-            @Argument(help: "The keeper: secret-service.") var keeper: Kind
-            @Flag(help: "Remove it even if nothing else here opens the vault.") var force = false
+            @Argument(help: ArgumentHelp("The slot: its number, or secret-service, systemd-creds.", valueName: "slot")) var slot: String
+            @Flag(help: "Remove it even when it is the slot that unlocked the vault here.") var force = false
 
             func run() async throws {
                 let url = global.url
-                let facts = try Vault.inspect(at: url, options: global.storeOptions())
+                let facts = try await BlockingWork.run { [global] in try Vault.inspect(at: url, options: global.storeOptions()) }
+                guard let target = try Keeper.slot(named: slot, in: facts.keySlots) else {
+                    if slot == SecretServiceKeeper.name, case .keyFile = facts.unlockMethod {
+                        // A key-file vault's own key kept in the keyring (before key slots).
+                        return try await removeSlotZeroCopy(facts)
+                    }
+                    throw CommandFailure(.noRecord, "\(url.path) has no key slot \(slot)")
+                }
+                let (vault, _) = try await Keeper.open(global, credentials)
+                defer { vault.close() }
+                if vault.unlockedBy == target.id && !force {
+                    throw CommandFailure(
+                        .usage,
+                        "\(url.path) was unlocked with \(target) itself: unlock it another way (--key-file, --passphrase-file) to remove it, or --force")
+                }
+                try await BlockingWork.run { try vault.keySlots.remove(target.id, evenIfUnlockedByIt: true) }
+                print("Removed key slot \(target.id) (\(target.keeper ?? "key file")): its key no longer opens \(url.path).")
+                switch target.keeper {
+                case SecretServiceKeeper.name:
+                    let vaultID = vault.vaultID
+                    // The item goes unless it still opens the vault (slot 0's own key, kept there).
+                    if let opens = try? await Keeper.keyringOpens(vaultID: vaultID, url: url, global: global) {
+                        if !opens {
+                            do {
+                                _ = try await BlockingWork.run { try SecretServiceKeeper.remove(vaultID: vaultID) }
+                                print("Removed its key from the desktop keyring.")
+                            } catch {
+                                Terminal.printError("vault: warning: could not remove the key from the desktop keyring (\(error)); it opens nothing now")
+                            }
+                        }
+                    }
+                case "systemd-creds":
+                    print("Delete \(target.label) and its LoadCredentialEncrypted= line: it opens nothing now.")
+                default:
+                    print("The key file \(target.label) opens nothing now: delete it.")
+                }
+            }
+
+            /// Before key slots, `keeper add` kept a copy of a key-file vault's own key: removed
+            /// when the vault opens without it (--key-file) or with --force, and only an item that
+            /// opens this vault (the header's id is read without the key: an edited id must not
+            /// name another vault's item).
+            private func removeSlotZeroCopy(_ facts: VaultInspection) async throws {
+                let url = facts.url
+                let vaultID = facts.vaultID
                 if !force {
                     let path = credentials.keyFile ?? ProcessInfo.processInfo.environment["VAULT_KEY_FILE"].flatMap { $0.isEmpty ? nil : $0 }
                     guard let path else {
@@ -79,24 +180,20 @@ extension VaultCommand {
                             .usage,
                             "the keyring may hold the only copy of the key of \(url.path): give the key file that also opens it (--key-file), or --force")
                     }
-                    let vault = try Vault.open(at: url, credential: .keyFile(URL(fileURLWithPath: path)), options: global.storeOptions())
-                    vault.close()
-                } else {
-                    // The header's id is read without the key: the item removed must be the one
-                    // that opens this vault, never another vault's that an edited id names.
-                    guard let key = try await BlockingWork.run({ try SecretServiceKeeper.lookup(vaultID: facts.vaultID) }) else {
-                        throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")
-                    }
-                    do {
-                        try Vault.open(at: url, credential: .key(key, source: "the desktop keyring"), options: global.storeOptions()).close()
-                    } catch let error as VaultError where error.code == .wrongCredential {
-                        throw CommandFailure(
-                            .wrongCredential,
-                            "the desktop keyring's item for this vault's id does not open \(url.path) (a stale key, or an id changed in the file): nothing was removed; `secret-tool clear application credentialvault vault \(facts.vaultID)` removes it by hand"
-                        )
+                    try await BlockingWork.run { [global] in
+                        try Vault.open(at: url, credential: .keyFile(URL(fileURLWithPath: path)), options: global.storeOptions()).close()
                     }
                 }
-                guard try await BlockingWork.run({ try SecretServiceKeeper.remove(vaultID: facts.vaultID) }) else {
+                guard let opens = try await Keeper.keyringOpens(vaultID: vaultID, url: url, global: global) else {
+                    throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")
+                }
+                guard opens else {
+                    throw CommandFailure(
+                        .wrongCredential,
+                        "the desktop keyring's item for this vault's id does not open \(url.path) (a stale key, or an id changed in the file): nothing was removed; `secret-tool clear application credentialvault vault \(vaultID)` removes it by hand"
+                    )
+                }
+                guard try await BlockingWork.run({ try SecretServiceKeeper.remove(vaultID: vaultID) }) else {
                     throw CommandFailure(.noRecord, "the desktop keyring holds no key for \(url.path)")
                 }
                 print("Removed the key of \(url.path) from the desktop keyring.")
@@ -105,52 +202,107 @@ extension VaultCommand {
 
         struct List: AsyncParsableCommand, VaultSubcommand {
             static let configuration = CommandConfiguration(
-                commandName: "list", abstract: "Say where this vault's key can be read from here, without unlocking it.")
+                commandName: "list",
+                abstract: "List the key slots as the file names them and whether each key is at hand here, without unlocking.",
+                discussion: "The slots are read without the key, so not yet authenticated: `vault status` lists them checked.")
             @OptionGroup var global: GlobalOptions
             @OptionGroup var output: OutputOptions
 
             func run() async throws {
                 let url = global.url
-                let facts = try Vault.inspect(at: url, options: global.storeOptions())
-                guard case .keyFile = facts.unlockMethod else {
-                    if output.json {
-                        print(JSONValue.array([]).rendered, terminator: "")
-                    } else {
-                        print("\(url.path) is unlocked with a passphrase: no keeper holds a key for it.")
-                    }
-                    return
-                }
-                var rows: [(keeper: String, state: String, detail: String)] = []
-                let environment = ProcessInfo.processInfo.environment
-                if let path = environment["VAULT_KEY_FILE"], !path.isEmpty {
-                    rows.append(("key-file", "present", path))
-                }
-                if let credential = SystemdCredential.keyFile() {
-                    rows.append(("systemd-creds", "present", credential.path))
-                }
+                let facts = try await BlockingWork.run { [global] in try Vault.inspect(at: url, options: global.storeOptions()) }
+                let vaultID = facts.vaultID
+                let keyring: String
                 do {
-                    if let key = try await BlockingWork.run({ try SecretServiceKeeper.lookup(vaultID: facts.vaultID) }) {
+                    if let key = try await BlockingWork.run({ try SecretServiceKeeper.lookup(vaultID: vaultID) }) {
                         key.wipe()
-                        rows.append(("secret-service", "present", "the default collection"))
+                        keyring = "present"
                     } else {
-                        rows.append(("secret-service", "absent", "no item for this vault"))
+                        keyring = "absent"
                     }
                 } catch {
-                    rows.append(("secret-service", "unavailable", "\(error)"))
+                    keyring = "unavailable: \(error)"
+                }
+                let environment = ProcessInfo.processInfo.environment
+                var rows: [(slot: KeySlot, here: String)] = []
+                for slot in facts.keySlots {
+                    let here: String
+                    switch (slot.id, slot.keeper) {
+                    case (0, _):
+                        if slot.kind == .passphrase {
+                            here = "asked for"
+                        } else if let path = environment["VAULT_KEY_FILE"], !path.isEmpty {
+                            here = "$VAULT_KEY_FILE \(path)"
+                        } else if let file = SystemdCredential.keyFile(), !facts.keySlots.contains(where: { $0.keeper == "systemd-creds" }) {
+                            here = "systemd credential \(file.path)"
+                        } else if keyring == "present" && !facts.keySlots.contains(where: { $0.keeper == SecretServiceKeeper.name }) {
+                            here = "the desktop keyring"
+                        } else {
+                            here = "not here (give --key-file)"
+                        }
+                    case (_, SecretServiceKeeper.name?): here = "keyring item \(keyring)"
+                    case (_, "systemd-creds"?):
+                        here =
+                            SystemdCredential.keyFile().map { "systemd credential \($0.path)" }
+                            ?? (FileManager.default.fileExists(atPath: slot.label) ? "sealed file present" : "sealed file absent")
+                    default: here = FileManager.default.fileExists(atPath: slot.label) ? "file present" : "file absent"
+                    }
+                    rows.append((slot, here))
                 }
                 if output.json {
-                    let items: [JSONValue] = rows.map { ["keeper": .string($0.keeper), "state": .string($0.state), "detail": .string($0.detail)] }
-                    print(JSONValue.array(items).rendered, terminator: "")
+                    print(JSONValue.array(rows.map { JSONValue.keySlot($0.slot, here: $0.here) }).rendered, terminator: "")
                 } else {
-                    for row in rows { print("\(row.keeper.padding(toLength: 16, withPad: " ", startingAt: 0))\(row.state): \(row.detail)") }
+                    for row in rows {
+                        let keeper = row.slot.keeper ?? (row.slot.kind == .passphrase ? "passphrase" : "key file")
+                        print("slot \(row.slot.id)  \(keeper.padding(toLength: 15, withPad: " ", startingAt: 0)) \(row.slot.label)  [\(row.here)]")
+                    }
                 }
             }
         }
 
-        /// The 32 bytes of a key credential (a key file read and checked, or a key in memory).
-        static func keyBytes(of credential: VaultCredential) throws -> SecureBytes {
-            guard let key = try credential.keyCopy() else { throw CommandFailure(.usage, "a passphrase is not a key") }
-            return key
+        /// Opens the vault with the credential the options and the keepers give, off the
+        /// cooperative pool; the vault and that credential.
+        static func open(_ global: GlobalOptions, _ credentials: CredentialOptions) async throws -> (Vault, VaultCredential) {
+            try await BlockingWork.run {
+                let chosen = Locked<VaultCredential?>(nil)
+                let vault = try Vault.open(at: global.url, options: global.storeOptions()) { facts in
+                    try OpenedVault.refuseOutdated(facts)
+                    let credential = try credentials.credential(for: facts)
+                    chosen.withLock { $0 = credential }
+                    return credential
+                }
+                guard let credential = chosen.withLock({ $0 }) else {
+                    vault.close()
+                    throw CommandFailure(.failure, "\(global.url.path) was opened without a credential")
+                }
+                return (vault, credential)
+            }
+        }
+
+        /// Whether the desktop keyring's item for `vaultID` opens the vault at `url` (opened and
+        /// closed, off the cooperative pool); nil when there is no item. Throws when the keyring
+        /// cannot be asked.
+        static func keyringOpens(vaultID: String, url: URL, global: GlobalOptions) async throws -> Bool? {
+            try await BlockingWork.run {
+                guard let key = try SecretServiceKeeper.lookup(vaultID: vaultID) else { return nil }
+                defer { key.wipe() }
+                do {
+                    try Vault.open(at: url, credential: .key(key, source: SecretServiceKeeper.source), options: global.storeOptions()).close()
+                    return true
+                } catch let error as VaultError where error.code == .wrongCredential {
+                    return false
+                }
+            }
+        }
+
+        /// The slot `name` means: a number, or the keeper of exactly one slot.
+        static func slot(named name: String, in slots: [KeySlot]) throws -> KeySlot? {
+            if let id = Int64(name) { return slots.first { $0.id == id } }
+            let kept = slots.filter { $0.keeper == name }
+            guard kept.count <= 1 else {
+                throw CommandFailure(.usage, "\(kept.count) slots are kept by \(name): name one by its number (`vault keeper list`)")
+            }
+            return kept.first
         }
     }
 }

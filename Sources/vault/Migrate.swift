@@ -32,7 +32,7 @@ extension VaultCommand {
             if !output.json {
                 print("Schema \(facts.schemaVersion) → \(facts.latestSchemaVersion): " + facts.pendingMigrations.map(\.description).joined(separator: ", "))
             }
-            let credential = try credentials.credential(for: url, unlock: facts.unlockMethod, vaultID: facts.vaultID)
+            let credential = try credentials.credential(for: facts)
             let bar = ProgressBar("Migrating")
             let result = try Vault.migrate(at: url, credential: credential, options: global.storeOptions()) {
                 bar.update($0.completed, of: $0.total)

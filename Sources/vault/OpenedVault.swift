@@ -20,7 +20,7 @@ struct OpenedVault: Sendable {
         _ global: GlobalOptions, _ credentials: CredentialOptions,
         _ body: (OpenedVault) async throws -> T
     ) async throws -> T {
-        let opened = try open(global) { url, method, vaultID in try credentials.credential(for: url, unlock: method, vaultID: vaultID) }
+        let opened = try open(global) { facts in try credentials.credential(for: facts) }
         do {
             let result = try await body(opened)
             await opened.close()
@@ -50,7 +50,7 @@ struct OpenedVault: Sendable {
     /// The caller closes it (``close()``).
     static func open(
         _ global: GlobalOptions, configuration: SessionConfiguration = SessionConfiguration(),
-        credential choose: (URL, VaultUnlockMethod, String) throws -> VaultCredential
+        credential choose: (VaultOpeningFacts) throws -> VaultCredential
     ) throws -> OpenedVault {
         // Before the vault is opened (and a passphrase derived): a bad CA file or proxy setting
         // fails here, with nothing to close.
@@ -59,7 +59,7 @@ struct OpenedVault: Sendable {
         var chosen: VaultCredential?
         let vault = try Vault.open(at: url, options: global.storeOptions()) { facts in
             try refuseOutdated(facts)
-            let credential = try choose(url, facts.unlockMethod, facts.vaultID)
+            let credential = try choose(facts)
             chosen = credential
             return credential
         }

@@ -47,6 +47,9 @@ extension VaultCommand {
             let facts = try Vault.inspect(at: url, options: global.storeOptions())
             var cost = kdf?.parameters
             if cost == nil, case .passphrase(let current) = facts.unlockMethod { cost = current }
+            // Every slot is sealed again with the new credential: its key is read first.
+            let slotKeys = try await BlockingWork.run { try Self.slotKeys(of: facts) }
+            defer { for case .key(let key, _) in slotKeys.values { key.wipe() } }
             let (old, new) = try await OpenedVault.with(global, credentials) { opened in
                 let credential: VaultCredential
                 if let newKeyFile {
@@ -60,7 +63,7 @@ extension VaultCommand {
                 }
                 try opened.vault.maintenance.changeCredential(
                     from: opened.credential, to: credential, cost: cost ?? .interactive,
-                    replacingKeys: !keepKeys)
+                    replacingKeys: !keepKeys, slotKeys: slotKeys)
                 return (opened.credential, credential)
             }
             // After the vault is closed, and off the cooperative pool: the keyring is a D-Bus
@@ -69,6 +72,11 @@ extension VaultCommand {
             let what =
                 newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
                 ?? "Changed the passphrase: the vault no longer opens with the old one."
+            if !slotKeys.isEmpty {
+                print(
+                    "Sealed key slot\(slotKeys.count == 1 ? "" : "s") \(slotKeys.keys.sorted().map(String.init).joined(separator: ", ")) again with the new credential: each opens the vault as before."
+                )
+            }
             print(
                 keepKeys
                     ? what + " The vault key was kept: a copy of the vault made before now still opens with the old credential,"
@@ -84,13 +92,16 @@ extension VaultCommand {
         /// that could not be asked.
         static func updateKeepers(of facts: VaultInspection, from old: VaultCredential, to credential: VaultCredential) {
             guard case .keyFile = facts.unlockMethod else { return }
-            if let sealed = SystemdCredential.keyFile() {
+            let keepers = KeySlot.keepers(of: facts.keySlots)
+            if let sealed = SystemdCredential.keyFile(), !keepers.contains("systemd-creds") {
                 let what =
                     (try? credential.keyCopy()).flatMap { $0 } != nil
                     ? "seal the new key with `systemd-creds encrypt --name=\(SystemdCredential.name)`" : "the vault is now opened with a passphrase"
                 Terminal.printError("vault: warning: the systemd credential \(SystemdCredential.name) (\(sealed.path)) holds the old key: \(what)")
             }
-            let fromKeyring: Bool = if case .key(_, "the desktop keyring") = old { true } else { false }
+            // A keyring item of a secret-service slot holds the slot's own key, sealed again above.
+            guard !keepers.contains(SecretServiceKeeper.name) else { return }
+            let fromKeyring: Bool = if case .key(_, SecretServiceKeeper.source) = old { true } else { false }
             let fix =
                 if case .keyFile(let file) = credential {
                     "`vault keeper add secret-service --key-file \(file.path)` replaces it"
@@ -122,6 +133,43 @@ extension VaultCommand {
             } catch {
                 Terminal.printError("vault: warning: the desktop keyring still holds the old key (\(error)): \(fix)")
             }
+        }
+
+        /// The key of every slot but 0, read from where the slot says it is kept: the desktop
+        /// keyring, the systemd credential (the service's, else its sealed file opened here),
+        /// the key file. Throws naming a slot whose key cannot be read, with how to go on.
+        static func slotKeys(of facts: VaultInspection) throws -> [Int64: VaultCredential] {
+            var keys: [Int64: VaultCredential] = [:]
+            do {
+                for slot in facts.keySlots where slot.id != 0 {
+                    do {
+                        switch (slot.kind, slot.keeper) {
+                        case (.passphrase, _):
+                            throw CommandFailure(.usage, "it is a passphrase, which is not asked for here")
+                        case (_, SecretServiceKeeper.name?):
+                            guard let key = try SecretServiceKeeper.lookup(vaultID: facts.vaultID) else {
+                                throw CommandFailure(.noRecord, "the desktop keyring holds no key for this vault")
+                            }
+                            keys[slot.id] = .key(key, source: SecretServiceKeeper.source)
+                        case (_, "systemd-creds"?):
+                            let key =
+                                try SystemdCredential.keyFile().map(SystemdCredential.readKey) ?? SystemdCredential.unseal(URL(fileURLWithPath: slot.label))
+                            keys[slot.id] = .key(key, source: slot.label)
+                        default:
+                            keys[slot.id] = .keyFile(URL(fileURLWithPath: slot.label))
+                        }
+                    } catch {
+                        throw CommandFailure(
+                            .usage,
+                            "\(slot) must be sealed again with the new credential, and its key cannot be read here (\(error)): nothing was changed; remove the slot first (`vault keeper remove \(slot.id)`) and add it again afterwards"
+                        )
+                    }
+                }
+            } catch {
+                for case .key(let key, _) in keys.values { key.wipe() }
+                throw error
+            }
+            return keys
         }
     }
 }

@@ -13,6 +13,11 @@ import VaultStore
 /// read the item** over D-Bus, as with every Secret Service item: it protects the key at rest
 /// and from other users, not from this user's other programs.
 enum SecretServiceKeeper {
+    /// What a key from the keyring is called in messages ("wrong key (from the desktop keyring)").
+    static let source = "the desktop keyring"
+    /// The keeper's name in key slots and on the command line.
+    static let name = "secret-service"
+
     /// How long a call may wait for the keyring, a locked keyring's unlock prompt included:
     /// `$VAULT_KEYRING_TIMEOUT` seconds (1 to 600), else 60.
     static var timeoutMilliseconds: Int32 {

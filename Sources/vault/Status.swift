@@ -11,8 +11,9 @@ extension VaultCommand {
             discussion: """
                 Shows the file and its size, the schema version (and pending migrations), how the \
                 vault is unlocked, and how many accounts, sessions, devices and notifications it \
-                holds, by state, with the active account and the last integrity check. Needs no \
-                passphrase: all of it is plain metadata anyone holding the file can read.
+                holds, by state, with the active account and the last integrity check, and the key \
+                slots the file names (`vault agent status` says which one unlocked a running agent; \
+                `vault keeper list` where each key is found here). Needs no passphrase: all of it is plain metadata anyone holding the file can read.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -52,6 +53,7 @@ extension VaultCommand {
                 ("Size", Format.bytes(facts.fileSize) + (facts.walSize > 0 ? " + \(Format.bytes(facts.walSize)) write-ahead log" : "")),
                 ("Schema", schema),
                 ("Unlocked by", unlock),
+                ("Key slots", facts.keySlots.count <= 1 ? "none but slot 0" : facts.keySlots.map(\.description).joined(separator: ", ")),
                 ("Created", Format.iso8601(facts.createdAt)),
                 ("Accounts", "\(facts.counts.accounts)"),
                 ("Active account", facts.activeAccount?.rawValue ?? "none"),

@@ -123,6 +123,20 @@ enum SystemdCredential {
         }
     }
 
+    /// The key sealed into `file` by ``seal(_:to:sealing:)``, opened with `systemd-creds decrypt`
+    /// on this host (as root: the host key and the TPM are root's).
+    static func unseal(_ file: URL) throws -> SecureBytes {
+        guard let program = programs.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw CommandFailure(.usage, "systemd-creds is not installed: \(file.path) cannot be opened here")
+        }
+        var opened = try run(program, ["decrypt", "--name=\(name)", file.path, "-"], input: [])
+        defer { SecureBytes.zero(&opened) }
+        guard opened.count == KeyEncryptionKey.keyLength else {
+            throw CommandFailure(.usage, "\(file.path) holds \(opened.count) bytes once decrypted; a vault key holds \(KeyEncryptionKey.keyLength)")
+        }
+        return try SecureBytes(copying: opened)
+    }
+
     /// Runs `program ARGUMENTS` with `input` on standard input and a bare environment; its
     /// standard output. A failure quotes what it said on standard error.
     private static func run(_ program: String, _ arguments: [String], input: [UInt8]) throws -> [UInt8] {

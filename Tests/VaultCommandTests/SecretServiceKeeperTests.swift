@@ -1,6 +1,8 @@
 import Foundation
 import Testing
+import VaultCrypto
 import VaultProcess
+import VaultStore
 import VaultTestSupport
 
 #if canImport(Glibc)
@@ -62,6 +64,30 @@ struct SecretServiceKeeperTests {
             return Spawn.waitBlocking(pid).shellStatus
         }
 
+        /// The keyring's item for `vaultID` (its base64url text), read with secret-tool; nil when none.
+        func lookup(vaultID: String) throws -> String? {
+            var ends: [Int32] = [0, 0]
+            try #require(pipe(&ends) == 0)
+            let null = open("/dev/null", O_RDWR)
+            defer { close(null) }
+            var environment = self.environment
+            environment["PATH"] = "/usr/bin:/bin"
+            let pid = try Spawn.start(
+                URL(fileURLWithPath: "/usr/bin/secret-tool"), ["lookup", "application", "credentialvault", "vault", vaultID],
+                environment: environment, input: null, output: ends[1], error: null)
+            close(ends[1])
+            var bytes: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 256)
+            while true {
+                let count = read(ends[0], &buffer, buffer.count)
+                if count <= 0 { break }
+                bytes += buffer[0..<count]
+            }
+            close(ends[0])
+            guard Spawn.waitBlocking(pid).shellStatus == 0 else { return nil }
+            return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+
         func stop() {
             kill(daemon, SIGTERM)  // gnome-keyring-daemon leaves with its bus
             _ = Spawn.waitBlocking(daemon)
@@ -91,9 +117,12 @@ struct SecretServiceKeeperTests {
             #expect(FileProbe.mode(recovery) == 0o600 && FileProbe.bytes(recovery).count == 32)
             let listed = try await cli.run(["accounts", "list"], environment: desktop.environment)
             #expect(listed.status == 0, "\(listed)")
-            let keepers = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
-            let entries = try #require(try JSONSerialization.jsonObject(with: Data(keepers.stdout.utf8)) as? [[String: String]])
-            #expect(entries.contains { $0["keeper"] == "secret-service" && $0["state"] == "present" }, "\(keepers)")
+            // Two slots with two keys: the recovery file is slot 0, the keyring's own key slot 1.
+            let entries = try await Self.slots(cli, desktop)
+            #expect(entries.map { $0["slot"] as? Int } == [0, 1], "\(entries)")
+            #expect(entries.last?["keeper"] as? String == "secret-service" && entries.last?["here"] as? String == "keyring item present", "\(entries)")
+            #expect(
+                try desktop.lookup(vaultID: try Self.vaultID(cli)) != Base64URL.encode(FileProbe.bytes(recovery)), "the keyring never holds the recovery key")
             // The recovery route, with no keyring at all.
             #expect(try await cli.run(["verify", "--key-file", recovery.path]).status == 0)
             // No keyring to ask: refused, saying why (not a hang, not a prompt).
@@ -106,7 +135,9 @@ struct SecretServiceKeeperTests {
         }
     }
 
-    @Test("remove needs another way in (or --force); add puts a key file's key back; a key file that does not open the vault is refused")
+    @Test(
+        "add makes a slot with the keyring's own key; remove needs another way in than that slot (or --force); a key file that does not open the vault adds nothing"
+    )
     func removeAndAdd() async throws {
         try await Self.withDesktop { desktop in
             var cli = try await VaultCLI.keyFileVault()
@@ -117,7 +148,7 @@ struct SecretServiceKeeperTests {
             #expect(try await cli.run(["accounts", "list"], environment: desktop.environment).status == 0)
 
             let refused = try await cli.run(["keeper", "remove", "secret-service"], environment: desktop.environment)
-            #expect(refused.status == 64 && refused.stderr.contains("only copy"), "\(refused)")
+            #expect(refused.status == 64 && refused.stderr.contains("slot 1") && refused.stderr.contains("itself"), "\(refused)")
             let removed = try await cli.run(["keeper", "remove", "secret-service", "--key-file", keyFile], environment: desktop.environment)
             #expect(removed.status == 0, "\(removed)")
             let gone = try await cli.run(["accounts", "list"], environment: desktop.environment)
@@ -146,8 +177,8 @@ struct SecretServiceKeeperTests {
             passphrase["VAULT_NEW_PASSPHRASE"] = "a passphrase long enough"
             let toPassphrase = try await cli.run(["passwd"], environment: passphrase)
             #expect(toPassphrase.status == 0 && toPassphrase.stdout.contains("Removed the old key"), "\(toPassphrase)")
-            let keepers = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
-            #expect(keepers.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "[]", "a passphrase vault: no keeper lists a key: \(keepers)")
+            let entries = try await Self.slots(cli, desktop)
+            #expect(entries.count == 1 && entries.first?["kind"] as? String == "passphrase", "a passphrase vault, no slot: \(entries)")
             var opening = desktop.environment
             opening["VAULT_PASSPHRASE"] = "a passphrase long enough"
             #expect(try await cli.run(["accounts", "list"], environment: opening).status == 0)
@@ -157,20 +188,82 @@ struct SecretServiceKeeperTests {
     @Test("remove --force takes away only an item that opens this vault: a stale key stays, and the way to clear it is named")
     func forceRemovesOnlyWhatOpens() async throws {
         try await Self.withDesktop { desktop in
-            let cli = try VaultCLI()
-            let recovery = cli.file("recovery.key")
-            try #require(
-                try await cli.run(["init", "--keeper", "secret-service", "--recovery-key-file", recovery.path], environment: desktop.environment)
-                    .status == 0)
-            // A passwd made away from the desktop session leaves the keyring's key stale.
-            let changed = try await cli.run(["passwd", "--key-file", recovery.path, "--new-key-file", cli.file("new.key").path])
-            try #require(changed.status == 0, "\(changed)")
+            var cli = try await VaultCLI.keyFileVault()
+            let keyFile = try #require(cli.environment["VAULT_KEY_FILE"])
+            cli.environment["VAULT_KEY_FILE"] = nil
+            // An item for this vault's id whose key opens nothing (left by another tool, or stale).
+            let stale = Base64URL.encode((0..<32).map { UInt8($0) })
+            let stored = try desktop.run(
+                "/usr/bin/secret-tool",
+                ["store", "--label=stale", "xdg:schema", "org.credentialvault.VaultKey", "application", "credentialvault", "vault", try Self.vaultID(cli)],
+                input: stale)
+            try #require(stored == 0, "secret-tool store")
             let refused = try await cli.run(["keeper", "remove", "secret-service", "--force"], environment: desktop.environment)
             #expect(refused.status == 77 && refused.stderr.contains("secret-tool clear"), "\(refused)")
-            let keepers = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
-            #expect(keepers.stdout.contains("present"), "nothing was removed: \(keepers)")
+            #expect(try desktop.lookup(vaultID: try Self.vaultID(cli)) == stale, "nothing was removed")
             #expect(try await cli.run(["accounts", "list"], environment: desktop.environment).status == 77, "the stale key opens nothing")
+            #expect(try await cli.run(["accounts", "list", "--key-file", keyFile]).status == 0)
         }
+    }
+
+    @Test(
+        "a passphrase vault with a keyring slot and a key-file slot: each opens it with no passphrase; passwd seals both again; away from the keyring passwd is refused, nothing changed"
+    )
+    func passphraseVaultWithSlots() async throws {
+        try await Self.withDesktop { desktop in
+            var cli = try VaultCLI()
+            cli.environment["VAULT_PASSPHRASE"] = "the first passphrase"
+            try #require(try await cli.run(["init", "--kdf", "interactive"]).status == 0)
+            let recovery = cli.file("ci.key")
+            let added = try await cli.run(["keeper", "add", "secret-service"], environment: desktop.environment)
+            #expect(added.status == 0 && added.stdout.contains("slot 1"), "\(added)")
+            let addedFile = try await cli.run(["keeper", "add", "key-file", recovery.path], environment: desktop.environment)
+            #expect(addedFile.status == 0 && addedFile.stdout.contains("slot 2"), "\(addedFile)")
+            #expect(FileProbe.mode(recovery) == 0o600 && FileProbe.bytes(recovery).count == 32)
+            var bare = cli
+            bare.environment["VAULT_PASSPHRASE"] = nil
+            // No passphrase anywhere and no terminal: the keyring's slot opens it.
+            #expect(try await bare.run(["accounts", "list"], environment: desktop.environment).status == 0)
+            #expect(try await bare.run(["accounts", "list", "--key-file", recovery.path]).status == 0)
+            let status = try await bare.run(["status"])
+            #expect(status.stdout.contains("slot 1 (secret-service") && status.stdout.contains("slot 2 (\(recovery.path))"), "\(status)")
+
+            // Away from the desktop the keyring's slot cannot be sealed again: refused, nothing changed.
+            var away = cli
+            away.environment["VAULT_NEW_PASSPHRASE"] = "the second passphrase"
+            let before = FileProbe.bytes(cli.vault)
+            let refused = try await away.run(["passwd"], environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:path=/nonexistent/bus"])
+            #expect(refused.status == 64 && refused.stderr.contains("slot 1") && refused.stderr.contains("keeper remove 1"), "\(refused)")
+            #expect(FileProbe.bytes(cli.vault) == before)
+
+            let changed = try await away.run(["passwd"], environment: desktop.environment)
+            #expect(changed.status == 0 && changed.stdout.contains("Sealed key slots 1, 2 again"), "\(changed)")
+            #expect(try await bare.run(["accounts", "list"], environment: desktop.environment).status == 0, "the keyring's slot still opens")
+            #expect(try await bare.run(["accounts", "list", "--key-file", recovery.path]).status == 0, "the key file's slot still opens")
+            var old = bare
+            old.environment["VAULT_PASSPHRASE"] = "the first passphrase"
+            #expect(try await old.run(["accounts", "list", "--passphrase-file", "/dev/null"]).status != 0)
+            let oldFile = cli.file("old-pass")
+            try Data("the first passphrase".utf8).write(to: oldFile)
+            #expect(try await bare.run(["accounts", "list", "--passphrase-file", oldFile.path]).status == 77, "the old passphrase opens nothing")
+
+            // Removing the keyring's slot takes its item away; the key file's stays.
+            let removed = try await bare.run(["keeper", "remove", "secret-service", "--key-file", recovery.path], environment: desktop.environment)
+            #expect(removed.status == 0 && removed.stdout.contains("Removed its key from the desktop keyring"), "\(removed)")
+            #expect(try desktop.lookup(vaultID: try Self.vaultID(cli)) == nil)
+            #expect(try await bare.run(["accounts", "list", "--key-file", recovery.path]).status == 0)
+        }
+    }
+
+    /// `keeper list --json`, parsed.
+    static func slots(_ cli: VaultCLI, _ desktop: Desktop) async throws -> [[String: Any]] {
+        let listed = try await cli.run(["keeper", "list", "--json"], environment: desktop.environment)
+        return try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]], "\(listed)")
+    }
+
+    static func vaultID(_ cli: VaultCLI) throws -> String {
+        let url = cli.vault
+        return try #require(try Vault.inspect(at: url).vaultID)
     }
 
     @Test("the agent of a keyring-kept vault unlocks again from the keyring after a lock, with no key sent")

@@ -142,4 +142,46 @@ struct SystemdCredentialTests {
         }
         _ = try await cli.run(["agent", "stop"])
     }
+
+    @Test(
+        "a passphrase vault gains a systemd-creds slot: the service opens it with no passphrase, its agent unlocks from it, and passwd as root seals it again")
+    func slotForAService() async throws {
+        try #require(FileManager.default.isExecutableFile(atPath: Self.program), "systemd-creds is installed by .ci/run")
+        var cli = try VaultCLI()
+        let runtime = cli.file("run")
+        try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        cli.environment["XDG_RUNTIME_DIR"] = runtime.path
+        cli.environment["VAULT_PASSPHRASE"] = "the admin's passphrase"
+        try #require(try await cli.run(["init", "--kdf", "interactive"]).status == 0)
+        let sealed = cli.file("vault.key.cred")
+        let added = try await cli.run(["keeper", "add", "systemd-creds", sealed.path, "--systemd-creds-key", "host"])
+        #expect(added.status == 0 && added.stdout.contains("LoadCredentialEncrypted=vault.key:\(sealed.path)"), "\(added)")
+        var service = cli
+        service.environment["VAULT_PASSPHRASE"] = nil
+        service.environment["CREDENTIALS_DIRECTORY"] = try Self.credentialsDirectory(for: sealed, in: cli).path
+        #expect(try await service.run(["accounts", "list"]).status == 0)
+
+        // passwd (root, no service credential at hand): the sealed file is opened with systemd-creds.
+        var admin = cli
+        admin.environment["VAULT_NEW_PASSPHRASE"] = "the admin's second passphrase"
+        let changed = try await admin.run(["passwd", "--keep-keys"])
+        #expect(changed.status == 0 && changed.stdout.contains("Sealed key slot 1 again"), "\(changed)")
+        #expect(try await service.run(["accounts", "list"]).status == 0, "the service's slot still opens")
+
+        let started = try await service.run(["agent", "start"])
+        try #require(started.status == 0, "\(started)")
+        do {
+            let status = try await cli.run(["agent", "status", "--json"]).jsonObject()
+            #expect(status["unlocked_by_slot"] as? Int == 1, "\(status)")
+            #expect(try await cli.run(["lock"]).status == 0)
+            var bare = cli
+            bare.environment["VAULT_PASSPHRASE"] = nil
+            let unlocked = try await bare.run(["unlock", "--no-prompt"])
+            #expect(unlocked.status == 0 && unlocked.stdout.contains("keeper"), "the agent unlocks with its slot's key: \(unlocked)")
+        } catch {
+            _ = try? await cli.run(["agent", "stop"])
+            throw error
+        }
+        _ = try await cli.run(["agent", "stop"])
+    }
 }

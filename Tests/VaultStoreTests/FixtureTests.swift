@@ -219,6 +219,24 @@ struct FixtureTests {
         #expect(report.passed, "\(report.damaged)")
     }
 
+    @Test("schema-16 fixture opens with the newest code: two key slots, each opening the vault as its passphrase does")
+    func schemaSixteenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV16.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV16.passphrase))
+        let differences = try FixtureV16.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.maintenance.verify()
+        #expect(report.passed, "\(report.damaged)")
+        vault.close()
+        for (slot, key) in [(Int64(1), FixtureV16.keeperKey), (2, FixtureV16.keyFileKey)] {
+            let bySlot = try Vault.open(at: url, credential: .key(try SecureBytes(copying: key)))
+            #expect(bySlot.unlockedBy == slot)
+            #expect(try FixtureV16.differences(in: bySlot).isEmpty)
+            bySlot.close()
+        }
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

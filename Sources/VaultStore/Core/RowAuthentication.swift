@@ -31,13 +31,14 @@ struct AuthenticatedTable: Sendable, Hashable {
     static let events = AuthenticatedTable(name: "events", keyColumn: "seq")
     static let sessionTransfers = AuthenticatedTable(name: "session_transfers", keyColumn: "transfer_id")
     static let resourceTokens = AuthenticatedTable(name: "resource_tokens", keyColumn: "token_id")
+    static let keySlots = AuthenticatedTable(name: "key_slots", keyColumn: "slot_id")
 
     /// The tables schema 3 authenticated (its migration authenticates their rows).
     static let schema3: [AuthenticatedTable] = [vaultMeta, accounts, tokens, sessions, sessionPolicies, refreshState, devices, notifications]
     /// The tables schema 12 authenticated (its migration authenticates their rows again).
     static let schema12: [AuthenticatedTable] = schema3 + [events, sessionTransfers, vaultState]
     /// Every authenticated table; `vault_meta` first, `vault_state` (schema 12) last.
-    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers, resourceTokens, vaultState]
+    static let all: [AuthenticatedTable] = schema3 + [events, sessionTransfers, resourceTokens, keySlots, vaultState]
 }
 
 /// The row MAC of one row, as stored in `row_mac` (format 2, schema 12):

@@ -29,6 +29,12 @@ final class VaultCore: Sendable {
     /// in flight when a stamp is taken moves the next stamp even before it commits).
     /// ``close()`` checkpoints only when it is not 0, so every write goes through ``write(_:_:)``.
     let localWrites = Atomic<Int64>(0)
+    /// The key slot the vault was last unlocked with (0: the header's own credential).
+    private let unlockedSlotValue = Atomic<Int64>(0)
+    var unlockedSlot: Int64 {
+        get { unlockedSlotValue.load(ordering: .relaxed) }
+        set { unlockedSlotValue.store(newValue, ordering: .relaxed) }
+    }
 
     /// Closed by ``close()``, which waits for the reads and writes in flight (see `CloseGate`).
     /// Locking drops the keys but keeps the file usable for plain metadata.

@@ -19,6 +19,10 @@ enum VaultKeys {
         var pendingVaultKeyID: UInt32?
         var pendingWrappedVaultKey: [UInt8]?
         var isFresh: Bool
+        var createdAt: Int64 = 0
+        /// The key slots (schema 16), as the file holds them: not authenticated until the vault
+        /// key is known (see ``KeySlotStore``).
+        var slots: [SlotRecord] = []
 
         /// How the vault is unlocked, as ``Vault/inspect(at:options:)`` reports it.
         var unlockMethod: VaultUnlockMethod {
@@ -47,7 +51,7 @@ enum VaultKeys {
             let wrappedVaultKey: Data = try value("wrapped_vault_key")
             let pendingVaultKeyID: Int64? = try optional("pending_vault_key_id")
             let pendingWrappedVaultKey: Data? = try optional("pending_wrapped_vault_key")
-            return UnlockRecord(
+            var record = UnlockRecord(
                 vaultID: [UInt8](vaultID),
                 deviceID: try value("device_id"),
                 kekKind: try value("kek_kind"),
@@ -59,7 +63,74 @@ enum VaultKeys {
                 pendingVaultKeyID: pendingVaultKeyID.map { UInt32(truncatingIfNeeded: $0) },
                 pendingWrappedVaultKey: pendingWrappedVaultKey.map { [UInt8]($0) },
                 isFresh: accounts == 0)
+            record.createdAt = try value("created_at")
+            record.slots = try SlotRecord.fetchAll(db, path: path)
+            return record
         }
+
+        /// Slot 0 (the header's own credential) and every slot after it, unauthenticated.
+        var keySlots: [KeySlot] {
+            let header = KeySlot(
+                id: 0, kind: kekKind == "keyfile" ? .key : .passphrase, keeper: nil,
+                label: kekKind == "keyfile" ? "the vault's key file" : "the vault's passphrase",
+                createdAt: Date(millisecondsSince1970: createdAt))
+            return [header] + slots.map(\.slot)
+        }
+
+        /// ", which also opens with slot 0 (passphrase), slot 2 (…)": the other ways in, for a
+        /// message about a credential that did not open the vault ("" without slots).
+        func otherRoutes(than used: Int64? = nil) -> String {
+            guard !slots.isEmpty else { return "" }
+            let others = keySlots.filter { $0.id != used }.map(\.description)
+            return others.isEmpty ? "" : "; it opens with \(others.joined(separator: ", "))"
+        }
+    }
+
+    /// One row of `key_slots` as the file holds it.
+    struct SlotRecord: Sendable {
+        var id: Int64
+        var kind: KeySlot.Kind
+        var keeper: String?
+        var label: String
+        var salt: [UInt8]?
+        var cost: KDFParameters?
+        var wrappedSecret: [UInt8]
+        var createdAt: Int64
+
+        var slot: KeySlot {
+            KeySlot(id: id, kind: kind, keeper: keeper, label: label, createdAt: Date(millisecondsSince1970: createdAt))
+        }
+
+        static func fetchAll(_ db: Database, path: String?) throws -> [SlotRecord] {
+            guard try db.tableExists("key_slots") else { return [] }
+            return try Row.fetchAll(db, sql: "SELECT * FROM key_slots ORDER BY slot_id").map { row in
+                let key = row.storedKey("slot_id")
+                func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+                    try row.stored(column, table: "key_slots", row: key, path: path)
+                }
+                func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
+                    try row.storedIfPresent(column, table: "key_slots", row: key, path: path)
+                }
+                let kindName: String = try value("kind")
+                guard let kind = KeySlot.Kind(rawValue: kindName) else {
+                    throw VaultError(.damaged, "key_slots row \(key) names an unknown kind: \(path ?? "the vault") was edited", path: path)
+                }
+                let ops: Int64? = try optional("kdf_opslimit")
+                let mem: Int64? = try optional("kdf_memlimit")
+                let salt: Data? = try optional("kdf_salt")
+                let wrapped: Data = try value("wrapped_secret")
+                return SlotRecord(
+                    id: try value("slot_id"), kind: kind, keeper: try optional("keeper"), label: try value("label"),
+                    salt: salt.map { [UInt8]($0) },
+                    cost: ops.flatMap { ops in mem.map { KDFParameters(opsLimit: UInt64(clamping: ops), memLimitBytes: UInt64(clamping: $0)) } },
+                    wrappedSecret: [UInt8](wrapped), createdAt: try value("created_at"))
+            }
+        }
+    }
+
+    /// Where a slot's sealed secret belongs: the vault and the slot.
+    static func slotContext(vaultID: [UInt8], slot: Int64) -> SealContext {
+        SealContext(vaultID: vaultID, table: "key_slots", column: "wrapped_secret", row: "\(slot)", version: "1")
     }
 
     /// The commitments' root key (schema 12), as sealed by the vault key `sealedBy` into the header.
@@ -108,50 +179,96 @@ enum VaultKeys {
         return keys.current
     }
 
-    /// The current vault key and, while a key rotation is under way, the next one.
-    static func unlockVaultKeys(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> (current: SymmetricKey, pending: SymmetricKey?) {
-        let kek = try keyEncryptionKey(meta, credential: credential, path: path)
+    /// The current vault key and, while a key rotation is under way, the next one; and the slot
+    /// that opened them (0: the header's own credential).
+    static func unlockVaultKeys(
+        _ meta: UnlockRecord, credential: VaultCredential, path: String
+    ) throws -> (current: SymmetricKey, pending: SymmetricKey?, slot: Int64) {
+        let (kek, slot) = try keyEncryptionKey(meta, credential: credential, path: path)
         defer { kek.wipe() }
         do {
             let current = try kek.unwrap(meta.wrappedVaultKey, id: meta.vaultKeyID, context: vaultKeyContext(vaultID: meta.vaultID, keyID: meta.vaultKeyID))
-            guard let pendingID = meta.pendingVaultKeyID, let pendingWrapped = meta.pendingWrappedVaultKey else { return (current, nil) }
+            guard let pendingID = meta.pendingVaultKeyID, let pendingWrapped = meta.pendingWrappedVaultKey else { return (current, nil, slot) }
             let pending = try kek.unwrap(pendingWrapped, id: pendingID, context: vaultKeyContext(vaultID: meta.vaultID, keyID: pendingID))
-            return (current, pending)
+            return (current, pending, slot)
         } catch {
             throw VaultError(.damaged, "the credential is right but the vault key of \(path) does not open: the vault is damaged", path: path)
         }
     }
 
     /// Derives (or reads) the key-encryption key and proves it with the stored key check:
-    /// exactly one key derivation. Throws `.wrongCredential` for a wrong passphrase or key file.
-    static func keyEncryptionKey(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> KeyEncryptionKey {
-        let kek: KeyEncryptionKey
-        switch (credential, meta.kekKind) {
-        case (.passphraseBytes(let passphrase), "argon2id13"):
-            guard let salt = meta.salt, let cost = meta.cost else {
-                throw VaultError(.damaged, "\(path) has an incomplete key-derivation record", path: path)
+    /// exactly one key derivation. The header's own credential is tried first, then the slots of
+    /// the credential's kind (at most one passphrase route exists: a vault never costs two
+    /// derivations). Returns the header's key-encryption key and the slot that gave it. Throws
+    /// `.wrongCredential` for a credential no route takes, naming the routes there are.
+    static func keyEncryptionKey(_ meta: UnlockRecord, credential: VaultCredential, path: String) throws -> (KeyEncryptionKey, slot: Int64) {
+        let wrong: String =
+            switch credential {
+            case .keyFile(let url): "wrong key file (\(url.path))"
+            case .key(_, let source): "wrong key (from \(source))"
+            case .passphraseBytes: "wrong passphrase"
             }
-            kek = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
-        case (.keyFile, "keyfile"), (.key, "keyfile"):
+        switch credential {
+        case .passphraseBytes(let passphrase):
+            if meta.kekKind == "argon2id13" {
+                guard let salt = meta.salt, let cost = meta.cost else {
+                    throw VaultError(.damaged, "\(path) has an incomplete key-derivation record", path: path)
+                }
+                let kek = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
+                guard try kek.matches(keyCheck: meta.keyCheck) else {
+                    kek.wipe()
+                    throw VaultError(.wrongCredential, "\(wrong) for \(path)\(meta.otherRoutes())", path: path)
+                }
+                return (kek, 0)
+            }
+            guard meta.kekKind == "keyfile" else { throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path) }
+            guard let slot = meta.slots.first(where: { $0.kind == .passphrase }) else {
+                throw VaultError(.wrongCredential, "\(path) is unlocked with a key file, not a passphrase\(meta.otherRoutes())", path: path)
+            }
+            guard let salt = slot.salt, let cost = slot.cost else {
+                throw VaultError(.damaged, "key slot \(slot.id) of \(path) has an incomplete key-derivation record", path: path)
+            }
+            let slotKey = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
+            defer { slotKey.wipe() }
+            guard let kek = try open(slot, under: slotKey, meta, path: path) else {
+                throw VaultError(.wrongCredential, "\(wrong) for \(path)\(meta.otherRoutes())", path: path)
+            }
+            return (kek, slot.id)
+        case .keyFile, .key:
             guard let (contents, owned) = try credential.keyBytes() else { throw VaultError(.invalidCredential, "no key", path: path) }
             defer { if owned { contents.wipe() } }
-            kek = try KeyEncryptionKey.fromKeyFile(contents)
-        case (.passphraseBytes, "keyfile"):
-            throw VaultError(.wrongCredential, "\(path) is unlocked with a key file, not a passphrase", path: path)
-        case (.keyFile, "argon2id13"), (.key, "argon2id13"):
-            throw VaultError(.wrongCredential, "\(path) is unlocked with a passphrase, not a key file", path: path)
-        default:
-            throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path)
+            let candidate = try KeyEncryptionKey.fromKeyFile(contents)
+            if meta.kekKind == "keyfile", try candidate.matches(keyCheck: meta.keyCheck) { return (candidate, 0) }
+            defer { candidate.wipe() }
+            guard meta.kekKind == "keyfile" || meta.kekKind == "argon2id13" else {
+                throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path)
+            }
+            for slot in meta.slots where slot.kind == .key {
+                if let kek = try open(slot, under: candidate, meta, path: path) { return (kek, slot.id) }
+            }
+            if meta.kekKind == "argon2id13", !meta.slots.contains(where: { $0.kind == .key }) {
+                throw VaultError(.wrongCredential, "\(path) is unlocked with a passphrase, not a key file\(meta.otherRoutes())", path: path)
+            }
+            throw VaultError(.wrongCredential, "\(wrong) for \(path)\(meta.otherRoutes())", path: path)
+        }
+    }
+
+    /// The header's key-encryption key from `slot`, opened with the slot's own key; nil when that
+    /// key is not the slot's. A slot that opens but holds a secret the header's key check refuses
+    /// was put back from an older state of the vault (or made by another vault): `.damaged`.
+    private static func open(_ slot: SlotRecord, under slotKey: KeyEncryptionKey, _ meta: UnlockRecord, path: String) throws -> KeyEncryptionKey? {
+        let kek: KeyEncryptionKey
+        do {
+            kek = try KeyEncryptionKey.openSecret(slot.wrappedSecret, under: slotKey, context: slotContext(vaultID: meta.vaultID, slot: slot.id))
+        } catch {
+            return nil
         }
         guard try kek.matches(keyCheck: meta.keyCheck) else {
             kek.wipe()
-            let what =
-                switch credential {
-                case .keyFile(let url): "wrong key file (\(url.path))"
-                case .key(_, let source): "wrong key (from \(source))"
-                case .passphraseBytes: "wrong passphrase"
-                }
-            throw VaultError(.wrongCredential, "\(what) for \(path)", path: path)
+            throw VaultError(
+                .damaged,
+                "key slot \(slot.id) of \(path) opens with this key but holds a secret the vault header does not know (the slot was put back from an older copy, or the header was): unlock with another route\(meta.otherRoutes(than: slot.id)), or restore the vault from a backup",
+                path: path)
         }
         return kek
     }

@@ -135,7 +135,7 @@ struct VaultCommitments: Equatable, Sendable {
     var digests: [Key: MultisetDigest] = [:]
 
     /// The tables committed to this way.
-    static let tables: [AuthenticatedTable] = schema12Tables + [.resourceTokens]
+    static let tables: [AuthenticatedTable] = schema12Tables + [.resourceTokens, .keySlots]
     /// Those of schema 12 (its migration computes their commitments; later tables do not exist then).
     static let schema12Tables: [AuthenticatedTable] = [.devices, .notifications, .events, .sessionTransfers]
     static let column = "commitments"

@@ -38,6 +38,9 @@ public struct VaultInspection: Sendable, Hashable {
     /// The last recorded ``MaintenanceStore/verify(progress:)`` run, nil when never.
     public var lastIntegrityCheck: IntegrityCheckRecord?
     public var counts: VaultCounts
+    /// The ways in (slot 0, the header's credential, first), as the file says: not authenticated
+    /// (``KeySlotStore/list()`` checks them once the vault is open).
+    public var keySlots: [KeySlot] = []
 }
 
 /// One schema step of this build: `Migrations/NNNN_name.sql`.
@@ -110,7 +113,7 @@ extension VaultFile {
             let checkOK: Bool? = try optional("last_integrity_check_ok")
             let vaultID: Data = try value("vault_id")
             let activeAccount: String? = try optional("active_account_id")
-            return VaultInspection(
+            var inspection = VaultInspection(
                 url: url,
                 fileSize: fileSize(path), walSize: fileSize(path + "-wal"),
                 schemaVersion: max(userVersion, applied.last?.version ?? 0),
@@ -126,6 +129,8 @@ extension VaultFile {
                 activeAccount: activeAccount.map(AccountID.init(rawValue:)),
                 lastIntegrityCheck: checkedAt.map { IntegrityCheckRecord(checkedAt: $0, passed: checkOK ?? false) },
                 counts: try counts(db, path: path))
+            inspection.keySlots = try VaultKeys.UnlockRecord.fetch(db, path: path)?.keySlots ?? []
+            return inspection
         }
     }
 

@@ -116,7 +116,7 @@ extension MaintenanceStore {
         guard meta.vaultKeyID == (try keyring.vaultKey()).id else {
             throw VaultError.keyChanged(path: path)
         }
-        let kek = try VaultKeys.keyEncryptionKey(meta, credential: credential, path: path)
+        let (kek, _) = try VaultKeys.keyEncryptionKey(meta, credential: credential, path: path)
         defer { kek.wipe() }
         if let pendingID = meta.pendingVaultKeyID, let wrapped = meta.pendingWrappedVaultKey {
             let key: SymmetricKey
@@ -267,7 +267,7 @@ extension MaintenanceStore {
     }
 }
 
-/// What ``MaintenanceStore/changeCredential(from:to:cost:replacingKeys:progress:)`` did.
+/// What ``MaintenanceStore/changeCredential(from:to:cost:replacingKeys:slotKeys:progress:)`` did.
 public struct CredentialChange: Sendable, Hashable {
     /// Whether the vault key and every account key were replaced first.
     public var keysReplaced: Bool
@@ -294,29 +294,47 @@ extension MaintenanceStore {
     @discardableResult
     public func changeCredential(
         from current: VaultCredential, to new: VaultCredential, cost: KDFParameters? = nil,
-        replacingKeys: Bool = true,
+        replacingKeys: Bool = true, slotKeys: [Int64: VaultCredential] = [:],
         progress: (KeyRotationProgress) -> Void = { _ in }
     ) throws -> CredentialChange {
+        // Every slot's key is checked before anything is written: a missing one refuses the change.
+        try slotKeysToReseal(slotKeys).forEach { $0.key.wipe() }
         var resealed = 0
         if replacingKeys {
             resealed = try rotateKeys(credential: current, progress: progress).valuesResealed
         }
-        try changeCredential(to: new, cost: cost)
+        try changeCredential(to: new, cost: cost, slotKeys: slotKeys)
         return CredentialChange(keysReplaced: replacingKeys, valuesResealed: resealed)
     }
 
     /// Replaces the passphrase or key file. Only the vault key is re-wrapped: no data is rewritten.
     /// A new passphrase is stretched at `cost`, by default the ``VaultOptions/kdf`` the vault was opened with.
-    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil) throws {
+    ///
+    /// Every key slot (``KeySlotStore``) seals the old credential's secret, so each is sealed again
+    /// with the new one, in the same transaction, under its own key: `slotKeys` gives each slot's
+    /// key (by slot id). A slot without one, or with one that does not open it, refuses the change
+    /// before anything is written; remove a slot whose key is gone first.
+    public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil, slotKeys: [Int64: VaultCredential] = [:]) throws {
         let cost = cost ?? core.kdf
         let vaultKey = try keyring.vaultKey()
         if try keyRotationPending() {
             throw VaultError(.keyRotationUnfinished, "a key rotation is under way: finish it before changing the credential", path: path)
         }
+        let slots = try slotKeysToReseal(slotKeys)
+        defer { for slot in slots { slot.key.wipe() } }
+        if case .passphraseBytes = credential, slots.contains(where: { $0.record.kind == .passphrase }) {
+            throw VaultError(
+                .invalidArgument,
+                "key slot \(slots.first { $0.record.kind == .passphrase }?.record.id ?? 0) of \(path) is a passphrase already (a vault has one): remove it first, or choose a key file",
+                path: path)
+        }
         let (kek, salt) = try VaultKeys.newKeyEncryptionKey(credential, cost: cost, path: path)
         defer { kek.wipe() }
         let wrapped = try kek.wrap(vaultKey, context: VaultKeys.vaultKeyContext(vaultID: keyring.vaultID, keyID: vaultKey.id))
         let check = try kek.keyCheck()
+        let resealed = try slots.map { slot in
+            (slot.record.id, try kek.sealSecret(under: slot.key, context: VaultKeys.slotContext(vaultID: keyring.vaultID, slot: slot.record.id)))
+        }
         let isPassphrase = salt != nil
         try write("changing the credential") { db in
             try self.integrity.rewrite(.vaultMeta, where: "singleton = 1", [], db) {
@@ -334,7 +352,62 @@ extension MaintenanceStore {
                     throw VaultError(.staleGeneration, "the vault key changed in another process during the credential change; try again", path: self.path)
                 }
             }
+            // The slots read before are the slots there are: one added meanwhile would be left
+            // sealing the old secret.
+            let ids = try Int64.fetchAll(db, sql: "SELECT slot_id FROM key_slots ORDER BY slot_id")
+            guard ids == resealed.map(\.0) else {
+                throw VaultError(.staleGeneration, "the key slots changed in another process during the credential change; try again", path: self.path)
+            }
+            for (id, sealed) in resealed {
+                try self.integrity.rewrite(.keySlots, where: "slot_id = ?", [id], db) {
+                    try db.execute(sql: "UPDATE key_slots SET wrapped_secret = ? WHERE slot_id = ?", arguments: [Data(sealed), id])
+                }
+            }
         }
-        logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)"])
+        logger.info("changed vault credential", metadata: ["path": "\(path)", "kek": "\(credential.kind)", "slots": "\(resealed.count)"])
+    }
+
+    /// Each key slot with its own key-encryption key, derived from `slotKeys` and proven to open
+    /// the slot. Throws naming the first slot without a key or whose key does not open it.
+    private func slotKeysToReseal(_ slotKeys: [Int64: VaultCredential]) throws -> [(record: VaultKeys.SlotRecord, key: KeyEncryptionKey)] {
+        let meta = try read("reading the key record") { db in try VaultKeys.UnlockRecord.fetch(db, path: self.path) }
+        guard let meta else { throw VaultError(.damaged, "\(path) has no vault header row", path: path) }
+        var keys: [(record: VaultKeys.SlotRecord, key: KeyEncryptionKey)] = []
+        do {
+            for slot in meta.slots {
+                guard let credential = slotKeys[slot.id] else {
+                    throw VaultError(
+                        .invalidArgument,
+                        "\(slot.slot) of \(path) must be sealed again with the new credential, and its key was not given: give it, or remove the slot first",
+                        path: path)
+                }
+                let key: KeyEncryptionKey
+                switch (slot.kind, credential) {
+                case (.passphrase, .passphraseBytes(let passphrase)):
+                    guard let salt = slot.salt, let cost = slot.cost else {
+                        throw VaultError(.damaged, "key slot \(slot.id) of \(path) has an incomplete key-derivation record", path: path)
+                    }
+                    key = try VaultKeys.derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
+                case (.key, .keyFile), (.key, .key):
+                    guard let (contents, owned) = try credential.keyBytes() else { throw VaultError(.invalidCredential, "no key", path: path) }
+                    defer { if owned { contents.wipe() } }
+                    key = try KeyEncryptionKey.fromKeyFile(contents)
+                default:
+                    throw VaultError(.wrongCredential, "the key given for \(slot.slot) of \(path) is not of its kind", path: path)
+                }
+                keys.append((slot, key))
+                guard
+                    let opened = try? KeyEncryptionKey.openSecret(
+                        slot.wrappedSecret, under: key, context: VaultKeys.slotContext(vaultID: meta.vaultID, slot: slot.id))
+                else {
+                    throw VaultError(.wrongCredential, "the key given for \(slot.slot) of \(path) does not open it", path: path)
+                }
+                opened.wipe()
+            }
+        } catch {
+            for entry in keys { entry.key.wipe() }
+            throw error
+        }
+        return keys
     }
 }

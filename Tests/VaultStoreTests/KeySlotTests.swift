@@ -1,0 +1,169 @@
+import Foundation
+import GRDB
+import Testing
+import VaultCrypto
+@_spi(RawWrites) import VaultStore
+import VaultTestSupport
+
+/// Key slots (schema 16): more ways into a vault, each with a key of its own, that open exactly
+/// what the vault's own credential opens, survive a key rotation, follow a credential change,
+/// and cannot be edited, deleted or put back without the vault noticing.
+@Suite struct KeySlotTests {
+    static func key(_ seed: UInt8) throws -> VaultCredential {
+        .key(try SecureBytes(copying: (0..<32).map { $0 &+ seed }), source: "test keeper \(seed)")
+    }
+
+    /// A passphrase vault with one account and slot 1 (a keeper's key).
+    static func vaultWithSlot() throws -> (TestVault, Vault) {
+        let test = try TestVault(.passphrase)
+        let vault = try test.create()
+        let account = try vault.accounts.insert(Samples.account())
+        try vault.tokens.store(Samples.tokens("one"), for: account.id, replacing: nil)
+        let slot = try vault.keySlots.add(try key(1), unlocking: test.credential, keeper: "secret-service", label: "the keyring")
+        #expect(slot.id == 1)
+        return (test, vault)
+    }
+
+    @Test("a slot's key opens the vault with everything in it; the passphrase still does; unlockedBy says which")
+    func slotOpens() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        vault.close()
+        let bySlot = try Vault.open(at: test.url, credential: try Self.key(1))
+        #expect(bySlot.unlockedBy == 1)
+        #expect(try bySlot.accounts.all().count == 1)
+        #expect(try bySlot.keySlots.list().map(\.id) == [0, 1])
+        bySlot.close()
+        let byPassphrase = try test.open()
+        #expect(byPassphrase.unlockedBy == 0)
+        byPassphrase.close()
+    }
+
+    @Test("a key no slot takes is a wrong credential naming the ways in, and changes nothing")
+    func wrongKey() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        vault.close()
+        let before = FileProbe.fingerprint(test.url)
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(9))
+        } throws: { error in
+            guard let error = error as? VaultError, error.code == .wrongCredential else { return false }
+            return error.message.contains("slot 0 (the vault's passphrase)") && error.message.contains("slot 1 (secret-service: the keyring)")
+        }
+        #expect(FileProbe.fingerprint(test.url) == before)
+    }
+
+    @Test("a key rotation leaves every slot opening the vault")
+    func rotationKeepsSlots() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        try vault.maintenance.rotateKeys(credential: try Self.key(1))
+        vault.close()
+        let bySlot = try Vault.open(at: test.url, credential: try Self.key(1))
+        #expect(try bySlot.accounts.all().count == 1)
+        #expect(try bySlot.maintenance.verify().passed)
+        bySlot.close()
+    }
+
+    @Test("passwd seals every slot again: the slot and the new passphrase open, the old one does not")
+    func credentialChangeReseals() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        let new = try VaultCredential.passphrase("a new passphrase for the slot test")
+        try vault.maintenance.changeCredential(from: test.credential, to: new, slotKeys: [1: try Self.key(1)])
+        vault.close()
+        try Vault.open(at: test.url, credential: try Self.key(1), options: test.options()).close()
+        try Vault.open(at: test.url, credential: new, options: test.options()).close()
+        #expect(throws: VaultError.self) { try test.open() }
+    }
+
+    @Test("passwd without a slot's key, or with a wrong one, is refused and changes nothing")
+    func credentialChangeNeedsSlotKeys() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        defer { vault.close() }
+        let new = try VaultCredential.passphrase("a new passphrase for the slot test")
+        let before = FileProbe.fingerprint(test.url)
+        #expect {
+            try vault.maintenance.changeCredential(from: test.credential, to: new)
+        } throws: { ($0 as? VaultError)?.message.contains("slot 1") == true }
+        #expect {
+            try vault.maintenance.changeCredential(from: test.credential, to: new, slotKeys: [1: try Self.key(2)])
+        } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+        #expect(FileProbe.fingerprint(test.url) == before)
+    }
+
+    @Test("a vault has one passphrase, and a key is added once")
+    func refusals() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        defer { vault.close() }
+        #expect {
+            try vault.keySlots.add(try .passphrase("second"), unlocking: test.credential, label: "second")
+        } throws: { ($0 as? VaultError)?.code == .invalidArgument }
+        #expect {
+            try vault.keySlots.add(try Self.key(1), unlocking: test.credential, label: "again")
+        } throws: { ($0 as? VaultError)?.code == .alreadyExists }
+        #expect {
+            try vault.keySlots.add(try Self.key(3), unlocking: try Self.key(9), label: "not proven")
+        } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+        #expect {
+            try vault.keySlots.remove(0)
+        } throws: { ($0 as? VaultError)?.code == .invalidArgument }
+    }
+
+    @Test("a removed slot's key opens nothing; its row put back from an older copy is refused")
+    func removedSlotPutBack() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        let old = try DatabaseQueue(path: test.url.path).read { db in try Row.fetchOne(db, sql: "SELECT * FROM key_slots WHERE slot_id = 1") }
+        try vault.keySlots.remove(1)
+        vault.close()
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(1))
+        } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+        // The row as it was, written back without the key.
+        let queue = try DatabaseQueue(path: test.url.path)
+        try queue.write { db in
+            guard let old else { return }
+            try db.execute(
+                sql: "INSERT INTO key_slots (\(old.columnNames.joined(separator: ", "))) VALUES (\(old.columnNames.map { _ in "?" }.joined(separator: ", ")))",
+                arguments: StatementArguments(old.databaseValues))
+        }
+        try queue.close()
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(1))
+        } throws: { error in
+            guard let error = error as? VaultError else { return false }
+            return error.code == .damaged && error.message.contains("key_slots")
+        }
+        let byPassphrase = try test.open()
+        defer { byPassphrase.close() }
+        #expect(try !byPassphrase.maintenance.verify().passed)
+    }
+
+    @Test("a slot's label edited without the key is refused when that slot opens the vault, and by verify")
+    func editedSlot() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        vault.close()
+        let queue = try DatabaseQueue(path: test.url.path)
+        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET label = 'something else' WHERE slot_id = 1") }
+        try queue.close()
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(1))
+        } throws: { ($0 as? VaultError)?.code == .damaged }
+        let byPassphrase = try test.open()
+        defer { byPassphrase.close() }
+        #expect(try !byPassphrase.maintenance.verify().passed)
+        #expect(throws: VaultError.self) { try byPassphrase.keySlots.list() }
+    }
+
+    @Test("a slot from another vault (same key) does not open this one")
+    func slotFromAnotherVault() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        vault.close()
+        let (other, otherVault) = try Self.vaultWithSlot()
+        otherVault.close()
+        let theirs = try DatabaseQueue(path: other.url.path).read { db in try Data.fetchOne(db, sql: "SELECT wrapped_secret FROM key_slots") }
+        let queue = try DatabaseQueue(path: test.url.path)
+        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET wrapped_secret = ?", arguments: [theirs]) }
+        try queue.close()
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(1))
+        } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+    }
+}
