@@ -2,8 +2,10 @@
 SHELL := /bin/bash
 export PATH := /opt/swift/usr/bin:$(PATH)
 
-# Debian packages the build needs: SQLite and libsodium headers, pkg-config to find them.
-APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config
+# Debian packages the build needs: SQLite and libsodium headers, pkg-config to find them, and
+# tpm2-tss's headers for the TPM keeper (its libraries are loaded with dlopen when a TPM slot is
+# used: the binary links none of them, and a machine without them runs it as before).
+APT_PACKAGES := libsqlite3-dev libsodium-dev pkg-config libtss2-dev
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Under `sudo make install`, the builds run as the user who ran sudo, so the source tree gets no
 # root-owned build products; only the installing (and apt-get) runs as root.
@@ -42,8 +44,10 @@ release: release-deps
 # the credential helper test has git drive `vault git-credential`; the DOT suite needs a venv;
 # unlock on demand runs the real pinentry-tty under `script` (bsdutils); the systemd keeper seals
 # with the real systemd-creds (systemd; no systemd running is needed for it), and a credential
-# with a read ACL as systemd gives another user's service (acl's setfacl).
-TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd acl
+# with a read ACL as systemd gives another user's service (acl's setfacl); the TPM keeper seals
+# to a software TPM (swtpm, reached through tpm2-tss's swtpm TCTI) whose PCRs and lockout
+# settings the tests change with tpm2-tools.
+TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd acl swtpm libtss2-tcti-swtpm0 tpm2-tools
 # The desktop keeper's tests run a private session bus and gnome-keyring-daemon; `vault` loads
 # libsecret itself when it uses the keyring; the tests read and plant items with secret-tool.
 # Without recommends: no PAM module or desktop parts.

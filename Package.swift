@@ -50,6 +50,10 @@ let package = Package(
         // The desktop keyring (Secret Service) through libsecret, loaded with dlopen when first
         // used: nothing links libsecret or GLib, so a server without them runs `vault` as before.
         .target(name: "CSecretService"),
+        // A key sealed to the TPM through tpm2-tss (ESAPI), loaded with dlopen when first used:
+        // only its headers are needed to build (libtss2-dev); a server without a TPM keeper
+        // needs no tpm2-tss installed.
+        .target(name: "CTPM2"),
         // The one lock type, a pthread mutex that ThreadSanitizer can see (see Locked.swift).
         .target(name: "VaultSync"),
         // Child processes started with posix_spawn (not Foundation's Process), waited for off
@@ -164,7 +168,7 @@ let package = Package(
             name: "vault",
             dependencies: [
                 "CProcessControl", "VaultSync", "VaultSession", "VaultStore", "VaultCrypto", "VaultOAuth", "AgentWire", "VaultAgent", "VaultProcess",
-                "CSecretService",
+                "CSecretService", "CTPM2",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 // NIOThreadPool: the agent's blocking vault work (key derivation, SQLite) runs there.
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -37,12 +37,25 @@ public struct KeyEncryptionKey: Sendable {
     @TaskLocal static var derivationCounter: DerivationCounter?
 
     private init(secret: SecureBytes) throws {
-        wrapping = try SymmetricKey(id: SymmetricKey.kekID, bytes: Self.subkey(1, of: secret))
-        checkKey = try Self.subkey(2, of: secret)
-        // Copied guarded memory to guarded memory: the caller wipes its own.
-        self.secret = try SecureBytes(count: secret.count) { output in
-            try secret.withUnsafeBytes { output.copyMemory(from: $0) }
+        // Each part wiped again if a later one cannot be made.
+        let wrapping = try SymmetricKey(id: SymmetricKey.kekID, bytes: Self.subkey(1, of: secret))
+        let checkKey: SecureBytes
+        do { checkKey = try Self.subkey(2, of: secret) } catch {
+            wrapping.wipe()
+            throw error
         }
+        let copy: SecureBytes
+        do {
+            // Copied guarded memory to guarded memory: the caller wipes its own.
+            copy = try SecureBytes(count: secret.count) { output in try secret.withUnsafeBytes { output.copyMemory(from: $0) } }
+        } catch {
+            wrapping.wipe()
+            checkKey.wipe()
+            throw error
+        }
+        self.wrapping = wrapping
+        self.checkKey = checkKey
+        self.secret = copy
     }
 
     /// A fresh random salt for a new passphrase.

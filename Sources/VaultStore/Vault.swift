@@ -195,6 +195,9 @@ public final class Vault: Sendable {
             let integrity = RowIntegrity(keyring: keyring, path: path)
             let opened = try VaultConnection.openPool(url, options: options)
             pool = opened
+            // A slot opened the vault: it must be one the vault wrote and still has (not edited,
+            // nor put back after its removal), checked before anything is written.
+            if vaultKeys.slot != 0 { try opened.read { db in try KeySlotStore.check(db, integrity: integrity, path: path) } }
             if !pending.isEmpty {
                 // Only for the migrations' Swift half (sealing needs the account keys); the value
                 // returned is made once the header is checked.
@@ -226,9 +229,6 @@ public final class Vault: Sendable {
                 url: url, pool: opened, keyring: keyring, deviceID: deviceID,
                 wroteWhileOpening: !pending.isEmpty, options: options)
             vault.core.unlockedSlot = vaultKeys.slot
-            // A slot opened the vault: it must be one the vault wrote and still has (not edited,
-            // nor put back after its removal).
-            if vaultKeys.slot != 0 { try vault.core.read("checking the key slots") { db in try vault.keySlots.check(db) } }
             return vault
         } catch {
             vaultKeys.current.wipe()
@@ -275,17 +275,18 @@ public final class Vault: Sendable {
             throw VaultError.storage(error, while: "reading the key record", path: core.path)
         }
         let keys = try VaultKeys.unlockVaultKeys(meta, credential: credential, path: core.path)
+        core.keyring.replaceVaultKey(keys.current)
+        core.keyring.setPendingVaultKey(keys.pending)
         if keys.slot != 0 {
+            // Checked with the keys just opened (another process may have rotated them): a slot
+            // that fails leaves the vault locked again.
             do {
                 try core.read("checking the key slots") { db in try core.keySlots.check(db) }
             } catch {
-                keys.current.wipe()
-                keys.pending?.wipe()
+                core.keyring.wipeSealingKeys()
                 throw error
             }
         }
-        core.keyring.replaceVaultKey(keys.current)
-        core.keyring.setPendingVaultKey(keys.pending)
         core.unlockedSlot = keys.slot
         core.logger.info("unlocked vault", metadata: ["path": "\(core.path)"])
     }

@@ -175,13 +175,8 @@ actor AgentHost {
                     guard let passphrase = request.passphrase else {
                         // A vault whose key a keeper holds (the service's systemd credential, the
                         // desktop keyring; slot 0's or a slot's) unlocks again from it.
-                        let keyFileVault: Bool = if case .keyFile = facts.unlockMethod { true } else { false }
-                        if keyFileVault || !KeySlot.keepers(of: facts.keySlots).isEmpty,
-                            let kept = try CredentialOptions.keptKey(vaultID: facts.vaultID).0
-                        {
-                            return kept
-                        }
-                        if keyFileVault {
+                        if let kept = try CredentialOptions.keeperCredential(for: facts) { return kept }
+                        if case .keyFile = facts.unlockMethod {
                             throw CommandFailure(.usage, "the vault is unlocked with a key file: `vault unlock --key-file PATH`")
                         }
                         throw CommandFailure(.usage, "no passphrase was sent")

@@ -34,33 +34,32 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// The credential for an existing vault, asked once: --key-file, --passphrase-file; then for a
-    /// key-file vault `$VAULT_KEY_FILE`; then a key a keeper holds, when the vault is a key-file
-    /// vault or has a keeper's slot (a systemd credential, the desktop keyring); then the
-    /// passphrase (`$VAULT_PASSPHRASE`, the terminal).
-    func credential(for facts: VaultOpeningFacts) throws -> VaultCredential {
-        try credential(for: facts.url, unlock: facts.unlockMethod, vaultID: facts.vaultID, slots: facts.keySlots)
+    /// key-file vault `$VAULT_KEY_FILE`, for a passphrase vault `$VAULT_PASSPHRASE`; then a key a
+    /// keeper holds (``keeperCredential(for:slotKeepers:)``); then the passphrase on the terminal.
+    /// `slotKeepers: false` leaves out the keepers of slots other than 0 (`passwd` changes slot 0
+    /// and is given slot 0's own credential).
+    func credential(for facts: VaultOpeningFacts, slotKeepers: Bool = true) throws -> VaultCredential {
+        try credential(for: facts.url, unlock: facts.unlockMethod, vaultID: facts.vaultID, slots: facts.keySlots, slotKeepers: slotKeepers)
     }
 
-    /// ``credential(for:)`` from a vault's inspection.
+    /// ``credential(for:slotKeepers:)`` from a vault's inspection.
     func credential(for inspection: VaultInspection) throws -> VaultCredential {
-        try credential(for: inspection.url, unlock: inspection.unlockMethod, vaultID: inspection.vaultID, slots: inspection.keySlots)
+        try credential(for: inspection.url, unlock: inspection.unlockMethod, vaultID: inspection.vaultID, slots: inspection.keySlots, slotKeepers: true)
     }
 
-    private func credential(for url: URL, unlock: VaultUnlockMethod, vaultID: String, slots: [KeySlot]) throws -> VaultCredential {
+    private func credential(for url: URL, unlock: VaultUnlockMethod, vaultID: String, slots: [KeySlot], slotKeepers: Bool) throws -> VaultCredential {
         if let keyFile { return .keyFile(URL(fileURLWithPath: keyFile)) }
         guard passphraseFile == nil else { return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false) }
         let keyFileVault: Bool = if case .keyFile = unlock { true } else { false }
         if keyFileVault, let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty {
             return .keyFile(URL(fileURLWithPath: path))
         }
-        var why = ""
-        if keyFileVault || !KeySlot.keepers(of: slots).isEmpty {
-            let kept: VaultCredential?
-            (kept, why) = try Self.keptKey(vaultID: vaultID)
-            if let kept { return kept }
-        }
+        // A passphrase given in the environment is asked for by name: it goes before any keeper.
+        if !keyFileVault, let given = try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") { return .passphraseBytes(given) }
+        let (kept, why) = try Self.keeperCredential(for: keyFileVault, vaultID: vaultID, slots: slotKeepers ? slots : Array(slots.prefix(1)))
+        if let kept { return kept }
         guard keyFileVault else {
-            if !why.isEmpty { Terminal.printError("vault: no keeper's key for \(url.path)\(why); asking for the passphrase") }
+            if !why.isEmpty { Terminal.printError("vault: no keeper's key for \(url.path)\(why); asking for the passphrase (slot 0, the recovery route)") }
             return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)
         }
         throw CommandFailure(
@@ -69,18 +68,48 @@ struct CredentialOptions: ParsableArguments {
         )
     }
 
+    /// The one rule for when a keeper is asked, used by every command and by the agent: a
+    /// key-file vault's own key may be kept (a systemd credential, the keyring), and a slot may
+    /// name a keeper; a passphrase vault without keeper slots asks none. Nil and why when none
+    /// gave a key.
+    static func keeperCredential(for keyFileVault: Bool, vaultID: String, slots: [KeySlot]) throws -> (VaultCredential?, why: String) {
+        guard keyFileVault || !KeySlot.keepers(of: slots).isEmpty else { return (nil, "") }
+        return try keptKey(vaultID: vaultID, slots: slots)
+    }
+
+    /// ``keeperCredential(for:vaultID:slots:)`` for a vault about to be opened.
+    static func keeperCredential(for facts: VaultOpeningFacts) throws -> VaultCredential? {
+        let keyFileVault: Bool = if case .keyFile = facts.unlockMethod { true } else { false }
+        return try keeperCredential(for: keyFileVault, vaultID: facts.vaultID, slots: facts.keySlots).0
+    }
+
     /// A vault's key from its keepers, when no key file is named: the systemd credential
-    /// `vault.key` (a service), else the desktop keyring's item for `vaultID`. Nil and why (for
-    /// the message) when neither holds it.
-    static func keptKey(vaultID: String?) throws -> (VaultCredential?, why: String) {
+    /// `vault.key` (a service), else a TPM slot's sealed key (`slots` naming `tpm2`), else the
+    /// desktop keyring's item for `vaultID`. Nil and why (for the message) when none holds it.
+    static func keptKey(vaultID: String?, slots: [KeySlot] = []) throws -> (VaultCredential?, why: String) {
         if let credential = try SystemdCredential.credential() { return (credential, "") }
-        guard let vaultID else { return (nil, "") }
+        var reasons: [String] = []
+        for slot in slots where slot.keeper == TPM2Keeper.name {
+            do {
+                let key = try TPM2Keeper.unseal(URL(fileURLWithPath: slot.label)) {
+                    try TPM2Keeper.pin(prompt: "TPM PIN for key slot \(slot.id) (\(slot.label)): ")
+                }
+                return (.key(key, source: "the TPM, \(slot.label)"), "")
+            } catch {
+                reasons.append("\(slot): \(error)")
+            }
+        }
+        // The keyring is asked for a key-file vault (its own key may be kept there) and a vault
+        // with a keyring slot; a passphrase vault with a TPM slot alone does not wait on D-Bus.
+        let keyringMayHoldIt = slots.isEmpty || slots.contains { $0.keeper == SecretServiceKeeper.name || ($0.id == 0 && $0.kind == .key) }
+        guard let vaultID, keyringMayHoldIt else { return (nil, reasons.isEmpty ? "" : " (\(reasons.joined(separator: "; ")))") }
         do {
             if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return (.key(key, source: SecretServiceKeeper.source), "") }
-            return (nil, " (the desktop keyring holds no key for it)")
+            reasons.append("the desktop keyring holds no key for it")
         } catch {
-            return (nil, " (\(error))")
+            reasons.append("\(error)")
         }
+        return (nil, " (\(reasons.joined(separator: "; ")))")
     }
 
     /// A passphrase from --passphrase-file, $VAULT_PASSPHRASE or the terminal (asked twice

@@ -157,14 +157,20 @@ extension VaultCommand {
                         return vault.vaultID
                     }
                     let vault = try Vault.create(at: url, credential: .keyFile(recovery), options: options)
+                    do {
+                        try vault.keySlots.add(
+                            .key(key, source: SecretServiceKeeper.source), unlocking: .keyFile(recovery), keeper: SecretServiceKeeper.name,
+                            label: "the desktop keyring's default collection")
+                    } catch {
+                        // The vault made here, and only it (a failed create removes its own file).
+                        vault.close()
+                        for suffix in ["", "-wal", "-shm"] { unlink(url.path + suffix) }
+                        throw error
+                    }
                     defer { vault.close() }
-                    try vault.keySlots.add(
-                        .key(key, source: SecretServiceKeeper.source), unlocking: .keyFile(recovery), keeper: SecretServiceKeeper.name,
-                        label: "the desktop keyring's default collection")
                     return vault.vaultID
                 }
             } catch {
-                for suffix in ["", "-wal", "-shm"] { unlink(url.path + suffix) }
                 if let recovery { unlink(recovery.path) }
                 throw error
             }

@@ -27,6 +27,7 @@ extension VaultCommand {
             case secretService = "secret-service"
             case systemdCreds = "systemd-creds"
             case keyFile = "key-file"
+            case tpm2
         }
 
         struct Add: AsyncParsableCommand, VaultSubcommand {
@@ -39,11 +40,19 @@ extension VaultCommand {
                       vault keeper add secret-service                        # the desktop keyring
                       vault keeper add systemd-creds /etc/credstore.encrypted/vault.key --systemd-creds-key host
                       vault keeper add key-file /media/usb/vault.recovery    # a new key file, mode 0600
+                      vault keeper add tpm2 /var/lib/vault/vault.tpm2 --tpm2-pin --tpm2-pcrs 7
                     """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var credentials: CredentialOptions
-            @Argument(help: "The keeper: secret-service, systemd-creds or key-file.") var keeper: Kind
-            @Argument(help: ArgumentHelp("systemd-creds, key-file: the new file to write.", valueName: "file")) var file: String?
+            @Argument(help: "The keeper: secret-service, systemd-creds, key-file or tpm2.") var keeper: Kind
+            @Argument(help: ArgumentHelp("systemd-creds, key-file, tpm2: the new file to write.", valueName: "file")) var file: String?
+            @Flag(help: "tpm2: the key also needs a PIN (asked twice, or $VAULT_TPM2_PIN); the TPM counts wrong ones.")
+            var tpm2Pin = false
+            @Option(
+                help: ArgumentHelp(
+                    "tpm2: the SHA-256 PCRs the key is sealed to, e.g. 7 (Secure Boot state); it opens only while they keep their values.",
+                    valueName: "list"))
+            var tpm2Pcrs: String?
             @Option(
                 help: ArgumentHelp(
                     "systemd-creds: what it seals to: \(SystemdCredential.Sealing.allCases.map(\.rawValue).joined(separator: ", ")).",
@@ -54,18 +63,50 @@ extension VaultCommand {
                 switch keeper {
                 case .secretService:
                     if file != nil { throw ValidationError("secret-service takes no file") }
-                case .systemdCreds, .keyFile:
+                case .systemdCreds, .keyFile, .tpm2:
                     if file == nil { throw ValidationError("\(keeper.rawValue) needs the new file to write") }
                 }
                 if keeper != .systemdCreds && systemdCredsKey != .auto {
                     throw ValidationError("--systemd-creds-key goes with systemd-creds")
                 }
+                if keeper != .tpm2 && (tpm2Pin || tpm2Pcrs != nil) {
+                    throw ValidationError("--tpm2-pin and --tpm2-pcrs go with tpm2")
+                }
+                _ = try pcrs()
+            }
+
+            /// The PCRs of --tpm2-pcrs (0 to 23, each once).
+            func pcrs() throws -> [Int] {
+                guard let tpm2Pcrs else { return [] }
+                let numbers = tpm2Pcrs.split(separator: ",", omittingEmptySubsequences: false).map { Int($0.trimmingCharacters(in: .whitespaces)) }
+                guard !numbers.isEmpty, numbers.allSatisfy({ $0.map { (0...23).contains($0) } ?? false }) else {
+                    throw ValidationError("--tpm2-pcrs takes PCR numbers from 0 to 23, separated by commas (e.g. 7 or 7,11)")
+                }
+                return Array(Set(numbers.compactMap { $0 })).sorted()
+            }
+
+            /// The PIN for a new TPM key: $VAULT_TPM2_PIN, else asked twice on the terminal.
+            func newPIN() throws -> SecureBytes? {
+                guard tpm2Pin else { return nil }
+                guard
+                    case .passphraseBytes(let pin) = try CredentialOptions.passphrase(
+                        file: nil, environmentVariable: "VAULT_TPM2_PIN", prompt: "New TPM PIN: ", confirm: true)
+                else { return nil }
+                return pin
             }
 
             func run() async throws {
-                let (vault, credential) = try await Keeper.open(global, credentials)
-                defer { vault.close() }
+                try await OpenedVault.with(global, credentials) { opened in try await add(to: opened.vault, unlocking: opened.credential) }
+            }
+
+            private func add(to vault: Vault, unlocking credential: VaultCredential) async throws {
                 let url = vault.url
+                // One keyring item and one systemd credential name per vault: a second slot of
+                // either could never be told apart from the first.
+                let slots = try await BlockingWork.run { try vault.keySlots.list() }
+                if keeper != .keyFile && keeper != .tpm2, let taken = slots.first(where: { $0.keeper == keeper.rawValue }) {
+                    throw CommandFailure(.alreadyExists, "\(taken) is kept by \(keeper.rawValue) already: remove it first (`vault keeper remove \(taken.id)`)")
+                }
                 let key = try VaultCredential.newKey()
                 defer { key.wipe() }
                 let slot: KeySlot
@@ -87,18 +128,27 @@ extension VaultCommand {
                         _ = try? await BlockingWork.run { try SecretServiceKeeper.remove(vaultID: vaultID) }
                         throw error
                     }
-                case .systemdCreds, .keyFile:
+                case .systemdCreds, .keyFile, .tpm2:
                     let target = URL(fileURLWithPath: file ?? "").standardizedFileURL
-                    let sealing = systemdCredsKey
-                    let isCredential = keeper == .systemdCreds
+                    let (sealing, keeper, pcrs) = (systemdCredsKey, keeper, try pcrs())
+                    let pin = try newPIN()
+                    defer { pin?.wipe() }
                     try await BlockingWork.run {
-                        if isCredential { try SystemdCredential.seal(key, to: target, sealing: sealing) } else { try Init.writeKey(key, to: target) }
+                        switch keeper {
+                        case .systemdCreds: try SystemdCredential.seal(key, to: target, sealing: sealing)
+                        case .tpm2: try TPM2Keeper.seal(key, pin: pin, pcrs: pcrs, to: target)
+                        default: try Init.writeKey(key, to: target)
+                        }
                     }
+                    let keeperName: String? =
+                        switch keeper {
+                        case .systemdCreds: SystemdCredential.keeperName
+                        case .tpm2: TPM2Keeper.name
+                        default: nil
+                        }
                     do {
                         slot = try await BlockingWork.run {
-                            try vault.keySlots.add(
-                                .key(key, source: target.path), unlocking: credential, keeper: isCredential ? "systemd-creds" : nil,
-                                label: target.path)
+                            try vault.keySlots.add(.key(key, source: target.path), unlocking: credential, keeper: keeperName, label: target.path)
                         }
                     } catch {
                         unlink(target.path)  // a key for no slot
@@ -123,46 +173,55 @@ extension VaultCommand {
                     """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var credentials: CredentialOptions
-            @Argument(help: ArgumentHelp("The slot: its number, or secret-service, systemd-creds.", valueName: "slot")) var slot: String
+            @Argument(help: ArgumentHelp("The slot: its number, or secret-service, systemd-creds, tpm2.", valueName: "slot")) var slot: String
             @Flag(help: "Remove it even when it is the slot that unlocked the vault here.") var force = false
 
             func run() async throws {
                 let url = global.url
                 let facts = try await BlockingWork.run { [global] in try Vault.inspect(at: url, options: global.storeOptions()) }
-                guard let target = try Keeper.slot(named: slot, in: facts.keySlots) else {
+                guard try Keeper.slot(named: slot, in: facts.keySlots) != nil else {
                     if slot == SecretServiceKeeper.name, case .keyFile = facts.unlockMethod {
                         // A key-file vault's own key kept in the keyring (before key slots).
                         return try await removeSlotZeroCopy(facts)
                     }
-                    throw CommandFailure(.noRecord, "\(url.path) has no key slot \(slot)")
+                    throw CommandFailure(.noRecord, "\(url.path) has no key slot \(Terminal.printable(slot))")
                 }
-                let (vault, _) = try await Keeper.open(global, credentials)
-                defer { vault.close() }
+                try await OpenedVault.with(global, credentials) { opened in try await remove(from: opened.vault) }
+            }
+
+            private func remove(from vault: Vault) async throws {
+                let url = vault.url
+                // The slot as the vault checked it, not as the file said before it was opened.
+                let slots = try await BlockingWork.run { try vault.keySlots.list() }
+                guard let target = try Keeper.slot(named: slot, in: slots), target.id != 0 else {
+                    throw CommandFailure(.noRecord, "\(url.path) has no key slot \(Terminal.printable(slot)) to remove (slot 0 is changed with `vault passwd`)")
+                }
                 if vault.unlockedBy == target.id && !force {
                     throw CommandFailure(
                         .usage,
                         "\(url.path) was unlocked with \(target) itself: unlock it another way (--key-file, --passphrase-file) to remove it, or --force")
                 }
                 try await BlockingWork.run { try vault.keySlots.remove(target.id, evenIfUnlockedByIt: true) }
-                print("Removed key slot \(target.id) (\(target.keeper ?? "key file")): its key no longer opens \(url.path).")
+                print("Removed \(target): its key no longer opens \(url.path).")
+                let label = Terminal.printable(target.label)
                 switch target.keeper {
                 case SecretServiceKeeper.name:
-                    let vaultID = vault.vaultID
                     // The item goes unless it still opens the vault (slot 0's own key, kept there).
-                    if let opens = try? await Keeper.keyringOpens(vaultID: vaultID, url: url, global: global) {
-                        if !opens {
-                            do {
-                                _ = try await BlockingWork.run { try SecretServiceKeeper.remove(vaultID: vaultID) }
-                                print("Removed its key from the desktop keyring.")
-                            } catch {
-                                Terminal.printError("vault: warning: could not remove the key from the desktop keyring (\(error)); it opens nothing now")
-                            }
+                    let vaultID = vault.vaultID
+                    do {
+                        if try await Keeper.keyringOpens(vaultID: vaultID, url: url, global: global) == false {
+                            _ = try await BlockingWork.run { try SecretServiceKeeper.remove(vaultID: vaultID) }
+                            print("Removed its key from the desktop keyring.")
                         }
+                    } catch {
+                        Terminal.printError("vault: warning: could not remove the slot's key from the desktop keyring (\(error)); it opens nothing now")
                     }
-                case "systemd-creds":
-                    print("Delete \(target.label) and its LoadCredentialEncrypted= line: it opens nothing now.")
+                case SystemdCredential.keeperName:
+                    print("Delete \(label) and its LoadCredentialEncrypted= line: it opens nothing now.")
+                case TPM2Keeper.name:
+                    print("The TPM-sealed key \(label) opens nothing now: delete it.")
                 default:
-                    print("The key file \(target.label) opens nothing now: delete it.")
+                    print("The key file \(label) opens nothing now: delete it.")
                 }
             }
 
@@ -204,7 +263,10 @@ extension VaultCommand {
             static let configuration = CommandConfiguration(
                 commandName: "list",
                 abstract: "List the key slots as the file names them and whether each key is at hand here, without unlocking.",
-                discussion: "The slots are read without the key, so not yet authenticated: `vault status` lists them checked.")
+                discussion: """
+                    The slots are read without the key, so not authenticated here: a slot is checked \
+                    when it opens the vault, and every slot by `vault verify`.
+                    """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var output: OutputOptions
 
@@ -233,7 +295,7 @@ extension VaultCommand {
                             here = "asked for"
                         } else if let path = environment["VAULT_KEY_FILE"], !path.isEmpty {
                             here = "$VAULT_KEY_FILE \(path)"
-                        } else if let file = SystemdCredential.keyFile(), !facts.keySlots.contains(where: { $0.keeper == "systemd-creds" }) {
+                        } else if let file = SystemdCredential.keyFile(), !facts.keySlots.contains(where: { $0.keeper == SystemdCredential.keeperName }) {
                             here = "systemd credential \(file.path)"
                         } else if keyring == "present" && !facts.keySlots.contains(where: { $0.keeper == SecretServiceKeeper.name }) {
                             here = "the desktop keyring"
@@ -241,10 +303,13 @@ extension VaultCommand {
                             here = "not here (give --key-file)"
                         }
                     case (_, SecretServiceKeeper.name?): here = "keyring item \(keyring)"
-                    case (_, "systemd-creds"?):
+                    case (_, TPM2Keeper.name?):
+                        here = FileManager.default.fileExists(atPath: slot.label) ? "sealed file present (the TPM opens it)" : "sealed file absent"
+                    case (_, SystemdCredential.keeperName?):
                         here =
                             SystemdCredential.keyFile().map { "systemd credential \($0.path)" }
                             ?? (FileManager.default.fileExists(atPath: slot.label) ? "sealed file present" : "sealed file absent")
+                    case _ where slot.kind == .passphrase: here = "asked for"
                     default: here = FileManager.default.fileExists(atPath: slot.label) ? "file present" : "file absent"
                     }
                     rows.append((slot, here))
@@ -254,28 +319,11 @@ extension VaultCommand {
                 } else {
                     for row in rows {
                         let keeper = row.slot.keeper ?? (row.slot.kind == .passphrase ? "passphrase" : "key file")
-                        print("slot \(row.slot.id)  \(keeper.padding(toLength: 15, withPad: " ", startingAt: 0)) \(row.slot.label)  [\(row.here)]")
+                        print(
+                            "slot \(row.slot.id)  \(Terminal.printable(keeper).padding(toLength: 15, withPad: " ", startingAt: 0)) \(Terminal.printable(row.slot.label))  [\(row.here)]"
+                        )
                     }
                 }
-            }
-        }
-
-        /// Opens the vault with the credential the options and the keepers give, off the
-        /// cooperative pool; the vault and that credential.
-        static func open(_ global: GlobalOptions, _ credentials: CredentialOptions) async throws -> (Vault, VaultCredential) {
-            try await BlockingWork.run {
-                let chosen = Locked<VaultCredential?>(nil)
-                let vault = try Vault.open(at: global.url, options: global.storeOptions()) { facts in
-                    try OpenedVault.refuseOutdated(facts)
-                    let credential = try credentials.credential(for: facts)
-                    chosen.withLock { $0 = credential }
-                    return credential
-                }
-                guard let credential = chosen.withLock({ $0 }) else {
-                    vault.close()
-                    throw CommandFailure(.failure, "\(global.url.path) was opened without a credential")
-                }
-                return (vault, credential)
             }
         }
 

@@ -15,12 +15,14 @@ struct OpenedVault: Sendable {
     let credential: VaultCredential
 
     /// Opens the vault, runs `body`, then stops the session service and closes the vault
-    /// (keys wiped), whether `body` succeeded or not.
+    /// (keys wiped), whether `body` succeeded or not. The opening (a keeper asked over D-Bus, a
+    /// key derivation, SQLite) runs off the cooperative pool. `slotKeepers: false` leaves the
+    /// keepers of slots other than 0 out of the credential's choice.
     static func with<T>(
-        _ global: GlobalOptions, _ credentials: CredentialOptions,
+        _ global: GlobalOptions, _ credentials: CredentialOptions, slotKeepers: Bool = true,
         _ body: (OpenedVault) async throws -> T
     ) async throws -> T {
-        let opened = try open(global) { facts in try credentials.credential(for: facts) }
+        let opened = try await BlockingWork.run { try open(global) { facts in try credentials.credential(for: facts, slotKeepers: slotKeepers) } }
         do {
             let result = try await body(opened)
             await opened.close()

@@ -44,27 +44,40 @@ extension VaultCommand {
 
         func run() async throws {
             let url = global.url
-            let facts = try Vault.inspect(at: url, options: global.storeOptions())
-            var cost = kdf?.parameters
-            if cost == nil, case .passphrase(let current) = facts.unlockMethod { cost = current }
-            // Every slot is sealed again with the new credential: its key is read first.
-            let slotKeys = try await BlockingWork.run { try Self.slotKeys(of: facts) }
-            defer { for case .key(let key, _) in slotKeys.values { key.wipe() } }
-            let (old, new) = try await OpenedVault.with(global, credentials) { opened in
-                let credential: VaultCredential
-                if let newKeyFile {
-                    let keyURL = URL(fileURLWithPath: newKeyFile)
-                    if !FileManager.default.fileExists(atPath: keyURL.path) { try VaultCredential.createKeyFile(at: keyURL) }
-                    credential = .keyFile(keyURL)
-                } else {
-                    credential = try CredentialOptions.passphrase(
-                        file: newPassphraseFile, environmentVariable: "VAULT_NEW_PASSPHRASE",
-                        prompt: "New passphrase for \(url.path): ", confirm: true)
+            let facts = try await BlockingWork.run { [global] in try Vault.inspect(at: url, options: global.storeOptions()) }
+            var stretch = kdf?.parameters
+            if stretch == nil, case .passphrase(let current) = facts.unlockMethod { stretch = current }
+            let cost = stretch ?? .interactive
+            let (newKeyFile, newPassphraseFile, keepKeys) = (self.newKeyFile, self.newPassphraseFile, self.keepKeys)
+            // Slot 0's own credential, not a slot's keeper: passwd replaces slot 0.
+            let (old, new, resealed) = try await OpenedVault.with(global, credentials, slotKeepers: false) { opened in
+                guard opened.vault.unlockedBy == 0 else {
+                    throw CommandFailure(
+                        .usage,
+                        "passwd changes slot 0, the vault's own credential: unlock with it (--key-file, --passphrase-file), not with slot \(opened.vault.unlockedBy)"
+                    )
                 }
-                try opened.vault.maintenance.changeCredential(
-                    from: opened.credential, to: credential, cost: cost ?? .interactive,
-                    replacingKeys: !keepKeys, slotKeys: slotKeys)
-                return (opened.credential, credential)
+                let vault = opened.vault
+                // Every slot is sealed again with the new credential: the slots as the vault
+                // checked them, each key read from its keeper before anything changes.
+                let slots = try await BlockingWork.run { try vault.keySlots.list() }
+                let slotKeys = try await BlockingWork.run { try Self.slotKeys(of: slots, vaultID: facts.vaultID) }
+                defer { for case .key(let key, _) in slotKeys.values { key.wipe() } }
+                let credential = try await BlockingWork.run { () -> VaultCredential in
+                    if let newKeyFile {
+                        let keyURL = URL(fileURLWithPath: newKeyFile)
+                        if !FileManager.default.fileExists(atPath: keyURL.path) { try VaultCredential.createKeyFile(at: keyURL) }
+                        return .keyFile(keyURL)
+                    }
+                    return try CredentialOptions.passphrase(
+                        file: newPassphraseFile, environmentVariable: "VAULT_NEW_PASSPHRASE", prompt: "New passphrase for \(url.path): ", confirm: true)
+                }
+                let current = opened.credential
+                try await BlockingWork.run {
+                    try vault.maintenance.changeCredential(
+                        from: current, to: credential, cost: cost, replacingKeys: !keepKeys, slotKeys: slotKeys)
+                }
+                return (current, credential, slotKeys.keys.sorted())
             }
             // After the vault is closed, and off the cooperative pool: the keyring is a D-Bus
             // round trip that may wait for a prompt.
@@ -72,9 +85,9 @@ extension VaultCommand {
             let what =
                 newKeyFile.map { "The vault now opens with the key file \($0), no longer with the old credential." }
                 ?? "Changed the passphrase: the vault no longer opens with the old one."
-            if !slotKeys.isEmpty {
+            if !resealed.isEmpty {
                 print(
-                    "Sealed key slot\(slotKeys.count == 1 ? "" : "s") \(slotKeys.keys.sorted().map(String.init).joined(separator: ", ")) again with the new credential: each opens the vault as before."
+                    "Sealed key slot\(resealed.count == 1 ? "" : "s") \(resealed.map(String.init).joined(separator: ", ")) again with the new credential: each opens the vault as before."
                 )
             }
             print(
@@ -85,42 +98,44 @@ extension VaultCommand {
                         + " opens with the old credential, but nothing written from now on does.")
         }
 
-        /// The keepers of the old key follow the change, best effort (the vault has changed
-        /// already: nothing here fails the command): the desktop keyring's item is replaced by the
-        /// new key (a key file) or removed (a passphrase), and a warning names what could not be
-        /// updated — a systemd credential, which only `systemd-creds` as root seals, or a keyring
-        /// that could not be asked.
+        /// The keepers of slot 0's old key follow the change, best effort (the vault has changed
+        /// already: nothing here fails the command). Only a copy of that very key is touched,
+        /// compared byte for byte: the desktop keyring's item is replaced by the new key (a key
+        /// file) or removed (a passphrase); a systemd credential holding it gets a warning (only
+        /// `systemd-creds` as root seals). A slot's key, which the change sealed again, and any
+        /// other item stay as they are.
         static func updateKeepers(of facts: VaultInspection, from old: VaultCredential, to credential: VaultCredential) {
-            guard case .keyFile = facts.unlockMethod else { return }
-            let keepers = KeySlot.keepers(of: facts.keySlots)
-            if let sealed = SystemdCredential.keyFile(), !keepers.contains("systemd-creds") {
-                let what =
-                    (try? credential.keyCopy()).flatMap { $0 } != nil
-                    ? "seal the new key with `systemd-creds encrypt --name=\(SystemdCredential.name)`" : "the vault is now opened with a passphrase"
-                Terminal.printError("vault: warning: the systemd credential \(SystemdCredential.name) (\(sealed.path)) holds the old key: \(what)")
+            guard let oldKey = try? old.keyCopy() else { return }  // slot 0 was a passphrase: no keeper holds it
+            defer { oldKey.wipe() }
+            func holdsOldKey(_ key: SecureBytes) -> Bool { (try? ConstantTime.equals(key, oldKey)) == true }
+            if let sealed = SystemdCredential.keyFile(), let held = try? SystemdCredential.readKey(sealed) {
+                defer { held.wipe() }
+                if holdsOldKey(held) {
+                    let what =
+                        (try? credential.keyCopy()).flatMap { $0 } != nil
+                        ? "seal the new key with `systemd-creds encrypt --name=\(SystemdCredential.name)`" : "the vault is now opened with a passphrase"
+                    Terminal.printError("vault: warning: the systemd credential \(SystemdCredential.name) (\(sealed.path)) holds the old key: \(what)")
+                }
             }
-            // A keyring item of a secret-service slot holds the slot's own key, sealed again above.
-            guard !keepers.contains(SecretServiceKeeper.name) else { return }
-            let fromKeyring: Bool = if case .key(_, SecretServiceKeeper.source) = old { true } else { false }
             let fix =
                 if case .keyFile(let file) = credential {
                     "`vault keeper add secret-service --key-file \(file.path)` replaces it"
                 } else {
                     "remove it with `secret-tool clear application credentialvault vault \(facts.vaultID)`"
                 }
+            let fromKeyring: Bool = if case .key(_, SecretServiceKeeper.source) = old { true } else { false }
             let held: SecureBytes?
             do {
                 held = try SecretServiceKeeper.lookup(vaultID: facts.vaultID)
             } catch {
-                // No keyring here (a server) is nothing to update; one that could not be asked in a
-                // desktop session, or the one the old key came from, may hold a stale key.
-                if fromKeyring || ProcessInfo.processInfo.environment["DBUS_SESSION_BUS_ADDRESS"] != nil {
-                    Terminal.printError("vault: warning: could not update the desktop keyring's copy of the old key (\(error)): \(fix)")
-                }
+                // No keyring here (a server) is nothing to update; the one the old key came from
+                // may hold it still.
+                if fromKeyring { Terminal.printError("vault: warning: could not update the desktop keyring's copy of the old key (\(error)): \(fix)") }
                 return
             }
             guard let held else { return }
-            held.wipe()
+            defer { held.wipe() }
+            guard holdsOldKey(held) else { return }
             do {
                 if let key = try credential.keyCopy() {
                     defer { key.wipe() }
@@ -138,20 +153,25 @@ extension VaultCommand {
         /// The key of every slot but 0, read from where the slot says it is kept: the desktop
         /// keyring, the systemd credential (the service's, else its sealed file opened here),
         /// the key file. Throws naming a slot whose key cannot be read, with how to go on.
-        static func slotKeys(of facts: VaultInspection) throws -> [Int64: VaultCredential] {
+        static func slotKeys(of slots: [KeySlot], vaultID: String) throws -> [Int64: VaultCredential] {
             var keys: [Int64: VaultCredential] = [:]
             do {
-                for slot in facts.keySlots where slot.id != 0 {
+                for slot in slots where slot.id != 0 {
                     do {
                         switch (slot.kind, slot.keeper) {
                         case (.passphrase, _):
                             throw CommandFailure(.usage, "it is a passphrase, which is not asked for here")
                         case (_, SecretServiceKeeper.name?):
-                            guard let key = try SecretServiceKeeper.lookup(vaultID: facts.vaultID) else {
+                            guard let key = try SecretServiceKeeper.lookup(vaultID: vaultID) else {
                                 throw CommandFailure(.noRecord, "the desktop keyring holds no key for this vault")
                             }
                             keys[slot.id] = .key(key, source: SecretServiceKeeper.source)
-                        case (_, "systemd-creds"?):
+                        case (_, TPM2Keeper.name?):
+                            let key = try TPM2Keeper.unseal(URL(fileURLWithPath: slot.label)) {
+                                try TPM2Keeper.pin(prompt: "TPM PIN for key slot \(slot.id) (\(slot.label)): ")
+                            }
+                            keys[slot.id] = .key(key, source: slot.label)
+                        case (_, SystemdCredential.keeperName?):
                             let key =
                                 try SystemdCredential.keyFile().map(SystemdCredential.readKey) ?? SystemdCredential.unseal(URL(fileURLWithPath: slot.label))
                             keys[slot.id] = .key(key, source: slot.label)

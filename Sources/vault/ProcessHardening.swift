@@ -9,7 +9,7 @@ import VaultSync
 /// - `prctl(PR_SET_DUMPABLE, 0)` and a core size limit of 0: a crash writes no core file
 ///   holding keys or tokens, no other process of the user can ptrace it, and its
 ///   `/proc/PID/mem` and `/proc/PID/environ` are root's.
-/// - `VAULT_PASSPHRASE` and `VAULT_NEW_PASSPHRASE` are copied into guarded memory, their
+/// - `VAULT_PASSPHRASE`, `VAULT_NEW_PASSPHRASE` and `VAULT_TPM2_PIN` are copied into guarded memory, their
 ///   values overwritten where the kernel put them (what `/proc/PID/environ` shows), and
 ///   the variables removed (`unsetenv`), so no program this process starts inherits them.
 ///
@@ -19,7 +19,7 @@ import VaultSync
 /// ```
 enum ProcessHardening {
     /// The variables that hold a passphrase.
-    static let passphraseVariables = ["VAULT_PASSPHRASE", "VAULT_NEW_PASSPHRASE"]
+    static let passphraseVariables = ["VAULT_PASSPHRASE", "VAULT_NEW_PASSPHRASE", "VAULT_TPM2_PIN"]
 
     /// The passphrases taken from the environment, by variable name (non-empty values only).
     private static let taken = Locked<[String: SecureBytes]>([:])

@@ -24,6 +24,8 @@ import VaultStore
 enum SystemdCredential {
     /// The credential's name: `LoadCredentialEncrypted=vault.key:FILE` in the unit.
     static let name = "vault.key"
+    /// The keeper's name in key slots and on the command line.
+    static let keeperName = "systemd-creds"
 
     /// Where `systemd-creds` is looked for (absolute: never `$PATH`).
     static let programs = ["/usr/bin/systemd-creds", "/bin/systemd-creds"]
@@ -112,9 +114,9 @@ enum SystemdCredential {
             throw error
         }
         do {
-            var opened = try run(program, ["decrypt", "--name=\(name)", output.path, "-"], input: [])
-            defer { SecureBytes.zero(&opened) }
-            guard opened.count == plain.count, ConstantTime.equals(opened, plain) else {
+            let opened = try unseal(output)
+            defer { opened.wipe() }
+            guard try ConstantTime.equals(opened, key) else {
                 throw CommandFailure(.failure, "\(output.path) does not decrypt to the key it was made from on this host: nothing was created")
             }
         } catch {

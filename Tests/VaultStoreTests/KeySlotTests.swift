@@ -71,7 +71,7 @@ import VaultTestSupport
         vault.close()
         try Vault.open(at: test.url, credential: try Self.key(1), options: test.options()).close()
         try Vault.open(at: test.url, credential: new, options: test.options()).close()
-        #expect(throws: VaultError.self) { try test.open() }
+        #expect { try test.open() } throws: { ($0 as? VaultError)?.code == .wrongCredential }
     }
 
     @Test("passwd without a slot's key, or with a wrong one, is refused and changes nothing")
@@ -152,18 +152,76 @@ import VaultTestSupport
         #expect(throws: VaultError.self) { try byPassphrase.keySlots.list() }
     }
 
-    @Test("a slot from another vault (same key) does not open this one")
-    func slotFromAnotherVault() throws {
+    @Test("a slot's sealed secret moved to another slot, or taken from another vault with the same key, opens nothing")
+    func slotMoved() throws {
         let (test, vault) = try Self.vaultWithSlot()
+        try vault.keySlots.add(try Self.key(2), unlocking: test.credential, label: "second")
         vault.close()
         let (other, otherVault) = try Self.vaultWithSlot()
         otherVault.close()
         let theirs = try DatabaseQueue(path: other.url.path).read { db in try Data.fetchOne(db, sql: "SELECT wrapped_secret FROM key_slots") }
         let queue = try DatabaseQueue(path: test.url.path)
-        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET wrapped_secret = ?", arguments: [theirs]) }
+        try queue.write { db in
+            // Slot 2's sealed secret into slot 1 (both seal the same secret, under other ids).
+            try db.execute(sql: "UPDATE key_slots SET wrapped_secret = (SELECT wrapped_secret FROM key_slots WHERE slot_id = 2) WHERE slot_id = 1")
+        }
+        // Slot 1's key opens neither (slot 2's secret is bound to slot 2's id); slot 2's own key
+        // still opens slot 2, and then the edit of slot 1 is caught before the vault is returned.
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(1))
+        } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+        #expect {
+            try Vault.open(at: test.url, credential: try Self.key(2))
+        } throws: { error in
+            guard let error = error as? VaultError else { return false }
+            return error.code == .damaged && error.message.contains("key_slots")
+        }
+        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET wrapped_secret = ? WHERE slot_id = 1", arguments: [theirs]) }
         try queue.close()
         #expect {
             try Vault.open(at: test.url, credential: try Self.key(1))
         } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+    }
+
+    @Test("a slot row no longer readable (a column of the wrong type) does not stand in slot 0's way; verify reports it")
+    func malformedSlotRow() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        vault.close()
+        let queue = try DatabaseQueue(path: test.url.path)
+        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET wrapped_secret = 42 WHERE slot_id = 1") }
+        try queue.close()
+        let byPassphrase = try test.open()
+        defer { byPassphrase.close() }
+        #expect(try !byPassphrase.maintenance.verify().passed)
+        #expect { try Vault.open(at: test.url, credential: try Self.key(1)) } throws: { ($0 as? VaultError)?.code == .wrongCredential }
+    }
+
+    @Test("a slot counter edited to the end of the range refuses a new slot; it never wraps to a removed slot's id")
+    func slotCounterAtTheEnd() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        vault.close()
+        let queue = try DatabaseQueue(path: test.url.path)
+        try queue.write { db in try db.execute(sql: "UPDATE sqlite_sequence SET seq = 9223372036854775807 WHERE name = 'key_slots'") }
+        try queue.close()
+        let reopened = try test.open()
+        defer { reopened.close() }
+        #expect {
+            try reopened.keySlots.add(try Self.key(3), unlocking: test.credential, label: "third")
+        } throws: { ($0 as? VaultError)?.code == .damaged }
+        #expect(try reopened.keySlots.list().map(\.id) == [0, 1])
+    }
+
+    @Test("a locked vault unlocks again through a slot after another process replaced the keys")
+    func unlockThroughSlotAfterRotation() throws {
+        let (test, vault) = try Self.vaultWithSlot()
+        defer { vault.close() }
+        let other = try test.open()
+        try other.maintenance.rotateKeys(credential: test.credential)
+        other.close()
+        vault.lock()
+        try vault.unlock(with: try Self.key(1))
+        #expect(vault.unlockedBy == 1)
+        #expect(try vault.accounts.all().count == 1)
+        #expect(try vault.holdsCurrentKey())
     }
 }

@@ -101,9 +101,12 @@ enum VaultKeys {
             KeySlot(id: id, kind: kind, keeper: keeper, label: label, createdAt: Date(millisecondsSince1970: createdAt))
         }
 
+        /// Every row that reads as a slot. A row that does not (a column of the wrong type, an
+        /// unknown kind: an edit, or damage) is left out here, so it never stands in the way of
+        /// the other routes, slot 0 first; `KeySlotStore.check` reports it.
         static func fetchAll(_ db: Database, path: String?) throws -> [SlotRecord] {
             guard try db.tableExists("key_slots") else { return [] }
-            return try Row.fetchAll(db, sql: "SELECT * FROM key_slots ORDER BY slot_id").map { row in
+            return try Row.fetchAll(db, sql: "SELECT * FROM key_slots ORDER BY slot_id").compactMap { row in
                 let key = row.storedKey("slot_id")
                 func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
                     try row.stored(column, table: "key_slots", row: key, path: path)
@@ -111,19 +114,38 @@ enum VaultKeys {
                 func optional<T: DatabaseValueConvertible>(_ column: String) throws -> T? {
                     try row.storedIfPresent(column, table: "key_slots", row: key, path: path)
                 }
-                let kindName: String = try value("kind")
-                guard let kind = KeySlot.Kind(rawValue: kindName) else {
-                    throw VaultError(.damaged, "key_slots row \(key) names an unknown kind: \(path ?? "the vault") was edited", path: path)
+                do {
+                    guard let kind = KeySlot.Kind(rawValue: try value("kind") as String) else { return nil }
+                    let ops: Int64? = try optional("kdf_opslimit")
+                    let mem: Int64? = try optional("kdf_memlimit")
+                    let salt: Data? = try optional("kdf_salt")
+                    let wrapped: Data = try value("wrapped_secret")
+                    return SlotRecord(
+                        id: try value("slot_id"), kind: kind, keeper: try optional("keeper"), label: try value("label"),
+                        salt: salt.map { [UInt8]($0) },
+                        cost: ops.flatMap { ops in mem.map { KDFParameters(opsLimit: UInt64(clamping: ops), memLimitBytes: UInt64(clamping: $0)) } },
+                        wrappedSecret: [UInt8](wrapped), createdAt: try value("created_at"))
+                } catch let error as VaultError where error.code == .damaged {
+                    return nil
                 }
-                let ops: Int64? = try optional("kdf_opslimit")
-                let mem: Int64? = try optional("kdf_memlimit")
-                let salt: Data? = try optional("kdf_salt")
-                let wrapped: Data = try value("wrapped_secret")
-                return SlotRecord(
-                    id: try value("slot_id"), kind: kind, keeper: try optional("keeper"), label: try value("label"),
-                    salt: salt.map { [UInt8]($0) },
-                    cost: ops.flatMap { ops in mem.map { KDFParameters(opsLimit: UInt64(clamping: ops), memLimitBytes: UInt64(clamping: $0)) } },
-                    wrappedSecret: [UInt8](wrapped), createdAt: try value("created_at"))
+            }
+        }
+
+        /// This slot's own key-encryption key from `credential`: a passphrase stretched at the
+        /// slot's salt and cost, or a key's bytes. Nil when the credential is of another kind.
+        func key(from credential: VaultCredential, path: String) throws -> KeyEncryptionKey? {
+            switch (kind, credential) {
+            case (.passphrase, .passphraseBytes(let passphrase)):
+                guard let salt, let cost else {
+                    throw VaultError(.damaged, "key slot \(id) of \(path) has an incomplete key-derivation record", path: path)
+                }
+                return try VaultKeys.derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
+            case (.key, .keyFile), (.key, .key):
+                guard let (contents, owned) = try credential.keyBytes() else { return nil }
+                defer { if owned { contents.wipe() } }
+                return try KeyEncryptionKey.fromKeyFile(contents)
+            default:
+                return nil
             }
         }
     }
@@ -215,7 +237,7 @@ enum VaultKeys {
                     throw VaultError(.damaged, "\(path) has an incomplete key-derivation record", path: path)
                 }
                 let kek = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
-                guard try kek.matches(keyCheck: meta.keyCheck) else {
+                guard (try? kek.matches(keyCheck: meta.keyCheck)) == true else {
                     kek.wipe()
                     throw VaultError(.wrongCredential, "\(wrong) for \(path)\(meta.otherRoutes())", path: path)
                 }
@@ -225,10 +247,9 @@ enum VaultKeys {
             guard let slot = meta.slots.first(where: { $0.kind == .passphrase }) else {
                 throw VaultError(.wrongCredential, "\(path) is unlocked with a key file, not a passphrase\(meta.otherRoutes())", path: path)
             }
-            guard let salt = slot.salt, let cost = slot.cost else {
-                throw VaultError(.damaged, "key slot \(slot.id) of \(path) has an incomplete key-derivation record", path: path)
+            guard let slotKey = try slot.key(from: credential, path: path) else {
+                throw VaultError(.wrongCredential, "\(wrong) for \(path)\(meta.otherRoutes())", path: path)
             }
-            let slotKey = try derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
             defer { slotKey.wipe() }
             guard let kek = try open(slot, under: slotKey, meta, path: path) else {
                 throw VaultError(.wrongCredential, "\(wrong) for \(path)\(meta.otherRoutes())", path: path)
@@ -238,7 +259,7 @@ enum VaultKeys {
             guard let (contents, owned) = try credential.keyBytes() else { throw VaultError(.invalidCredential, "no key", path: path) }
             defer { if owned { contents.wipe() } }
             let candidate = try KeyEncryptionKey.fromKeyFile(contents)
-            if meta.kekKind == "keyfile", try candidate.matches(keyCheck: meta.keyCheck) { return (candidate, 0) }
+            if meta.kekKind == "keyfile", (try? candidate.matches(keyCheck: meta.keyCheck)) == true { return (candidate, 0) }
             defer { candidate.wipe() }
             guard meta.kekKind == "keyfile" || meta.kekKind == "argon2id13" else {
                 throw VaultError(.damaged, "\(path) names an unknown key-encryption method", path: path)
@@ -263,7 +284,7 @@ enum VaultKeys {
         } catch {
             return nil
         }
-        guard try kek.matches(keyCheck: meta.keyCheck) else {
+        guard (try? kek.matches(keyCheck: meta.keyCheck)) == true else {
             kek.wipe()
             throw VaultError(
                 .damaged,

@@ -38,10 +38,12 @@ public struct KeySlot: Sendable, Hashable, Identifiable, CustomStringConvertible
         self.createdAt = createdAt
     }
 
-    /// `slot 2 (secret-service: the desktop keyring)`, `slot 0 (passphrase)`.
+    /// `slot 2 (secret-service: the desktop keyring)`, `slot 0 (the vault's passphrase)`. The
+    /// keeper and label come from the file: control characters in them are shown as `?`, so an
+    /// edited row cannot write terminal escapes into a message.
     public var description: String {
         let what = keeper.map { "\($0): \(label)" } ?? label
-        return "slot \(id) (\(what))"
+        return "slot \(id) (\(String(what.unicodeScalars.map { $0.properties.generalCategory == .control ? "?" : Character($0) })))"
     }
 
     /// The keepers a vault's slots name (slot 0 names none), in slot order, without repeats.

@@ -35,7 +35,10 @@ public struct KeySlotStore: VaultArea {
     }
 
     /// Checks every `key_slots` row against its MAC and the rows against the commitment.
-    func check(_ db: Database) throws {
+    func check(_ db: Database) throws { try Self.check(db, integrity: integrity, path: path) }
+
+    /// ``check(_:)`` with the row integrity of keys not installed yet (a vault being opened).
+    static func check(_ db: Database, integrity: RowIntegrity, path: String) throws {
         guard try db.tableExists("key_slots") else { return }
         let statement = try db.cachedStatement(sql: "SELECT * FROM key_slots ORDER BY slot_id")
         let layout = RowIntegrity.layout(of: statement, in: .keySlots)
@@ -53,9 +56,10 @@ public struct KeySlotStore: VaultArea {
     /// (one key derivation for a passphrase); `keeper` names who holds a key (`secret-service`,
     /// `systemd-creds`; nil for a key file), `label` says what it is ("/media/usb/vault.key").
     ///
-    /// Refused (nothing changed): a second passphrase (a vault has one: change it with `passwd`,
-    /// so a wrong one costs one derivation), a key that already opens the vault, a vault before
-    /// schema 16, a key rotation under way.
+    /// Refused (nothing changed): a second passphrase (a vault has one, so a wrong one costs one
+    /// derivation: change that one instead), a key that already opens the vault, a vault before
+    /// schema 16, slots that fail their check. A key rotation under way does not matter: it
+    /// re-wraps the vault key under the same secret the slot seals.
     @discardableResult
     public func add(
         _ new: VaultCredential, unlocking current: VaultCredential, keeper: String? = nil, label: String, cost: KDFParameters? = nil
@@ -80,8 +84,12 @@ public struct KeySlotStore: VaultArea {
         let now = clock.now().millisecondsSince1970
         let id = try write("adding a key slot") { db -> Int64 in
             try Self.requireUnchanged(meta, db, path: path)
+            try check(db)
+            // Never an id a removed slot had (AUTOINCREMENT's counter is not authenticated: one
+            // edited to the end of the range refuses, it never wraps).
             let highest = try Int64.fetchOne(db, sql: "SELECT max(seq) FROM sqlite_sequence WHERE name = 'key_slots'") ?? 0
-            let id = max(highest, try Int64.fetchOne(db, sql: "SELECT max(slot_id) FROM key_slots") ?? 0) + 1
+            let (id, overflow) = max(highest, try Int64.fetchOne(db, sql: "SELECT max(slot_id) FROM key_slots") ?? 0).addingReportingOverflow(1)
+            guard !overflow else { throw VaultError(.damaged, "\(path) has no key slot id left: its slot counter was edited", path: path) }
             let sealed = try kek.sealSecret(under: slotKey, context: VaultKeys.slotContext(vaultID: meta.vaultID, slot: id))
             try db.execute(
                 sql: """
@@ -97,7 +105,7 @@ public struct KeySlotStore: VaultArea {
             return id
         }
         logger.info("added key slot", metadata: ["path": "\(path)", "slot": "\(id)", "keeper": "\(keeper ?? "-")"])
-        return KeySlot(id: id, kind: new.kind == "keyfile" ? .key : .passphrase, keeper: keeper, label: label, createdAt: Date(millisecondsSince1970: now))
+        return KeySlot(id: id, kind: KeySlot.Kind(rawValue: new.kind) ?? .key, keeper: keeper, label: label, createdAt: Date(millisecondsSince1970: now))
     }
 
     /// Removes slot `id`: its key no longer opens the vault (a copy of the file made before still

@@ -298,12 +298,13 @@ extension MaintenanceStore {
         progress: (KeyRotationProgress) -> Void = { _ in }
     ) throws -> CredentialChange {
         // Every slot's key is checked before anything is written: a missing one refuses the change.
-        try slotKeysToReseal(slotKeys).forEach { $0.key.wipe() }
+        let slots = try slotKeysToReseal(slotKeys)
+        defer { for slot in slots { slot.key.wipe() } }
         var resealed = 0
         if replacingKeys {
             resealed = try rotateKeys(credential: current, progress: progress).valuesResealed
         }
-        try changeCredential(to: new, cost: cost, slotKeys: slotKeys)
+        try changeCredential(to: new, cost: cost, resealing: slots)
         return CredentialChange(keysReplaced: replacingKeys, valuesResealed: resealed)
     }
 
@@ -315,13 +316,20 @@ extension MaintenanceStore {
     /// key (by slot id). A slot without one, or with one that does not open it, refuses the change
     /// before anything is written; remove a slot whose key is gone first.
     public func changeCredential(to credential: VaultCredential, cost: KDFParameters? = nil, slotKeys: [Int64: VaultCredential] = [:]) throws {
+        let slots = try slotKeysToReseal(slotKeys)
+        defer { for slot in slots { slot.key.wipe() } }
+        try changeCredential(to: credential, cost: cost, resealing: slots)
+    }
+
+    /// ``changeCredential(to:cost:slotKeys:)`` with each slot's key derived and proven already.
+    private func changeCredential(
+        to credential: VaultCredential, cost: KDFParameters?, resealing slots: [(record: VaultKeys.SlotRecord, key: KeyEncryptionKey)]
+    ) throws {
         let cost = cost ?? core.kdf
         let vaultKey = try keyring.vaultKey()
         if try keyRotationPending() {
             throw VaultError(.keyRotationUnfinished, "a key rotation is under way: finish it before changing the credential", path: path)
         }
-        let slots = try slotKeysToReseal(slotKeys)
-        defer { for slot in slots { slot.key.wipe() } }
         if case .passphraseBytes = credential, slots.contains(where: { $0.record.kind == .passphrase }) {
             throw VaultError(
                 .invalidArgument,
@@ -368,9 +376,13 @@ extension MaintenanceStore {
     }
 
     /// Each key slot with its own key-encryption key, derived from `slotKeys` and proven to open
-    /// the slot. Throws naming the first slot without a key or whose key does not open it.
+    /// the slot to the header's secret, after every slot row passed its check. Throws naming the
+    /// first slot without a key or whose key does not open it.
     private func slotKeysToReseal(_ slotKeys: [Int64: VaultCredential]) throws -> [(record: VaultKeys.SlotRecord, key: KeyEncryptionKey)] {
-        let meta = try read("reading the key record") { db in try VaultKeys.UnlockRecord.fetch(db, path: self.path) }
+        let meta = try read("reading the key record") { db -> VaultKeys.UnlockRecord? in
+            try core.keySlots.check(db)
+            return try VaultKeys.UnlockRecord.fetch(db, path: self.path)
+        }
         guard let meta else { throw VaultError(.damaged, "\(path) has no vault header row", path: path) }
         var keys: [(record: VaultKeys.SlotRecord, key: KeyEncryptionKey)] = []
         do {
@@ -381,28 +393,16 @@ extension MaintenanceStore {
                         "\(slot.slot) of \(path) must be sealed again with the new credential, and its key was not given: give it, or remove the slot first",
                         path: path)
                 }
-                let key: KeyEncryptionKey
-                switch (slot.kind, credential) {
-                case (.passphrase, .passphraseBytes(let passphrase)):
-                    guard let salt = slot.salt, let cost = slot.cost else {
-                        throw VaultError(.damaged, "key slot \(slot.id) of \(path) has an incomplete key-derivation record", path: path)
-                    }
-                    key = try VaultKeys.derive(passphrase: passphrase, salt: salt, cost: cost, path: path)
-                case (.key, .keyFile), (.key, .key):
-                    guard let (contents, owned) = try credential.keyBytes() else { throw VaultError(.invalidCredential, "no key", path: path) }
-                    defer { if owned { contents.wipe() } }
-                    key = try KeyEncryptionKey.fromKeyFile(contents)
-                default:
+                guard let key = try slot.key(from: credential, path: path) else {
                     throw VaultError(.wrongCredential, "the key given for \(slot.slot) of \(path) is not of its kind", path: path)
                 }
                 keys.append((slot, key))
-                guard
-                    let opened = try? KeyEncryptionKey.openSecret(
-                        slot.wrappedSecret, under: key, context: VaultKeys.slotContext(vaultID: meta.vaultID, slot: slot.id))
-                else {
+                let opened = try? KeyEncryptionKey.openSecret(
+                    slot.wrappedSecret, under: key, context: VaultKeys.slotContext(vaultID: meta.vaultID, slot: slot.id))
+                defer { opened?.wipe() }
+                guard let opened, (try? opened.matches(keyCheck: meta.keyCheck)) == true else {
                     throw VaultError(.wrongCredential, "the key given for \(slot.slot) of \(path) does not open it", path: path)
                 }
-                opened.wipe()
             }
         } catch {
             for entry in keys { entry.key.wipe() }
