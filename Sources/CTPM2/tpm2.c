@@ -31,20 +31,20 @@ static struct {
     __typeof__(Esys_PolicyGetDigest) *policy_digest;
     __typeof__(Esys_FlushContext) *flush;
     __typeof__(Esys_TR_SetAuth) *set_auth;
+    __typeof__(Esys_TR_GetName) *get_name;
     __typeof__(Esys_Free) *esys_free;
     __typeof__(Tss2_MU_TPM2B_PUBLIC_Marshal) *public_marshal;
     __typeof__(Tss2_MU_TPM2B_PUBLIC_Unmarshal) *public_unmarshal;
     __typeof__(Tss2_MU_TPM2B_PRIVATE_Marshal) *private_marshal;
     __typeof__(Tss2_MU_TPM2B_PRIVATE_Unmarshal) *private_unmarshal;
+    __typeof__(Tss2_MU_TPM2B_NAME_Marshal) *name_marshal;
+    __typeof__(Tss2_MU_TPM2B_NAME_Unmarshal) *name_unmarshal;
 } api;
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int load_api(void) {
     pthread_mutex_lock(&api_lock);
     if (api.loaded == 0) {
-        // tpm2-tss logs to standard error unless told otherwise: failures reach the caller as
-        // messages instead. A TSS2_LOG the user set is left as it is.
-        setenv("TSS2_LOG", "all+NONE", 0);
         void *esys = dlopen("libtss2-esys.so.0", RTLD_NOW | RTLD_LOCAL);
         void *tctildr = dlopen("libtss2-tctildr.so.0", RTLD_NOW | RTLD_LOCAL);
         void *mu = dlopen("libtss2-mu.so.0", RTLD_NOW | RTLD_LOCAL);
@@ -67,16 +67,19 @@ static int load_api(void) {
             FIND(policy_digest, esys, "Esys_PolicyGetDigest");
             FIND(flush, esys, "Esys_FlushContext");
             FIND(set_auth, esys, "Esys_TR_SetAuth");
+            FIND(get_name, esys, "Esys_TR_GetName");
             FIND(esys_free, esys, "Esys_Free");
             FIND(public_marshal, mu, "Tss2_MU_TPM2B_PUBLIC_Marshal");
             FIND(public_unmarshal, mu, "Tss2_MU_TPM2B_PUBLIC_Unmarshal");
             FIND(private_marshal, mu, "Tss2_MU_TPM2B_PRIVATE_Marshal");
             FIND(private_unmarshal, mu, "Tss2_MU_TPM2B_PRIVATE_Unmarshal");
+            FIND(name_marshal, mu, "Tss2_MU_TPM2B_NAME_Marshal");
+            FIND(name_unmarshal, mu, "Tss2_MU_TPM2B_NAME_Unmarshal");
 #undef FIND
             if (api.tcti_initialize && api.tcti_finalize && api.initialize && api.finalize && api.startup && api.create_primary &&
                 api.create && api.load && api.unseal && api.start_session && api.session_attributes && api.policy_pcr &&
-                api.policy_auth_value && api.policy_digest && api.flush && api.set_auth && api.esys_free && api.public_marshal &&
-                api.public_unmarshal && api.private_marshal && api.private_unmarshal) {
+                api.policy_auth_value && api.policy_digest && api.flush && api.set_auth && api.get_name && api.esys_free && api.public_marshal &&
+                api.public_unmarshal && api.private_marshal && api.private_unmarshal && api.name_marshal && api.name_unmarshal) {
                 api.loaded = 1;
             }
         }
@@ -109,18 +112,25 @@ static TSS2_RC base_code(TSS2_RC rc) {
     return rc;
 }
 
-/// What a failed TPM call means to the caller.
-static int classify(TSS2_RC rc, const char *doing, char **message) {
+/// What a failed TPM call means to the caller. Only the calls that present the sealed key's
+/// own authorization (`with_pin`: the unseal) can fail for its PIN or its PCR policy; an
+/// authorization failure anywhere else is the owner hierarchy's password, which this code never
+/// gives.
+static int classify(TSS2_RC rc, const char *doing, int with_pin, char **message) {
     TSS2_RC code = base_code(rc);
     if (code == TPM2_RC_LOCKOUT) {
         say(message, "the TPM is in dictionary-attack lockout after too many wrong PINs (while %s)", doing);
         return CV_TPM2_LOCKOUT;
     }
     if (code == TPM2_RC_AUTH_FAIL || code == TPM2_RC_BAD_AUTH) {
+        if (!with_pin) {
+            say(message, "the TPM refused an authorization while %s: its owner hierarchy has a password, which vault does not use", doing);
+            return CV_TPM2_FAILED;
+        }
         say(message, "the TPM refused the PIN (while %s)", doing);
         return CV_TPM2_BAD_PIN;
     }
-    if (code == TPM2_RC_POLICY_FAIL || code == TPM2_RC_PCR_CHANGED) {
+    if (with_pin && code == TPM2_RC_POLICY_FAIL) {
         say(message, "the PCRs no longer hold the values the key was sealed to (while %s)", doing);
         return CV_TPM2_PCRS_CHANGED;
     }
@@ -156,9 +166,12 @@ static int connect_tpm(const char *tcti, connection *c, char **message) {
         say(message, "tpm2-tss is not installed");
         return CV_TPM2_UNAVAILABLE;
     }
-    TSS2_RC rc = api.tcti_initialize(tcti, &c->tcti);
+    // Without a configuration, the kernel's devices only: tpm2-tss's own default would go on
+    // to the simulators' TCP ports on localhost, where any local user could answer as the TPM.
+    TSS2_RC rc = api.tcti_initialize(tcti ? tcti : "device:/dev/tpmrm0", &c->tcti);
+    if (rc != TSS2_RC_SUCCESS && !tcti) rc = api.tcti_initialize("device:/dev/tpm0", &c->tcti);
     if (rc != TSS2_RC_SUCCESS) {
-        say(message, "cannot reach the TPM through %s", tcti ? tcti : "the default device (/dev/tpmrm0)");
+        say(message, "cannot reach the TPM through %s", tcti ? tcti : "/dev/tpmrm0 or /dev/tpm0");
         return CV_TPM2_NO_DEVICE;
     }
     rc = api.initialize(&c->esys, c->tcti, NULL);
@@ -170,7 +183,7 @@ static int connect_tpm(const char *tcti, connection *c, char **message) {
     rc = api.startup(c->esys, TPM2_SU_CLEAR);
     if (rc != TSS2_RC_SUCCESS && base_code(rc) != TPM2_RC_INITIALIZE) {
         disconnect(c);
-        return classify(rc, "starting it", message);
+        return classify(rc, "starting it", 0, message);
     }
     TPM2B_SENSITIVE_CREATE sensitive = {0};
     TPM2B_PUBLIC template = {
@@ -192,7 +205,7 @@ static int connect_tpm(const char *tcti, connection *c, char **message) {
     rc = api.create_primary(c->esys, ESYS_TR_RH_OWNER, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &sensitive, &template,
                             &outside, &none, &c->primary, NULL, NULL, NULL, NULL);
     if (rc != TSS2_RC_SUCCESS) {
-        int status = classify(rc, "making its primary key (is an owner password set?)", message);
+        int status = classify(rc, "making its primary key", 0, message);
         disconnect(c);
         return status;
     }
@@ -205,11 +218,11 @@ static int start_session(connection *c, TPM2_SE type, ESYS_TR *session, char **m
     TPMT_SYM_DEF symmetric = {.algorithm = TPM2_ALG_AES, .keyBits.aes = 128, .mode.aes = TPM2_ALG_CFB};
     TSS2_RC rc = api.start_session(c->esys, c->primary, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL, type,
                                    &symmetric, TPM2_ALG_SHA256, session);
-    if (rc != TSS2_RC_SUCCESS) return classify(rc, "starting a session", message);
+    if (rc != TSS2_RC_SUCCESS) return classify(rc, "starting a session", 0, message);
     if (type != TPM2_SE_TRIAL) {
         TPMA_SESSION attributes = TPMA_SESSION_DECRYPT | TPMA_SESSION_ENCRYPT | TPMA_SESSION_CONTINUESESSION;
         rc = api.session_attributes(c->esys, *session, attributes, 0xFF);
-        if (rc != TSS2_RC_SUCCESS) return classify(rc, "setting up a session", message);
+        if (rc != TSS2_RC_SUCCESS) return classify(rc, "setting up a session", 0, message);
     }
     return CV_TPM2_OK;
 }
@@ -230,10 +243,10 @@ static int run_policy(connection *c, ESYS_TR session, unsigned int mask, int pin
     TPM2B_DIGEST current = {0}; // empty: the TPM takes the PCRs' current values
     TPML_PCR_SELECTION pcrs = selection(mask);
     TSS2_RC rc = api.policy_pcr(c->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &current, &pcrs);
-    if (rc != TSS2_RC_SUCCESS) return classify(rc, "reading the PCRs", message);
+    if (rc != TSS2_RC_SUCCESS) return classify(rc, "reading the PCRs", 0, message);
     if (pin) {
         rc = api.policy_auth_value(c->esys, session, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE);
-        if (rc != TSS2_RC_SUCCESS) return classify(rc, "adding the PIN to the policy", message);
+        if (rc != TSS2_RC_SUCCESS) return classify(rc, "adding the PIN to the policy", 0, message);
     }
     return CV_TPM2_OK;
 }
@@ -246,7 +259,7 @@ int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_le
     *blob = NULL;
     *blob_len = 0;
     TPM2B_SENSITIVE_CREATE sensitive = {0};
-    if (secret_len == 0 || secret_len > sizeof sensitive.sensitive.data.buffer || pin_len > sizeof sensitive.sensitive.userAuth.buffer ||
+    if (secret_len == 0 || secret_len > sizeof sensitive.sensitive.data.buffer || pin_len > 32 ||
         pcr_mask > 0xFFFFFF) {
         say(message, "nothing to seal, too much, or a PIN or PCR set out of range");
         return CV_TPM2_FAILED;
@@ -268,7 +281,7 @@ int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_le
         TSS2_RC rc = api.start_session(c.esys, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, NULL,
                                        TPM2_SE_TRIAL, &none, TPM2_ALG_SHA256, &trial);
         if (rc != TSS2_RC_SUCCESS) {
-            status = classify(rc, "starting a trial policy", message);
+            status = classify(rc, "starting a trial policy", 0, message);
             disconnect(&c);
             return status;
         }
@@ -276,7 +289,7 @@ int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_le
         TPM2B_DIGEST *digest = NULL;
         if (status == CV_TPM2_OK) {
             rc = api.policy_digest(c.esys, trial, ESYS_TR_NONE, ESYS_TR_NONE, ESYS_TR_NONE, &digest);
-            if (rc != TSS2_RC_SUCCESS) status = classify(rc, "computing the policy", message);
+            if (rc != TSS2_RC_SUCCESS) status = classify(rc, "computing the policy", 0, message);
         }
         api.flush(c.esys, trial);
         if (status != CV_TPM2_OK) {
@@ -305,12 +318,22 @@ int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_le
                             &public, NULL, NULL, NULL);
     explicit_bzero(&sensitive, sizeof sensitive);
     if (rc != TSS2_RC_SUCCESS) {
-        status = classify(rc, "sealing the key", message);
+        status = classify(rc, "sealing the key", 0, message);
         disconnect(&c);
         return status;
     }
-    // Header, then the two structures marshalled (each at most its own size).
-    size_t capacity = header_length + sizeof(TPM2B_PUBLIC) + sizeof(TPM2B_PRIVATE);
+    // The primary key's name, pinned: unsealing checks it before the key is sent for.
+    TPM2B_NAME *primary_name = NULL;
+    rc = api.get_name(c.esys, c.primary, &primary_name);
+    if (rc != TSS2_RC_SUCCESS) {
+        api.esys_free(private);
+        api.esys_free(public);
+        status = classify(rc, "naming its primary key", 0, message);
+        disconnect(&c);
+        return status;
+    }
+    // Header, then the three structures marshalled (each at most its own size).
+    size_t capacity = header_length + sizeof(TPM2B_NAME) + sizeof(TPM2B_PUBLIC) + sizeof(TPM2B_PRIVATE);
     unsigned char *out = malloc(capacity);
     size_t offset = header_length;
     if (out) {
@@ -321,12 +344,14 @@ int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_le
         out[7] = (unsigned char)(pcr_mask >> 16);
         out[8] = (unsigned char)(pcr_mask >> 8);
         out[9] = (unsigned char)pcr_mask;
-        if (api.public_marshal(public, out, capacity, &offset) != TSS2_RC_SUCCESS ||
+        if (api.name_marshal(primary_name, out, capacity, &offset) != TSS2_RC_SUCCESS ||
+            api.public_marshal(public, out, capacity, &offset) != TSS2_RC_SUCCESS ||
             api.private_marshal(private, out, capacity, &offset) != TSS2_RC_SUCCESS) {
             free(out);
             out = NULL;
         }
     }
+    api.esys_free(primary_name);
     api.esys_free(private);
     api.esys_free(public);
     disconnect(&c);
@@ -340,12 +365,14 @@ int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_le
 }
 
 /// Reads the blob's header and structures.
-static int parse(const unsigned char *blob, size_t blob_len, int *pin, unsigned int *mask, TPM2B_PUBLIC *public, TPM2B_PRIVATE *private) {
+static int parse(const unsigned char *blob, size_t blob_len, int *pin, unsigned int *mask, TPM2B_NAME *name, TPM2B_PUBLIC *public,
+                 TPM2B_PRIVATE *private) {
     if (blob_len < header_length || memcmp(blob, magic, 4) != 0 || blob[4] != 1 || blob[5] > 1) return 0;
     *pin = blob[5];
     *mask = ((unsigned int)blob[6] << 24) | ((unsigned int)blob[7] << 16) | ((unsigned int)blob[8] << 8) | blob[9];
     if (*mask > 0xFFFFFF || !public) return *mask <= 0xFFFFFF;
     size_t offset = header_length;
+    if (api.name_unmarshal(blob, blob_len, &offset, name) != TSS2_RC_SUCCESS) return 0;
     if (api.public_unmarshal(blob, blob_len, &offset, public) != TSS2_RC_SUCCESS) return 0;
     if (api.private_unmarshal(blob, blob_len, &offset, private) != TSS2_RC_SUCCESS) return 0;
     return offset == blob_len;
@@ -354,7 +381,7 @@ static int parse(const unsigned char *blob, size_t blob_len, int *pin, unsigned 
 int cv_tpm2_needs_pin(const unsigned char *blob, size_t blob_len) {
     int pin = 0;
     unsigned int mask = 0;
-    return parse(blob, blob_len, &pin, &mask, NULL, NULL) ? pin : -1;
+    return parse(blob, blob_len, &pin, &mask, NULL, NULL, NULL) ? pin : -1;
 }
 
 int cv_tpm2_unseal(const char *tcti, const unsigned char *blob, size_t blob_len, const unsigned char *pin, size_t pin_len,
@@ -365,28 +392,46 @@ int cv_tpm2_unseal(const char *tcti, const unsigned char *blob, size_t blob_len,
     }
     int needs_pin = 0;
     unsigned int mask = 0;
+    TPM2B_NAME sealed_under = {0};
     TPM2B_PUBLIC public = {0};
     TPM2B_PRIVATE private = {0};
-    if (!parse(blob, blob_len, &needs_pin, &mask, &public, &private)) {
+    if (!parse(blob, blob_len, &needs_pin, &mask, &sealed_under, &public, &private)) {
         say(message, "not a key sealed by this program");
         return CV_TPM2_MALFORMED;
     }
     TPM2B_AUTH auth = {0};
-    if (pin_len > sizeof auth.buffer) {
+    if (pin_len > 32) {
         say(message, "the PIN is too long");
         return CV_TPM2_BAD_PIN;
     }
     connection c;
     int status = connect_tpm(tcti, &c, message);
     if (status != CV_TPM2_OK) return status;
-    TSS2_RC rc = api.load(c.esys, c.primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private, &public, &c.object);
+    // The primary key the session will be salted with must be the one the key was sealed under:
+    // anything else is another TPM (or its owner hierarchy was cleared), or something between
+    // this process and the TPM, which is sent nothing.
+    TPM2B_NAME *primary_name = NULL;
+    TSS2_RC rc = api.get_name(c.esys, c.primary, &primary_name);
+    if (rc != TSS2_RC_SUCCESS) {
+        status = classify(rc, "naming its primary key", 0, message);
+        disconnect(&c);
+        return status;
+    }
+    int same = primary_name->size == sealed_under.size && memcmp(primary_name->name, sealed_under.name, sealed_under.size) == 0;
+    api.esys_free(primary_name);
+    if (!same) {
+        say(message, "the sealed key does not belong to this TPM: it was sealed by another TPM, this one's owner hierarchy was cleared, or something stands between vault and the TPM");
+        disconnect(&c);
+        return CV_TPM2_OTHER_TPM;
+    }
+    rc = api.load(c.esys, c.primary, ESYS_TR_PASSWORD, ESYS_TR_NONE, ESYS_TR_NONE, &private, &public, &c.object);
     if (rc != TSS2_RC_SUCCESS) {
         TSS2_RC code = base_code(rc);
         if (code == TPM2_RC_INTEGRITY || code == TPM2_RC_SIZE || code == TPM2_RC_VALUE || code == TPM2_RC_KEY) {
-            say(message, "the sealed key does not load on this TPM: it was sealed by another TPM, or this one's owner hierarchy was cleared");
+            say(message, "the sealed key does not load on this TPM: it was sealed by another TPM, or the file was changed");
             status = CV_TPM2_OTHER_TPM;
         } else {
-            status = classify(rc, "loading the sealed key", message);
+            status = classify(rc, "loading the sealed key", 0, message);
         }
         disconnect(&c);
         return status;
@@ -398,19 +443,25 @@ int cv_tpm2_unseal(const char *tcti, const unsigned char *blob, size_t blob_len,
         explicit_bzero(&auth, sizeof auth);
         if (rc != TSS2_RC_SUCCESS) {
             disconnect(&c);
-            return classify(rc, "giving the PIN", message);
+            return classify(rc, "giving the PIN", 0, message);
         }
     }
-    status = start_session(&c, mask ? TPM2_SE_POLICY : TPM2_SE_HMAC, &c.session, message);
-    if (status == CV_TPM2_OK && mask) status = run_policy(&c, c.session, mask, needs_pin, message);
-    if (status != CV_TPM2_OK) {
-        disconnect(&c);
-        return status;
-    }
     TPM2B_SENSITIVE_DATA *data = NULL;
-    rc = api.unseal(c.esys, c.object, c.session, ESYS_TR_NONE, ESYS_TR_NONE, &data);
+    // A PCR extended between the policy and the unseal (TPM2_RC_PCR_CHANGED) is tried once more.
+    for (int attempt = 0; attempt < 2; attempt++) {
+        status = start_session(&c, mask ? TPM2_SE_POLICY : TPM2_SE_HMAC, &c.session, message);
+        if (status == CV_TPM2_OK && mask) status = run_policy(&c, c.session, mask, needs_pin, message);
+        if (status != CV_TPM2_OK) {
+            disconnect(&c);
+            return status;
+        }
+        rc = api.unseal(c.esys, c.object, c.session, ESYS_TR_NONE, ESYS_TR_NONE, &data);
+        if (base_code(rc) != TPM2_RC_PCR_CHANGED) break;
+        api.flush(c.esys, c.session);
+        c.session = ESYS_TR_NONE;
+    }
     if (rc != TSS2_RC_SUCCESS) {
-        status = classify(rc, "unsealing the key", message);
+        status = classify(rc, "unsealing the key", 1, message);
         disconnect(&c);
         return status;
     }

@@ -54,12 +54,18 @@ struct CredentialOptions: ParsableArguments {
         if keyFileVault, let path = ProcessInfo.processInfo.environment["VAULT_KEY_FILE"], !path.isEmpty {
             return .keyFile(URL(fileURLWithPath: path))
         }
+        // Without the slots' keepers, the keyring holds slot 0's key only when no slot is kept there.
+        let keyring = slotKeepers || !slots.contains { $0.keeper == SecretServiceKeeper.name }
+        let slots = slotKeepers ? slots : Array(slots.prefix(1))
+        // Slot 0's passphrase, or a key-file vault's passphrase slot.
+        let takesPassphrase = !keyFileVault || slots.contains { $0.kind == .passphrase }
         // A passphrase given in the environment is asked for by name: it goes before any keeper.
-        if !keyFileVault, let given = try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") { return .passphraseBytes(given) }
-        let (kept, why) = try Self.keeperCredential(for: keyFileVault, vaultID: vaultID, slots: slotKeepers ? slots : Array(slots.prefix(1)))
+        if takesPassphrase, let given = try ProcessHardening.passphrase(from: "VAULT_PASSPHRASE") { return .passphraseBytes(given) }
+        let (kept, why) = try Self.keeperCredential(for: keyFileVault, vaultID: vaultID, slots: slots, keyring: keyring)
         if let kept { return kept }
-        guard keyFileVault else {
-            if !why.isEmpty { Terminal.printError("vault: no keeper's key for \(url.path)\(why); asking for the passphrase (slot 0, the recovery route)") }
+        guard !takesPassphrase else {
+            let which = keyFileVault ? "its passphrase slot" : "slot 0, the recovery route"
+            if !why.isEmpty { Terminal.printError("vault: no keeper's key for \(url.path)\(why); asking for the passphrase (\(which))") }
             return try passphrase(prompt: "Passphrase for \(url.path): ", confirm: false)
         }
         throw CommandFailure(
@@ -72,9 +78,11 @@ struct CredentialOptions: ParsableArguments {
     /// key-file vault's own key may be kept (a systemd credential, the keyring), and a slot may
     /// name a keeper; a passphrase vault without keeper slots asks none. Nil and why when none
     /// gave a key.
-    static func keeperCredential(for keyFileVault: Bool, vaultID: String, slots: [KeySlot]) throws -> (VaultCredential?, why: String) {
+    static func keeperCredential(for keyFileVault: Bool, vaultID: String, slots: [KeySlot], keyring: Bool = true) throws -> (
+        VaultCredential?, why: String
+    ) {
         guard keyFileVault || !KeySlot.keepers(of: slots).isEmpty else { return (nil, "") }
-        return try keptKey(vaultID: vaultID, slots: slots)
+        return try keptKey(vaultID: vaultID, slots: slots, keyring: keyring)
     }
 
     /// ``keeperCredential(for:vaultID:slots:)`` for a vault about to be opened.
@@ -84,32 +92,36 @@ struct CredentialOptions: ParsableArguments {
     }
 
     /// A vault's key from its keepers, when no key file is named: the systemd credential
-    /// `vault.key` (a service), else a TPM slot's sealed key (`slots` naming `tpm2`), else the
-    /// desktop keyring's item for `vaultID`. Nil and why (for the message) when none holds it.
-    static func keptKey(vaultID: String?, slots: [KeySlot] = []) throws -> (VaultCredential?, why: String) {
+    /// `vault.key` (a service), then the desktop keyring's item for `vaultID` (no prompt while the
+    /// session is unlocked), then each TPM slot's sealed key (`slots` naming `tpm2`; at most one
+    /// PIN is tried per run: each wrong one counts towards the TPM's lockout). Nil and why (for
+    /// the message) when none holds it. `keyring: false` leaves the keyring out.
+    static func keptKey(vaultID: String?, slots: [KeySlot] = [], keyring: Bool = true) throws -> (VaultCredential?, why: String) {
         if let credential = try SystemdCredential.credential() { return (credential, "") }
         var reasons: [String] = []
-        for slot in slots where slot.keeper == TPM2Keeper.name {
-            do {
-                let key = try TPM2Keeper.unseal(URL(fileURLWithPath: slot.label)) {
-                    try TPM2Keeper.pin(prompt: "TPM PIN for key slot \(slot.id) (\(slot.label)): ")
-                }
-                return (.key(key, source: "the TPM, \(slot.label)"), "")
-            } catch {
-                reasons.append("\(slot): \(error)")
-            }
-        }
         // The keyring is asked for a key-file vault (its own key may be kept there) and a vault
         // with a keyring slot; a passphrase vault with a TPM slot alone does not wait on D-Bus.
         let keyringMayHoldIt = slots.isEmpty || slots.contains { $0.keeper == SecretServiceKeeper.name || ($0.id == 0 && $0.kind == .key) }
-        guard let vaultID, keyringMayHoldIt else { return (nil, reasons.isEmpty ? "" : " (\(reasons.joined(separator: "; ")))") }
-        do {
-            if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return (.key(key, source: SecretServiceKeeper.source), "") }
-            reasons.append("the desktop keyring holds no key for it")
-        } catch {
-            reasons.append("\(error)")
+        if keyring, keyringMayHoldIt, let vaultID {
+            do {
+                if let key = try SecretServiceKeeper.lookup(vaultID: vaultID) { return (.key(key, source: SecretServiceKeeper.source), "") }
+                reasons.append("the desktop keyring holds no key for it")
+            } catch {
+                reasons.append("\(error)")
+            }
         }
-        return (nil, " (\(reasons.joined(separator: "; ")))")
+        for slot in slots where slot.keeper == TPM2Keeper.name {
+            do {
+                let key = try TPM2Keeper.unseal(URL(fileURLWithPath: slot.label)) {
+                    try TPM2Keeper.pin(prompt: "TPM PIN for \(slot): ")
+                }
+                return (.key(key, source: "the TPM, \(slot)"), "")
+            } catch {
+                reasons.append("\(slot): \(error)")
+                if TPM2Keeper.endsPINAttempts(error) { break }
+            }
+        }
+        return (nil, reasons.isEmpty ? "" : " (\(reasons.joined(separator: "; ")))")
     }
 
     /// A passphrase from --passphrase-file, $VAULT_PASSPHRASE or the terminal (asked twice

@@ -28,6 +28,8 @@ extension VaultCommand {
             case systemdCreds = "systemd-creds"
             case keyFile = "key-file"
             case tpm2
+            /// Not a keeper: a second way in for a person, on a key-file vault.
+            case passphrase
         }
 
         struct Add: AsyncParsableCommand, VaultSubcommand {
@@ -41,12 +43,14 @@ extension VaultCommand {
                       vault keeper add systemd-creds /etc/credstore.encrypted/vault.key --systemd-creds-key host
                       vault keeper add key-file /media/usb/vault.recovery    # a new key file, mode 0600
                       vault keeper add tpm2 /var/lib/vault/vault.tpm2 --tpm2-pin --tpm2-pcrs 7
+                      vault keeper add passphrase     # a key-file vault: a passphrase as well (one per vault)
                     """)
             @OptionGroup var global: GlobalOptions
             @OptionGroup var credentials: CredentialOptions
-            @Argument(help: "The keeper: secret-service, systemd-creds, key-file or tpm2.") var keeper: Kind
+            @Argument(help: "The keeper: secret-service, systemd-creds, key-file, tpm2, or passphrase (a key-file vault's second way in).")
+            var keeper: Kind
             @Argument(help: ArgumentHelp("systemd-creds, key-file, tpm2: the new file to write.", valueName: "file")) var file: String?
-            @Flag(help: "tpm2: the key also needs a PIN (asked twice, or $VAULT_TPM2_PIN); the TPM counts wrong ones.")
+            @Flag(help: "tpm2: the key also needs a PIN (asked twice, or $VAULT_NEW_TPM2_PIN); the TPM counts wrong ones.")
             var tpm2Pin = false
             @Option(
                 help: ArgumentHelp(
@@ -61,8 +65,8 @@ extension VaultCommand {
 
             func validate() throws {
                 switch keeper {
-                case .secretService:
-                    if file != nil { throw ValidationError("secret-service takes no file") }
+                case .secretService, .passphrase:
+                    if file != nil { throw ValidationError("\(keeper.rawValue) takes no file") }
                 case .systemdCreds, .keyFile, .tpm2:
                     if file == nil { throw ValidationError("\(keeper.rawValue) needs the new file to write") }
                 }
@@ -85,12 +89,11 @@ extension VaultCommand {
                 return Array(Set(numbers.compactMap { $0 })).sorted()
             }
 
-            /// The PIN for a new TPM key: $VAULT_TPM2_PIN, else asked twice on the terminal.
-            func newPIN() throws -> SecureBytes? {
-                guard tpm2Pin else { return nil }
+            /// The PIN for a new TPM key: $VAULT_NEW_TPM2_PIN, else asked twice on the terminal.
+            static func newPIN() throws -> SecureBytes? {
                 guard
                     case .passphraseBytes(let pin) = try CredentialOptions.passphrase(
-                        file: nil, environmentVariable: "VAULT_TPM2_PIN", prompt: "New TPM PIN: ", confirm: true)
+                        file: nil, environmentVariable: "VAULT_NEW_TPM2_PIN", prompt: "New TPM PIN: ", confirm: true)
                 else { return nil }
                 return pin
             }
@@ -106,6 +109,15 @@ extension VaultCommand {
                 let slots = try await BlockingWork.run { try vault.keySlots.list() }
                 if keeper != .keyFile && keeper != .tpm2, let taken = slots.first(where: { $0.keeper == keeper.rawValue }) {
                     throw CommandFailure(.alreadyExists, "\(taken) is kept by \(keeper.rawValue) already: remove it first (`vault keeper remove \(taken.id)`)")
+                }
+                if keeper == .passphrase {
+                    let passphrase = try await BlockingWork.run {
+                        try CredentialOptions.passphrase(
+                            file: nil, environmentVariable: "VAULT_NEW_PASSPHRASE", prompt: "Passphrase for the new key slot of \(url.path): ", confirm: true)
+                    }
+                    let slot = try await BlockingWork.run { try vault.keySlots.add(passphrase, unlocking: credential, label: "a passphrase") }
+                    print("Added key slot \(slot.id) (a passphrase): it opens \(url.path) from now on; slot 0 stays the recovery route.")
+                    return
                 }
                 let key = try VaultCredential.newKey()
                 defer { key.wipe() }
@@ -128,10 +140,10 @@ extension VaultCommand {
                         _ = try? await BlockingWork.run { try SecretServiceKeeper.remove(vaultID: vaultID) }
                         throw error
                     }
-                case .systemdCreds, .keyFile, .tpm2:
+                case .systemdCreds, .keyFile, .tpm2, .passphrase:
                     let target = URL(fileURLWithPath: file ?? "").standardizedFileURL
                     let (sealing, keeper, pcrs) = (systemdCredsKey, keeper, try pcrs())
-                    let pin = try newPIN()
+                    let pin = tpm2Pin ? try await BlockingWork.run { try Self.newPIN() } : nil
                     defer { pin?.wipe() }
                     try await BlockingWork.run {
                         switch keeper {

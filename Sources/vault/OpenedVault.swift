@@ -2,6 +2,7 @@ import Foundation
 import VaultOAuth
 import VaultSession
 import VaultStore
+import VaultSync
 
 /// An unlocked vault and its session service, for the length of one command.
 ///
@@ -22,7 +23,27 @@ struct OpenedVault: Sendable {
         _ global: GlobalOptions, _ credentials: CredentialOptions, slotKeepers: Bool = true,
         _ body: (OpenedVault) async throws -> T
     ) async throws -> T {
-        let opened = try await BlockingWork.run { try open(global) { facts in try credentials.credential(for: facts, slotKeepers: slotKeepers) } }
+        let fromKeeper = Locked(false)
+        let opened: OpenedVault
+        do {
+            opened = try await BlockingWork.run {
+                try open(global) { facts in
+                    let credential = try credentials.credential(for: facts, slotKeepers: slotKeepers)
+                    if case .key = credential { fromKeeper.withLock { $0 = true } }
+                    return credential
+                }
+            }
+        } catch let error as VaultError where error.code == .wrongCredential && fromKeeper.withLock({ $0 }) {
+            // A keeper's key that opens nothing (a sealed key left from before, an item replaced):
+            // a passphrase vault asks for its passphrase instead, saying why.
+            opened = try await BlockingWork.run {
+                try open(global) { facts in
+                    guard case .passphrase = facts.unlockMethod else { throw error }
+                    Terminal.printError("vault: \(error.message); asking for the passphrase (slot 0, the recovery route)")
+                    return try credentials.credential(for: facts, slotKeepers: false)
+                }
+            }
+        }
         do {
             let result = try await body(opened)
             await opened.close()

@@ -62,7 +62,7 @@ extension VaultCommand {
                 // checked them, each key read from its keeper before anything changes.
                 let slots = try await BlockingWork.run { try vault.keySlots.list() }
                 let slotKeys = try await BlockingWork.run { try Self.slotKeys(of: slots, vaultID: facts.vaultID) }
-                defer { for case .key(let key, _) in slotKeys.values { key.wipe() } }
+                defer { Self.wipe(slotKeys) }
                 let credential = try await BlockingWork.run { () -> VaultCredential in
                     if let newKeyFile {
                         let keyURL = URL(fileURLWithPath: newKeyFile)
@@ -73,7 +73,7 @@ extension VaultCommand {
                         file: newPassphraseFile, environmentVariable: "VAULT_NEW_PASSPHRASE", prompt: "New passphrase for \(url.path): ", confirm: true)
                 }
                 let current = opened.credential
-                try await BlockingWork.run {
+                _ = try await BlockingWork.run {
                     try vault.maintenance.changeCredential(
                         from: current, to: credential, cost: cost, replacingKeys: !keepKeys, slotKeys: slotKeys)
                 }
@@ -160,7 +160,8 @@ extension VaultCommand {
                     do {
                         switch (slot.kind, slot.keeper) {
                         case (.passphrase, _):
-                            throw CommandFailure(.usage, "it is a passphrase, which is not asked for here")
+                            keys[slot.id] = try CredentialOptions.passphrase(
+                                file: nil, environmentVariable: "VAULT_SLOT_PASSPHRASE", prompt: "Passphrase of key slot \(slot.id): ", confirm: false)
                         case (_, SecretServiceKeeper.name?):
                             guard let key = try SecretServiceKeeper.lookup(vaultID: vaultID) else {
                                 throw CommandFailure(.noRecord, "the desktop keyring holds no key for this vault")
@@ -168,7 +169,7 @@ extension VaultCommand {
                             keys[slot.id] = .key(key, source: SecretServiceKeeper.source)
                         case (_, TPM2Keeper.name?):
                             let key = try TPM2Keeper.unseal(URL(fileURLWithPath: slot.label)) {
-                                try TPM2Keeper.pin(prompt: "TPM PIN for key slot \(slot.id) (\(slot.label)): ")
+                                try TPM2Keeper.pin(prompt: "TPM PIN for \(slot): ")
                             }
                             keys[slot.id] = .key(key, source: slot.label)
                         case (_, SystemdCredential.keeperName?):
@@ -186,10 +187,20 @@ extension VaultCommand {
                     }
                 }
             } catch {
-                for case .key(let key, _) in keys.values { key.wipe() }
+                Self.wipe(keys)
                 throw error
             }
             return keys
+        }
+
+        /// Zeroes the slot keys and passphrases ``slotKeys(of:vaultID:)`` read.
+        static func wipe(_ keys: [Int64: VaultCredential]) {
+            for credential in keys.values {
+                switch credential {
+                case .key(let bytes, _), .passphraseBytes(let bytes): bytes.wipe()
+                case .keyFile: break
+                }
+            }
         }
     }
 }

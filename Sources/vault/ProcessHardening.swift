@@ -9,7 +9,8 @@ import VaultSync
 /// - `prctl(PR_SET_DUMPABLE, 0)` and a core size limit of 0: a crash writes no core file
 ///   holding keys or tokens, no other process of the user can ptrace it, and its
 ///   `/proc/PID/mem` and `/proc/PID/environ` are root's.
-/// - `VAULT_PASSPHRASE`, `VAULT_NEW_PASSPHRASE` and `VAULT_TPM2_PIN` are copied into guarded memory, their
+/// - `VAULT_PASSPHRASE`, `VAULT_NEW_PASSPHRASE`, `VAULT_SLOT_PASSPHRASE`, `VAULT_TPM2_PIN` and
+///   `VAULT_NEW_TPM2_PIN` are copied into guarded memory, their
 ///   values overwritten where the kernel put them (what `/proc/PID/environ` shows), and
 ///   the variables removed (`unsetenv`), so no program this process starts inherits them.
 ///
@@ -19,7 +20,7 @@ import VaultSync
 /// ```
 enum ProcessHardening {
     /// The variables that hold a passphrase.
-    static let passphraseVariables = ["VAULT_PASSPHRASE", "VAULT_NEW_PASSPHRASE", "VAULT_TPM2_PIN"]
+    static let passphraseVariables = ["VAULT_PASSPHRASE", "VAULT_NEW_PASSPHRASE", "VAULT_SLOT_PASSPHRASE", "VAULT_TPM2_PIN", "VAULT_NEW_TPM2_PIN"]
 
     /// The passphrases taken from the environment, by variable name (non-empty values only).
     private static let taken = Locked<[String: SecureBytes]>([:])
@@ -29,6 +30,10 @@ enum ProcessHardening {
     @discardableResult
     static func apply() -> [String] {
         var problems: [String] = []
+        // tpm2-tss (loaded when a TPM slot is used) logs to standard error unless told otherwise;
+        // its failures reach the user as messages instead. Set here, before any thread exists
+        // (setenv is not safe beside readers of the environment); a TSS2_LOG given is kept.
+        setenv("TSS2_LOG", "all+NONE", 0)
         if cv_disable_core_dumps() != 0 {
             problems.append("could not disable core dumps: \(String(cString: strerror(errno)))")
         }

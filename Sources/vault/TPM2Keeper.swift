@@ -13,8 +13,9 @@ import VaultStore
 ///
 /// `vault keeper add tpm2 FILE [--tpm2-pin] [--tpm2-pcrs 7]` seals a new key into FILE (0600,
 /// never over an existing file) and opens it once before the slot is added. The TPM is reached
-/// through `$VAULT_TPM2_TCTI` (`swtpm:path=…`, `device:/dev/tpm0`), else tpm2-tss's default:
-/// the kernel's resource manager, `/dev/tpmrm0` (group `tss`).
+/// through `$VAULT_TPM2_TCTI` (`swtpm:path=…`, `device:/dev/tpm0`), else the kernel's devices
+/// only: the resource manager `/dev/tpmrm0` (group `tss`), then `/dev/tpm0`. A PIN is given to
+/// the TPM as its SHA-256 digest (any length and bytes; the TPM takes at most 32).
 enum TPM2Keeper {
     /// The keeper's name in key slots and on the command line.
     static let name = "tpm2"
@@ -74,23 +75,25 @@ enum TPM2Keeper {
 
     /// Whether the sealed file asks for a PIN.
     static func needsPIN(_ file: URL) throws -> Bool {
-        let blob = try read(file)
+        let blob = try contents(of: file)
         switch blob.withUnsafeBufferPointer({ cv_tpm2_needs_pin($0.baseAddress, $0.count) }) {
         case 1: return true
         case 0: return false
-        default: throw Failure(code: Int32(CV_TPM2_MALFORMED), description: "\(file.path) is not a key sealed to a TPM by vault")
+        default: throw Failure(code: Int32(CV_TPM2_MALFORMED), description: "\(Terminal.printable(file.path)) is not a key sealed to a TPM by vault")
         }
     }
 
     /// The key sealed in `file`, in guarded memory. `pin` is asked only when the file needs one.
     static func unseal(_ file: URL, pin: () throws -> SecureBytes?) throws -> SecureBytes {
-        let blob = try read(file)
+        let blob = try contents(of: file)
         let needs = blob.withUnsafeBufferPointer { cv_tpm2_needs_pin($0.baseAddress, $0.count) }
-        guard needs >= 0 else { throw Failure(code: Int32(CV_TPM2_MALFORMED), description: "\(file.path) is not a key sealed to a TPM by vault") }
+        guard needs >= 0 else {
+            throw Failure(code: Int32(CV_TPM2_MALFORMED), description: "\(Terminal.printable(file.path)) is not a key sealed to a TPM by vault")
+        }
         let given = needs == 1 ? try pin() : nil
         defer { given?.wipe() }
         if needs == 1, given == nil {
-            throw Failure(code: Int32(CV_TPM2_BAD_PIN), description: "the TPM key \(file.path) needs its PIN: set VAULT_TPM2_PIN, or run at a terminal")
+            throw Failure(code: Int32(CV_TPM2_BAD_PIN), description: "the TPM key needs its PIN: set VAULT_TPM2_PIN, or run at a terminal")
         }
         var message: UnsafeMutablePointer<CChar>?
         var status: Int32 = 0
@@ -111,6 +114,13 @@ enum TPM2Keeper {
         return key
     }
 
+    /// Whether a failure was the PIN's (wrong, missing) or the TPM's lockout: after one, no other
+    /// PIN is tried in this run (each wrong one counts towards the TPM-wide lockout).
+    static func endsPINAttempts(_ error: any Error) -> Bool {
+        guard let failure = error as? Failure else { return false }
+        return failure.code == Int32(CV_TPM2_BAD_PIN) || failure.code == Int32(CV_TPM2_LOCKOUT)
+    }
+
     /// The PIN for a sealed file: `$VAULT_TPM2_PIN` (taken out of the environment at start), else
     /// asked on the terminal; nil when neither is there.
     static func pin(prompt: String) throws -> SecureBytes? {
@@ -121,16 +131,38 @@ enum TPM2Keeper {
         return typed.isEmpty ? nil : try SecureBytes(copying: typed)
     }
 
+    /// Runs `body` with the TPM's authorization value for `pin`: its SHA-256 digest.
     private static func withPIN<T>(_ pin: SecureBytes?, _ body: (UnsafeRawBufferPointer) throws -> T) throws -> T {
         guard let pin else { return try body(UnsafeRawBufferPointer(start: nil, count: 0)) }
-        return try pin.withUnsafeBytes(body)
+        var digest = try pin.withUnsafeBytes { Digest.sha256($0) }
+        defer { SecureBytes.zero(&digest) }
+        return try digest.withUnsafeBytes(body)
     }
 
-    private static func read(_ file: URL) throws -> [UInt8] {
-        guard let data = FileManager.default.contents(atPath: file.path), data.count <= 1 << 16 else {
-            throw Failure(code: Int32(CV_TPM2_MALFORMED), description: "cannot read the TPM-sealed key \(file.path)")
+    /// The sealed file's bytes. Its path comes from the vault file before the slot is checked, so
+    /// it is opened without following a link or waiting (a FIFO, a device), and taken only as a
+    /// regular file of this user or root of at most 64 KiB.
+    private static func contents(of file: URL) throws -> [UInt8] {
+        let shown = Terminal.printable(file.path)
+        let unreadable = Failure(code: Int32(CV_TPM2_MALFORMED), description: "cannot read the TPM-sealed key \(shown)")
+        let fd = open(file.path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw unreadable }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, info.st_uid == geteuid() || info.st_uid == 0,
+            info.st_size > 0, info.st_size <= 1 << 16
+        else {
+            throw Failure(code: Int32(CV_TPM2_MALFORMED), description: "\(shown) is not a TPM-sealed key of this user (a regular file of at most 64 KiB)")
         }
-        return [UInt8](data)
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var filled = 0
+        while filled < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress.map { $0 + filled }, $0.count - filled) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { throw unreadable }
+            filled += count
+        }
+        return bytes
     }
 
     private static func take(_ message: UnsafeMutablePointer<CChar>?) -> String? {

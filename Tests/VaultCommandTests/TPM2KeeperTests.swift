@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import VaultProcess
 import VaultTestSupport
@@ -17,6 +18,7 @@ struct TPM2KeeperTests {
     final class SoftwareTPM: Sendable {
         let socket: URL
         let process: pid_t
+        private let stopped = Atomic<Bool>(false)
 
         init(in directory: TemporaryDirectory, state: String = "tpm-state") throws {
             let stateDirectory = directory.file(state)
@@ -33,12 +35,18 @@ struct TPM2KeeperTests {
                     "--ctrl", "type=unixio,path=\(socket.path).ctrl", "--flags", "not-need-init,startup-clear",
                 ],
                 environment: ["PATH": "/usr/bin:/bin"], input: null, output: null, error: null)
-            // Listening once the control socket exists (swtpm makes it before it serves).
-            for _ in 0..<200 where !FileManager.default.fileExists(atPath: socket.path) || !FileManager.default.fileExists(atPath: socket.path + ".ctrl") {
-                usleep(10_000)
+            // Serving once a command gets an answer (the socket file alone is not proof).
+            let deadline = ContinuousClock.now + TestTimeScale.scaled(.seconds(10))
+            while try tool("tpm2_getrandom", ["8"]) != 0 {
+                guard ContinuousClock.now < deadline else {
+                    stop()
+                    throw SoftwareTPMDidNotStart()
+                }
+                usleep(20_000)
             }
-            try #require(FileManager.default.fileExists(atPath: socket.path), "swtpm did not listen")
         }
+
+        struct SoftwareTPMDidNotStart: Error {}
 
         var tcti: String { "swtpm:path=\(socket.path)" }
 
@@ -52,7 +60,9 @@ struct TPM2KeeperTests {
             return Spawn.waitBlocking(pid).shellStatus
         }
 
+        /// Stops swtpm once (a second call does nothing: its pid may belong to another child by then).
         func stop() {
+            guard !stopped.exchange(true, ordering: .relaxed) else { return }
             kill(process, SIGTERM)
             _ = Spawn.waitBlocking(process)
         }
@@ -96,7 +106,7 @@ struct TPM2KeeperTests {
             let other = try SoftwareTPM(in: cli.directory, state: "another-tpm")
             defer { other.stop() }
             let refused = try await bare.run(["accounts", "list"])
-            #expect(refused.status == 64 && refused.stderr.contains("does not load on this TPM") && refused.stderr.contains("slot 0"), "\(refused)")
+            #expect(refused.status == 64 && refused.stderr.contains("does not belong to this TPM") && refused.stderr.contains("slot 0"), "\(refused)")
             var owner = bare
             owner.environment["VAULT_PASSPHRASE"] = "the owner's second passphrase"
             #expect(try await owner.run(["accounts", "list"]).status == 0, "the recovery route")
@@ -110,7 +120,8 @@ struct TPM2KeeperTests {
             try #require(
                 try tpm.tool("tpm2_dictionarylockout", ["--setup-parameters", "--max-tries=2", "--recovery-time=600", "--lockout-recovery-time=600"]) == 0)
             let sealed = cli.file("vault.tpm2")
-            let added = try await cli.run(["keeper", "add", "tpm2", sealed.path, "--tpm2-pin", "--tpm2-pcrs", "16"], environment: ["VAULT_TPM2_PIN": "4711"])
+            let added = try await cli.run(
+                ["keeper", "add", "tpm2", sealed.path, "--tpm2-pin", "--tpm2-pcrs", "16"], environment: ["VAULT_NEW_TPM2_PIN": "4711"])
             #expect(added.status == 0, "\(added)")
             var bare = cli
             bare.environment["VAULT_PASSPHRASE"] = nil
@@ -133,7 +144,7 @@ struct TPM2KeeperTests {
             // Recovery: the passphrase, then a new slot sealed to the PCRs as they are now.
             #expect(try await cli.run(["keeper", "remove", "tpm2"]).status == 0)
             let again = try await cli.run(
-                ["keeper", "add", "tpm2", cli.file("vault2.tpm2").path, "--tpm2-pin", "--tpm2-pcrs", "16"], environment: ["VAULT_TPM2_PIN": "4711"])
+                ["keeper", "add", "tpm2", cli.file("vault2.tpm2").path, "--tpm2-pin", "--tpm2-pcrs", "16"], environment: ["VAULT_NEW_TPM2_PIN": "4711"])
             #expect(again.status == 0, "\(again)")
             #expect(try await bare.run(["accounts", "list"], environment: ["VAULT_TPM2_PIN": "4711"]).status == 0)
         }
@@ -151,5 +162,49 @@ struct TPM2KeeperTests {
         #expect(!FileManager.default.fileExists(atPath: sealed.path))
         let status = try await cli.run(["status", "--json"]).jsonObject()
         #expect((status["key_slots"] as? [Any])?.count == 1, "no slot was added: \(status)")
+    }
+
+    @Test("a sealed key that opens another vault, or a slot pointing at /dev/zero: the passphrase is asked instead, nothing hangs")
+    func staleOrForgedSealedKey() async throws {
+        try await Self.withTPM { tpm, cli in
+            let sealed = cli.file("vault.tpm2")
+            try #require(try await cli.run(["keeper", "add", "tpm2", sealed.path]).status == 0)
+            // Another vault's sealed key (same TPM) put where this slot's was.
+            var other = try VaultCLI()
+            other.environment["VAULT_TPM2_TCTI"] = tpm.tcti
+            other.environment["VAULT_PASSPHRASE"] = "another owner"
+            try #require(try await other.run(["init", "--kdf", "interactive"]).status == 0)
+            let otherSealed = other.file("vault.tpm2")
+            try #require(try await other.run(["keeper", "add", "tpm2", otherSealed.path]).status == 0)
+            try FileManager.default.removeItem(at: sealed)
+            try FileManager.default.copyItem(at: otherSealed, to: sealed)
+            var bare = cli
+            bare.environment["VAULT_PASSPHRASE"] = nil
+            let stale = try await bare.run(["accounts", "list"])
+            #expect(stale.status == 64 && stale.stderr.contains("asking for the passphrase") && stale.stderr.contains("no passphrase"), "\(stale)")
+            #expect(try await cli.run(["accounts", "list"]).status == 0, "the passphrase opens it")
+
+            // The slot's path edited in the file (no key needed) to a device that never ends.
+            let edited = try Self.editLabel(of: cli.vault, to: "/dev/zero")
+            try #require(edited)
+            let start = ContinuousClock.now
+            let forged = try await bare.run(["accounts", "list"])
+            #expect(forged.status == 64 && forged.stderr.contains("not a TPM-sealed key of this user"), "\(forged)")
+            #expect(ContinuousClock.now - start < TestTimeScale.scaled(.seconds(20)))
+        }
+    }
+
+    /// Sets every key slot's label in the vault file, as someone without the key could.
+    static func editLabel(of vault: URL, to label: String) throws -> Bool {
+        let null = open("/dev/null", O_RDWR)
+        defer { close(null) }
+        let pid = try Spawn.start(
+            URL(fileURLWithPath: "/usr/bin/python3"),
+            [
+                "-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('UPDATE key_slots SET label=?', (sys.argv[2],)); c.commit()", vault.path,
+                label,
+            ],
+            environment: ["PATH": "/usr/bin:/bin"], input: null, output: null, error: null)
+        return Spawn.waitBlocking(pid).shellStatus == 0
     }
 }

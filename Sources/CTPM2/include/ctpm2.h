@@ -16,10 +16,13 @@
 /// the key runs in a session salted with the primary key, with the key encrypted on the bus.
 ///
 /// The blob: "CVT2", a version byte (1), a flags byte (bit 0: a PIN is needed), the PCR mask
-/// (4 bytes, big-endian, bit i = PCR i), then the TPM2B_PUBLIC and TPM2B_PRIVATE, marshalled.
+/// (4 bytes, big-endian, bit i = PCR i), then the primary key's TPM2B_NAME (pinned: unsealing
+/// refuses another primary before anything is sent under it), the TPM2B_PUBLIC and the
+/// TPM2B_PRIVATE, marshalled.
 ///
-/// `tcti` configures the TPM connection (`device:/dev/tpmrm0`, `swtpm:path=…`); NULL takes
-/// tpm2-tss's default (the kernel's resource manager, /dev/tpmrm0, first).
+/// `tcti` configures the TPM connection (`device:/dev/tpmrm0`, `swtpm:path=…`); NULL takes the
+/// kernel's devices only, /dev/tpmrm0 then /dev/tpm0 (never tpm2-tss's simulator fallbacks on
+/// localhost ports, where any local user could answer).
 
 enum {
     CV_TPM2_OK = 0,
@@ -41,7 +44,7 @@ enum {
     CV_TPM2_MALFORMED = 8,
 };
 
-/// Seals `secret` (at most 128 bytes). On success `*blob` is a malloc'd blob of `*blob_len`
+/// Seals `secret` (at most TPM2_MAX_SYM_DATA bytes; a PIN at most the SHA-256 digest's 32). On success `*blob` is a malloc'd blob of `*blob_len`
 /// bytes (free it with `cv_tpm2_free`). `pin` may be NULL (no PIN). `message` (when not NULL)
 /// receives a malloc'd reason on failure.
 int cv_tpm2_seal(const char *tcti, const unsigned char *secret, size_t secret_len, const unsigned char *pin, size_t pin_len,
