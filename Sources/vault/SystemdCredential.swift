@@ -89,39 +89,17 @@ enum SystemdCredential {
         guard let program = programs.first(where: { FileManager.default.isExecutableFile(atPath: $0) }) else {
             throw CommandFailure(.usage, "systemd-creds is not installed (it comes with systemd 250 or later): nothing was created")
         }
-        let fd = open(output.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CommandFailure(
-                errno == EEXIST ? .alreadyExists : .storage,
-                "cannot create \(output.path): \(String(cString: strerror(errno))): nothing was created")
-        }
-        var plain = try key.withUnsafeBytes { Array($0) }
-        defer { SecureBytes.zero(&plain) }
-        do {
-            defer { close(fd) }
-            // Sealed to standard output, written here into the file made above.
-            let sealed = try run(program, ["encrypt", "--name=\(name)", "--with-key=\(sealing.rawValue)", "-", "-"], input: plain)
-            var offset = 0
-            while offset < sealed.count {
-                let written = sealed[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { throw CommandFailure(.storage, "cannot write \(output.path): \(String(cString: strerror(errno)))") }
-                offset += written
-            }
-            guard fsync(fd) == 0 else { throw CommandFailure(.storage, "cannot write \(output.path): \(String(cString: strerror(errno)))") }
-        } catch {
-            unlink(output.path)
-            throw error
-        }
-        do {
+        try SealedKeyFile.create(output) {
+            var plain = try key.withUnsafeBytes { Array($0) }
+            defer { SecureBytes.zero(&plain) }
+            // Sealed to standard output, written into the file made first.
+            return try run(program, ["encrypt", "--name=\(name)", "--with-key=\(sealing.rawValue)", "-", "-"], input: plain)
+        } proving: {
             let opened = try unseal(output)
             defer { opened.wipe() }
             guard try ConstantTime.equals(opened, key) else {
                 throw CommandFailure(.failure, "\(output.path) does not decrypt to the key it was made from on this host: nothing was created")
             }
-        } catch {
-            unlink(output.path)
-            throw error
         }
     }
 

@@ -34,42 +34,27 @@ enum TPM2Keeper {
     /// opens here to the same key; `output` is removed when anything fails.
     static func seal(_ key: SecureBytes, pin: SecureBytes?, pcrs: [Int], to output: URL) throws {
         let mask = pcrs.reduce(UInt32(0)) { $0 | (1 << UInt32($1)) }
-        var blob: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        var message: UnsafeMutablePointer<CChar>?
-        let status = try key.withUnsafeBytes { secret in
-            try withPIN(pin) { pinBytes in
-                cv_tpm2_seal(
-                    tcti, secret.baseAddress?.assumingMemoryBound(to: UInt8.self), secret.count,
-                    pinBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), pinBytes.count, mask, &blob, &length, &message)
+        try SealedKeyFile.create(output) {
+            var blob: UnsafeMutablePointer<UInt8>?
+            var length = 0
+            var message: UnsafeMutablePointer<CChar>?
+            let status = try key.withUnsafeBytes { secret in
+                try withPIN(pin) { pinBytes in
+                    cv_tpm2_seal(
+                        tcti, secret.baseAddress?.assumingMemoryBound(to: UInt8.self), secret.count,
+                        pinBytes.baseAddress?.assumingMemoryBound(to: UInt8.self), pinBytes.count, mask, &blob, &length, &message)
+                }
             }
-        }
-        let reason = take(message)
-        guard status == Int32(CV_TPM2_OK), let blob else { throw failure(status, reason) }
-        defer { cv_tpm2_free(blob) }
-        let fd = open(output.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CommandFailure(
-                errno == EEXIST ? .alreadyExists : .storage, "cannot create \(output.path): \(String(cString: strerror(errno))): nothing was created")
-        }
-        do {
-            defer { close(fd) }
-            var offset = 0
-            while offset < length {
-                let written = write(fd, blob + offset, length - offset)
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { throw CommandFailure(.storage, "cannot write \(output.path): \(String(cString: strerror(errno)))") }
-                offset += written
-            }
-            guard fsync(fd) == 0 else { throw CommandFailure(.storage, "cannot write \(output.path): \(String(cString: strerror(errno)))") }
+            let reason = take(message)
+            guard status == Int32(CV_TPM2_OK), let blob else { throw failure(status, reason) }
+            defer { cv_tpm2_free(blob) }
+            return Array(UnsafeBufferPointer(start: blob, count: length))
+        } proving: {
             let opened = try unseal(output, pin: { pin })
             defer { opened.wipe() }
             guard try ConstantTime.equals(opened, key) else {
                 throw CommandFailure(.failure, "\(output.path) does not unseal to the key it was made from: nothing was created")
             }
-        } catch {
-            unlink(output.path)
-            throw error
         }
     }
 

@@ -40,7 +40,7 @@ struct SecretServiceKeeperTests {
             close(ready[0])
             try #require(FileManager.default.fileExists(atPath: socket.path), "dbus-daemon did not listen")
             // The login keyring, created and unlocked with this password (read on standard input).
-            let unlocked = try run("/bin/sh", ["-c", "printf test | gnome-keyring-daemon --unlock --components=secrets"])
+            let unlocked = try run("/bin/sh", ["-c", "printf test | gnome-keyring-daemon --unlock --components=secrets"]).status
             if unlocked != 0 { stop() }  // the bus is not left behind by a failed start
             try #require(unlocked == 0, "gnome-keyring-daemon --unlock")
         }
@@ -49,43 +49,35 @@ struct SecretServiceKeeperTests {
             ["DBUS_SESSION_BUS_ADDRESS": bus, "HOME": home.path, "XDG_RUNTIME_DIR": home.path, "VAULT_KEYRING_TIMEOUT": "5"]
         }
 
-        /// Runs a program on this desktop's bus; its exit status.
-        func run(_ program: String, _ arguments: [String], input: String = "") throws -> Int32 {
-            var ends: [Int32] = [0, 0]
-            try #require(pipe(&ends) == 0)
-            let null = open("/dev/null", O_RDWR)
-            defer { close(null) }
-            var environment = self.environment
-            environment["PATH"] = "/usr/bin:/bin"
-            let pid = try Spawn.start(URL(fileURLWithPath: program), arguments, environment: environment, input: ends[0], output: null, error: null)
-            close(ends[0])
-            _ = input.utf8CString.withUnsafeBufferPointer { write(ends[1], $0.baseAddress, $0.count - 1) }
-            close(ends[1])
-            return Spawn.waitBlocking(pid).shellStatus
-        }
-
-        /// The keyring's item for `vaultID` (its base64url text), read with secret-tool; nil when none.
-        func lookup(vaultID: String) throws -> String? {
-            var ends: [Int32] = [0, 0]
-            try #require(pipe(&ends) == 0)
+        /// Runs a program on this desktop's bus with `input` on its standard input; its exit
+        /// status and, when `capturing`, what it wrote on standard output (not for a program that
+        /// leaves a daemon behind holding it: the read would wait for the daemon).
+        func run(_ program: String, _ arguments: [String], input: String = "", capturing: Bool = false) throws -> (status: Int32, output: String) {
+            var toChild: [Int32] = [0, 0]
+            var fromChild: [Int32] = [0, 0]
+            try #require(pipe(&toChild) == 0 && pipe(&fromChild) == 0)
             let null = open("/dev/null", O_RDWR)
             defer { close(null) }
             var environment = self.environment
             environment["PATH"] = "/usr/bin:/bin"
             let pid = try Spawn.start(
-                URL(fileURLWithPath: "/usr/bin/secret-tool"), ["lookup", "application", "credentialvault", "vault", vaultID],
-                environment: environment, input: null, output: ends[1], error: null)
-            close(ends[1])
+                URL(fileURLWithPath: program), arguments, environment: environment, input: toChild[0], output: capturing ? fromChild[1] : null,
+                error: null)
+            close(toChild[0])
+            close(fromChild[1])
+            _ = input.utf8CString.withUnsafeBufferPointer { write(toChild[1], $0.baseAddress, $0.count - 1) }
+            close(toChild[1])
             var bytes: [UInt8] = []
             var buffer = [UInt8](repeating: 0, count: 256)
-            while true {
-                let count = read(ends[0], &buffer, buffer.count)
-                if count <= 0 { break }
-                bytes += buffer[0..<count]
-            }
-            close(ends[0])
-            guard Spawn.waitBlocking(pid).shellStatus == 0 else { return nil }
-            return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            while capturing, case let count = read(fromChild[0], &buffer, buffer.count), count > 0 { bytes += buffer[0..<count] }
+            close(fromChild[0])
+            return (Spawn.waitBlocking(pid).shellStatus, String(decoding: bytes, as: UTF8.self))
+        }
+
+        /// The keyring's item for `vaultID` (its base64url text), read with secret-tool; nil when none.
+        func lookup(vaultID: String) throws -> String? {
+            let found = try run("/usr/bin/secret-tool", ["lookup", "application", "credentialvault", "vault", vaultID], capturing: true)
+            return found.status == 0 ? found.output.trimmingCharacters(in: .whitespacesAndNewlines) : nil
         }
 
         func stop() {
@@ -200,7 +192,7 @@ struct SecretServiceKeeperTests {
                 "/usr/bin/secret-tool",
                 ["store", "--label=stale", "xdg:schema", "org.credentialvault.VaultKey", "application", "credentialvault", "vault", try Self.vaultID(cli)],
                 input: stale)
-            try #require(stored == 0, "secret-tool store")
+            try #require(stored.status == 0, "secret-tool store")
             let refused = try await cli.run(["keeper", "remove", "secret-service", "--force"], environment: desktop.environment)
             #expect(refused.status == 77 && refused.stderr.contains("secret-tool clear"), "\(refused)")
             #expect(try desktop.lookup(vaultID: try Self.vaultID(cli)) == stale, "nothing was removed")
@@ -303,7 +295,7 @@ struct SecretServiceKeeperTests {
                     "--session", "--dest=org.freedesktop.secrets", "--print-reply", "/org/freedesktop/secrets",
                     "org.freedesktop.Secret.Service.Lock", "array:objpath:/org/freedesktop/secrets/collection/login",
                 ])
-            try #require(locked == 0, "locking the login keyring")
+            try #require(locked.status == 0, "locking the login keyring")
             let start = ContinuousClock.now
             let refused = try await cli.run(["accounts", "list"], environment: desktop.environment)
             #expect(refused.status == 64 && refused.stderr.contains("keyring is locked"), "\(refused)")
