@@ -1,9 +1,11 @@
 import Foundation
 import GRDB
+import Synchronization
 import Testing
-import VaultCrypto
 @_spi(RawWrites) import VaultStore
 import VaultTestSupport
+
+@testable import VaultCrypto
 
 /// Key slots (schema 16): more ways into a vault, each with a key of its own, that open exactly
 /// what the vault's own credential opens, survive a key rotation, follow a credential change,
@@ -223,5 +225,31 @@ import VaultTestSupport
         #expect(vault.unlockedBy == 1)
         #expect(try vault.accounts.all().count == 1)
         #expect(try vault.holdsCurrentKey())
+    }
+
+    @Test("a key-file vault's passphrase slot: the right passphrase and a wrong one each cost exactly one derivation; a key costs none")
+    func passphraseSlotCostsOneDerivation() throws {
+        let test = try TestVault(.keyFile)
+        let vault = try test.create()
+        let slot = try vault.keySlots.add(try .passphrase("the slot passphrase"), unlocking: test.credential, label: "a passphrase", cost: .owaspFloor)
+        vault.close()
+        func derivations(opening credential: VaultCredential, through expected: Int64 = 0) -> (count: Int, error: VaultError?) {
+            let counter = KeyEncryptionKey.DerivationCounter()
+            var failure: VaultError?
+            KeyEncryptionKey.$derivationCounter.withValue(counter) {
+                do {
+                    let opened = try Vault.open(at: test.url, credential: credential, options: test.options())
+                    #expect(opened.unlockedBy == expected)
+                    opened.close()
+                } catch {
+                    failure = error as? VaultError
+                }
+            }
+            return (counter.count.load(ordering: .relaxed), failure)
+        }
+        #expect(derivations(opening: try .passphrase("the slot passphrase"), through: slot.id) == (1, nil))
+        let wrong = derivations(opening: try .passphrase("not the slot passphrase"))
+        #expect(wrong.count == 1 && wrong.error?.code == .wrongCredential)
+        #expect(derivations(opening: test.credential).count == 0)
     }
 }
