@@ -13,4 +13,6 @@ struct DeviceAreaSettings: Sendable {
     var requests: [String] = []
     /// What `POST /sessions/extend` answers: nil grants; else the error code and message it refuses with.
     var extensionRefusal: (code: String, message: String)?
+    /// Answers extension requests in the codelab's form: HTTP 200, the body decides.
+    var extensionInCodelabForm = false
 }

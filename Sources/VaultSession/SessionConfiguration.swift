@@ -50,6 +50,9 @@ public struct SessionConfiguration: Sendable {
     public var idTokenClockSkew: Duration = .seconds(120)
     /// The policy for accounts signed in without one.
     public var defaultPolicy = SessionPolicy()
+    /// Which answers of the identity service grant a session extension: plain HTTP success, the
+    /// codelab's status 100 with error 0, or a service's own rule (``ExtensionAcceptance``).
+    public var extensionAcceptance = ExtensionAcceptance.httpOrCodelab
 
     public init() {}
 }

@@ -195,10 +195,17 @@ extension SessionService {
     }
 
     /// Hands another process's event to this process's subscribers. An idle warning this
-    /// process already raised for the same deadline is not raised twice.
+    /// process already raised for the same deadline is not raised twice, and one judged on a
+    /// deadline older than one already known here (an extension granted meanwhile, in whichever
+    /// process) is dropped: it would say "can extend" for a deadline that no longer holds.
     private func deliver(_ event: SessionEvent) {
-        if case .idleWarning(let id, _, let deadline, _) = event {
+        switch event {
+        case .idleWarning(let id, _, let deadline, _):
             guard timeouts.firstWarning(for: id, deadline: deadline) else { return }
+        case .extensionResult(let id, .extended(let deadline, _)):
+            timeouts.learnDeadline(deadline, for: id)
+        default:
+            break
         }
         hub.emit(event)
     }

@@ -308,6 +308,7 @@ extension SessionService {
         case .marked(let id): sessionID = id
         }
         let yesOrNo = ask is HandlerAsk
+        let acceptance = yesOrNo ? ExtensionAcceptance.httpSuccess : configuration.extensionAcceptance
         // Asked outside any transaction; a server that cannot be asked leaves the session as it was.
         let answer: Result<ExtensionResponse, any Error>
         if let ask {
@@ -320,7 +321,7 @@ extension SessionService {
             guard session.id == sessionID, session.extensionInFlight?.holder == marker.holder else { return .refused(.sessionOver) }
             session.extensionInFlight = nil
             guard case .success(let response) = answer else { return .ignored }
-            guard response.granted else {
+            guard acceptance.grants(response) else {
                 return yesOrNo ? .refused(.serverRefused) : .refusedByServer(response.errorCode, response.errorMessage)
             }
             guard case .active = SessionJudge.judge(session, policy: policy, now: later) else { return .refused(.sessionOver) }
@@ -345,6 +346,7 @@ extension SessionService {
 
     private func extended(_ session: SessionRecord, remaining: Int) -> ExtensionResult {
         timeouts.forgetWarning(for: session.account)
+        if let deadline = session.idleDeadline { timeouts.learnDeadline(deadline, for: session.account) }
         scheduleTimer()
         logger.info("session extended", metadata: ["account": "\(session.account)", "extensions": "\(session.extensionsUsed)"])
         return .extended(idleDeadline: session.idleDeadline ?? now(), remaining: remaining)

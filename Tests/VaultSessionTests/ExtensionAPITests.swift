@@ -75,4 +75,35 @@ struct ExtensionAPITests {
             #expect(after?.idleDeadline == before?.idleDeadline && after?.extensionsUsed == 0 && after?.extensionInFlight == nil)
         }
     }
+
+    @Test("the codelab's answer form: status 100 with error 0 grants, status 101 refuses even over HTTP 200, and a service that only speaks HTTP can say so")
+    func codelabAnswerForm() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(3600), policy: Self.policy)
+            let api = HTTPDeviceNotificationAPI(baseURL: h.gateway.baseURL, session: h.service)
+            await h.gateway.setExtensionAnswersInCodelabForm(true)
+            await h.gateway.setExtensionRefusal(code: "4", message: "extensions are off for this account")
+            await h.time.advance(by: .seconds(550))
+            let before = try h.vault.sessions.current(for: alice)?.idleDeadline
+            #expect(
+                try await h.service.extendSession(for: alice, askingServer: api) == .refusedByServer(code: "4", message: "extensions are off for this account"))
+            #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == before, "an HTTP 200 carrying a refusal extends nothing")
+            await h.gateway.setExtensionRefusal(code: nil)
+            guard case .extended(let deadline, _) = try await h.service.extendSession(for: alice, askingServer: api) else {
+                Issue.record("status 100 with error 0 was not taken as a grant")
+                return
+            }
+            #expect(deadline > (before ?? .distantPast))
+        }
+        var httpOnly = SessionConfiguration.testing
+        httpOnly.extensionAcceptance = .httpSuccess
+        try await SessionHarness.run(configuration: httpOnly) { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(3600), policy: Self.policy)
+            let api = HTTPDeviceNotificationAPI(baseURL: h.gateway.baseURL, session: h.service)
+            await h.gateway.setExtensionAnswersInCodelabForm(true)
+            await h.time.advance(by: .seconds(550))
+            let result = try await h.service.extendSession(for: alice, askingServer: api)
+            #expect(result == .refusedByServer(code: "0", message: nil), "status 100 is no HTTP success: \(result)")
+        }
+    }
 }

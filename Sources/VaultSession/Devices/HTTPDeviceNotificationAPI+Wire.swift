@@ -5,6 +5,8 @@ import VaultStore
 
 struct WireEmpty: Codable {}
 
+/// An extension answer: the codelab's form (`status_code` 100, `error_code` 0, a number) or a
+/// plain one (`error_code` text); an error code given as a number is kept as its digits.
 struct WireExtension: Decodable {
     let statusCode: Int?
     let errorCode: String?
@@ -14,6 +16,17 @@ struct WireExtension: Decodable {
         case statusCode = "status_code"
         case errorCode = "error_code"
         case errorMessage = "error_message"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        statusCode = try container.decodeIfPresent(Int.self, forKey: .statusCode)
+        errorMessage = try container.decodeIfPresent(String.self, forKey: .errorMessage)
+        if let number = try? container.decodeIfPresent(Int.self, forKey: .errorCode) {
+            errorCode = String(number)
+        } else {
+            errorCode = try container.decodeIfPresent(String.self, forKey: .errorCode)
+        }
     }
 }
 
