@@ -5,6 +5,7 @@ import VaultStore
 
 #if canImport(Glibc)
     import Glibc
+    import CoreFoundation  // `stat`'s fields in a release build
 #endif
 
 /// A key slot's key sealed to this machine's TPM 2.0 (``CTPM2``, tpm2-tss loaded when first
