@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
@@ -23,7 +24,8 @@ extension VaultCommand {
 
         func run() async throws {
             let url = global.url
-            let facts = try Vault.inspect(at: url, options: global.storeOptions())
+            let options = global.storeOptions()
+            let facts = try await BlockingWork.run { try Vault.inspect(at: url, options: options) }
             guard !dryRun, !facts.pendingMigrations.isEmpty else {
                 return report(
                     from: facts.schemaVersion, to: facts.pendingMigrations.isEmpty ? facts.schemaVersion : facts.latestSchemaVersion,
@@ -32,12 +34,18 @@ extension VaultCommand {
             if !output.json {
                 print("Schema \(facts.schemaVersion) → \(facts.latestSchemaVersion): " + facts.pendingMigrations.map(\.description).joined(separator: ", "))
             }
-            let credential = try credentials.credential(for: facts)
-            let bar = ProgressBar("Migrating")
-            let result = try Vault.migrate(at: url, credential: credential, options: global.storeOptions()) {
-                bar.update($0.completed, of: $0.total)
+            // The credential (a keeper asked over D-Bus, the TPM, a prompt), the key derivation
+            // and the migration itself: off the cooperative pool.
+            let credentials = self.credentials
+            let result = try await BlockingWork.run {
+                let credential = try credentials.credential(for: facts)
+                let bar = ProgressBar("Migrating")
+                let result = try Vault.migrate(at: url, credential: credential, options: options) {
+                    bar.update($0.completed, of: $0.total)
+                }
+                bar.finish()
+                return result
             }
-            bar.finish()
             report(from: result.fromVersion, to: result.toVersion, steps: result.applied, backup: result.backup, applied: !result.applied.isEmpty)
         }
 

@@ -15,6 +15,13 @@ import VaultTestSupport
         .key(try SecureBytes(copying: (0..<32).map { $0 &+ seed }), source: "test keeper \(seed)")
     }
 
+    /// Changes the vault file with `sql`, as someone without the key could.
+    static func edit(_ url: URL, _ sql: String, _ arguments: StatementArguments = []) throws {
+        let queue = try DatabaseQueue(path: url.path)
+        try queue.write { db in try db.execute(sql: sql, arguments: arguments) }
+        try queue.close()
+    }
+
     /// A passphrase vault with one account and slot 1 (a keeper's key).
     static func vaultWithSlot() throws -> (TestVault, Vault) {
         let test = try TestVault(.passphrase)
@@ -119,14 +126,11 @@ import VaultTestSupport
             try Vault.open(at: test.url, credential: try Self.key(1))
         } throws: { ($0 as? VaultError)?.code == .wrongCredential }
         // The row as it was, written back without the key.
-        let queue = try DatabaseQueue(path: test.url.path)
-        try queue.write { db in
-            guard let old else { return }
-            try db.execute(
-                sql: "INSERT INTO key_slots (\(old.columnNames.joined(separator: ", "))) VALUES (\(old.columnNames.map { _ in "?" }.joined(separator: ", ")))",
-                arguments: StatementArguments(old.databaseValues))
-        }
-        try queue.close()
+        let row = try #require(old)
+        try Self.edit(
+            test.url,
+            "INSERT INTO key_slots (\(row.columnNames.joined(separator: ", "))) VALUES (\(row.columnNames.map { _ in "?" }.joined(separator: ", ")))",
+            StatementArguments(row.databaseValues))
         #expect {
             try Vault.open(at: test.url, credential: try Self.key(1))
         } throws: { error in
@@ -142,9 +146,7 @@ import VaultTestSupport
     func editedSlot() throws {
         let (test, vault) = try Self.vaultWithSlot()
         vault.close()
-        let queue = try DatabaseQueue(path: test.url.path)
-        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET label = 'something else' WHERE slot_id = 1") }
-        try queue.close()
+        try Self.edit(test.url, "UPDATE key_slots SET label = 'something else' WHERE slot_id = 1")
         #expect {
             try Vault.open(at: test.url, credential: try Self.key(1))
         } throws: { ($0 as? VaultError)?.code == .damaged }
@@ -162,11 +164,8 @@ import VaultTestSupport
         let (other, otherVault) = try Self.vaultWithSlot()
         otherVault.close()
         let theirs = try DatabaseQueue(path: other.url.path).read { db in try Data.fetchOne(db, sql: "SELECT wrapped_secret FROM key_slots") }
-        let queue = try DatabaseQueue(path: test.url.path)
-        try queue.write { db in
-            // Slot 2's sealed secret into slot 1 (both seal the same secret, under other ids).
-            try db.execute(sql: "UPDATE key_slots SET wrapped_secret = (SELECT wrapped_secret FROM key_slots WHERE slot_id = 2) WHERE slot_id = 1")
-        }
+        // Slot 2's sealed secret into slot 1 (both seal the same secret, under other ids).
+        try Self.edit(test.url, "UPDATE key_slots SET wrapped_secret = (SELECT wrapped_secret FROM key_slots WHERE slot_id = 2) WHERE slot_id = 1")
         // Slot 1's key opens neither (slot 2's secret is bound to slot 2's id); slot 2's own key
         // still opens slot 2, and then the edit of slot 1 is caught before the vault is returned.
         #expect {
@@ -178,8 +177,7 @@ import VaultTestSupport
             guard let error = error as? VaultError else { return false }
             return error.code == .damaged && error.message.contains("key_slots")
         }
-        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET wrapped_secret = ? WHERE slot_id = 1", arguments: [theirs]) }
-        try queue.close()
+        try Self.edit(test.url, "UPDATE key_slots SET wrapped_secret = ? WHERE slot_id = 1", [theirs])
         #expect {
             try Vault.open(at: test.url, credential: try Self.key(1))
         } throws: { ($0 as? VaultError)?.code == .wrongCredential }
@@ -189,9 +187,7 @@ import VaultTestSupport
     func malformedSlotRow() throws {
         let (test, vault) = try Self.vaultWithSlot()
         vault.close()
-        let queue = try DatabaseQueue(path: test.url.path)
-        try queue.write { db in try db.execute(sql: "UPDATE key_slots SET wrapped_secret = 42 WHERE slot_id = 1") }
-        try queue.close()
+        try Self.edit(test.url, "UPDATE key_slots SET wrapped_secret = 42 WHERE slot_id = 1")
         let byPassphrase = try test.open()
         defer { byPassphrase.close() }
         #expect(try !byPassphrase.maintenance.verify().passed)
@@ -202,9 +198,7 @@ import VaultTestSupport
     func slotCounterAtTheEnd() throws {
         let (test, vault) = try Self.vaultWithSlot()
         vault.close()
-        let queue = try DatabaseQueue(path: test.url.path)
-        try queue.write { db in try db.execute(sql: "UPDATE sqlite_sequence SET seq = 9223372036854775807 WHERE name = 'key_slots'") }
-        try queue.close()
+        try Self.edit(test.url, "UPDATE sqlite_sequence SET seq = 9223372036854775807 WHERE name = 'key_slots'")
         let reopened = try test.open()
         defer { reopened.close() }
         #expect {

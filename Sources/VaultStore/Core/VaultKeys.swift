@@ -70,11 +70,7 @@ enum VaultKeys {
 
         /// Slot 0 (the header's own credential) and every slot after it, unauthenticated.
         var keySlots: [KeySlot] {
-            let header = KeySlot(
-                id: 0, kind: kekKind == "keyfile" ? .key : .passphrase, keeper: nil,
-                label: kekKind == "keyfile" ? "the vault's key file" : "the vault's passphrase",
-                createdAt: Date(millisecondsSince1970: createdAt))
-            return [header] + slots.map(\.slot)
+            VaultKeys.keySlots(keyFile: kekKind == "keyfile", createdAt: Date(millisecondsSince1970: createdAt), slots: slots)
         }
 
         /// ", which also opens with slot 0 (passphrase), slot 2 (…)": the other ways in, for a
@@ -148,6 +144,14 @@ enum VaultKeys {
                 return nil
             }
         }
+    }
+
+    /// Slot 0 (the header's credential, a key file's or a passphrase) followed by `slots`.
+    static func keySlots(keyFile: Bool, createdAt: Date, slots: [SlotRecord]) -> [KeySlot] {
+        let header = KeySlot(
+            id: 0, kind: keyFile ? .key : .passphrase, keeper: nil, label: keyFile ? "the vault's key file" : "the vault's passphrase",
+            createdAt: createdAt)
+        return [header] + slots.map(\.slot)
     }
 
     /// Where a slot's sealed secret belongs: the vault and the slot.

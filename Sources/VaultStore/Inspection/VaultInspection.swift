@@ -113,6 +113,7 @@ extension VaultFile {
             let checkOK: Bool? = try optional("last_integrity_check_ok")
             let vaultID: Data = try value("vault_id")
             let activeAccount: String? = try optional("active_account_id")
+            let createdAt = try meta.storedDate("created_at", table: "vault_meta", row: "1", path: path)
             var inspection = VaultInspection(
                 url: url,
                 fileSize: fileSize(path), walSize: fileSize(path + "-wal"),
@@ -125,11 +126,13 @@ extension VaultFile {
                 unlockMethod: unlock,
                 vaultID: Digest.hex([UInt8](vaultID)),
                 deviceID: try value("device_id"),
-                createdAt: try meta.storedDate("created_at", table: "vault_meta", row: "1", path: path),
+                createdAt: createdAt,
                 activeAccount: activeAccount.map(AccountID.init(rawValue:)),
                 lastIntegrityCheck: checkedAt.map { IntegrityCheckRecord(checkedAt: $0, passed: checkOK ?? false) },
                 counts: try counts(db, path: path))
-            inspection.keySlots = try VaultKeys.UnlockRecord.fetch(db, path: path)?.keySlots ?? []
+            // From the header row read above: no second read of it.
+            let isKeyFile: Bool = if case .keyFile = unlock { true } else { false }
+            inspection.keySlots = VaultKeys.keySlots(keyFile: isKeyFile, createdAt: createdAt, slots: try VaultKeys.SlotRecord.fetchAll(db, path: path))
             return inspection
         }
     }

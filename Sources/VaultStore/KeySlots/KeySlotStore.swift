@@ -131,9 +131,11 @@ public struct KeySlotStore: VaultArea {
 
     /// The header and slots as the file holds them now.
     func unlockRecord() throws -> VaultKeys.UnlockRecord {
-        let record = try read("reading the key record") { db in try VaultKeys.UnlockRecord.fetch(db, path: path) }
+        let (record, hasSlots) = try read("reading the key record") { db in
+            (try VaultKeys.UnlockRecord.fetch(db, path: path), try db.tableExists("key_slots"))
+        }
         guard let record else { throw VaultError(.damaged, "\(path) has no vault header row", path: path) }
-        guard try read("reading the schema", { try $0.tableExists("key_slots") }) else {
+        guard hasSlots else {
             throw VaultError(.invalidArgument, "\(path) predates key slots (schema 16): open it with this build first, which migrates it", path: path)
         }
         return record
