@@ -461,8 +461,12 @@ struct ScriptedPinentry {
         _ = FileManager.default.createFile(atPath: releaseFile.path, contents: Data())
     }
 
+    /// The script's log as written so far. Read as bytes and decoded leniently: the script may be
+    /// mid-line, and `String(contentsOf:encoding:)` leaks its read buffer when the decoding
+    /// fails (LeakSanitizer caught it in FoundationEssentials' readBytesFromFile).
     var log: [String] {
-        ((try? String(contentsOf: logFile, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init).filter { !$0.hasPrefix("getpin-at ") }
+        String(decoding: FileManager.default.contents(atPath: logFile.path) ?? Data(), as: UTF8.self)
+            .split(separator: "\n").map(String.init).filter { !$0.hasPrefix("getpin-at ") }
     }
 
     var starts: Int { log.filter { $0.hasPrefix("started ") }.count }
