@@ -46,8 +46,9 @@ release: release-deps
 # with the real systemd-creds (systemd; no systemd running is needed for it), and a credential
 # with a read ACL as systemd gives another user's service (acl's setfacl); the TPM keeper seals
 # to a software TPM (swtpm, reached through tpm2-tss's swtpm TCTI) whose PCRs and lockout
-# settings the tests change with tpm2-tools.
-TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd acl swtpm libtss2-tcti-swtpm0 tpm2-tools
+# settings the tests change with tpm2-tools; `exec --keep-fresh`'s children are shell scripts
+# that read their tokens with curl, as its documented examples do.
+TEST_PACKAGES := python3 python3-venv util-linux git passwd pinentry-tty systemd acl swtpm libtss2-tcti-swtpm0 tpm2-tools curl
 # The desktop keeper's tests run a private session bus and gnome-keyring-daemon; `vault` loads
 # libsecret itself when it uses the keyring; the tests read and plant items with secret-tool.
 # Without recommends: no PAM module or desktop parts.

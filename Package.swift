@@ -151,6 +151,8 @@ let package = Package(
                 // The server's event loop (no thread per connection).
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                // The token socket of `vault exec --keep-fresh` (HTTP, for curl and any client).
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 // ServerQuiescingHelper: every connection closed on the running loops at stop.
                 .product(name: "NIOExtras", package: "swift-nio-extras"),
             ]

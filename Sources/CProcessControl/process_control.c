@@ -2,6 +2,8 @@
 #include "CProcessControl.h"
 
 #include <sys/xattr.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -105,4 +107,10 @@ void cv_set_forward_target(int pid) {
 int cv_has_access_acl(int fd) {
     if (fgetxattr(fd, "system.posix_acl_access", NULL, 0) >= 0) return 1;
     return (errno == ENODATA || errno == ENOTSUP) ? 0 : -1;
+}
+
+int cv_is_memory_file_system(const char *path) {
+    struct statfs info;
+    if (statfs(path, &info) != 0) return -1;
+    return (info.f_type == TMPFS_MAGIC || info.f_type == RAMFS_MAGIC) ? 1 : 0;
 }

@@ -90,23 +90,7 @@ public final class AgentServer: Sendable {
             }
             throw AgentFailure(code: "socket", exit: 74, message: "\(error)")
         }
-        guard var address = AgentTrust.address(AgentTrust.path(through: directoryFD, name)) else {
-            throw AgentFailure(code: "socket", exit: 74, message: "the socket name \(name) is too long")
-        }
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw AgentFailure(code: "socket", exit: 74, message: String(cString: strerror(errno))) }
-        // Created 0600 whatever the umask: no moment where another user may connect.
-        let previous = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        umask(previous)
-        guard bound == 0, listen(fd, 128) == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(fd)
-            throw AgentFailure(code: "socket", exit: 74, message: "cannot listen on \(path.path): \(reason)")
-        }
-        return fd
+        return try AgentSocket.listen(name, in: directoryFD, path: path)
     }
 
     /// Starts serving on the event loop; returns once connections are accepted.
@@ -141,7 +125,7 @@ public final class AgentServer: Sendable {
     }
 
     /// Who is at the other end of `channel` (`SO_PEERCRED`), nil when it cannot be told.
-    private static func peer(of channel: any Channel) -> EventLoopFuture<Peer?> {
+    static func peer(of channel: any Channel) -> EventLoopFuture<Peer?> {
         guard let provider = channel as? any SocketOptionProvider else { return channel.eventLoop.makeSucceededFuture(nil) }
         let credentials: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
             level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))

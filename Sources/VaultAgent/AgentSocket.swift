@@ -87,6 +87,27 @@ public enum AgentSocket {
         return opened
     }
 
+    /// A socket listening as `name` in the directory opened as `directoryFD` (`path` for
+    /// messages), created 0600 whatever the umask: no moment where another user may connect.
+    static func listen(_ name: String, in directoryFD: Int32, path: URL) throws(AgentFailure) -> Int32 {
+        guard var address = AgentTrust.address(AgentTrust.path(through: directoryFD, name)) else {
+            throw AgentFailure(code: "socket", exit: 74, message: "the socket name \(name) is too long")
+        }
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw AgentFailure(code: "socket", exit: 74, message: String(cString: strerror(errno))) }
+        let previous = umask(0o177)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        umask(previous)
+        guard bound == 0, Glibc.listen(fd, 128) == 0 else {
+            let reason = String(cString: strerror(errno))
+            close(fd)
+            throw AgentFailure(code: "socket", exit: 74, message: "cannot listen on \(path.path): \(reason)")
+        }
+        return fd
+    }
+
     static func noPlace() -> AgentFailure {
         AgentFailure(code: "socket_directory", exit: 74, message: AgentPlaces.noPlaceMessage)
     }

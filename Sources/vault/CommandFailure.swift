@@ -1,5 +1,7 @@
+import AgentWire
 import ArgumentParser
 import Foundation
+import VaultAgent
 import VaultOAuth
 import VaultSession
 import VaultStore
@@ -101,6 +103,10 @@ struct CommandFailure: Error, CustomStringConvertible {
             self.init(.clientRefused, error.description)
         case let error as OAuthError:
             self.init(.usage, "standard input is not an OAuth token response (RFC 6749 §5.1): \(error)")
+        case let failure as AgentFailure:
+            self.init(failure)
+        case let error as AgentConnectionError:
+            self.init(error)
         case is CancellationError:
             self.init(.failure, "cancelled")
         case is ValidationError, is CleanExit, is ExitCode:

@@ -1,8 +1,10 @@
+import AgentWire
 import ArgumentParser
 internal import CProcessControl
 import Foundation
 import VaultAgent
 import VaultProcess
+import VaultStore
 
 #if canImport(Glibc)
     import Glibc
@@ -28,6 +30,18 @@ extension VaultCommand {
 
                 Example:
                   vault exec --env GITHUB_TOKEN -- gh api user
+
+                With --keep-fresh, for a command that runs longer than a token lives: no token \
+                in the environment; instead $VAULT_TOKEN_FILE names a file on tmpfs holding the \
+                current token (replaced atomically before it expires; removed when the command \
+                ends) and $VAULT_TOKEN_SOCKET a socket that answers GET /token (and /token.json) \
+                with a token valid at least --min-ttl. Both live in a private 0700 directory. \
+                Every token comes from the vault's agent, whose lock rules apply (`vault agent \
+                start` first). After a failed refresh the file keeps the last token until it \
+                expires, then is empty (at once when the session ended or was revoked), and the \
+                socket answers 503 with the reason.
+                  vault exec --keep-fresh -- sh -c 'curl -H "Authorization: Bearer $(cat "$VAULT_TOKEN_FILE")" https://api.example.com/'
+                  curl --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -36,8 +50,11 @@ extension VaultCommand {
         @Option(help: ArgumentHelp("The account (default: the active one). " + AccountReference.help, valueName: "account"))
         var account: String?
         @OptionGroup var target: TargetOptions
-        @Option(name: .customLong("env"), help: ArgumentHelp("The variable that holds the token.", valueName: "NAME"))
-        var variable = "ACCESS_TOKEN"
+        @Option(name: .customLong("env"), help: ArgumentHelp("The variable that holds the token (default ACCESS_TOKEN).", valueName: "NAME"))
+        var variableOption: String?
+        var variable: String { variableOption ?? "ACCESS_TOKEN" }
+        @Flag(help: "Keep a fresh token for the command in $VAULT_TOKEN_FILE and on $VAULT_TOKEN_SOCKET while it runs, from the agent.")
+        var keepFresh = false
         @Option(name: .customLong("min-ttl"), help: ArgumentHelp("How long the token must stay valid. Default 60s.", valueName: "duration"))
         var minTTL: TimeLimit?
         @Flag(help: "Open the vault directly even when an agent serves it.")
@@ -56,6 +73,14 @@ extension VaultCommand {
             guard validName else { throw ValidationError("--env must be a variable name (letters, digits, _)") }
             if let reason = Self.reserved(variable) {
                 throw ValidationError("--env \(variable): \(reason); choose another name (the default is ACCESS_TOKEN)")
+            }
+            if keepFresh {
+                if noAgent { throw ValidationError("--keep-fresh takes every token from the agent: it cannot go with --no-agent") }
+                if variableOption != nil || replace {
+                    throw ValidationError(
+                        "--keep-fresh puts no token in the environment (it would go stale): read $VAULT_TOKEN_FILE or ask $VAULT_TOKEN_SOCKET")
+                }
+                return
             }
             if !replace, ProcessInfo.processInfo.environment[variable] != nil {
                 throw ValidationError("--env \(variable): it is already set in the environment; give --replace to overwrite it")
@@ -93,6 +118,7 @@ extension VaultCommand {
             guard let executable = Self.resolve(words[0]) else {
                 throw CommandFailure(.noRecord, "\(Terminal.printable(words[0])): command not found")
             }
+            if keepFresh { try await runKeepingFresh(executable, Array(words.dropFirst())) }
             let token = try await Token.fetch(
                 global: global, credentials: credentials, account: account, target: try target.target,
                 minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent, terminal: prompt.terminal)
@@ -102,6 +128,12 @@ extension VaultCommand {
             }
             var environment = ProcessInfo.processInfo.environment
             environment[variable] = token.value
+            let ended = try await Self.spawn(executable, Array(words.dropFirst()), environment: environment)
+            Foundation.exit(ended.shellStatus)
+        }
+
+        /// Runs the command with `environment`, signals forwarded to it, and waits for its end.
+        static func spawn(_ executable: URL, _ arguments: [String], environment: [String: String]) async throws -> Spawn.Termination {
             // Handlers before the child exists: a signal in between is kept, not lost, and the
             // child still starts with default dispositions.
             let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
@@ -113,15 +145,60 @@ extension VaultCommand {
             let pid: pid_t
             do {
                 pid = try Spawn.start(
-                    executable, Array(words.dropFirst()), environment: environment,
-                    input: STDIN_FILENO, output: STDOUT_FILENO, error: STDERR_FILENO,
+                    executable, arguments, environment: environment, input: STDIN_FILENO, output: STDOUT_FILENO, error: STDERR_FILENO,
                     ownProcessGroup: false, defaultSignals: false)
             } catch {
                 throw CommandFailure(.failure, "\(error)")
             }
             cv_set_forward_target(pid)
             // Waited for on a thread of its own, never a cooperative one.
-            let ended = await Spawn.wait(pid)
+            return await Spawn.wait(pid)
+        }
+
+        /// `--keep-fresh`: the command runs with $VAULT_TOKEN_FILE and $VAULT_TOKEN_SOCKET
+        /// (``ChildTokenKeeper``) while this process keeps them fresh; both gone when it ends.
+        func runKeepingFresh(_ executable: URL, _ arguments: [String]) async throws -> Never {
+            var request = AgentRequest(.token, account: account)
+            let target = try target.target
+            (request.resources, request.scopes) = (target.resources, target.scopes)
+            let minimumValidity = Int((minTTL?.duration ?? .seconds(60)).components.seconds)
+            let place: ChildTokenPlace
+            do {
+                place = try ChildTokenPlace()
+            } catch {
+                throw CommandFailure(error)
+            }
+            let keeper = ChildTokenKeeper(client: AgentClient(vault: global.url), request: request, place: place, minimumValidity: minimumValidity)
+            let server: ChildTokenServer
+            do {
+                _ = try await keeper.fetch(minTTL: minimumValidity, terminal: prompt.terminal)
+                server = try await ChildTokenServer(place: place) { path in await keeper.reply(path) }
+            } catch let error as AgentConnectionError where error == .notRunning {
+                place.remove()
+                throw CommandFailure(
+                    .failure,
+                    "--keep-fresh takes the command's tokens from the vault's agent, and no agent serves \(global.url.path): start one (`vault agent start`) and run this again"
+                )
+            } catch {
+                place.remove()
+                throw CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+            }
+            var environment = ProcessInfo.processInfo.environment
+            environment["VAULT_TOKEN_FILE"] = place.tokenFile.path
+            environment["VAULT_TOKEN_SOCKET"] = place.socket.path
+            let refresher = Task { await keeper.keepFresh() }
+            let ended: Spawn.Termination
+            do {
+                ended = try await Self.spawn(executable, arguments, environment: environment)
+            } catch {
+                refresher.cancel()
+                await server.stop()
+                place.remove()
+                throw error
+            }
+            refresher.cancel()
+            await server.stop()
+            place.remove()
             Foundation.exit(ended.shellStatus)
         }
 

@@ -19,7 +19,7 @@ struct AgentCommandTests {
         let cli: VaultCLI
         let keyFile: URL
 
-        init() async throws {
+        init(accessTokenLifetime: Duration = .seconds(3600)) async throws {
             gateway = try await DevGateway.start()
             // A runtime directory of this test's own: agents of tests running side by side
             // never share a socket directory (and one test may open its up on purpose).
@@ -31,7 +31,7 @@ struct AgentCommandTests {
             keyFile = cli.file("vault.key")
             let credential = ["--key-file", keyFile.path]
             try #require(try await cli.run(["init"] + credential).status == 0)
-            let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli")
+            let issued = await gateway.issueGrant(subject: "alice", clientID: "vault-cli", accessTokenLifetime: accessTokenLifetime)
             let added = try await cli.run(
                 [
                     "accounts", "add", "--token-endpoint", gateway.tokenEndpoint.absoluteString, "--client-id", "vault-cli",
@@ -65,8 +65,8 @@ struct AgentCommandTests {
         }
     }
 
-    static func withWorld(_ body: (World) async throws -> Void) async throws {
-        let world = try await World()
+    static func withWorld(accessTokenLifetime: Duration = .seconds(3600), _ body: (World) async throws -> Void) async throws {
+        let world = try await World(accessTokenLifetime: accessTokenLifetime)
         do {
             try await body(world)
         } catch {

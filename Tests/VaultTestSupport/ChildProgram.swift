@@ -32,6 +32,7 @@ public final class ChildProgram: Sendable {
     /// Starts `executable ARGUMENTS`, with exactly `environment` when given (plus a sanitizer's
     /// settings), else this process's; throws if it could not be started.
     public init(_ executable: URL, _ arguments: [String], environment: [String: String]? = nil) throws {
+        _ = Self.brokenPipesIgnored
         var variables = environment
         if let environment {
             var inherited = ProcessInfo.processInfo.environment.filter { $0.key.hasSuffix("SAN_OPTIONS") }
@@ -88,6 +89,9 @@ public final class ChildProgram: Sendable {
             errorsRead.signal()
         }
     }
+
+    /// A write to a child that already ended fails (EPIPE) instead of killing the test process.
+    private static let brokenPipesIgnored: Void = { signal(SIGPIPE, SIG_IGN) }()
 
     deinit {
         if output.value.exitStatus == nil { Foundation.kill(processIdentifier, SIGKILL) }

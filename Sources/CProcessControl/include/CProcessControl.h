@@ -42,4 +42,8 @@ int cv_open_directory(int dirfd, const char *path, int nofollow);
 /// or -1 with errno set for another failure. sys/xattr.h is not in Swift's Glibc module.
 int cv_has_access_acl(int fd);
 
+/// Whether `path` lies on a memory file system (tmpfs or ramfs): 1, 0, or -1 with errno set.
+/// sys/vfs.h (statfs and its f_type) is not in Swift's Glibc module.
+int cv_is_memory_file_system(const char *path);
+
 #endif

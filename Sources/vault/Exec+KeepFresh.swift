@@ -1,0 +1,139 @@
+import AgentWire
+import Foundation
+import VaultAgent
+import VaultStore
+
+/// `vault exec --keep-fresh`: the child's token kept fresh by this process, which stays beside
+/// the child and asks the vault's agent (never the key) for every token:
+///
+/// - the token file (``ChildTokenPlace``) is replaced before the token in it expires: when a
+///   fifth of its lifetime is left (at least the `--min-ttl`, at most half the lifetime), the
+///   agent is asked for one valid longer than what is left, which makes it refresh;
+/// - each request on the socket (``ChildTokenServer``) is a request to the agent, so its lock
+///   rules apply at once: a locked agent's refusal is the answer (503), never a kept token.
+///
+/// After a refresh that failed, the file keeps the last token while it is valid and is emptied
+/// when it expires, or at once when the grant is gone (session ended, revoked); the failure
+/// is reported once on standard error and retried (1 s, 2 s, … up to 10 s) until it works.
+actor ChildTokenKeeper {
+    private let client: AgentClient
+    private let request: AgentRequest
+    private let place: ChildTokenPlace
+    /// `--min-ttl` in seconds: what a socket answer is valid for at least.
+    private let minimumValidity: Int
+    /// The token in the file (nil: the file is empty), and when it was written.
+    private var current: (token: AgentToken, writtenAt: Double)?
+    /// The last failure reported on standard error (each said once).
+    private var reported: String?
+    private let clock = WallClock.system
+
+    private var now: Double { clock.now().timeIntervalSince1970 }
+
+    init(client: AgentClient, request: AgentRequest, place: ChildTokenPlace, minimumValidity: Int) {
+        (self.client, self.request, self.place, self.minimumValidity) = (client, request, place, minimumValidity)
+    }
+
+    /// A token from the agent valid for at least `minTTL` seconds; the file holds it after,
+    /// unless it already holds one that lives longer.
+    func fetch(minTTL: Int, terminal: RequesterTerminal? = nil) async throws -> AgentToken {
+        var request = self.request
+        (request.minTTL, request.terminal) = (minTTL, terminal)
+        guard let token = try await client.send(request).token else { throw AgentConnectionError.badAnswer("the agent answered without a token") }
+        // An agent that predates targets serves the account's own token: never handed on.
+        guard token.resources == request.resources, token.requestedScopes == request.scopes else {
+            throw CommandFailure(
+                .failure, "the agent serving this vault predates tokens for resources: restart it (`vault agent stop`, then `vault agent start`)")
+        }
+        guard VaultCommand.Exec.isBearerTokenSyntax(token.value) else {
+            throw CommandFailure(.failure, "the access token is not RFC 6750 token syntax (b64token); it was not handed to the command")
+        }
+        if current.map({ $0.token.value != token.value && Self.expiry(token) > Self.expiry($0.token) }) ?? true {
+            try place.write(token.value)
+            current = (token, now)
+        }
+        return token
+    }
+
+    /// Keeps the file fresh until the task is cancelled.
+    func keepFresh() async {
+        var failures = 0
+        while !Task.isCancelled {
+            let now = self.now
+            let wake: Double
+            var ask = minimumValidity
+            if let (token, writtenAt) = current, let expiry = token.expiresAt {
+                if failures == 0 {
+                    let lifetime = expiry - writtenAt
+                    let lead = min(max(Double(minimumValidity), lifetime / 5), lifetime / 2)
+                    wake = max(expiry - lead, now + 1)
+                    ask = Int((expiry - wake).rounded(.up)) + 1
+                } else {
+                    // Retried with a backoff, and woken at the expiry to empty the file.
+                    wake = min(now + min(10, pow(2, Double(failures - 1))), max(expiry, now + 0.1))
+                    ask = max(Int((expiry - wake).rounded(.up)) + 1, 1)
+                }
+            } else if current != nil {
+                return  // a token with no expiry stays as it is
+            } else {
+                wake = now + min(10, pow(2, Double(max(failures - 1, 0))))
+            }
+            do {
+                try await Task.sleep(for: .seconds(max(wake - now, 0)))
+            } catch {
+                return
+            }
+            let before = current?.token.value
+            do {
+                let token = try await fetch(minTTL: ask)
+                guard token.value != before else { throw CommandFailure(.failure, "the agent handed out the same token again") }
+                failures = 0
+                if reported != nil {
+                    Terminal.printError("vault exec: the command's token is fresh again")
+                    reported = nil
+                }
+            } catch {
+                failures += 1
+                failed(error)
+            }
+        }
+    }
+
+    /// After a failed refresh: the file emptied when its token expired or the grant is gone,
+    /// and the failure said once.
+    private func failed(_ error: any Error) {
+        let failure = CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+        let grantGone = failure.code == .sessionEnded
+        if let (token, _) = current, grantGone || Self.expiry(token) <= now {
+            if (try? place.write("")) != nil { current = nil }
+        }
+        let holds: String
+        if let (token, _) = current, let expiry = token.expiry {
+            holds = "the token file keeps the last token until it expires at \(expiry.formatted(.iso8601)), then is emptied"
+        } else {
+            holds = "the token file is empty"
+        }
+        let message = "vault exec: the command's token was not refreshed: \(failure.message); \(holds); retrying"
+        if message != reported {
+            Terminal.printError(message)
+            reported = message
+        }
+    }
+
+    /// The socket's answer for `path`.
+    func reply(_ path: String) async -> ChildTokenServer.Reply {
+        guard path == "/token" || path == "/token.json" else {
+            return ChildTokenServer.Reply(status: 404, body: "ask GET /token or GET /token.json\n")
+        }
+        do {
+            let token = try await fetch(minTTL: minimumValidity)
+            guard path == "/token.json" else { return ChildTokenServer.Reply(status: 200, body: token.value) }
+            let object: JSONValue = ["access_token": .string(token.value), "token_type": .string(token.type), "expires_at": .date(token.expiry)]
+            return ChildTokenServer.Reply(status: 200, contentType: "application/json", body: object.rendered)
+        } catch {
+            let failure = CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+            return ChildTokenServer.Reply(status: 503, body: "no token: \(failure.message) (exit \(failure.code.rawValue))\n")
+        }
+    }
+
+    private static func expiry(_ token: AgentToken) -> Double { token.expiresAt ?? .infinity }
+}

@@ -1,0 +1,210 @@
+import DevGateway
+import Foundation
+import Testing
+import VaultAgent
+import VaultTestSupport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `vault exec --keep-fresh` end to end: the built binary, a real agent, tokens from the gateway
+/// that live seconds, the child a shell with curl (the documented examples, run as written).
+@Suite("exec --keep-fresh: fresh tokens for a long-running command")
+struct KeepFreshTests {
+    typealias World = AgentCommandTests.World
+
+    /// A shell script's prelude: `status TOKEN` prints the HTTP status the gateway's API gives
+    /// TOKEN; `tag TOKEN` 12 hex of its SHA-256 (tokens are never printed).
+    static func prelude(_ world: World) -> String {
+        let api = world.gateway.baseURL.appending(path: "api/profile").absoluteString
+        return """
+            status() { curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $1" '\(api)'; }
+            tag() { printf %s "$1" | sha256sum | cut -c1-12; }
+
+            """
+    }
+
+    @Test("a command running past three token lifetimes holds a valid token all along, from the file and from the socket; both are gone when it ends")
+    func threeLifetimes() async throws {
+        try await AgentCommandTests.withWorld(accessTokenLifetime: .seconds(6)) { world in
+            #expect(try await world.start().status == 0)
+            // The file alone for 19 s, then the socket alone for 19 s (tokens live 6 s).
+            let script =
+                Self.prelude(world) + """
+                    echo "paths $VAULT_TOKEN_FILE $VAULT_TOKEN_SOCKET $(stat -c %a "$(dirname "$VAULT_TOKEN_FILE")") $(stat -c %a "$VAULT_TOKEN_FILE")"
+                    end=$(( $(date +%s) + 19 ))
+                    while [ "$(date +%s)" -lt "$end" ]; do t=$(cat "$VAULT_TOKEN_FILE"); echo "file $(status "$t") $(tag "$t")"; sleep 0.5; done
+                    end=$(( $(date +%s) + 19 ))
+                    while [ "$(date +%s)" -lt "$end" ]; do
+                        t=$(curl -sf --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token); echo "socket $(status "$t") $(tag "$t")"; sleep 1.5
+                    done
+                    curl -sf --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token.json | grep -q '"token_type"' && echo json
+                    env | grep -c '^ACCESS_TOKEN=' || true
+                    exit 3
+                    """
+            let ran = try await world.cli.run(["exec", "--keep-fresh", "--min-ttl", "3s", "--", "/bin/sh", "-c", script])
+            #expect(ran.status == 3, "the command's status is exec's: \(ran)")
+            let lines = ran.stdout.split(separator: "\n").map(String.init)
+            let file = lines.filter { $0.hasPrefix("file ") }
+            let socket = lines.filter { $0.hasPrefix("socket ") }
+            #expect(file.count >= 20 && socket.count >= 8, "\(ran)")
+            #expect(file.allSatisfy { $0.hasPrefix("file 200 ") }, "every token read from the file was valid: \(file)")
+            #expect(socket.allSatisfy { $0.hasPrefix("socket 200 ") }, "every token from the socket was valid: \(socket)")
+            #expect(Set(file.map { $0.split(separator: " ")[2] }).count >= 3, "the file was replaced as its tokens expired: \(file)")
+            #expect(Set(socket.map { $0.split(separator: " ")[2] }).count >= 3, "\(socket)")
+            #expect(lines.contains("json") && lines.contains("0"), "the JSON form answers, and no token is in the environment: \(lines)")
+            let paths = try #require(lines.first { $0.hasPrefix("paths ") }?.split(separator: " ").map(String.init))
+            #expect(paths.count == 5 && paths[3] == "700" && paths[4] == "600", "\(paths)")
+            #expect(!FileManager.default.fileExists(atPath: paths[1]) && !FileManager.default.fileExists(atPath: paths[2]))
+            #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: paths[1]).deletingLastPathComponent().path), "the place is gone")
+            #expect(!ran.stderr.contains("not refreshed"), "\(ran.stderr)")
+        }
+    }
+
+    @Test(
+        "a locked agent: the socket answers 503 with the reason, the file keeps its token until it expires and is then empty; after `vault unlock` both are fresh again"
+    )
+    func lockedAgent() async throws {
+        try await AgentCommandTests.withWorld(accessTokenLifetime: .seconds(6)) { world in
+            #expect(try await world.start().status == 0)
+            let script =
+                Self.prelude(world) + """
+                    echo "ready $(status "$(cat "$VAULT_TOKEN_FILE")")"
+                    read locked
+                    echo "socket $(curl -s -w ' %{http_code}' --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token | tr -d '\\n')"
+                    while [ -s "$VAULT_TOKEN_FILE" ]; do sleep 0.2; done
+                    echo emptied
+                    read unlocked
+                    t=$(curl -sf --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token)
+                    echo "again $(status "$t") $(status "$(cat "$VAULT_TOKEN_FILE")")"
+                    """
+            let child = try ChildProgram(
+                try BuiltProgram.url(named: "vault"), ["exec", "--keep-fresh", "--min-ttl", "3s", "--", "/bin/sh", "-c", script],
+                environment: world.environment)
+            #expect(await child.waitForLine { $0.hasPrefix("ready") })
+            #expect(child.output.value.lines.first == "ready 200", "\(child.output.value)")
+            #expect(try await world.cli.run(["lock"]).status == 0)
+            child.write("locked\n")
+            #expect(await child.waitForLine { $0 == "emptied" }, "\(child.output.value)")
+            let socket = try #require(child.output.value.lines.first { $0.hasPrefix("socket ") })
+            #expect(socket.hasSuffix(" 503") && socket.contains("is locked") && socket.contains("(exit 79)"), "\(socket)")
+            let stderr = child.output.value.standardError
+            #expect(stderr.contains("keeps the last token until it expires at") && stderr.contains("the token file is empty"), "\(stderr)")
+            #expect(try await world.cli.run(["unlock", "--key-file", world.keyFile.path]).status == 0)
+            child.write("unlocked\n")
+            let lines = try await child.finish()
+            #expect(lines.last == "again 200 200", "\(lines)")
+        }
+    }
+
+    @Test("a place left by a killed exec is removed by the next one; without an agent --keep-fresh says so and runs nothing")
+    func killedParentAndNoAgent() async throws {
+        try await AgentCommandTests.withWorld { world in
+            #expect(try await world.start().status == 0)
+            let child = try ChildProgram(
+                try BuiltProgram.url(named: "vault"),
+                ["exec", "--keep-fresh", "--", "/bin/sh", "-c", #"echo "file $VAULT_TOKEN_FILE"; exec sleep 600"#], environment: world.environment)
+            #expect(await child.waitForLine { $0.hasPrefix("file ") })
+            let file = try #require(child.output.value.lines.first?.dropFirst("file ".count)).description
+            #expect(FileManager.default.fileExists(atPath: file))
+            // The parent killed; its child (sleep), left behind, killed by hand (it holds the
+            // output pipe open).
+            let sleeper = try Self.children(of: child.processIdentifier)
+            kill(child.processIdentifier, SIGKILL)
+            for pid in sleeper { kill(pid, SIGKILL) }
+            await child.kill()
+            #expect(FileManager.default.fileExists(atPath: file), "a killed parent cannot clean up")
+            let next = try await world.cli.run(["exec", "--keep-fresh", "--", "/bin/sh", "-c", #"test -s "$VAULT_TOKEN_FILE""#])
+            #expect(next.status == 0, "\(next)")
+            #expect(!FileManager.default.fileExists(atPath: URL(fileURLWithPath: file).deletingLastPathComponent().path), "the next exec removed it")
+
+            #expect(try await world.cli.run(["agent", "stop"]).status == 0)
+            let marker = world.cli.file("ran")
+            let refused = try await world.cli.run(["exec", "--keep-fresh", "--", "/usr/bin/touch", marker.path])
+            #expect(refused.status == 1 && refused.stderr.contains("vault agent start"), "\(refused)")
+            #expect(!FileManager.default.fileExists(atPath: marker.path), "the command did not run")
+            let mixed = try await world.cli.run(["exec", "--keep-fresh", "--env", "TOKEN", "--", "/usr/bin/true"])
+            #expect(mixed.status == 64, "\(mixed)")
+        }
+    }
+
+    /// The process ids whose parent is `pid`.
+    static func children(of pid: Int32) throws -> [Int32] {
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
+        return tasks.flatMap { task -> [Int32] in
+            let text = String(decoding: FileManager.default.contents(atPath: "/proc/\(pid)/task/\(task)/children") ?? Data(), as: UTF8.self)
+            return text.split(separator: " ").compactMap { Int32($0) }
+        }
+    }
+}
+
+/// ``ChildTokenPlace`` on its own: the files, their modes, and the places killed owners left.
+@Suite("exec --keep-fresh: the token's place")
+struct ChildTokenPlaceTests {
+    @Test(
+        "the token file is 0600 in a 0700 directory and replaced by rename: a reader that opened it keeps reading the token it opened; removal leaves nothing")
+    func replacedByRename() throws {
+        let base = try TemporaryDirectory()
+        let place = try ChildTokenPlace(base: base.url.appending(path: "places"))
+        #expect(try Self.mode(place.directory) == 0o700)
+        #expect(try Data(contentsOf: place.tokenFile).isEmpty, "empty until the first token")
+        try place.write("first-token")
+        #expect(try Self.mode(place.tokenFile) == 0o600)
+        let reader = try FileHandle(forReadingFrom: place.tokenFile)
+        try place.write("second-token")
+        #expect(String(decoding: try reader.readToEnd() ?? Data(), as: UTF8.self) == "first-token")
+        try reader.close()
+        #expect(String(decoding: try Data(contentsOf: place.tokenFile), as: UTF8.self) == "second-token")
+        place.remove()
+        #expect(!FileManager.default.fileExists(atPath: place.directory.path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: base.url.appending(path: "places").path).isEmpty)
+    }
+
+    @Test("places of owners that are gone (or whose pid now names another process) are removed; a live owner's and other names stay")
+    func staleRemoved() throws {
+        let base = try TemporaryDirectory()
+        let places = base.url.appending(path: "places")
+        try FileManager.default.createDirectory(at: places, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let parent = getppid()
+        let parentStart = try #require(Self.startTime(of: parent))
+        let names = [
+            "\(parent)-\(parentStart)",  // alive
+            "\(parent)-\(parentStart + 1)",  // the pid reused by another process
+            "999999999-1",  // no such process
+            "notes",  // not a place
+        ]
+        for name in names {
+            let directory = places.appending(path: name)
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: false)
+            try Data("a token".utf8).write(to: directory.appending(path: "token"))
+        }
+        #expect(ChildTokenPlace.removeStale(in: places) == 2)
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: places.path)) == [names[0], names[3]])
+    }
+
+    @Test("a base open to other users is refused, and nothing is written in it")
+    func openBaseRefused() throws {
+        let base = try TemporaryDirectory()
+        let places = base.url.appending(path: "places")
+        try FileManager.default.createDirectory(at: places, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o755])
+        #expect {
+            try ChildTokenPlace(base: places)
+        } throws: { error in
+            (error as? AgentFailure)?.message.contains("open to other users") == true
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: places.path).isEmpty)
+    }
+
+    static func mode(_ url: URL) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: url.path)[.posixPermissions] as? Int ?? 0) & 0o777
+    }
+
+    /// `/proc/PID/stat` field 22.
+    static func startTime(of pid: Int32) -> UInt64? {
+        let text = String(decoding: FileManager.default.contents(atPath: "/proc/\(pid)/stat") ?? Data(), as: UTF8.self)
+        guard let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+}
