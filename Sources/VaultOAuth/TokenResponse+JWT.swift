@@ -20,7 +20,7 @@ extension TokenResponse {
     public var unverifiedAccessTokenExpiry: Date? { Self.unverifiedExpiry(ofJWT: accessToken) }
 
     /// The `exp` of a JWT in compact serialisation, decoded and not verified; nil for anything else.
-    static func unverifiedExpiry(ofJWT token: String) -> Date? {
+    public static func unverifiedExpiry(ofJWT token: String) -> Date? {
         guard let jwt = UnverifiedJWT(token) else { return nil }
         let seconds: Double
         switch jwt.claims["exp"] {

@@ -53,6 +53,9 @@ public struct SessionConfiguration: Sendable {
     /// Which answers of the identity service grant a session extension: plain HTTP success, the
     /// codelab's status 100 with error 0, or a service's own rule (``ExtensionAcceptance``).
     public var extensionAcceptance = ExtensionAcceptance.httpOrCodelab
+    /// What a long-running process does between requests: refresh ahead, check grants, warn
+    /// before refresh tokens expire (``GrantWatch``). Nil (the default): nothing.
+    public var grantWatch: GrantWatch?
 
     public init() {}
 }

@@ -66,6 +66,8 @@ extension SessionEvent {
             if let from { data["from"] = from.rawValue }
             if let to { data["to"] = to.rawValue }
             return LoggedEvent(kind: "account_switched", account: to, data: data)
+        case .refreshTokenExpiring(let id, let expiresAt):
+            return LoggedEvent(kind: "refresh_token_expiring", account: id, data: ["expires_at": Self.stamp(expiresAt)])
         }
     }
 
@@ -114,6 +116,9 @@ extension SessionEvent {
             self = .refreshFailed(id, reason: entry.detail ?? "refresh failed (details sealed)", retryAt: date("retry_at"))
         case "revoked":
             self = .revoked(id, description: entry.detail)
+        case "refresh_token_expiring":
+            guard let expiresAt = date("expires_at") else { return nil }
+            self = .refreshTokenExpiring(id, expiresAt: expiresAt)
         default:
             return nil
         }

@@ -93,4 +93,8 @@ public enum SessionEvent: Sendable, Hashable {
     case revoked(AccountID, description: String?)
     /// The active account changed (in this process or another).
     case accountSwitched(from: AccountID?, to: AccountID?)
+    /// The account's refresh token expires at `expiresAt`, within
+    /// ``GrantWatch/refreshExpiryWarning``: the user signs in again before then, or the
+    /// session ends with it. Told once per refresh token, by a process with a ``GrantWatch``.
+    case refreshTokenExpiring(AccountID, expiresAt: Date)
 }

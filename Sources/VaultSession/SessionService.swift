@@ -49,6 +49,11 @@ public actor SessionService {
     /// Why this process dropped the vault's keys (nil while unlocked).
     var lockReason: SessionEndReason?
     var watcher: Task<Void, Never>?
+    /// The grant watch's task (``GrantWatch``), when configured; when each account's grant was
+    /// last checked; the refresh-token expiries already warned of.
+    var grantWatcher: Task<Void, Never>?
+    var grantChecks: [AccountID: Date] = [:]
+    var refreshExpiryWarned: [AccountID: Date] = [:]
     var observed = Snapshot()
     /// Events on their way to the vault's log, and the task writing them.
     let logQueue = EventLogQueue()
@@ -117,6 +122,7 @@ public actor SessionService {
         observed = try await snapshot()
         scheduleTimer()
         startWatching()
+        startGrantWatch()
     }
 
     /// Stops timers and the watch, writes the events still queued for the vault's log, and
@@ -125,6 +131,8 @@ public actor SessionService {
         timeouts.stop()
         watcher?.cancel()
         watcher = nil
+        grantWatcher?.cancel()
+        grantWatcher = nil
         broker.cache = nil
         logQueue.continuation.finish()
         if let eventWriter { await eventWriter.value }

@@ -3,6 +3,7 @@ import ArgumentParser
 import Foundation
 import VaultAgent
 import VaultCrypto
+import VaultSession
 import VaultStore
 
 #if canImport(Glibc)
@@ -43,6 +44,32 @@ extension VaultCommand {
             @Option(help: ArgumentHelp("How long a passphrase prompt waits for an answer. Default 2m.", valueName: "duration"))
             var pinentryTimeout: TimeLimit?
 
+            @Option(
+                name: .customLong("refresh-ahead"),
+                help: ArgumentHelp(
+                    "Refresh this account's token ahead of expiry, so no request waits for a refresh (repeatable; `all`: every account). "
+                        + AccountReference.help, valueName: "account"))
+            var refreshAhead: [String] = []
+
+            @Option(
+                help: ArgumentHelp(
+                    "While unlocked, check every signed-in account's grant this often (a refresh), so a revocation is noticed with no request; `none`: never. Default 15m.",
+                    valueName: "duration"))
+            var checkGrants: TimeLimit?
+
+            @Option(
+                help: ArgumentHelp(
+                    "Warn (event refresh_token_expiring, `vault status`) this long before a refresh token expires, when its expiry is known; `none`: never. Default 3d.",
+                    valueName: "duration"))
+            var warnRefreshExpiry: TimeLimit?
+
+            /// The watch these options ask for.
+            var watch: AgentWatch {
+                AgentWatch(
+                    refreshAhead: refreshAhead, checkInterval: checkGrants.map(\.duration) ?? .seconds(900),
+                    refreshExpiryWarning: warnRefreshExpiry.map(\.duration) ?? .seconds(3 * 86_400))
+            }
+
             var lockDuration: Duration? {
                 guard let lockAfter else { return .seconds(3600) }
                 return lockAfter.duration
@@ -66,6 +93,11 @@ extension VaultCommand {
                 if let lockAfter { arguments += ["--lock-after", lockAfter.duration.map { "\($0.components.seconds)s" } ?? "none"] }
                 if let pinentry { arguments += ["--pinentry", pinentry] }
                 if let seconds = pinentryTimeout?.duration?.components.seconds { arguments += ["--pinentry-timeout", "\(seconds)s"] }
+                for account in refreshAhead { arguments += ["--refresh-ahead", account] }
+                if let checkGrants { arguments += ["--check-grants", checkGrants.duration.map { "\($0.components.seconds)s" } ?? "none"] }
+                if let warnRefreshExpiry {
+                    arguments += ["--warn-refresh-expiry", warnRefreshExpiry.duration.map { "\($0.components.seconds)s" } ?? "none"]
+                }
                 return arguments
             }
         }
@@ -81,7 +113,9 @@ extension VaultCommand {
             func run() async throws {
                 let socket = try AgentSocket.path(forVault: global.url)
                 let foreground = !daemon
-                let host = AgentHost(global: global, socket: socket, lockAfter: options.lockDuration, pinentry: options.pinentryProgram) { line in
+                let host = AgentHost(
+                    global: global, socket: socket, lockAfter: options.lockDuration, pinentry: options.pinentryProgram, watch: options.watch
+                ) { line in
                     if foreground { Terminal.printError("vault agent: \(line)") }
                 }
                 // Unlock first: a wrong passphrase ends here, before anything listens.
@@ -370,6 +404,30 @@ struct PromptOptions: ParsableArguments {
 
     /// Where the agent may ask, nil when it may not (or there is nowhere).
     var terminal: RequesterTerminal? { noPrompt ? nil : RequesterTerminal.current() }
+}
+
+/// The grant watch `agent start` asks for (``GrantWatch``), its accounts named as the user
+/// named them until the vault is open.
+struct AgentWatch: Sendable {
+    var refreshAhead: [String]
+    var checkInterval: Duration?
+    var refreshExpiryWarning: Duration?
+
+    /// The session service's configuration with this watch, its accounts resolved in `vault`.
+    func configuration(in vault: Vault) throws -> SessionConfiguration {
+        var configuration = SessionConfiguration()
+        let ahead: GrantWatch.Accounts
+        if refreshAhead.contains("all") {
+            ahead = .all
+        } else if refreshAhead.isEmpty {
+            ahead = .none
+        } else {
+            let candidates = try vault.accounts.all().map { AccountReference.Candidate(id: $0.id, subject: $0.subject, label: $0.label) }
+            ahead = .only(Set(try refreshAhead.map { try AccountReference.resolve($0, among: candidates) }))
+        }
+        configuration.grantWatch = GrantWatch(refreshAhead: ahead, checkInterval: checkInterval, refreshExpiryWarning: refreshExpiryWarning)
+        return configuration
+    }
 }
 
 extension CommandFailure {

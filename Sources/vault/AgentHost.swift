@@ -19,6 +19,8 @@ actor AgentHost {
     let url: URL
     let socket: URL
     let lockAfter: Duration?
+    /// What the unlocked agent watches between requests (``GrantWatch``).
+    let watch: AgentWatch
     let logger: Logger
     let startedAt: Date
     /// The agent's wall clock (`status` times) and the clock its lock timer sleeps on.
@@ -50,7 +52,8 @@ actor AgentHost {
 
     init(
         global: GlobalOptions, socket: URL, lockAfter: Duration?, pinentry: Result<Pinentry, Pinentry.Unavailable> = .failure(.turnedOff),
-        wallClock: WallClock = CommandTime.wall, clock: any Clock<Duration> = CommandTime.clock,
+        watch: AgentWatch = AgentWatch(refreshAhead: [], checkInterval: nil, refreshExpiryWarning: nil), wallClock: WallClock = CommandTime.wall,
+        clock: any Clock<Duration> = CommandTime.clock,
         report: @escaping @Sendable (String) -> Void = { _ in }
     ) {
         self.pinentry = pinentry
@@ -62,6 +65,7 @@ actor AgentHost {
         self.url = global.url
         self.socket = socket
         self.lockAfter = lockAfter
+        self.watch = watch
         self.logger = global.logger("credentialvault.agent")
     }
 
@@ -77,8 +81,8 @@ actor AgentHost {
         await checkKeysStillCurrent()
         guard opened == nil else { return }
         // Key derivation and SQLite off the cooperative pool, and off this actor's thread.
-        let global = self.global
-        let vault = try await BlockingWork.run { try OpenedVault.open(global, credential: choose) }
+        let (global, watch) = (self.global, self.watch)
+        let vault = try await BlockingWork.run { try OpenedVault.open(global, configure: watch.configuration(in:), credential: choose) }
         guard opened == nil else {
             await vault.close()  // another unlock got there first
             return

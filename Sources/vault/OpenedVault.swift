@@ -75,6 +75,14 @@ struct OpenedVault: Sendable {
         _ global: GlobalOptions, configuration: SessionConfiguration = SessionConfiguration(),
         credential choose: (VaultOpeningFacts) throws -> VaultCredential
     ) throws -> OpenedVault {
+        try open(global, configure: { _ in configuration }, credential: choose)
+    }
+
+    /// ``open(_:configuration:credential:)`` with the session service's configuration worked
+    /// out from the opened vault (accounts named by the user, resolved).
+    static func open(
+        _ global: GlobalOptions, configure: (Vault) throws -> SessionConfiguration, credential choose: (VaultOpeningFacts) throws -> VaultCredential
+    ) throws -> OpenedVault {
         // Before the vault is opened (and a passphrase derived): a bad CA file or proxy setting
         // fails here, with nothing to close.
         let transport = try transport(global)
@@ -89,6 +97,13 @@ struct OpenedVault: Sendable {
         guard let credential = chosen else {
             vault.close()
             throw CommandFailure(.failure, "\(url.path) was opened without a credential")
+        }
+        let configuration: SessionConfiguration
+        do {
+            configuration = try configure(vault)
+        } catch {
+            vault.close()
+            throw error
         }
         let oauth = OAuthClient(transport: transport, logger: global.logger("credentialvault.oauth"))
         return OpenedVault(

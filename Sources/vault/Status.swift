@@ -13,7 +13,8 @@ extension VaultCommand {
                 vault is unlocked, and how many accounts, sessions, devices and notifications it \
                 holds, by state, with the active account and the last integrity check, and the key \
                 slots the file names (`vault agent status` says which one unlocked a running agent; \
-                `vault keeper list` where each key is found here). Needs no passphrase: all of it is plain metadata anyone holding the file can read.
+                `vault keeper list` where each key is found here), and the refresh tokens an agent \
+                warned are expiring. Needs no passphrase: all of it is plain metadata anyone holding the file can read.
                 """)
 
         @OptionGroup var global: GlobalOptions
@@ -48,7 +49,7 @@ extension VaultCommand {
                 facts.lastIntegrityCheck.map {
                     "\(Format.iso8601($0.checkedAt)), \($0.passed ? "passed" : "FAILED")"
                 } ?? "never (run `vault verify`)"
-            let rows: [(String, String)] = [
+            var rows: [(String, String)] = [
                 ("Vault", facts.url.path),
                 ("Size", Format.bytes(facts.fileSize) + (facts.walSize > 0 ? " + \(Format.bytes(facts.walSize)) write-ahead log" : "")),
                 ("Schema", schema),
@@ -62,6 +63,10 @@ extension VaultCommand {
                 ("Notifications", byState(facts.counts.notifications, NotificationStatus.self)),
                 ("Integrity check", check),
             ]
+            // Told by an agent's grant watch (`agent start --warn-refresh-expiry`).
+            for (account, expiry) in facts.expiringRefreshTokens.sorted(by: { $0.value < $1.value }) {
+                rows.append(("Warning", "the refresh token of account \(account.rawValue) expires \(Format.iso8601(expiry)): sign in again before then"))
+            }
             return rows.map { "\($0.0.padding(toLength: 16, withPad: " ", startingAt: 0))\($0.1)" }.joined(separator: "\n")
         }
     }

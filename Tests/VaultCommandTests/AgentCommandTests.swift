@@ -319,6 +319,24 @@ struct AgentCommandTests {
         }
     }
 
+    @Test(
+        "an idle agent checking grants every 2 s learns of an administrator's revocation with no request: `events --follow` shows it, `vault token` exits 80 without asking the server"
+    )
+    func idleAgentNoticesRevocation() async throws {
+        try await Self.withWorld { world in
+            #expect(try await world.start(["--check-grants", "2s"]).status == 0)
+            let follow = try ChildProgram(
+                try BuiltProgram.url(named: "vault"), ["events", "--follow", "-n", "0", "--key-file", world.keyFile.path], environment: world.environment)
+            defer { kill(follow.processIdentifier, SIGKILL) }
+            #expect(await world.gateway.revokeGrants(subject: "alice") == 1)
+            #expect(await follow.waitForLine(timeout: TestTimeScale.scaled(.seconds(20))) { $0.contains("revoked") }, "\(follow.output.value)")
+            let asked = await world.gateway.tokenRequestCount()
+            let refused = try await world.cli.run(["token"])
+            #expect(refused.status == 80 && refused.stderr.contains("revoked"), "\(refused)")
+            #expect(await world.gateway.tokenRequestCount() == asked, "`vault token` asked the server nothing")
+        }
+    }
+
     @Test("exec: the command gets the token in --env, its status is ours, and a signal reaches it")
     func exec() async throws {
         try await Self.withWorld { world in

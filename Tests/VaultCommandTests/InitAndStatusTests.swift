@@ -109,7 +109,7 @@ struct InitAndStatusTests {
             Set(json.keys) == [
                 "path", "file_size_bytes", "wal_size_bytes", "schema_version", "latest_schema_version", "pending_migrations",
                 "credential", "vault_id", "device_id", "created_at", "accounts", "active_account_id", "sessions", "devices",
-                "notifications", "last_integrity_check", "key_slots",
+                "notifications", "last_integrity_check", "key_slots", "expiring_refresh_tokens",
             ])
         #expect(json["path"] as? String == cli.vault.path)
         #expect(json["accounts"] as? Int == 1)

@@ -42,13 +42,27 @@ public final class TestTime: Sendable {
 
     public func advance(by duration: Duration) async {
         await testClock.advance(by: duration)
+        await wakeOverdue()
     }
 
     /// Advances to a wall-clock time (no-op if it has passed).
     public func advance(to date: Date) async {
         let milliseconds = Int64((date.timeIntervalSince(now()) * 1000).rounded(.up))
         guard milliseconds > 0 else { return }
-        await testClock.advance(by: .milliseconds(milliseconds))
+        await advance(by: .milliseconds(milliseconds))
+    }
+
+    /// A sleeper recorded (``waitForSleeper(until:)`` saw it) but not yet registered with the
+    /// test clock when it advanced registers afterwards, until a moment that has come, and
+    /// `TestClock` suspends a deadline equal to its now until the next advance: each such
+    /// sleeper is woken here, by advancing by zero once it is registered.
+    private func wakeOverdue() async {
+        for _ in 0..<100 {
+            let now = testClock.now
+            let woken = await sleepers.wait(upTo: .milliseconds(20)) { !$0.values.contains { $0 <= now } }
+            if woken { return }
+            await testClock.advance(by: .zero)
+        }
     }
 
     /// Waits until something sleeps on the clock until `date` (within a millisecond): the

@@ -41,6 +41,10 @@ public struct VaultInspection: Sendable, Hashable {
     /// The ways in (slot 0, the header's credential, first), as the file says: not authenticated
     /// (``KeySlotStore/list()`` checks them once the vault is open).
     public var keySlots: [KeySlot] = []
+    /// Refresh tokens a process with a grant watch warned are expiring (event
+    /// `refresh_token_expiring`), by account: the latest warning of each account's current
+    /// session. From the event log, not authenticated.
+    public var expiringRefreshTokens: [AccountID: Date] = [:]
 }
 
 /// One schema step of this build: `Migrations/NNNN_name.sql`.
@@ -133,8 +137,30 @@ extension VaultFile {
             // From the header row read above: no second read of it.
             let isKeyFile: Bool = if case .keyFile = unlock { true } else { false }
             inspection.keySlots = VaultKeys.keySlots(keyFile: isKeyFile, createdAt: createdAt, slots: try VaultKeys.SlotRecord.fetchAll(db, path: path))
+            inspection.expiringRefreshTokens = try expiringRefreshTokens(db)
             return inspection
         }
+    }
+
+    /// The latest `refresh_token_expiring` warning of each account, told during its current
+    /// session (a new sign-in brings a new refresh token); a value that does not parse is left out.
+    static func expiringRefreshTokens(_ db: Database) throws -> [AccountID: Date] {
+        guard try db.tableExists("events") else { return [:] }
+        let rows = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT e.account_id AS account, json_extract(e.data, '$.expires_at') AS expires_at
+                FROM events e
+                WHERE e.kind = 'refresh_token_expiring' AND json_valid(e.data)
+                  AND e.seq = (SELECT max(seq) FROM events WHERE kind = 'refresh_token_expiring' AND account_id = e.account_id)
+                  AND e.at >= (SELECT max(started_at) FROM sessions WHERE account_id = e.account_id AND state = 'active')
+                """)
+        var expiring: [AccountID: Date] = [:]
+        for row in rows {
+            guard let account = row["account"] as String?, let text = row["expires_at"] as String?, let milliseconds = Int64(text) else { continue }
+            expiring[AccountID(rawValue: account)] = Date(millisecondsSince1970: milliseconds)
+        }
+        return expiring
     }
 
     /// How many accounts, and sessions, devices and notifications in each state. A state column

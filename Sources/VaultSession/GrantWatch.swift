@@ -1,0 +1,44 @@
+import Foundation
+import VaultStore
+
+/// What a long-running process (the agent) does for its accounts between requests
+/// (``SessionConfiguration/grantWatch``): refresh ahead of expiry, check that each grant still
+/// stands, and warn before a refresh token expires. Without it a process learns of a revoked
+/// grant at the next request, and of an expiring refresh token when a script fails.
+///
+/// The watch never counts as activity: a session nobody uses still times out as its policy says
+/// (an idle session is never kept alive by its own refreshes), and a locked or expired session
+/// is left alone.
+public struct GrantWatch: Sendable, Hashable {
+    /// Which accounts.
+    public enum Accounts: Sendable, Hashable {
+        case none
+        case all
+        case only(Set<AccountID>)
+
+        func contains(_ id: AccountID) -> Bool {
+            switch self {
+            case .none: false
+            case .all: true
+            case .only(let ids): ids.contains(id)
+            }
+        }
+    }
+
+    /// Refreshed when their token comes within ``SessionConfiguration/leeway`` of expiry, so a
+    /// request never waits for a refresh.
+    public var refreshAhead: Accounts = .none
+    /// How often each signed-in account's grant is checked with a refresh (the one check every
+    /// provider answers; it rotates the refresh token where the provider rotates them), so a
+    /// revocation becomes a ``SessionEvent/revoked(_:description:)`` event and an expired
+    /// session within this long. Nil: never. Minutes, not seconds: each check is a request.
+    public var checkInterval: Duration? = .seconds(900)
+    /// ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` this long before a refresh token
+    /// expires, when its expiry is known: the refresh token's own `exp` when it is a JWT
+    /// (decoded, not verified: it only decides when to warn). Nil: never.
+    public var refreshExpiryWarning: Duration? = .seconds(3 * 86_400)
+
+    public init(refreshAhead: Accounts = .none, checkInterval: Duration? = .seconds(900), refreshExpiryWarning: Duration? = .seconds(3 * 86_400)) {
+        (self.refreshAhead, self.checkInterval, self.refreshExpiryWarning) = (refreshAhead, checkInterval, refreshExpiryWarning)
+    }
+}
