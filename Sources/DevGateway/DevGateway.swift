@@ -124,8 +124,10 @@ public actor DevGateway {
     }
 
     /// Revokes every grant of `subject`, as an administrator signing them out; returns how many.
-    public func revokeGrants(subject: String) -> Int {
-        let count = state.tokens.revokeGrants(subject: subject)
+    /// With `forcedLogout`, each later refresh is refused the way Microsoft Entra ID documents
+    /// that case (``ForcedLogout``); without, with a plain `invalid_grant`.
+    public func revokeGrants(subject: String, as forcedLogout: ForcedLogout? = nil) -> Int {
+        let count = state.tokens.revokeGrants(subject: subject, forcedLogout: forcedLogout)
         logger.debug("grants revoked by admin", metadata: ["gateway.revoked_grants": "\(count)"])
         return count
     }

@@ -23,6 +23,9 @@ struct TokenLedger: Sendable {
         /// nil follows ``TokenLedger/rotatesRefreshTokens``.
         var rotatesRefreshTokens: Bool?
         var revoked = false
+        /// Why, when a simulated forced logout revoked it (its refusal then says so as the
+        /// provider it imitates documents).
+        var forcedLogout: ForcedLogout?
         /// The RFC 7638 thumbprint of the DPoP key the grant's refresh tokens are bound to
         /// (RFC 9449 §5): set by the first token request with a proof; a refresh must then
         /// carry a proof by that key.
@@ -137,9 +140,13 @@ struct TokenLedger: Sendable {
     func isRegistered(_ clientID: String) -> Bool { clients[clientID] != nil }
 
     /// Revokes every grant of `subject` (admin sign-out); returns how many were still live.
-    mutating func revokeGrants(subject: String) -> Int {
+    /// With `forcedLogout`, later refreshes are refused as that provider documents the case.
+    mutating func revokeGrants(subject: String, forcedLogout: ForcedLogout? = nil) -> Int {
         let live = grants.values.filter { $0.subject == subject && !$0.revoked }
-        for grant in live { revokeFamily(grant.id) }
+        for grant in live {
+            revokeFamily(grant.id)
+            grants[grant.id]?.forcedLogout = forcedLogout
+        }
         return live.count
     }
 
@@ -180,7 +187,7 @@ struct TokenLedger: Sendable {
             return .rejected(.invalidGrant("refresh token was issued to another client"), reuseDetected: false)
         }
         guard !grant.revoked else {
-            return .rejected(.invalidGrant("the grant has been revoked"), reuseDetected: false)
+            return .rejected(.invalidGrant(grant.forcedLogout?.description ?? "the grant has been revoked"), reuseDetected: false)
         }
         guard record.status == .active else {
             revokeFamily(grant.id)

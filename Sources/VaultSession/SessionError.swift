@@ -38,6 +38,13 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
     /// The vault failed: its error, with its code (`VaultError.code`) and message.
     case vault(VaultError)
 
+    /// Why the identity service ended the sign-in, for ``revoked(_:description:)`` (nil for
+    /// every other error): ``ForcedLogoutReason/unspecified`` when it gave no documented reason.
+    public var forcedLogoutReason: ForcedLogoutReason? {
+        if case .revoked(_, let description) = self { return ForcedLogoutReason(refusal: description) }
+        return nil
+    }
+
     public var description: String {
         switch self {
         case .noActiveAccount: "no account is signed in"
@@ -49,7 +56,8 @@ public enum SessionError: Error, Sendable, Hashable, CustomStringConvertible {
         case .expired(let account, let reason):
             "the session of account \(account) expired (\(reason)): sign in again"
         case .revoked(let account, let description):
-            "the identity service revoked the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
+            "the identity service ended the sign-in of account \(account): \(ForcedLogoutReason(refusal: description).explanation)"
+                + "\(description.map { " (\($0))" } ?? ""): sign in again"
         case .refused(let account, let description):
             "the identity service kept refusing to refresh the sign-in of account \(account)\(description.map { " (\($0))" } ?? ""): sign in again"
         case .clientMisconfigured(let account, let code, let description):

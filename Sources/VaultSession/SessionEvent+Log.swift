@@ -60,7 +60,8 @@ extension SessionEvent {
             if let retryAt { data["retry_at"] = Self.stamp(retryAt) }
             return LoggedEvent(kind: "refresh_failed", account: id, data: data, detail: reason)
         case .revoked(let id, let description):
-            return LoggedEvent(kind: "revoked", account: id, data: [:], detail: description)
+            // The reason in plain data (`vault events` shows it without the key); the words sealed.
+            return LoggedEvent(kind: "revoked", account: id, data: ["reason": ForcedLogoutReason(refusal: description).rawValue], detail: description)
         case .accountSwitched(let from, let to):
             var data: [String: String] = [:]
             if let from { data["from"] = from.rawValue }

@@ -337,6 +337,18 @@ struct AgentCommandTests {
         }
     }
 
+    @Test("a forced logout the identity service explains (a password change) is named by `vault token` and `vault events`")
+    func forcedLogoutNamed() async throws {
+        try await Self.withWorld(accessTokenLifetime: .seconds(1)) { world in
+            #expect(await world.gateway.revokeGrants(subject: "alice", as: .passwordChanged) == 1)
+            let refused = try await world.cli.run(["token", "--no-agent", "--key-file", world.keyFile.path])
+            #expect(refused.status == 80, "\(refused)")
+            #expect(refused.stderr.contains("the password was changed or expired") && refused.stderr.contains("AADSTS50133"), "\(refused.stderr)")
+            let events = try await world.cli.run(["events", "--key-file", world.keyFile.path])
+            #expect(events.stdout.contains("revoked") && events.stdout.contains("reason=password_changed"), "\(events)")
+        }
+    }
+
     @Test("exec: the command gets the token in --env, its status is ours, and a signal reaches it")
     func exec() async throws {
         try await Self.withWorld { world in

@@ -72,4 +72,31 @@ struct RevocationTests {
             await h.expectTokenRequests(1)
         }
     }
+
+    @Test(
+        "a forced logout says why where the provider documents it (Entra's AADSTS codes, simulated by the gateway); a plain invalid_grant says no reason was given",
+        arguments: [ForcedLogout?.none] + ForcedLogout.allCases.map(Optional.some))
+    func forcedLogoutSaysWhy(_ logout: ForcedLogout?) async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            #expect(await h.gateway.revokeGrants(subject: "alice", as: logout) == 1)
+            let expected: ForcedLogoutReason =
+                switch logout {
+                case nil: .unspecified
+                case .administrator: .revoked
+                case .passwordChanged: .passwordChanged
+                case .inactivity: .inactivity
+                }
+            let error = try #require(await sessionError { try await h.service.validAccessToken() })
+            #expect(error.forcedLogoutReason == expected)
+            #expect(error.description.contains(expected.explanation), "\(error)")
+            #expect(try await h.service.status(of: alice) == .expired(.revoked))
+            // Asked again later (another process): the same reason, from the vault.
+            let again = try #require(await sessionError { try await h.makeService(on: try h.openAnotherVault()).validAccessToken() })
+            #expect(again.forcedLogoutReason == expected, "\(again)")
+            let logged = try h.vault.events.list(account: alice).filter { $0.kind == "revoked" }
+            #expect(logged.count == 1 && logged.first?.data["reason"] == expected.rawValue, "\(logged)")
+            await h.expectTokenRequests(1)
+        }
+    }
 }
