@@ -79,7 +79,11 @@ public enum ExtensionRefusal: String, Sendable, Hashable {
 public enum SessionEvent: Sendable, Hashable {
     /// An account's session changed state (in this process or, seen through the vault, another).
     case stateChanged(AccountID, SessionStatus)
-    /// The idle deadline is near (the codelab's `onSessionTimeOutNotification`).
+    /// The idle deadline is near (the codelab's `onSessionTimeOutNotification`), judged on
+    /// `deadline`. A warning raised just before an extension can be read after the extension's
+    /// result: a receiver drops a warning whose `deadline` is earlier than the newest it knows
+    /// (an ``extensionResult(_:_:)``'s `idleDeadline`, a later warning), at the vault's
+    /// millisecond precision. The service itself never raises one for a deadline older than it knows.
     case idleWarning(AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool)
     /// The answer to an extension request.
     case extensionResult(AccountID, ExtensionResult)

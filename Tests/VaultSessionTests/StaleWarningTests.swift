@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import VaultStore
+import VaultTestSupport
 
 @testable import VaultSession
 
@@ -34,5 +35,36 @@ struct StaleWarningTests {
         #expect(Self.raised(&scheduler, alice, [d1]) == [true])
         scheduler.forgetWarning(for: alice)
         #expect(Self.raised(&scheduler, alice, [d0]) == [false])
+    }
+
+    @Test("an extension's deadline in full precision and the same deadline read back from the vault (milliseconds) are one: the next warning is raised")
+    func extensionDeadlineAtVaultPrecision() {
+        var scheduler = TimeoutScheduler()
+        let extended = d1.addingTimeInterval(0.000_7)  // as computed at the extension, 0.7 ms past
+        scheduler.learnDeadline(extended, for: alice)
+        let stored = Date(millisecondsSince1970: extended.millisecondsSince1970)  // as the timer reads it back
+        #expect(Self.raised(&scheduler, alice, [stored, stored]) == [true, false])
+    }
+
+    @Test("end to end: after an extension at a moment that is not a whole millisecond, the warning for the new deadline comes, and says the limit is reached")
+    func warningAfterAnExtension() async throws {
+        let policy = SessionPolicy(idleTimeout: .seconds(60), warningBefore: .seconds(10), maxExtensions: 1, absoluteLifetime: .seconds(3600))
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: policy)
+            #expect(await h.time.waitForSleeper(until: h.time.at(.seconds(50))), "\(h.time.sleepingUntil)")
+            await h.time.advance(by: .seconds(50))
+            #expect(await h.events.next { $0.isIdleWarning }?.idleWarning?.canExtend == true)
+            await h.time.advance(by: .microseconds(2_500_700))
+            let mark = h.events.mark
+            guard case .extended(let deadline, remaining: 0) = try await h.service.extendSession(for: alice) else {
+                Issue.record("the extension was refused")
+                return
+            }
+            let warnAt = Date(millisecondsSince1970: deadline.millisecondsSince1970).addingTimeInterval(-10)
+            #expect(await h.time.waitForSleeper(until: warnAt), "\(h.time.sleepingUntil)")
+            await h.time.advance(to: warnAt)
+            let warning = try #require(await h.events.next(after: mark) { $0.isIdleWarning }?.idleWarning)
+            #expect(!warning.canExtend && warning.deadline.millisecondsSince1970 == deadline.millisecondsSince1970)
+        }
     }
 }
