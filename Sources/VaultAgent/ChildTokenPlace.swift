@@ -1,6 +1,7 @@
 import AgentWire
 internal import CProcessControl
 import Foundation
+import VaultSync
 
 #if canImport(Glibc)
     import Glibc
@@ -15,11 +16,13 @@ import Foundation
 ///   service-account tokens);
 /// - `token.sock`: the socket ``ChildTokenServer`` answers on.
 ///
-/// The directory is `<base>/<pid>-<start time>`, `<base>` the first that applies of
+/// The directory is `<base>/<pid namespace>-<pid>-<start time>`, `<base>` the first that applies of
 /// `$XDG_RUNTIME_DIR/credentialvault/exec` (the runtime directory, when it is this user's,
 /// private and a tmpfs) and `/dev/shm/credentialvault-<uid>` (refused unless this user's and
-/// private). The owner's process id and start time in the name let a later run tell a place
-/// whose owner was killed (``removeStale(in:)``) from one in use, even after the pid was reused.
+/// private: another user who creates that name first makes `--keep-fresh` refuse, never read a
+/// token). The owner's pid namespace, process id and start time in the name let a later run
+/// tell a place whose owner was killed (``removeStale(in:)``) from one in use, even after the
+/// pid was reused, and leave the places of another pid namespace (a container) alone.
 public final class ChildTokenPlace: Sendable {
     /// The place's directory.
     public let directory: URL
@@ -29,6 +32,9 @@ public final class ChildTokenPlace: Sendable {
     /// `base` and `directory`, opened (`O_PATH`) and checked: everything is done through them.
     private let baseFD: Int32
     private let fd: Int32
+    /// Set by ``remove()``: the descriptors are closed, nothing more is written. Writes hold
+    /// the lock, so none runs on a descriptor ``remove()`` closed (or one reused since).
+    private let removed = Locked(false)
 
     /// The token file's path, for the child.
     public var tokenFile: URL { directory.appending(path: Self.tokenName) }
@@ -50,11 +56,11 @@ public final class ChildTokenPlace: Sendable {
     public init(base: URL) throws(AgentFailure) {
         let baseFD = try AgentSocket.prepareDirectory(base)
         Self.removeStale(in: baseFD)
-        guard let start = Self.startTime(of: getpid()) else {
+        guard case .running(let start) = Self.process(getpid()), let namespace = Self.pidNamespace() else {
             close(baseFD)
-            throw AgentFailure(code: "token_place", exit: 74, message: "cannot read this process's start time from /proc")
+            throw AgentFailure(code: "token_place", exit: 74, message: "cannot read this process's start time and pid namespace from /proc")
         }
-        let name = "\(getpid())-\(start)"
+        let name = "\(namespace)-\(getpid())-\(start)"
         guard mkdirat(baseFD, name, 0o700) == 0 else {
             let reason = String(cString: strerror(errno))
             close(baseFD)
@@ -81,6 +87,16 @@ public final class ChildTokenPlace: Sendable {
     /// Replaces the token file's content with `token` at once (written beside it, 0600, then
     /// renamed over it).
     public func write(_ token: String) throws(AgentFailure) {
+        let result: Result<Void, AgentFailure> = removed.withLock { removed in
+            guard !removed else {
+                return .failure(AgentFailure(code: "token_place", exit: 74, message: "\(directory.path) was removed: the command ended"))
+            }
+            return Result { () throws(AgentFailure) in try writeLocked(token) }
+        }
+        try result.get()
+    }
+
+    private func writeLocked(_ token: String) throws(AgentFailure) {
         unlinkat(fd, Self.temporaryName, 0)
         let file = openat(fd, Self.temporaryName, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
         guard file >= 0 else { throw failure("cannot write the token file") }
@@ -114,12 +130,17 @@ public final class ChildTokenPlace: Sendable {
         AgentFailure(code: "token_place", exit: 74, message: "\(what) in \(directory.path): \(String(cString: strerror(errno)))")
     }
 
-    /// Removes the token file, the socket and the directory. Call it once, when the child ended.
+    /// Removes the token file, the socket and the directory, when the child ended; later calls
+    /// and writes do nothing.
     public func remove() {
-        Self.empty(fd)
-        close(fd)
-        unlinkat(baseFD, name, AT_REMOVEDIR)
-        close(baseFD)
+        removed.withLock { removed in
+            guard !removed else { return }
+            removed = true
+            Self.empty(fd)
+            close(fd)
+            unlinkat(baseFD, name, AT_REMOVEDIR)
+            close(baseFD)
+        }
     }
 
     /// The files a place may hold, removed from the place opened as `fd`.
@@ -165,9 +186,17 @@ public final class ChildTokenPlace: Sendable {
     @discardableResult
     private static func removeStale(in baseFD: Int32) -> Int {
         var removed = 0
+        guard let namespace = pidNamespace() else { return 0 }
         for name in entries(of: baseFD) {
+            // Only places of this pid namespace: a container sharing the directory numbers its
+            // processes otherwise, and its places are not judged from here.
             let parts = name.split(separator: "-")
-            guard parts.count == 2, let pid = Int32(parts[0]), let start = UInt64(parts[1]), startTime(of: pid) != start else { continue }
+            guard parts.count == 3, UInt64(parts[0]) == namespace, let pid = Int32(parts[1]), let start = UInt64(parts[2]) else { continue }
+            switch process(pid) {
+            case .gone: break
+            case .running(let started) where started != start: break  // the pid now names another process
+            case .running, .unknown: continue
+            }
             let fd = cv_open_directory(baseFD, name, 1)
             guard fd >= 0 else { continue }
             empty(fd)
@@ -190,18 +219,34 @@ public final class ChildTokenPlace: Sendable {
         return names
     }
 
-    /// The start time of process `pid` (clock ticks since boot, `/proc/PID/stat` field 22), nil
-    /// when there is no such process.
-    static func startTime(of pid: Int32) -> UInt64? {
+    /// What `/proc` says of process `pid`.
+    enum ProcessState: Equatable {
+        /// Running, started at this many clock ticks after boot (`/proc/PID/stat` field 22).
+        case running(UInt64)
+        /// No such process.
+        case gone
+        /// `/proc` could not tell (no permission, no descriptor left): taken as running.
+        case unknown
+    }
+
+    static func process(_ pid: Int32) -> ProcessState {
         let fd = open("/proc/\(pid)/stat", O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { return errno == ENOENT ? .gone : .unknown }
         var buffer = [UInt8](repeating: 0, count: 1024)
         let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         Glibc.close(fd)
         let stat = String(decoding: buffer.prefix(max(count, 0)), as: UTF8.self)
-        guard let close = stat.lastIndex(of: ")") else { return nil }
         // After "pid (comm)" come the fields from 3 (state) on: field 22 is the 20th of them.
+        guard let close = stat.lastIndex(of: ")") else { return .unknown }
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        return fields.count > 19 ? UInt64(fields[19]) : nil
+        guard fields.count > 19, let start = UInt64(fields[19]) else { return .unknown }
+        return .running(start)
+    }
+
+    /// This process's pid namespace (the inode of `/proc/self/ns/pid`).
+    static func pidNamespace() -> UInt64? {
+        var info = stat()
+        guard stat("/proc/self/ns/pid", &info) == 0 else { return nil }
+        return UInt64(info.st_ino)
     }
 }

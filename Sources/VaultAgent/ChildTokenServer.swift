@@ -37,6 +37,8 @@ public final class ChildTokenServer: Sendable {
 
     private let group: MultiThreadedEventLoopGroup
     private let channel: any Channel
+    /// Answers being worked out: ``stop()`` waits for them before the event loop goes.
+    private let replies: Replies
 
     /// Listens on `place`'s socket and serves until ``stop()``.
     public init(place: ChildTokenPlace, answer: @escaping Answer) async throws {
@@ -44,6 +46,8 @@ public final class ChildTokenServer: Sendable {
             try AgentSocket.listen(ChildTokenPlace.socketName, in: directory, path: place.socket)
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let replies = Replies()
+        self.replies = replies
         do {
             channel = try await ServerBootstrap(group: group)
                 .childChannelInitializer { channel in
@@ -51,7 +55,7 @@ public final class ChildTokenServer: Sendable {
                         guard let peer, peer.uid == getuid() else { return channel.close() }
                         return channel.eventLoop.makeCompletedFuture {
                             try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                            try channel.pipeline.syncOperations.addHandler(ChildTokenHandler(answer: answer))
+                            try channel.pipeline.syncOperations.addHandler(ChildTokenHandler(answer: answer, replies: replies))
                         }
                     }
                 }
@@ -64,10 +68,30 @@ public final class ChildTokenServer: Sendable {
         self.group = group
     }
 
-    /// Stops listening and answering. The socket file goes with the place.
+    /// Stops listening, lets the answers being worked out finish (each bounded by the agent
+    /// client's timeout), then stops the event loop. The socket file goes with the place.
     public func stop() async {
         try? await channel.close()
+        for reply in replies.all() { await reply.value }
         try? await group.shutdownGracefully()
+    }
+
+    /// The tasks working out answers.
+    final class Replies: Sendable {
+        private let tasks = Locked<[UUID: Task<Void, Never>]>([:])
+
+        /// Runs `work` in a task of its own, kept here until it ends.
+        func run(_ work: @escaping @Sendable () async -> Void) {
+            let id = UUID()
+            tasks.withLock { tasks in
+                tasks[id] = Task { [weak self] in
+                    await work()
+                    self?.tasks.withLock { $0[id] = nil }
+                }
+            }
+        }
+
+        func all() -> [Task<Void, Never>] { tasks.withLock { Array($0.values) } }
     }
 }
 
@@ -77,10 +101,11 @@ private final class ChildTokenHandler: ChannelInboundHandler {
     typealias OutboundOut = HTTPServerResponsePart
 
     private let answer: ChildTokenServer.Answer
+    private let replies: ChildTokenServer.Replies
     private var head: HTTPRequestHead?
 
-    init(answer: @escaping ChildTokenServer.Answer) {
-        self.answer = answer
+    init(answer: @escaping ChildTokenServer.Answer, replies: ChildTokenServer.Replies) {
+        (self.answer, self.replies) = (answer, replies)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -95,15 +120,18 @@ private final class ChildTokenHandler: ChannelInboundHandler {
             guard head.method == .GET else {
                 return Self.write(ChildTokenServer.Reply(status: 405, body: "only GET is answered\n"), version: head.version, to: context)
             }
-            Self.answer(String(head.uri.prefix { $0 != "?" }), version: head.version, with: answer, to: NIOLoopBound(context, eventLoop: context.eventLoop))
+            Self.answer(
+                String(head.uri.prefix { $0 != "?" }), version: head.version, with: answer, in: replies,
+                to: NIOLoopBound(context, eventLoop: context.eventLoop))
         }
     }
 
     /// Works out the answer off the event loop, then writes it on the loop.
     private static func answer(
-        _ path: String, version: HTTPVersion, with answer: @escaping ChildTokenServer.Answer, to context: NIOLoopBound<ChannelHandlerContext>
+        _ path: String, version: HTTPVersion, with answer: @escaping ChildTokenServer.Answer, in replies: ChildTokenServer.Replies,
+        to context: NIOLoopBound<ChannelHandlerContext>
     ) {
-        Task {
+        replies.run {
             let reply = await answer(path)
             context.eventLoop.execute { write(reply, version: version, to: context.value) }
         }

@@ -21,9 +21,15 @@ extension TokenResponse {
 
     /// The `exp` of a JWT in compact serialisation, decoded and not verified; nil for anything else.
     public static func unverifiedExpiry(ofJWT token: String) -> Date? {
+        unverifiedDate(ofJWT: token, claim: "exp")
+    }
+
+    /// A NumericDate claim (`exp`, `iat`, `nbf`) of a JWT in compact serialisation, decoded and
+    /// not verified; nil for anything else.
+    public static func unverifiedDate(ofJWT token: String, claim: String) -> Date? {
         guard let jwt = UnverifiedJWT(token) else { return nil }
         let seconds: Double
-        switch jwt.claims["exp"] {
+        switch jwt.claims[claim] {
         case .integer(let value)?: seconds = Double(value)
         case .number(let value)?: seconds = value
         default: return nil

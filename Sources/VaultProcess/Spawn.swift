@@ -44,10 +44,12 @@ public enum Spawn {
     /// `ownProcessGroup`: the child leads a process group of its own (a test's child, killed
     /// with its group); false keeps it in this one (a command run for the user at a terminal).
     /// `defaultSignals`: every signal at its default action in the child; false keeps the
-    /// ignored ones ignored, as a shell does (handlers are reset by exec either way).
+    /// ignored ones ignored, as a shell does (handlers are reset by exec either way), except
+    /// `resetting`: signals this process ignores for its own reasons (SwiftNIO ignores SIGPIPE
+    /// process-wide) that the child gets at their default action.
     public static func start(
         _ executable: URL, _ arguments: [String], environment: [String: String]?, input: Int32, output: Int32, error: Int32,
-        ownProcessGroup: Bool = true, defaultSignals: Bool = true
+        ownProcessGroup: Bool = true, defaultSignals: Bool = true, resetting: [Int32] = []
     ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -69,11 +71,16 @@ public enum Spawn {
         sigemptyset(&unblocked)
         posix_spawnattr_setsigmask(&attributes, &unblocked)
         var defaults = sigset_t()
-        sigfillset(&defaults)
+        if defaultSignals {
+            sigfillset(&defaults)
+        } else {
+            sigemptyset(&defaults)
+            for signal in resetting { sigaddset(&defaults, signal) }
+        }
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         var flags = POSIX_SPAWN_SETSIGMASK
         if ownProcessGroup { flags |= POSIX_SPAWN_SETPGROUP }
-        if defaultSignals { flags |= POSIX_SPAWN_SETSIGDEF }
+        if defaultSignals || !resetting.isEmpty { flags |= POSIX_SPAWN_SETSIGDEF }
         posix_spawnattr_setflags(&attributes, Int16(flags))
 
         var argv: [UnsafeMutablePointer<CChar>?] = ([executable.path] + arguments).map { strdup($0) } + [nil]

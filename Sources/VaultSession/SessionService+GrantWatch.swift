@@ -49,46 +49,66 @@ extension SessionService {
             return nil
         }
         let now = now()
+        if let retry = grantRetryAt[id], retry > now { return retry }  // after a failure, not every second
+        grantRetryAt[id] = nil
         let checked = grantChecks[id] ?? now
         if grantChecks[id] == nil { grantChecks[id] = now }  // the first check one interval after the watch starts
         let checkDue = watch.checkInterval.map { stored.tokens.refreshToken != nil && checked.addingTimeInterval($0.timeInterval) <= now } ?? false
-        let refreshAt = stored.tokens.accessTokenExpiresAt.map { $0.addingTimeInterval(-configuration.leeway.timeInterval) }
-        let aheadDue = watch.refreshAhead.contains(id) && refreshAt.map { $0 <= now } == true
-        if checkDue || aheadDue {
+        let refreshAt = watch.refreshAhead.contains(id) ? Self.refreshAhead(of: stored, leeway: configuration.leeway) : nil
+        if checkDue || refreshAt.map({ $0 <= now }) == true {
+            let generation = stored.generation
             do {
                 // The check must reach the server; ahead of expiry a refresh another process
                 // made meanwhile does.
-                stored = try await refresh(id, from: stored.generation, force: checkDue)
-                logger.debug(checkDue ? "grant checked" : "refreshed ahead of expiry", metadata: ["account": "\(id)"])
+                stored = try await refresh(id, from: generation, force: checkDue)
+                if stored.generation != generation {
+                    logger.debug(checkDue ? "grant checked" : "refreshed ahead of expiry", metadata: ["account": "\(id)"])
+                }
             } catch {
                 // A revoked grant was recorded (the session expired, `revoked` told) by the
-                // refresh; anything else waits for the next check.
+                // refresh; anything else is tried again in a minute (or at the next check).
                 logger.debug("watch: refresh failed", metadata: ["account": "\(id)", "error": "\(error)"])
+                grantRetryAt[id] = now.addingTimeInterval(min(60, watch.checkInterval?.timeInterval ?? 60))
             }
             if checkDue { grantChecks[id] = now }
         }
-        var due: [Date] = []
+        var due: [Date] = grantRetryAt[id].map { [$0] } ?? []
         if let interval = watch.checkInterval, stored.tokens.refreshToken != nil {
             due.append((grantChecks[id] ?? now).addingTimeInterval(interval.timeInterval))
         }
-        if watch.refreshAhead.contains(id), let expiry = stored.tokens.accessTokenExpiresAt {
-            // Not again before a second has passed (a token that lives shorter than the leeway).
-            due.append(max(expiry.addingTimeInterval(-configuration.leeway.timeInterval), now.addingTimeInterval(1)))
+        if watch.refreshAhead.contains(id), let at = Self.refreshAhead(of: stored, leeway: configuration.leeway) {
+            due.append(max(at, now.addingTimeInterval(1)))
         }
-        if let warning = watch.refreshExpiryWarning, let refreshToken = stored.tokens.refreshToken,
-            let expiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken)
-        {
-            let warnAt = expiry.addingTimeInterval(-warning.timeInterval)
-            if warnAt <= now {
-                if refreshExpiryWarned[id] != expiry, expiry > now {
-                    refreshExpiryWarned[id] = expiry
-                    logger.info("refresh token expires soon", metadata: ["account": "\(id)", "expires_at": "\(expiry)"])
-                    publish(.refreshTokenExpiring(id, expiresAt: expiry), session: session)
-                }
-            } else {
-                due.append(warnAt)
-            }
-        }
+        if let warnAt = warnRefreshExpiry(of: id, stored, session: session, watch, now: now) { due.append(warnAt) }
         return due.min()
+    }
+
+    /// When to refresh `stored` ahead of its expiry: a leeway before it, or half its lifetime
+    /// before when it lives no longer than twice the leeway (not every second); nil without an expiry.
+    static func refreshAhead(of stored: StoredTokens, leeway: Duration) -> Date? {
+        guard let expiry = stored.tokens.accessTokenExpiresAt else { return nil }
+        let lifetime = expiry.timeIntervalSince(stored.updatedAt)
+        return expiry.addingTimeInterval(-min(leeway.timeInterval, max(lifetime / 2, 1)))
+    }
+
+    /// Tells ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` once when the refresh token's
+    /// `exp` is within the warning; when it falls due otherwise. A refresh token that lives no
+    /// longer than the warning by design (`exp - iat`: Keycloak's slides with every refresh,
+    /// 30 minutes by default) is renewed by use and never warned of.
+    private func warnRefreshExpiry(of id: AccountID, _ stored: StoredTokens, session: SessionRecord, _ watch: GrantWatch, now: Date) -> Date? {
+        guard let warning = watch.refreshExpiryWarning, let refreshToken = stored.tokens.refreshToken,
+            let expiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken), expiry > now
+        else { return nil }
+        if let issued = TokenResponse.unverifiedDate(ofJWT: refreshToken, claim: "iat"), expiry.timeIntervalSince(issued) <= warning.timeInterval {
+            return nil
+        }
+        let warnAt = expiry.addingTimeInterval(-warning.timeInterval)
+        guard warnAt <= now else { return warnAt }
+        if refreshExpiryWarned[id] != expiry {
+            refreshExpiryWarned[id] = expiry
+            logger.info("refresh token expires soon", metadata: ["account": "\(id)", "expires_at": "\(expiry)"])
+            publish(.refreshTokenExpiring(id, expiresAt: expiry), session: session)
+        }
+        return nil
     }
 }

@@ -53,6 +53,8 @@ public actor SessionService {
     /// last checked; the refresh-token expiries already warned of.
     var grantWatcher: Task<Void, Never>?
     var grantChecks: [AccountID: Date] = [:]
+    /// When the watch tries an account again after a refresh of its failed.
+    var grantRetryAt: [AccountID: Date] = [:]
     var refreshExpiryWarned: [AccountID: Date] = [:]
     var observed = Snapshot()
     /// Events on their way to the vault's log, and the task writing them.
@@ -125,14 +127,19 @@ public actor SessionService {
         startGrantWatch()
     }
 
-    /// Stops timers and the watch, writes the events still queued for the vault's log, and
-    /// ends every event stream.
+    /// Stops timers and the watches, lets the refreshes under way store their result (a
+    /// rotated refresh token must not be lost to a vault closed right after), writes the events
+    /// still queued for the vault's log, and ends every event stream.
     public func stop() async {
         timeouts.stop()
         watcher?.cancel()
         watcher = nil
-        grantWatcher?.cancel()
+        let grantWatch = grantWatcher
         grantWatcher = nil
+        grantWatch?.cancel()
+        await grantWatch?.value
+        for refresh in broker.runningRefreshes { await refresh.finished() }
+        for refresh in broker.runningTargetRefreshes { await refresh.finished() }
         broker.cache = nil
         logQueue.continuation.finish()
         if let eventWriter { await eventWriter.value }

@@ -413,8 +413,10 @@ struct AgentWatch: Sendable {
     var checkInterval: Duration?
     var refreshExpiryWarning: Duration?
 
-    /// The session service's configuration with this watch, its accounts resolved in `vault`.
-    func configuration(in vault: Vault) throws -> SessionConfiguration {
+    /// The session service's configuration with this watch, its accounts resolved in `vault`;
+    /// a name that names no account (removed since the agent started) is passed to `unresolved`
+    /// and left out, so the agent still unlocks.
+    func configuration(in vault: Vault, unresolved: (String) -> Void) throws -> SessionConfiguration {
         var configuration = SessionConfiguration()
         let ahead: GrantWatch.Accounts
         if refreshAhead.contains("all") {
@@ -423,7 +425,15 @@ struct AgentWatch: Sendable {
             ahead = .none
         } else {
             let candidates = try vault.accounts.all().map { AccountReference.Candidate(id: $0.id, subject: $0.subject, label: $0.label) }
-            ahead = .only(Set(try refreshAhead.map { try AccountReference.resolve($0, among: candidates) }))
+            ahead = .only(
+                Set(
+                    refreshAhead.compactMap { name in
+                        guard let id = try? AccountReference.resolve(name, among: candidates) else {
+                            unresolved(name)
+                            return nil
+                        }
+                        return id
+                    }))
         }
         configuration.grantWatch = GrantWatch(refreshAhead: ahead, checkInterval: checkInterval, refreshExpiryWarning: refreshExpiryWarning)
         return configuration

@@ -81,8 +81,17 @@ actor AgentHost {
         await checkKeysStillCurrent()
         guard opened == nil else { return }
         // Key derivation and SQLite off the cooperative pool, and off this actor's thread.
-        let (global, watch) = (self.global, self.watch)
-        let vault = try await BlockingWork.run { try OpenedVault.open(global, configure: watch.configuration(in:), credential: choose) }
+        let (global, watch, report, logger) = (self.global, self.watch, self.report, self.logger)
+        let vault = try await BlockingWork.run {
+            try OpenedVault.open(
+                global,
+                configure: { vault in
+                    try watch.configuration(in: vault) { name in
+                        logger.warning("--refresh-ahead names no account; left out", metadata: ["account": "\(name)"])
+                        report("--refresh-ahead \(Terminal.printable(name)): no such account (removed?); not refreshed ahead")
+                    }
+                }, credential: choose)
+        }
         guard opened == nil else {
             await vault.close()  // another unlock got there first
             return

@@ -74,6 +74,11 @@ struct CommandFailure: Error, CustomStringConvertible {
 
     var description: String { message }
 
+    /// `error` as the command reports it; any error, ArgumentParser's own included (as a failure).
+    static func describing(_ error: any Error) -> CommandFailure {
+        CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+    }
+
     /// Nil for ArgumentParser's own errors (help, version, validation), which it reports itself.
     init?(_ error: any Error) {
         switch error {

@@ -12,12 +12,14 @@ import VaultStore
 /// - each request on the socket (``ChildTokenServer``) is a request to the agent, so its lock
 ///   rules apply at once: a locked agent's refusal is the answer (503), never a kept token.
 ///
-/// After a refresh that failed, the file keeps the last token while it is valid and is emptied
-/// when it expires, or at once when the grant is gone (session ended, revoked); the failure
-/// is reported once on standard error and retried (1 s, 2 s, … up to 10 s) until it works.
+/// Every token is for the account the first one was for: `vault accounts switch` meanwhile does
+/// not hand the command another identity. After a failed refresh, the file keeps the last
+/// token while it is valid and is emptied when it expires, or at once when the grant is gone
+/// (session ended, revoked); the failure is reported once on standard error and retried (1 s,
+/// 2 s, 4 s, 8 s, then every 10 s) until it works.
 actor ChildTokenKeeper {
     private let client: AgentClient
-    private let request: AgentRequest
+    private var request: AgentRequest
     private let place: ChildTokenPlace
     /// `--min-ttl` in seconds: what a socket answer is valid for at least.
     private let minimumValidity: Int
@@ -33,20 +35,21 @@ actor ChildTokenKeeper {
         (self.client, self.request, self.place, self.minimumValidity) = (client, request, place, minimumValidity)
     }
 
+    /// The first token (the agent may ask for its passphrase on `terminal`); every later one is
+    /// for the same account.
+    func start(terminal: RequesterTerminal?) async throws {
+        let token = try await fetch(minTTL: minimumValidity, terminal: terminal)
+        request.account = token.account
+    }
+
     /// A token from the agent valid for at least `minTTL` seconds; the file holds it after,
     /// unless it already holds one that lives longer.
     func fetch(minTTL: Int, terminal: RequesterTerminal? = nil) async throws -> AgentToken {
         var request = self.request
-        (request.minTTL, request.terminal) = (minTTL, terminal)
+        (request.minTTL, request.terminal) = (max(minTTL, 1), terminal)
         guard let token = try await client.send(request).token else { throw AgentConnectionError.badAnswer("the agent answered without a token") }
-        // An agent that predates targets serves the account's own token: never handed on.
-        guard token.resources == request.resources, token.requestedScopes == request.scopes else {
-            throw CommandFailure(
-                .failure, "the agent serving this vault predates tokens for resources: restart it (`vault agent stop`, then `vault agent start`)")
-        }
-        guard VaultCommand.Exec.isBearerTokenSyntax(token.value) else {
-            throw CommandFailure(.failure, "the access token is not RFC 6750 token syntax (b64token); it was not handed to the command")
-        }
+        try VaultCommand.Token.checkTarget(of: token, resources: request.resources, scopes: request.scopes)
+        try VaultCommand.Exec.checkBearerSyntax(token)
         if current.map({ $0.token.value != token.value && Self.expiry(token) > Self.expiry($0.token) }) ?? true {
             try place.write(token.value)
             current = (token, now)
@@ -59,24 +62,9 @@ actor ChildTokenKeeper {
         var failures = 0
         while !Task.isCancelled {
             let now = self.now
-            let wake: Double
-            var ask = minimumValidity
-            if let (token, writtenAt) = current, let expiry = token.expiresAt {
-                if failures == 0 {
-                    let lifetime = expiry - writtenAt
-                    let lead = min(max(Double(minimumValidity), lifetime / 5), lifetime / 2)
-                    wake = max(expiry - lead, now + 1)
-                    ask = Int((expiry - wake).rounded(.up)) + 1
-                } else {
-                    // Retried with a backoff, and woken at the expiry to empty the file.
-                    wake = min(now + min(10, pow(2, Double(failures - 1))), max(expiry, now + 0.1))
-                    ask = max(Int((expiry - wake).rounded(.up)) + 1, 1)
-                }
-            } else if current != nil {
-                return  // a token with no expiry stays as it is
-            } else {
-                wake = now + min(10, pow(2, Double(max(failures - 1, 0))))
-            }
+            let (wake, ask) = Self.schedule(
+                current: current.map { ($0.token.expiresAt, $0.writtenAt) }, failures: failures, now: now, minimumValidity: minimumValidity)
+            guard let wake else { return }  // a token with no expiry stays as it is
             do {
                 try await Task.sleep(for: .seconds(max(wake - now, 0)))
             } catch {
@@ -84,13 +72,18 @@ actor ChildTokenKeeper {
             }
             let before = current?.token.value
             do {
-                let token = try await fetch(minTTL: ask)
-                guard token.value != before else { throw CommandFailure(.failure, "the agent handed out the same token again") }
+                _ = try await fetch(minTTL: ask)
+                // Written only when it outlives the one in the file: anything else is no refresh.
+                guard let written = current?.token.value, written != before else {
+                    throw CommandFailure(.failure, "the agent handed out no newer token")
+                }
                 failures = 0
                 if reported != nil {
                     Terminal.printError("vault exec: the command's token is fresh again")
                     reported = nil
                 }
+            } catch is CancellationError {
+                return
             } catch {
                 failures += 1
                 failed(error)
@@ -98,10 +91,33 @@ actor ChildTokenKeeper {
         }
     }
 
+    /// When to ask the agent next and for how many seconds of validity (more than the token in
+    /// the file has left then, which makes the agent refresh); nil: never (no expiry known).
+    ///
+    /// - `current`: the file's token's expiry and when it was written (nil: the file is empty);
+    /// - `failures`: refreshes failed in a row (then retried with a backoff of 1, 2, 4, 8, then
+    ///   10 s, and woken at the token's expiry to empty the file).
+    static func schedule(current: (expiresAt: Double?, writtenAt: Double)?, failures: Int, now: Double, minimumValidity: Int) -> (
+        wake: Double?, ask: Int
+    ) {
+        let backoff = min(10, pow(2, Double(max(failures - 1, 0))))
+        guard let current else { return (now + backoff, minimumValidity) }
+        guard let expiry = current.expiresAt else { return (nil, minimumValidity) }
+        let wake: Double
+        if failures == 0 {
+            let lifetime = expiry - current.writtenAt
+            let lead = min(max(Double(minimumValidity), lifetime / 5), lifetime / 2)
+            wake = max(expiry - lead, now + 1)
+        } else {
+            wake = min(now + backoff, max(expiry, now + 0.1))
+        }
+        return (wake, max(Int((expiry - wake).rounded(.up)) + 1, 1))
+    }
+
     /// After a failed refresh: the file emptied when its token expired or the grant is gone,
     /// and the failure said once.
     private func failed(_ error: any Error) {
-        let failure = CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+        let failure = CommandFailure.describing(error)
         let grantGone = failure.code == .sessionEnded
         if let (token, _) = current, grantGone || Self.expiry(token) <= now {
             if (try? place.write("")) != nil { current = nil }
@@ -130,7 +146,7 @@ actor ChildTokenKeeper {
             let object: JSONValue = ["access_token": .string(token.value), "token_type": .string(token.type), "expires_at": .date(token.expiry)]
             return ChildTokenServer.Reply(status: 200, contentType: "application/json", body: object.rendered)
         } catch {
-            let failure = CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+            let failure = CommandFailure.describing(error)
             return ChildTokenServer.Reply(status: 503, body: "no token: \(failure.message) (exit \(failure.code.rawValue))\n")
         }
     }

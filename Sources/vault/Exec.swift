@@ -80,6 +80,9 @@ extension VaultCommand {
                     throw ValidationError(
                         "--keep-fresh puts no token in the environment (it would go stale): read $VAULT_TOKEN_FILE or ask $VAULT_TOKEN_SOCKET")
                 }
+                if credentials.passphraseFile != nil || credentials.keyFile != nil {
+                    throw ValidationError("--keep-fresh takes every token from the running agent, which holds the key: give no --passphrase-file or --key-file")
+                }
                 return
             }
             if !replace, ProcessInfo.processInfo.environment[variable] != nil {
@@ -114,26 +117,44 @@ extension VaultCommand {
         }
 
         func run() async throws {
+            // Before anything here opens a socket: SwiftNIO ignores SIGPIPE process-wide, which
+            // the command must not inherit unless this process was started that way.
+            let pipeSignalWasDefault = Self.isDefault(SIGPIPE)
             let words = command.first == "--" ? Array(command.dropFirst()) : command
             guard let executable = Self.resolve(words[0]) else {
                 throw CommandFailure(.noRecord, "\(Terminal.printable(words[0])): command not found")
             }
-            if keepFresh { try await runKeepingFresh(executable, Array(words.dropFirst())) }
+            if keepFresh { try await runKeepingFresh(executable, Array(words.dropFirst()), resettingPipe: pipeSignalWasDefault) }
             let token = try await Token.fetch(
                 global: global, credentials: credentials, account: account, target: try target.target,
                 minimumValidity: minTTL?.duration ?? .seconds(60), maxAuthAge: nil, noAgent: noAgent, terminal: prompt.terminal)
-            guard Self.isBearerTokenSyntax(token.value) else {
-                throw CommandFailure(
-                    .failure, "the access token is not RFC 6750 token syntax (b64token); it was not put in the environment: use `vault token`")
-            }
+            try Self.checkBearerSyntax(token)
             var environment = ProcessInfo.processInfo.environment
             environment[variable] = token.value
-            let ended = try await Self.spawn(executable, Array(words.dropFirst()), environment: environment)
+            let ended = try await Self.spawn(executable, Array(words.dropFirst()), environment: environment, resettingPipe: pipeSignalWasDefault)
             Foundation.exit(ended.shellStatus)
         }
 
+        /// Refuses a token a command cannot be handed: not RFC 6750 `b64token` syntax.
+        static func checkBearerSyntax(_ token: AgentToken) throws {
+            guard isBearerTokenSyntax(token.value) else {
+                throw CommandFailure(
+                    .failure, "the access token is not RFC 6750 token syntax (b64token); it was not handed to the command: use `vault token`")
+            }
+        }
+
+        /// Whether `signal` is at its default action in this process now.
+        static func isDefault(_ signal: Int32) -> Bool {
+            var current = sigaction()
+            return sigaction(signal, nil, &current) == 0 && current.__sigaction_handler.sa_handler == nil
+        }
+
         /// Runs the command with `environment`, signals forwarded to it, and waits for its end.
-        static func spawn(_ executable: URL, _ arguments: [String], environment: [String: String]) async throws -> Spawn.Termination {
+        /// `resettingPipe`: SIGPIPE was at its default action when `run` began, before SwiftNIO
+        /// ignored it: the command gets the default back.
+        static func spawn(
+            _ executable: URL, _ arguments: [String], environment: [String: String], resettingPipe: Bool
+        ) async throws -> Spawn.Termination {
             // Handlers before the child exists: a signal in between is kept, not lost, and the
             // child still starts with default dispositions.
             let forwarded = [SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH]
@@ -141,12 +162,12 @@ extension VaultCommand {
                 throw CommandFailure(.failure, "cannot install the signal handlers")
             }
             // posix_spawn, not Foundation's Process (see `Spawn`): descriptors 0-2 only, in the
-            // terminal's process group, ignored signals left ignored.
+            // terminal's process group, ignored signals left ignored (SIGPIPE as it was at start).
             let pid: pid_t
             do {
                 pid = try Spawn.start(
                     executable, arguments, environment: environment, input: STDIN_FILENO, output: STDOUT_FILENO, error: STDERR_FILENO,
-                    ownProcessGroup: false, defaultSignals: false)
+                    ownProcessGroup: false, defaultSignals: false, resetting: resettingPipe ? [SIGPIPE] : [])
             } catch {
                 throw CommandFailure(.failure, "\(error)")
             }
@@ -157,7 +178,7 @@ extension VaultCommand {
 
         /// `--keep-fresh`: the command runs with $VAULT_TOKEN_FILE and $VAULT_TOKEN_SOCKET
         /// (``ChildTokenKeeper``) while this process keeps them fresh; both gone when it ends.
-        func runKeepingFresh(_ executable: URL, _ arguments: [String]) async throws -> Never {
+        func runKeepingFresh(_ executable: URL, _ arguments: [String], resettingPipe: Bool) async throws -> Never {
             var request = AgentRequest(.token, account: account)
             let target = try target.target
             (request.resources, request.scopes) = (target.resources, target.scopes)
@@ -171,7 +192,7 @@ extension VaultCommand {
             let keeper = ChildTokenKeeper(client: AgentClient(vault: global.url), request: request, place: place, minimumValidity: minimumValidity)
             let server: ChildTokenServer
             do {
-                _ = try await keeper.fetch(minTTL: minimumValidity, terminal: prompt.terminal)
+                try await keeper.start(terminal: prompt.terminal)
                 server = try await ChildTokenServer(place: place) { path in await keeper.reply(path) }
             } catch let error as AgentConnectionError where error == .notRunning {
                 place.remove()
@@ -181,25 +202,24 @@ extension VaultCommand {
                 )
             } catch {
                 place.remove()
-                throw CommandFailure(error) ?? CommandFailure(.failure, "\(error)")
+                throw CommandFailure.describing(error)
             }
             var environment = ProcessInfo.processInfo.environment
             environment["VAULT_TOKEN_FILE"] = place.tokenFile.path
             environment["VAULT_TOKEN_SOCKET"] = place.socket.path
             let refresher = Task { await keeper.keepFresh() }
-            let ended: Spawn.Termination
+            let ended: Result<Spawn.Termination, any Error>
             do {
-                ended = try await Self.spawn(executable, arguments, environment: environment)
+                ended = .success(try await Self.spawn(executable, arguments, environment: environment, resettingPipe: resettingPipe))
             } catch {
-                refresher.cancel()
-                await server.stop()
-                place.remove()
-                throw error
+                ended = .failure(error)
             }
+            // In this order: no refresh left to write, no answer left to send, then the files go.
             refresher.cancel()
+            await refresher.value
             await server.stop()
             place.remove()
-            Foundation.exit(ended.shellStatus)
+            Foundation.exit(try ended.get().shellStatus)
         }
 
         /// `name` when it has a slash, else the first executable of that name on $PATH.

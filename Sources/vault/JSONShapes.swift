@@ -206,8 +206,6 @@ extension JSONValue {
             "pending_migrations": .array(facts.pendingMigrations.map(step)),
             "credential": credential,
             "key_slots": .array(facts.keySlots.map { keySlot($0) }),
-            "expiring_refresh_tokens": .array(
-                facts.expiringRefreshTokens.sorted { $0.value < $1.value }.map { ["account": .string($0.key.rawValue), "expires_at": .date($0.value)] }),
             "vault_id": .string(facts.vaultID),
             "device_id": .string(facts.deviceID),
             "created_at": .date(facts.createdAt),
@@ -219,6 +217,8 @@ extension JSONValue {
             "last_integrity_check": facts.lastIntegrityCheck.map {
                 ["checked_at": .date($0.checkedAt), "ok": .bool($0.passed)]
             } ?? .null,
+            "expiring_refresh_tokens": .array(
+                facts.expiringRefreshTokens.sorted { $0.value < $1.value }.map { ["account": .string($0.key.rawValue), "expires_at": .date($0.value)] }),
         ]
     }
 

@@ -94,15 +94,19 @@ extension VaultCommand {
                     return AgentResponse(token: AgentToken(token))
                 }
             guard let token = response.token else { throw CommandFailure(.failure, "the agent answered without a token") }
-            // An agent that predates targets ignores them and serves the account's own token:
-            // never handed on as the token for another API.
-            guard token.resources == target.resources, token.requestedScopes == target.scopes else {
+            try checkTarget(of: token, resources: target.resources, scopes: target.scopes)
+            return token
+        }
+
+        /// An agent that predates targets ignores them and serves the account's own token: never
+        /// handed on as the token for another API.
+        static func checkTarget(of token: AgentToken, resources: [String], scopes: [String]) throws {
+            guard token.resources == resources, token.requestedScopes == scopes else {
                 throw CommandFailure(
                     .failure,
-                    "the agent serving this vault did not serve a token for \(target) (it predates tokens for resources); nothing was printed: restart it (`vault agent stop`, then `vault agent start`) or use --no-agent"
+                    "the agent serving this vault did not serve a token for the resources and scopes asked (it predates tokens for resources); nothing was handed on: restart it (`vault agent stop`, then `vault agent start`) or use --no-agent"
                 )
             }
-            return token
         }
     }
 }

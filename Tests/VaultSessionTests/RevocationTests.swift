@@ -99,4 +99,22 @@ struct RevocationTests {
             await h.expectTokenRequests(1)
         }
     }
+
+    @Test("only Entra's documented form `AADSTSnnnn:` at the start gives a reason")
+    func entraCodes() {
+        let cases: [(String?, ForcedLogoutReason)] = [
+            ("AADSTS70008: The refresh token has expired due to inactivity.", .inactivity),
+            ("AADSTS700082: The refresh token has expired due to inactivity.", .inactivity),
+            ("AADSTS50173: The provided grant has expired due to it being revoked.", .revoked),
+            ("AADSTS50133: Session is invalid due to expiration or recent password change.", .passwordChanged),
+            ("AADSTS50133 Session is invalid", .unspecified),  // no colon
+            ("the grant has been revoked (AADSTS50133: quoted)", .unspecified),  // not at the start
+            ("AADSTS99999: something else", .unspecified),
+            ("AADSTS: no code", .unspecified),
+            (nil, .unspecified),
+        ]
+        for (description, reason) in cases {
+            #expect(ForcedLogoutReason(refusal: description) == reason, "\(description ?? "nil")")
+        }
+    }
 }

@@ -43,7 +43,7 @@ public struct VaultInspection: Sendable, Hashable {
     public var keySlots: [KeySlot] = []
     /// Refresh tokens a process with a grant watch warned are expiring (event
     /// `refresh_token_expiring`), by account: the latest warning of each account's current
-    /// session. From the event log, not authenticated.
+    /// (active or locked) session. From the event log, not authenticated.
     public var expiringRefreshTokens: [AccountID: Date] = [:]
 }
 
@@ -153,7 +153,7 @@ extension VaultFile {
                 FROM events e
                 WHERE e.kind = 'refresh_token_expiring' AND json_valid(e.data)
                   AND e.seq = (SELECT max(seq) FROM events WHERE kind = 'refresh_token_expiring' AND account_id = e.account_id)
-                  AND e.at >= (SELECT max(started_at) FROM sessions WHERE account_id = e.account_id AND state = 'active')
+                  AND e.at >= (SELECT max(started_at) FROM sessions WHERE account_id = e.account_id AND state IN ('active', 'locked'))
                 """)
         var expiring: [AccountID: Date] = [:]
         for row in rows {
