@@ -45,10 +45,17 @@ extension VaultCommand.Sessions {
             let now = CommandTime.wall.now()
             let due = sessions.map { $0.stateAtNextUse(policy: policies[$0.account] ?? SessionPolicy(), now: now) }
             if output.json {
+                // This install's device registrations, by account (a pending one: not fully signed in).
+                let thisDevice = Dictionary(
+                    metadata.devices.filter { $0.deviceID == metadata.inspection.deviceID }.map { ($0.account, $0.status) },
+                    uniquingKeysWith: { first, _ in first })
                 let rows = zip(sessions, due).map { session, due in
-                    JSONValue.session(session)
+                    let state = AccountState(
+                        session: session, policy: policies[session.account] ?? SessionPolicy(), thisDevice: thisDevice[session.account], now: now)
+                    return JSONValue.session(session)
                         .adding("state_at_next_use", .string(due.state.rawValue))
                         .adding("end_reason_at_next_use", .text(due.reason?.rawValue))
+                        .adding("account_state", .string(state.name))
                 }
                 print(JSONValue.array(rows).rendered, terminator: "")
                 return

@@ -87,5 +87,11 @@ struct MessageTests {
         #expect(text.contains("grace  active"), "\(text)")
         let due = rows.map { ($0["state"] as? String, $0["state_at_next_use"] as? String) }
         #expect(due.contains { $0 == ("active", "locked") } && due.contains { $0 == ("active", "expired") } && due.contains { $0 == ("active", "active") })
+        // The one vocabulary agrees with the state at next use, row by row.
+        let expected = ["active": ["active_signed_in", "active_device_pending"], "locked": ["locked"], "expired": ["expired"], "signed_out": ["inactive"]]
+        for row in rows {
+            let stateAtNextUse = row["state_at_next_use"] as? String ?? "?"
+            #expect(expected[stateAtNextUse]?.contains(row["account_state"] as? String ?? "") == true, "\(row)")
+        }
     }
 }
