@@ -139,7 +139,7 @@ struct KeepFreshTests {
     static func children(of pid: Int32) throws -> [Int32] {
         let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")
         return tasks.flatMap { task -> [Int32] in
-            let text = String(decoding: FileManager.default.contents(atPath: "/proc/\(pid)/task/\(task)/children") ?? Data(), as: UTF8.self)
+            let text = String(decoding: FileProbe.bytes(URL(fileURLWithPath: "/proc/\(pid)/task/\(task)/children")), as: UTF8.self)
             return text.split(separator: " ").compactMap { Int32($0) }
         }
     }
@@ -154,14 +154,14 @@ struct ChildTokenPlaceTests {
         let base = try TemporaryDirectory()
         let place = try ChildTokenPlace(base: base.url.appending(path: "places"))
         #expect(try Self.mode(place.directory) == 0o700)
-        #expect(try Data(contentsOf: place.tokenFile).isEmpty, "empty until the first token")
+        #expect(FileManager.default.fileExists(atPath: place.tokenFile.path) && FileProbe.bytes(place.tokenFile).isEmpty, "empty until the first token")
         try place.write("first-token")
         #expect(try Self.mode(place.tokenFile) == 0o600)
         let reader = try FileHandle(forReadingFrom: place.tokenFile)
         try place.write("second-token")
         #expect(String(decoding: try reader.readToEnd() ?? Data(), as: UTF8.self) == "first-token")
         try reader.close()
-        #expect(String(decoding: try Data(contentsOf: place.tokenFile), as: UTF8.self) == "second-token")
+        #expect(String(decoding: FileProbe.bytes(place.tokenFile), as: UTF8.self) == "second-token")
         place.remove()
         #expect(!FileManager.default.fileExists(atPath: place.directory.path))
         #expect(try FileManager.default.contentsOfDirectory(atPath: base.url.appending(path: "places").path).isEmpty)
@@ -216,7 +216,7 @@ struct ChildTokenPlaceTests {
 
     /// `/proc/PID/stat` field 22.
     static func startTime(of pid: Int32) -> UInt64? {
-        let text = String(decoding: FileManager.default.contents(atPath: "/proc/\(pid)/stat") ?? Data(), as: UTF8.self)
+        let text = String(decoding: FileProbe.bytes(URL(fileURLWithPath: "/proc/\(pid)/stat")), as: UTF8.self)
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         return fields.count > 19 ? UInt64(fields[19]) : nil
