@@ -105,42 +105,36 @@ func runDemo() async throws {
         "no activity for \(policy.idleTimeout.map { "\($0.components.seconds)" } ?? "-") s locks the session; a warning comes \(policy.warningBefore.components.seconds) s before"
     )
     var extended = false
-    // The newest idle deadline this tool knows: a warning judged on an earlier one (raised just
-    // before an extension, delivered after it) is stale and is dropped, never shown.
-    var latestDeadline = Date.distantPast
-    eventLoop: for await event in events {
-        switch event {
-        case .idleWarning(_, let secondsLeft, let deadline, let canExtend):
-            guard !deadline.isBefore(latestDeadline) else { continue }
-            latestDeadline = deadline
-            var left = secondsLeft
-            while left > 2 {
-                narrator.countdown("idle warning: locking in \(left) s\(canExtend ? " (can be extended)" : "")")
-                try await Task.sleep(for: .seconds(1))
-                left = Int(deadline.timeIntervalSinceNow.rounded(.up))
-            }
-            narrator.countdown("idle warning: locking in \(left) s — extending")
-            narrator.endCountdown()
-            if !extended {
-                extended = true
-                let result = try await session.extendSession()
-                if case .extended(let newDeadline, let remaining) = result {
-                    latestDeadline = newDeadline
-                    narrator.say("extended: idle deadline moved \(Int(newDeadline.timeIntervalSinceNow.rounded())) s ahead; \(remaining) extension(s) left")
-                }
-            }
-            break eventLoop
-        default:
-            continue
+    // A warning judged on an older deadline or session version than one this tool already knows
+    // (raised just before an extension, delivered after it) is stale and is dropped, never shown.
+    var filter = StaleWarningFilter()
+    eventLoop: for await event in events where filter.admits(event) {
+        guard case .idleWarning(let warning) = event else { continue }
+        var left = warning.secondsLeft
+        while left > 2 {
+            narrator.countdown("idle warning: locking in \(left) s\(warning.canExtend ? " (can be extended)" : "")")
+            try await Task.sleep(for: .seconds(1))
+            left = Int(warning.deadline.timeIntervalSinceNow.rounded(.up))
         }
+        narrator.countdown("idle warning: locking in \(left) s — extending")
+        narrator.endCountdown()
+        if !extended {
+            extended = true
+            let result = try await session.extendSession()
+            if case .extended(let newDeadline, let remaining) = result {
+                filter.learn(newDeadline, for: warning.account)
+                narrator.say("extended: idle deadline moved \(Int(newDeadline.timeIntervalSinceNow.rounded())) s ahead; \(remaining) extension(s) left")
+            }
+        }
+        break eventLoop
     }
 
     narrator.chapter("A hard timeout ends it")
     narrator.say("doing nothing now…")
-    for await event in events {
-        if case .idleWarning(_, let secondsLeft, let deadline, let canExtend) = event, !deadline.isBefore(latestDeadline) {
-            latestDeadline = deadline
-            narrator.say("idle warning: \(secondsLeft) s left, can extend: \(canExtend)\(canExtend ? "" : " (extension limit reached)")")
+    for await event in events where filter.admits(event) {
+        if case .idleWarning(let warning) = event {
+            narrator.say(
+                "idle warning: \(warning.secondsLeft) s left, can extend: \(warning.canExtend)\(warning.canExtend ? "" : " (extension limit reached)")")
         }
         if case .hardTimeout(_, let reason) = event {
             narrator.say("hard timeout (\(reason)): the vault's keys were dropped from memory")
@@ -200,9 +194,4 @@ func runDemo() async throws {
     vault.close()
     await gateway.stop()
     narrator.chapter("Done")
-}
-
-extension Date {
-    /// Earlier than `other` by more than the millisecond the vault stores times in.
-    fileprivate func isBefore(_ other: Date) -> Bool { timeIntervalSince(other) < -0.001 }
 }

@@ -28,12 +28,17 @@ extension SessionEvent {
             var data = ["state": status.stateName]
             if let reason = status.reason { data["reason"] = reason.rawValue }
             return LoggedEvent(kind: "state_changed", account: id, data: data)
-        case .idleWarning(let id, let secondsLeft, let deadline, let canExtend):
-            return LoggedEvent(
-                kind: "idle_warning", account: id,
-                data: [
-                    "seconds_left": String(secondsLeft), "deadline": Self.stamp(deadline), "can_extend": String(canExtend),
-                ])
+        case .idleWarning(let warning):
+            var data = [
+                "seconds_left": String(warning.secondsLeft), "deadline": Self.stamp(warning.deadline), "can_extend": String(warning.canExtend),
+            ]
+            if let stamp = warning.session {
+                data["session"] = String(stamp.session)
+                data["session_version"] = String(stamp.version)
+            }
+            return LoggedEvent(kind: "idle_warning", account: warning.account, data: data)
+        case .idleWarningWithdrawn(let id, let deadline):
+            return LoggedEvent(kind: "idle_warning_withdrawn", account: id, data: ["idle_deadline": Self.stamp(deadline)])
         case .extensionResult(let id, let result):
             switch result {
             case .extended(let deadline, let remaining):
@@ -91,7 +96,14 @@ extension SessionEvent {
             self = .stateChanged(id, status)
         case "idle_warning":
             guard let seconds = data["seconds_left"].flatMap(Int.init), let deadline = date("deadline") else { return nil }
-            self = .idleWarning(id, secondsLeft: seconds, deadline: deadline, canExtend: data["can_extend"] == "true")
+            let stamp = data["session"].flatMap(Int64.init).flatMap { session in
+                data["session_version"].flatMap(Int64.init).map { SessionStamp(session: session, version: $0) }
+            }
+            self = .idleWarning(
+                IdleWarning(account: id, secondsLeft: seconds, deadline: deadline, canExtend: data["can_extend"] == "true", session: stamp))
+        case "idle_warning_withdrawn":
+            guard let deadline = date("idle_deadline") else { return nil }
+            self = .idleWarningWithdrawn(id, idleDeadline: deadline)
         case "extension_result":
             switch data["result"] {
             case "extended":

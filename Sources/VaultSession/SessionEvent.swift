@@ -73,18 +73,24 @@ public enum ExtensionRefusal: String, Sendable, Hashable {
     case serverRefused = "server_refused"
     /// Asked before the idle warning: extensions are for the warning window.
     case notInWarningWindow = "not_in_warning_window"
+    /// The session was extended before and nothing happened since: a session that is completely
+    /// idle is not extended again (an extension is not activity; the user's next action is).
+    case noActivitySinceExtension = "no_activity_since_extension"
 }
 
 /// Everything a client tool may want to show, as typed values.
 public enum SessionEvent: Sendable, Hashable {
     /// An account's session changed state (in this process or, seen through the vault, another).
     case stateChanged(AccountID, SessionStatus)
-    /// The idle deadline is near (the codelab's `onSessionTimeOutNotification`), judged on
-    /// `deadline`. A warning raised just before an extension can be read after the extension's
-    /// result: a receiver drops a warning whose `deadline` is earlier than the newest it knows
-    /// (an ``extensionResult(_:_:)``'s `idleDeadline`, a later warning), at the vault's
-    /// millisecond precision. The service itself never raises one for a deadline older than it knows.
-    case idleWarning(AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool)
+    /// The idle deadline is near (the codelab's `onSessionTimeOutNotification`): the seconds
+    /// left, the deadline and the session version it was judged on, and whether an extension
+    /// would be granted. A receiver that queues events drops stale ones with ``StaleWarningFilter``.
+    case idleWarning(IdleWarning)
+    /// Activity inside the warning window moved the idle deadline to `idleDeadline`: a warning
+    /// for an earlier deadline no longer holds (dismiss its countdown). Recorded with the
+    /// activity, so another process's receiver learns it too; activity outside the warning
+    /// window is not announced.
+    case idleWarningWithdrawn(AccountID, idleDeadline: Date)
     /// The answer to an extension request.
     case extensionResult(AccountID, ExtensionResult)
     /// A deadline passed and the session ended (locked or expired per policy).

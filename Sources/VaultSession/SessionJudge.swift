@@ -15,11 +15,7 @@ struct SessionJudge {
         case over(SessionState, SessionEndReason?)
     }
 
-    struct Warning: Equatable {
-        var secondsLeft: Int
-        var deadline: Date
-        var canExtend: Bool
-    }
+    typealias Warning = IdleWarning
 
     static func judge(_ session: SessionRecord, policy: SessionPolicy, now: Date) -> Verdict {
         guard session.state == .active else {
@@ -45,8 +41,8 @@ struct SessionJudge {
             let warnAt = idle.addingTimeInterval(-policy.warningBefore.timeInterval)
             if now >= warnAt {
                 warning = Warning(
-                    secondsLeft: Int(idle.timeIntervalSince(now).rounded(.up)), deadline: idle,
-                    canExtend: canExtend(session, policy: policy))
+                    account: session.account, secondsLeft: Int(idle.timeIntervalSince(now).rounded(.up)), deadline: idle,
+                    canExtend: canExtend(session, policy: policy), session: SessionStamp(session))
             } else {
                 checks.append(warnAt)
             }
@@ -59,7 +55,20 @@ struct SessionJudge {
             return false
         }
         if let idle = session.idleDeadline, let absolute = session.absoluteDeadline, idle >= absolute { return false }
-        return true
+        return !idleSinceExtension(session, policy: policy)
+    }
+
+    /// Whether the idle deadline is an extension's and nothing happened since: the codelab's
+    /// "don't extend completely idle sessions". An extension moves the idle deadline but is not
+    /// activity (the stored last activity stays), so a deadline later than last activity + the
+    /// idle timeout was set by an extension that no activity followed. A second extension then
+    /// would keep a session nobody uses alive.
+    static func idleSinceExtension(_ session: SessionRecord, policy: SessionPolicy) -> Bool {
+        guard session.extensionsUsed > 0, let idle = session.idleDeadline,
+            let byActivity = idleDeadline(after: session.lastActivityAt, session: session, policy: policy)
+        else { return false }
+        // Whole milliseconds, as stored; a millisecond's rounding is not an extension.
+        return idle.millisecondsSince1970 > byActivity.millisecondsSince1970 + 1
     }
 
     /// The idle deadline after activity or an extension at `now`: never past the absolute deadline.

@@ -183,7 +183,7 @@ extension SessionService {
                 continue
             }
             guard let event = SessionEvent(entry) else { continue }
-            deliver(event)
+            await deliver(event)
         }
         if entries.count == 1000 { await reconcile() }
         guard let fresh = try? await snapshot() else { return }
@@ -194,20 +194,32 @@ extension SessionService {
         }
     }
 
-    /// Hands another process's event to this process's subscribers. An idle warning this
-    /// process already raised for the same deadline is not raised twice, and one judged on a
-    /// deadline older than one already known here (an extension granted meanwhile, in whichever
-    /// process) is dropped: it would say "can extend" for a deadline that no longer holds.
-    private func deliver(_ event: SessionEvent) {
+    /// Hands another process's event to this process's subscribers. An idle warning is raised
+    /// only if it still holds: the session, as the vault holds it now, is active with the idle
+    /// deadline the warning was judged on (another process may have extended it, or recorded
+    /// activity, which no event announces, after the warning was judged), and this process has
+    /// not raised one for that deadline already.
+    private func deliver(_ event: SessionEvent) async {
         switch event {
-        case .idleWarning(let id, _, let deadline, _):
-            guard timeouts.firstWarning(for: id, deadline: deadline) else { return }
-        case .extensionResult(let id, .extended(let deadline, _)):
+        case .idleWarning(let warning):
+            guard await stillHolds(warning), timeouts.firstWarning(for: warning.account, deadline: warning.deadline) else { return }
+        case .extensionResult(let id, .extended(let deadline, _)), .idleWarningWithdrawn(let id, let deadline):
             timeouts.learnDeadline(deadline, for: id)
         default:
             break
         }
         hub.emit(event)
+    }
+
+    /// Whether the account's session is still the active one `warning` was judged on, with the
+    /// same idle deadline. A row that cannot be read or fails its check holds nothing.
+    private func stillHolds(_ warning: IdleWarning) async -> Bool {
+        guard let session = try? await vaultCall({ [vault] in try vault.sessions.current(for: warning.account) }) else {
+            return false
+        }
+        guard session.state == .active, session.idleDeadline?.millisecondsSince1970 == warning.deadline.millisecondsSince1970 else { return false }
+        if let stamp = warning.session, stamp.session != session.id { return false }
+        return true
     }
 }
 

@@ -83,13 +83,15 @@ extension SessionService {
         if vault.isLocked {
             _ = try await servableSession(try await resolve(account))
         }
-        let (stamp, read) = try await stampedSnapshot(for: account, stamp: stamp, target: target)
+        let (stamp, read) = try await lockAware(account) { try await self.stampedSnapshot(for: account, stamp: stamp, target: target) }
         guard let snapshot = read else { throw SessionError.noActiveAccount }
         let id = snapshot.account
-        var session = try await servableSession(id, current: snapshot.session, policy: snapshot.policy)
+        var (session, warning) = try await judgedSession(id, current: snapshot.session, policy: snapshot.policy)
         guard snapshot.grantGeneration != nil else { throw try await noTokensError(id) }
-        if snapshot.policy.activity == .any, let touched = try await touch(session, policy: snapshot.policy) {
-            session = touched
+        if snapshot.policy.activity == .any {
+            if let touched = try await touch(session, policy: snapshot.policy, raising: warning) { session = touched }
+        } else if let warning {
+            announce(warning)
         }
         if let token = snapshot.token, isFresh(token.expiresAt) {
             cacheAccessToken(token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil)

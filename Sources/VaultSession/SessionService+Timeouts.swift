@@ -21,6 +21,14 @@ extension SessionService {
     /// on the row as it is when it is written: should another process have recorded activity
     /// meanwhile, nothing is applied and the session is judged afresh.
     func servableSession(_ id: AccountID, current: SessionRecord?, policy: SessionPolicy) async throws -> SessionRecord {
+        let (session, warning) = try await judgedSession(id, current: current, policy: policy)
+        if let warning { announce(warning) }
+        return session
+    }
+
+    /// The same, handing back the idle warning in force instead of raising it: for a caller that
+    /// is about to record activity, which would withdraw it (``touch(_:policy:raising:)``).
+    func judgedSession(_ id: AccountID, current: SessionRecord?, policy: SessionPolicy) async throws -> (SessionRecord, IdleWarning?) {
         var current = current
         var policy = policy
         for _ in 0..<Self.transitionAttempts {
@@ -28,8 +36,7 @@ extension SessionService {
             switch SessionJudge.judge(session, policy: policy, now: now()) {
             case .active(let warning, _):
                 if let lockReason, vault.isLocked { throw SessionError.locked(id, lockReason) }
-                if let warning { announce(warning, for: id) }
-                return session
+                return (session, warning)
             case .lock(let reason):
                 if try await applyLock(id, reason: reason, timedOut: true) { throw SessionError.locked(id, reason) }
             case .expire(let reason):
@@ -138,9 +145,9 @@ extension SessionService {
     }
 
     /// Raises the idle warning once per idle deadline.
-    func announce(_ warning: SessionJudge.Warning, for id: AccountID) {
-        guard timeouts.firstWarning(for: id, deadline: warning.deadline) else { return }
-        publish(.idleWarning(id, secondsLeft: warning.secondsLeft, deadline: warning.deadline, canExtend: warning.canExtend))
+    func announce(_ warning: IdleWarning) {
+        guard timeouts.firstWarning(for: warning.account, deadline: warning.deadline) else { return }
+        publish(.idleWarning(warning))
     }
 
     func resolve(_ account: AccountID?) async throws -> AccountID {
@@ -173,8 +180,18 @@ extension SessionService {
     public func recordActivity(for account: AccountID? = nil) async throws {
         let id = try await resolve(account)
         let (current, policy) = try await sessionAndPolicy(id)
-        let session = try await servableSession(id, current: current, policy: policy)
-        try await touch(session, policy: policy)
+        let (session, warning) = try await judgedSession(id, current: current, policy: policy)
+        try await touch(session, policy: policy, raising: warning)
+    }
+
+    /// ``touch(_:policy:)``, then `warning` (the one in force when `session` was judged) is
+    /// raised only if the activity was not written: written activity moved the deadline it was
+    /// judged on (and withdrew it, were it raised before).
+    @discardableResult
+    func touch(_ session: SessionRecord, policy: SessionPolicy, raising warning: IdleWarning?) async throws -> SessionRecord? {
+        let touched = try await touch(session, policy: policy)
+        if touched == nil, let warning { announce(warning) }
+        return touched
     }
 
     /// Moves the idle deadline for activity now, unless the session's stored last activity is
@@ -187,14 +204,25 @@ extension SessionService {
     func touch(_ session: SessionRecord, policy: SessionPolicy) async throws -> SessionRecord? {
         guard activityIsDue(session, policy: policy) else { return nil }
         let now = now()
-        let moved = try await transition(session.account, "recording activity") { session, policy -> Bool in
-            guard case .active = SessionJudge.judge(session, policy: policy, now: now) else { return false }
+        let id = session.account
+        // Activity inside the warning window withdraws the warning, in the same transaction.
+        let recorded = recording { (outcome: (session: SessionRecord, result: Bool?)?) in
+            guard let outcome, outcome.result == true, let deadline = outcome.session.idleDeadline else { return [] }
+            return [(.idleWarningWithdrawn(id, idleDeadline: deadline), outcome.session)]
+        }
+        // nil: not written; else whether a warning was in force.
+        let moved = try await transition(id, "recording activity", recording: recorded) { session, policy -> Bool? in
+            guard case .active(let warning, _) = SessionJudge.judge(session, policy: policy, now: now) else { return nil }
             session.lastActivityAt = now
             session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
-            return true
+            return warning != nil
         }
-        guard moved.result else { return nil }
-        timeouts.forgetWarning(for: session.account)
+        guard let warned = moved.result else { return nil }
+        timeouts.forgetWarning(for: id)
+        if warned, let deadline = moved.session.idleDeadline {
+            timeouts.learnDeadline(deadline, for: id)
+            announce([.idleWarningWithdrawn(id, idleDeadline: deadline)])
+        }
         scheduleTimer()
         return moved.session
     }
@@ -256,6 +284,7 @@ extension SessionService {
         if policy.idleTimeout == nil { return .noIdleTimeout }
         if session.extensionsUsed >= policy.maxExtensions { return .limitReached }
         if let idle = session.idleDeadline, let absolute = session.absoluteDeadline, idle >= absolute { return .absoluteLifetimeReached }
+        if SessionJudge.idleSinceExtension(session, policy: policy) { return .noActivitySinceExtension }
         return nil
     }
 
@@ -326,7 +355,7 @@ extension SessionService {
             }
             guard case .active = SessionJudge.judge(session, policy: policy, now: later) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
-            Self.extend(&session, policy: policy, now: later)
+            Self.extend(&session, policy: policy, now: later, askedAt: now)
             return .extended(session, remaining: policy.maxExtensions - session.extensionsUsed)
         }
         if case .failure(let error) = answer { throw error }
@@ -338,9 +367,14 @@ extension SessionService {
         }
     }
 
-    private static func extend(_ session: inout SessionRecord, policy: SessionPolicy, now: Date) {
+    /// An extension moves the idle deadline to now + the idle timeout; it is not activity, so the
+    /// stored last activity stays (see ``SessionJudge/idleSinceExtension(_:policy:)``). Activity
+    /// recorded while the server was asked (`askedAt` on: serving the token the request carries,
+    /// under `activity: any`) is taken as the extension's own moment, so it counts as activity
+    /// since the extension.
+    private static func extend(_ session: inout SessionRecord, policy: SessionPolicy, now: Date, askedAt: Date? = nil) {
         session.extensionsUsed += 1
-        session.lastActivityAt = now
+        if let askedAt, session.lastActivityAt >= Date(millisecondsSince1970: askedAt.millisecondsSince1970) { session.lastActivityAt = now }
         session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
     }
 
@@ -468,7 +502,7 @@ extension SessionService {
         else { return nil }
         switch SessionJudge.judge(session, policy: policy, now: now()) {
         case .active(let warning, let nextCheck):
-            if let warning { announce(warning, for: id) }
+            if let warning { announce(warning) }
             return nextCheck
         case .lock, .expire:
             _ = try? await servableSession(id)

@@ -58,7 +58,7 @@ extension SessionService {
         else { return .miss(stamp) }
         // A token served counts as activity: when it is time to write that, the slow path does.
         if entry.policy.activity == .any, activityIsDue(entry.session, policy: entry.policy) { return .miss(stamp) }
-        if let warning { announce(warning, for: entry.account) }
+        if let warning { announce(warning) }
         return .hit(AccessToken(entry.token))
     }
 

@@ -52,13 +52,16 @@ extension SessionService {
             // No sealed value opens: the session's state says why (locked, expired, signed out).
             _ = try await servableSession(try await resolve(account))
         }
-        let (stamp, read) = try await stampedSnapshot(for: account, stamp: stamp)
+        let (stamp, read) = try await lockAware(account) { try await self.stampedSnapshot(for: account, stamp: stamp) }
         guard let snapshot = read else { throw SessionError.noActiveAccount }
         let id = snapshot.account
-        var session = try await servableSession(id, current: snapshot.session, policy: snapshot.policy)
+        var (session, warning) = try await judgedSession(id, current: snapshot.session, policy: snapshot.policy)
         guard let token = snapshot.token else { throw try await noTokensError(id) }
-        if snapshot.policy.activity == .any, let touched = try await touch(session, policy: snapshot.policy) {
-            session = touched  // a token served is activity (a script's session lives while it works)
+        if snapshot.policy.activity == .any {
+            // A token served is activity (a script's session lives while it works).
+            if let touched = try await touch(session, policy: snapshot.policy, raising: warning) { session = touched }
+        } else if let warning {
+            announce(warning)
         }
         if isFresh(token.expiresAt) {
             cacheAccessToken(token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil)
@@ -83,6 +86,19 @@ extension SessionService {
     /// just before it, in one trip to the I/O threads: the stamp's connection is opened there
     /// on first use (file I/O that must not run on the actor), and a commit landing after the
     /// stamp makes the cache entry made from this read unusable.
+    /// Runs `read`; when it fails because this process's timer locked the vault while the read
+    /// was away from the actor (its keys went mid-read), the session's own state is the answer
+    /// (``SessionError/locked(_:_:)``), not the read's error.
+    func lockAware<T>(_ account: AccountID?, _ read: () async throws -> T) async throws -> T {
+        do {
+            return try await read()
+        } catch let error as SessionError {
+            guard case .vault = error, vault.isLocked else { throw error }
+            _ = try await servableSession(try await resolve(account))
+            throw error
+        }
+    }
+
     func stampedSnapshot(for account: AccountID?, stamp: VaultChangeStamp?, target: TokenTarget = .account) async throws -> (VaultChangeStamp?, AccessSnapshot?)
     {
         try await vaultCall { [vault] in

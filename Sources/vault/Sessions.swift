@@ -161,6 +161,11 @@ extension VaultCommand.Sessions {
                 case .limitReached: throw CommandFailure(.failure, "the session's policy allows no more extensions")
                 case .absoluteLifetimeReached: throw CommandFailure(.failure, "the session reached its absolute lifetime: it cannot be extended")
                 case .noIdleTimeout: throw CommandFailure(.failure, "the session has no idle timeout: there is nothing to extend")
+                case .noActivitySinceExtension:
+                    throw CommandFailure(
+                        .failure,
+                        "nothing used the session since its last extension, and an idle session is not extended again: "
+                            + "use it (`vault token`, `vault exec`) to keep it open, or unlock it after it locks")
                 case .serverRefused: throw CommandFailure(.clientRefused, "the identity service refused the extension")
                 }
             }

@@ -4,6 +4,8 @@
 //
 //     SessionProbe VAULT KEYFILE tokens N [--now MS]   N concurrent validAccessToken() calls
 //     SessionProbe VAULT KEYFILE switch ID [--now MS]  make ID the active account
+//     SessionProbe VAULT KEYFILE judge|activity|extend - [--now MS]   judge the active session
+//         (raising a due idle warning), record activity on it, or extend it
 //     SessionProbe VAULT KEYFILE race ROUNDS:SEED      ROUNDS random session transitions
 //         (activity, extension, lock, unlock, rarely end) on the active account, the choices
 //         drawn from SEED; prints `extended N` (extensions granted here) and `done`
@@ -112,6 +114,17 @@ do {
     case "switch":
         try await service.switchAccount(to: AccountID(rawValue: argument))
         emit("switched")
+    case "judge":
+        // The active account's session judged now: an idle warning, if due, goes to the log.
+        emit("status \(try await service.status())")
+    case "activity":
+        try await service.recordActivity()
+        emit("active")
+    case "extend":
+        switch try await service.extendSession() {
+        case .extended(let deadline, let remaining): emit("extended \(Int64(deadline.timeIntervalSince1970 * 1000)) \(remaining)")
+        case let other: emit("not extended \(other)")
+        }
     case "race":
         let parts = argument.split(separator: ":").compactMap { UInt64($0) }
         // Time moves 50 ms at every reading, so activity is written now and then (a fixed clock

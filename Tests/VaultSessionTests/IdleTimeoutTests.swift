@@ -15,7 +15,7 @@ struct IdleTimeoutTests {
     /// Signs alice in, waits for the timer to plan the 14-minute warning, advances to it
     /// and returns the warning.
     static func advanceToFirstWarning(_ h: SessionHarness, policy: SessionPolicy? = nil) async throws
-        -> (AccountID, (account: AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool))
+        -> (AccountID, IdleWarning)
     {
         let alice = try await h.signIn("alice", policy: policy)
         #expect(await h.time.waitForSleeper(until: h.time.at(minute * 14)), "timer planned at \(h.time.sleepingUntil)")
@@ -82,12 +82,16 @@ struct IdleTimeoutTests {
                 #expect(await h.events.next(after: mark) { $0 == .extensionResult(alice, result) } != nil)
                 #expect(try h.vault.sessions.current(for: alice)?.idleDeadline == now.addingTimeInterval(15 * 60))
 
-                // The next warning comes 14 minutes after the extension.
-                #expect(await h.time.waitForSleeper(until: now.addingTimeInterval(14 * 60)), "timer planned at \(h.time.sleepingUntil)")
+                // The user comes back a minute later, then leaves again: the next warning comes
+                // 14 minutes after that activity (an idle session is not extended twice).
+                await h.time.advance(by: Self.minute)
+                try await h.service.recordActivity()
+                #expect(await h.time.waitForSleeper(until: now.addingTimeInterval(15 * 60)), "timer planned at \(h.time.sleepingUntil)")
                 let next = h.events.mark
                 await h.time.advance(by: Self.minute * 14)
                 warning = try #require(await h.events.next(after: next) { $0.isIdleWarning }?.idleWarning)
                 #expect(warning.secondsLeft == 60)
+                #expect(warning.deadline == now.addingTimeInterval(16 * 60))
             }
             #expect(!warning.canExtend, "the last warning says no extension is left")
             #expect(try await h.service.extendSession() == .refused(.limitReached))
@@ -98,6 +102,36 @@ struct IdleTimeoutTests {
             let mark = h.events.mark
             await h.time.advance(by: .seconds(60))
             #expect(await h.events.next(after: mark) { $0 == .hardTimeout(alice, .idleTimeout) } != nil)
+        }
+    }
+
+    @Test("a session nobody used since its extension is not extended again: the warning says so, the request is refused, activity makes it extendable")
+    func idleSessionsAreNotExtendedTwice() async throws {
+        try await SessionHarness.run { h in
+            let (alice, _) = try await Self.advanceToFirstWarning(h)
+            let extendedAt = h.time.now()
+            #expect(try await h.service.extendSession() == .extended(idleDeadline: extendedAt.addingTimeInterval(15 * 60), remaining: 2))
+            let stored = try #require(try h.vault.sessions.current(for: alice))
+            #expect(stored.lastActivityAt < extendedAt, "an extension is not activity")
+
+            // Nothing happens until the next warning: it says no extension, and none is granted.
+            #expect(await h.time.waitForSleeper(until: extendedAt.addingTimeInterval(14 * 60)))
+            var mark = h.events.mark
+            await h.time.advance(by: Self.minute * 14)
+            let idle = try #require(await h.events.next(after: mark) { $0.isIdleWarning }?.idleWarning)
+            #expect(!idle.canExtend)
+            #expect(try await h.service.extendSession() == .refused(.noActivitySinceExtension))
+            #expect(try h.vault.sessions.current(for: alice)?.extensionsUsed == 1)
+
+            // Activity (the user is back) moves the deadline; at the warning after it, an
+            // extension is allowed again.
+            try await h.service.recordActivity()
+            let activeAt = h.time.now()
+            #expect(await h.time.waitForSleeper(until: activeAt.addingTimeInterval(14 * 60)))
+            mark = h.events.mark
+            await h.time.advance(by: Self.minute * 14)
+            #expect(try #require(await h.events.next(after: mark) { $0.isIdleWarning }?.idleWarning).canExtend)
+            #expect(try await h.service.extendSession() == .extended(idleDeadline: h.time.now().addingTimeInterval(15 * 60), remaining: 1))
         }
     }
 
@@ -116,7 +150,9 @@ struct IdleTimeoutTests {
             #expect(try await first.value == .extended(idleDeadline: h.time.at(Self.minute * 29), remaining: 2))
             #expect(try h.vault.sessions.current(for: alice)?.extensionsUsed == 1)
 
-            // Once answered, a new request goes through again; the server may refuse it.
+            // Once answered, a new request goes through again (after activity: an idle session is
+            // not extended twice); the server may refuse it.
+            try await h.service.recordActivity()
             let second = Task { try await service.extendSession() }
             #expect(await gate.waitUntilAsked(2))
             gate.answer(false)

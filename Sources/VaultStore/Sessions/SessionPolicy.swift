@@ -24,8 +24,9 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
         /// for a token keeps its session alive. The default.
         case any
         /// Only what the tool reports as the user's own activity
-        /// (`SessionService.recordActivity(for:)`, an extension): an interactive tool that
-        /// wants its session to lock while the person is away, however often it polls.
+        /// (`SessionService.recordActivity(for:)`): an interactive tool that wants its session
+        /// to lock while the person is away, however often it polls. An extension moves the idle
+        /// deadline but is never activity, under either setting.
         case interactive
     }
 

@@ -70,8 +70,8 @@ extension SessionEvent {
 
     // Matchers for the cases tests look for.
 
-    var idleWarning: (account: AccountID, secondsLeft: Int, deadline: Date, canExtend: Bool)? {
-        if case .idleWarning(let account, let secondsLeft, let deadline, let canExtend) = self { return (account, secondsLeft, deadline, canExtend) }
+    var idleWarning: IdleWarning? {
+        if case .idleWarning(let warning) = self { return warning }
         return nil
     }
 
@@ -81,6 +81,11 @@ extension SessionEvent {
     }
 
     var isIdleWarning: Bool { idleWarning != nil }
+
+    var extensionResult: ExtensionResult? {
+        if case .extensionResult(_, let result) = self { return result }
+        return nil
+    }
 
     var isTokenRefreshed: Bool {
         if case .tokenRefreshed = self { return true }

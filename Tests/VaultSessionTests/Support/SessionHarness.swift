@@ -153,10 +153,10 @@ final class SessionHarness: Sendable {
         return other
     }
 
-    /// Starts a SessionProbe child on this vault at this test's wall-clock time.
-    func probe(_ operation: String, _ argument: String) throws -> ChildProgram {
+    /// Starts a SessionProbe child on this vault at this test's wall-clock time (or `now`).
+    func probe(_ operation: String, _ argument: String, now: Date? = nil) throws -> ChildProgram {
         guard case .keyFile(let keyFile) = store.credential else { throw ProbeError(message: "probes need a key-file vault") }
-        return try .sessionProbe(vault: store.url, keyFile: keyFile, operation: operation, argument: argument, now: time.now())
+        return try .sessionProbe(vault: store.url, keyFile: keyFile, operation: operation, argument: argument, now: now ?? time.now())
     }
 
     /// Waits until the gateway's counters satisfy `predicate` (a real event: a request
