@@ -91,6 +91,8 @@ extension AgentResponse {
             message.append("socket", status.socket)
             message.append("lock_reason", ifPresent: status.lockReason)
             message.append("unlocked_by_slot", ifPresent: status.unlockedBy.map(String.init))
+            message.append("active_account", ifPresent: status.activeAccount)
+            message.append("account_state", ifPresent: status.accountState)
         }
         if let hosts {
             message.append("hosts", String(hosts.count))
@@ -131,6 +133,8 @@ extension AgentResponse {
                 lastUse: nil, startedAt: Date(timeIntervalSince1970: started), socket: socket, lockReason: message["lock_reason"])
             status.lastUse = message["last_use"].flatMap(Double.init)
             status.unlockedBy = message["unlocked_by_slot"].flatMap { Int64($0) }
+            status.activeAccount = message["active_account"]
+            status.accountState = message["account_state"]
             self.status = status
         }
         if message["hosts"] != nil {

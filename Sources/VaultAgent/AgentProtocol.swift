@@ -209,6 +209,12 @@ public struct AgentStatus: Codable, Sendable, Hashable {
     /// The key slot that unlocked the vault (0: its own credential); nil while locked, and from
     /// an agent that predates key slots.
     public var unlockedBy: Int64?
+    /// The active account (nil: none, or the agent is locked or predates it).
+    public var activeAccount: String?
+    /// The active account's state in the seeds' vocabulary (`AccountState.name`:
+    /// `active_signed_in`, `active_device_pending`, `locked`, `expired`, `inactive`, `unknown`);
+    /// nil while the agent is locked, and from an agent that predates it.
+    public var accountState: String?
 
     public init(
         vault: String, pid: Int32, locked: Bool, lockAfter: Int?, lastUse: Date?, startedAt: Date, socket: String, lockReason: String? = nil,
@@ -232,6 +238,8 @@ public struct AgentStatus: Codable, Sendable, Hashable {
         case lockAfter = "lock_after_seconds"
         case lastUse = "last_use"
         case startedAt = "started_at"
+        case activeAccount = "active_account"
+        case accountState = "account_state"
     }
 }
 

@@ -79,3 +79,30 @@ extension SessionService {
         return AccountState(session: session, policy: policy, thisDevice: device, now: now())
     }
 }
+
+extension VaultMetadata {
+    /// Every account's state at `now`, from the file's plain metadata (no key: `vault status`
+    /// and `sessions list`): each account's newest session under its stored policy, and this
+    /// install's registration for it. Not authenticated: a row edited without the key shows
+    /// as edited here, and is refused where the vault acts on it.
+    public func accountStates(now: Date) -> [AccountID: AccountState] {
+        var newest: [AccountID: SessionRecord] = [:]
+        for session in sessions where newest[session.account].map({ session.id > $0.id }) ?? true {
+            newest[session.account] = session
+        }
+        let thisDevice = Dictionary(
+            devices.filter { $0.deviceID == inspection.deviceID }.map { ($0.account, $0.status) }, uniquingKeysWith: { first, _ in first })
+        return Dictionary(
+            accounts.map { account in
+                (
+                    account.id,
+                    AccountState(session: newest[account.id], policy: account.policy ?? SessionPolicy(), thisDevice: thisDevice[account.id], now: now)
+                )
+            }, uniquingKeysWith: { first, _ in first })
+    }
+}
+
+extension AccountState {
+    /// Every state's name, in the order `vault status` counts them.
+    public static let names = ["active_signed_in", "active_device_pending", "locked", "expired", "inactive", "unknown"]
+}

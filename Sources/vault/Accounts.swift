@@ -162,6 +162,8 @@ struct AccountView {
     var tokens: TokenMetadata?
     var session: SessionRecord?
     var policy: SessionPolicy
+    /// The one vocabulary for the seeds' states (device activation included).
+    var state: AccountState
 
     static func load(_ id: AccountID, in opened: OpenedVault) async throws -> AccountView {
         // Judged now: a deadline that passed while no process ran takes effect here, as in every tool.
@@ -172,11 +174,12 @@ struct AccountView {
         return AccountView(
             account: account, active: try opened.vault.accounts.activeID() == id, status: SessionSummary(status),
             tokens: try opened.vault.tokens.metadata(for: id), session: try opened.vault.sessions.current(for: id),
-            policy: try opened.vault.sessions.policy(for: id))
+            policy: try opened.vault.sessions.policy(for: id), state: try await opened.session.accountState(of: id))
     }
 
     var json: JSONValue {
         .account(account, active: active, status: status, tokens: tokens, session: session, policy: policy)
+            .adding("account_state", .string(state.name))
     }
 
     var tokenText: String {
@@ -244,6 +247,7 @@ struct AccountView {
                 } ?? "added or signed in here"
             ),
             ("Session", status.text),
+            ("State", state.description),
             ("Tokens", tokenText),
             (
                 "Token binding",

@@ -274,6 +274,7 @@ extension VaultCommand {
                         "lock_after_seconds": .number(status.lockAfter),
                         "last_use": .date(status.lastUse.map(Date.init(timeIntervalSince1970:))),
                         "started_at": .date(Date(timeIntervalSince1970: status.startedAt)),
+                        "active_account": .text(status.activeAccount), "account_state": .text(status.accountState),
                     ]
                     print(json.rendered, terminator: "")
                 } else {
@@ -286,6 +287,9 @@ extension VaultCommand {
                     print("Agent for \(status.vault): pid \(status.pid), \(state), socket \(status.socket)")
                     if let slot = status.unlockedBy { print("  unlocked with key slot \(slot)\(slot == 0 ? " (the vault's own credential)" : "")") }
                     if let lockAfter = status.lockAfter { print("  drops the keys after \(Format.span(.seconds(lockAfter))) without use") }
+                    if let active = status.activeAccount {
+                        print("  active account \(Terminal.printable(active)): \(Terminal.printable(status.accountState ?? "unknown"))")
+                    }
                 }
             }
         }

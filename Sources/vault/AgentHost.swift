@@ -163,6 +163,11 @@ actor AgentHost {
         switch request.op {
         case .status:
             await checkKeysStillCurrent()
+            var status = self.status
+            if let opened, let active = try? await opened.session.activeAccount() {
+                status.activeAccount = active.rawValue
+                status.accountState = (try? await opened.session.accountState(of: active))?.name
+            }
             return AgentResponse(status: status)
         case .stop:
             await lock(because: "stopped")

@@ -132,6 +132,7 @@ struct AccountsAndTokenTests {
         var accounts = try await fixture.run(["accounts", "list", "--json"]).jsonArray()
         #expect(accounts.map { $0["subject"] as? String } == ["alice", "bob"])
         #expect(accounts.map { $0["active"] as? Bool } == [false, true], "the last import is active")
+        #expect(accounts.map { $0["account_state"] as? String } == ["active_signed_in", "active_signed_in"], "both signed in: \(accounts)")
         let aliceID = try #require(accounts.first?["id"] as? String)
 
         let switched = try await fixture.run(["accounts", "switch", String(aliceID.prefix(8))])

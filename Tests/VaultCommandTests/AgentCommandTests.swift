@@ -144,7 +144,8 @@ struct AgentCommandTests {
             #expect(
                 await agent.output.wait(upTo: TestTimeScale.scaled(.seconds(30))) { $0.standardError.contains("locked: no use") },
                 "\(agent.output.value.standardError)")
-            #expect(try await world.status()["locked"] as? Bool == true)
+            let locked = try await world.status()
+            #expect(locked["locked"] as? Bool == true && locked["account_state"] is NSNull, "a locked agent tells no state: \(locked)")
             #expect(try await world.cli.run(["token"]).status == 79)
             await agent.kill()
         }
@@ -154,7 +155,9 @@ struct AgentCommandTests {
     func staleSocket() async throws {
         try await Self.withWorld { world in
             #expect(try await world.start().status == 0)
-            let pid = try #require(try await world.status()["pid"] as? Int)
+            let status = try await world.status()
+            #expect(status["account_state"] as? String == "active_signed_in" && status["active_account"] is String, "\(status)")
+            let pid = try #require(status["pid"] as? Int)
             kill(pid_t(pid), SIGKILL)
             let fallback = try await world.cli.run(["token", "--key-file", world.keyFile.path])
             #expect(fallback.status == 0, "\(fallback)")

@@ -96,7 +96,7 @@ struct InitAndStatusTests {
         let text = try await cli.run(["status"])
         #expect(text.status == 0, "\(text)")
         for label in [
-            "Vault", "Size", "Schema", "Unlocked by", "Accounts", "Active account", "Sessions", "Devices",
+            "Vault", "Size", "Schema", "Unlocked by", "Accounts", "Active account", "Account states", "Sessions", "Devices",
             "Notifications", "Integrity check",
         ] {
             #expect(text.stdout.contains(label), "missing \(label) in \(text.stdout)")
@@ -109,8 +109,13 @@ struct InitAndStatusTests {
             Set(json.keys) == [
                 "path", "file_size_bytes", "wal_size_bytes", "schema_version", "latest_schema_version", "pending_migrations",
                 "credential", "vault_id", "device_id", "created_at", "accounts", "active_account_id", "sessions", "devices",
-                "notifications", "last_integrity_check", "key_slots", "expiring_refresh_tokens",
+                "notifications", "last_integrity_check", "key_slots", "expiring_refresh_tokens", "account_states", "active_account_state",
             ])
+        // Populate's account is signed in on an active device registration.
+        #expect(json["active_account_state"] as? String == "active_signed_in", "\(json)")
+        #expect((json["account_states"] as? [String: Any])?["active_signed_in"] as? Int == 1)
+        #expect((json["account_states"] as? [String: Any])?["locked"] as? Int == 0)
+        #expect(text.stdout.contains("\(account.rawValue) (active_signed_in)"), "\(text.stdout)")
         #expect(json["path"] as? String == cli.vault.path)
         #expect(json["accounts"] as? Int == 1)
         #expect(json["active_account_id"] as? String == account.rawValue)
