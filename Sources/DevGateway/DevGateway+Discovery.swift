@@ -90,6 +90,8 @@ extension DevGateway {
             "token_endpoint_auth_signing_alg_values_supported": .strings(["ES256"]),
             "revocation_endpoint_auth_methods_supported": .strings(Self.clientAuthenticationMethods),
             "revocation_endpoint_auth_signing_alg_values_supported": .strings(["ES256"]),
+            "introspection_endpoint": endpoint("oauth/introspect"),
+            "introspection_endpoint_auth_methods_supported": .strings(Self.clientAuthenticationMethods),
             "dpop_signing_alg_values_supported": .strings(DPoPProofVerifier.algorithms),
             "scopes_supported": .strings(["openid", "profile", "email", "offline_access"]),
             "claims_supported": .strings(["iss", "sub", "aud", "azp", "exp", "iat", "auth_time", "nonce", "guest"]),

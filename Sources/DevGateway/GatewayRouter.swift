@@ -10,7 +10,7 @@ struct GatewayRoute: Sendable {
 extension DevGateway {
     /// Every area's endpoints. A new area (devices, notifications) adds its list here.
     nonisolated static var routes: [GatewayRoute] {
-        tokenRoutes + adminRoutes + deviceRoutes + notificationRoutes + deviceAdminRoutes + extensionRoutes
+        tokenRoutes + introspectionRoutes + adminRoutes + deviceRoutes + notificationRoutes + deviceAdminRoutes + extensionRoutes
             + discoveryRoutes + idTokenRoutes + authorizationRoutes + deviceGrantRoutes + guestRoutes + resourceRoutes
             + resourceIndicatorRoutes + clientCredentialsRoutes + dpopRoutes + userinfoRoutes
     }

@@ -9,6 +9,8 @@ struct GatewayState: Sendable {
     var faults = FaultPlan()
     /// Counters for tests.
     var stats = GatewayStats()
+    /// Who may introspect tokens (RFC 7662).
+    var introspection = IntrospectionAccess.anyClient
     /// Device registrations, grant bindings and fallback codes.
     var devices = DeviceLedger()
     /// Notifications and their answers.

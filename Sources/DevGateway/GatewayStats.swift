@@ -23,6 +23,8 @@ public struct GatewayStats: Sendable, Hashable, Codable {
     public var tokenResponses = 0
     /// Requests received on `/oauth/revoke`.
     public var revocationRequests = 0
+    /// Requests received on `/oauth/introspect`.
+    public var introspectionRequests = 0
     /// Times a rotated refresh token was presented again and its family revoked.
     public var reuseDetections = 0
     /// Every `refresh_token` parameter received on `/oauth/token`, in arrival order.
@@ -81,6 +83,7 @@ public struct GatewayStats: Sendable, Hashable, Codable {
         case tokenRequests = "token_requests"
         case tokenResponses = "token_responses"
         case revocationRequests = "revocation_requests"
+        case introspectionRequests = "introspection_requests"
         case reuseDetections = "reuse_detections"
         case presentedRefreshTokens = "presented_refresh_tokens"
         case authorizationRequests = "authorization_requests"
@@ -110,7 +113,7 @@ public struct GatewayStats: Sendable, Hashable, Codable {
 extension GatewayStats: CustomStringConvertible, CustomReflectable {
     /// Counters only; presented refresh tokens are redacted.
     public var description: String {
-        "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
+        "GatewayStats(tokenRequests: \(tokenRequests), tokenResponses: \(tokenResponses), revocationRequests: \(revocationRequests), introspectionRequests: \(introspectionRequests), reuseDetections: \(reuseDetections), presentedRefreshTokens: \(presentedRefreshTokens.count) redacted, "
             + "authorizationRequests: \(authorizationRequests), reauthentications: \(reauthentications), "
             + "deviceAuthorizations: \(deviceAuthorizations), devicePolls: \(devicePolls), slowDowns: \(slowDowns), "
             + "guestRegistrations: \(guestRegistrations), guestConversions: \(guestConversions), userinfoAnswers: \(userinfoAnswers), approvalRequests: \(approvalRequests), extensionRequests: \(extensionRequests), "
@@ -127,7 +130,7 @@ extension GatewayStats: CustomStringConvertible, CustomReflectable {
             self,
             children: [
                 "tokenRequests": tokenRequests, "tokenResponses": tokenResponses,
-                "revocationRequests": revocationRequests, "reuseDetections": reuseDetections,
+                "revocationRequests": revocationRequests, "introspectionRequests": introspectionRequests, "reuseDetections": reuseDetections,
                 "authorizationRequests": authorizationRequests, "reauthentications": reauthentications,
                 "deviceAuthorizations": deviceAuthorizations, "devicePolls": devicePolls, "slowDowns": slowDowns,
                 "guestRegistrations": guestRegistrations, "guestConversions": guestConversions, "userinfoAnswers": userinfoAnswers,

@@ -60,6 +60,9 @@ struct TokenLedger: Sendable {
     private var accessTokens: [String: AccessTokenRecord] = [:]
     /// Whether grants that do not say otherwise issue a new refresh token on every refresh.
     var rotatesRefreshTokens = true
+    /// How long a grant's refresh tokens live from its sign-in (the provider's maximum refresh
+    /// token lifetime): introspection's `exp`. Nil: unbounded.
+    var refreshTokenLifetime: Duration?
 
     // MARK: - Grants
 
@@ -280,6 +283,17 @@ struct TokenLedger: Sendable {
             let grant = grants[record.grantID], !grant.revoked
         else { return nil }
         return grant
+    }
+
+    /// What introspection (RFC 7662) says of `token` presented by `clientID`: nil when it is not
+    /// active (unknown, rotated, revoked, another client's, an expired access token).
+    func introspect(_ token: String, clientID: String, now: Date) -> (subject: String, scope: String, tokenType: String, expiresAt: Date?)? {
+        if let grant = liveGrant(forRefreshToken: token), grant.clientID == clientID {
+            let expiry = refreshTokenLifetime.map { grant.authTime.addingTimeInterval(TimeInterval($0.components.seconds)) }
+            if let expiry, expiry <= now { return nil }
+            return (grant.subject, grant.scope, "refresh_token", expiry)
+        }
+        return nil
     }
 
     /// Revokes one grant's whole family (a terminated device's sign-in).

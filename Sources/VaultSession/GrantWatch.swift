@@ -28,14 +28,24 @@ public struct GrantWatch: Sendable, Hashable {
     /// Refreshed when their token comes within ``SessionConfiguration/leeway`` of expiry, so a
     /// request never waits for a refresh.
     public var refreshAhead: Accounts = .none
-    /// How often each signed-in account's grant is checked with a refresh (the one check every
-    /// provider answers; it rotates the refresh token where the provider rotates them), so a
-    /// revocation becomes a ``SessionEvent/revoked(_:description:)`` event and an expired
-    /// session within this long. Nil: never. Minutes, not seconds: each check is a request.
+    /// How often each signed-in account's grant is checked, so a revocation becomes a
+    /// ``SessionEvent/revoked(_:description:)`` event and an expired session within this long.
+    /// Nil: never. Minutes, not seconds: each check is a request.
+    ///
+    /// The check is an introspection of the refresh token (RFC 7662) where the account's
+    /// provider publishes an `introspection_endpoint` and answers this client there (see
+    /// ``introspection``): it rotates nothing. Otherwise, or when the provider refuses this
+    /// client, it is a refresh (the one check every provider answers; it rotates the refresh
+    /// token where the provider rotates them). An introspection that says the token is no
+    /// longer active is confirmed with a refresh before the session ends: another process may
+    /// have rotated it a moment before.
     public var checkInterval: Duration? = .seconds(900)
+    /// Whether grant checks introspect where the provider allows it (true), or always refresh.
+    public var introspection = true
     /// ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` this long before a refresh token
     /// expires, when its expiry is known: the refresh token's own `exp` when it is a JWT
-    /// (decoded, not verified: it only decides when to warn). Nil: never.
+    /// (decoded, not verified: it only decides when to warn), else the `exp` the last
+    /// introspection of it told. Nil: never.
     public var refreshExpiryWarning: Duration? = .seconds(3 * 86_400)
 
     public init(refreshAhead: Accounts = .none, checkInterval: Duration? = .seconds(900), refreshExpiryWarning: Duration? = .seconds(3 * 86_400)) {

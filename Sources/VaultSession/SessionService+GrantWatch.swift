@@ -46,6 +46,7 @@ extension SessionService {
             var stored = try? await vaultCall({ [vault] in try vault.tokens.current(for: id) })
         else {
             grantChecks[id] = nil
+            introspectedRefreshExpiry[id] = nil
             return nil
         }
         let now = now()
@@ -53,7 +54,19 @@ extension SessionService {
         grantRetryAt[id] = nil
         let checked = grantChecks[id] ?? now
         if grantChecks[id] == nil { grantChecks[id] = now }  // the first check one interval after the watch starts
-        let checkDue = watch.checkInterval.map { stored.tokens.refreshToken != nil && checked.addingTimeInterval($0.timeInterval) <= now } ?? false
+        var checkDue = watch.checkInterval.map { stored.tokens.refreshToken != nil && checked.addingTimeInterval($0.timeInterval) <= now } ?? false
+        if checkDue, watch.introspection, let refreshToken = stored.tokens.refreshToken {
+            switch await introspectGrant(of: id, refreshToken: refreshToken) {
+            case .active:
+                grantChecks[id] = now  // the grant stands: nothing rotated
+                checkDue = false
+            case .failed:
+                grantRetryAt[id] = now.addingTimeInterval(min(60, watch.checkInterval?.timeInterval ?? 60))
+                checkDue = false
+            case .inactive, .unavailable:
+                break  // a refresh confirms it, or checks instead
+            }
+        }
         let refreshAt = watch.refreshAhead.contains(id) ? Self.refreshAhead(of: stored, leeway: configuration.leeway) : nil
         if checkDue || refreshAt.map({ $0 <= now }) == true {
             let generation = stored.generation
@@ -83,6 +96,49 @@ extension SessionService {
         return due.min()
     }
 
+    /// What an introspection of the grant's refresh token said.
+    enum GrantIntrospection {
+        case active
+        /// Not active: confirmed with a refresh before anything ends.
+        case inactive
+        /// No endpoint, or the provider does not let this client introspect (remembered).
+        case unavailable
+        /// Nothing known (the network, the server); asked again later.
+        case failed
+    }
+
+    /// Introspects the account's refresh token (RFC 7662) at its provider's endpoint, with the
+    /// client authentication, pins and CA file of its refreshes. A refusal of this client is
+    /// remembered for the process's life: its checks refresh from then on.
+    private func introspectGrant(of id: AccountID, refreshToken: String) async -> GrantIntrospection {
+        guard !introspectionRefused.contains(id), let account = try? await vaultCall({ [vault] in try vault.accounts.find(id) }),
+            let endpoint = account.providerMetadata.flatMap(ProviderMetadata.decoded)?.introspectionEndpoint
+        else { return .unavailable }
+        let answer: TokenIntrospection
+        do {
+            let (credentials, pins, oauth) = (
+                try await clientCredentials(for: account), try self.pins(of: account), try oauthClient(trusting: account.client.caFile)
+            )
+            answer = try await oauth.introspect(
+                token: refreshToken, hint: .refreshToken, endpoint: endpoint, client: credentials, pins: pins, deadline: configuration.requestDeadline)
+        } catch let error as IntrospectionError {
+            switch error {
+            case .notPermitted, .insecureEndpoint, .malformedResponse:
+                introspectionRefused.insert(id)
+                logger.info("introspection is not available to this client; checking grants by refresh", metadata: ["account": "\(id)", "reason": "\(error)"])
+                return .unavailable
+            case .transient, .pinningFailed, .cancelled:
+                logger.debug("watch: introspection failed", metadata: ["account": "\(id)", "error": "\(error)"])
+                return .failed
+            }
+        } catch {
+            return .unavailable  // the account's credentials, pins or CA file: its refresh says what
+        }
+        if let expiry = answer.expiresAt { introspectedRefreshExpiry[id] = expiry }
+        logger.debug("grant introspected", metadata: ["account": "\(id)", "active": "\(answer.active)"])
+        return answer.active ? .active : .inactive
+    }
+
     /// When to refresh `stored` ahead of its expiry: a leeway before it, or half its lifetime
     /// before when it lives no longer than twice the leeway (not every second); nil without an expiry.
     static func refreshAhead(of stored: StoredTokens, leeway: Duration) -> Date? {
@@ -97,7 +153,7 @@ extension SessionService {
     /// 30 minutes by default) is renewed by use and never warned of.
     private func warnRefreshExpiry(of id: AccountID, _ stored: StoredTokens, session: SessionRecord, _ watch: GrantWatch, now: Date) -> Date? {
         guard let warning = watch.refreshExpiryWarning, let refreshToken = stored.tokens.refreshToken,
-            let expiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken), expiry > now
+            let expiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken) ?? introspectedRefreshExpiry[id], expiry > now
         else { return nil }
         if let issued = TokenResponse.unverifiedDate(ofJWT: refreshToken, claim: "iat"), expiry.timeIntervalSince(issued) <= warning.timeInterval {
             return nil

@@ -56,6 +56,10 @@ public actor SessionService {
     /// When the watch tries an account again after a refresh of its failed.
     var grantRetryAt: [AccountID: Date] = [:]
     var refreshExpiryWarned: [AccountID: Date] = [:]
+    /// Accounts whose provider did not let this client introspect: checked by refresh instead.
+    var introspectionRefused: Set<AccountID> = []
+    /// Refresh-token expiries an introspection told (`exp`), for tokens that are not JWTs.
+    var introspectedRefreshExpiry: [AccountID: Date] = [:]
     var observed = Snapshot()
     /// Events on their way to the vault's log, and the task writing them.
     let logQueue = EventLogQueue()

@@ -53,7 +53,7 @@ extension VaultCommand {
 
             @Option(
                 help: ArgumentHelp(
-                    "While unlocked, check every signed-in account's grant this often (a refresh), so a revocation is noticed with no request; `none`: never. Default 15m.",
+                    "While unlocked, check every signed-in account's grant this often (RFC 7662 introspection where the provider offers it to this client, else a refresh), so a revocation is noticed with no request; `none`: never. Default 15m.",
                     valueName: "duration"))
             var checkGrants: TimeLimit?
 

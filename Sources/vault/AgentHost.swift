@@ -359,9 +359,21 @@ actor AgentHost {
     /// A request's failure; one that says the keys changed locks the agent and is answered as
     /// the lock it is.
     private func failure(_ error: any Error) async -> AgentResponse {
+        // Locked while the request was served: its vault closed under it. The answer is the lock
+        // (exit 79, `vault unlock`), not "the vault was closed".
+        if opened == nil, Self.isClosedVault(error) { return await refused(.locked) }
         guard Self.isKeyChange(error) else { return Self.failure(error) }
         await lock(because: Self.keyChangedReason, code: Self.keyChangedCode)
         return await refused(.locked)
+    }
+
+    static func isClosedVault(_ error: any Error) -> Bool {
+        switch error {
+        case let error as VaultError: error.code == .closed
+        case let error as SessionError:
+            if case .vault(let underlying) = error { underlying.code == .closed } else { false }
+        default: false
+        }
     }
 
     static func isKeyChange(_ error: any Error) -> Bool {

@@ -72,7 +72,9 @@ struct KeepFreshTests {
         "a locked agent: the socket answers 503 with the reason, the file keeps its token until it expires and is then empty; after `vault unlock` both are fresh again"
     )
     func lockedAgent() async throws {
-        try await AgentCommandTests.withWorld(accessTokenLifetime: .seconds(6)) { world in
+        // Tokens of 12 s, refreshed 3 s before expiry: the lock comes well before the first
+        // refresh even on a loaded machine, so the file still holds a valid token when it fails.
+        try await AgentCommandTests.withWorld(accessTokenLifetime: .seconds(12)) { world in
             #expect(try await world.start().status == 0)
             let script =
                 Self.prelude(world) + """

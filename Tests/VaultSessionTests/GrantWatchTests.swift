@@ -123,6 +123,75 @@ struct GrantWatchTests {
         }
     }
 
+    @Test("where the provider introspects (RFC 7662), a check rotates nothing; a revocation it finds is confirmed by one refresh and ends the session")
+    func introspectionChecks() async throws {
+        try await SessionHarness.run(configuration: Self.configuration(GrantWatch(checkInterval: Self.minute * 5, refreshExpiryWarning: nil))) { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly, introspection: true)
+            let refreshToken = try h.vault.tokens.current(for: alice)?.tokens.refreshToken
+            try await h.service.start()
+            for minutes in [5, 10] {
+                #expect(await h.time.waitForSleeper(until: h.time.at(Self.minute * minutes)), "\(h.time.sleepingUntil)")
+                await h.time.advance(to: h.time.at(Self.minute * minutes))
+                #expect(await h.waitForGateway { $0.introspectionRequests == minutes / 5 })
+            }
+            await h.expectTokenRequests(0)
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.refreshToken == refreshToken, "nothing rotated")
+
+            _ = await h.gateway.revokeGrants(subject: "alice")
+            let mark = h.events.mark
+            #expect(await h.time.waitForSleeper(until: h.time.at(Self.minute * 15)), "\(h.time.sleepingUntil)")
+            await h.time.advance(to: h.time.at(Self.minute * 15))
+            #expect(await h.events.next(after: mark) { $0 == .stateChanged(alice, .expired(.revoked)) } != nil)
+            await h.expectTokenRequests(1)
+            #expect(await h.gateway.stats().introspectionRequests == 3)
+            #expect(try h.vault.tokens.current(for: alice) == nil)
+        }
+    }
+
+    @Test("a provider that does not let this client introspect: the check refreshes, and introspection is not asked again")
+    func introspectionRefused() async throws {
+        try await SessionHarness.run(configuration: Self.configuration(GrantWatch(checkInterval: Self.minute * 5, refreshExpiryWarning: nil))) { h in
+            await h.gateway.setIntrospection(.confidentialClients)  // the harness's client is public
+            let alice = try await h.signIn("alice", policy: .tokensOnly, introspection: true)
+            let refreshToken = try h.vault.tokens.current(for: alice)?.tokens.refreshToken
+            try await h.service.start()
+            for minutes in [5, 10] {
+                #expect(await h.time.waitForSleeper(until: h.time.at(Self.minute * minutes)), "\(h.time.sleepingUntil)")
+                await h.time.advance(to: h.time.at(Self.minute * minutes))
+                #expect(await h.waitForGateway { $0.tokenRequests == minutes / 5 })
+            }
+            #expect(await h.gateway.stats().introspectionRequests == 1, "refused once, then not asked")
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.refreshToken != refreshToken, "checked by refresh: rotated")
+            #expect(try await h.service.status(of: alice) == .active)
+        }
+    }
+
+    @Test("an opaque refresh token whose expiry only introspection tells: warned of at its time")
+    func introspectedExpiryWarning() async throws {
+        let watch = GrantWatch(checkInterval: .seconds(86_400), refreshExpiryWarning: .seconds(3 * 86_400))
+        try await SessionHarness.run(configuration: Self.configuration(watch)) { h in
+            let time = h.time
+            await h.gateway.setClock { time.now() }
+            await h.gateway.setRefreshTokenLifetime(.seconds(10 * 86_400))
+            let alice = try await h.signIn("alice", policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: nil), introspection: true)
+            let expiry = h.time.at(.seconds(10 * 86_400))
+            try await h.service.start()
+            let mark = h.events.mark
+            for day in 1...7 {
+                #expect(await h.time.waitForSleeper(until: h.time.at(.seconds(day * 86_400))), "day \(day): \(h.time.sleepingUntil)")
+                await h.time.advance(to: h.time.at(.seconds(day * 86_400)))
+                #expect(await h.waitForGateway { $0.introspectionRequests >= day })
+                if day < 7 {
+                    #expect(await h.events.flush())
+                    #expect(h.events.events(after: mark) { if case .refreshTokenExpiring = $0 { true } else { false } }.isEmpty, "not on day \(day)")
+                }
+            }
+            let warned = await h.events.next(after: mark) { if case .refreshTokenExpiring = $0 { true } else { false } }
+            #expect(warned == .refreshTokenExpiring(alice, expiresAt: Date(timeIntervalSince1970: expiry.timeIntervalSince1970.rounded(.down))))
+            await h.expectTokenRequests(0)
+        }
+    }
+
     /// A JWT with `claims` and no valid signature (the watch only reads `exp`).
     static func unsignedJWT(_ claims: [String: Any]) -> String {
         func encode(_ object: [String: Any]) -> String {

@@ -47,6 +47,9 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
     /// `revocation_endpoint_auth_methods_supported` (RFC 8414 §2); empty when not published.
     /// Without `none` in it, a public client may be refused at the revocation endpoint.
     public var revocationEndpointAuthMethods: [String] = []
+    /// `introspection_endpoint` (RFC 8414 §2, RFC 7662): where a grant is checked without
+    /// refreshing it (``OAuthClient/introspect(token:hint:endpoint:client:pins:deadline:)``).
+    public var introspectionEndpoint: URL?
     /// Where the metadata came from: the first document that answered (discovery merges the
     /// OpenID Connect document with the RFC 8414 ones).
     public var source: Source
@@ -87,6 +90,7 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         case scopesSupported = "scopes_supported"
         case userinfoEndpoint = "userinfo_endpoint"
         case revocationEndpointAuthMethods = "revocation_endpoint_auth_methods_supported"
+        case introspectionEndpoint = "introspection_endpoint"
         case source = "x_credentialvault_source"
     }
 
@@ -107,6 +111,7 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
         issuesIssuerParameter = try container.decodeIfPresent(Bool.self, forKey: .issuesIssuerParameter) ?? false
         userinfoEndpoint = try container.decodeIfPresent(URL.self, forKey: .userinfoEndpoint)
         revocationEndpointAuthMethods = try container.decodeIfPresent([String].self, forKey: .revocationEndpointAuthMethods) ?? []
+        introspectionEndpoint = try container.decodeIfPresent(URL.self, forKey: .introspectionEndpoint)
         source = try container.decodeIfPresent(Source.self, forKey: .source) ?? .explicit
     }
 
@@ -117,6 +122,7 @@ public struct ProviderMetadata: Sendable, Hashable, Codable {
             ("revocation_endpoint", revocationEndpoint), ("device_authorization_endpoint", deviceAuthorizationEndpoint),
             ("jwks_uri", jwksURI), ("guest_endpoint", guestEndpoint), ("guest_conversion_endpoint", guestConversionEndpoint),
             ("device_api_endpoint", deviceAPIEndpoint), ("userinfo_endpoint", userinfoEndpoint),
+            ("introspection_endpoint", introspectionEndpoint),
         ]
     }
 
@@ -155,7 +161,7 @@ struct MetadataDocument: Sendable {
 
     static let endpointMembers = [
         "token_endpoint", "authorization_endpoint", "revocation_endpoint", "device_authorization_endpoint", "jwks_uri",
-        "guest_endpoint", "guest_conversion_endpoint", "device_api_endpoint", "userinfo_endpoint",
+        "guest_endpoint", "guest_conversion_endpoint", "device_api_endpoint", "userinfo_endpoint", "introspection_endpoint",
     ]
     static let listMembers = [
         "code_challenge_methods_supported", "id_token_signing_alg_values_supported", "scopes_supported",
@@ -244,6 +250,7 @@ extension ProviderMetadata {
         revocationEndpointAuthMethods = lists["revocation_endpoint_auth_methods_supported"] ?? []
         deviceAPIEndpoint = endpoints["device_api_endpoint"]?.url
         userinfoEndpoint = endpoints["userinfo_endpoint"]?.url
+        introspectionEndpoint = endpoints["introspection_endpoint"]?.url
     }
 
     /// One document read alone (tests, and a stored form's checks).

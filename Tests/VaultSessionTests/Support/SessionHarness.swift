@@ -93,13 +93,18 @@ final class SessionHarness: Sendable {
     // MARK: - Accounts
 
     /// The account as a tool would add it after an interactive sign-in at the gateway.
-    func newAccount(_ subject: String, revocation: Bool = true) -> NewAccount {
-        NewAccount(
+    /// `introspection`: the account's stored provider metadata names the gateway's
+    /// introspection endpoint, as a sign-in through discovery stores it.
+    func newAccount(_ subject: String, revocation: Bool = true, introspection: Bool = false) -> NewAccount {
+        var provider = ProviderMetadata(issuer: gateway.baseURL.absoluteString, tokenEndpoint: gateway.tokenEndpoint)
+        provider.introspectionEndpoint = gateway.introspectionEndpoint
+        return NewAccount(
             issuer: gateway.baseURL.absoluteString, subject: subject, label: "\(subject) (test)", email: "\(subject)@example.test",
             client: OAuthClientSettings(
                 tokenEndpoint: gateway.tokenEndpoint,
                 revocationEndpoint: revocation ? gateway.revocationEndpoint : nil,
-                clientID: Self.clientID, scopes: ["openid", "profile"]))
+                clientID: Self.clientID, scopes: ["openid", "profile"]),
+            providerMetadata: introspection ? provider.encoded() : nil)
     }
 
     /// Opens a grant at the gateway and signs in with its tokens, the access token expiring
@@ -107,12 +112,12 @@ final class SessionHarness: Sendable {
     @discardableResult
     func signIn(
         _ subject: String, expiresIn: Duration = .seconds(3600), policy: SessionPolicy? = nil,
-        rotatesRefreshTokens: Bool? = nil, revocation: Bool = true
+        rotatesRefreshTokens: Bool? = nil, revocation: Bool = true, introspection: Bool = false
     ) async throws -> AccountID {
         let tokens = await gateway.issueGrant(subject: subject, clientID: Self.clientID, rotatesRefreshTokens: rotatesRefreshTokens)
         issued.withLock { $0[subject] = tokens }
         let account = try await service.signIn(
-            newAccount(subject, revocation: revocation),
+            newAccount(subject, revocation: revocation, introspection: introspection),
             tokens: TokenSet(
                 accessToken: tokens.accessToken, refreshToken: tokens.refreshToken, idToken: tokens.idToken,
                 tokenType: tokens.tokenType, accessTokenExpiresAt: time.now().addingTimeInterval(expiresIn.timeInterval),
