@@ -106,7 +106,14 @@ extension DevGateway {
             }
             let formatted = await formattingAccessToken(of: tokens)
             let answered = attachesIDToken ? await attachingIDToken(to: formatted, nonce: nonce) : formatted.with(idToken: nil)
-            return withDPoPNonce(.json(GatewayJSON.Tokens(answered, includeGrantID: false)))
+            var body = GatewayJSON.Tokens(answered, includeGrantID: false)
+            if answered.refreshToken != nil, let lifetime = state.tokens.refreshTokenLifetime,
+                let grant = state.tokens.grants[answered.grantID]
+            {
+                let left = grant.authTime.addingTimeInterval(TimeInterval(lifetime.components.seconds)).timeIntervalSince(state.signIn.now())
+                body.refreshExpiresIn = max(1, Int(left.rounded(.down)))
+            }
+            return withDPoPNonce(.json(body))
         case .failure(let rejection):
             metadata["gateway.outcome"] = "\(rejection.error)"
             logger.debug("token request", metadata: metadata)

@@ -12,6 +12,9 @@ enum GatewayJSON {
         let scope: String
         let idToken: String?
         let grantID: String?
+        /// Keycloak's `refresh_expires_in`: seconds the refresh token has left, when refresh
+        /// tokens have a lifetime (``DevGateway/setRefreshTokenLifetime(_:)``).
+        var refreshExpiresIn: Int?
 
         init(_ tokens: IssuedTokens, includeGrantID: Bool) {
             accessToken = tokens.accessToken
@@ -26,6 +29,7 @@ enum GatewayJSON {
         enum CodingKeys: String, CodingKey {
             case accessToken = "access_token", tokenType = "token_type", expiresIn = "expires_in"
             case refreshToken = "refresh_token", scope, idToken = "id_token", grantID = "grant_id"
+            case refreshExpiresIn = "refresh_expires_in"
         }
     }
 

@@ -22,6 +22,11 @@ public struct TokenResponse: Sendable, Hashable {
     public var scope: String?
     /// An OpenID Connect ID token (`id_token`), if any.
     public var idToken: String?
+    /// The refresh token's lifetime in seconds (`refresh_expires_in`), where a provider says
+    /// (Keycloak; not in RFC 6749). Read leniently, as a hint: a value that is not a positive
+    /// whole number of seconds in range (Keycloak's `0` for an offline token) is nil and
+    /// never fails the response.
+    public var refreshExpiresIn: Int?
 
     /// Creates a response from its fields.
     public init(
@@ -77,7 +82,7 @@ extension TokenResponse {
         let scope = try optionalScope(in: fields)
         let expiresIn = try optionalExpiresIn(in: fields)
 
-        return TokenResponse(
+        var response = TokenResponse(
             accessToken: accessToken,
             tokenType: tokenType,
             expiresIn: expiresIn,
@@ -85,6 +90,10 @@ extension TokenResponse {
             scope: scope,
             idToken: idToken
         )
+        if case .integer(let seconds)? = fields["refresh_expires_in"], seconds > 0, seconds <= maximumExpiresIn {
+            response.refreshExpiresIn = seconds
+        }
+        return response
     }
 
     private static func requiredToken(_ name: String, in fields: JSONFields) throws(OAuthError) -> String {

@@ -45,10 +45,15 @@ public struct GrantWatch: Sendable, Hashable {
     /// ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` this long before a refresh token
     /// expires, when its expiry is known: the refresh token's own `exp` when it is a JWT
     /// (decoded, not verified: it only decides when to warn), else the `exp` the last
-    /// introspection of it told. Nil: never.
+    /// introspection of it told, or the `refresh_expires_in` of this process's last refresh
+    /// (Keycloak's member). Nil: never.
     public var refreshExpiryWarning: Duration? = .seconds(3 * 86_400)
 
-    public init(refreshAhead: Accounts = .none, checkInterval: Duration? = .seconds(900), refreshExpiryWarning: Duration? = .seconds(3 * 86_400)) {
-        (self.refreshAhead, self.checkInterval, self.refreshExpiryWarning) = (refreshAhead, checkInterval, refreshExpiryWarning)
+    public init(
+        refreshAhead: Accounts = .none, checkInterval: Duration? = .seconds(900), introspection: Bool = true,
+        refreshExpiryWarning: Duration? = .seconds(3 * 86_400)
+    ) {
+        (self.refreshAhead, self.checkInterval, self.introspection) = (refreshAhead, checkInterval, introspection)
+        self.refreshExpiryWarning = refreshExpiryWarning
     }
 }

@@ -46,7 +46,7 @@ extension SessionService {
             var stored = try? await vaultCall({ [vault] in try vault.tokens.current(for: id) })
         else {
             grantChecks[id] = nil
-            introspectedRefreshExpiry[id] = nil
+            knownRefreshExpiry[id] = nil
             return nil
         }
         let now = now()
@@ -134,7 +134,7 @@ extension SessionService {
         } catch {
             return .unavailable  // the account's credentials, pins or CA file: its refresh says what
         }
-        if let expiry = answer.expiresAt { introspectedRefreshExpiry[id] = expiry }
+        if let expiry = answer.expiresAt { knownRefreshExpiry[id] = (expiry, nil) }
         logger.debug("grant introspected", metadata: ["account": "\(id)", "active": "\(answer.active)"])
         return answer.active ? .active : .inactive
     }
@@ -148,16 +148,25 @@ extension SessionService {
     }
 
     /// Tells ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` once when the refresh token's
-    /// `exp` is within the warning; when it falls due otherwise. A refresh token that lives no
-    /// longer than the warning by design (`exp - iat`: Keycloak's slides with every refresh,
-    /// 30 minutes by default) is renewed by use and never warned of.
+    /// expiry is within the warning; when it falls due otherwise. The expiry: a JWT's `exp`,
+    /// else what an introspection or a `refresh_expires_in` told this process. A refresh token
+    /// that lives no longer than the warning by design (`exp - iat`, `refresh_expires_in`:
+    /// Keycloak's slides with every refresh, 30 minutes by default) is renewed by use and never
+    /// warned of.
     private func warnRefreshExpiry(of id: AccountID, _ stored: StoredTokens, session: SessionRecord, _ watch: GrantWatch, now: Date) -> Date? {
-        guard let warning = watch.refreshExpiryWarning, let refreshToken = stored.tokens.refreshToken,
-            let expiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken) ?? introspectedRefreshExpiry[id], expiry > now
-        else { return nil }
-        if let issued = TokenResponse.unverifiedDate(ofJWT: refreshToken, claim: "iat"), expiry.timeIntervalSince(issued) <= warning.timeInterval {
+        guard let warning = watch.refreshExpiryWarning, let refreshToken = stored.tokens.refreshToken else { return nil }
+        let expiry: Date
+        let lifetime: TimeInterval?
+        if let jwtExpiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken) {
+            expiry = jwtExpiry
+            lifetime = TokenResponse.unverifiedDate(ofJWT: refreshToken, claim: "iat").map { jwtExpiry.timeIntervalSince($0) }
+        } else if let known = knownRefreshExpiry[id] {
+            (expiry, lifetime) = known
+        } else {
             return nil
         }
+        guard expiry > now else { return nil }
+        if let lifetime, lifetime <= warning.timeInterval { return nil }
         let warnAt = expiry.addingTimeInterval(-warning.timeInterval)
         guard warnAt <= now else { return warnAt }
         if refreshExpiryWarned[id] != expiry {

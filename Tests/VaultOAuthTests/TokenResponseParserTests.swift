@@ -171,6 +171,17 @@ struct TokenResponseParserTests {
         #expect(tokens.description.contains("expiresIn: 60"))
     }
 
+    @Test("refresh_expires_in (Keycloak's, not RFC 6749) is read as a hint: a positive whole number of seconds, anything else ignored, never an error")
+    func refreshExpiresIn() throws {
+        func told(_ value: String) throws -> Int? {
+            try TokenResponse.parse(Data(#"{"access_token":"a","token_type":"Bearer","refresh_expires_in":\#(value)}"#.utf8)).refreshExpiresIn
+        }
+        #expect(try told("1800") == 1800)
+        for ignored in ["0", "-5", "1.5", #""1800""#, "null", "99999999999", "[1]"] {
+            #expect(try told(ignored) == nil, "\(ignored)")
+        }
+    }
+
     @Test("error bodies parse leniently")
     func errorResponses() {
         #expect(

@@ -192,6 +192,37 @@ struct GrantWatchTests {
         }
     }
 
+    @Test("a provider's refresh_expires_in (Keycloak's member) on this process's refreshes: warned of once, at its time")
+    func refreshExpiresInWarning() async throws {
+        let watch = GrantWatch(checkInterval: .seconds(86_400), introspection: false, refreshExpiryWarning: .seconds(3 * 86_400))
+        try await SessionHarness.run(configuration: Self.configuration(watch)) { h in
+            let time = h.time
+            await h.gateway.setClock { time.now() }
+            await h.gateway.setRefreshTokenLifetime(.seconds(10 * 86_400))
+            let alice = try await h.signIn(
+                "alice", expiresIn: .seconds(30 * 86_400), policy: SessionPolicy(idleTimeout: nil, absoluteLifetime: nil), introspection: true)
+            let expiry = h.time.at(.seconds(10 * 86_400))
+            try await h.service.start()
+            let mark = h.events.mark
+            func warnings() -> [SessionEvent] { h.events.events(after: mark) { if case .refreshTokenExpiring = $0 { true } else { false } } }
+            for day in 1...7 {
+                #expect(await h.time.waitForSleeper(until: h.time.at(.seconds(day * 86_400))), "day \(day): \(h.time.sleepingUntil)")
+                await h.time.advance(to: h.time.at(.seconds(day * 86_400)))
+                #expect(await h.waitForGateway { $0.tokenRequests == day }, "checked by refresh (introspection off)")
+                #expect(await h.events.flush())
+                if day < 7 { #expect(warnings().isEmpty, "not on day \(day)") }
+            }
+            #expect(await h.events.next(after: mark) { if case .refreshTokenExpiring = $0 { true } else { false } } != nil)
+            guard case .refreshTokenExpiring(alice, let told)? = warnings().first else {
+                Issue.record("no warning for alice: \(warnings())")
+                return
+            }
+            #expect(abs(told.timeIntervalSince(expiry)) <= 1, "\(told) vs \(expiry)")
+            #expect(warnings().count == 1)
+            #expect(await h.gateway.stats().introspectionRequests == 0)
+        }
+    }
+
     /// A JWT with `claims` and no valid signature (the watch only reads `exp`).
     static func unsignedJWT(_ claims: [String: Any]) -> String {
         func encode(_ object: [String: Any]) -> String {
