@@ -25,6 +25,7 @@ extension AgentRequest {
         message.append("url", ifPresent: url)
         message.append("nonce", ifPresent: nonce)
         if withoutToken { message.append("no_token", "1") }
+        if sensitive { message.append("sensitive", "1") }
         terminal?.append(to: &message)
         return message
     }
@@ -56,6 +57,7 @@ extension AgentRequest {
         url = message["url"]
         nonce = message["nonce"]
         withoutToken = message["no_token"] == "1"
+        sensitive = message["sensitive"] == "1"
         terminal = RequesterTerminal(message)
     }
 }
@@ -81,6 +83,7 @@ extension AgentResponse {
             for scope in token.requestedScopes { message.append("target_scope", scope) }
         }
         message.append("proof", ifPresent: proof)
+        if sensitiveRecorded { message.append("sensitive_recorded", "1") }
         if let status {
             message.append("vault", status.vault)
             message.append("pid", String(status.pid))
@@ -124,6 +127,7 @@ extension AgentResponse {
             self.token = token
         }
         proof = message["proof"]
+        sensitiveRecorded = message["sensitive_recorded"] == "1"
         if let vault = message["vault"] {
             guard let pid = message["pid"].flatMap({ Int32($0) }), let started = message["started_at"].flatMap(Double.init),
                 let socket = message["socket"]

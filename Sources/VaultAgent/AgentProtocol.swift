@@ -124,6 +124,10 @@ public struct AgentRequest: Codable, Sendable, CustomStringConvertible {
     public var url: String?
     public var nonce: String?
     public var withoutToken = false
+    /// `token`: record a sensitive action first (`vault token --sensitive`; protocol 2 only).
+    /// An agent that predates it ignores the field: the answer then lacks
+    /// ``AgentResponse/sensitiveRecorded`` and the client refuses the token.
+    public var sensitive = false
 
     public init(_ op: Operation, account: String? = nil, minTTL: Int? = nil, passphrase: String? = nil, keyFile: String? = nil) {
         self.v = AgentProtocol.version
@@ -268,6 +272,8 @@ public struct AgentResponse: Codable, Sendable {
     public var hosts: [String: String]?
     /// `dpop_proof`: the signed proof (its token, when it names one, in ``token``).
     public var proof: String?
+    /// `token` with ``AgentRequest/sensitive``: the sensitive action was recorded.
+    public var sensitiveRecorded = false
     public var error: AgentFailure?
 
     public init(token: AgentToken? = nil, status: AgentStatus? = nil, hosts: [String: String]? = nil) {
@@ -286,5 +292,9 @@ public struct AgentResponse: Codable, Sendable {
 
     public static func failure(_ code: String, exit: Int32 = 1, _ message: String) -> AgentResponse {
         AgentResponse(failure: AgentFailure(code: code, exit: exit, message: message))
+    }
+    /// Protocol 1's members (``sensitiveRecorded`` is protocol 2's only).
+    enum CodingKeys: String, CodingKey {
+        case v, ok, token, status, hosts, proof, error
     }
 }

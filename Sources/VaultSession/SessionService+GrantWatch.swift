@@ -92,7 +92,7 @@ extension SessionService {
         if watch.refreshAhead.contains(id), let at = Self.refreshAhead(of: stored, leeway: configuration.leeway) {
             due.append(max(at, now.addingTimeInterval(1)))
         }
-        if let warnAt = warnRefreshExpiry(of: id, stored, session: session, watch, now: now) { due.append(warnAt) }
+        if let warnAt = warnRefreshExpiry(of: id, stored, session: session, policy: policy, watch, now: now) { due.append(warnAt) }
         return due.min()
     }
 
@@ -149,11 +149,14 @@ extension SessionService {
 
     /// Tells ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` once when the refresh token's
     /// expiry is within the warning; when it falls due otherwise. The expiry: a JWT's `exp`,
-    /// else what an introspection or a `refresh_expires_in` told this process. A refresh token
+    /// else what an introspection or a `refresh_expires_in` told this process, else the sign-in
+    /// + the policy's ``SessionPolicy/refreshTokenLifetime``. A refresh token
     /// that lives no longer than the warning by design (`exp - iat`, `refresh_expires_in`:
     /// Keycloak's slides with every refresh, 30 minutes by default) is renewed by use and never
     /// warned of.
-    private func warnRefreshExpiry(of id: AccountID, _ stored: StoredTokens, session: SessionRecord, _ watch: GrantWatch, now: Date) -> Date? {
+    private func warnRefreshExpiry(
+        of id: AccountID, _ stored: StoredTokens, session: SessionRecord, policy: SessionPolicy, _ watch: GrantWatch, now: Date
+    ) -> Date? {
         guard let warning = watch.refreshExpiryWarning, let refreshToken = stored.tokens.refreshToken else { return nil }
         let expiry: Date
         let lifetime: TimeInterval?
@@ -162,6 +165,9 @@ extension SessionService {
             lifetime = TokenResponse.unverifiedDate(ofJWT: refreshToken, claim: "iat").map { jwtExpiry.timeIntervalSince($0) }
         } else if let known = knownRefreshExpiry[id] {
             (expiry, lifetime) = known
+        } else if let configured = policy.refreshTokenLifetime {
+            // The account's setting (`set-policy --refresh-lifetime`): from the sign-in.
+            (expiry, lifetime) = (session.startedAt.addingTimeInterval(configured.timeInterval), configured.timeInterval)
         } else {
             return nil
         }

@@ -227,6 +227,51 @@ extension SessionService {
         return moved.session
     }
 
+    /// A sensitive action (Para's session model): activity, always written, and under a policy
+    /// with a ``SessionPolicy/sensitiveActionCap`` the absolute deadline moves to now + the
+    /// absolute lifetime, never past the session's start + the cap and never earlier than it
+    /// was. Throws as a token request does when the session cannot serve (locked, expired).
+    /// Returns the session as written.
+    ///
+    /// ```swift
+    /// try await session.recordSensitiveAction()   // before a payment, a key rotation, a deploy
+    /// ```
+    @discardableResult
+    public func recordSensitiveAction(for account: AccountID? = nil) async throws -> SessionRecord {
+        let id = try await resolve(account)
+        _ = try await servableSession(id)
+        let now = now()
+        let recorded = recording { (outcome: (session: SessionRecord, result: Bool?)?) in
+            guard let outcome, outcome.result == true, let deadline = outcome.session.idleDeadline else { return [] }
+            return [(.idleWarningWithdrawn(id, idleDeadline: deadline), outcome.session)]
+        }
+        // nil: not active any more; else whether a warning was in force.
+        let moved = try await transition(id, "recording a sensitive action", recording: recorded) { session, policy -> Bool? in
+            guard case .active(let warning, _) = SessionJudge.judge(session, policy: policy, now: now) else { return nil }
+            if let cap = policy.sensitiveActionCap, let lifetime = policy.absoluteLifetime, let current = session.absoluteDeadline {
+                let moved = min(now.addingTimeInterval(lifetime.timeInterval), session.startedAt.addingTimeInterval(cap.timeInterval))
+                session.absoluteDeadline = max(current, moved)
+            }
+            session.lastActivityAt = now
+            session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
+            return warning != nil
+        }
+        guard let warned = moved.result else {
+            _ = try await servableSession(id)  // ended meanwhile: say so
+            throw SessionError.notSignedIn(id)
+        }
+        timeouts.forgetWarning(for: id)
+        if warned, let deadline = moved.session.idleDeadline {
+            timeouts.learnDeadline(deadline, for: id)
+            announce([.idleWarningWithdrawn(id, idleDeadline: deadline)])
+        }
+        logger.info(
+            "sensitive action recorded",
+            metadata: ["account": "\(id)", "absolute_deadline": "\(moved.session.absoluteDeadline.map { "\($0)" } ?? "none")"])
+        try await settle()
+        return moved.session
+    }
+
     /// Whether activity now should be written (see ``touch(_:policy:)``).
     func activityIsDue(_ session: SessionRecord, policy: SessionPolicy) -> Bool {
         policy.idleTimeout != nil && now().timeIntervalSince(session.lastActivityAt) >= activityInterval(policy).timeInterval

@@ -124,6 +124,9 @@ struct SessionPayload: Codable, Sendable {
         var backgroundTimeoutMs: Int64?
         var idleAction: SessionPolicy.IdleAction
         var activity: SessionPolicy.Activity
+        /// Schema 17's; absent from older blobs.
+        var sensitiveCapMs: Int64?
+        var refreshLifetimeMs: Int64?
     }
 
     struct SessionPart: Codable, Sendable {
@@ -164,13 +167,16 @@ extension SessionPayload.PolicyPart {
         backgroundTimeoutMs = policy.backgroundTimeout.map(Self.milliseconds)
         idleAction = policy.idleAction
         activity = policy.activity
+        sensitiveCapMs = policy.sensitiveActionCap.map(Self.milliseconds)
+        refreshLifetimeMs = policy.refreshTokenLifetime.map(Self.milliseconds)
     }
 
     var policy: SessionPolicy {
         SessionPolicy(
             idleTimeout: idleTimeoutMs.map { .milliseconds($0) }, warningBefore: .milliseconds(warningMs),
             maxExtensions: maxExtensions, absoluteLifetime: absoluteLifetimeMs.map { .milliseconds($0) },
-            backgroundTimeout: backgroundTimeoutMs.map { .milliseconds($0) }, idleAction: idleAction, activity: activity)
+            backgroundTimeout: backgroundTimeoutMs.map { .milliseconds($0) }, idleAction: idleAction, activity: activity,
+            sensitiveActionCap: sensitiveCapMs.map { .milliseconds($0) }, refreshTokenLifetime: refreshLifetimeMs.map { .milliseconds($0) })
     }
 
     private static func milliseconds(_ duration: Duration) -> Int64 {

@@ -44,15 +44,25 @@ extension VaultCommand.Accounts {
         var idleAction: SessionPolicy.IdleAction?
         @Option(help: ArgumentHelp("Which uses count as activity: any (every token served) or interactive.", valueName: "any|interactive"))
         var activity: SessionPolicy.Activity?
+        @Option(
+            help: ArgumentHelp(
+                "Let a sensitive action (`vault token --sensitive`) move the absolute deadline to now + the lifetime, never past sign-in + this; `none`: a sensitive action is only activity.",
+                valueName: "duration"))
+        var sensitiveCap: TimeLimit?
+        @Option(
+            help: ArgumentHelp(
+                "How long the provider lets the account's refresh tokens live from sign-in, when nothing else says (the agent warns before it); `none`: not known.",
+                valueName: "duration"))
+        var refreshLifetime: TimeLimit?
 
         func validate() throws {
             if case .unlimited? = warning { throw ValidationError("--warning needs a duration such as 60s (0 warnings: use --warning 1s)") }
             if let maxExtensions, maxExtensions < 0 { throw ValidationError("--max-extensions must not be negative") }
-            if [idleTimeout, lifetime, backgroundTimeout, warning].allSatisfy({ $0 == nil }), maxExtensions == nil,
+            if [idleTimeout, lifetime, backgroundTimeout, warning, sensitiveCap, refreshLifetime].allSatisfy({ $0 == nil }), maxExtensions == nil,
                 idleAction == nil, activity == nil
             {
                 throw ValidationError(
-                    "nothing to change: give at least one of --idle-timeout, --lifetime, --background-timeout, --warning, --max-extensions, --idle-action, --activity"
+                    "nothing to change: give at least one of --idle-timeout, --lifetime, --background-timeout, --warning, --max-extensions, --idle-action, --activity, --sensitive-cap, --refresh-lifetime"
                 )
             }
         }
@@ -68,6 +78,8 @@ extension VaultCommand.Accounts {
                 if let maxExtensions { policy.maxExtensions = maxExtensions }
                 if let idleAction { policy.idleAction = idleAction }
                 if let activity { policy.activity = activity }
+                if let sensitiveCap { policy.sensitiveActionCap = sensitiveCap.duration }
+                if let refreshLifetime { policy.refreshTokenLifetime = refreshLifetime.duration }
                 // A shorter idle timeout than the stored warning: the warning comes at half of it.
                 if warning == nil, let idle = policy.idleTimeout, policy.warningBefore >= idle { policy.warningBefore = idle / 2 }
                 do {
@@ -96,5 +108,7 @@ extension Format {
             + "lifetime \(policy.absoluteLifetime.map(span) ?? "none"), "
             + "background timeout \(policy.backgroundTimeout.map(span) ?? "none"), "
             + "activity: \(policy.activity == .any ? "any token use" : "interactive use only")"
+            + (policy.sensitiveActionCap.map { ", a sensitive action extends it up to \(span($0)) after sign-in" } ?? "")
+            + (policy.refreshTokenLifetime.map { ", refresh tokens live \(span($0))" } ?? "")
     }
 }

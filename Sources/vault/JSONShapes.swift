@@ -98,6 +98,8 @@ extension JSONValue {
             "background_timeout_seconds": .number(policy.backgroundTimeout.map { $0.components.seconds }),
             "idle_action": .string(policy.idleAction.rawValue),
             "activity": .string(policy.activity.rawValue),
+            "sensitive_cap_seconds": .number(policy.sensitiveActionCap.map { $0.components.seconds }),
+            "refresh_lifetime_seconds": .number(policy.refreshTokenLifetime.map { $0.components.seconds }),
         ]
     }
 

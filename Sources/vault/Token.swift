@@ -45,6 +45,11 @@ extension VaultCommand {
         var minTTL: TimeLimit?
         @Flag(help: "Print {token, type, expires_at, account, scopes, resources} as JSON instead of the bare token.")
         var json = false
+        @Flag(
+            help:
+                "Record a sensitive action first (before a deploy, a payment): activity, and under a policy with --sensitive-cap the session's lifetime starts again."
+        )
+        var sensitive = false
         @Flag(help: "Open the vault directly even when an agent serves it.")
         var noAgent = false
         @OptionGroup var prompt: PromptOptions
@@ -52,7 +57,8 @@ extension VaultCommand {
         func run() async throws {
             let token = try await Self.fetch(
                 global: global, credentials: credentials, account: account, target: try target.target,
-                minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent, terminal: prompt.terminal)
+                minimumValidity: minTTL?.duration, maxAuthAge: maxAuthAge?.duration, noAgent: noAgent, terminal: prompt.terminal,
+                sensitive: sensitive)
             if json {
                 let object: JSONValue = [
                     "token": .string(token.value), "type": .string(token.type),
@@ -70,13 +76,15 @@ extension VaultCommand {
         /// check reads the session's authentication time, which the agent protocol does not carry.
         static func fetch(
             global: GlobalOptions, credentials: CredentialOptions, account: String?, target: TokenTarget = .account,
-            minimumValidity: Duration?, maxAuthAge: Duration?, noAgent: Bool, terminal: RequesterTerminal?
+            minimumValidity: Duration?, maxAuthAge: Duration?, noAgent: Bool, terminal: RequesterTerminal?, sensitive: Bool = false
         ) async throws -> AgentToken {
             var request = AgentRequest(.token, account: account, minTTL: minimumValidity.map { Int($0.components.seconds) })
             (request.resources, request.scopes) = (target.resources, target.scopes)
+            request.sensitive = sensitive
             let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil, terminal: terminal)
                 .send(request) { opened in
                     let id = try account.map { try opened.account($0) }
+                    if sensitive { try await opened.session.recordSensitiveAction(for: id) }
                     var token: AccessToken
                     if let maxAuthAge {
                         token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
@@ -91,9 +99,17 @@ extension VaultCommand {
                     } else {
                         token = try await opened.session.validAccessToken(for: id, target: target)
                     }
-                    return AgentResponse(token: AgentToken(token))
+                    var response = AgentResponse(token: AgentToken(token))
+                    response.sensitiveRecorded = sensitive
+                    return response
                 }
             guard let token = response.token else { throw CommandFailure(.failure, "the agent answered without a token") }
+            if sensitive, !response.sensitiveRecorded {
+                throw CommandFailure(
+                    .failure,
+                    "the agent serving this vault predates sensitive actions and did not record one; nothing was handed on: restart it (`vault agent stop`, then `vault agent start`) or use --no-agent"
+                )
+            }
             try checkTarget(of: token, resources: target.resources, scopes: target.scopes)
             return token
         }

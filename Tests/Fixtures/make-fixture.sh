@@ -3,7 +3,7 @@
 # Fixtures that have landed are history: this refuses to overwrite one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-version="${1:-v16}"
+version="${1:-v17}"
 out="Tests/Fixtures/vault-${version}.db"
 if [ -e "$out" ]; then
   echo "$out exists and has landed; a new schema version gets a new fixture" >&2

@@ -259,5 +259,21 @@ struct AccountsAndTokenTests {
 
         let nothing = try await fixture.run(["accounts", "set-policy", "alice"])
         #expect(nothing.status == Exit.usage)
+
+        // Sensitive actions (schema 17): a cap shorter than the lifetime is refused; then
+        // `vault token --sensitive` starts the lifetime again, up to the cap.
+        let short = try await fixture.run(["accounts", "set-policy", "alice", "--sensitive-cap", "1h"])
+        #expect(short.status == Exit.usage && short.stderr.contains("at least the absolute lifetime"), "\(short)")
+        let capped = try await fixture.run(["accounts", "set-policy", "alice", "--sensitive-cap", "1d", "--refresh-lifetime", "90d", "--json"])
+        #expect(capped.status == 0, "\(capped)")
+        let policyNow = try #require(try capped.jsonObject()["policy"] as? [String: Any])
+        #expect(policyNow["sensitive_cap_seconds"] as? Int == 86_400 && policyNow["refresh_lifetime_seconds"] as? Int == 90 * 86_400)
+        // Read in milliseconds (JSON shows whole seconds): sign-in + 2 h before, now + 2 h after.
+        let deadlineSQL = "SELECT absolute_deadline FROM sessions ORDER BY session_id DESC LIMIT 1"
+        let before = try #require(try RawDatabase.int(fixture.cli.vault, deadlineSQL))
+        let token = try await fixture.run(["token", "--sensitive"])
+        #expect(token.status == 0, "\(token)")
+        let after2 = try #require(try RawDatabase.int(fixture.cli.vault, deadlineSQL))
+        #expect(after2 > before, "the sensitive action moved the absolute deadline: \(before) -> \(after2)")
     }
 }

@@ -157,6 +157,8 @@ struct AgentCommandTests {
             #expect(try await world.start().status == 0)
             let status = try await world.status()
             #expect(status["account_state"] as? String == "active_signed_in" && status["active_account"] is String, "\(status)")
+            let sensitive = try await world.cli.run(["token", "--sensitive"])
+            #expect(sensitive.status == 0, "the agent recorded the sensitive action and served the token: \(sensitive)")
             let pid = try #require(status["pid"] as? Int)
             kill(pid_t(pid), SIGKILL)
             let fallback = try await world.cli.run(["token", "--key-file", world.keyFile.path])

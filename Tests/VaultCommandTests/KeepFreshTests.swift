@@ -10,7 +10,7 @@ import VaultTestSupport
 
 /// `vault exec --keep-fresh` end to end: the built binary, a real agent, tokens from the gateway
 /// that live seconds, the child a shell with curl (the documented examples, run as written).
-@Suite("exec --keep-fresh: fresh tokens for a long-running command")
+@Suite("exec --keep-fresh: fresh tokens for a long-running command", .serialized)
 struct KeepFreshTests {
     typealias World = AgentCommandTests.World
 

@@ -237,6 +237,18 @@ struct FixtureTests {
         }
     }
 
+    @Test("schema-17 fixture opens with the newest code: nora's sensitive-action cap and refresh-token lifetime, and her session")
+    func schemaSeventeenFixture() throws {
+        let directory = try TemporaryDirectory()
+        let url = try Self.copy(FixtureV17.fileName, into: directory)
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV17.passphrase))
+        defer { vault.close() }
+        let differences = try FixtureV17.differences(in: vault)
+        #expect(differences.isEmpty, "\(differences)")
+        let report = try vault.maintenance.verify()
+        #expect(report.passed, "\(report.damaged)")
+    }
+
     @Test("a fixture refuses the wrong passphrase without changing the file")
     func fixtureWrongPassphrase() throws {
         let directory = try TemporaryDirectory()

@@ -45,13 +45,23 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
     public var idleAction: IdleAction
     /// Which uses count as activity (``Activity/any`` by default).
     public var activity: Activity
+    /// Para's "a sensitive action extends the session by its length": a sensitive action
+    /// (`SessionService.recordSensitiveAction(for:)`) moves the absolute deadline to now +
+    /// ``absoluteLifetime``, never past the session's start + this cap (schema 17). Nil: a
+    /// sensitive action is activity, nothing more. Needs an absolute lifetime no longer than it.
+    public var sensitiveActionCap: Duration?
+    /// How long the provider lets a grant's refresh tokens live from the sign-in, when nothing
+    /// the vault can read says so (schema 17): the grant watch warns before it. Nil: not known.
+    public var refreshTokenLifetime: Duration?
 
     public init(
         idleTimeout: Duration? = .seconds(15 * 60), warningBefore: Duration = .seconds(60),
         maxExtensions: Int = 3, absoluteLifetime: Duration? = .seconds(12 * 3600),
         backgroundTimeout: Duration? = .seconds(5 * 60), idleAction: IdleAction = .lock,
-        activity: Activity = .any
+        activity: Activity = .any, sensitiveActionCap: Duration? = nil, refreshTokenLifetime: Duration? = nil
     ) {
+        self.sensitiveActionCap = sensitiveActionCap
+        self.refreshTokenLifetime = refreshTokenLifetime
         self.idleTimeout = idleTimeout
         self.warningBefore = warningBefore
         self.maxExtensions = maxExtensions
@@ -64,13 +74,22 @@ public struct SessionPolicy: Sendable, Hashable, Codable {
     /// Throws ``VaultError/Code/invalidArgument`` for a policy that cannot be applied.
     public func validate() throws {
         func positive(_ d: Duration?) -> Bool { d.map { $0 > .zero } ?? true }
-        guard positive(idleTimeout), positive(backgroundTimeout), positive(absoluteLifetime),
+        guard positive(idleTimeout), positive(backgroundTimeout), positive(absoluteLifetime), positive(sensitiveActionCap),
+            positive(refreshTokenLifetime),
             warningBefore >= .zero, maxExtensions >= 0
         else {
             throw VaultError(.invalidArgument, "session policy durations must be positive and the extension limit not negative")
         }
         if let idleTimeout, warningBefore >= idleTimeout {
             throw VaultError(.invalidArgument, "the idle warning must come before the idle timeout")
+        }
+        if let cap = sensitiveActionCap {
+            guard let lifetime = absoluteLifetime else {
+                throw VaultError(.invalidArgument, "a sensitive action moves the absolute deadline: the policy needs an absolute lifetime")
+            }
+            guard cap >= lifetime else {
+                throw VaultError(.invalidArgument, "the sensitive-action cap must be at least the absolute lifetime")
+            }
         }
     }
 }

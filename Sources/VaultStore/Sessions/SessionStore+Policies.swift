@@ -44,17 +44,20 @@ extension SessionStore {
             try db.execute(
                 sql: """
                     INSERT INTO session_policies (account_id, idle_timeout_ms, warning_ms, max_extensions,
-                        absolute_lifetime_ms, background_timeout_ms, idle_action, activity) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                        absolute_lifetime_ms, background_timeout_ms, idle_action, activity, sensitive_cap_ms,
+                        refresh_lifetime_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     ON CONFLICT (account_id) DO UPDATE SET idle_timeout_ms = excluded.idle_timeout_ms,
                         warning_ms = excluded.warning_ms, max_extensions = excluded.max_extensions,
                         absolute_lifetime_ms = excluded.absolute_lifetime_ms,
                         background_timeout_ms = excluded.background_timeout_ms, idle_action = excluded.idle_action,
-                        activity = excluded.activity
+                        activity = excluded.activity, sensitive_cap_ms = excluded.sensitive_cap_ms,
+                        refresh_lifetime_ms = excluded.refresh_lifetime_ms
                     """,
                 arguments: [
                     account.rawValue, policy.idleTimeout?.milliseconds, policy.warningBefore.milliseconds,
                     policy.maxExtensions, policy.absoluteLifetime?.milliseconds, policy.backgroundTimeout?.milliseconds,
                     policy.idleAction.rawValue, policy.activity == .any ? nil : policy.activity.rawValue,
+                    policy.sensitiveActionCap?.milliseconds, policy.refreshTokenLifetime?.milliseconds,
                 ])
         }
     }
@@ -104,7 +107,9 @@ extension SessionStore {
             absoluteLifetime: try optionalMilliseconds("absolute_lifetime_ms"),
             backgroundTimeout: try optionalMilliseconds("background_timeout_ms"),
             idleAction: SessionPolicy.IdleAction(rawValue: idleAction) ?? .lock,
-            activity: activity.flatMap(SessionPolicy.Activity.init(rawValue:)) ?? .any)
+            activity: activity.flatMap(SessionPolicy.Activity.init(rawValue:)) ?? .any,
+            sensitiveActionCap: try optionalMilliseconds("sensitive_cap_ms"),
+            refreshTokenLifetime: try optionalMilliseconds("refresh_lifetime_ms"))
     }
 }
 
