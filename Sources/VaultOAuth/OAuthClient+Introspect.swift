@@ -79,14 +79,15 @@ extension OAuthClient {
         }
         guard !Task.isCancelled else { throw .cancelled }
         let response: HTTPResponse
+        let sent: [String]
         do {
-            (response, _) = try await sendForm(
+            (response, sent) = try await sendForm(
                 to: endpoint, form: [("token", token), ("token_type_hint", hint.rawValue)], client: client, pins: pins, deadline: deadline)
         } catch {
             if case .pinningFailed(let host, let reason)? = error as? TransportError { throw .pinningFailed(host: host, reason: reason) }
             throw TransientFailure(transportFailure: error).map { .transient($0) } ?? .cancelled
         }
-        let outcome = Self.classifyIntrospection(response, now: now())
+        let outcome = Self.classifyIntrospection(response, secrets: [token] + client.secrets + sent, now: now())
         switch outcome {
         case .success(let answer):
             logger.debug("token introspection finished", metadata: ["oauth.outcome": "\(answer.active ? "active" : "inactive")"])
@@ -98,7 +99,10 @@ extension OAuthClient {
     }
 
     /// Reads an introspection response: 200 with a JSON object whose `active` is a boolean.
-    static func classifyIntrospection(_ response: HTTPResponse, now: Date) -> Result<TokenIntrospection, IntrospectionError> {
+    /// Every spelling of `secrets` is scrubbed from an error code kept (`Redaction`), as for a
+    /// refresh or a revocation: a server may echo what it was sent.
+    static func classifyIntrospection(_ response: HTTPResponse, secrets: [String], now: Date) -> Result<TokenIntrospection, IntrospectionError> {
+        let redaction = Redaction(secrets: secrets)
         let status = response.status
         switch status {
         case 200:
@@ -116,7 +120,7 @@ extension OAuthClient {
                 }
             return .success(TokenIntrospection(active: active, expiresAt: active ? expiry : nil))
         case 401, 403:
-            return .failure(.notPermitted(status: status, code: OAuthErrorResponse.parse(response.body)?.error))
+            return .failure(.notPermitted(status: status, code: OAuthErrorResponse.parse(response.body, redaction: redaction)?.error))
         case 408:
             return .failure(.transient(.timeout))
         case 429:
@@ -125,7 +129,7 @@ extension OAuthClient {
             return .failure(.transient(.server(status: status, retryAfter: TransientFailure.retryAfter(in: response.headers, now: now))))
         case 400..<500:
             // invalid_client, unauthorized_client, invalid_request: this client cannot ask here.
-            return .failure(.notPermitted(status: status, code: OAuthErrorResponse.parse(response.body)?.error))
+            return .failure(.notPermitted(status: status, code: OAuthErrorResponse.parse(response.body, redaction: redaction)?.error))
         default:
             return .failure(.malformedResponse(status: status, reason: "unexpected HTTP status"))
         }

@@ -57,3 +57,10 @@ public struct GrantWatch: Sendable, Hashable {
         self.refreshExpiryWarning = refreshExpiryWarning
     }
 }
+
+/// An expiry a provider told for a refresh token that is not a JWT, and whether it was told
+/// twice alike (fixed: the grant ends then, whatever its use).
+struct ToldRefreshExpiry: Sendable {
+    var expiresAt: Date
+    var fixed: Bool
+}

@@ -89,6 +89,8 @@ public struct StaleWarningFilter: Sendable {
         switch event {
         case .idleWarning(let warning):
             var entry = known[warning.account, default: Known()]
+            // Another session (a new sign-in): what was known of the old one does not apply.
+            if let stamp = warning.session, let latest = entry.stamp, stamp.session > latest.session { entry = Known() }
             let deadline = warning.deadline.millisecondsSince1970
             if entry.over { return false }
             if let latest = entry.deadline, deadline < latest { return false }
@@ -105,6 +107,12 @@ public struct StaleWarningFilter: Sendable {
             break
         }
         return true
+    }
+
+    /// Forgets what is known of `account`'s session: after a change that moves its idle deadline
+    /// earlier (a policy with a shorter idle timeout), so the warnings for it are not taken as stale.
+    public mutating func forget(_ account: AccountID) {
+        known[account] = nil
     }
 
     /// Notes an idle deadline learnt elsewhere (an extension this receiver asked for itself):

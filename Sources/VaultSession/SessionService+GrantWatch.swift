@@ -60,11 +60,10 @@ extension SessionService {
             case .active:
                 grantChecks[id] = now  // the grant stands: nothing rotated
                 checkDue = false
-            case .failed:
-                grantRetryAt[id] = now.addingTimeInterval(min(60, watch.checkInterval?.timeInterval ?? 60))
-                checkDue = false
-            case .inactive, .unavailable:
-                break  // a refresh confirms it, or checks instead
+            case .inactive, .unavailable, .failed:
+                // A refresh confirms it, or checks instead: a check that cannot introspect (the
+                // network, the server, a pin) still checks, so no revocation goes unnoticed.
+                break
             }
         }
         let refreshAt = watch.refreshAhead.contains(id) ? Self.refreshAhead(of: stored, leeway: configuration.leeway) : nil
@@ -96,6 +95,15 @@ extension SessionService {
         return due.min()
     }
 
+    /// Notes an expiry told for the account's refresh token. The first one told is not trusted
+    /// alone: the same expiry told again (within a second) is a fixed one, worth a warning; one
+    /// that moved on is a sliding one, renewed by use (Keycloak's `refresh_expires_in` is the
+    /// time left of a sliding window), never warned of.
+    func noteRefreshExpiry(_ told: Date, for id: AccountID) {
+        let fixed = knownRefreshExpiry[id].map { abs(told.timeIntervalSince($0.expiresAt)) <= 1 } ?? false
+        knownRefreshExpiry[id] = ToldRefreshExpiry(expiresAt: told, fixed: fixed)
+    }
+
     /// What an introspection of the grant's refresh token said.
     enum GrantIntrospection {
         case active
@@ -103,7 +111,7 @@ extension SessionService {
         case inactive
         /// No endpoint, or the provider does not let this client introspect (remembered).
         case unavailable
-        /// Nothing known (the network, the server); asked again later.
+        /// Nothing known (the network, the server, a pin): this check refreshes instead.
         case failed
     }
 
@@ -128,13 +136,13 @@ extension SessionService {
                 logger.info("introspection is not available to this client; checking grants by refresh", metadata: ["account": "\(id)", "reason": "\(error)"])
                 return .unavailable
             case .transient, .pinningFailed, .cancelled:
-                logger.debug("watch: introspection failed", metadata: ["account": "\(id)", "error": "\(error)"])
+                logger.notice("introspection failed; checking the grant by refresh", metadata: ["account": "\(id)", "error": "\(error)"])
                 return .failed
             }
         } catch {
             return .unavailable  // the account's credentials, pins or CA file: its refresh says what
         }
-        if let expiry = answer.expiresAt { knownRefreshExpiry[id] = (expiry, nil) }
+        if let expiry = answer.expiresAt { noteRefreshExpiry(expiry, for: id) }
         logger.debug("grant introspected", metadata: ["account": "\(id)", "active": "\(answer.active)"])
         return answer.active ? .active : .inactive
     }
@@ -149,8 +157,9 @@ extension SessionService {
 
     /// Tells ``SessionEvent/refreshTokenExpiring(_:expiresAt:)`` once when the refresh token's
     /// expiry is within the warning; when it falls due otherwise. The expiry: a JWT's `exp`,
-    /// else what an introspection or a `refresh_expires_in` told this process, else the sign-in
-    /// + the policy's ``SessionPolicy/refreshTokenLifetime``. A refresh token
+    /// else what introspections or `refresh_expires_in` told this process twice alike (a fixed
+    /// expiry, see ``noteRefreshExpiry(_:for:)``), else the sign-in + the policy's
+    /// ``SessionPolicy/refreshTokenLifetime``. A refresh token
     /// that lives no longer than the warning by design (`exp - iat`, `refresh_expires_in`:
     /// Keycloak's slides with every refresh, 30 minutes by default) is renewed by use and never
     /// warned of.
@@ -163,8 +172,8 @@ extension SessionService {
         if let jwtExpiry = TokenResponse.unverifiedExpiry(ofJWT: refreshToken) {
             expiry = jwtExpiry
             lifetime = TokenResponse.unverifiedDate(ofJWT: refreshToken, claim: "iat").map { jwtExpiry.timeIntervalSince($0) }
-        } else if let known = knownRefreshExpiry[id] {
-            (expiry, lifetime) = known
+        } else if let known = knownRefreshExpiry[id], known.fixed {
+            (expiry, lifetime) = (known.expiresAt, nil)
         } else if let configured = policy.refreshTokenLifetime {
             // The account's setting (`set-policy --refresh-lifetime`): from the sign-in.
             (expiry, lifetime) = (session.startedAt.addingTimeInterval(configured.timeInterval), configured.timeInterval)

@@ -203,8 +203,6 @@ extension SessionService {
         switch event {
         case .idleWarning(let warning):
             guard await stillHolds(warning), timeouts.firstWarning(for: warning.account, deadline: warning.deadline) else { return }
-        case .extensionResult(let id, .extended(let deadline, _)), .idleWarningWithdrawn(let id, let deadline):
-            timeouts.learnDeadline(deadline, for: id)
         default:
             break
         }

@@ -220,7 +220,6 @@ extension SessionService {
         guard let warned = moved.result else { return nil }
         timeouts.forgetWarning(for: id)
         if warned, let deadline = moved.session.idleDeadline {
-            timeouts.learnDeadline(deadline, for: id)
             announce([.idleWarningWithdrawn(id, idleDeadline: deadline)])
         }
         scheduleTimer()
@@ -262,7 +261,6 @@ extension SessionService {
         }
         timeouts.forgetWarning(for: id)
         if warned, let deadline = moved.session.idleDeadline {
-            timeouts.learnDeadline(deadline, for: id)
             announce([.idleWarningWithdrawn(id, idleDeadline: deadline)])
         }
         logger.info(
@@ -400,7 +398,7 @@ extension SessionService {
             }
             guard case .active = SessionJudge.judge(session, policy: policy, now: later) else { return .refused(.sessionOver) }
             if let reason = Self.refusal(session, policy) { return .refused(reason) }
-            Self.extend(&session, policy: policy, now: later, askedAt: now)
+            Self.extend(&session, policy: policy, now: later)
             return .extended(session, remaining: policy.maxExtensions - session.extensionsUsed)
         }
         if case .failure(let error) = answer { throw error }
@@ -413,19 +411,16 @@ extension SessionService {
     }
 
     /// An extension moves the idle deadline to now + the idle timeout; it is not activity, so the
-    /// stored last activity stays (see ``SessionJudge/idleSinceExtension(_:policy:)``). Activity
-    /// recorded while the server was asked (`askedAt` on: serving the token the request carries,
-    /// under `activity: any`) is taken as the extension's own moment, so it counts as activity
-    /// since the extension.
-    private static func extend(_ session: inout SessionRecord, policy: SessionPolicy, now: Date, askedAt: Date? = nil) {
+    /// stored last activity stays (see ``SessionJudge/idleSinceExtension(_:policy:)``). The token
+    /// a server-asked extension carries is served before the extension is applied, so under
+    /// `activity: any` that serving comes before the extension too: it is not activity since it.
+    private static func extend(_ session: inout SessionRecord, policy: SessionPolicy, now: Date) {
         session.extensionsUsed += 1
-        if let askedAt, session.lastActivityAt >= Date(millisecondsSince1970: askedAt.millisecondsSince1970) { session.lastActivityAt = now }
         session.idleDeadline = SessionJudge.idleDeadline(after: now, session: session, policy: policy)
     }
 
     private func extended(_ session: SessionRecord, remaining: Int) -> ExtensionResult {
         timeouts.forgetWarning(for: session.account)
-        if let deadline = session.idleDeadline { timeouts.learnDeadline(deadline, for: session.account) }
         scheduleTimer()
         logger.info("session extended", metadata: ["account": "\(session.account)", "extensions": "\(session.extensionsUsed)"])
         return .extended(idleDeadline: session.idleDeadline ?? now(), remaining: remaining)

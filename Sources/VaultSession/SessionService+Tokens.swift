@@ -350,11 +350,7 @@ extension SessionService {
                 ])
             announce([.tokenRefreshed(id, generation: saved.generation)])
             if let seconds = response.refreshExpiresIn {
-                // The time left, not a lifetime: a refresh token renewed by use (sliding) shows as
-                // an expiry that moved on since the last answer, and then lives `seconds`.
-                let told = now().addingTimeInterval(TimeInterval(seconds))
-                let sliding = knownRefreshExpiry[id].map { told.timeIntervalSince($0.expiresAt) > 1 } ?? false
-                knownRefreshExpiry[id] = (told, sliding ? TimeInterval(seconds) : nil)
+                noteRefreshExpiry(now().addingTimeInterval(TimeInterval(seconds)), for: id)
             } else if response.refreshToken != nil {
                 knownRefreshExpiry[id] = nil  // a new refresh token whose expiry nobody told
             }

@@ -58,9 +58,9 @@ public actor SessionService {
     var refreshExpiryWarned: [AccountID: Date] = [:]
     /// Accounts whose provider did not let this client introspect: checked by refresh instead.
     var introspectionRefused: Set<AccountID> = []
-    /// Refresh-token expiries told for tokens that are not JWTs: by an introspection's `exp`, or
-    /// by a refresh answer's `refresh_expires_in` (with that lifetime) in this process.
-    var knownRefreshExpiry: [AccountID: (expiresAt: Date, lifetime: TimeInterval?)] = [:]
+    /// Refresh-token expiries told for tokens that are not JWTs, by an introspection's `exp` or a
+    /// refresh answer's `refresh_expires_in` in this process (``noteRefreshExpiry(_:for:)``).
+    var knownRefreshExpiry: [AccountID: ToldRefreshExpiry] = [:]
     var observed = Snapshot()
     /// Events on their way to the vault's log, and the task writing them.
     let logQueue = EventLogQueue()

@@ -17,16 +17,15 @@ import VaultStore
 /// ```
 struct TimeoutScheduler {
     private var timer: Task<Void, Never>?
-    /// The idle deadline a warning was already raised for, per account.
-    private var warned: [AccountID: Int64] = [:]
-    /// The latest idle deadline known per account, from warnings and granted extensions (this
-    /// process's or another's): a warning judged on an earlier one is stale. Idle deadlines only
-    /// move forward (activity, an extension, a new session), so the latest one is the newest news.
+    /// The idle deadline a warning was already raised for, per account, in milliseconds (the
+    /// precision the vault stores times in: a deadline computed here in full precision and the
+    /// same deadline read back from the vault are one deadline).
     ///
-    /// Both in milliseconds, the precision the vault stores times in: a deadline an extension
-    /// computed here in full precision and the same deadline read back from the vault (by the
-    /// timer, or from another process's warning) are one deadline.
-    private var latestDeadline: [AccountID: Int64] = [:]
+    /// Whether a warning is stale is not decided here: this process raises warnings only on the
+    /// session as the vault holds it, and another process's only after checking it against the
+    /// vault (``SessionService`` `stillHolds`). A deadline remembered here never hides a later
+    /// warning for an earlier deadline (a policy that shortened the idle timeout).
+    private var warned: [AccountID: Int64] = [:]
 
     /// (Re)starts the timer: the one running is cancelled, then `next` is asked at once and
     /// again after each delay it returns, until it returns nil or the timer is cancelled.
@@ -48,22 +47,11 @@ struct TimeoutScheduler {
 
     /// Whether a warning for `deadline` is the first for that deadline of `account` (and
     /// remembers it): false for one already raised here, or delivered from another process.
-    /// A warning judged on a deadline older than the latest known (another process extended the
-    /// session before this warning reached here) is stale: false, and nothing is remembered.
     mutating func firstWarning(for account: AccountID, deadline: Date) -> Bool {
         let deadline = deadline.millisecondsSince1970
         guard warned[account] != deadline else { return false }
-        if let latest = latestDeadline[account], deadline < latest { return false }
         warned[account] = deadline
-        latestDeadline[account] = deadline
         return true
-    }
-
-    /// Notes an idle deadline an extension granted: warnings judged on earlier ones are stale.
-    mutating func learnDeadline(_ deadline: Date, for account: AccountID) {
-        let deadline = deadline.millisecondsSince1970
-        if let latest = latestDeadline[account], latest >= deadline { return }
-        latestDeadline[account] = deadline
     }
 
     /// Forgets the warning raised for `account`: its deadline moved (activity, an extension, a

@@ -232,13 +232,14 @@ actor AgentHost {
     private func token(_ request: AgentRequest, peer: AgentServer.Peer) async -> AgentResponse {
         await serving(request, peer: peer) { current, account in
             let target = try TokenTarget(resources: request.resources, scopes: request.scopes)
-            if request.sensitive { _ = try await current.session.recordSensitiveAction(for: account) }
             let token =
                 if let ttl = request.minTTL {
                     try await current.session.validAccessToken(for: account, target: target, minimumValidity: .seconds(max(0, ttl)))
                 } else {
                     try await current.session.validAccessToken(for: account, target: target)
                 }
+            // Once the token is obtained: a refused request moves no deadline.
+            if request.sensitive { try await current.session.recordSensitiveAction(for: account) }
             var response = AgentResponse(token: AgentToken(token))
             response.sensitiveRecorded = request.sensitive
             return response

@@ -165,7 +165,8 @@ extension VaultCommand.Sessions {
                     throw CommandFailure(
                         .failure,
                         "nothing used the session since its last extension, and an idle session is not extended again: "
-                            + "use it (`vault token`, `vault exec`) to keep it open, or unlock it after it locks")
+                            + "use it to keep it open (`vault token --sensitive` always counts; under `--activity any` any token request does), or unlock it after it locks"
+                    )
                 case .serverRefused: throw CommandFailure(.clientRefused, "the identity service refused the extension")
                 }
             }

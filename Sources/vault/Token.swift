@@ -84,7 +84,6 @@ extension VaultCommand {
             let response = try await AgentOrVault(global: global, credentials: credentials, noAgent: noAgent || maxAuthAge != nil, terminal: terminal)
                 .send(request) { opened in
                     let id = try account.map { try opened.account($0) }
-                    if sensitive { try await opened.session.recordSensitiveAction(for: id) }
                     var token: AccessToken
                     if let maxAuthAge {
                         token = try await opened.session.validAccessToken(for: id, maxAuthenticationAge: maxAuthAge)
@@ -99,6 +98,9 @@ extension VaultCommand {
                     } else {
                         token = try await opened.session.validAccessToken(for: id, target: target)
                     }
+                    // Recorded once the token is obtained: a refused request (step-up, revoked)
+                    // moves no deadline.
+                    if sensitive { try await opened.session.recordSensitiveAction(for: id) }
                     var response = AgentResponse(token: AgentToken(token))
                     response.sensitiveRecorded = sensitive
                     return response

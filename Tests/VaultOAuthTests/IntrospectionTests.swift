@@ -9,7 +9,7 @@ import Testing
 @Suite("Token introspection (RFC 7662)")
 struct IntrospectionTests {
     static func answer(_ body: String, status: Int = 200) -> Result<TokenIntrospection, IntrospectionError> {
-        OAuthClient.classifyIntrospection(HTTPResponse(status: status, body: Data(body.utf8)), now: Date())
+        OAuthClient.classifyIntrospection(HTTPResponse(status: status, body: Data(body.utf8)), secrets: ["RT-SECRET-1"], now: Date())
     }
 
     @Test("active with exp, inactive, and answers RFC 7662 does not describe")
@@ -30,6 +30,12 @@ struct IntrospectionTests {
         }
         #expect(throws: IntrospectionError.notPermitted(status: 403, code: nil)) { try Self.answer("", status: 403).get() }
         #expect(throws: IntrospectionError.transient(.server(status: 503, retryAfter: nil))) { try Self.answer("", status: 503).get() }
+        // A server echoing the token in its error code: kept redacted.
+        guard case .failure(.notPermitted(_, let code?)) = Self.answer(#"{"error": "bad RT-SECRET-1"}"#, status: 400) else {
+            Issue.record("no error code kept")
+            return
+        }
+        #expect(!code.contains("RT-SECRET-1"), "\(code)")
     }
 
     @Test("the gateway: a live refresh token is active with its subject, a revoked one and another client's are not; a public client can be refused")

@@ -47,6 +47,27 @@ struct SensitiveActionTests {
         }
     }
 
+    @Test("changing another part of the policy keeps the deadline sensitive actions set, within the new cap")
+    func policyChangeKeepsTheMovedDeadline() async throws {
+        try await SessionHarness.run { h in
+            var policy = SessionPolicy(
+                idleTimeout: Self.hour * 2, absoluteLifetime: Self.hour * 2, backgroundTimeout: nil, sensitiveActionCap: Self.hour * 8)
+            let alice = try await h.signIn("alice", policy: policy)
+            let start = h.time.now()
+            await h.time.advance(by: Self.hour)
+            #expect(try await h.service.recordSensitiveAction(for: alice).absoluteDeadline == start.addingTimeInterval(3 * 3600))
+            policy.refreshTokenLifetime = .seconds(90 * 86_400)
+            try await h.service.setSessionPolicy(policy, for: alice)
+            #expect(try h.vault.sessions.current(for: alice)?.absoluteDeadline == start.addingTimeInterval(3 * 3600), "kept")
+            policy.sensitiveActionCap = Self.hour * 2.5
+            try await h.service.setSessionPolicy(policy, for: alice)
+            #expect(try h.vault.sessions.current(for: alice)?.absoluteDeadline == start.addingTimeInterval(2.5 * 3600), "within the new cap")
+            policy.sensitiveActionCap = nil
+            try await h.service.setSessionPolicy(policy, for: alice)
+            #expect(try h.vault.sessions.current(for: alice)?.absoluteDeadline == start.addingTimeInterval(2 * 3600), "no cap: the lifetime from sign-in")
+        }
+    }
+
     @Test("a policy with a cap but no absolute lifetime, or a cap shorter than the lifetime, is refused")
     func capNeedsALifetime() {
         #expect(throws: VaultError.self) { try SessionPolicy(absoluteLifetime: nil, sensitiveActionCap: Self.hour).validate() }

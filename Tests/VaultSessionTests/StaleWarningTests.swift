@@ -18,32 +18,44 @@ struct StaleWarningTests {
         deadlines.map { scheduler.firstWarning(for: account, deadline: $0) }
     }
 
-    @Test("a warning is raised once per deadline, and not at all for a deadline older than one known")
-    func olderDeadlinesAreStale() {
+    @Test("a warning is raised once per deadline; a later judgement on an earlier deadline (a shorter idle timeout) is raised too")
+    func oncePerDeadline() {
         var scheduler = TimeoutScheduler()
         #expect(Self.raised(&scheduler, alice, [d0, d0]) == [true, false], "the same deadline once")
-        // Another process extended the session to d1; its result reached here first.
-        scheduler.learnDeadline(d1, for: alice)
+        #expect(Self.raised(&scheduler, alice, [d1, d0]) == [true, true], "staleness is the vault's to say, not a remembered deadline")
         scheduler.forgetWarning(for: alice)
-        #expect(Self.raised(&scheduler, alice, [d0, d1]) == [false, true], "the late warning for the old deadline is stale")
+        #expect(Self.raised(&scheduler, alice, [d0]) == [true], "forgotten: raised again")
         #expect(Self.raised(&scheduler, AccountID(rawValue: "bob"), [d0]) == [true], "another account is another story")
     }
 
-    @Test("a warning for the later deadline, seen first, makes a late one for the earlier deadline stale")
-    func laterWarningFirst() {
-        var scheduler = TimeoutScheduler()
-        #expect(Self.raised(&scheduler, alice, [d1]) == [true])
-        scheduler.forgetWarning(for: alice)
-        #expect(Self.raised(&scheduler, alice, [d0]) == [false])
-    }
-
-    @Test("an extension's deadline in full precision and the same deadline read back from the vault (milliseconds) are one: the next warning is raised")
+    @Test("a deadline in full precision and the same deadline read back from the vault (milliseconds) are one: raised once")
     func extensionDeadlineAtVaultPrecision() {
         var scheduler = TimeoutScheduler()
-        let extended = d1.addingTimeInterval(0.000_7)  // as computed at the extension, 0.7 ms past
-        scheduler.learnDeadline(extended, for: alice)
-        let stored = Date(millisecondsSince1970: extended.millisecondsSince1970)  // as the timer reads it back
-        #expect(Self.raised(&scheduler, alice, [stored, stored]) == [true, false])
+        let computed = d1.addingTimeInterval(0.000_7)  // as computed here, 0.7 ms past
+        let stored = Date(millisecondsSince1970: computed.millisecondsSince1970)  // as read back
+        #expect(Self.raised(&scheduler, alice, [computed, stored]) == [true, false])
+    }
+
+    @Test("activity withdraws a warning, then a shorter idle timeout: the warning for the earlier deadline still comes")
+    func shorterTimeoutAfterWithdrawal() async throws {
+        let policy = SessionPolicy(idleTimeout: .seconds(60), warningBefore: .seconds(10), absoluteLifetime: .seconds(3600), backgroundTimeout: nil)
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: policy)
+            let start = h.time.now()
+            #expect(await h.time.waitForSleeper(until: start.addingTimeInterval(50)))
+            await h.time.advance(by: .seconds(51))
+            #expect(await h.events.next { $0.isIdleWarning } != nil)
+            try await h.service.recordActivity(for: alice)  // deadline 111 s, the warning withdrawn
+            #expect(await h.events.next { $0 == .idleWarningWithdrawn(alice, idleDeadline: start.addingTimeInterval(111)) } != nil)
+            var shorter = policy
+            shorter.idleTimeout = .seconds(30)
+            try await h.service.setSessionPolicy(shorter, for: alice)  // deadline 81 s: earlier than 111
+            let mark = h.events.mark
+            #expect(await h.time.waitForSleeper(until: start.addingTimeInterval(71)), "\(h.time.sleepingUntil)")
+            await h.time.advance(to: start.addingTimeInterval(71))
+            let warning = try #require(await h.events.next(after: mark) { $0.isIdleWarning }?.idleWarning)
+            #expect(warning.deadline == start.addingTimeInterval(81))
+        }
     }
 
     @Test("a receiver's filter drops warnings judged on an older deadline or session version, or after the session was seen to end")

@@ -13,7 +13,8 @@ extension SessionStore {
 
     /// Changes an existing account's session policy and, in the same transaction, the deadlines
     /// of its open (active or locked) session to match: the absolute deadline becomes start +
-    /// the new lifetime (none without one), the idle deadline last activity + the new idle
+    /// the new lifetime (none without one; under a sensitive-action cap, a later deadline that
+    /// sensitive actions set stays, up to start + the cap), the idle deadline last activity + the new idle
     /// timeout (never past the absolute deadline). A deadline the new policy puts in the past
     /// takes effect at the next use, as any passed deadline does. Returns the open session as it
     /// now stands (nil when none is open).
@@ -30,6 +31,10 @@ extension SessionStore {
             }
             var session = current
             session.absoluteDeadline = policy.absoluteLifetime.map { current.startedAt.addingTimeInterval($0.timeInterval) }
+            // Sensitive actions may have moved it on: kept, within the new policy's cap.
+            if let lifetime = session.absoluteDeadline, let cap = policy.sensitiveActionCap, let moved = current.absoluteDeadline {
+                session.absoluteDeadline = max(lifetime, min(moved, current.startedAt.addingTimeInterval(cap.timeInterval)))
+            }
             session.idleDeadline = policy.idleTimeout.map { idle in
                 let deadline = current.lastActivityAt.addingTimeInterval(idle.timeInterval)
                 return session.absoluteDeadline.map { min(deadline, $0) } ?? deadline
