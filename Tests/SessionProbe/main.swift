@@ -48,6 +48,14 @@ func kind(of error: any Error) -> String {
     }
 }
 
+/// The `extend` operation's result line: `extended MS REMAINING` or `not extended …`.
+/// (Built in a function: interpolated in a `switch` over an awaited value in the top-level
+/// async code, the line's string storage was reported leaked by LeakSanitizer at exit.)
+func extensionLine(_ result: ExtensionResult) -> String {
+    guard case .extended(let deadline, let remaining) = result else { return "not extended \(result)" }
+    return "extended \(Int64(deadline.timeIntervalSince1970 * 1000)) \(remaining)"
+}
+
 var arguments = Array(CommandLine.arguments.dropFirst())
 var wallClock = WallClock.system
 if let flag = arguments.firstIndex(of: "--now"), flag + 1 < arguments.count, let ms = Int64(arguments[flag + 1]) {
@@ -121,10 +129,7 @@ do {
         try await service.recordActivity()
         emit("active")
     case "extend":
-        switch try await service.extendSession() {
-        case .extended(let deadline, let remaining): emit("extended \(Int64(deadline.timeIntervalSince1970 * 1000)) \(remaining)")
-        case let other: emit("not extended \(other)")
-        }
+        emit(extensionLine(try await service.extendSession()))
     case "race":
         let parts = argument.split(separator: ":").compactMap { UInt64($0) }
         // Time moves 50 ms at every reading, so activity is written now and then (a fixed clock
