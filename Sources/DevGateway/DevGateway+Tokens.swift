@@ -107,11 +107,10 @@ extension DevGateway {
             let formatted = await formattingAccessToken(of: tokens)
             let answered = attachesIDToken ? await attachingIDToken(to: formatted, nonce: nonce) : formatted.with(idToken: nil)
             var body = GatewayJSON.Tokens(answered, includeGrantID: false)
-            if answered.refreshToken != nil, let lifetime = state.tokens.refreshTokenLifetime,
-                let grant = state.tokens.grants[answered.grantID]
+            if answered.refreshToken != nil, let grant = state.tokens.grants[answered.grantID],
+                let expiry = state.tokens.refreshTokenExpiry(of: grant)
             {
-                let left = grant.authTime.addingTimeInterval(TimeInterval(lifetime.components.seconds)).timeIntervalSince(state.signIn.now())
-                body.refreshExpiresIn = max(1, Int(left.rounded(.down)))
+                body.refreshExpiresIn = max(1, Int(expiry.timeIntervalSince(state.signIn.now()).rounded(.down)))
             }
             return withDPoPNonce(.json(body))
         case .failure(let rejection):

@@ -285,11 +285,16 @@ struct TokenLedger: Sendable {
         return grant
     }
 
+    /// When `grant`'s refresh tokens expire (its sign-in + ``refreshTokenLifetime``); nil: never.
+    func refreshTokenExpiry(of grant: Grant) -> Date? {
+        refreshTokenLifetime.map { grant.authTime.addingTimeInterval(TimeInterval($0.components.seconds)) }
+    }
+
     /// What introspection (RFC 7662) says of `token` presented by `clientID`: nil when it is not
     /// active (unknown, rotated, revoked, another client's, an expired access token).
     func introspect(_ token: String, clientID: String, now: Date) -> (subject: String, scope: String, tokenType: String, expiresAt: Date?)? {
         if let grant = liveGrant(forRefreshToken: token), grant.clientID == clientID {
-            let expiry = refreshTokenLifetime.map { grant.authTime.addingTimeInterval(TimeInterval($0.components.seconds)) }
+            let expiry = refreshTokenExpiry(of: grant)
             if let expiry, expiry <= now { return nil }
             return (grant.subject, grant.scope, "refresh_token", expiry)
         }
