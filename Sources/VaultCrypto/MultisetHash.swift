@@ -27,6 +27,11 @@ public struct MultisetDigest: Sendable, Hashable {
     }
 
     mutating func add(_ element: [UInt8]) {
+        element.withUnsafeBytes { add($0) }
+    }
+
+    /// Adds one element's hash (``sumLength`` bytes).
+    mutating func add(_ element: UnsafeRawBufferPointer) {
         count &+= 1
         var carry: UInt16 = 0
         for index in 0..<Self.sumLength {
@@ -79,23 +84,50 @@ public struct MultisetHasher: Sendable {
     /// The hash of one element: keyed BLAKE2b-256 over the domain `credentialvault.mset.v1`,
     /// then `domain` and `element`, each with its length as four big-endian bytes.
     public func hash(_ element: [UInt8], domain: String) throws -> [UInt8] {
-        var message = Self.elementDomain
-        for part in [Array(domain.utf8), element] {
-            withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { message.append(contentsOf: $0) }
-            message += part
-        }
-        var out = [UInt8](repeating: 0, count: MultisetDigest.sumLength)
-        let status = try material.withUnsafeBytes { key -> Int32 in
-            guard let keyBase = key.baseAddress else { return -1 }
-            return crypto_generichash(&out, out.count, message, UInt64(message.count), keyBase.assumingMemoryBound(to: UInt8.self), key.count)
-        }
-        guard status == 0 else { throw CryptoError(.unavailable, "crypto_generichash failed") }
-        return out
+        try element.withUnsafeBytes { element in try withHash(of: element, domain: domain) { Array($0) } }
     }
 
     /// Adds `element` to `digest`.
     public func insert(_ element: [UInt8], domain: String, into digest: inout MultisetDigest) throws {
-        digest.add(try hash(element, domain: domain))
+        try element.withUnsafeBytes { try insert($0, domain: domain, into: &digest) }
+    }
+
+    /// Adds `element`, read where it lies, to `digest` (`vault verify` adds every row's MAC).
+    public func insert(_ element: UnsafeRawBufferPointer, domain: String, into digest: inout MultisetDigest) throws {
+        try withHash(of: element, domain: domain) { digest.add($0) }
+    }
+
+    /// Calls `body` with the hash of `element` (see ``hash(_:domain:)``), the message and the
+    /// hash made on the stack: nothing is allocated per element.
+    private func withHash<R>(of element: UnsafeRawBufferPointer, domain: String, _ body: (UnsafeRawBufferPointer) -> R) throws -> R {
+        var domain = domain
+        return try domain.withUTF8 { domain in
+            let length = Self.elementDomain.count + 4 + domain.count + 4 + element.count
+            return try withUnsafeTemporaryAllocation(byteCount: length + MultisetDigest.sumLength, alignment: 8) { buffer in
+                guard let base = buffer.baseAddress else { throw CryptoError(.unavailable, "no memory for a multiset hash") }
+                var position = base
+                func put(_ bytes: UnsafeRawBufferPointer) {
+                    guard let source = bytes.baseAddress, !bytes.isEmpty else { return }
+                    position.copyMemory(from: source, byteCount: bytes.count)
+                    position += bytes.count
+                }
+                Self.elementDomain.withUnsafeBytes { put($0) }
+                withUnsafeBytes(of: UInt32(truncatingIfNeeded: domain.count).bigEndian) { put($0) }
+                put(UnsafeRawBufferPointer(domain))
+                withUnsafeBytes(of: UInt32(truncatingIfNeeded: element.count).bigEndian) { put($0) }
+                put(element)
+                precondition(position == base + length, "multiset hash message is not the length counted")
+                let out = base + length
+                let status = try material.withUnsafeBytes { key -> Int32 in
+                    guard let keyBase = key.baseAddress else { return -1 }
+                    return crypto_generichash(
+                        out.assumingMemoryBound(to: UInt8.self), MultisetDigest.sumLength, base.assumingMemoryBound(to: UInt8.self),
+                        UInt64(length), keyBase.assumingMemoryBound(to: UInt8.self), key.count)
+                }
+                guard status == 0 else { throw CryptoError(.unavailable, "crypto_generichash failed") }
+                return body(UnsafeRawBufferPointer(start: out, count: MultisetDigest.sumLength))
+            }
+        }
     }
 
     /// Takes `element` out of `digest`.

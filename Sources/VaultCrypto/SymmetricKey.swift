@@ -114,13 +114,28 @@ public struct SymmetricKey: Sendable {
         }
     }
 
+    /// Whether a sealed value of the place `shared` and `row` (and `version`) describe opens to
+    /// UTF-8 text: the same checks and errors as ``openText(_:sharing:row:version:)``, without
+    /// making the `String` (`vault verify` opens every value and keeps none).
+    public func opensToText(_ bytes: UnsafeRawBufferPointer, sharing shared: SharedSealContext, row: String, version: String = "") throws -> Bool {
+        try openingText(
+            bytes,
+            { header, nonce, ciphertext, output in
+                try shared.withAssociatedData(header: header, row: row, version: version) { ad in
+                    try decrypt(nonce: nonce, ciphertext: ciphertext, associatedData: ad, into: output)
+                }
+            },
+            finish: { Self.isASCII($0) || String(validating: $0, as: UTF8.self) != nil })
+    }
+
     /// Checks that `bytes` are a sealed value of this key, then calls `decrypt` with its header,
-    /// nonce and ciphertext (in place) and a scratch buffer for the plaintext, zeroed once the
-    /// `String` is made.
-    private func openingText(
+    /// nonce and ciphertext (in place) and a scratch buffer for the plaintext, zeroed once
+    /// `finish` (by default: the `String`) has read it.
+    private func openingText<Answer>(
         _ bytes: UnsafeRawBufferPointer,
-        _ decrypt: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void
-    ) throws -> String? {
+        _ decrypt: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeMutableRawBufferPointer) throws -> Void,
+        finish: (UnsafeBufferPointer<UInt8>) -> Answer = Self.text
+    ) throws -> Answer {
         let keyID = try SealedBlob.keyID(of: bytes)
         guard keyID == id else {
             throw CryptoError(.keyMismatch, "sealed value names key \(keyID), expected key \(id)")
@@ -136,7 +151,7 @@ public struct SymmetricKey: Sendable {
                 UnsafeRawBufferPointer(rebasing: bytes[header..<nonceEnd]),
                 UnsafeRawBufferPointer(rebasing: bytes[nonceEnd...]),
                 output)
-            return Self.text(UnsafeBufferPointer(output.bindMemory(to: UInt8.self)))
+            return finish(UnsafeBufferPointer(output.bindMemory(to: UInt8.self)))
         }
     }
 

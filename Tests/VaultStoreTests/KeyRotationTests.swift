@@ -33,6 +33,30 @@ struct KeyRotationTests {
         return (test, vault)
     }
 
+    @Test("vault verify opens every sealed value in the file, in every table, and authenticates every row")
+    func verifyOpensEveryValue() throws {
+        let (test, vault) = try Self.populated()
+        defer { vault.close() }
+        let report = try vault.maintenance.verify()
+        let queue = try DatabaseQueue(path: test.url.path)
+        defer { try? queue.close() }
+        let (values, rows) = try queue.read { db in
+            var values = 0
+            for table in SealedColumns.all {
+                for column in table.columns {
+                    values += try Int.fetchOne(db, sql: "SELECT count(*) FROM \(table.table) WHERE \(column) IS NOT NULL") ?? 0
+                }
+            }
+            // The accounts' wrapped data keys are opened too.
+            values += try Int.fetchOne(db, sql: "SELECT count(*) FROM accounts WHERE wrapped_data_key IS NOT NULL") ?? 0
+            let rows = try AuthenticatedTable.all.reduce(0) { $0 + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \($1.name)") ?? 0) }
+            return (values, rows)
+        }
+        #expect(report.passed)
+        #expect(report.sealedValuesOpened == values)
+        #expect(report.rowsAuthenticated == rows)
+    }
+
     @Test("every value is re-sealed with new keys and still reads back the same")
     func rotationReplacesEveryKey() throws {
         let (test, vault) = try Self.populated()

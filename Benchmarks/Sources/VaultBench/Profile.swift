@@ -9,7 +9,8 @@ import VaultSession
 
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
-/// (token after another connection committed), `store` (durable token store) or `page`
+/// (token after another connection committed), `store` (durable token store), `verify`
+/// (`vault verify` of 20,000 notifications) or `page`
 /// (first notification page of 50 out of 1000), `page-baseline` (the same page's baseline:
 /// plaintext keyset page + 150 decrypts + row MACs) or `page-baseline-plain` (the baseline
 /// before issue 32, without the row MACs).
@@ -19,7 +20,7 @@ import VaultSession
 /// inside those (`scripts/page-instructions.sh` does) gives the instructions of a page.
 func profileLoop(_ arguments: [String]) async throws {
     guard arguments.count == 2, let iterations = Int(arguments[1]) else {
-        throw BenchError("usage: profile cold|store|page|page-baseline|page-baseline-plain|split|http N")
+        throw BenchError("usage: profile cold|store|verify|page|page-baseline|page-baseline-plain|split|http N")
     }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -128,6 +129,25 @@ func profileLoop(_ arguments: [String]) async throws {
         var generation = try vault.tokens.current(for: bench.account)?.generation
         let pair = sampleTokens(expiresIn: 3600)
         for _ in 0..<iterations { generation = try vault.tokens.store(pair, for: bench.account, replacing: generation) }
+    case "verify":
+        // `vault verify` of 20,000 notifications, N times (issue 31's verify figure).
+        try fillNotifications(bench, count: 20_000)
+        var samples: [UInt64] = []
+        for _ in 0..<iterations {
+            let start = nowNanos()
+            guard try vault.maintenance.verify().passed else { throw BenchError("the vault does not verify") }
+            samples.append(nowNanos() - start)
+        }
+        log("verify, 20,000 notifications: p50 \(fmt(Stats(samples).p50 / 1e6)) ms")
+        let queue = try DatabaseQueue(path: bench.url.path)
+        var checks: [UInt64] = []
+        for _ in 0..<iterations {
+            let start = nowNanos()
+            _ = try await queue.read { try String.fetchAll($0, sql: "PRAGMA integrity_check") }
+            checks.append(nowNanos() - start)
+        }
+        log("PRAGMA integrity_check alone: p50 \(fmt(Stats(checks).p50 / 1e6)) ms")
+        try queue.close()
     case "page":
         try fillNotifications(bench, count: 1000)
         _ = try vault.notifications.page(NotificationQuery(limit: 50))

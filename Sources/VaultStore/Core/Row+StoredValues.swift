@@ -109,6 +109,23 @@ struct StoredRow {
         self.values = values
     }
 
+    /// The key column at `index` (an account id, a uuid…) as text, an integer key as its number,
+    /// or "?" when even that is unreadable (as ``Row/storedKey(_:)``).
+    func key(at index: Int?) -> String {
+        guard let index, values.indices.contains(index) else { return "?" }
+        let value = values[index]
+        if let text = String.fromDatabaseValue(value) { return text }
+        if case .int64(let number) = value.storage { return String(number) }
+        return "?"
+    }
+
+    /// The bytes at `index` (a blob, or text as UTF-8, as GRDB reads `Data`); nil for NULL,
+    /// a number or a missing column.
+    func blob(at index: Int?) -> Data? {
+        guard let index, values.indices.contains(index) else { return nil }
+        return Data.fromDatabaseValue(values[index])
+    }
+
     /// The value at `index` as `T`; `.damaged` when it is NULL, missing (nil) or cannot be read as `T`.
     func stored<T: DatabaseValueConvertible>(
         at index: Int?, _ column: String, table: String, row key: String, path: String?, as type: T.Type = T.self

@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import Logging
 import VaultCrypto
+import VaultSync
 
 /// The outcome of ``MaintenanceStore/verify(progress:)``: SQLite's own check and every sealed value.
 ///
@@ -68,93 +69,113 @@ public struct MaintenanceStore: VaultArea {
     public func verify(progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
         _ = try keyring.vaultKey()
         let checkedAt = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
-        let problems = try databaseProblemsOnWritableConnection()
-        let report = try read("verifying the vault") { db -> IntegrityReport in
-            var checker = SealedValueChecker(vaultID: keyring.vaultID, vaultKey: { try self.keyring.vaultKey(id: $0) })
-            defer { checker.wipeKeys() }
-            let tables = SealedColumns.all
-            let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
-            let total =
-                1 + accountRows.count
-                + (try tables.reduce(0) { sum, sealed in
-                    sum + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sealed.table)") ?? 0)
-                })
-            var completed = 0
-            func step() {
-                completed += 1
-                progress?(MaintenanceProgress(completed: completed, total: total))
-            }
-            progress?(MaintenanceProgress(completed: 0, total: total))
-            step()
-            // The data keys first: every other sealed value of an account opens with its key.
-            for row in accountRows {
-                checker.unwrapDataKeys(row)
+        // SQLite's check of the file's structure reads the whole file on a connection of its
+        // own: it runs on a thread of its own meanwhile, not before.
+        let structure = { @Sendable [self] in try self.databaseProblemsOnWritableConnection() }
+        let (problems, checked) = try alongside(structure) {
+            try read("verifying the vault") { db -> IntegrityReport in
+                var checker = SealedValueChecker(vaultID: keyring.vaultID, vaultKey: { try self.keyring.vaultKey(id: $0) })
+                defer { checker.wipeKeys() }
+                let tables = SealedColumns.all
+                let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
+                let total =
+                    1 + accountRows.count
+                    + (try tables.reduce(0) { sum, sealed in
+                        sum + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sealed.table)") ?? 0)
+                    })
+                var completed = 0
+                func step() {
+                    completed += 1
+                    progress?(MaintenanceProgress(completed: completed, total: total))
+                }
+                progress?(MaintenanceProgress(completed: 0, total: total))
                 step()
-            }
-            for sealed in tables {
-                // A cursor, not fetchAll: memory stays flat however many rows the table holds.
-                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(sealed.table) ORDER BY rowid")
-                while let row = try rows.next() {
-                    let account = AccountID(rawValue: row.storedKey("account_id"))
-                    let key = row.storedKey(sealed.rowColumn)
-                    // A version (token generation) edited to something that is not a number names
-                    // no sealed value: every value of the row is reported, with that reason.
-                    let version: String
-                    do {
-                        version = try sealed.versionColumn.map { "\(try row.stored($0, table: sealed.table, row: key, path: nil, as: Int64.self))" } ?? ""
-                    } catch {
-                        for column in sealed.columns where row.holdsValue(column) {
-                            checker.damaged.append(
-                                DamagedValue(
-                                    table: sealed.table, row: key, column: column,
-                                    reason: "its \(sealed.versionColumn ?? "version") is not a number"))
-                        }
-                        step()
-                        continue
-                    }
-                    for column in sealed.columns {
-                        checker.check(row, table: sealed.table, column: column, account: account, key: key, version: version)
-                    }
+                // The data keys first: every other sealed value of an account opens with its key.
+                for row in accountRows {
+                    checker.unwrapDataKeys(row)
                     step()
                 }
-            }
-            // Every row the vault acts on, against its MAC.
-            var authenticated = 0
-            let integrity = self.integrity
-            for table in AuthenticatedTable.all {
-                let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
-                while let row = try rows.next() {
-                    switch try integrity.verdict(row, in: table, db) {
-                    case .authentic:
-                        authenticated += 1
-                    case .unknownKey:
-                        throw VaultError.keyChanged(path: self.path)
-                    case .changed(let columns, let reason):
-                        // A sealed value that does not open is already listed, with its own reason.
-                        let name = row.storedKey(table.nameColumn)
-                        for column in columns
-                        where !checker.damaged.contains(where: {
-                            $0.table == table.name && $0.row == name && $0.column == column
-                        }) {
-                            checker.damaged.append(DamagedValue(table: table.name, row: name, column: column, reason: reason))
+                // One pass over every table the vault authenticates (every sealed table is one): each
+                // row read once, its sealed values opened, its MAC checked, its counter compared with
+                // the state's and its MAC added to its collection's commitment. What each check finds
+                // is listed in the order of the separate checks: sealed values table by table, then
+                // MACs, then what disagrees with the state.
+                let keyDamages = checker.damaged
+                checker.damaged = []
+                var sealedDamages: [String: [DamagedValue]] = [:]
+                var macDamages: [DamagedValue] = []
+                let integrity = self.integrity
+                var pass = RowPass(stateCounter: try Self.stateCounter(db, path: self.path, integrity: integrity))
+                // Nil when the header's commitment key does not open: the state check below says so.
+                let hasher = try? integrity.commitmentHasher(db)
+                var computed = VaultCommitments()
+                var authenticated = 0
+                for table in AuthenticatedTable.all {
+                    let sealedColumns = tables.first { $0.table == table.name }
+                    let collection = VaultCommitments.tables.contains(table)
+                    // The statement read in place: GRDB's `Row` would index every column's name per row.
+                    let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name) ORDER BY rowid")
+                    let layout = RowIntegrity.layout(of: statement, in: table)
+                    let sealed = sealedColumns.map { SealedValueChecker.Positions($0, layout: layout) }
+                    let cursor = try DatabaseValue.fetchCursor(statement)
+                    while try cursor.next() != nil {
+                        let values = StoredRow(current: statement)
+                        if let sealed {
+                            checker.check(values, at: sealed)
+                            step()
+                        }
+                        switch try integrity.verdict(values, in: table, layout: layout, db) {
+                        case .authentic:
+                            authenticated += 1
+                        case .unknownKey:
+                            throw VaultError.keyChanged(path: self.path)
+                        case .changed(let columns, let reason):
+                            let name = values.key(at: layout.position(of: table.nameColumn))
+                            macDamages += columns.map { DamagedValue(table: table.name, row: name, column: $0, reason: reason) }
+                        }
+                        if let stateCounter = pass.stateCounter, table != .vaultMeta, table != .vaultState,
+                            let counter = RowIntegrity.counter(of: values, layout: layout), counter > stateCounter
+                        {
+                            pass.newer[table.name, default: []].append(
+                                DamagedValue(
+                                    table: table.name, row: layout.name(of: values), column: RowMAC.column,
+                                    reason: "is newer than the vault's state (the state was put back from an older copy)"))
+                        }
+                        if collection, let hasher, let mac = values.blob(at: layout.macIndex) {
+                            let key = VaultCommitments.Key(table: table.name, account: RowIntegrity.account(of: values, layout: layout))
+                            // Changed in place: a copy of the digest would copy its sum for every row.
+                            try mac.withUnsafeBytes { try hasher.insert($0, domain: table.name, into: &computed.digests[key, default: MultisetDigest()]) }
                         }
                     }
+                    if sealed != nil {
+                        sealedDamages[table.name] = checker.damaged
+                        checker.damaged = []
+                    }
                 }
-            }
-            // Every row the session layer reads, against the header's manifest; every row's
-            // counter against the header's (a header checked above: a damaged one is listed).
-            if !checker.damaged.contains(where: { [AuthenticatedTable.vaultMeta.name, AuthenticatedTable.vaultState.name].contains($0.table) }) {
-                for problem in try Self.manifestProblems(db, path: self.path, integrity: integrity)
-                where !checker.damaged.contains(where: { $0.table == problem.table && $0.row == problem.row }) {
-                    checker.damaged.append(problem)
+                pass.computed = hasher == nil ? nil : computed
+                checker.damaged = keyDamages + tables.flatMap { sealedDamages[$0.table] ?? [] }
+                // A sealed value that does not open is already listed, with its own reason.
+                for damage in macDamages
+                where !checker.damaged.contains(where: { $0.table == damage.table && $0.row == damage.row && $0.column == damage.column }) {
+                    checker.damaged.append(damage)
                 }
+                // Every row the session layer reads, against the header's manifest; every row's
+                // counter against the header's (a header checked above: a damaged one is listed).
+                if !checker.damaged.contains(where: { [AuthenticatedTable.vaultMeta.name, AuthenticatedTable.vaultState.name].contains($0.table) }) {
+                    for problem in try Self.manifestProblems(db, path: self.path, integrity: integrity, pass: pass)
+                    where !checker.damaged.contains(where: { $0.table == problem.table && $0.row == problem.row }) {
+                        checker.damaged.append(problem)
+                    }
+                }
+                var report = IntegrityReport(
+                    checkedAt: checkedAt, databaseProblems: [], sealedValuesOpened: checker.opened,
+                    damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
+                report.rowsAuthenticated = authenticated
+                return report
             }
-            var report = IntegrityReport(
-                checkedAt: checkedAt, databaseProblems: problems, sealedValuesOpened: checker.opened,
-                damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
-            report.rowsAuthenticated = authenticated
-            return report
         }
+        var report = checked
+        report.databaseProblems = problems
         try write("recording the integrity check") { db in
             // A header that fails its MAC is reported above and left as it is: a rewrite would
             // refuse it (it checks the row first), and nothing is recorded over it.
@@ -179,7 +200,7 @@ public struct MaintenanceStore: VaultArea {
     /// newer than recorded; rows of the manifest's tables for accounts it does not name; each
     /// collection against its commitment; and any authenticated row written at a counter above
     /// the state's. Rows whose MAC fails are listed by the MAC check; this judges the others.
-    static func manifestProblems(_ db: Database, path: String, integrity: RowIntegrity) throws -> [DamagedValue] {
+    static func manifestProblems(_ db: Database, path: String, integrity: RowIntegrity, pass: RowPass? = nil) throws -> [DamagedValue] {
         guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else {
             return [DamagedValue(table: "vault_state", row: "1", column: RowMAC.column, reason: "was deleted")]
         }
@@ -225,7 +246,7 @@ public struct MaintenanceStore: VaultArea {
         // Each collection against its commitment: a row deleted, added or put back changes it.
         do {
             let recorded = commitment.commitments
-            let computed = try integrity.computeCommitments(db, checking: false)
+            let computed = try pass?.computed ?? integrity.computeCommitments(db, checking: false)
             let keys = Set(recorded.digests.keys).union(computed.digests.keys).sorted()
             for key in keys {
                 let held = computed.digests[key] ?? MultisetDigest()
@@ -241,6 +262,9 @@ public struct MaintenanceStore: VaultArea {
                         reason: "\(difference): a row was deleted, added or put back from an older copy"))
             }
         }
+        if let pass, pass.stateCounter == commitment.counter {
+            return problems + AuthenticatedTable.all.flatMap { pass.newer[$0.name] ?? [] }
+        }
         for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
             let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
             while let row = try rows.next() {
@@ -254,6 +278,25 @@ public struct MaintenanceStore: VaultArea {
             }
         }
         return problems
+    }
+
+    /// What verify's one pass over every authenticated row gathers for ``manifestProblems(_:path:integrity:pass:)``,
+    /// which otherwise reads every row again for it.
+    struct RowPass {
+        /// The write counter the state row records, read before the pass; nil when the row is
+        /// missing or unreadable (the manifest check then reports only that).
+        var stateCounter: UInt64?
+        /// Each collection's commitment computed from its rows; nil when the commitment key
+        /// does not open (the manifest check computes them again, and reports that).
+        var computed: VaultCommitments? = VaultCommitments()
+        /// The rows written at a counter above ``stateCounter``, by table.
+        var newer: [String: [DamagedValue]] = [:]
+    }
+
+    /// The write counter the state row records; nil when it is missing or unreadable.
+    static func stateCounter(_ db: Database, path: String, integrity: RowIntegrity) throws -> UInt64? {
+        guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else { return nil }
+        return try? integrity.commitment(of: state).counter
     }
 
     /// ``databaseProblems(_:)`` on a connection of its own, opened read-write and closed at once.
@@ -306,6 +349,9 @@ private struct SealedValueChecker {
     var opened = 0
     var skipped = 0
     var damaged: [DamagedValue] = []
+    /// The table and account whose shared contexts `shared` holds, one per sealed column.
+    private var sharedPlace = (table: "", account: "")
+    private var shared: [SharedSealContext?] = []
 
     init(vaultID: [UInt8], vaultKey: @escaping (UInt32) throws -> SymmetricKey) {
         self.vaultID = vaultID
@@ -348,49 +394,107 @@ private struct SealedValueChecker {
         }
     }
 
-    mutating func check(_ row: Row, table: String, column: String, account: AccountID, key: String, version: String = "") {
-        guard row.hasColumn(column) else { return }
-        let stored: DatabaseValue = row[column]
-        if stored.isNull { return }
-        guard let blob = Data.fromDatabaseValue(stored) else {
-            damaged.append(DamagedValue(table: table, row: key, column: column, reason: "is not a sealed value (wrong type)"))
-            return
+    /// Where a table's sealed columns, and the columns their associated data names, are in
+    /// the rows of one statement: found once per table.
+    struct Positions {
+        var sealed: SealedColumns
+        var columns: [Int?]
+        var account: Int?
+        var row: Int?
+        var version: Int?
+
+        init(_ sealed: SealedColumns, layout: RowIntegrity.RowLayout) {
+            self.sealed = sealed
+            columns = sealed.columns.map { layout.position(of: $0) }
+            account = layout.position(of: "account_id")
+            row = layout.position(of: sealed.rowColumn)
+            version = sealed.versionColumn.flatMap { layout.position(of: $0) }
         }
-        let bytes = [UInt8](blob)
-        let keyID: UInt32
+    }
+
+    /// Opens every sealed value of a row of `positions.sealed.table` (read in place).
+    mutating func check(_ values: StoredRow, at positions: Positions) {
+        let sealed = positions.sealed
+        let account = AccountID(rawValue: values.key(at: positions.account))
+        let key = values.key(at: positions.row)
+        // A version (token generation) edited to something that is not a number names no
+        // sealed value: every value of the row is reported, with that reason.
+        let version: String
         do {
-            keyID = try SealedBlob(parsing: bytes).keyID
+            version =
+                try sealed.versionColumn.map {
+                    "\(try values.stored(at: positions.version, $0, table: sealed.table, row: key, path: nil, as: Int64.self))"
+                } ?? ""
         } catch {
-            damaged.append(DamagedValue(table: table, row: key, column: column, reason: Self.reason(error)))
-            return
-        }
-        guard let keys = dataKeys[account] else {
-            damaged.append(DamagedValue(table: table, row: key, column: column, reason: "its account \(account) is missing"))
-            return
-        }
-        guard let dataKey = keys[keyID] else {
-            if broken.contains(account) {
-                skipped += 1
-            } else {
+            for (column, index) in zip(sealed.columns, positions.columns) {
+                guard let index, !values.values[index].isNull else { continue }
                 damaged.append(
-                    DamagedValue(
-                        table: table, row: key, column: column,
-                        reason: "names key \(keyID), which its account does not have"))
+                    DamagedValue(table: sealed.table, row: key, column: column, reason: "its \(sealed.versionColumn ?? "version") is not a number"))
             }
             return
         }
-        let context = SealContext(vaultID: vaultID, table: table, column: column, account: account.rawValue, row: key, version: version)
-        do {
-            var plain = try dataKey.open(bytes, context: context)
-            defer { SecureBytes.zero(&plain) }
-            guard String(validating: plain, as: UTF8.self) != nil else {
-                damaged.append(DamagedValue(table: table, row: key, column: column, reason: "opens but is not text"))
+        for (column, index) in positions.columns.enumerated() {
+            guard let index else { continue }
+            check(values.values[index], table: sealed.table, column: column, of: sealed.columns, account: account, key: key, version: version)
+        }
+    }
+
+    /// Opens one sealed value where it lies (nothing copied, no text made), with the shared
+    /// part of its associated data encoded once per column and account.
+    mutating func check(_ stored: DatabaseValue, table: String, column: Int, of columns: [String], account: AccountID, key: String, version: String) {
+        if stored.isNull { return }
+        let name = columns[column]
+        guard let blob = Data.fromDatabaseValue(stored) else {
+            damaged.append(DamagedValue(table: table, row: key, column: name, reason: "is not a sealed value (wrong type)"))
+            return
+        }
+        let shared = sharedContext(table: table, column: column, of: columns, account: account.rawValue)
+        blob.withUnsafeBytes { bytes in
+            let keyID: UInt32
+            do {
+                keyID = try SealedBlob.keyID(of: bytes)
+            } catch {
+                damaged.append(DamagedValue(table: table, row: key, column: name, reason: Self.reason(error)))
                 return
             }
-            opened += 1
-        } catch {
-            damaged.append(DamagedValue(table: table, row: key, column: column, reason: Self.reason(error)))
+            guard let keys = dataKeys[account] else {
+                damaged.append(DamagedValue(table: table, row: key, column: name, reason: "its account \(account) is missing"))
+                return
+            }
+            guard let dataKey = keys[keyID] else {
+                if broken.contains(account) {
+                    skipped += 1
+                } else {
+                    damaged.append(
+                        DamagedValue(
+                            table: table, row: key, column: name,
+                            reason: "names key \(keyID), which its account does not have"))
+                }
+                return
+            }
+            do {
+                guard try dataKey.opensToText(bytes, sharing: shared, row: key, version: version) else {
+                    damaged.append(DamagedValue(table: table, row: key, column: name, reason: "opens but is not text"))
+                    return
+                }
+                opened += 1
+            } catch {
+                damaged.append(DamagedValue(table: table, row: key, column: name, reason: Self.reason(error)))
+            }
         }
+    }
+
+    /// The shared part of the associated data of `columns[column]` of `table` for `account`,
+    /// kept for the rows that follow (a table's rows come mostly account by account).
+    private mutating func sharedContext(table: String, column: Int, of columns: [String], account: String) -> SharedSealContext {
+        if table != sharedPlace.table || account != sharedPlace.account || shared.count != columns.count {
+            sharedPlace = (table, account)
+            shared = Array(repeating: nil, count: columns.count)
+        }
+        if let context = shared[column] { return context }
+        let context = SharedSealContext(vaultID: vaultID, table: table, column: columns[column], account: account)
+        shared[column] = context
+        return context
     }
 
     func wipeKeys() {
