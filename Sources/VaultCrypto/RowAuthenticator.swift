@@ -53,39 +53,56 @@ public struct RowAuthenticator: Sendable {
     /// is assembled in memory): the same tag as ``tag(_:)`` of their concatenation.
     public func tag(_ feed: (inout TagInput) throws -> Void) throws -> [UInt8] {
         var out = [UInt8](repeating: 0, count: Self.tagLength)
-        try out.withUnsafeMutableBytes { try hash(feed, into: $0) }
+        try out.withUnsafeMutableBytes { try hash(feed, length: Self.tagLength, into: $0) }
         return out
+    }
+
+    /// The full tag of what `feed` hands over, written to `out` (``tagLength`` bytes).
+    public func tag(into out: UnsafeMutableRawBufferPointer, _ feed: (inout TagInput) throws -> Void) throws {
+        try hash(feed, length: Self.tagLength, into: out)
+    }
+
+    /// The short tag of what `feed` hands over, written to `out` (``columnTagLength`` bytes):
+    /// the same as ``columnTag(_:)`` of their concatenation, with nothing assembled in memory.
+    public func columnTag(into out: UnsafeMutableRawBufferPointer, _ feed: (inout TagInput) throws -> Void) throws {
+        guard out.count == Self.columnTagLength, let outBase = out.baseAddress else { throw CryptoError(.unavailable, "no room for a column tag") }
+        let length = Int(crypto_generichash_BYTES_MIN)
+        try withUnsafeTemporaryAllocation(byteCount: length, alignment: 8) { full in
+            try hash(feed, length: length, into: full)
+            guard let fullBase = full.baseAddress else { throw CryptoError(.unavailable, "no memory for a column tag") }
+            outBase.copyMemory(from: fullBase, byteCount: Self.columnTagLength)
+        }
     }
 
     /// Whether `tag` is the full tag of what `feed` hands over, compared in constant time.
     public func matches(tag: some Collection<UInt8>, _ feed: (inout TagInput) throws -> Void) throws -> Bool {
         guard tag.count == Self.tagLength else { return false }
         return try withUnsafeTemporaryAllocation(byteCount: Self.tagLength, alignment: 8) { computed in
-            try hash(feed, into: computed)
+            try hash(feed, length: Self.tagLength, into: computed)
             return Self.equal(UnsafeRawBufferPointer(computed), tag)
         }
     }
 
-    /// Hashes what `feed` hands over into `out` (``tagLength`` bytes). The hash state and the
-    /// input's batch are on the stack, and zeroed after.
-    private func hash(_ feed: (inout TagInput) throws -> Void, into out: UnsafeMutableRawBufferPointer) throws {
+    /// Hashes what `feed` hands over into `out` (`length` bytes of BLAKE2b output). The hash
+    /// state and the input's batch are on the stack, and zeroed after.
+    private func hash(_ feed: (inout TagInput) throws -> Void, length: Int, into out: UnsafeMutableRawBufferPointer) throws {
         // libsodium's state (64-byte aligned; Swift sees the type as opaque), then the input's batch.
         let stateBytes = (crypto_generichash_statebytes() + 63) / 64 * 64
         try withUnsafeTemporaryAllocation(byteCount: stateBytes + TagInput.batch, alignment: 64) { memory in
-            guard let base = memory.baseAddress, let outBase = out.baseAddress, out.count == Self.tagLength else {
+            guard let base = memory.baseAddress, let outBase = out.baseAddress, out.count == length else {
                 throw CryptoError(.unavailable, "no memory for a row tag")
             }
             defer { sodium_memzero(base, memory.count) }
             let typed = OpaquePointer(base)
             let started = try material.withUnsafeBytes { key -> Int32 in
                 guard let keyBase = key.baseAddress else { return -1 }
-                return crypto_generichash_init(typed, keyBase.assumingMemoryBound(to: UInt8.self), key.count, Self.tagLength)
+                return crypto_generichash_init(typed, keyBase.assumingMemoryBound(to: UInt8.self), key.count, length)
             }
             guard started == 0 else { throw CryptoError(.unavailable, "crypto_generichash_init failed") }
             var input = TagInput(state: base, batch: base + stateBytes)
             try feed(&input)
             input.flush()
-            guard crypto_generichash_final(typed, outBase.assumingMemoryBound(to: UInt8.self), Self.tagLength) == 0 else {
+            guard crypto_generichash_final(typed, outBase.assumingMemoryBound(to: UInt8.self), length) == 0 else {
                 throw CryptoError(.unavailable, "crypto_generichash_final failed")
             }
         }

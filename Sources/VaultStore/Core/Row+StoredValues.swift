@@ -109,6 +109,15 @@ struct StoredRow {
         self.values = values
     }
 
+    /// The first row of `statement` (kept prepared by the connection), read by position in
+    /// place; nil when it returns none. For small reads on a write's path, where GRDB's `Row`
+    /// (which indexes every column's name) cost more than the read.
+    static func fetchOne(_ statement: Statement, arguments: StatementArguments = StatementArguments()) throws -> StoredRow? {
+        let cursor = try DatabaseValue.fetchCursor(statement, arguments: arguments)
+        guard try cursor.next() != nil else { return nil }
+        return StoredRow(current: statement)
+    }
+
     /// The key column at `index` (an account id, a uuid…) as text, an integer key as its number,
     /// or "?" when even that is unreadable (as ``Row/storedKey(_:)``).
     func key(at index: Int?) -> String {

@@ -423,21 +423,32 @@ struct RowIntegrity {
     /// manifest, commitments) and row MAC format 2.
     static let countedInVersion = 12
 
-    /// The row MAC of `values` (laid out as `layout`), written at `counter`.
+    /// The row MAC of `values` (laid out as `layout`), written at `counter`: made in place,
+    /// each column tag and the tag hashed as its bytes are fed (every write makes one or two).
     func mac(
         _ values: StoredRow, layout: RowLayout, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator
     ) throws -> [UInt8] {
-        let key = layout.key(of: values)
-        var columnTags: [UInt8] = []
-        for column in layout.columns {
-            columnTags += try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))
+        let key = Array(layout.key(of: values).utf8)
+        let width = RowAuthenticator.columnTagLength
+        let header = 1 + 4 + 8
+        let tagEnd = header + RowAuthenticator.tagLength
+        var bytes = [UInt8](repeating: 0, count: tagEnd + width * layout.columns.count)
+        try bytes.withUnsafeMutableBytes { buffer in
+            buffer[0] = RowMAC.version
+            buffer.storeBytes(of: authenticator.keyID.bigEndian, toByteOffset: 1, as: UInt32.self)
+            buffer.storeBytes(of: counter.bigEndian, toByteOffset: 5, as: UInt64.self)
+            for (position, column) in layout.columns.enumerated() {
+                let start = tagEnd + position * width
+                try authenticator.columnTag(into: UnsafeMutableRawBufferPointer(rebasing: buffer[start..<(start + width)])) {
+                    feedColumn(layout: layout, key: key, column: column, value: values.values[column.index], into: &$0)
+                }
+            }
+            let columnTags = UnsafeRawBufferPointer(rebasing: buffer[tagEnd...])
+            try authenticator.tag(into: UnsafeMutableRawBufferPointer(rebasing: buffer[header..<tagEnd])) {
+                feed(values, table: table, layout: layout, counter: counter, columnTags: columnTags, into: &$0)
+            }
         }
-        var bytes = [RowMAC.version] + withUnsafeBytes(of: authenticator.keyID.bigEndian) { Array($0) }
-        bytes += withUnsafeBytes(of: counter.bigEndian) { Array($0) }
-        bytes += try columnTags.withUnsafeBytes { columnTags in
-            try authenticator.tag { feed(values, table: table, layout: layout, counter: counter, columnTags: columnTags, into: &$0) }
-        }
-        return bytes + columnTags
+        return bytes
     }
 
     /// The write counter `values` were authenticated at; nil for a row without a readable
@@ -461,11 +472,12 @@ struct RowIntegrity {
 
     /// The vault key ids the file names: the current one, then the next one during a rotation.
     func vaultKeyIDs(_ db: Database) throws -> [UInt32] {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT vault_key_id, pending_vault_key_id FROM vault_meta WHERE singleton = 1")) else {
+        let statement = try db.cachedStatement(sql: "SELECT vault_key_id, pending_vault_key_id FROM vault_meta WHERE singleton = 1")
+        guard let row = try StoredRow.fetchOne(statement) else {
             throw VaultError(.damaged, "the vault header row is missing", path: path)
         }
-        let current = try row.stored("vault_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
-        let pending = try row.storedIfPresent("pending_vault_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
+        let current = try row.stored(at: 0, "vault_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
+        let pending = try row.storedIfPresent(at: 1, "pending_vault_key_id", table: "vault_meta", row: "1", path: path, as: Int64.self)
         return [current, pending].compactMap { $0.map { UInt32(truncatingIfNeeded: $0) } }
     }
 
@@ -496,14 +508,15 @@ struct RowIntegrity {
         if let columnTags { Self.lengthPrefixed(columnTags, into: &input) }
     }
 
-    private func columnMessage(table: AuthenticatedTable, key: String, name: String, value: DatabaseValue) -> [UInt8] {
-        var bytes = Self.columnDomain
-        Self.append(keyring.vaultID, to: &bytes)
-        Self.append(Array(table.name.utf8), to: &bytes)
-        Self.append(Array(key.utf8), to: &bytes)
-        Self.append(Array(name.utf8), to: &bytes)
-        Self.append(value, to: &bytes)
-        return bytes
+    /// What a column's short tag covers: the vault, the table, the row's key, the column's name
+    /// and its value (type and bytes), each length-prefixed.
+    private func feedColumn(layout: RowLayout, key: [UInt8], column: RowLayout.Column, value: DatabaseValue, into input: inout TagInput) {
+        input.append(Self.columnDomain)
+        Self.lengthPrefixed(keyring.vaultID, into: &input)
+        Self.lengthPrefixed(layout.tableName, into: &input)
+        Self.lengthPrefixed(key, into: &input)
+        input.append(column.prefixedName)
+        Self.append(value, into: &input)
     }
 
     /// The columns whose short tags no longer match; `row_mac` itself when none (or when the
@@ -514,11 +527,14 @@ struct RowIntegrity {
     ) throws -> [String] {
         let width = RowAuthenticator.columnTagLength
         guard stored.columnTags.count == layout.columns.count * width else { return [RowMAC.column] }
-        let key = layout.key(of: values)
+        let key = Array(layout.key(of: values).utf8)
         var changed: [String] = []
         for (position, column) in layout.columns.enumerated() {
             let start = stored.columnTags.startIndex + position * width
-            let tag = try authenticator.columnTag(columnMessage(table: table, key: key, name: column.name, value: values.values[column.index]))
+            var tag = [UInt8](repeating: 0, count: width)
+            try tag.withUnsafeMutableBytes { tag in
+                try authenticator.columnTag(into: tag) { feedColumn(layout: layout, key: key, column: column, value: values.values[column.index], into: &$0) }
+            }
             if Array(stored.columnTags[start..<(start + width)]) != tag { changed.append(column.name) }
         }
         return changed.isEmpty ? [RowMAC.column] : changed
@@ -657,30 +673,9 @@ struct RowIntegrity {
         }
     }
 
-    /// The same encoding into an array, for the short per-column tags (made on writes and
-    /// when a check fails, not on every read).
+    /// A length-prefixed part into an array (a column's name, prefixed once per layout).
     private static func append(_ part: [UInt8], to bytes: inout [UInt8]) {
         withUnsafeBytes(of: UInt32(truncatingIfNeeded: part.count).bigEndian) { bytes.append(contentsOf: $0) }
         bytes.append(contentsOf: part)
-    }
-
-    private static func append(_ value: DatabaseValue, to bytes: inout [UInt8]) {
-        switch value.storage {
-        case .null:
-            bytes.append(0)
-            append([], to: &bytes)
-        case .int64(let number):
-            bytes.append(1)
-            append(withUnsafeBytes(of: number.bigEndian) { Array($0) }, to: &bytes)
-        case .double(let number):
-            bytes.append(2)
-            append(withUnsafeBytes(of: number.bitPattern.bigEndian) { Array($0) }, to: &bytes)
-        case .string(let text):
-            bytes.append(3)
-            append(Array(text.utf8), to: &bytes)
-        case .blob(let data):
-            bytes.append(4)
-            append([UInt8](data), to: &bytes)
-        }
     }
 }

@@ -106,6 +106,13 @@ struct StoredRecord {
         try values.storedIfPresent(at: layout.position(of: column), column, table: table.name, row: name, path: path, as: type)
     }
 
+    /// Whether the column holds a value, whatever its type (a sealed column's presence, read
+    /// without opening it). False for NULL and for a missing column.
+    func holdsValue(_ column: String) -> Bool {
+        guard let index = layout.position(of: column), values.values.indices.contains(index) else { return false }
+        return !values.values[index].isNull
+    }
+
     /// A stored time in milliseconds since 1970.
     func date(_ column: String) throws -> Date {
         Date(millisecondsSince1970: try value(column, as: Int64.self))

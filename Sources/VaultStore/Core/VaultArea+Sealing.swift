@@ -32,16 +32,13 @@ extension VaultArea {
     /// next data key, otherwise its current one. Read in the caller's transaction, so a
     /// rotation finished by another process is never missed.
     func dataKey(for account: AccountID, _ db: Database) throws -> SymmetricKey {
-        guard
-            let row = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?"),
-                arguments: [account.rawValue])
-        else {
+        let statement = try db.cachedStatement(sql: "SELECT data_key_id, pending_data_key_id FROM accounts WHERE account_id = ?")
+        guard let row = try StoredRow.fetchOne(statement, arguments: [account.rawValue]) else {
             throw accountNotFound(account)
         }
         let keyID =
-            try row.storedIfPresent("pending_data_key_id", table: "accounts", row: account.rawValue, path: path, as: Int64.self)
-            ?? row.stored("data_key_id", table: "accounts", row: account.rawValue, path: path)
+            try row.storedIfPresent(at: 1, "pending_data_key_id", table: "accounts", row: account.rawValue, path: path, as: Int64.self)
+            ?? row.stored(at: 0, "data_key_id", table: "accounts", row: account.rawValue, path: path)
         do {
             return try dataKey(id: UInt32(truncatingIfNeeded: keyID), account: account, db)
         } catch let error as CryptoError {

@@ -159,10 +159,12 @@ extension RowIntegrity {
     /// checked and decoded: the next write begins without hashing or decoding it again.
     private func writeState(_ commitment: Commitment, _ db: Database) throws {
         let layout = Self.layout(of: try db.cachedStatement(sql: Self.stateSQL), in: .vaultState)
+        // Encoded once (each sorts its entries), for the MAC and the statement.
+        let (manifest, commitments) = (commitment.manifest.encoded, commitment.commitments.encoded)
         let known: [String: DatabaseValue] = [
             "singleton": Int64(1).databaseValue, "write_counter": Int64(commitment.counter).databaseValue,
-            "meta_counter": Int64(commitment.metaCounter).databaseValue, VaultManifest.column: commitment.manifest.encoded.databaseValue,
-            VaultCommitments.column: commitment.commitments.encoded.databaseValue,
+            "meta_counter": Int64(commitment.metaCounter).databaseValue, VaultManifest.column: manifest.databaseValue,
+            VaultCommitments.column: commitments.databaseValue,
         ]
         let names = layout.positions.sorted { $0.value < $1.value }.map(\.key)
         guard Set(names) == Set(known.keys).union([RowMAC.column]) else {
@@ -178,9 +180,7 @@ extension RowIntegrity {
                     manifest = excluded.manifest, commitments = excluded.commitments, row_mac = excluded.row_mac
                 """
         ).execute(
-            arguments: [
-                Int64(commitment.counter), Int64(commitment.metaCounter), commitment.manifest.encoded, commitment.commitments.encoded, mac,
-            ])
+            arguments: [Int64(commitment.counter), Int64(commitment.metaCounter), manifest, commitments, mac])
         if let index = layout.macIndex { values[index] = mac.databaseValue }
         keyring.verifiedRows.remember(StoredRow(values: values), table: AuthenticatedTable.vaultState.name, keyID: authenticator.keyID, layout: layout)
         keyring.stateMemo.withLock { $0 = (mac, commitment) }

@@ -33,6 +33,9 @@ public struct TokenStore: VaultArea {
 
     /// The same as ``store(_:for:replacing:)`` inside a transaction the caller holds.
     func store(_ tokens: TokenSet, for account: AccountID, replacing generation: Int64?, _ db: Database) throws -> Int64 {
+        // The state row first, read and checked once for the whole write: the row below is then
+        // judged against what the write began from (as every write does), not read again.
+        _ = try integrity.writeCounter(db)
         let current = try currentGeneration(for: account, db)
         guard current == generation else {
             throw VaultError(
@@ -70,19 +73,16 @@ public struct TokenStore: VaultArea {
 
     /// The generation of the account's tokens (their row checked), nil when it has none.
     func currentGeneration(for account: AccountID, _ db: Database) throws -> Int64? {
-        try checkedRow(for: account, db).map { row in
-            try row.stored("generation", table: "tokens", row: account.rawValue, path: path, as: Int64.self)
-        }
+        try checkedRecord(for: account, db).map { try $0.value("generation", as: Int64.self) }
     }
 
     /// The account's `tokens` row, checked against its MAC and the header's manifest; nil when
-    /// it has none (and the vault wrote none).
-    func checkedRow(for account: AccountID, _ db: Database) throws -> Row? {
-        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM tokens WHERE account_id = ?"), arguments: [account.rawValue])
-        let record = row.map { StoredRecord($0, table: .tokens, path: path) }
+    /// it has none (and the vault wrote none). Read in place: every refresh stores through here.
+    func checkedRecord(for account: AccountID, _ db: Database) throws -> StoredRecord? {
+        let record = try StoredRecord.fetchOne(db, "SELECT * FROM tokens WHERE account_id = ?", [account.rawValue], table: .tokens, path: path)
         if let record { try integrity.check(record, remembering: true, db) }
         try integrity.checkCurrent(record, .tokens, account: account.rawValue, db)
-        return row
+        return record
     }
 
     /// The account's tokens, opened; nil when it has none.
@@ -91,42 +91,39 @@ public struct TokenStore: VaultArea {
     }
 
     func current(for account: AccountID, _ db: Database) throws -> StoredTokens? {
-        guard let row = try checkedRow(for: account, db) else { return nil }
+        guard let record = try checkedRecord(for: account, db) else { return nil }
         let key = account.rawValue
-        let generation: Int64 = try row.stored("generation", table: "tokens", row: key, path: path)
+        let generation: Int64 = try record.value("generation")
         let open = { (column: String) throws -> String? in
-            try self.open(
-                row.storedIfPresent(column, table: "tokens", row: key, path: self.path),
-                table: "tokens", column: column, account: account, row: key, version: "\(generation)", db)
+            try self.open(record.optional(column), table: "tokens", column: column, account: account, row: key, version: "\(generation)", db)
         }
         guard let access = try open("access_token") else {
             throw VaultError(.damaged, "tokens of account \(account) have no access token", path: path)
         }
-        let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
+        let scopes: String = try record.value("scopes")
         return StoredTokens(
             account: account, generation: generation,
             tokens: TokenSet(
                 accessToken: access, refreshToken: try open("refresh_token"), idToken: try open("id_token"),
-                tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
-                accessTokenExpiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
+                tokenType: try record.value("token_type"),
+                accessTokenExpiresAt: try record.optionalDate("access_expires_at"),
                 scopes: scopes.split(separator: " ").map(String.init)),
-            updatedAt: try row.storedDate("updated_at", table: "tokens", row: key, path: path))
+            updatedAt: try record.date("updated_at"))
     }
 
     /// Presence and expiry of the account's tokens, without opening any of them.
     public func metadata(for account: AccountID) throws -> TokenMetadata? {
         try read("reading token metadata") { db in
-            try self.checkedRow(for: account, db).map { row in
-                let key = account.rawValue
-                let scopes: String = try row.stored("scopes", table: "tokens", row: key, path: path)
+            try self.checkedRecord(for: account, db).map { record in
+                let scopes: String = try record.value("scopes")
                 return TokenMetadata(
-                    account: account, generation: try row.stored("generation", table: "tokens", row: key, path: path),
-                    hasRefreshToken: !(row["refresh_token"] as DatabaseValue).isNull,
-                    hasIDToken: !(row["id_token"] as DatabaseValue).isNull,
-                    tokenType: try row.stored("token_type", table: "tokens", row: key, path: path),
-                    accessTokenExpiresAt: try row.storedDateIfPresent("access_expires_at", table: "tokens", row: key, path: path),
+                    account: account, generation: try record.value("generation"),
+                    hasRefreshToken: record.holdsValue("refresh_token"),
+                    hasIDToken: record.holdsValue("id_token"),
+                    tokenType: try record.value("token_type"),
+                    accessTokenExpiresAt: try record.optionalDate("access_expires_at"),
                     scopes: scopes.split(separator: " ").map(String.init),
-                    updatedAt: try row.storedDate("updated_at", table: "tokens", row: key, path: path))
+                    updatedAt: try record.date("updated_at"))
             }
         }
     }
