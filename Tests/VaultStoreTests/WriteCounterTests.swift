@@ -199,6 +199,26 @@ struct WriteCounterTests {
         #expect(damaged.allSatisfy { $0.reason.contains("does not record") }, "\(damaged)")
     }
 
+    @Test("two accounts' notifications stored in turn: verify passes; one of bob's deleted, verify names bob's and only his")
+    func interleavedCollections() throws {
+        let (test, vault, alice, bob) = try twoAccounts()
+        defer { vault.close() }
+        for index in 0..<4 {
+            for account in [alice, bob, alice] {
+                try vault.notifications.upsert(
+                    NotificationRecord(
+                        uuid: "\(account.rawValue)-\(index)-\(UUID().uuidString)", account: account, subject: "s\(index)", message: "m",
+                        actions: [], createdAt: Times.at(index)))
+            }
+        }
+        #expect(try vault.maintenance.verify().passed)
+        try RawDatabase.execute(test.url, "DELETE FROM notifications WHERE seq = (SELECT max(seq) FROM notifications WHERE account_id = ?)", [bob.rawValue])
+        let damaged = try vault.maintenance.verify().damaged
+        #expect(damaged.map(\.table) == ["notifications"], "\(damaged)")
+        #expect(damaged.first?.row == bob.rawValue, "\(damaged)")
+        #expect(damaged.first?.reason.contains("holds 3 rows where the vault recorded 4") == true, "\(damaged)")
+    }
+
     @Test("a write transaction that authenticates rows and never records its counter is refused at commit")
     func unfinishedWriteRefused() throws {
         let test = try TestVault()

@@ -454,7 +454,11 @@ struct RowIntegrity {
     /// The write counter `values` were authenticated at; nil for a row without a readable
     /// format-2 MAC.
     static func counter(of values: StoredRow, layout: RowLayout) -> UInt64? {
-        storedMAC(values, layout: layout)?.counter
+        // Read in place (verify reads every row's): the same fields ``storedMAC(_:layout:)`` parses.
+        guard let index = layout.macIndex, values.values.indices.contains(index), case .blob(let data) = values.values[index].storage else {
+            return nil
+        }
+        return data.withUnsafeBytes { RowMAC.Fields($0)?.counter }
     }
 
     /// The authenticator new MACs are made with: the next vault key's during a key rotation

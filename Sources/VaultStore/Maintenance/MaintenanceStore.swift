@@ -113,6 +113,8 @@ public struct MaintenanceStore: VaultArea {
                 for table in AuthenticatedTable.all {
                     let sealedColumns = tables.first { $0.table == table.name }
                     let collection = VaultCommitments.tables.contains(table)
+                    let countedByState = table != .vaultMeta && table != .vaultState
+                    var running = (key: VaultCommitments.Key(table: table.name, account: ""), digest: MultisetDigest())
                     // The statement read in place: GRDB's `Row` would index every column's name per row.
                     let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name) ORDER BY rowid")
                     let layout = RowIntegrity.layout(of: statement, in: table)
@@ -133,7 +135,7 @@ public struct MaintenanceStore: VaultArea {
                             let name = values.key(at: layout.position(of: table.nameColumn))
                             macDamages += columns.map { DamagedValue(table: table.name, row: name, column: $0, reason: reason) }
                         }
-                        if let stateCounter = pass.stateCounter, table != .vaultMeta, table != .vaultState,
+                        if let stateCounter = pass.stateCounter, countedByState,
                             let counter = RowIntegrity.counter(of: values, layout: layout), counter > stateCounter
                         {
                             pass.newer[table.name, default: []].append(
@@ -142,11 +144,18 @@ public struct MaintenanceStore: VaultArea {
                                     reason: "is newer than the vault's state (the state was put back from an older copy)"))
                         }
                         if collection, let hasher, let mac = values.blob(at: layout.macIndex) {
-                            let key = VaultCommitments.Key(table: table.name, account: RowIntegrity.account(of: values, layout: layout))
-                            // Changed in place: a copy of the digest would copy its sum for every row.
-                            try mac.withUnsafeBytes { try hasher.insert($0, domain: table.name, into: &computed.digests[key, default: MultisetDigest()]) }
+                            // A table's rows come mostly account by account: one account's digest is
+                            // kept at hand while its rows follow one another.
+                            let account = RowIntegrity.account(of: values, layout: layout)
+                            if account != running.key.account {
+                                computed.digests[running.key] = running.digest.count == 0 ? nil : running.digest
+                                running.key = VaultCommitments.Key(table: table.name, account: account)
+                                running.digest = computed.digests.removeValue(forKey: running.key) ?? MultisetDigest()
+                            }
+                            try mac.withUnsafeBytes { try hasher.insert($0, domain: table.name, into: &running.digest) }
                         }
                     }
+                    if running.digest.count > 0 { computed.digests[running.key] = running.digest }
                     if sealed != nil {
                         sealedDamages[table.name] = checker.damaged
                         checker.damaged = []
@@ -433,15 +442,19 @@ private struct SealedValueChecker {
             }
             return
         }
+        let keys = dataKeys[account]
         for (column, index) in positions.columns.enumerated() {
             guard let index else { continue }
-            check(values.values[index], table: sealed.table, column: column, of: sealed.columns, account: account, key: key, version: version)
+            check(values.values[index], table: sealed.table, column: column, of: sealed.columns, account: account, keys: keys, key: key, version: version)
         }
     }
 
     /// Opens one sealed value where it lies (nothing copied, no text made), with the shared
     /// part of its associated data encoded once per column and account.
-    mutating func check(_ stored: DatabaseValue, table: String, column: Int, of columns: [String], account: AccountID, key: String, version: String) {
+    mutating func check(
+        _ stored: DatabaseValue, table: String, column: Int, of columns: [String], account: AccountID, keys: [UInt32: SymmetricKey]?, key: String,
+        version: String
+    ) {
         if stored.isNull { return }
         let name = columns[column]
         guard let blob = Data.fromDatabaseValue(stored) else {
@@ -457,7 +470,7 @@ private struct SealedValueChecker {
                 damaged.append(DamagedValue(table: table, row: key, column: name, reason: Self.reason(error)))
                 return
             }
-            guard let keys = dataKeys[account] else {
+            guard let keys else {
                 damaged.append(DamagedValue(table: table, row: key, column: name, reason: "its account \(account) is missing"))
                 return
             }
