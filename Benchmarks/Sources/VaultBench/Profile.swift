@@ -10,7 +10,7 @@ import VaultSession
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
 /// (token after another connection committed), `store` (durable token store), `verify`
-/// (`vault verify` of 20,000 notifications) or `page`
+/// (`vault verify` of 20,000 notifications), `open` (open and close, key file) or `page`
 /// (first notification page of 50 out of 1000), `page-baseline` (the same page's baseline:
 /// plaintext keyset page + 150 decrypts + row MACs) or `page-baseline-plain` (the baseline
 /// before issue 32, without the row MACs).
@@ -20,7 +20,7 @@ import VaultSession
 /// inside those (`scripts/page-instructions.sh` does) gives the instructions of a page.
 func profileLoop(_ arguments: [String]) async throws {
     guard arguments.count == 2, let iterations = Int(arguments[1]) else {
-        throw BenchError("usage: profile cold|store|verify|page|page-baseline|page-baseline-plain|split|http N")
+        throw BenchError("usage: profile cold|store|verify|open|page|page-baseline|page-baseline-plain|split|http N")
     }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -125,6 +125,16 @@ func profileLoop(_ arguments: [String]) async throws {
             steps["validAccessToken", default: []].append(nowNanos() - start)
         }
         for (name, samples) in steps.sorted(by: { $0.key < $1.key }) { log("\(name): p50 \(fmt(Stats(samples).p50 / 1000)) µs") }
+    case "open":
+        // Opening and closing the key-file vault: what an unlock costs besides the KDF.
+        vault.close()
+        var samples: [UInt64] = []
+        for _ in 0..<iterations {
+            let start = nowNanos()
+            try bench.open().close()
+            samples.append(nowNanos() - start)
+        }
+        log("open + close, key file: p50 \(fmt(Stats(samples).p50 / 1000)) µs")
     case "store":
         var generation = try vault.tokens.current(for: bench.account)?.generation
         let pair = sampleTokens(expiresIn: 3600)
