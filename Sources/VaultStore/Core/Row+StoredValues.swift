@@ -71,11 +71,7 @@ extension Row {
     /// The row's key column (an account id, a uuid…) as text, or "?" when even that is unreadable.
     func storedKey(_ column: String) -> String {
         guard let index = storedIndex(column) else { return "?" }
-        let value: DatabaseValue = self[index]
-        if let text = String.fromDatabaseValue(value) { return text }
-        // An integer key (a session id) reads as its number; anything else is not shown.
-        if case .int64(let number) = value.storage { return String(number) }
-        return "?"
+        return StoredRow.keyText(self[index])
     }
 }
 
@@ -122,7 +118,12 @@ struct StoredRow {
     /// or "?" when even that is unreadable (as ``Row/storedKey(_:)``).
     func key(at index: Int?) -> String {
         guard let index, values.indices.contains(index) else { return "?" }
-        let value = values[index]
+        return Self.keyText(values[index])
+    }
+
+    /// A key column's value as text: an integer key (a session id) as its number; "?" for
+    /// anything else, which is not shown.
+    static func keyText(_ value: DatabaseValue) -> String {
         if let text = String.fromDatabaseValue(value) { return text }
         if case .int64(let number) = value.storage { return String(number) }
         return "?"

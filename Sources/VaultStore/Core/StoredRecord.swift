@@ -37,11 +37,8 @@ struct StoredRecord {
         table: AuthenticatedTable, path: String?
     ) throws -> StoredRecord? {
         let statement = try db.cachedStatement(sql: sql)
-        // A cursor of the first column steps the statement; the rest is read from it in place.
-        let cursor = try DatabaseValue.fetchCursor(statement, arguments: arguments)
-        guard try cursor.next() != nil else { return nil }
-        return StoredRecord(
-            values: StoredRow(current: statement), layout: RowIntegrity.layout(of: statement, in: table), table: table, path: path)
+        guard let values = try StoredRow.fetchOne(statement, arguments: arguments) else { return nil }
+        return StoredRecord(values: values, layout: RowIntegrity.layout(of: statement, in: table), table: table, path: path)
     }
 
     /// The rows of several tables that one statement's current row holds side by side: a join

@@ -108,13 +108,10 @@ public struct MaintenanceStore: VaultArea {
                 var pass = RowPass(stateCounter: try Self.stateCounter(db, path: self.path, integrity: integrity))
                 // Nil when the header's commitment key does not open: the state check below says so.
                 let hasher = try? integrity.commitmentHasher(db)
-                var computed = VaultCommitments()
+                if hasher == nil { pass.computed = nil }
                 var authenticated = 0
                 for table in AuthenticatedTable.all {
                     let sealedColumns = tables.first { $0.table == table.name }
-                    let collection = VaultCommitments.tables.contains(table)
-                    let countedByState = table != .vaultMeta && table != .vaultState
-                    var running = (key: VaultCommitments.Key(table: table.name, account: ""), digest: MultisetDigest())
                     // The statement read in place: GRDB's `Row` would index every column's name per row.
                     let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name) ORDER BY rowid")
                     let layout = RowIntegrity.layout(of: statement, in: table)
@@ -135,33 +132,14 @@ public struct MaintenanceStore: VaultArea {
                             let name = values.key(at: layout.position(of: table.nameColumn))
                             macDamages += columns.map { DamagedValue(table: table.name, row: name, column: $0, reason: reason) }
                         }
-                        if let stateCounter = pass.stateCounter, countedByState,
-                            let counter = RowIntegrity.counter(of: values, layout: layout), counter > stateCounter
-                        {
-                            pass.newer[table.name, default: []].append(
-                                DamagedValue(
-                                    table: table.name, row: layout.name(of: values), column: RowMAC.column,
-                                    reason: "is newer than the vault's state (the state was put back from an older copy)"))
-                        }
-                        if collection, let hasher, let mac = values.blob(at: layout.macIndex) {
-                            // A table's rows come mostly account by account: one account's digest is
-                            // kept at hand while its rows follow one another.
-                            let account = RowIntegrity.account(of: values, layout: layout)
-                            if account != running.key.account {
-                                computed.digests[running.key] = running.digest.count == 0 ? nil : running.digest
-                                running.key = VaultCommitments.Key(table: table.name, account: account)
-                                running.digest = computed.digests.removeValue(forKey: running.key) ?? MultisetDigest()
-                            }
-                            try mac.withUnsafeBytes { try hasher.insert($0, domain: table.name, into: &running.digest) }
-                        }
+                        try pass.add(values, layout: layout, table: table, hasher: hasher)
                     }
-                    if running.digest.count > 0 { computed.digests[running.key] = running.digest }
+                    pass.finishTable()
                     if sealed != nil {
                         sealedDamages[table.name] = checker.damaged
                         checker.damaged = []
                     }
                 }
-                pass.computed = hasher == nil ? nil : computed
                 checker.damaged = keyDamages + tables.flatMap { sealedDamages[$0.table] ?? [] }
                 // A sealed value that does not open is already listed, with its own reason.
                 for damage in macDamages
@@ -252,10 +230,14 @@ public struct MaintenanceStore: VaultArea {
                 }
             }
         }
+        // Verify's pass over the same transaction's rows, or one made now (a repair).
+        let pass =
+            try pass.flatMap { $0.stateCounter == commitment.counter ? $0 : nil }
+            ?? RowPass.scan(db, integrity: integrity, stateCounter: commitment.counter)
         // Each collection against its commitment: a row deleted, added or put back changes it.
         do {
             let recorded = commitment.commitments
-            let computed = try pass?.computed ?? integrity.computeCommitments(db, checking: false)
+            let computed = try pass.computed ?? integrity.computeCommitments(db, checking: false)
             let keys = Set(recorded.digests.keys).union(computed.digests.keys).sorted()
             for key in keys {
                 let held = computed.digests[key] ?? MultisetDigest()
@@ -271,22 +253,8 @@ public struct MaintenanceStore: VaultArea {
                         reason: "\(difference): a row was deleted, added or put back from an older copy"))
             }
         }
-        if let pass, pass.stateCounter == commitment.counter {
-            return problems + AuthenticatedTable.all.flatMap { pass.newer[$0.name] ?? [] }
-        }
-        for table in AuthenticatedTable.all where table != .vaultMeta && table != .vaultState {
-            let rows = try Row.fetchCursor(db, sql: "SELECT * FROM \(table.name) ORDER BY rowid")
-            while let row = try rows.next() {
-                let values = StoredRow(row)
-                let layout = RowIntegrity.layout(of: row, in: table)
-                guard let counter = RowIntegrity.counter(of: values, layout: layout), counter > commitment.counter else { continue }
-                problems.append(
-                    DamagedValue(
-                        table: table.name, row: layout.name(of: values), column: RowMAC.column,
-                        reason: "is newer than the vault's state (the state was put back from an older copy)"))
-            }
-        }
-        return problems
+        // Every authenticated row's counter against the state's.
+        return problems + AuthenticatedTable.all.flatMap { pass.newer[$0.name] ?? [] }
     }
 
     /// What verify's one pass over every authenticated row gathers for ``manifestProblems(_:path:integrity:pass:)``,
@@ -300,6 +268,54 @@ public struct MaintenanceStore: VaultArea {
         var computed: VaultCommitments? = VaultCommitments()
         /// The rows written at a counter above ``stateCounter``, by table.
         var newer: [String: [DamagedValue]] = [:]
+        /// The digest of the account whose rows are being added: a table's rows come mostly
+        /// account by account, so it is kept at hand rather than looked up for every row.
+        private var running = (key: VaultCommitments.Key(table: "", account: ""), digest: MultisetDigest())
+
+        init(stateCounter: UInt64?) { self.stateCounter = stateCounter }
+
+        /// Adds one row of `table` (read in place): its counter against the state's, its MAC to
+        /// its collection's commitment (`hasher` nil: none computed).
+        mutating func add(_ values: StoredRow, layout: RowIntegrity.RowLayout, table: AuthenticatedTable, hasher: MultisetHasher?) throws {
+            if let stateCounter, table != .vaultMeta, table != .vaultState,
+                let counter = RowIntegrity.counter(of: values, layout: layout), counter > stateCounter
+            {
+                newer[table.name, default: []].append(
+                    DamagedValue(
+                        table: table.name, row: layout.name(of: values), column: RowMAC.column,
+                        reason: "is newer than the vault's state (the state was put back from an older copy)"))
+            }
+            guard VaultCommitments.tables.contains(table), let hasher, computed != nil, let mac = values.blob(at: layout.macIndex) else { return }
+            let account = RowIntegrity.account(of: values, layout: layout)
+            if account != running.key.account || table.name != running.key.table {
+                finishTable()
+                running.key = VaultCommitments.Key(table: table.name, account: account)
+                running.digest = computed?.digests.removeValue(forKey: running.key) ?? MultisetDigest()
+            }
+            try mac.withUnsafeBytes { try hasher.insert($0, domain: table.name, into: &running.digest) }
+        }
+
+        /// Puts the digest at hand back with the others (after a table's last row).
+        mutating func finishTable() {
+            if running.digest.count > 0 { computed?.digests[running.key] = running.digest }
+            running = (VaultCommitments.Key(table: "", account: ""), MultisetDigest())
+        }
+
+        /// Every authenticated row read once for the checks above (a repair's check, which has
+        /// no verify pass to take them from).
+        static func scan(_ db: Database, integrity: RowIntegrity, stateCounter: UInt64) throws -> RowPass {
+            var pass = RowPass(stateCounter: stateCounter)
+            let hasher = try? integrity.commitmentHasher(db)
+            if hasher == nil { pass.computed = nil }
+            for table in AuthenticatedTable.all {
+                let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name) ORDER BY rowid")
+                let layout = RowIntegrity.layout(of: statement, in: table)
+                let cursor = try DatabaseValue.fetchCursor(statement)
+                while try cursor.next() != nil { try pass.add(StoredRow(current: statement), layout: layout, table: table, hasher: hasher) }
+                pass.finishTable()
+            }
+            return pass
+        }
     }
 
     /// The write counter the state row records; nil when it is missing or unreadable.
