@@ -274,7 +274,8 @@ extension SessionService {
         case .failure(let error):
             // Whatever the refusal says about the grant holds for every target: handled as for the
             // account's own refresh (revocation ends the session, transient failures back off).
-            _ = try await handle(error, for: id, stored: stored, interrupted: interrupted, holder: holder)
+            // Nil: the refresh token refused was already replaced; look again.
+            guard try await handle(error, for: id, stored: stored, interrupted: interrupted, holder: holder) != nil else { return nil }
             if let held = try await vaultCall({ [vault] in try vault.tokens.token(for: id, target: key.target) }),
                 held.expiresAt.map({ $0 > now() }) ?? true
             {
@@ -325,10 +326,13 @@ extension SessionService {
         }
         guard
             let record = try await vaultCall({ [vault, target = key.target, tokens] in
-                try vault.leases.completeTarget(for: id, holder: holder, target: target, tokens: tokens, recording: recorded)
+                try vault.leases.completeTarget(
+                    for: id, holder: holder, from: stored.generation, target: target, tokens: tokens, recording: recorded)
             })
         else {
-            logger.warning("discarded a token for a target: the account was removed or another process took over", metadata: ["account": "\(id)"])
+            logger.warning(
+                "discarded a token for a target: the account was removed or another caller stored newer tokens meanwhile",
+                metadata: ["account": "\(id)"])
             return nil
         }
         logger.info(

@@ -245,9 +245,10 @@ extension SessionService {
                 if let stored = try await refreshHoldingLease(id, from: tokens, interrupted: interrupted) {
                     return stored
                 }
-                // Discarded: the lease was lost. Look again.
+                // Discarded: another caller stored newer tokens meanwhile. Look again from the
+                // generation refreshed from, so the next look finds them (`.changed`) and judges them.
                 guard try await vaultCall({ [vault] in try vault.accounts.find(id) }) != nil else { throw SessionError.notSignedIn(id) }
-                seen = try await vaultCall { [vault] in try vault.tokens.current(for: id) }?.generation ?? seen
+                seen = tokens.generation
             }
         }
     }
@@ -334,11 +335,11 @@ extension SessionService {
             let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
             guard
                 let saved = try await vaultCall({ [vault, holder = holderID] in
-                    try vault.leases.complete(for: id, holder: holder, tokens: tokens, recording: recorded)
+                    try vault.leases.complete(for: id, holder: holder, from: stored.generation, tokens: tokens, recording: recorded)
                 })
             else {
                 logger.warning(
-                    "discarded a refresh result: the account was removed or another process took over",
+                    "discarded a refresh result: the account was removed or another caller stored newer tokens meanwhile",
                     metadata: ["account": "\(id)"])
                 return nil
             }
@@ -394,7 +395,9 @@ extension SessionService {
         var kept = stored.tokens
         kept.refreshToken = rotated
         let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
-        let saved = try await vaultCall { [vault, kept] in try vault.leases.complete(for: id, holder: holder, tokens: kept, recording: recorded) }
+        let saved = try await vaultCall { [vault, kept] in
+            try vault.leases.complete(for: id, holder: holder, from: stored.generation, tokens: kept, recording: recorded)
+        }
         if let saved { announce([.tokenRefreshed(id, generation: saved.generation)]) }
         return true
     }
@@ -432,10 +435,14 @@ extension SessionService {
                 : description
             // One transaction: tokens wiped, session expired(revoked), verdict, lease and events recorded.
             let events: [SessionEvent] = [.revoked(id, description: detail), .stateChanged(id, .expired(.revoked))]
-            let recorded = recording { (_: (ended: Bool, session: SessionRecord?)) in events.map { ($0, nil) } }
-            _ = try await vaultCall { [vault] in
-                try vault.leases.endGrant(for: id, reason: SessionEndReason.revoked.rawValue, detail: detail, recording: recorded)
+            let recorded = recording { (outcome: (ended: Bool, session: SessionRecord?)) in outcome.ended ? events.map { ($0, nil) } : [] }
+            let ended = try await vaultCall { [vault] in
+                try vault.leases.endGrant(
+                    for: id, reason: SessionEndReason.revoked.rawValue, detail: detail, ifTokensAt: stored.generation, recording: recorded)
             }
+            // Refused a refresh token another caller has since replaced (its lease lapsed while
+            // the server held our answer, say): the grant stands. Look again.
+            guard ended.ended else { return try await refusedStale(id, holder: leaseHolder) }
             timeouts.forgetWarning(for: id)
             logger.notice("the server revoked the grant; tokens wiped", metadata: ["account": "\(id)"])
             announce(events)
@@ -488,10 +495,12 @@ extension SessionService {
                 throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
             }
             let refused = SessionEvent.stateChanged(id, .expired(.refused))
-            let recorded = recording { (outcome: (ended: Bool, session: SessionRecord?)) in [(refused, outcome.session)] }
-            _ = try await vaultCall { [vault] in
-                try vault.leases.endGrant(for: id, reason: SessionEndReason.refused.rawValue, detail: reason, recording: recorded)
+            let recorded = recording { (outcome: (ended: Bool, session: SessionRecord?)) in outcome.ended ? [(refused, outcome.session)] : [] }
+            let ended = try await vaultCall { [vault] in
+                try vault.leases.endGrant(
+                    for: id, reason: SessionEndReason.refused.rawValue, detail: reason, ifTokensAt: stored.generation, recording: recorded)
             }
+            guard ended.ended else { return try await refusedStale(id, holder: leaseHolder) }
             timeouts.forgetWarning(for: id)
             logger.notice("the server kept refusing the refresh; tokens wiped", metadata: ["account": "\(id)", "refusals": "\(refusals)"])
             announce([refused])
@@ -515,5 +524,14 @@ extension SessionService {
             if isUnexpired(stored.tokens) { return stored }
             throw SessionError.temporarilyUnavailable(id, reason: reason, retryAt: retryAt)
         }
+    }
+
+    /// A refusal of tokens that are no longer the account's (or of an account gone meanwhile):
+    /// lets `holder`'s lease go and returns nil, for the caller to look again.
+    private func refusedStale(_ id: AccountID, holder: String) async throws -> StoredTokens? {
+        try await vaultCall { [vault] in try vault.leases.release(for: id, holder: holder) }
+        guard try await vaultCall({ [vault] in try vault.accounts.find(id) }) != nil else { throw SessionError.notSignedIn(id) }
+        logger.notice("the server refused a refresh token the vault has since replaced; the grant stands", metadata: ["account": "\(id)"])
+        return nil
     }
 }

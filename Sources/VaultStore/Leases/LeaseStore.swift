@@ -159,35 +159,30 @@ public struct LeaseStore: VaultArea {
             table: "refresh_state", column: "lease_process", row: account.rawValue, path: path, as: String.self)
     }
 
-    /// Stores the refreshed tokens and releases the lease, atomically, if the caller still
-    /// holds the lease and the tokens are still those it refreshed from. A refresh token
-    /// absent from `tokens` is replaced by the one already stored (the server did not rotate).
+    /// Stores the refreshed tokens and releases the caller's lease, atomically, if the account's
+    /// tokens are still generation `generation`, the ones the caller refreshed from. A refresh
+    /// token absent from `tokens` is replaced by the one already stored (the server did not rotate).
+    ///
+    /// The result is stored even when the caller's lease was lost meanwhile (it lapsed while the
+    /// server held its answer, and another caller took it): the server has already rotated the
+    /// refresh token presented, and dropping its answer would leave the vault holding a dead one.
+    /// The generation alone keeps that safe: whoever holds the lease now finds the tokens moved
+    /// on, and its own result is discarded. The lease is released only when the caller holds it
+    /// (or nobody does: a success also ends a back-off another caller set).
     ///
     /// Returns the stored tokens, or nil when the result was discarded: the account was
-    /// removed or its lease was lost (it expired and another caller took it).
+    /// removed, or its tokens changed since `generation`.
     package func complete(
-        for account: AccountID, holder: String, tokens: TokenSet, recording: EventRecording<StoredTokens?>? = nil
+        for account: AccountID, holder: String, from generation: Int64, tokens: TokenSet,
+        recording: EventRecording<StoredTokens?>? = nil
     ) throws -> StoredTokens? {
         try write("storing refreshed tokens", recording: recording) { db in
-            let state = try self.state(for: account, db)
-            guard state.leaseHolder == holder, let generation = state.leaseGeneration,
-                let current = try core.tokens.current(for: account, db), current.generation == generation
-            else {
-                return nil
-            }
+            guard let current = try core.tokens.current(for: account, db), current.generation == generation else { return nil }
             var merged = tokens
             if merged.refreshToken == nil { merged.refreshToken = current.tokens.refreshToken }
             if merged.idToken == nil { merged.idToken = current.tokens.idToken }
             let next = try core.tokens.store(merged, for: account, replacing: generation, db)
-            try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
-                try db.execute(
-                    sql: """
-                        UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
-                            lease_expires_at = NULL, lease_process = NULL, failures = 0, next_attempt_at = NULL, refusals = NULL
-                        WHERE account_id = ?
-                        """,
-                    arguments: [account.rawValue])
-            }
+            try releaseLease(for: account, holder: holder, succeeded: true, db)
             return StoredTokens(
                 account: account, generation: next, tokens: merged,
                 updatedAt: Date(millisecondsSince1970: self.clock.now().millisecondsSince1970))
@@ -232,11 +227,13 @@ public struct LeaseStore: VaultArea {
     ///
     /// With `condition`, only when it holds for the account's current session and policy as they
     /// are inside the transaction (a timeout judged on an earlier read is judged again, so
-    /// activity recorded meanwhile by another process is never overruled). Returns whether the
-    /// grant was ended, and the session it ended (nil when none was open).
+    /// activity recorded meanwhile by another process is never overruled). With `generation`,
+    /// only while the account's tokens are still that generation: a server's refusal of a
+    /// refresh token another caller has since replaced speaks for that token, not the grant.
+    /// Returns whether the grant was ended, and the session it ended (nil when none was open).
     @discardableResult
     package func endGrant(
-        for account: AccountID, reason: String, detail: String? = nil,
+        for account: AccountID, reason: String, detail: String? = nil, ifTokensAt generation: Int64? = nil,
         onlyIf condition: ((SessionRecord, SessionPolicy) -> Bool)? = nil,
         recording: EventRecording<(ended: Bool, session: SessionRecord?)>? = nil
     ) throws -> (ended: Bool, session: SessionRecord?) {
@@ -245,6 +242,7 @@ public struct LeaseStore: VaultArea {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [account.rawValue]) ?? false else {
                 return (false, nil)  // removed meanwhile: nothing left to end
             }
+            if let generation, try core.tokens.currentGeneration(for: account, db) != generation { return (false, nil) }
             let current = try core.sessions.current(for: account, db)
             if let condition {
                 guard let current, condition(current, try core.sessions.policy(for: account, db)) else { return (false, nil) }
