@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
@@ -33,8 +34,9 @@ extension VaultCommand {
         }
 
         func run() async throws {
+            // Every row checked and every commitment made again: off the cooperative pool (rule 8).
             let report = try await OpenedVault.with(global, credentials) { opened in
-                try opened.vault.maintenance.acceptCurrentState(origin: "vault repair")
+                try await BlockingWork.run { [vault = opened.vault] in try vault.maintenance.acceptCurrentState(origin: "vault repair") }
             }
             if output.json {
                 let json: JSONValue = [

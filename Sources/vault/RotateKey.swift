@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
@@ -29,11 +30,14 @@ extension VaultCommand {
         }
 
         func run() async throws {
+            // Every sealed value re-sealed, in batches: off the cooperative pool (rule 8).
             let report = try await OpenedVault.with(global, credentials) { opened in
-                let bar = ProgressBar("Re-sealing")
-                defer { bar.finish() }
-                return try opened.vault.maintenance.rotateKeys(credential: opened.credential, batchSize: batchSize) { progress in
-                    bar.update(progress.rowsDone, of: progress.rowsTotal)
+                try await BlockingWork.run { [vault = opened.vault, credential = opened.credential, batchSize] in
+                    let bar = ProgressBar("Re-sealing")
+                    defer { bar.finish() }
+                    return try vault.maintenance.rotateKeys(credential: credential, batchSize: batchSize) { progress in
+                        bar.update(progress.rowsDone, of: progress.rowsTotal)
+                    }
                 }
             }
             if output.json {

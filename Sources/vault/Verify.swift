@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import VaultSession
 import VaultStore
 
 extension VaultCommand {
@@ -20,10 +21,13 @@ extension VaultCommand {
         @OptionGroup var output: OutputOptions
 
         func run() async throws {
+            // Every row read and checked: off the cooperative pool (rule 8), bar and all.
             let report = try await OpenedVault.with(global, credentials) { opened in
-                let bar = ProgressBar("Verifying")
-                defer { bar.finish() }
-                return try opened.vault.maintenance.verify { bar.update($0.completed, of: $0.total) }
+                try await BlockingWork.run { [vault = opened.vault] in
+                    let bar = ProgressBar("Verifying")
+                    defer { bar.finish() }
+                    return try vault.maintenance.verify { bar.update($0.completed, of: $0.total) }
+                }
             }
             if output.json {
                 print(JSONValue.verification(report).rendered, terminator: "")
