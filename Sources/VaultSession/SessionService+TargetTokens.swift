@@ -35,7 +35,7 @@ extension SessionService {
             let stamp: VaultChangeStamp?
             switch try cachedAccessToken(for: account, target: target) {
             case .hit(let token): return token
-            case .miss(let taken): stamp = taken
+            case .miss(let taken, _): stamp = taken
             }
             let (serving, joined) = broker.serving(request)
             do {
@@ -94,7 +94,8 @@ extension SessionService {
             announce(warning)
         }
         if let token = snapshot.token, isFresh(token.expiresAt) {
-            cacheAccessToken(token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil)
+            cacheAccessToken(
+                token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil, revision: nil)
             return AccessToken(token)
         }
         let refreshed = try await refresh(TargetKey(account: id, target: target), seenToken: snapshot.token?.generation, force: false)
@@ -105,7 +106,8 @@ extension SessionService {
         if let current = now.token, current.generation == refreshed.generation, let session = now.session,
             case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt)
         {
-            cacheAccessToken(current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil)
+            cacheAccessToken(
+                current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil, revision: nil)
         }
         return AccessToken(refreshed)
     }

@@ -19,9 +19,10 @@ extension SessionService {
         let request = TokenRequest(account)
         while true {
             let stamp: VaultChangeStamp?
+            let stale: TokenCacheEntry?
             switch try cachedAccessToken(for: account) {
             case .hit(let token): return token
-            case .miss(let taken): stamp = taken
+            case .miss(let taken, let entry): (stamp, stale) = (taken, entry)
             }
             // One caller's request is worked out at a time, by that caller (no task, no hop: the
             // common case is one caller): the others asking the same meanwhile (waiting on the
@@ -30,7 +31,7 @@ extension SessionService {
             // work of its own that finishes whoever leaves.
             let (serving, joined) = broker.serving(request)
             do {
-                let token = try await joined ? serving.value() : serving.lead { try await serveAccessToken(for: account, stamp: stamp) }
+                let token = try await joined ? serving.value() : serving.lead { try await serveAccessToken(for: account, stamp: stamp, stale: stale) }
                 broker.release(serving, for: request)
                 return token
             } catch {
@@ -45,9 +46,11 @@ extension SessionService {
         }
     }
 
-    /// The slow path of ``validAccessToken(for:)``: one read of everything the answer depends
-    /// on, then the token, or a refresh. `stamp` was taken before the read (nil: take one now).
-    private func serveAccessToken(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> AccessToken {
+    /// The slow path of ``validAccessToken(for:)``: the entry a commit made stale if nothing it
+    /// was read from changed, else one read of everything the answer depends on, then the
+    /// token, or a refresh. `stamp` was taken before the read (nil: take one now).
+    private func serveAccessToken(for account: AccountID?, stamp: VaultChangeStamp?, stale: TokenCacheEntry?) async throws -> AccessToken {
+        if let token = try await revalidated(stale, stamp: stamp, for: account) { return token }
         if vault.isLocked {
             // No sealed value opens: the session's state says why (locked, expired, signed out).
             _ = try await servableSession(try await resolve(account))
@@ -64,7 +67,9 @@ extension SessionService {
             announce(warning)
         }
         if isFresh(token.expiresAt) {
-            cacheAccessToken(token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil)
+            cacheAccessToken(
+                token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil,
+                revision: snapshot.revision)
             return AccessToken(token)
         }
         let refreshed = try await refresh(id, from: token.generation, force: false)
@@ -77,7 +82,9 @@ extension SessionService {
         if let current = now.token, current.generation == refreshed.generation, let session = now.session,
             case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt)
         {
-            cacheAccessToken(current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil)
+            cacheAccessToken(
+                current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil,
+                revision: now.revision)
         }
         return AccessToken(StoredAccessToken(refreshed))
     }

@@ -70,6 +70,56 @@ struct TokenCacheTests {
         }
     }
 
+    /// What another process writes while this one holds a cached token for alice (the active
+    /// account), and what this one must serve next.
+    enum OtherWrite: String, CaseIterable, CustomTestStringConvertible {
+        case bobsPolicy, notification, alicesTokens, alicesPolicy, alicesSessionEnded, activeAccountSwitched
+        var testDescription: String { rawValue }
+    }
+
+    @Test("after another process's commit, alice's cached token is served only while nothing it was read from changed", arguments: OtherWrite.allCases)
+    func commitsElsewhere(_ write: OtherWrite) async throws {
+        try await SessionHarness.run { h in
+            let bob = try await h.signIn("bob", policy: .tokensOnly)
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            let first = try await h.service.validAccessToken()
+            #expect(first.account == alice)
+            let other = try h.openAnotherVault()
+            let service = h.makeService(on: other)
+            switch write {
+            case .bobsPolicy:
+                try other.sessions.setPolicy(SessionPolicy(idleTimeout: .seconds(600)), for: bob)
+            case .notification:
+                _ = try other.notifications.upsert(
+                    NotificationRecord(uuid: "n-1", account: alice, subject: "s", message: "m", actions: [], createdAt: h.time.now()))
+            case .alicesTokens:
+                try replaceTokens(of: alice, in: other, with: "from-another-process", h: h)
+            case .alicesPolicy:
+                // `vault set-policy` elsewhere; idle for two minutes under a one-minute policy: the
+                // session is over at the next call.
+                try other.sessions.changePolicy(SessionPolicy(idleTimeout: .seconds(60), warningBefore: .seconds(10), idleAction: .expire), for: alice)
+            case .alicesSessionEnded:
+                _ = try await service.endSession(for: alice, revoke: false)
+            case .activeAccountSwitched:
+                try await service.switchAccount(to: bob)
+            }
+            await h.time.advance(by: .seconds(120))
+            switch write {
+            case .bobsPolicy, .notification:
+                #expect(try await h.service.validAccessToken() == first, "nothing alice's token depends on changed")
+            case .alicesTokens:
+                #expect(try await h.service.validAccessToken().value == "from-another-process")
+            case .alicesPolicy, .alicesSessionEnded:
+                await #expect(throws: SessionError.self) { try await h.service.validAccessToken() }
+            case .activeAccountSwitched:
+                let served = try await h.service.validAccessToken()
+                let stored = try h.storedAccessToken(bob)
+                #expect(served.account == bob && served.value == stored)
+            }
+            await h.expectTokenRequests(0)
+        }
+    }
+
     @Test("a locked or closed vault serves nothing from the cache")
     func lockAndCloseWipe() async throws {
         try await SessionHarness.run { h in

@@ -41,4 +41,50 @@ import VaultTestSupport
         let unknown = try #require(try vault.tokens.accessSnapshot(for: AccountID(rawValue: "nobody")))
         #expect(unknown.session == nil && unknown.token == nil && unknown.policy == SessionPolicy())
     }
+
+    @Test("the revision stays while other rows are written, and moves with each row a snapshot is read from")
+    func revisionFollowsTheSnapshotsRows() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
+        try vault.accounts.setActive(alice)
+        // Another handle on the file writes, as another process would.
+        let other = try test.open()
+        defer { other.close() }
+        let read = try #require(try vault.tokens.accessSnapshot(for: nil))
+        #expect(try vault.tokens.accessRevision(for: alice) == read.revision)
+
+        // Writes of rows the snapshot is not read from: bob's policy, tokens and a notification.
+        try other.sessions.setPolicy(SessionPolicy(idleTimeout: .seconds(600)), for: bob)
+        try other.tokens.store(Samples.tokens("bob2"), for: bob, replacing: try other.tokens.current(for: bob)?.generation)
+        _ = try other.notifications.upsert(
+            NotificationRecord(uuid: "n-1", account: alice, subject: "s", message: "m", actions: [], createdAt: Times.at(1)))
+        #expect(try vault.tokens.accessRevision(for: alice) == read.revision, "nothing alice's snapshot is read from was written")
+
+        // Each row it is read from, written: the revision moves, and equals a new snapshot's.
+        let writes: [(String, () throws -> Void)] = [
+            ("tokens", { try other.tokens.store(Samples.tokens("alice2"), for: alice, replacing: try other.tokens.current(for: alice)?.generation) }),
+            ("policy", { try other.sessions.setPolicy(SessionPolicy(idleTimeout: .seconds(600)), for: alice) }),
+            (
+                "session",
+                {
+                    var session = try #require(try other.sessions.current(for: alice))
+                    session.lastActivityAt = session.lastActivityAt.addingTimeInterval(1)
+                    try other.sessions.update(session)
+                }
+            ),
+            ("newest session", { _ = try other.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice3"), policy: SessionPolicy()) }),
+            ("header", { try other.accounts.setActive(bob) }),
+        ]
+        var before = read.revision
+        for (row, write) in writes {
+            try write()
+            let now = try vault.tokens.accessRevision(for: alice)
+            #expect(now != before, "writing alice's \(row) moved the revision")
+            #expect(try vault.tokens.accessSnapshot(for: alice)?.revision == now, "after the \(row): a snapshot's revision is the state's")
+            before = now
+        }
+    }
 }

@@ -24,6 +24,35 @@ public struct AccessSnapshot: Sendable {
     public var token: StoredAccessToken?
     /// The generation of the account's own tokens (its refresh token); nil when it holds none.
     public var grantGeneration: Int64?
+    /// Which writes of the rows above the snapshot was read from (see ``AccessRevision``).
+    public var revision: AccessRevision
+}
+
+/// The writes an ``AccessSnapshot`` was read from, as the vault's state row records them: the
+/// header's (which account is active) and those of the account's newest session, its policy
+/// and its tokens, each by the write counter it was written at.
+///
+/// While ``TokenStore/accessRevision(for:)`` returns an equal value, a snapshot read again
+/// would hold the same rows: a process that cached one need not read it again after a commit
+/// that wrote something else (another account's activity, a notification, an event). The
+/// state row is checked against its MAC and against the highest counter this process has seen
+/// (a state put back from an older copy while the vault was open is refused), so an equal
+/// revision is the vault's own word that those rows are the current ones.
+public struct AccessRevision: Equatable, Sendable {
+    let header: UInt64
+    let sessionID: Int64
+    let session: UInt64
+    let policy: UInt64
+    let tokens: UInt64
+
+    init(_ commitment: RowIntegrity.Commitment, account: String) {
+        let entry = commitment.manifest.accounts[account] ?? VaultManifest.Account()
+        header = commitment.metaCounter
+        sessionID = entry.sessionID
+        session = entry.session
+        policy = entry.policy
+        tokens = entry.tokens
+    }
 }
 
 extension TokenStore {
@@ -72,7 +101,23 @@ extension TokenStore {
                 ? try rows[4].map { try accessToken(from: $0, account: id, db) }
                 : try self.token(for: id, target: target, db)
             return AccessSnapshot(
-                activeAccount: active, account: id, session: session, policy: policy, token: token, grantGeneration: grant)
+                activeAccount: active, account: id, session: session, policy: policy, token: token, grantGeneration: grant,
+                revision: AccessRevision(commitment, account: id.rawValue))
+        }
+    }
+
+    /// The ``AccessRevision`` of `account` as the vault's state row records it now: one row
+    /// read, checked against its MAC (a state row seen before is not hashed again) and refused
+    /// when it went back from a counter this process saw. Cheaper than ``accessSnapshot(for:target:)``
+    /// by the four rows, their checks and the sealed value it does not read.
+    public func accessRevision(for account: AccountID) throws -> AccessRevision {
+        try core.readPrepared("reading the vault's state") { db in
+            let floor = keyring.counterFloor  // before the read
+            guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else {
+                throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
+            }
+            try integrity.check(state, remembering: true, db)
+            return AccessRevision(try integrity.commitment(of: state, floor: floor), account: account.rawValue)
         }
     }
 
