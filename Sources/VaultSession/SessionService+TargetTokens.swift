@@ -35,7 +35,7 @@ extension SessionService {
             let stamp: VaultChangeStamp?
             switch try cachedAccessToken(for: account, target: target) {
             case .hit(let token): return token
-            case .miss(let taken, _): stamp = taken
+            case .miss(let taken): stamp = taken
             }
             let (serving, joined) = broker.serving(request)
             do {

@@ -10,9 +10,9 @@ import VaultStore
 /// the vault, so every row read is still what the file holds: the session and its policy are
 /// judged again against the current time and the token's freshness is checked again, but
 /// nothing is re-read or re-opened. A lock or close makes the entry unusable; after a commit,
-/// the account's own token entry is used again once the vault's state row shows the rows it
-/// was read from unchanged (``AccessRevision``), which costs one row instead of five and a
-/// sealed value.
+/// the account's own token entry is used on while the vault's state row shows the rows it was
+/// read from unchanged (``AccessRevision``), which costs one row instead of five and a sealed
+/// value.
 struct TokenCacheEntry {
     var stamp: VaultChangeStamp
     /// The writes the entry was read from; nil for a target's entry (read from rows the
@@ -27,25 +27,27 @@ struct TokenCacheEntry {
 }
 
 /// The outcome of looking in the cache: the answer, or the stamp taken while looking (nil
-/// when there was no entry to check), to be used as the stamp of the read that follows, and
-/// the entry a commit made stale (see ``SessionService/revalidated(_:stamp:for:)``).
+/// when there was no entry to check), to be used as the stamp of the read that follows.
 enum TokenCacheLookup {
     case hit(AccessToken)
-    case miss(VaultChangeStamp?, stale: TokenCacheEntry? = nil)
+    case miss(VaultChangeStamp?)
 }
 
 extension SessionService {
     /// The cached answer to `validAccessToken(for: account)`, or a miss when the slow path must
-    /// run: the vault changed, is locked or closed, the session needs a decision (lock,
-    /// expiry) or the token is no longer fresh. Costs one `PRAGMA data_version`, read on the
-    /// actor: the one vault call made there, on the stamp's own connection (opened off the
-    /// actor by the read that made the entry), which never waits for a writer.
+    /// run: the vault changed what the entry was read from, is locked or closed, the session
+    /// needs a decision (lock, expiry) or the token is no longer fresh. Costs one `PRAGMA
+    /// data_version`, read on the actor: the one vault call made there, on the stamp's own
+    /// connection (opened off the actor by the read that made the entry), which never waits for
+    /// a writer. After a commit, the account's own entry costs one row more on that connection
+    /// (``TokenStore/accessRevision(for:)``: the state row, a page beside the one the stamp
+    /// reads), instead of a trip to the I/O threads and five rows and a sealed value there.
     ///
     /// A `target` other than the account's own is looked up among the targets' entries, each
     /// judged the same way.
     func cachedAccessToken(for account: AccountID?, target: TokenTarget = .account) throws -> TokenCacheLookup {
         let key = TokenRequest(account, target: target)
-        guard let entry = target.isAccount ? broker.cache : broker.targetCache[key] else { return .miss(nil) }
+        guard var entry = target.isAccount ? broker.cache : broker.targetCache[key] else { return .miss(nil) }
         guard !vault.isLocked, !vault.isClosed, lockReason == nil else {
             broker.cache = nil
             return .miss(nil)
@@ -54,9 +56,15 @@ extension SessionService {
             broker.cache = nil
             return .miss(nil)
         }
-        guard stamp == entry.stamp else {
-            if target.isAccount { broker.cache = nil } else { broker.targetCache[key] = nil }
-            return .miss(stamp, stale: entry.revision == nil ? nil : entry)
+        if stamp != entry.stamp {
+            // A commit that wrote nothing the entry was read from (another account's activity, a
+            // notification, an event) leaves it as good as a new read: kept under the new stamp.
+            guard let revision = entry.revision, (try? vault.tokens.accessRevision(for: entry.account)) == revision else {
+                if target.isAccount { broker.cache = nil } else { broker.targetCache[key] = nil }
+                return .miss(stamp)
+            }
+            entry.stamp = stamp
+            broker.cache = entry
         }
         // Never another account's token: asked for the active one, it must be the cached one.
         guard (account ?? entry.activeAccount) == entry.account else { return .miss(stamp) }
@@ -67,24 +75,6 @@ extension SessionService {
         if entry.policy.activity == .any, activityIsDue(entry.session, policy: entry.policy) { return .miss(stamp) }
         if let warning { announce(warning) }
         return .hit(AccessToken(entry.token))
-    }
-
-    /// After a commit made `stale` unusable (the stamp moved to `stamp`): when the vault's state
-    /// row shows the rows it was read from unchanged, the entry is cached again under `stamp`
-    /// and judged as a cached entry is; nil when anything it was read from was written since
-    /// (or the entry cannot be used for another reason), for the full read to follow.
-    ///
-    /// One trip to the I/O threads for one row: the commit wrote something else (another
-    /// account's activity, a notification, an event, an agent's bookkeeping).
-    func revalidated(_ stale: TokenCacheEntry?, stamp: VaultChangeStamp?, for account: AccountID?) async throws -> AccessToken? {
-        guard let stale, let revision = stale.revision, let stamp, !vault.isLocked else { return nil }
-        let current = try await vaultCall { [vault] in try vault.tokens.accessRevision(for: stale.account) }
-        guard current == revision, broker.cache == nil, !vault.isLocked, lockReason == nil else { return nil }
-        var entry = stale
-        entry.stamp = stamp
-        broker.cache = entry
-        guard case .hit(let token) = try cachedAccessToken(for: account) else { return nil }
-        return token
     }
 
     /// Remembers what the slow path read under `stamp` (taken before any of it was read), from

@@ -19,10 +19,9 @@ extension SessionService {
         let request = TokenRequest(account)
         while true {
             let stamp: VaultChangeStamp?
-            let stale: TokenCacheEntry?
             switch try cachedAccessToken(for: account) {
             case .hit(let token): return token
-            case .miss(let taken, let entry): (stamp, stale) = (taken, entry)
+            case .miss(let taken): stamp = taken
             }
             // One caller's request is worked out at a time, by that caller (no task, no hop: the
             // common case is one caller): the others asking the same meanwhile (waiting on the
@@ -31,7 +30,7 @@ extension SessionService {
             // work of its own that finishes whoever leaves.
             let (serving, joined) = broker.serving(request)
             do {
-                let token = try await joined ? serving.value() : serving.lead { try await serveAccessToken(for: account, stamp: stamp, stale: stale) }
+                let token = try await joined ? serving.value() : serving.lead { try await serveAccessToken(for: account, stamp: stamp) }
                 broker.release(serving, for: request)
                 return token
             } catch {
@@ -46,11 +45,9 @@ extension SessionService {
         }
     }
 
-    /// The slow path of ``validAccessToken(for:)``: the entry a commit made stale if nothing it
-    /// was read from changed, else one read of everything the answer depends on, then the
-    /// token, or a refresh. `stamp` was taken before the read (nil: take one now).
-    private func serveAccessToken(for account: AccountID?, stamp: VaultChangeStamp?, stale: TokenCacheEntry?) async throws -> AccessToken {
-        if let token = try await revalidated(stale, stamp: stamp, for: account) { return token }
+    /// The slow path of ``validAccessToken(for:)``: one read of everything the answer depends
+    /// on, then the token, or a refresh. `stamp` was taken before the read (nil: take one now).
+    private func serveAccessToken(for account: AccountID?, stamp: VaultChangeStamp?) async throws -> AccessToken {
         if vault.isLocked {
             // No sealed value opens: the session's state says why (locked, expired, signed out).
             _ = try await servableSession(try await resolve(account))

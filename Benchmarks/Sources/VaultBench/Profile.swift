@@ -20,7 +20,7 @@ import VaultSession
 /// inside those (`scripts/page-instructions.sh` does) gives the instructions of a page.
 func profileLoop(_ arguments: [String]) async throws {
     guard arguments.count == 2, let iterations = Int(arguments[1]) else {
-        throw BenchError("usage: profile cold|store|verify|open|page|page-baseline|page-baseline-plain|split|http N")
+        throw BenchError("usage: profile cold|refreshed|store|verify|open|page|page-baseline|page-baseline-plain|split|http N")
     }
     let dir = FileManager.default.temporaryDirectory.appendingPathComponent("credentialvault-profile-\(getpid())")
     try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
@@ -63,6 +63,21 @@ func profileLoop(_ arguments: [String]) async throws {
             try await pool.write { db in try db.execute(sql: "UPDATE bench_touch SET n = n + 1") }
             _ = try await service.validAccessToken()
         }
+    case "refreshed":
+        // A token request after another handle on the file (another process) stored a refreshed pair.
+        let service = SessionService(vault: vault, oauth: OAuthClient(logger: quietLogger()), logger: quietLogger())
+        let other = try bench.open()
+        defer { other.close() }
+        var generation = try other.tokens.current(for: bench.account)?.generation
+        let pair = sampleTokens(expiresIn: 7 * 24 * 3600)
+        var samples: [UInt64] = []
+        for _ in 0..<iterations {
+            generation = try other.tokens.store(pair, for: bench.account, replacing: generation)
+            let start = nowNanos()
+            _ = try await service.validAccessToken()
+            samples.append(nowNanos() - start)
+        }
+        log("validAccessToken after another process stored a refreshed pair: p50 \(fmt(Stats(samples).p50 / 1000)) µs")
     case "split":
         // Where the time of a token request after another connection's commit goes: the same
         // commit, then each step alone (µs p50 of `iterations`).
@@ -113,6 +128,8 @@ func profileLoop(_ arguments: [String]) async throws {
                                 """), arguments: [bench.account.rawValue])
                 }
             }
+            try touch()
+            try time("access revision (the state row)") { _ = try vault.tokens.accessRevision(for: bench.account) }
             try touch()
             try time("one-statement vault read") { _ = try vault.accounts.activeID() }
             try touch()

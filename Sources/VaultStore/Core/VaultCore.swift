@@ -91,6 +91,30 @@ final class VaultCore: Sendable {
         }
     }
 
+    /// A deferred read transaction on the stamp connection, begun and ended with statements it
+    /// keeps prepared: for a read small enough to make where the stamp is taken (see
+    /// ``TokenStore/accessRevision(for:)``). Like the stamp, it never waits for a writer.
+    func readOnStamp<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
+        do {
+            return try withStampConnection { db in
+                try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+                do {
+                    let result = try body(db)
+                    try db.cachedStatement(sql: "COMMIT").execute()
+                    return result
+                } catch {
+                    if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
+                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+                    throw error
+                }
+            }
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.storage(error, while: action, path: path)
+        }
+    }
+
     func read<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
         try withOpenPool { pool in
             do {

@@ -110,8 +110,12 @@ extension TokenStore {
     /// read, checked against its MAC (a state row seen before is not hashed again) and refused
     /// when it went back from a counter this process saw. Cheaper than ``accessSnapshot(for:target:)``
     /// by the four rows, their checks and the sealed value it does not read.
+    ///
+    /// It reads on the connection ``Vault/changeStamp()`` reads on (a read-only WAL reader that
+    /// never waits for a writer), one page beside the one the stamp reads, so a caller may make
+    /// it where it takes the stamp. Take the stamp first.
     public func accessRevision(for account: AccountID) throws -> AccessRevision {
-        try core.readPrepared("reading the vault's state") { db in
+        try core.readOnStamp("reading the vault's state") { db in
             let floor = keyring.counterFloor  // before the read
             guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else {
                 throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
