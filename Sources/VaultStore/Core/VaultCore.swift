@@ -96,20 +96,7 @@ final class VaultCore: Sendable {
     /// ``TokenStore/accessRevision(for:)``). Like the stamp, it never waits for a writer.
     func readOnStamp<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
         do {
-            return try withStampConnection { db in
-                try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
-                do {
-                    let result = try body(db)
-                    try db.cachedStatement(sql: "COMMIT").execute()
-                    return result
-                } catch {
-                    if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
-                    if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
-                    throw error
-                }
-            }
-        } catch let error as VaultError {
-            throw error
+            return try withStampConnection { db in try Self.inPreparedRead(db, body) }
         } catch {
             throw VaultError.storage(error, while: action, path: path)
         }
@@ -132,23 +119,27 @@ final class VaultCore: Sendable {
     func readPrepared<T>(_ action: String, _ body: (Database) throws -> T) throws -> T {
         try withOpenPool { pool in
             do {
-                return try pool.unsafeRead { db in
-                    try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
-                    do {
-                        let result = try body(db)
-                        try db.cachedStatement(sql: "COMMIT").execute()
-                        return result
-                    } catch {
-                        // Never leave the reader inside the transaction (the body failed, or
-                        // COMMIT did): GRDB stops the process when a read leaves one open.
-                        if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
-                        if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
-                        throw error
-                    }
-                }
+                return try pool.unsafeRead { db in try Self.inPreparedRead(db, body) }
             } catch {
                 throw VaultError.storage(error, while: action, path: path)
             }
+        }
+    }
+
+    /// `body` in a deferred read transaction on `db`, begun and ended with statements the
+    /// connection keeps prepared.
+    private static func inPreparedRead<T>(_ db: Database, _ body: (Database) throws -> T) throws -> T {
+        try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+        do {
+            let result = try body(db)
+            try db.cachedStatement(sql: "COMMIT").execute()
+            return result
+        } catch {
+            // Never leave the reader inside the transaction (the body failed, or COMMIT did):
+            // GRDB stops the process when a read leaves one open.
+            if db.isInsideTransaction { try? db.cachedStatement(sql: "ROLLBACK").execute() }
+            if db.isInsideTransaction { try? db.execute(sql: "ROLLBACK") }
+            throw error
         }
     }
 
