@@ -152,7 +152,14 @@ extension SessionService {
             let running = broker.refresh(
                 of: id, heldBy: holder, own: holderID,
                 holderOf: { [holderID] key in self.broker.knownHolderNumber(for: key).map { "\(holderID) target \($0)" } })
-        else { return false }
+        else {
+            // A holder of this process no longer running finished after the lease was read: it let
+            // the lease go before it left (look again at once). Only a lease still held in its name
+            // (left behind) is waited out as another process's is, so this never spins.
+            let ours = holder == holderID || holder.hasPrefix("\(holderID) target ")
+            if ours, try await vaultCall({ [vault] in try vault.leases.state(for: id) }).leaseHolder != holder { return true }
+            return false
+        }
         await running()
         return true
     }
