@@ -12,18 +12,19 @@ import VaultStore
 /// nothing is re-read or re-opened. A lock or close makes the entry unusable; after a commit,
 /// the account's own token entry is used on while the vault's state row shows the rows it was
 /// read from unchanged (``AccessRevision``), which costs one row instead of five and a sealed
-/// value.
+/// value, and takes the account's new token when only its tokens were written (two rows and
+/// the sealed value, ``TokenStore/recheckAccess(for:since:)``).
 struct TokenCacheEntry {
     var stamp: VaultChangeStamp
     /// The writes the entry was read from; nil for a target's entry (read from rows the
     /// revision does not cover), which any commit makes unusable.
-    let revision: AccessRevision?
+    var revision: AccessRevision?
     /// The active account when the entry was made (every cached answer is for this account).
     let activeAccount: AccountID?
     let account: AccountID
     let session: SessionRecord
     let policy: SessionPolicy
-    let token: StoredAccessToken
+    var token: StoredAccessToken
 }
 
 /// The outcome of looking in the cache: the answer, or the stamp taken while looking (nil
@@ -41,7 +42,8 @@ extension SessionService {
     /// connection (opened off the actor by the read that made the entry), which never waits for
     /// a writer. After a commit, the account's own entry costs one row more on that connection
     /// (``TokenStore/accessRevision(for:)``: the state row, a page beside the one the stamp
-    /// reads), instead of a trip to the I/O threads and five rows and a sealed value there.
+    /// reads), instead of a trip to the I/O threads and five rows and a sealed value there; and
+    /// when only the account's tokens were written, the tokens row and its access token too.
     ///
     /// A `target` other than the account's own is looked up among the targets' entries, each
     /// judged the same way.
@@ -59,7 +61,14 @@ extension SessionService {
         if stamp != entry.stamp {
             // A commit that wrote nothing the entry was read from (another account's activity, a
             // notification, an event) leaves it as good as a new read: kept under the new stamp.
-            guard let revision = entry.revision, (try? vault.tokens.accessRevision(for: entry.account)) == revision else {
+            // One that wrote only the account's tokens (another process refreshed them) leaves
+            // the session and policy as read: the token is read again beside the state row.
+            switch entry.revision.flatMap({ try? vault.tokens.recheckAccess(for: entry.account, since: $0) }) {
+            case .unchanged: break
+            case .token(let token, let revision):
+                entry.token = token
+                entry.revision = revision
+            case .changed, nil:
                 if target.isAccount { broker.cache = nil } else { broker.targetCache[key] = nil }
                 return .miss(stamp)
             }

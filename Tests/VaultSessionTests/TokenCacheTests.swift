@@ -108,7 +108,12 @@ struct TokenCacheTests {
             case .bobsPolicy, .notification:
                 #expect(try await h.service.validAccessToken() == first, "nothing alice's token depends on changed")
             case .alicesTokens:
-                #expect(try await h.service.validAccessToken().value == "from-another-process")
+                let refreshed = try await h.service.validAccessToken()
+                #expect(refreshed.value == "from-another-process")
+                // Read beside the state row: the entry now stands for the new token's write.
+                _ = try other.notifications.upsert(
+                    NotificationRecord(uuid: "n-2", account: alice, subject: "s", message: "m", actions: [], createdAt: h.time.now()))
+                #expect(try await h.service.validAccessToken() == refreshed)
             case .alicesPolicy, .alicesSessionEnded:
                 await #expect(throws: SessionError.self) { try await h.service.validAccessToken() }
             case .activeAccountSwitched:
@@ -117,6 +122,24 @@ struct TokenCacheTests {
                 #expect(served.account == bob && served.value == stored)
             }
             await h.expectTokenRequests(0)
+        }
+    }
+
+    @Test("a token another process stored that is already within the leeway is refreshed, not served")
+    func anotherProcessesStaleToken() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            _ = try await h.service.validAccessToken()
+            let other = try h.openAnotherVault()
+            let current = try #require(try other.tokens.current(for: alice))
+            var tokens = current.tokens
+            tokens.accessToken = "nearly-expired"
+            tokens.accessTokenExpiresAt = h.time.now().addingTimeInterval(5)
+            try other.tokens.store(tokens, for: alice, replacing: current.generation)
+            let served = try await h.service.validAccessToken()
+            let stored = try h.storedAccessToken(alice)
+            #expect(served.value != "nearly-expired" && served.value == stored)
+            await h.expectTokenRequests(1)
         }
     }
 

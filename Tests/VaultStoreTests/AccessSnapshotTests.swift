@@ -87,4 +87,75 @@ import VaultTestSupport
             before = now
         }
     }
+
+    @Test("the recheck: unchanged for others' writes, alice's new token for her tokens alone, a full read for her policy or the header")
+    func recheckReadsOnlyTheTokens() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
+        try vault.accounts.setActive(alice)
+        let other = try test.open()
+        defer { other.close() }
+        let read = try #require(try vault.tokens.accessSnapshot(for: nil))
+
+        try other.tokens.store(Samples.tokens("bob2"), for: bob, replacing: try other.tokens.current(for: bob)?.generation)
+        guard case .unchanged = try vault.tokens.recheckAccess(for: alice, since: read.revision) else {
+            Issue.record("bob's tokens are not alice's")
+            return
+        }
+
+        // Another process refreshed alice's tokens: the recheck holds what a new snapshot holds.
+        try other.tokens.store(Samples.tokens("alice2"), for: alice, replacing: try other.tokens.current(for: alice)?.generation)
+        guard case .token(let token, let revision) = try vault.tokens.recheckAccess(for: alice, since: read.revision) else {
+            Issue.record("alice's tokens alone were written")
+            return
+        }
+        let fresh = try #require(try vault.tokens.accessSnapshot(for: alice))
+        #expect(token == fresh.token && revision == fresh.revision)
+        #expect(token.accessToken.hasPrefix("AT-alice2") && token.generation == fresh.grantGeneration)
+        guard case .unchanged = try vault.tokens.recheckAccess(for: alice, since: revision) else {
+            Issue.record("nothing was written since")
+            return
+        }
+
+        // Her tokens and her policy, or the header, written: everything is read again.
+        try other.tokens.store(Samples.tokens("alice3"), for: alice, replacing: try other.tokens.current(for: alice)?.generation)
+        try other.sessions.setPolicy(SessionPolicy(idleTimeout: .seconds(600)), for: alice)
+        guard case .changed = try vault.tokens.recheckAccess(for: alice, since: revision) else {
+            Issue.record("alice's policy was written")
+            return
+        }
+        let again = try #require(try vault.tokens.accessSnapshot(for: alice)).revision
+        try other.accounts.setActive(bob)
+        guard case .changed = try vault.tokens.recheckAccess(for: alice, since: again) else {
+            Issue.record("the header was written")
+            return
+        }
+    }
+
+    @Test("the recheck refuses alice's tokens row put back from an older copy after another process refreshed them")
+    func recheckRefusesAnOlderTokensRow() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+        let read = try #require(try vault.tokens.accessSnapshot(for: alice))
+        let old = test.directory.file("old.db")
+        try RawDatabase.execute(test.url, "ATTACH DATABASE ? AS old; CREATE TABLE old.tokens AS SELECT * FROM main.tokens; DETACH DATABASE old;", [old.path])
+        let other = try test.open()
+        defer { other.close() }
+        try other.tokens.store(Samples.tokens("alice2"), for: alice, replacing: try other.tokens.current(for: alice)?.generation)
+        try RawDatabase.execute(
+            test.url,
+            "ATTACH DATABASE ? AS old; DELETE FROM main.tokens; INSERT INTO main.tokens SELECT * FROM old.tokens; DETACH DATABASE old;",
+            [old.path])
+        do {
+            _ = try vault.tokens.recheckAccess(for: alice, since: read.revision)
+            Issue.record("the older tokens row was served")
+        } catch let error as VaultError {
+            #expect(error.code == .damaged && error.message.contains("tokens row"), "\(error)")
+        }
+    }
 }

@@ -55,6 +55,26 @@ public struct AccessRevision: Equatable, Sendable {
     }
 }
 
+extension AccessRevision {
+    /// Whether the two differ in the tokens' write alone (the same header, session and policy).
+    func differsOnlyInTokens(from other: AccessRevision) -> Bool {
+        header == other.header && sessionID == other.sessionID && session == other.session && policy == other.policy
+            && tokens != other.tokens
+    }
+}
+
+/// What ``TokenStore/recheckAccess(for:since:)`` found after a commit.
+public enum AccessRecheck: Sendable {
+    /// None of the rows the revision names was written: an answer read from them stands.
+    case unchanged
+    /// Only the account's tokens were written: its access token as the vault now holds it,
+    /// and the revision it was read at (the header, session and policy as before).
+    case token(StoredAccessToken, AccessRevision)
+    /// The header, the session or the policy was written, or the tokens were removed: read
+    /// everything again (``TokenStore/accessSnapshot(for:target:)``).
+    case changed
+}
+
 extension TokenStore {
     /// Reads what a token request needs in one read transaction (see ``AccessSnapshot``).
     /// Returns nil when `account` is nil and no account is active.
@@ -116,13 +136,43 @@ extension TokenStore {
     /// it where it takes the stamp. Take the stamp first.
     public func accessRevision(for account: AccountID) throws -> AccessRevision {
         try core.readOnStamp("reading the vault's state") { db in
-            let floor = keyring.counterFloor  // before the read
-            guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else {
-                throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
-            }
-            try integrity.check(state, remembering: true, db)
-            return AccessRevision(try integrity.commitment(of: state, floor: floor), account: account.rawValue)
+            AccessRevision(try checkedState(db), account: account.rawValue)
         }
+    }
+
+    /// ``accessRevision(for:)`` compared with `revision` (an earlier snapshot's) and, when only
+    /// the account's tokens were written since (another process stored a refreshed pair, or
+    /// took the refresh lease), the account's access token read again in the same transaction:
+    /// the `tokens` row, checked against its MAC and against the state's record of it, and its
+    /// access token opened. What a new ``accessSnapshot(for:target:)`` would hold, without
+    /// reading again the rows the revision shows unchanged.
+    ///
+    /// It reads on the stamp's connection as ``accessRevision(for:)`` does (a read-only WAL
+    /// reader that never waits for a writer): the state row and the tokens row, and one sealed
+    /// value opened. Take the stamp first.
+    public func recheckAccess(for account: AccountID, since revision: AccessRevision) throws -> AccessRecheck {
+        try core.readOnStamp("reading the vault's state") { db in
+            let commitment = try checkedState(db)
+            let now = AccessRevision(commitment, account: account.rawValue)
+            if now == revision { return .unchanged }
+            guard now.differsOnlyInTokens(from: revision),
+                let record = try StoredRecord.fetchOne(db, "SELECT * FROM tokens WHERE account_id = ?", [account.rawValue], table: .tokens, path: path)
+            else { return .changed }
+            try integrity.check(record, remembering: true, db)
+            try integrity.checkCurrent(record, .tokens, account: account.rawValue, db, commitment: commitment)
+            return .token(try accessToken(from: record, account: account, db), now)
+        }
+    }
+
+    /// The state row read in `db`'s transaction (begun just now: the floor is taken first),
+    /// checked against its MAC and against the highest counter this process has seen.
+    private func checkedState(_ db: Database) throws -> RowIntegrity.Commitment {
+        let floor = keyring.counterFloor  // before the read
+        guard let state = try StoredRecord.fetchOne(db, RowIntegrity.stateSQL, table: .vaultState, path: path) else {
+            throw VaultError(.damaged, "the vault's state row is missing: \(path) is damaged or was tampered with", path: path)
+        }
+        try integrity.check(state, remembering: true, db)
+        return try integrity.commitment(of: state, floor: floor)
     }
 
     /// The header and the state, then the newest session, the policy and the tokens of the
