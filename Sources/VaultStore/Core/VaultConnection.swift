@@ -9,8 +9,7 @@ enum VaultConnection {
         config.readonly = readonly
         config.foreignKeysEnabled = true
         config.label = "CredentialVault"
-        let timeout = options.busyTimeout.components
-        config.busyMode = .timeout(TimeInterval(timeout.seconds) + TimeInterval(timeout.attoseconds) / 1e18)
+        config.busyMode = .callback(busyWait(upTo: options.busyTimeout))
         config.prepareDatabase { db in
             // Set explicitly on every connection: distributions compile SQLite with different defaults.
             try db.execute(
@@ -24,6 +23,35 @@ enum VaultConnection {
             }
         }
         return config
+    }
+
+    /// SQLite's busy handler for the vault's connections: while another connection holds the
+    /// lock a statement needs, wait and try again, up to `timeout` in all, then fail with
+    /// `SQLITE_BUSY`. SQLite's own (`busy_timeout`) waits 1, 2, 5, 10, 15, 20 ms and more
+    /// between tries, so a write that meets another process's write (one commit: a fraction of a
+    /// millisecond, its fsync included) waited 8 ms after three tries; four processes taking a
+    /// refresh lease at once spent 16 ms there. Here the waits start at 50 µs and double up to
+    /// 2 ms (``busyDelay(afterTries:)``). It runs on the thread that runs the statement: the
+    /// vault's I/O threads, never the cooperative pool.
+    static func busyWait(upTo timeout: Duration) -> Database.BusyCallback {
+        let limit = UInt64(max(0, timeout.components.seconds)) * 1_000_000 + UInt64(max(0, timeout.components.attoseconds)) / 1_000_000_000_000
+        return { tries in
+            let delay = busyDelay(afterTries: tries)
+            guard busyWaited(beforeTry: tries) + delay <= limit else { return false }
+            usleep(UInt32(delay))
+            return true
+        }
+    }
+
+    /// The wait, in µs, before try `tries + 1` of a statement that found its lock held.
+    static func busyDelay(afterTries tries: Int) -> UInt64 {
+        tries >= 6 ? 2000 : min(2000, UInt64(50) << UInt64(max(0, tries)))
+    }
+
+    /// The waits, in µs, before `tries` tries (the sum of the ``busyDelay(afterTries:)`` before it).
+    static func busyWaited(beforeTry tries: Int) -> UInt64 {
+        let ramp = (0..<min(max(0, tries), 6)).reduce(UInt64(0)) { $0 + busyDelay(afterTries: $1) }
+        return ramp + UInt64(max(0, tries - 6)) * 2000
     }
 
     static func openPool(_ url: URL, options: VaultOptions) throws -> DatabasePool {
