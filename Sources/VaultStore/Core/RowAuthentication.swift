@@ -437,10 +437,15 @@ struct RowIntegrity {
             buffer[0] = RowMAC.version
             buffer.storeBytes(of: authenticator.keyID.bigEndian, toByteOffset: 1, as: UInt32.self)
             buffer.storeBytes(of: counter.bigEndian, toByteOffset: 5, as: UInt64.self)
-            for (position, column) in layout.columns.enumerated() {
-                let start = tagEnd + position * width
-                try authenticator.columnTag(into: UnsafeMutableRawBufferPointer(rebasing: buffer[start..<(start + width)])) {
-                    feedColumn(layout: layout, key: key, column: column, value: values.values[column.index], into: &$0)
+            // Borrowed where they lie, as in `feed`.
+            try values.values.withUnsafeBufferPointer { stored in
+                try layout.columns.withUnsafeBufferPointer { columns in
+                    for position in columns.indices {
+                        let start = tagEnd + position * width
+                        try authenticator.columnTag(into: UnsafeMutableRawBufferPointer(rebasing: buffer[start..<(start + width)])) {
+                            feedColumn(layout: layout, key: key, column: columns[position], value: stored[columns[position].index], into: &$0)
+                        }
+                    }
                 }
             }
             let columnTags = UnsafeRawBufferPointer(rebasing: buffer[tagEnd...])
@@ -503,11 +508,17 @@ struct RowIntegrity {
         Self.lengthPrefixed(keyring.vaultID, into: &input)
         Self.lengthPrefixed(layout.tableName, into: &input)
         if let counter { withUnsafeBytes(of: counter.bigEndian) { input.append($0) } }
-        for column in layout.columns {
-            let value = row.values[column.index]
-            if value.isNull { continue }
-            input.append(column.prefixedName)
-            Self.append(value, into: &input)
+        // Values and column names borrowed where they lie: copying each out of its array
+        // retained and released its storage, which cost more than hashing its bytes.
+        row.values.withUnsafeBufferPointer { values in
+            layout.columns.withUnsafeBufferPointer { columns in
+                for position in columns.indices {
+                    let index = columns[position].index
+                    if case .null = values[index].storage { continue }
+                    columns[position].prefixedName.withUnsafeBytes { input.append($0) }
+                    Self.append(values[index], into: &input)
+                }
+            }
         }
         if let columnTags { Self.lengthPrefixed(columnTags, into: &input) }
     }
