@@ -95,7 +95,8 @@ extension SessionService {
         }
         if let token = snapshot.token, isFresh(token.expiresAt) {
             cacheAccessToken(
-                token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil, revision: nil)
+                token, session: session, policy: snapshot.policy, stamp: stamp, activeAccount: account == nil ? id : nil,
+                revision: snapshot.revision)
             return AccessToken(token)
         }
         let refreshed = try await refresh(TargetKey(account: id, target: target), seenToken: snapshot.token?.generation, force: false)
@@ -107,7 +108,8 @@ extension SessionService {
             case .active = SessionJudge.judge(session, policy: now.policy, now: self.now()), isFresh(current.expiresAt)
         {
             cacheAccessToken(
-                current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil, revision: nil)
+                current, session: session, policy: now.policy, stamp: after, activeAccount: account == nil ? id : nil,
+                revision: now.revision)
         }
         return AccessToken(refreshed)
     }

@@ -10,14 +10,15 @@ import VaultStore
 /// the vault, so every row read is still what the file holds: the session and its policy are
 /// judged again against the current time and the token's freshness is checked again, but
 /// nothing is re-read or re-opened. A lock or close makes the entry unusable; after a commit,
-/// the account's own token entry is used on while the vault's state row shows the rows it was
-/// read from unchanged (``AccessRevision``), which costs one row instead of five and a sealed
-/// value, and takes the account's new token when only its tokens were written (two rows and
-/// the sealed value, ``TokenStore/recheckAccess(for:since:)``).
+/// an entry is used on while the vault's state row shows the rows it was read from unchanged
+/// (``AccessRevision``; for a target's token, the account's `resource_tokens` rows too), which
+/// costs one row instead of five and a sealed value. The account's own entry takes the
+/// account's new token when only its tokens were written (two rows and the sealed value,
+/// ``TokenStore/recheckAccess(for:since:)``).
 struct TokenCacheEntry {
     var stamp: VaultChangeStamp
-    /// The writes the entry was read from; nil for a target's entry (read from rows the
-    /// revision does not cover), which any commit makes unusable.
+    /// The writes the entry was read from (for a target's entry, the account's
+    /// `resource_tokens` rows too); nil when not known, which any commit makes unusable.
     var revision: AccessRevision?
     /// The active account when the entry was made (every cached answer is for this account).
     let activeAccount: AccountID?
@@ -40,13 +41,14 @@ extension SessionService {
     /// needs a decision (lock, expiry) or the token is no longer fresh. Costs one `PRAGMA
     /// data_version`, read on the actor: the one vault call made there, on the stamp's own
     /// connection (opened off the actor by the read that made the entry), which never waits for
-    /// a writer. After a commit, the account's own entry costs one row more on that connection
+    /// a writer. After a commit, an entry costs one row more on that connection
     /// (``TokenStore/accessRevision(for:)``: the state row, a page beside the one the stamp
     /// reads), instead of a trip to the I/O threads and five rows and a sealed value there; and
     /// when only the account's tokens were written, the tokens row and its access token too.
     ///
     /// A `target` other than the account's own is looked up among the targets' entries, each
-    /// judged the same way.
+    /// judged the same way; after a commit that wrote any of the account's target tokens, its
+    /// entries are read again.
     func cachedAccessToken(for account: AccountID?, target: TokenTarget = .account) throws -> TokenCacheLookup {
         let key = TokenRequest(account, target: target)
         guard var entry = target.isAccount ? broker.cache : broker.targetCache[key] else { return .miss(nil) }
@@ -65,15 +67,15 @@ extension SessionService {
             // the session and policy as read: the token is read again beside the state row.
             switch entry.revision.flatMap({ try? vault.tokens.recheckAccess(for: entry.account, since: $0) }) {
             case .unchanged: break
-            case .token(let token, let revision):
+            case .token(let token, let revision) where target.isAccount && token.target.isAccount:
                 entry.token = token
                 entry.revision = revision
-            case .changed, nil:
+            case .token, .changed, nil:
                 if target.isAccount { broker.cache = nil } else { broker.targetCache[key] = nil }
                 return .miss(stamp)
             }
             entry.stamp = stamp
-            broker.cache = entry
+            if target.isAccount { broker.cache = entry } else { broker.targetCache[key] = entry }
         }
         // Never another account's token: asked for the active one, it must be the cached one.
         guard (account ?? entry.activeAccount) == entry.account else { return .miss(stamp) }
@@ -87,7 +89,7 @@ extension SessionService {
     }
 
     /// Remembers what the slow path read under `stamp` (taken before any of it was read), from
-    /// the rows of `revision` (nil: rows it does not cover, a target's).
+    /// the rows of `revision` (nil: not known; any commit then makes the entry unusable).
     func cacheAccessToken(
         _ token: StoredAccessToken, session: SessionRecord, policy: SessionPolicy,
         stamp: VaultChangeStamp?, activeAccount: AccountID?, revision: AccessRevision?
@@ -97,7 +99,7 @@ extension SessionService {
             return
         }
         let entry = TokenCacheEntry(
-            stamp: stamp, revision: token.target.isAccount ? revision : nil, activeAccount: activeAccount, account: token.account,
+            stamp: stamp, revision: revision, activeAccount: activeAccount, account: token.account,
             session: session, policy: policy, token: token)
         guard !token.target.isAccount else {
             broker.cache = entry

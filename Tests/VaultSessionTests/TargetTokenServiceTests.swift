@@ -3,7 +3,7 @@ import Foundation
 import Testing
 import VaultOAuth
 import VaultSession
-import VaultStore
+@_spi(RawWrites) import VaultStore
 import VaultTestSupport
 
 /// Issue 34, item 1: tokens for other APIs (RFC 8707) and narrower scopes (RFC 6749 §6),
@@ -47,6 +47,31 @@ struct TargetTokenServiceTests {
             #expect(try await other.validAccessToken(target: files).value == token.value)
             await h.expectTokenRequests(1)
             h.expectNoTokenInLogs()
+        }
+    }
+
+    @Test("after another process's commit, a cached target token is served on only while the account's target tokens are as read")
+    func cachedAcrossCommitsElsewhere() async throws {
+        try await SessionHarness.run { h in
+            let alice = try await h.signIn("alice", policy: .tokensOnly)
+            let files = try target(h, "files", scopes: ["profile"])
+            let mail = try target(h, "mail")
+            let first = try await h.service.validAccessToken(target: files)
+            let other = try h.openAnotherVault()
+            // A notification and the account's own refresh elsewhere: the cached token stands.
+            _ = try other.notifications.upsert(
+                NotificationRecord(uuid: "n-1", account: alice, subject: "s", message: "m", actions: [], createdAt: h.time.now()))
+            #expect(try await h.service.validAccessToken(target: files) == first)
+            // Another process obtains a token for the same target: the next call serves it.
+            let elsewhere = h.makeService(on: other)
+            _ = try await elsewhere.validAccessToken(target: mail)
+            #expect(try await h.service.validAccessToken(target: files) == first, "a token for another target changes nothing of this one")
+            var replaced = Samples.tokens("files-elsewhere")
+            replaced.accessTokenExpiresAt = h.time.now().addingTimeInterval(3600)
+            try other.tokens.store(replaced, for: alice, target: files)
+            let served = try await h.service.validAccessToken(target: files)
+            #expect(served.value == replaced.accessToken && served.target == files)
+            await h.expectTokenRequests(2)
         }
     }
 

@@ -158,4 +158,34 @@ import VaultTestSupport
             #expect(error.code == .damaged && error.message.contains("tokens row"), "\(error)")
         }
     }
+
+    @Test("a target's revision moves with the account's target tokens, and the account's own does not")
+    func targetRevision() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
+        let files = try TokenTarget(resources: ["https://files.example.test/"])
+        let mail = try TokenTarget(resources: ["https://mail.example.test/"])
+        try vault.tokens.store(Samples.tokens("alice-files"), for: alice, target: files)
+        let other = try test.open()
+        defer { other.close() }
+        let own = try #require(try vault.tokens.accessSnapshot(for: alice)).revision
+        let read = try #require(try vault.tokens.accessSnapshot(for: alice, target: files)).revision
+        let again = try vault.tokens.accessRevision(for: alice, target: files)
+        #expect(read != own && again == read)
+
+        try other.tokens.store(Samples.tokens("bob-files"), for: bob, target: files)
+        #expect(try vault.tokens.accessRevision(for: alice, target: files) == read, "bob's target tokens are not alice's")
+        try other.tokens.store(Samples.tokens("alice-mail"), for: alice, target: mail)
+        let now = try vault.tokens.accessRevision(for: alice, target: files)
+        #expect(now != read, "another of alice's target tokens was written")
+        #expect(try vault.tokens.accessSnapshot(for: alice, target: files)?.revision == now)
+        #expect(try vault.tokens.accessRevision(for: alice) == own, "the account's own token does not depend on its targets'")
+        guard case .changed = try vault.tokens.recheckAccess(for: alice, since: read) else {
+            Issue.record("a target's entry is read again")
+            return
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import VaultCrypto
 
 // MARK: - The read behind a token request
 
@@ -44,21 +45,29 @@ public struct AccessRevision: Equatable, Sendable {
     let session: UInt64
     let policy: UInt64
     let tokens: UInt64
+    /// For a snapshot of a target's token: the account's `resource_tokens` rows as the state
+    /// commits to them (their count and multiset hash, which any write of one of them moves);
+    /// nil for the account's own token, which does not depend on them.
+    let targets: MultisetDigest?
 
-    init(_ commitment: RowIntegrity.Commitment, account: String) {
+    init(_ commitment: RowIntegrity.Commitment, account: String, targets: Bool = false) {
         let entry = commitment.manifest.accounts[account] ?? VaultManifest.Account()
         header = commitment.metaCounter
         sessionID = entry.sessionID
         session = entry.session
         policy = entry.policy
         tokens = entry.tokens
+        self.targets =
+            targets
+            ? commitment.commitments.digests[VaultCommitments.Key(table: AuthenticatedTable.resourceTokens.name, account: account)]
+                ?? MultisetDigest() : nil
     }
 }
 
 extension AccessRevision {
     /// Whether the two differ in the tokens' write alone (the same header, session and policy).
     func differsOnlyInTokens(from other: AccessRevision) -> Bool {
-        header == other.header && sessionID == other.sessionID && session == other.session && policy == other.policy
+        targets == nil && other.targets == nil && header == other.header && sessionID == other.sessionID && session == other.session && policy == other.policy
             && tokens != other.tokens
     }
 }
@@ -122,21 +131,23 @@ extension TokenStore {
                 : try self.token(for: id, target: target, db)
             return AccessSnapshot(
                 activeAccount: active, account: id, session: session, policy: policy, token: token, grantGeneration: grant,
-                revision: AccessRevision(commitment, account: id.rawValue))
+                revision: AccessRevision(commitment, account: id.rawValue, targets: !target.isAccount))
         }
     }
 
     /// The ``AccessRevision`` of `account` as the vault's state row records it now: one row
     /// read, checked against its MAC (a state row seen before is not hashed again) and refused
     /// when it went back from a counter this process saw. Cheaper than ``accessSnapshot(for:target:)``
-    /// by the four rows, their checks and the sealed value it does not read.
+    /// by the four rows, their checks and the sealed value it does not read. With a `target`
+    /// other than the account's own, the revision of a snapshot of that target's token (which
+    /// also names the account's `resource_tokens` rows).
     ///
     /// It reads on the connection ``Vault/changeStamp()`` reads on (a read-only WAL reader that
     /// never waits for a writer), one page beside the one the stamp reads, so a caller may make
     /// it where it takes the stamp. Take the stamp first.
-    public func accessRevision(for account: AccountID) throws -> AccessRevision {
+    public func accessRevision(for account: AccountID, target: TokenTarget = .account) throws -> AccessRevision {
         try core.readOnStamp("reading the vault's state") { db in
-            AccessRevision(try checkedState(db), account: account.rawValue)
+            AccessRevision(try checkedState(db), account: account.rawValue, targets: !target.isAccount)
         }
     }
 
@@ -149,11 +160,12 @@ extension TokenStore {
     ///
     /// It reads on the stamp's connection as ``accessRevision(for:)`` does (a read-only WAL
     /// reader that never waits for a writer): the state row and the tokens row, and one sealed
-    /// value opened. Take the stamp first.
+    /// value opened. Take the stamp first. A target's revision is only ever found unchanged or
+    /// changed: its token is in another table.
     public func recheckAccess(for account: AccountID, since revision: AccessRevision) throws -> AccessRecheck {
         try core.readOnStamp("reading the vault's state") { db in
             let commitment = try checkedState(db)
-            let now = AccessRevision(commitment, account: account.rawValue)
+            let now = AccessRevision(commitment, account: account.rawValue, targets: revision.targets != nil)
             if now == revision { return .unchanged }
             guard now.differsOnlyInTokens(from: revision),
                 let record = try StoredRecord.fetchOne(db, "SELECT * FROM tokens WHERE account_id = ?", [account.rawValue], table: .tokens, path: path)
