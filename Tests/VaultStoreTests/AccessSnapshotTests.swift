@@ -9,6 +9,30 @@ import VaultTestSupport
 /// returns are the account's newest session, its policy and its tokens, whichever account is
 /// asked for, and nothing of another account's.
 @Suite struct AccessSnapshotTests {
+    /// A vault with alice and bob signed in, alice active, and a second handle on the file that
+    /// writes as another process would.
+    struct TwoAccounts {
+        let test: TestVault
+        let vault: Vault
+        let other: Vault
+        let alice: AccountID
+        let bob: AccountID
+
+        init() throws {
+            test = try TestVault()
+            vault = try test.create()
+            alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+            bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
+            try vault.accounts.setActive(alice)
+            other = try test.open()
+        }
+
+        func close() {
+            other.close()
+            vault.close()
+        }
+    }
+
     @Test("the active account's or the named one's rows; the newest session; defaults without a policy; nil with no account")
     func selectsTheAccountsRows() throws {
         let test = try TestVault()
@@ -44,15 +68,9 @@ import VaultTestSupport
 
     @Test("the revision stays while other rows are written, and moves with each row a snapshot is read from")
     func revisionFollowsTheSnapshotsRows() throws {
-        let test = try TestVault()
-        let vault = try test.create()
-        defer { vault.close() }
-        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
-        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
-        try vault.accounts.setActive(alice)
-        // Another handle on the file writes, as another process would.
-        let other = try test.open()
-        defer { other.close() }
+        let scene = try TwoAccounts()
+        defer { scene.close() }
+        let (vault, other, alice, bob) = (scene.vault, scene.other, scene.alice, scene.bob)
         let read = try #require(try vault.tokens.accessSnapshot(for: nil))
         #expect(try vault.tokens.accessRevision(for: alice) == read.revision)
 
@@ -90,14 +108,9 @@ import VaultTestSupport
 
     @Test("the recheck: unchanged for others' writes, alice's new token for her tokens alone, a full read for her policy or the header")
     func recheckReadsOnlyTheTokens() throws {
-        let test = try TestVault()
-        let vault = try test.create()
-        defer { vault.close() }
-        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
-        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
-        try vault.accounts.setActive(alice)
-        let other = try test.open()
-        defer { other.close() }
+        let scene = try TwoAccounts()
+        defer { scene.close() }
+        let (vault, other, alice, bob) = (scene.vault, scene.other, scene.alice, scene.bob)
         let read = try #require(try vault.tokens.accessSnapshot(for: nil))
 
         try other.tokens.store(Samples.tokens("bob2"), for: bob, replacing: try other.tokens.current(for: bob)?.generation)
@@ -161,16 +174,12 @@ import VaultTestSupport
 
     @Test("a target's revision moves with the account's target tokens, and the account's own does not")
     func targetRevision() throws {
-        let test = try TestVault()
-        let vault = try test.create()
-        defer { vault.close() }
-        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
-        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
+        let scene = try TwoAccounts()
+        defer { scene.close() }
+        let (vault, other, alice, bob) = (scene.vault, scene.other, scene.alice, scene.bob)
         let files = try TokenTarget(resources: ["https://files.example.test/"])
         let mail = try TokenTarget(resources: ["https://mail.example.test/"])
         try vault.tokens.store(Samples.tokens("alice-files"), for: alice, target: files)
-        let other = try test.open()
-        defer { other.close() }
         let own = try #require(try vault.tokens.accessSnapshot(for: alice)).revision
         let read = try #require(try vault.tokens.accessSnapshot(for: alice, target: files)).revision
         let again = try vault.tokens.accessRevision(for: alice, target: files)
