@@ -60,4 +60,31 @@ import VaultTestSupport
         #expect(try blocked.tokens.current(for: alice)?.generation == generation)
         #expect(try blocked.tokens.store(Samples.tokens("alice2"), for: alice, replacing: generation) == generation + 1)
     }
+
+    @Test("a checkpoint told to wait less keeps the connection's busy handler: a blocked write still waits its timeout")
+    func checkpointKeepsTheHandler() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+        vault.close()
+        var options = test.options()
+        options.busyTimeout = .milliseconds(200)
+        let opened = try Vault.open(at: test.url, credential: test.credential, options: options)
+        defer { opened.close() }
+        #expect(try opened.maintenance.attemptCheckpoint(waitingAtMost: .zero) == .completed)
+        let generation = try #require(try opened.tokens.current(for: alice)).generation
+
+        let holder = try RawDatabase.queue(test.url)
+        defer { try? holder.close() }
+        try holder.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN IMMEDIATE")
+            defer { try? db.execute(sql: "ROLLBACK") }
+            let start = ContinuousClock.now
+            #expect(throws: VaultError.self) { try opened.tokens.store(Samples.tokens("alice2"), for: alice, replacing: generation) }
+            let waited = ContinuousClock.now - start
+            // The handler's waits add up to 199.15 ms before it gives up; with none left, SQLite
+            // answers busy at once.
+            #expect(waited >= .milliseconds(150), "the write gave up after \(waited): the connection lost its busy handler")
+        }
+    }
 }

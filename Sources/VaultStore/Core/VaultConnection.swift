@@ -34,13 +34,32 @@ enum VaultConnection {
     /// 2 ms (``busyDelay(afterTries:)``). It runs on the thread that runs the statement: the
     /// vault's I/O threads, never the cooperative pool.
     static func busyWait(upTo timeout: Duration) -> Database.BusyCallback {
-        let limit = UInt64(max(0, timeout.components.seconds)) * 1_000_000 + UInt64(max(0, timeout.components.attoseconds)) / 1_000_000_000_000
+        let configured = microseconds(timeout)
         return { tries in
+            // A statement run under `waiting(atMost:)` (a checkpoint that must not wait long).
+            let limit = busyLimit.map(microseconds) ?? configured
             let delay = busyDelay(afterTries: tries)
             guard busyWaited(beforeTry: tries) + delay <= limit else { return false }
             usleep(UInt32(delay))
             return true
         }
+    }
+
+    /// Runs `body` (statements on a vault connection, on this thread) with its busy handler
+    /// waiting at most `wait` in all instead of the vault's ``VaultOptions/busyTimeout``. The
+    /// handler itself stays: `PRAGMA busy_timeout` would replace it with SQLite's, and setting
+    /// it back would leave the connection with none (the pragma reads 0 under a custom handler).
+    static func waiting<T>(atMost wait: Duration, _ body: () throws -> T) rethrows -> T {
+        try $busyLimit.withValue(wait, operation: body)
+    }
+
+    /// The override ``waiting(atMost:_:)`` sets, read by the busy handler on the thread that
+    /// runs the statement.
+    @TaskLocal private static var busyLimit: Duration?
+
+    private static func microseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = max(duration, .zero).components
+        return UInt64(seconds) * 1_000_000 + UInt64(attoseconds) / 1_000_000_000_000
     }
 
     /// The wait, in µs, before try `tries + 1` of a statement that found its lock held.

@@ -90,18 +90,12 @@ extension VaultFile {
 }
 
 extension WALCheckpoint {
-    /// One TRUNCATE checkpoint on `db`, with its busy timeout set to `wait` meanwhile (nil:
-    /// the connection's own).
+    /// One TRUNCATE checkpoint on `db` (a vault connection), its busy handler waiting at most
+    /// `wait` meanwhile (nil: the vault's busy timeout).
     static func run(_ db: Database, waitingAtMost wait: Duration?) throws -> WALCheckpoint {
-        let previous = try Int.fetchOne(db, sql: "PRAGMA busy_timeout") ?? 0
-        if let wait {
-            let (seconds, attoseconds) = max(wait, .zero).components
-            let milliseconds = min(seconds, Int64(Int32.max) / 1000) * 1000 + attoseconds / 1_000_000_000_000_000
-            try db.execute(sql: "PRAGMA busy_timeout = \(milliseconds)")
-        }
-        defer { if wait != nil { try? db.execute(sql: "PRAGMA busy_timeout = \(previous)") } }
+        let checkpoint = { try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         // busy, log, checkpointed: busy is 1 when a reader (or writer) kept it from finishing.
-        guard let row = try Row.fetchOne(db, sql: "PRAGMA wal_checkpoint(TRUNCATE)") else {
+        guard let row = try wait.map({ try VaultConnection.waiting(atMost: $0, checkpoint) }) ?? checkpoint() else {
             return .failed("SQLite returned no checkpoint result")
         }
         let busy: Int = row[0] ?? 1
