@@ -32,7 +32,8 @@ enum VaultConnection {
     /// millisecond, its fsync included) waited 8 ms after three tries; four processes taking a
     /// refresh lease at once spent 16 ms there. Here the waits start at 50 µs and double up to
     /// 2 ms (``busyDelay(afterTries:)``). It runs on the thread that runs the statement: the
-    /// vault's I/O threads, never the cooperative pool.
+    /// writer's are on the vault's I/O threads; a read-only WAL reader (the stamp's, inline on
+    /// the cooperative pool) meets a held lock only during WAL recovery, as with SQLite's own.
     static func busyWait(upTo timeout: Duration) -> Database.BusyCallback {
         let configured = microseconds(timeout)
         return { tries in
@@ -58,8 +59,11 @@ enum VaultConnection {
     @TaskLocal private static var busyLimit: Duration?
 
     private static func microseconds(_ duration: Duration) -> UInt64 {
+        // Saturated: a timeout of years is "wait", never an overflow that stops the process.
         let (seconds, attoseconds) = max(duration, .zero).components
-        return UInt64(seconds) * 1_000_000 + UInt64(attoseconds) / 1_000_000_000_000
+        let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000)
+        let (total, carry) = whole.addingReportingOverflow(UInt64(attoseconds) / 1_000_000_000_000)
+        return overflow || carry ? .max : total
     }
 
     /// The wait, in µs, before try `tries + 1` of a statement that found its lock held.
