@@ -10,7 +10,9 @@ import VaultSession
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
 /// (token after another connection committed), `store` (durable token store), `verify`
-/// (`vault verify` of 20,000 notifications), `open` (open and close, key file) or `page`
+/// (`vault verify` of 20,000 notifications, or `PROFILE_ROWS`; it prints the CPU time of all
+/// threads beside the wall time, and times `PRAGMA integrity_check` and `quick_check` alone;
+/// `PROFILE_KEEP=PATH` keeps a copy of the vault for the `sqlite3` shell), `open` (open and close, key file) or `page`
 /// (first notification page of 50 out of 1000), `page-baseline` (the same page's baseline:
 /// plaintext keyset page + 150 decrypts + row MACs) or `page-baseline-plain` (the baseline
 /// before issue 32, without the row MACs).
@@ -157,15 +159,18 @@ func profileLoop(_ arguments: [String]) async throws {
         let pair = sampleTokens(expiresIn: 3600)
         for _ in 0..<iterations { generation = try vault.tokens.store(pair, for: bench.account, replacing: generation) }
     case "verify":
-        // `vault verify` of 20,000 notifications, N times (issue 31's verify figure).
-        try fillNotifications(bench, count: 20_000)
+        // `vault verify` of 20,000 notifications (or PROFILE_ROWS), N times (issue 31's verify figure).
+        let rows = ProcessInfo.processInfo.environment["PROFILE_ROWS"].flatMap { Int($0) } ?? 20_000
+        try fillNotifications(bench, count: rows)
         var samples: [UInt64] = []
+        var cpu: [UInt64] = []
         for _ in 0..<iterations {
-            let start = nowNanos()
+            let (start, startCPU) = (nowNanos(), processCPUNanos())
             guard try vault.maintenance.verify().passed else { throw BenchError("the vault does not verify") }
             samples.append(nowNanos() - start)
+            cpu.append(processCPUNanos() - startCPU)
         }
-        log("verify, 20,000 notifications: p50 \(fmt(Stats(samples).p50 / 1e6)) ms")
+        log("verify, \(rows) notifications: p50 \(fmt(Stats(samples).p50 / 1e6)) ms; CPU (all threads) p50 \(fmt(Stats(cpu).p50 / 1e6)) ms")
         let queue = try DatabaseQueue(path: bench.url.path)
         var checks: [UInt64] = []
         for _ in 0..<iterations {
@@ -174,7 +179,18 @@ func profileLoop(_ arguments: [String]) async throws {
             checks.append(nowNanos() - start)
         }
         log("PRAGMA integrity_check alone: p50 \(fmt(Stats(checks).p50 / 1e6)) ms")
+        checks = []
+        for _ in 0..<iterations {
+            let start = nowNanos()
+            _ = try await queue.read { try String.fetchAll($0, sql: "PRAGMA quick_check") }
+            checks.append(nowNanos() - start)
+        }
+        log("PRAGMA quick_check alone: p50 \(fmt(Stats(checks).p50 / 1e6)) ms")
         try queue.close()
+        if let keep = ProcessInfo.processInfo.environment["PROFILE_KEEP"] {
+            try? FileManager.default.removeItem(atPath: keep)
+            try FileManager.default.copyItem(at: bench.url, to: URL(fileURLWithPath: keep))
+        }
     case "page":
         try fillNotifications(bench, count: 1000)
         _ = try vault.notifications.page(NotificationQuery(limit: 50))
@@ -192,6 +208,15 @@ func profileLoop(_ arguments: [String]) async throws {
     default:
         throw BenchError("unknown profile \(arguments[0])")
     }
+}
+
+/// CPU time of every thread of this process so far (user and system).
+func processCPUNanos() -> UInt64 {
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    let seconds = UInt64(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+    let micros = UInt64(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    return seconds * 1_000_000_000 + micros * 1_000
 }
 
 /// One first page of 50 of the vault (`Vault.notifications.page`), where callgrind can count it (`--toggle-collect`).
