@@ -148,11 +148,15 @@ func profileLoop(_ arguments: [String]) async throws {
         // Opening and closing the key-file vault: what an unlock costs besides the KDF.
         vault.close()
         var samples: [UInt64] = []
+        var opens: [UInt64] = []
         for _ in 0..<iterations {
             let start = nowNanos()
-            try bench.open().close()
+            let opened = try bench.open()
+            opens.append(nowNanos() - start)
+            opened.close()
             samples.append(nowNanos() - start)
         }
+        log("open alone, key file: p50 \(fmt(Stats(opens).p50 / 1000)) µs")
         log("open + close, key file: p50 \(fmt(Stats(samples).p50 / 1000)) µs")
     case "store":
         var generation = try vault.tokens.current(for: bench.account)?.generation

@@ -32,7 +32,7 @@ struct Scale {
     var callers = 1000
     var bareRefreshes = 9
     var processes = 4
-    var notificationSizes = [1_000, 100_000, 1_000_000]
+    var notificationSizes = [1_000, 10_000, 100_000]
     var agentIterations = 5000
     var agentClients = 64
     var agentSeconds = 10

@@ -1,11 +1,12 @@
 // `make bench`: the vault's hot paths against baselines measured in the same run.
 //
-//     VaultBench --vault-binary PATH [--out .bench/results.json] [--rows 1000000] [--quick]
-//                [--only unlock,tokens,durable,process,agent,refresh,pages,maintenance,sync]
+//     VaultBench --vault-binary PATH [--out .bench/results.json] [--rows 100000] [--quick]
+//                [--only unlock,dpop,tokens,durable,process,agent,refresh,pages,maintenance,sync]
 //     VaultBench child-refresh VAULT KEYFILE CALLERS     (used by the benchmark itself)
 //     VaultBench child-agent SOCKET SECONDS              (likewise: one load client of the agent)
 //     VaultBench child-echo SOCKET                       (likewise: the echo peer of the agent's floor)
-//     VaultBench profile cold|store|page|page-baseline|page-baseline-plain|split|http N   (a loop for callgrind)
+//     VaultBench profile cold|refreshed|store|verify|open|page|page-baseline|page-baseline-plain|split|http N
+//                                                    (a loop to profile; see Profile.swift)
 //
 // Prints progress on standard error and one table on standard output; writes the same
 // figures as JSON. Never prints a token: the figures are times, counts and sizes.
@@ -42,7 +43,8 @@ guard let vaultBinary = option("--vault-binary") else {
 }
 let out = URL(fileURLWithPath: option("--out") ?? ".bench/results.json")
 var scale = Scale()
-// The largest notification history (default 1M): sizes are 1k, a tenth of it, and it.
+// The largest notification history (default 100k, as `make bench`; 1M is the issues' full
+// size): sizes are 1k, a tenth of it, and it.
 if let rows = option("--rows").flatMap(Int.init), rows >= 10_000 {
     scale.notificationSizes = [1_000, rows / 10, rows]
 }
