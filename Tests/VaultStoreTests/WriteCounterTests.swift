@@ -85,6 +85,21 @@ struct WriteCounterTests {
         #expect(message.contains("vault_state.write_counter"), "\(message)")
     }
 
+    @Test("a state row with a column this build does not know (a newer build's): writes are refused, nothing is written")
+    func stateColumnsUnknown() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let account = try vault.accounts.insert(Samples.account()).id
+        let generation = try vault.tokens.store(Samples.fixedTokens("one"), for: account, replacing: nil)
+        let before = try #require(try counter(test.url))
+        try RawDatabase.execute(test.url, "ALTER TABLE vault_state ADD COLUMN newer_build TEXT")
+        let message = refusal { _ = try vault.tokens.store(Samples.fixedTokens("two"), for: account, replacing: generation) }
+        #expect(message.contains("columns this build does not know"), "\(message)")
+        #expect(try counter(test.url) == before)
+        #expect(try vault.tokens.current(for: account)?.tokens == Samples.fixedTokens("one"), "the write rolled back")
+    }
+
     @Test("a per-column tag edited alone: verify no longer calls the row authentic")
     func columnTagsAreCovered() throws {
         let test = try TestVault()

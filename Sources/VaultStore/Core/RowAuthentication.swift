@@ -571,6 +571,8 @@ struct RowIntegrity {
             var index: Int
         }
         var tableName: [UInt8]
+        /// The statement's column names, in its order.
+        var names: [String]
         var columns: [Column]
         var macIndex: Int?
         /// Every column's position by its name as the statement spells it (`row_mac` included).
@@ -581,6 +583,7 @@ struct RowIntegrity {
 
         init(table: AuthenticatedTable, names: [String]) {
             tableName = Array(table.name.utf8)
+            self.names = names
             columns = names.enumerated().filter { $0.element != RowMAC.column }
                 .map { Column(name: $0.element, prefixedName: RowIntegrity.prefixed(Array($0.element.utf8)), index: $0.offset) }
                 .sorted { $0.name < $1.name }

@@ -16,6 +16,8 @@ extension RowIntegrity {
     }
 
     static let stateSQL = "SELECT * FROM vault_state WHERE singleton = 1"
+    /// The state row's columns as schema 12 created them, in order; `row_mac` last.
+    static let stateColumns = ["singleton", "write_counter", "meta_counter", VaultManifest.column, VaultCommitments.column, RowMAC.column]
 
     /// The write counter the rows authenticated in `db`'s current transaction carry: one more
     /// than the state row's, the row checked first (a counter, manifest or commitment edited
@@ -161,16 +163,21 @@ extension RowIntegrity {
         let layout = Self.layout(of: try db.cachedStatement(sql: Self.stateSQL), in: .vaultState)
         // Encoded once (each sorts its entries), for the MAC and the statement.
         let (manifest, commitments) = (commitment.manifest.encoded, commitment.commitments.encoded)
-        let known: [String: DatabaseValue] = [
-            "singleton": Int64(1).databaseValue, "write_counter": Int64(commitment.counter).databaseValue,
-            "meta_counter": Int64(commitment.metaCounter).databaseValue, VaultManifest.column: manifest.databaseValue,
-            VaultCommitments.column: commitments.databaseValue,
+        let known: [DatabaseValue] = [
+            Int64(1).databaseValue, Int64(commitment.counter).databaseValue, Int64(commitment.metaCounter).databaseValue,
+            manifest.databaseValue, commitments.databaseValue, .null,
         ]
-        let names = layout.positions.sorted { $0.value < $1.value }.map(\.key)
-        guard Set(names) == Set(known.keys).union([RowMAC.column]) else {
-            throw VaultError(.damaged, "the vault's state row has columns this build does not know: \(path) was changed by a newer build", path: path)
+        // The row's values in the statement's column order (`row_mac` NULL until it is made).
+        var values: [DatabaseValue]
+        if layout.names == Self.stateColumns {
+            values = known  // the table as schema 12 made it: one comparison of six names
+        } else {
+            let names = layout.names
+            guard Set(names) == Set(Self.stateColumns) else {
+                throw VaultError(.damaged, "the vault's state row has columns this build does not know: \(path) was changed by a newer build", path: path)
+            }
+            values = names.map { name in Self.stateColumns.firstIndex(of: name).map { known[$0] } ?? .null }
         }
-        var values = names.map { known[$0] ?? .null }
         let authenticator = try writingAuthenticator(db)
         let mac = Data(try self.mac(StoredRow(values: values), layout: layout, table: .vaultState, counter: commitment.counter, authenticator))
         try db.cachedStatement(
