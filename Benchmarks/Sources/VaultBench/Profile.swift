@@ -12,10 +12,11 @@ import VaultSession
 /// (token after another connection committed), `store` (durable token store), `verify`
 /// (`vault verify` of 20,000 notifications, or `PROFILE_ROWS`; it prints the CPU time of all
 /// threads beside the wall time, and times `PRAGMA integrity_check` and `quick_check` alone;
-/// `PROFILE_KEEP=PATH` keeps a copy of the vault for the `sqlite3` shell), `open` (open and close, key file) or `page`
-/// (first notification page of 50 out of 1000), `page-baseline` (the same page's baseline:
-/// plaintext keyset page + 150 decrypts + row MACs) or `page-baseline-plain` (the baseline
-/// before issue 32, without the row MACs).
+/// `PROFILE_KEEP=PATH`, in a directory only you can write, keeps a copy of the vault for the
+/// `sqlite3` shell), `open` (open, and open and close, key file) or `page` (first notification
+/// page of 50 out of 1000), `page-baseline` (the same page's baseline: plaintext keyset page +
+/// 150 decrypts + row MACs) or `page-baseline-plain` (the baseline before issue 32, without the
+/// row MACs).
 ///
 /// The page loops warm up with one page (statements prepared, keys unwrapped), then call
 /// ``profiledStorePage(_:)`` or ``profiledBaselinePage(_:work:macs:)`` N times: counting only
@@ -192,8 +193,9 @@ func profileLoop(_ arguments: [String]) async throws {
         log("PRAGMA quick_check alone: p50 \(fmt(Stats(checks).p50 / 1e6)) ms")
         try queue.close()
         if let keep = ProcessInfo.processInfo.environment["PROFILE_KEEP"] {
+            // A consistent copy (SQLite's backup API: the WAL's frames included).
             try? FileManager.default.removeItem(atPath: keep)
-            try FileManager.default.copyItem(at: bench.url, to: URL(fileURLWithPath: keep))
+            try vault.maintenance.backup(to: URL(fileURLWithPath: keep))
         }
     case "page":
         try fillNotifications(bench, count: 1000)
