@@ -87,12 +87,16 @@ public struct RowAuthenticator: Sendable {
     /// state and the input's batch are on the stack, and zeroed after.
     private func hash(_ feed: (inout TagInput) throws -> Void, length: Int, into out: UnsafeMutableRawBufferPointer) throws {
         // libsodium's state (64-byte aligned; Swift sees the type as opaque), then the input's batch.
+        // Asked for with 16-byte alignment and aligned here: Swift allocates on the stack only up
+        // to 16-byte alignment (and 1 KiB), and asked for 64 it went to the heap for every tag
+        // (a malloc and a free per tag, several per row a write makes or verify checks).
         let stateBytes = (crypto_generichash_statebytes() + 63) / 64 * 64
-        try withUnsafeTemporaryAllocation(byteCount: stateBytes + TagInput.batch, alignment: 64) { memory in
-            guard let base = memory.baseAddress, let outBase = out.baseAddress, out.count == length else {
+        try withUnsafeTemporaryAllocation(byteCount: stateBytes + TagInput.batch + 48, alignment: 16) { memory in
+            guard let start = memory.baseAddress, let outBase = out.baseAddress, out.count == length else {
                 throw CryptoError(.unavailable, "no memory for a row tag")
             }
-            defer { sodium_memzero(base, memory.count) }
+            defer { sodium_memzero(start, memory.count) }
+            let base = start + (64 - Int(bitPattern: start) % 64) % 64
             let typed = OpaquePointer(base)
             let started = try material.withUnsafeBytes { key -> Int32 in
                 guard let keyBase = key.baseAddress else { return -1 }
