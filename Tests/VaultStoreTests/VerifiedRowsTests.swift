@@ -3,7 +3,7 @@ import GRDB
 import Testing
 import VaultTestSupport
 
-@testable import VaultStore
+@_spi(RawWrites) @testable import VaultStore
 
 /// The token path remembers the rows it checked (``VerifiedRows``): a row is taken as checked
 /// again only when it is the same, byte for byte. Anything changed without the key is still
@@ -43,6 +43,50 @@ import VaultTestSupport
             }
         }
         #expect(try vault.tokens.accessSnapshot(for: nil)?.token?.accessToken == "AT-memo-0123456789abcdef")
+    }
+
+    @Test("a MAC that keeps a remembered row's column tags is byte for byte the one made from nothing")
+    func keptColumnTagsAreThoseMadeAgain() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let record = try vault.accounts.signIn(Samples.account(), tokens: Samples.tokens("first"), policy: SessionPolicy())
+        let account = record.account.id
+        // Each store changes some columns (the sealed tokens, the generation, the times) and keeps
+        // others (account, token type, scopes): the kept ones take the remembered row's tags.
+        var generation = try vault.tokens.current(for: account)?.generation
+        for round in 0..<3 {
+            var tokens = Samples.tokens("round\(round)")
+            if round == 1 { tokens.idToken = nil }
+            generation = try vault.tokens.store(tokens, for: account, replacing: generation)
+        }
+        let integrity = vault.maintenance.integrity
+        let queue = try DatabaseQueue(path: test.url.path)
+        defer { try? queue.close() }
+        var compared = 0
+        try queue.read { db in
+            for table in [AuthenticatedTable.tokens, .vaultState] {
+                let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name)")
+                let layout = RowIntegrity.layout(of: statement, in: table)
+                let cursor = try DatabaseValue.fetchCursor(statement)
+                while try cursor.next() != nil {
+                    let values = StoredRow(current: statement)
+                    let stored = try #require(RowIntegrity.storedMAC(values, layout: layout))
+                    let authenticator = try #require(integrity.keyring.rowAuthenticator(id: stored.keyID))
+                    // Nothing remembered: every column tag hashed again.
+                    integrity.keyring.verifiedRows.removeAll()
+                    let made = try integrity.mac(values, layout: layout, table: table, counter: try #require(stored.counter), authenticator)
+                    #expect(made == (values.blob(at: layout.macIndex).map { [UInt8]($0) } ?? []), "\(table.name)")
+                    compared += 1
+                }
+            }
+        }
+        #expect(compared == 2)
+        // And the vault, opened again (nothing remembered), finds every row authentic.
+        vault.close()
+        let reopened = try test.open()
+        defer { reopened.close() }
+        #expect(try reopened.maintenance.verify().passed)
     }
 
     @Test("values are the same only with the same type and bytes")

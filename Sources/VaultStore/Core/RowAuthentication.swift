@@ -425,6 +425,11 @@ struct RowIntegrity {
 
     /// The row MAC of `values` (laid out as `layout`), written at `counter`: made in place,
     /// each column tag and the tag hashed as its bytes are fed (every write makes one or two).
+    ///
+    /// A column whose value is byte for byte the one in the same row as this vault last checked
+    /// or wrote it (``VerifiedRows``, under the same key) keeps that row's column tag: a column
+    /// tag covers only the vault, table, row key, column name and value, so hashing them again
+    /// would give the same four bytes. A write usually changes a few of a row's columns.
     func mac(
         _ values: StoredRow, layout: RowLayout, table: AuthenticatedTable, counter: UInt64, _ authenticator: RowAuthenticator
     ) throws -> [UInt8] {
@@ -433,6 +438,7 @@ struct RowIntegrity {
         let header = 1 + 4 + 8
         let tagEnd = header + RowAuthenticator.tagLength
         var bytes = [UInt8](repeating: 0, count: tagEnd + width * layout.columns.count)
+        let previous = previousColumnTags(of: values, layout: layout, table: table, keyID: authenticator.keyID)
         try bytes.withUnsafeMutableBytes { buffer in
             buffer[0] = RowMAC.version
             buffer.storeBytes(of: authenticator.keyID.bigEndian, toByteOffset: 1, as: UInt32.self)
@@ -442,8 +448,13 @@ struct RowIntegrity {
                 try layout.columns.withUnsafeBufferPointer { columns in
                     for position in columns.indices {
                         let start = tagEnd + position * width
+                        let index = columns[position].index
+                        if let previous, VerifiedRows.same(previous.values[index], stored[index]) {
+                            for offset in 0..<width { buffer[start + offset] = previous.tags[previous.tags.startIndex + position * width + offset] }
+                            continue
+                        }
                         try authenticator.columnTag(into: UnsafeMutableRawBufferPointer(rebasing: buffer[start..<(start + width)])) {
-                            feedColumn(layout: layout, key: key, column: columns[position], value: stored[columns[position].index], into: &$0)
+                            feedColumn(layout: layout, key: key, column: columns[position], value: stored[index], into: &$0)
                         }
                     }
                 }
@@ -454,6 +465,23 @@ struct RowIntegrity {
             }
         }
         return bytes
+    }
+
+    /// The values and column tags of the row `values` replace, as this vault last checked or
+    /// wrote it under the key `keyID`: nil unless that row is remembered with a format-2 MAC of
+    /// `keyID` whose column tags are laid out as `layout`'s columns (the same table, the same
+    /// columns). Its MAC matched (or was made here), and format 2's tag covers the column tags,
+    /// so each is the keyed hash of its column as it was.
+    private func previousColumnTags(
+        of values: StoredRow, layout: RowLayout, table: AuthenticatedTable, keyID: UInt32
+    ) -> (values: [DatabaseValue], tags: ArraySlice<UInt8>)? {
+        guard let keyIndex = layout.keyIndex, let macIndex = layout.macIndex, values.values.indices.contains(keyIndex),
+            let previous = keyring.verifiedRows.remembered(table: table.name, key: values.values[keyIndex], keyIndex: keyIndex, keyID: keyID),
+            previous.count == values.values.count, case .blob(let blob) = previous[macIndex].storage,
+            let stored = RowMAC(Array(blob)), stored.format == RowMAC.version, stored.keyID == keyID,
+            stored.columnTags.count == layout.columns.count * RowAuthenticator.columnTagLength
+        else { return nil }
+        return (previous, stored.columnTags)
     }
 
     /// The write counter `values` were authenticated at; nil for a row without a readable

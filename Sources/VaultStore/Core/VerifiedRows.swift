@@ -45,6 +45,14 @@ final class VerifiedRows: Sendable {
         }
     }
 
+    /// The values last remembered for the row of `table` whose key column (at `keyIndex`) holds
+    /// `key`, checked or written under the vault key `keyID`; nil when none is kept.
+    func remembered(table: String, key: DatabaseValue, keyIndex: Int, keyID: UInt32) -> [DatabaseValue]? {
+        tables.withLock { tables in
+            tables[table]?.last { $0.keyID == keyID && $0.values.indices.contains(keyIndex) && Self.same($0.values[keyIndex], key) }?.values
+        }
+    }
+
     /// Forgets every row (the keys that checked them are gone).
     func removeAll() {
         tables.withLock { $0 = [:] }
