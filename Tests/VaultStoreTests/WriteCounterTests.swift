@@ -100,6 +100,33 @@ struct WriteCounterTests {
         #expect(try vault.tokens.current(for: account)?.tokens == Samples.fixedTokens("one"), "the write rolled back")
     }
 
+    @Test("tokens are written with their MAC in one statement; a tokens table with another column takes the general path")
+    func tokensWrittenWhole() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let account = try vault.accounts.insert(Samples.account()).id
+        var generation = try vault.tokens.store(Samples.fixedTokens("one"), for: account, replacing: nil)
+        generation = try vault.tokens.store(Samples.fixedTokens("two"), for: account, replacing: generation)
+        // The MAC stored with the row carries the write's counter (the state's), and checks.
+        let mac = try #require(try RawDatabase.blob(test.url, "SELECT row_mac FROM tokens"))
+        let written = try counter(test.url)
+        #expect(mac.count > 13 && Int(mac[5..<13].reduce(UInt64(0)) { $0 << 8 | UInt64($1) }) == written)
+        #expect(try vault.maintenance.verify().passed)
+
+        // A column this build does not write (NULL in the row, so its MAC still holds), seen by
+        // a vault opened after it was added.
+        vault.close()
+        try RawDatabase.execute(test.url, "ALTER TABLE tokens ADD COLUMN added_later TEXT")
+        let reopened = try test.open()
+        defer { reopened.close() }
+        generation = try reopened.tokens.store(Samples.fixedTokens("three"), for: account, replacing: generation)
+        #expect(try reopened.tokens.current(for: account)?.tokens == Samples.fixedTokens("three"))
+        #expect(try reopened.maintenance.verify().passed)
+        let widened = try #require(try RawDatabase.blob(test.url, "SELECT row_mac FROM tokens"))
+        #expect(widened.count == mac.count + RowAuthenticator.columnTagLength, "a column tag for the added column too")
+    }
+
     @Test("a per-column tag edited alone: verify no longer calls the row authentic")
     func columnTagsAreCovered() throws {
         let test = try TestVault()

@@ -266,6 +266,30 @@ struct RowIntegrity {
         }
     }
 
+    /// Authenticates a row of `table` that the caller writes whole, in one statement, from the
+    /// values it writes (`values` in `layout`'s order, `row_mac` NULL) rather than read back:
+    /// `write` is handed the MAC to store with them. The row it replaces, if any, must have been
+    /// checked in this transaction, as ``rewrite(_:where:_:_:change:)`` would. Not for a
+    /// collection's rows, whose MACs enter their commitments (``authenticate(_:where:_:_:uncommitted:)``).
+    ///
+    /// The values must be stored as given: of the type their column's affinity keeps (text in a
+    /// TEXT column, an integer in an INTEGER one, a blob or NULL anywhere). A value SQLite
+    /// converted would leave a row that fails its check, refused as damaged when next read.
+    func writeWhole(_ table: AuthenticatedTable, _ values: [DatabaseValue], layout: RowLayout, _ db: Database, write: (Data) throws -> Void) throws {
+        guard !VaultCommitments.tables.contains(table) else {
+            throw VaultError(.invalidArgument, "\(table.name) rows enter a commitment: authenticate them after writing", path: path)
+        }
+        let authenticator = try writingAuthenticator(db)
+        let counter = try writeCounter(db)
+        let mac = Data(try mac(StoredRow(values: values), layout: layout, table: table, counter: counter, authenticator))
+        try write(mac)
+        var written = values
+        if let index = layout.macIndex { written[index] = mac.databaseValue }
+        wrote(StoredRow(values: written), layout: layout, table: table, db)
+        // As written: the next check of the same bytes (this process's next write, say) is a memo hit.
+        keyring.verifiedRows.remember(StoredRow(values: written), table: table.name, keyID: authenticator.keyID, layout: layout)
+    }
+
     /// A row's `account_id` as text, "" when it has none (an event of the whole vault).
     static func account(of values: StoredRow, layout: RowLayout) -> String {
         guard let index = layout.positions["account_id"], values.values.indices.contains(index),

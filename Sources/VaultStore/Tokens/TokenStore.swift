@@ -49,12 +49,35 @@ public struct TokenStore: VaultArea {
         let seal = { (column: String, value: String?) throws -> Data? in
             try value.map { try self.seal($0, with: key, table: "tokens", column: column, account: account, row: account.rawValue, version: "\(next)") }
         }
-        let arguments: StatementArguments = [
-            next, try seal("access_token", tokens.accessToken), try seal("refresh_token", tokens.refreshToken),
-            try seal("id_token", tokens.idToken), tokens.tokenType, tokens.accessTokenExpiresAt?.millisecondsSince1970,
-            tokens.scopes.joined(separator: " "), clock.now().millisecondsSince1970, account.rawValue,
+        let columns: [DatabaseValue] = [
+            next.databaseValue, try seal("access_token", tokens.accessToken).databaseValue,
+            try seal("refresh_token", tokens.refreshToken).databaseValue, try seal("id_token", tokens.idToken).databaseValue,
+            tokens.tokenType.databaseValue, tokens.accessTokenExpiresAt?.millisecondsSince1970.databaseValue ?? .null,
+            tokens.scopes.joined(separator: " ").databaseValue, clock.now().millisecondsSince1970.databaseValue,
         ]
-        // Kept prepared by the connection: a refresh stores tokens on every rotation.
+        // The table as schema 3 made it (the statement `checkedRecord` keeps prepared): the row
+        // and its MAC written in one statement, the MAC made from the values themselves.
+        let layout = RowIntegrity.layout(of: try db.cachedStatement(sql: Self.rowSQL), in: .tokens)
+        if layout.names == Self.storedColumns {
+            let row = [account.rawValue.databaseValue] + columns + [.null]
+            try integrity.writeWhole(.tokens, row, layout: layout, db) { mac in
+                // Kept prepared by the connection: a refresh stores tokens on every rotation.
+                try db.cachedStatement(
+                    sql: generation == nil
+                        ? """
+                        INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
+                            access_expires_at, scopes, updated_at, row_mac, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        """
+                        : """
+                        UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
+                            access_expires_at = ?, scopes = ?, updated_at = ?, row_mac = ? WHERE account_id = ?
+                        """
+                ).execute(arguments: StatementArguments(columns + [mac.databaseValue, account.rawValue.databaseValue]))
+            }
+            return next
+        }
+        // Another layout (columns this build does not write): written, then read back and authenticated.
+        let arguments = StatementArguments(columns + [account.rawValue.databaseValue])
         let statement = try db.cachedStatement(
             sql: generation == nil
                 ? """
@@ -76,10 +99,18 @@ public struct TokenStore: VaultArea {
         try checkedRecord(for: account, db).map { try $0.value("generation", as: Int64.self) }
     }
 
+    /// The statement that reads an account's `tokens` row.
+    static let rowSQL = "SELECT * FROM tokens WHERE account_id = ?"
+    /// The columns of `tokens` in the order schema 3 made them (the last, `row_mac`).
+    static let storedColumns = [
+        "account_id", "generation", "access_token", "refresh_token", "id_token", "token_type", "access_expires_at", "scopes", "updated_at",
+        RowMAC.column,
+    ]
+
     /// The account's `tokens` row, checked against its MAC and the header's manifest; nil when
     /// it has none (and the vault wrote none). Read in place: every refresh stores through here.
     func checkedRecord(for account: AccountID, _ db: Database) throws -> StoredRecord? {
-        let record = try StoredRecord.fetchOne(db, "SELECT * FROM tokens WHERE account_id = ?", [account.rawValue], table: .tokens, path: path)
+        let record = try StoredRecord.fetchOne(db, Self.rowSQL, [account.rawValue], table: .tokens, path: path)
         if let record { try integrity.check(record, remembering: true, db) }
         try integrity.checkCurrent(record, .tokens, account: account.rawValue, db)
         return record
