@@ -56,7 +56,7 @@ struct DPoPCommandTests {
         let runtime = cli.file("run")
         try FileManager.default.createDirectory(at: runtime, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
         cli.environment["XDG_RUNTIME_DIR"] = runtime.path
-        let login = try await Self.signInDPoPClient(cli, at: gateway)
+        _ = try await Self.signInDPoPClient(cli, at: gateway)
         let keyFile = try #require(cli.environment["VAULT_KEY_FILE"])
         let started = try await cli.run(["agent", "start", "--key-file", keyFile])
         try #require(started.status == 0, "\(started)")
