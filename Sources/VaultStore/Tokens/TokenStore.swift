@@ -49,17 +49,21 @@ public struct TokenStore: VaultArea {
         let seal = { (column: String, value: String?) throws -> Data? in
             try value.map { try self.seal($0, with: key, table: "tokens", column: column, account: account, row: account.rawValue, version: "\(next)") }
         }
-        let columns: [DatabaseValue] = [
-            next.databaseValue, try seal("access_token", tokens.accessToken).databaseValue,
-            try seal("refresh_token", tokens.refreshToken).databaseValue, try seal("id_token", tokens.idToken).databaseValue,
-            tokens.tokenType.databaseValue, tokens.accessTokenExpiresAt?.millisecondsSince1970.databaseValue ?? .null,
-            tokens.scopes.joined(separator: " ").databaseValue, clock.now().millisecondsSince1970.databaseValue,
-        ]
+        let (access, refresh, id) = (
+            try seal("access_token", tokens.accessToken).databaseValue, try seal("refresh_token", tokens.refreshToken).databaseValue,
+            try seal("id_token", tokens.idToken).databaseValue
+        )
+        let (expires, scopes, now) = (
+            tokens.accessTokenExpiresAt?.millisecondsSince1970.databaseValue ?? .null, tokens.scopes.joined(separator: " ").databaseValue,
+            clock.now().millisecondsSince1970.databaseValue
+        )
+        let (owner, type, nextValue) = (account.rawValue.databaseValue, tokens.tokenType.databaseValue, next.databaseValue)
         // The table as schema 3 made it (the statement `checkedRecord` keeps prepared): the row
         // and its MAC written in one statement, the MAC made from the values themselves.
+        // (Arguments as literals: GRDB's initializer from an array of values costs far more.)
         let layout = RowIntegrity.layout(of: try db.cachedStatement(sql: Self.rowSQL), in: .tokens)
         if layout.names == Self.storedColumns {
-            let row = [account.rawValue.databaseValue] + columns + [.null]
+            let row = [owner, nextValue, access, refresh, id, type, expires, scopes, now, .null]
             try integrity.writeWhole(.tokens, row, layout: layout, db) { mac in
                 // Kept prepared by the connection: a refresh stores tokens on every rotation.
                 try db.cachedStatement(
@@ -72,12 +76,12 @@ public struct TokenStore: VaultArea {
                         UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
                             access_expires_at = ?, scopes = ?, updated_at = ?, row_mac = ? WHERE account_id = ?
                         """
-                ).execute(arguments: StatementArguments(columns + [mac.databaseValue, account.rawValue.databaseValue]))
+                ).execute(arguments: [nextValue, access, refresh, id, type, expires, scopes, now, mac, owner])
             }
             return next
         }
         // Another layout (columns this build does not write): written, then read back and authenticated.
-        let arguments = StatementArguments(columns + [account.rawValue.databaseValue])
+        let arguments: StatementArguments = [nextValue, access, refresh, id, type, expires, scopes, now, owner]
         let statement = try db.cachedStatement(
             sql: generation == nil
                 ? """
