@@ -2,8 +2,9 @@ import Foundation
 import GRDB
 import Testing
 import VaultCrypto
-@_spi(RawWrites) import VaultStore
 import VaultTestSupport
+
+@_spi(RawWrites) @testable import VaultStore
 
 /// A sealed value that was altered, moved or replayed is reported as damage, never returned.
 @Suite struct TamperingTests {
@@ -27,6 +28,103 @@ import VaultTestSupport
         }
         try RawDatabase.execute(test.url, "UPDATE tokens SET refresh_token = ?", [Data(original)])
         #expect(try vault.tokens.current(for: account.id)?.tokens == Samples.fixedTokens("flip"), "the restored value opens again")
+    }
+
+    /// Points the primary-key index of `table` (keyed by `account_id`) at a decoy index where
+    /// `first`'s key leads to `second`'s row and `second`'s to `first`'s: what someone who can
+    /// write the file can do to its pages, done here through SQLite's writable schema.
+    static func crossIndex(_ url: URL, table: String, _ first: String, _ second: String) throws {
+        let queue = try RawDatabase.queue(url)
+        defer { try? queue.close() }
+        try queue.writeWithoutTransaction { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT rowid, account_id FROM \(table)")
+            let rowid = { (account: String) -> Int64? in rows.first { $0["account_id"] == account }?["rowid"] }
+            try db.execute(sql: "CREATE TABLE decoy (account_id TEXT PRIMARY KEY)")
+            for row in rows {
+                let account: String = row["account_id"]
+                let target = account == first ? rowid(second) : account == second ? rowid(first) : row["rowid"]
+                try db.execute(sql: "INSERT INTO decoy (rowid, account_id) VALUES (?, ?)", arguments: [target, account])
+            }
+            let root = try Int.fetchOne(db, sql: "SELECT rootpage FROM sqlite_schema WHERE name = 'sqlite_autoindex_decoy_1'")
+            try db.execute(sql: "PRAGMA writable_schema = ON")
+            try db.execute(
+                sql: "UPDATE sqlite_schema SET rootpage = ? WHERE name = ?", arguments: [root, "sqlite_autoindex_\(table)_1"])
+            try db.execute(sql: "PRAGMA writable_schema = OFF")
+        }
+    }
+
+    @Test("an index altered so one account's lookup finds another's row (same write counter): refused, not served as the first's")
+    func indexLeadsToAnotherAccountsRow() throws {
+        let directory = try TemporaryDirectory()
+        let url = directory.file("vault.db")
+        try FileManager.default.copyItem(at: FixtureTests.fixtures.appending(path: FixtureV11.fileName), to: url)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        // Opened once by this build: migrated, and every row authenticated again in one
+        // transaction, so the two accounts' policies carry the same write counter.
+        let strict = AccountID(rawValue: "bceda982-225c-4f80-9722-6a75d0a28ae9")
+        let loose = AccountID(rawValue: "d529a4c3-9e99-4633-b7c4-fa162d281f52")
+        do {
+            let vault = try Vault.open(at: url, credential: .passphrase(FixtureV11.passphrase))
+            defer { vault.close() }
+            #expect(try vault.sessions.policy(for: strict).idleTimeout == .seconds(600))
+            #expect(try vault.sessions.policy(for: loose).idleTimeout == nil)
+        }
+        try Self.crossIndex(url, table: "session_policies", strict.rawValue, loose.rawValue)
+
+        let vault = try Vault.open(at: url, credential: .passphrase(FixtureV11.passphrase))
+        defer { vault.close() }
+        // The strict account would have no idle timeout at all: refused instead, naming the table.
+        // (SQLite reads the key column from the index, so this row fails its MAC; a plan that read
+        // it from the row would meet the account check of `problem`, tested next.)
+        let error = expectVaultError(.damaged) { try vault.sessions.policy(for: strict) }
+        #expect(error?.message.contains("session_policies") == true, "\(error.map(String.init(describing:)) ?? "no error")")
+        _ = expectVaultError(.damaged) { try vault.sessions.policy(for: loose) }
+        #expect(!(try vault.maintenance.verify().passed))
+    }
+
+    @Test("a row found for one account that is another's authentic row, at the counter the first's entry records: refused")
+    func anotherAccountsRowIsRefused() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let policy = SessionPolicy(idleTimeout: .seconds(600))
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: policy).account.id
+        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy(idleTimeout: nil)).account.id
+        // Bob's refresh state: a lease taken.
+        _ = try vault.leases.begin(
+            for: bob, holder: "bench", seenGeneration: try #require(try vault.tokens.current(for: bob)?.generation), leaseDuration: .seconds(60))
+        let integrity = vault.maintenance.integrity
+        let queue = try DatabaseQueue(path: test.url.path)
+        defer { try? queue.close() }
+        try queue.read { db in
+            for slot in [VaultManifest.Slot.account, .tokens, .policy, .refresh, .session] {
+                let sql = "SELECT * FROM \(slot.table.name) WHERE account_id = ?"
+                let bobs = try #require(try StoredRecord.fetchOne(db, sql, [bob.rawValue], table: slot.table, path: nil), "\(slot)")
+                var commitment = try #require(try integrity.commitment(db))
+                // Alice's entry made to name the counter bob's row carries (as when one
+                // transaction authenticated both), and her session the same id.
+                let counter = try #require(RowIntegrity.counter(of: bobs.values, layout: bobs.layout))
+                var entry = try #require(commitment.manifest.accounts[alice.rawValue])
+                switch slot {
+                case .account: entry.account = counter
+                case .tokens: entry.tokens = counter
+                case .policy: entry.policy = counter
+                case .refresh: entry.refresh = counter
+                case .session:
+                    entry.session = counter
+                    entry.sessionID = try bobs.value("session_id", as: Int64.self)
+                }
+                commitment.manifest.accounts[alice.rawValue] = entry
+                #expect(try RowIntegrity.problem(bobs, slot, account: bob.rawValue, commitment) == nil, "\(slot): bob's own row is his")
+                let reason = try RowIntegrity.problem(bobs, slot, account: alice.rawValue, commitment)
+                #expect(reason?.contains("another account") == true, "\(slot): \(reason ?? "accepted")")
+                // The check every read of the session layer makes, with the same manifest.
+                let error = expectVaultError(.damaged) {
+                    try integrity.checkCurrent(bobs, slot, account: alice.rawValue, db, commitment: commitment)
+                }
+                #expect(error?.message.contains("another account") == true, "\(slot)")
+            }
+        }
     }
 
     @Test("a truncated or extended sealed value is reported as damage")

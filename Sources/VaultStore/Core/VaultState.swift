@@ -280,6 +280,12 @@ extension RowIntegrity {
     func checkCurrent(
         _ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ db: Database, commitment given: Commitment? = nil
     ) throws {
+        if let record, let reason = Self.foreign(record, account: account) {
+            throw VaultError(
+                .damaged,
+                "\(slot.table.name) row \(record.layout.name(of: record.values)) read for account \(account) \(reason): \(path) was tampered with; the account is refused (restore the vault from a backup)",
+                path: path)
+        }
         let scope = keyring.writeScopes.withLock { $0[ObjectIdentifier(db)] }
         if let scope, scope.manifest == nil { return }  // a migration before schema 12
         if let scope {
@@ -328,6 +334,14 @@ extension RowIntegrity {
 
     /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
     /// records; nil when it is.
+    /// Why `record`, which a lookup by `account` found, is not that account's row; nil when it is.
+    /// An index altered in the file can lead the lookup to another account's authentic row, which
+    /// on equal counters (rows authenticated in one transaction, by a migration say) the
+    /// manifest's checks would take for the account's own.
+    static func foreign(_ record: StoredRecord, account: String) -> String? {
+        Self.account(of: record.values, layout: record.layout) == account ? nil : "belongs to another account (the file's index leads to it)"
+    }
+
     static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {
         let entry = commitment.manifest.accounts[account]
         guard let record else {
@@ -341,6 +355,7 @@ extension RowIntegrity {
                 }
             return expected == 0 ? nil : "was deleted"
         }
+        if let reason = foreign(record, account: account) { return reason }
         guard let counter = counter(of: record.values, layout: record.layout) else { return "has no write counter" }
         if counter > commitment.counter { return "is newer than the vault's state (the state was put back from an older copy)" }
         guard let entry else { return "belongs to an account the vault does not record" }
