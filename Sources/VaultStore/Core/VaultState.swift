@@ -332,8 +332,6 @@ extension RowIntegrity {
             path: path)
     }
 
-    /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
-    /// records; nil when it is.
     /// Why `record`, which a lookup by `account` found, is not that account's row; nil when it is.
     /// An index altered in the file can lead the lookup to another account's authentic row, which
     /// on equal counters (rows authenticated in one transaction, by a migration say) the
@@ -342,6 +340,8 @@ extension RowIntegrity {
         Self.account(of: record.values, layout: record.layout) == account ? nil : "belongs to another account (the file's index leads to it)"
     }
 
+    /// Why the account's row of `slot` as read (nil: none) is not the one `commitment`
+    /// records; nil when it is.
     static func problem(_ record: StoredRecord?, _ slot: VaultManifest.Slot, account: String, _ commitment: Commitment) throws -> String? {
         let entry = commitment.manifest.accounts[account]
         guard let record else {
