@@ -60,28 +60,10 @@ import VaultTestSupport
             if round == 1 { tokens.idToken = nil }
             generation = try vault.tokens.store(tokens, for: account, replacing: generation)
         }
-        let integrity = vault.maintenance.integrity
-        let queue = try DatabaseQueue(path: test.url.path)
-        defer { try? queue.close() }
-        var compared = 0
-        try queue.read { db in
-            for table in [AuthenticatedTable.tokens, .vaultState] {
-                let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name)")
-                let layout = RowIntegrity.layout(of: statement, in: table)
-                let cursor = try DatabaseValue.fetchCursor(statement)
-                while try cursor.next() != nil {
-                    let values = StoredRow(current: statement)
-                    let stored = try #require(RowIntegrity.storedMAC(values, layout: layout))
-                    let authenticator = try #require(integrity.keyring.rowAuthenticator(id: stored.keyID))
-                    // Nothing remembered: every column tag hashed again.
-                    integrity.keyring.verifiedRows.removeAll()
-                    let made = try integrity.mac(values, layout: layout, table: table, counter: try #require(stored.counter), authenticator)
-                    #expect(made == (values.blob(at: layout.macIndex).map { [UInt8]($0) } ?? []), "\(table.name)")
-                    compared += 1
-                }
-            }
-        }
-        #expect(compared == 2)
+        // Nothing remembered: every column tag hashed again.
+        let remade = try remadeMACs(test.url, tables: [.tokens, .vaultState], integrity: vault.maintenance.integrity, forgetting: true)
+        for row in remade { #expect(row.made == row.stored, "\(row.row)") }
+        #expect(remade.count == 2)
         // And the vault, opened again (nothing remembered), finds every row authentic.
         vault.close()
         let reopened = try test.open()
