@@ -56,9 +56,7 @@ import VaultTestSupport
     @Test("an index altered so one account's lookup finds another's row (same write counter): refused, not served as the first's")
     func indexLeadsToAnotherAccountsRow() throws {
         let directory = try TemporaryDirectory()
-        let url = directory.file("vault.db")
-        try FileManager.default.copyItem(at: FixtureTests.fixtures.appending(path: FixtureV11.fileName), to: url)
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: url.path)
+        let url = try FixtureTests.copy(FixtureV11.fileName, into: directory)
         // Opened once by this build: migrated, and every row authenticated again in one
         // transaction, so the two accounts' policies carry the same write counter.
         let strict = AccountID(rawValue: "bceda982-225c-4f80-9722-6a75d0a28ae9")
@@ -92,7 +90,7 @@ import VaultTestSupport
         let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy(idleTimeout: nil)).account.id
         // Bob's refresh state: a lease taken.
         _ = try vault.leases.begin(
-            for: bob, holder: "bench", seenGeneration: try #require(try vault.tokens.current(for: bob)?.generation), leaseDuration: .seconds(60))
+            for: bob, holder: "bob's refresh", seenGeneration: try #require(try vault.tokens.current(for: bob)?.generation), leaseDuration: .seconds(60))
         let integrity = vault.maintenance.integrity
         let queue = try DatabaseQueue(path: test.url.path)
         defer { try? queue.close() }
