@@ -502,10 +502,11 @@ struct RowIntegrity {
         guard let keyIndex = layout.keyIndex, let macIndex = layout.macIndex, values.values.indices.contains(keyIndex),
             let previous = keyring.verifiedRows.remembered(table: table.name, key: values.values[keyIndex], keyIndex: keyIndex, keyID: keyID),
             previous.count == values.values.count, case .blob(let blob) = previous[macIndex].storage,
-            let stored = RowMAC(Array(blob)), stored.format == RowMAC.version, stored.keyID == keyID,
+            let stored = blob.withUnsafeBytes({ RowMAC.Fields($0) }), stored.format == RowMAC.version, stored.keyID == keyID,
             stored.columnTags.count == layout.columns.count * RowAuthenticator.columnTagLength
         else { return nil }
-        return (previous, stored.columnTags)
+        // Only the column tags copied out, not the whole MAC.
+        return (previous, ArraySlice(blob[(blob.startIndex + stored.columnTags.lowerBound)..<(blob.startIndex + stored.columnTags.upperBound)]))
     }
 
     /// The write counter `values` were authenticated at; nil for a row without a readable

@@ -62,39 +62,28 @@ public struct TokenStore: VaultArea {
         // and its MAC written in one statement, the MAC made from the values themselves.
         // (Arguments as literals: GRDB's initializer from an array of values costs far more.)
         let layout = RowIntegrity.layout(of: try db.cachedStatement(sql: Self.rowSQL), in: .tokens)
-        if layout.names == Self.storedColumns {
-            let row = [owner, nextValue, access, refresh, id, type, expires, scopes, now, .null]
-            try integrity.writeWhole(.tokens, row, layout: layout, db) { mac in
-                // Kept prepared by the connection: a refresh stores tokens on every rotation.
-                try db.cachedStatement(
-                    sql: generation == nil
-                        ? """
-                        INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
-                            access_expires_at, scopes, updated_at, row_mac, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        """
-                        : """
-                        UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
-                            access_expires_at = ?, scopes = ?, updated_at = ?, row_mac = ? WHERE account_id = ?
-                        """
-                ).execute(arguments: [nextValue, access, refresh, id, type, expires, scopes, now, mac, owner])
-            }
-            return next
-        }
-        // Another layout (columns this build does not write): written, then read back and authenticated.
-        let arguments: StatementArguments = [nextValue, access, refresh, id, type, expires, scopes, now, owner]
+        // Kept prepared by the connection: a refresh stores tokens on every rotation.
         let statement = try db.cachedStatement(
             sql: generation == nil
                 ? """
                 INSERT INTO tokens (generation, access_token, refresh_token, id_token, token_type,
-                    access_expires_at, scopes, updated_at, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    access_expires_at, scopes, updated_at, row_mac, account_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
                 : """
                 UPDATE tokens SET generation = ?, access_token = ?, refresh_token = ?, id_token = ?, token_type = ?,
-                    access_expires_at = ?, scopes = ?, updated_at = ? WHERE account_id = ?
+                    access_expires_at = ?, scopes = ?, updated_at = ?, row_mac = ? WHERE account_id = ?
                 """)
-        try statement.execute(arguments: arguments)
-        // The row was checked above (the generation read): authenticate it as written.
-        try integrity.authenticate(.tokens, where: "account_id = ?", [account.rawValue], db)
+        if layout.names == Self.storedColumns {
+            let row = [owner, nextValue, access, refresh, id, type, expires, scopes, now, .null]
+            try integrity.writeWhole(.tokens, row, layout: layout, db) { mac in
+                try statement.execute(arguments: [nextValue, access, refresh, id, type, expires, scopes, now, mac, owner])
+            }
+        } else {
+            // Another layout (columns this build does not write): written without a MAC, then read
+            // back and authenticated (the row was checked above, by the generation read).
+            try statement.execute(arguments: [nextValue, access, refresh, id, type, expires, scopes, now, nil, owner])
+            try integrity.authenticate(.tokens, where: "account_id = ?", [account.rawValue], db)
+        }
         return next
     }
 
