@@ -7,8 +7,10 @@ import VaultStore
 /// the child and asks the vault's agent (never the key) for every token:
 ///
 /// - the token file (``ChildTokenPlace``) is replaced before the token in it expires: when a
-///   fifth of its lifetime is left (at least the `--min-ttl`, at most half the lifetime), the
-///   agent is asked for one valid longer than what is left, which makes it refresh;
+///   fifth of the provider's token lifetime is left (at least the `--min-ttl`, at most half the
+///   lifetime), the agent is asked for one valid longer than what is left, which makes it
+///   refresh. The lifetime is learned from the first such refresh: the first token may have
+///   aged in the agent, so until then the `--min-ttl` alone is the lead;
 /// - each request on the socket (``ChildTokenServer``) is a request to the agent, so its lock
 ///   rules apply at once: a locked agent's refusal is the answer (503), never a kept token.
 ///
@@ -25,6 +27,9 @@ actor ChildTokenKeeper {
     private let minimumValidity: Int
     /// The token in the file (nil: the file is empty), and when it was written.
     private var current: (token: AgentToken, writtenAt: Double)?
+    /// The provider's access-token lifetime in seconds: what the last token this process had the
+    /// agent refresh had left when it reached the file (nil: no refresh yet).
+    private var lifetime: Double?
     /// The last failure reported on standard error (each said once).
     private var reported: String?
     private let clock = WallClock.system
@@ -63,7 +68,8 @@ actor ChildTokenKeeper {
         while !Task.isCancelled {
             let now = self.now
             let (wake, ask) = Self.schedule(
-                current: current.map { ($0.token.expiresAt, $0.writtenAt) }, failures: failures, now: now, minimumValidity: minimumValidity)
+                current: current.map { ($0.token.expiresAt, $0.writtenAt) }, lifetime: lifetime, failures: failures, now: now,
+                minimumValidity: minimumValidity)
             guard let wake else { return }  // a token with no expiry stays as it is
             do {
                 try await Task.sleep(for: .seconds(max(wake - now, 0)))
@@ -74,9 +80,10 @@ actor ChildTokenKeeper {
             do {
                 _ = try await fetch(minTTL: ask)
                 // Written only when it outlives the one in the file: anything else is no refresh.
-                guard let written = current?.token.value, written != before else {
+                guard let (written, writtenAt) = current, written.value != before else {
                     throw CommandFailure(.failure, "the agent handed out no newer token")
                 }
+                lifetime = written.expiresAt.map { $0 - writtenAt }
                 failures = 0
                 if reported != nil {
                     Terminal.printError("vault exec: the command's token is fresh again")
@@ -95,19 +102,27 @@ actor ChildTokenKeeper {
     /// the file has left then, which makes the agent refresh); nil: never (no expiry known).
     ///
     /// - `current`: the file's token's expiry and when it was written (nil: the file is empty);
+    /// - `lifetime`: the provider's token lifetime, learned from a refresh (nil: not yet known,
+    ///   and what the file's token has left is no measure of it: the agent may have held it
+    ///   for most of its life);
     /// - `failures`: refreshes failed in a row (then retried with a backoff of 1, 2, 4, 8, then
     ///   10 s, and woken at the token's expiry to empty the file).
-    static func schedule(current: (expiresAt: Double?, writtenAt: Double)?, failures: Int, now: Double, minimumValidity: Int) -> (
-        wake: Double?, ask: Int
-    ) {
+    static func schedule(
+        current: (expiresAt: Double?, writtenAt: Double)?, lifetime: Double?, failures: Int, now: Double, minimumValidity: Int
+    ) -> (wake: Double?, ask: Int) {
         let backoff = min(10, pow(2, Double(max(failures - 1, 0))))
         guard let current else { return (now + backoff, minimumValidity) }
         guard let expiry = current.expiresAt else { return (nil, minimumValidity) }
         let wake: Double
         if failures == 0 {
-            let lifetime = expiry - current.writtenAt
-            let lead = min(max(Double(minimumValidity), lifetime / 5), lifetime / 2)
-            wake = max(expiry - lead, now + 1)
+            let least = Double(minimumValidity)
+            if let lifetime {
+                // Never twice in a second, whatever a provider's very short tokens make the lead.
+                wake = max(expiry - min(max(least, lifetime / 5), lifetime / 2), now + 1)
+            } else {
+                // A token with no more than the lead left is replaced at once.
+                wake = max(expiry - max(least, (expiry - current.writtenAt) / 5), now)
+            }
         } else {
             wake = min(now + backoff, max(expiry, now + 0.1))
         }

@@ -4,6 +4,8 @@ import Testing
 import VaultAgent
 import VaultTestSupport
 
+@testable import vault
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -222,5 +224,48 @@ struct ChildTokenPlaceTests {
         guard let close = text.lastIndex(of: ")") else { return nil }
         let fields = text[text.index(after: close)...].split(separator: " ")
         return fields.count > 19 ? UInt64(fields[19]) : nil
+    }
+}
+
+/// When `--keep-fresh` replaces the file's token, from ``ChildTokenKeeper/schedule``: times in
+/// seconds from a `now` of 1000.
+@Suite("exec --keep-fresh: when the file's token is replaced")
+struct KeepFreshScheduleTests {
+    let now = 1000.0
+
+    @Test("the first token, of a lifetime not yet known, with little more than --min-ttl left (it aged in the agent): replaced at once")
+    func agedFirstToken() {
+        let (wake, ask) = ChildTokenKeeper.schedule(
+            current: (expiresAt: now + 3.25, writtenAt: now), lifetime: nil, failures: 0, now: now, minimumValidity: 3)
+        #expect(wake.map { $0 == now + 0.25 } == true, "\(String(describing: wake))")
+        #expect(ask == 4, "the agent is asked for longer than the token has left, so it refreshes")
+        // Written with a full hour left: a fifth of what it had, then the lifetime is learned.
+        let hour = ChildTokenKeeper.schedule(current: (now + 3600, now), lifetime: nil, failures: 0, now: now, minimumValidity: 60)
+        #expect(hour.wake == now + 3600 - 720)
+    }
+
+    @Test("once a refresh told the lifetime: a fifth of it before expiry, at least --min-ttl, at most half; never sooner than a second")
+    func learnedLifetime() {
+        // An hour's token that reached the file with 10 minutes left: still 12 minutes' lead (at once).
+        let aged = ChildTokenKeeper.schedule(current: (now + 600, now), lifetime: 3600, failures: 0, now: now, minimumValidity: 60)
+        #expect(aged.wake == now + 1)
+        let fresh = ChildTokenKeeper.schedule(current: (now + 3600, now), lifetime: 3600, failures: 0, now: now, minimumValidity: 60)
+        #expect(fresh.wake == now + 3600 - 720 && fresh.ask == 721)
+        let floor = ChildTokenKeeper.schedule(current: (now + 300, now), lifetime: 300, failures: 0, now: now, minimumValidity: 120)
+        #expect(floor.wake == now + 300 - 120, "--min-ttl beats a fifth")
+        let short = ChildTokenKeeper.schedule(current: (now + 4, now), lifetime: 4, failures: 0, now: now, minimumValidity: 3)
+        #expect(short.wake == now + 2, "tokens of 4 s with --min-ttl 3s: half their lifetime, not a refresh every second")
+    }
+
+    @Test("after failures: retried after 1, 2, 4, 8, then every 10 s, and woken at the token's expiry to empty the file")
+    func backoff() {
+        let waits = (1...6).map { ChildTokenKeeper.schedule(current: (now + 3600, now), lifetime: 3600, failures: $0, now: now, minimumValidity: 60).wake }
+        #expect(waits == [1, 2, 4, 8, 10, 10].map { now + $0 })
+        let expiring = ChildTokenKeeper.schedule(current: (now + 3, now), lifetime: 3600, failures: 4, now: now, minimumValidity: 60)
+        #expect(expiring.wake == now + 3)
+        let empty = ChildTokenKeeper.schedule(current: nil, lifetime: nil, failures: 3, now: now, minimumValidity: 60)
+        #expect(empty.wake == now + 4 && empty.ask == 60)
+        let never = ChildTokenKeeper.schedule(current: (nil, now), lifetime: nil, failures: 0, now: now, minimumValidity: 60)
+        #expect(never.wake == nil, "a token with no expiry stays as it is")
     }
 }
