@@ -203,6 +203,14 @@ extension DevGateway {
     public func invalidateAccessTokens(subject: String) -> Int {
         state.tokens.invalidateAccessTokens(subject: subject)
     }
+
+    /// Every access token issued so far (and not invalidated) with the moment it expires (its
+    /// minting plus the `expires_in` it was issued with), by this machine's clock. The resource
+    /// endpoints accept a token past it; a test holding a client to its tokens' lifetimes
+    /// compares the times it used them with these.
+    public func accessTokenExpiries() -> [String: Date] {
+        state.tokens.accessTokenExpiries
+    }
 }
 
 extension GatewayJSON {

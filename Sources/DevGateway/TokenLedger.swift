@@ -52,6 +52,10 @@ struct TokenLedger: Sendable {
         /// The thumbprint of the DPoP key the token is bound to (RFC 9449 §6); nil for a
         /// bearer token.
         var dpopThumbprint: String?
+        /// When it stops being valid: its minting plus the grant's access-token lifetime (what
+        /// `expires_in` said). The resource endpoints do not refuse it after; tests that hold a
+        /// client to its expiry ask ``DevGateway/accessTokenExpiries()``.
+        var expiresAt: Date
     }
 
     private(set) var clients: [String: Client] = [:]
@@ -268,6 +272,9 @@ struct TokenLedger: Sendable {
         return (record, grant)
     }
 
+    /// Every access token issued and not invalidated, with its expiry.
+    var accessTokenExpiries: [String: Date] { accessTokens.mapValues(\.expiresAt) }
+
     /// Puts `replacement` (the same token as a signed JWT) in the place of `accessToken`, with
     /// its record; returns false, recording nothing, if `accessToken` is gone (invalidated
     /// since it was issued).
@@ -316,8 +323,10 @@ struct TokenLedger: Sendable {
         for grant: Grant, scope: String, audiences: [String], withRefreshToken: Bool
     ) -> IssuedTokens {
         let accessToken = TokenMint.token(prefix: "at_")
+        let expiresIn = max(0, Int(grant.accessTokenLifetime.components.seconds))
         accessTokens[accessToken] = AccessTokenRecord(
-            grantID: grant.id, audiences: audiences, scope: scope, dpopThumbprint: grant.dpopThumbprint)
+            grantID: grant.id, audiences: audiences, scope: scope, dpopThumbprint: grant.dpopThumbprint,
+            expiresAt: Date().addingTimeInterval(TimeInterval(expiresIn)))
         var refreshToken: String?
         if withRefreshToken {
             let token = TokenMint.token(prefix: "rt_")
@@ -328,7 +337,7 @@ struct TokenLedger: Sendable {
             grantID: grant.id,
             accessToken: accessToken,
             tokenType: grant.dpopThumbprint == nil ? "Bearer" : "DPoP",
-            expiresIn: max(0, Int(grant.accessTokenLifetime.components.seconds)),
+            expiresIn: expiresIn,
             refreshToken: refreshToken,
             idToken: nil,
             scope: scope
