@@ -125,6 +125,64 @@ import VaultTestSupport
         }
     }
 
+    @Test("a lookup by key (device, notification, account by issuer and subject) that finds another authentic row: refused")
+    func lookupLandingOnAnotherRowIsRefused() throws {
+        let test = try TestVault()
+        let vault = try test.create()
+        defer { vault.close() }
+        let alice = try vault.accounts.signIn(Samples.account("alice"), tokens: Samples.tokens("alice"), policy: SessionPolicy()).account.id
+        let bob = try vault.accounts.signIn(Samples.account("bob"), tokens: Samples.tokens("bob"), policy: SessionPolicy()).account.id
+        for (name, account) in [("laptop", alice), ("desktop", bob)] {
+            try vault.devices.save(
+                DeviceRegistration(
+                    id: name, account: account, deviceID: vault.deviceID, name: name, platform: "linux", status: .active, createdAt: Times.at(0),
+                    updatedAt: Times.at(0)))
+            #expect(
+                try vault.notifications.upsert(
+                    NotificationRecord(
+                        uuid: name, account: alice, subject: "Sign-in request", message: "Approve?", actions: [], createdAt: Times.at(1),
+                        expiresAt: Times.at(400))))
+        }
+        let aliceAccount = try #require(try vault.accounts.find(alice))
+        let bobAccount = try #require(try vault.accounts.find(bob))
+        let integrity = vault.maintenance.integrity
+        let queue = try DatabaseQueue(path: test.url.path)
+        defer { try? queue.close() }
+        try queue.read { db in
+            // Each row the lookup for "laptop" (alice) would find if an index led it to the other.
+            let desktop = try #require(try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = 'desktop'"))
+            let notice = try #require(try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE uuid = 'desktop'"))
+            let bobs = try #require(try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE account_id = ?", arguments: [bob.rawValue]))
+            // Authentic rows: their MACs alone would accept them.
+            try integrity.check(desktop, in: .devices, db)
+            try integrity.check(notice, in: .notifications, db)
+            try integrity.check(bobs, in: .accounts, db)
+            try integrity.lookedUp(desktop, in: .devices, by: ["registration_id": "desktop"])
+            try integrity.lookedUp(bobs, in: .accounts, by: ["issuer": bobAccount.issuer, "subject": bobAccount.subject])
+            let refusals = [
+                expectVaultError(.damaged) { try integrity.lookedUp(desktop, in: .devices, by: ["registration_id": "laptop"]) },
+                expectVaultError(.damaged) { try integrity.lookedUp(notice, in: .notifications, by: ["account_id": alice.rawValue, "uuid": "laptop"]) },
+                expectVaultError(.damaged) {
+                    try integrity.lookedUp(bobs, in: .accounts, by: ["issuer": aliceAccount.issuer, "subject": aliceAccount.subject])
+                },
+            ]
+            for error in refusals {
+                #expect(error?.message.contains("the file's index leads to another row") == true, "\(String(describing: error))")
+                #expect(error?.message.contains("laptop") == false && error?.message.contains(aliceAccount.subject) == false, "no key value")
+            }
+        }
+        // A write through such a lookup changes nothing.
+        let write = expectVaultError(.damaged) {
+            try queue.write { db in
+                try integrity.rewrite(.devices, where: "registration_id = 'desktop'", [], db, lookedUpBy: ["registration_id": "laptop"]) {
+                    try db.execute(sql: "UPDATE devices SET status = 'revoked' WHERE registration_id = 'desktop'")
+                }
+            }
+        }
+        #expect(write?.message.contains("devices.registration_id") == true, "\(String(describing: write))")
+        #expect(try vault.devices.find("desktop")?.status == .active)
+    }
+
     @Test("a truncated or extended sealed value is reported as damage")
     func resizedBlobIsRejected() throws {
         let test = try TestVault()

@@ -26,7 +26,7 @@ extension AccountStore {
                 throw VaultError(.staleGeneration, "account \(id)'s signing key was replaced meanwhile; nothing was changed", path: self.path)
             }
             let sealed = try self.seal(pem, table: "accounts", column: "client_signing_key", account: id, row: id.rawValue, db)
-            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+            try self.integrity.rewrite(.accounts, matching: ["account_id": id.rawValue], db) {
                 try db.execute(sql: "UPDATE accounts SET client_signing_key = ? WHERE account_id = ?", arguments: [sealed, id.rawValue])
             }
             self.logger.info("replaced a client signing key", metadata: ["account": "\(id)"])

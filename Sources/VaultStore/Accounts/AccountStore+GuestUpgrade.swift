@@ -94,7 +94,7 @@ extension AccountStore {
             try db.execute(sql: "DELETE FROM refresh_state WHERE account_id = ?", arguments: [guest.rawValue])
             try self.integrity.removed(.refreshState, account: guest.rawValue, db)
             upgrade.endedSession = try core.sessions.endOpen(of: guest, reason: "upgraded", at: now, db)
-            try self.integrity.rewrite(.accounts, where: "account_id = ?", [guest.rawValue], db) {
+            try self.integrity.rewrite(.accounts, matching: ["account_id": guest.rawValue], db) {
                 try db.execute(
                     sql: "UPDATE accounts SET upgraded_to = ? WHERE account_id = ?",
                     arguments: [registered.rawValue, guest.rawValue])

@@ -59,6 +59,7 @@ extension AccountStore {
         let existing = try Row.fetchOne(
             db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?",
             arguments: [new.issuer, new.subject])
+        if let existing { try integrity.lookedUp(existing, in: .accounts, by: ["issuer": new.issuer, "subject": new.subject]) }
         var account = try existing.map { try self.record(from: $0, db) } ?? self.insert(new, db)
         if existing != nil {
             account = try self.refreshSettings(of: account, from: new, renaming: renaming, db)
@@ -161,7 +162,7 @@ extension AccountStore {
             updated.hasDPoPKey = true
         }
         guard !assignments.isEmpty else { return account }
-        try integrity.rewrite(.accounts, where: "account_id = ?", [account.id.rawValue], db) {
+        try integrity.rewrite(.accounts, matching: ["account_id": account.id.rawValue], db) {
             try db.execute(
                 sql: "UPDATE accounts SET \(assignments.joined(separator: ", ")) WHERE account_id = ?",
                 arguments: StatementArguments(arguments + [account.id.rawValue]))

@@ -380,7 +380,7 @@ extension AccountStore {
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM accounts WHERE account_id = ?", arguments: [id.rawValue]) ?? false else {
                 throw VaultError(.recordNotFound, "no account \(id) in the vault", path: self.path)
             }
-            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+            try self.integrity.rewrite(.accounts, matching: ["account_id": id.rawValue], db) {
                 try db.execute(sql: "UPDATE accounts SET notification_retention = ? WHERE account_id = ?", arguments: [json, id.rawValue])
             }
         }
@@ -452,14 +452,14 @@ extension AccountStore {
             if makeDefault {
                 for other in others where other.defaultHosts.contains(where: hosts.contains) {
                     let kept = other.defaultHosts.filter { !hosts.contains($0) }
-                    try self.integrity.rewrite(.accounts, where: "account_id = ?", [other.account.rawValue], db) {
+                    try self.integrity.rewrite(.accounts, matching: ["account_id": other.account.rawValue], db) {
                         try db.execute(
                             sql: "UPDATE accounts SET credential_default_hosts = ? WHERE account_id = ?",
                             arguments: [CredentialBinding.stored(kept), other.account.rawValue])
                     }
                 }
             }
-            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+            try self.integrity.rewrite(.accounts, matching: ["account_id": id.rawValue], db) {
                 try db.execute(
                     sql: "UPDATE accounts SET credential_hosts = ?, credential_username = ?, credential_default_hosts = ? WHERE account_id = ?",
                     arguments: [

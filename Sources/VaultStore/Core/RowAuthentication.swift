@@ -127,6 +127,20 @@ struct RowIntegrity {
         try check(StoredRow(row), in: table, layout: Self.layout(of: row, in: table), db)
     }
 
+    /// Throws ``VaultError/Code/damaged`` unless `row`, which a lookup by `key` found, holds
+    /// `key`'s values. An index altered in the file can lead a lookup (a device by its
+    /// registration id, say) to another authentic row. SQLite reads an indexed column from the
+    /// index today, so that row's MAC fails instead; but that is its planner's choice, not a
+    /// guarantee. Key values are never in the message.
+    func lookedUp(_ row: Row, in table: AuthenticatedTable, by key: KeyValuePairs<String, any DatabaseValueConvertible>) throws {
+        for (column, value) in key where (row[column] as DatabaseValue) != value.databaseValue {
+            throw VaultError(
+                .damaged,
+                "\(table.name).\(column) of the row a lookup found is not the value looked up (the file's index leads to another row): \(path) is damaged or was tampered with; restore it from a backup",
+                path: path)
+        }
+    }
+
     /// The same with the row's values read once (the caller decodes the same values) and the
     /// layout of the statement's rows found once (a page of rows shares it).
     ///
@@ -210,9 +224,18 @@ struct RowIntegrity {
     /// Runs `change`, a write to the rows of `table` that `filter` selects, checking each of
     /// those rows before and authenticating them (and any row `filter` selects afterwards, an
     /// upsert's new row say) after, all in the caller's transaction.
+    /// ``rewrite(_:where:_:_:change:)`` of the rows whose `key` columns hold `key`'s values,
+    /// each row found checked to hold them (``lookedUp(_:in:by:)``) before the change.
+    func rewrite<T>(
+        _ table: AuthenticatedTable, matching key: KeyValuePairs<String, any DatabaseValueConvertible>, _ db: Database, change: () throws -> T
+    ) throws -> T {
+        let filter = key.map { "\($0.key) = ?" }.joined(separator: " AND ")
+        return try rewrite(table, where: filter, StatementArguments(key.map(\.value)), db, lookedUpBy: key, change: change)
+    }
+
     func rewrite<T>(
         _ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments,
-        _ db: Database, change: () throws -> T
+        _ db: Database, lookedUpBy key: KeyValuePairs<String, any DatabaseValueConvertible> = [:], change: () throws -> T
     ) throws -> T {
         // The counter first: raising it rewrites the header, which must still be as checked.
         _ = try writeCounter(db)
@@ -220,6 +243,7 @@ struct RowIntegrity {
         let before = try Row.fetchCursor(db.cachedStatement(sql: "SELECT * FROM \(table.name) WHERE \(filter)"), arguments: arguments)
         while let row = try before.next() {
             try check(row, in: table, db)
+            try lookedUp(row, in: table, by: key)
             keys.append(row[table.keyColumn])
             // Out of its account's commitment as it was (the change may move it to another).
             try uncommit(StoredRow(row), layout: Self.layout(of: row, in: table), table: table, db)

@@ -31,7 +31,7 @@ public struct DeviceStore: VaultArea {
             ? device.pendingApproval.map {
                 String(decoding: try JSONEncoder().encode($0), as: UTF8.self)
             } : nil
-        try integrity.rewrite(.devices, where: "registration_id = ?", [device.id], db) {
+        try integrity.rewrite(.devices, matching: ["registration_id": device.id], db) {
             try db.execute(
                 sql: """
                     INSERT INTO devices (registration_id, account_id, device_id, name, platform, status, activation_method,
@@ -63,6 +63,7 @@ public struct DeviceStore: VaultArea {
             guard let row = try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]) else {
                 throw VaultError(.recordNotFound, "no device registration \(id)", path: self.path)
             }
+            try self.integrity.lookedUp(row, in: .devices, by: ["registration_id": id])
             var device = try self.record(from: row, db)
             guard device.status == .pending else { return false }
             device.pendingApproval = approval
@@ -121,7 +122,10 @@ public struct DeviceStore: VaultArea {
     /// One device registration by its id.
     public func find(_ id: String) throws -> DeviceRegistration? {
         try read("reading a device") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]).map { try self.record(from: $0, db) }
+            try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE registration_id = ?", arguments: [id]).map { row in
+                try self.integrity.lookedUp(row, in: .devices, by: ["registration_id": id])
+                return try self.record(from: row, db)
+            }
         }
     }
 

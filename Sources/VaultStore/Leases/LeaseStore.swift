@@ -120,7 +120,7 @@ public struct LeaseStore: VaultArea {
     package func renew(for account: AccountID, holder: String, leaseDuration: Duration) throws -> Bool {
         let until = clock.now().addingTimeInterval(leaseDuration.timeInterval).millisecondsSince1970
         return try write("renewing the refresh lease") { db in
-            try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
+            try self.integrity.rewrite(.refreshState, matching: ["account_id": account.rawValue, "lease_holder": holder], db) {
                 try db.execute(
                     sql: "UPDATE refresh_state SET lease_expires_at = ? WHERE account_id = ? AND lease_holder = ?",
                     arguments: [until, account.rawValue, holder])
@@ -134,7 +134,7 @@ public struct LeaseStore: VaultArea {
         for account: AccountID, holder: String, generation: Int64, now: Date, leaseDuration: Duration,
         interrupted: Bool, _ db: Database
     ) throws {
-        try integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
+        try integrity.rewrite(.refreshState, matching: ["account_id": account.rawValue], db) {
             try db.execute(
                 sql: """
                     INSERT INTO refresh_state (account_id, lease_holder, lease_generation, lease_acquired_at, lease_expires_at,
@@ -203,7 +203,7 @@ public struct LeaseStore: VaultArea {
             let sealed = try self.seal(
                 detail, table: "refresh_state", column: "last_failure_detail",
                 account: account, row: account.rawValue, db)
-            try self.integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [account.rawValue, holder], db) {
+            try self.integrity.rewrite(.refreshState, matching: ["account_id": account.rawValue, "lease_holder": holder], db) {
                 try db.execute(
                     sql: """
                         UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
@@ -266,7 +266,7 @@ public struct LeaseStore: VaultArea {
                 : try self.seal(
                     detail, table: "refresh_state", column: "last_failure_detail",
                     account: account, row: account.rawValue, db)
-            try self.integrity.rewrite(.refreshState, where: "account_id = ?", [account.rawValue], db) {
+            try self.integrity.rewrite(.refreshState, matching: ["account_id": account.rawValue], db) {
                 try db.execute(
                     sql: """
                         INSERT INTO refresh_state (account_id, last_failure, last_failure_detail, last_failure_at) VALUES (?, ?, ?, ?)

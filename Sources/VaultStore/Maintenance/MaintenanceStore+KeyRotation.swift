@@ -151,7 +151,7 @@ extension MaintenanceStore {
             let account = AccountID(rawValue: raw)
             let key = try SymmetricKey.generate(id: allocateKeyID(db))
             let wrapped = try vaultKey.wrap(key, context: dataKeyContext(account: account, keyID: key.id))
-            try integrity.rewrite(.accounts, where: "account_id = ?", [raw], db) {
+            try integrity.rewrite(.accounts, matching: ["account_id": raw], db) {
                 try db.execute(
                     sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
                     arguments: [Int64(key.id), Data(wrapped), raw])
@@ -231,7 +231,7 @@ extension MaintenanceStore {
                 let account = AccountID(rawValue: try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path))
                 let current = try self.dataKey(for: account, db)
                 let wrapped = try newVaultKey.wrap(current, context: self.dataKeyContext(account: account, keyID: current.id))
-                try self.integrity.rewrite(.accounts, where: "account_id = ?", [account.rawValue], db) {
+                try self.integrity.rewrite(.accounts, matching: ["account_id": account.rawValue], db) {
                     try db.execute(
                         sql: "UPDATE accounts SET pending_data_key_id = ?, pending_wrapped_data_key = ? WHERE account_id = ?",
                         arguments: [Int64(current.id), Data(wrapped), account.rawValue])
@@ -244,7 +244,7 @@ extension MaintenanceStore {
             }
             for row in try Row.fetchAll(db, sql: "SELECT account_id FROM accounts") {
                 let account: String = try row.stored("account_id", table: "accounts", row: row.storedKey("account_id"), path: self.path)
-                try self.integrity.rewrite(.accounts, where: "account_id = ?", [account], db) {
+                try self.integrity.rewrite(.accounts, matching: ["account_id": account], db) {
                     try db.execute(
                         sql: """
                             UPDATE accounts SET data_key_id = pending_data_key_id, wrapped_data_key = pending_wrapped_data_key,
@@ -367,7 +367,7 @@ extension MaintenanceStore {
                 throw VaultError(.staleGeneration, "the key slots changed in another process during the credential change; try again", path: self.path)
             }
             for (id, sealed) in resealed {
-                try self.integrity.rewrite(.keySlots, where: "slot_id = ?", [id], db) {
+                try self.integrity.rewrite(.keySlots, matching: ["slot_id": id], db) {
                     try db.execute(sql: "UPDATE key_slots SET wrapped_secret = ? WHERE slot_id = ?", arguments: [Data(sealed), id])
                 }
             }

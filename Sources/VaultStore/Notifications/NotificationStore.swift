@@ -38,7 +38,7 @@ public struct NotificationStore: VaultArea {
             try Bool.fetchOne(
                 db, sql: "SELECT 1 FROM notifications WHERE account_id = ? AND uuid = ?",
                 arguments: [n.account.rawValue, n.uuid]) ?? false
-        try integrity.rewrite(.notifications, where: "account_id = ? AND uuid = ?", [n.account.rawValue, n.uuid], db) {
+        try integrity.rewrite(.notifications, matching: ["account_id": n.account.rawValue, "uuid": n.uuid], db) {
             try db.execute(
                 sql: """
                     INSERT INTO notifications (account_id, uuid, subject, message, actions, created_at, expires_at, status,
@@ -66,7 +66,10 @@ public struct NotificationStore: VaultArea {
             try Row.fetchOne(
                 db, sql: "SELECT * FROM notifications WHERE account_id = ? AND uuid = ?",
                 arguments: [account.rawValue, uuid]
-            ).map { try self.record(from: $0, db) }
+            ).map { row in
+                try self.integrity.lookedUp(row, in: .notifications, by: ["account_id": account.rawValue, "uuid": uuid])
+                return try self.record(from: row, db)
+            }
         }
     }
 
@@ -126,7 +129,7 @@ public struct NotificationStore: VaultArea {
     public func recordAnswer(to uuid: String, account: AccountID, action: String, byDevice device: String, at time: Date) throws -> Bool {
         try write("recording an answer") { db in
             let sealed = try self.seal(action, table: "notifications", column: "action_taken", account: account, row: uuid, db)
-            return try self.integrity.rewrite(.notifications, where: "account_id = ? AND uuid = ?", [account.rawValue, uuid], db) {
+            return try self.integrity.rewrite(.notifications, matching: ["account_id": account.rawValue, "uuid": uuid], db) {
                 try db.execute(
                     sql: """
                         UPDATE notifications SET status = 'answered', action_taken = ?, answered_at = ?, answered_by_device = ?,

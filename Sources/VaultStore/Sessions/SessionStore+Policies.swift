@@ -45,7 +45,7 @@ extension SessionStore {
     }
 
     func setPolicy(_ policy: SessionPolicy, for account: AccountID, _ db: Database) throws {
-        try integrity.rewrite(.sessionPolicies, where: "account_id = ?", [account.rawValue], db) {
+        try integrity.rewrite(.sessionPolicies, matching: ["account_id": account.rawValue], db) {
             try db.execute(
                 sql: """
                     INSERT INTO session_policies (account_id, idle_timeout_ms, warning_ms, max_extensions,

@@ -129,7 +129,7 @@ public struct SessionStore: VaultArea {
     func write(_ session: SessionRecord, over current: SessionRecord, _ db: Database) throws -> SessionRecord {
         var written = session
         written.version = current.version + 1
-        try integrity.rewrite(.sessions, where: "session_id = ?", [session.id], db) {
+        try integrity.rewrite(.sessions, matching: ["session_id": session.id], db) {
             try db.execute(
                 sql: """
                     UPDATE sessions SET state = ?, end_reason = ?, last_activity_at = ?, idle_deadline = ?,

@@ -269,6 +269,7 @@ public struct TransferStore: VaultArea {
             // existing account keeps its own, below).
             new.client.caFile = nil
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM accounts WHERE issuer = ? AND subject = ?", arguments: [new.issuer, new.subject]) {
+                try self.integrity.lookedUp(row, in: .accounts, by: ["issuer": new.issuer, "subject": new.subject])
                 // An existing account keeps its own settings: a blob (anyone can seal one to a
                 // public recipient key) never re-points where this vault sends its credentials.
                 let existing = try core.accounts.record(from: row, db)
@@ -318,7 +319,7 @@ public struct TransferStore: VaultArea {
                     }
                 }
             }
-            try self.integrity.rewrite(.accounts, where: "account_id = ?", [id.rawValue], db) {
+            try self.integrity.rewrite(.accounts, matching: ["account_id": id.rawValue], db) {
                 if record.replacedExisting {
                     try db.execute(sql: "UPDATE accounts SET origin = ? WHERE account_id = ?", arguments: [origin, id.rawValue])
                 } else {
@@ -397,6 +398,7 @@ public struct TransferStore: VaultArea {
     /// The direction of the remembered transfer `id`, its row checked against its MAC; nil when none.
     private func rememberedTransfer(_ id: String, _ db: Database) throws -> SessionTransferRecord.Direction? {
         guard let row = try Row.fetchOne(db, sql: "SELECT * FROM session_transfers WHERE transfer_id = ?", arguments: [id]) else { return nil }
+        try integrity.lookedUp(row, in: .sessionTransfers, by: ["transfer_id": id])
         try integrity.check(row, in: .sessionTransfers, db)
         let direction: String = try row.stored("direction", table: "session_transfers", row: id, path: path)
         return direction == "import" ? .import : .export
@@ -421,7 +423,7 @@ public struct TransferStore: VaultArea {
 
     /// Drops `holder`'s refresh lease, if it still holds it.
     private func releaseLease(for id: AccountID, holder: String, _ db: Database) throws {
-        try integrity.rewrite(.refreshState, where: "account_id = ? AND lease_holder = ?", [id.rawValue, holder], db) {
+        try integrity.rewrite(.refreshState, matching: ["account_id": id.rawValue, "lease_holder": holder], db) {
             try db.execute(
                 sql: """
                     UPDATE refresh_state SET lease_holder = NULL, lease_generation = NULL, lease_acquired_at = NULL,
