@@ -106,7 +106,7 @@ struct RowMAC {
 
 /// Makes and checks row MACs for one open vault.
 ///
-/// Every write to an authenticated table goes through ``rewrite(_:where:_:_:change:)`` (the
+/// Every write to an authenticated table goes through ``rewrite(_:where:_:_:lookedUpBy:change:)`` (the
 /// rows it touches are checked before and authenticated after, so a write never launders a
 /// value changed without the key) or ``authenticate(_:where:_:_:)`` (rows that were just
 /// inserted). Every read the vault acts on goes through ``check(_:in:_:)``.
@@ -221,10 +221,7 @@ struct RowIntegrity {
 
     // MARK: Writing
 
-    /// Runs `change`, a write to the rows of `table` that `filter` selects, checking each of
-    /// those rows before and authenticating them (and any row `filter` selects afterwards, an
-    /// upsert's new row say) after, all in the caller's transaction.
-    /// ``rewrite(_:where:_:_:change:)`` of the rows whose `key` columns hold `key`'s values,
+    /// ``rewrite(_:where:_:_:lookedUpBy:change:)`` of the rows whose `key` columns hold `key`'s values,
     /// each row found checked to hold them (``lookedUp(_:in:by:)``) before the change.
     func rewrite<T>(
         _ table: AuthenticatedTable, matching key: KeyValuePairs<String, any DatabaseValueConvertible>, _ db: Database, change: () throws -> T
@@ -233,6 +230,10 @@ struct RowIntegrity {
         return try rewrite(table, where: filter, StatementArguments(key.map(\.value)), db, lookedUpBy: key, change: change)
     }
 
+    /// Runs `change`, a write to the rows of `table` that `filter` selects, checking each of
+    /// those rows before and authenticating them (and any row `filter` selects afterwards, an
+    /// upsert's new row say) after, all in the caller's transaction. Each row found must hold
+    /// `key`'s values (``lookedUp(_:in:by:)``).
     func rewrite<T>(
         _ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments,
         _ db: Database, lookedUpBy key: KeyValuePairs<String, any DatabaseValueConvertible> = [:], change: () throws -> T
@@ -260,7 +261,7 @@ struct RowIntegrity {
     ///
     /// A row of a collection table enters its account's commitment with its new MAC; the one it
     /// replaces (an upsert's row, still carrying its old MAC) leaves it, unless `uncommitted`
-    /// (``rewrite(_:where:_:_:change:)`` took every such row out before the change).
+    /// (``rewrite(_:where:_:_:lookedUpBy:change:)`` took every such row out before the change).
     func authenticate(
         _ table: AuthenticatedTable, where filter: String, _ arguments: StatementArguments, _ db: Database, uncommitted: Bool = false
     ) throws {
@@ -293,7 +294,7 @@ struct RowIntegrity {
     /// Authenticates a row of `table` that the caller writes whole, in one statement, from the
     /// values it writes (`values` in `layout`'s order, `row_mac` NULL) rather than read back:
     /// `write` is handed the MAC to store with them. The row it replaces, if any, must have been
-    /// checked in this transaction, as ``rewrite(_:where:_:_:change:)`` would. Not for a
+    /// checked in this transaction, as ``rewrite(_:where:_:_:lookedUpBy:change:)`` would. Not for a
     /// collection's rows, whose MACs enter their commitments (``authenticate(_:where:_:_:uncommitted:)``).
     ///
     /// The values must be stored as given: of the type their column's affinity keeps (text in a
