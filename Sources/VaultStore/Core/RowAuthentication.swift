@@ -106,10 +106,11 @@ struct RowMAC {
 
 /// Makes and checks row MACs for one open vault.
 ///
-/// Every write to an authenticated table goes through ``rewrite(_:where:_:_:lookedUpBy:change:)`` (the
-/// rows it touches are checked before and authenticated after, so a write never launders a
-/// value changed without the key) or ``authenticate(_:where:_:_:)`` (rows that were just
-/// inserted). Every read the vault acts on goes through ``check(_:in:_:)``.
+/// Every write to an authenticated table goes through
+/// ``rewrite(_:where:_:_:lookedUpBy:change:)`` (the rows it touches are checked before and
+/// authenticated after, so a write never launders a value changed without the key) or
+/// ``authenticate(_:where:_:_:)`` (rows that were just inserted). Every read the vault acts on
+/// goes through ``check(_:in:_:)``, and a row found by key through ``lookedUp(_:in:by:)`` too.
 struct RowIntegrity {
     let keyring: Keyring
     let path: String
@@ -221,8 +222,8 @@ struct RowIntegrity {
 
     // MARK: Writing
 
-    /// ``rewrite(_:where:_:_:lookedUpBy:change:)`` of the rows whose `key` columns hold `key`'s values,
-    /// each row found checked to hold them (``lookedUp(_:in:by:)``) before the change.
+    /// ``rewrite(_:where:_:_:lookedUpBy:change:)`` of the rows whose `key` columns hold `key`'s
+    /// values, each row found checked to hold them (``lookedUp(_:in:by:)``) before the change.
     func rewrite<T>(
         _ table: AuthenticatedTable, matching key: KeyValuePairs<String, any DatabaseValueConvertible>, _ db: Database, change: () throws -> T
     ) throws -> T {
