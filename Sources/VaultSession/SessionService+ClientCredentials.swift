@@ -114,6 +114,7 @@ extension SessionService {
             clientID: request.clientID, authentication: request.authentication.wire, assertionAudience: provider.tokenEndpoint, dpopKey: dpopKey)
         let oauth = try oauthClient(trusting: request.caFile ?? existing?.client.caFile)
         let response: TokenResponse
+        let requestedAt = now()
         do {
             response = try await oauth.clientCredentialsGrant(
                 scope: request.scopes.isEmpty ? nil : request.scopes.joined(separator: " "), endpoint: provider.tokenEndpoint, client: client,
@@ -141,7 +142,7 @@ extension SessionService {
             issuer: provider.issuer, subject: request.clientID, label: request.label ?? existing?.label ?? request.clientID,
             client: settings, clientSecret: secret, clientSigningKey: key, providerMetadata: provider.encoded(), subjectSource: .given,
             grant: .clientCredentials, dpopKey: dpopKey?.pemRepresentation)
-        var tokens = tokenSet(from: response, previous: nil, account: settings)
+        var tokens = tokenSet(from: response, previous: nil, account: settings, requestedAt: requestedAt)
         tokens.refreshToken = nil  // never used by a client's account (RFC 6749 §4.4.3)
         var policy = request.policy
         if policy == nil, let existing { policy = try? await sessionPolicy(for: existing.id) }

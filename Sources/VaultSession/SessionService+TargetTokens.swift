@@ -249,6 +249,7 @@ extension SessionService {
         let renewal = renewLeaseWhileRefreshing(id, holder: holder)
         defer { renewal.cancel() }
         let answer: Result<TokenResponse, RefreshError>
+        let requestedAt = now()
         do {
             answer = .success(
                 try await requestTokens(
@@ -264,7 +265,7 @@ extension SessionService {
         switch answer {
         case .success(let response):
             do {
-                return try await storeTargetToken(response, for: key, account: account, stored: stored)
+                return try await storeTargetToken(response, for: key, account: account, stored: stored, requestedAt: requestedAt)
             } catch {
                 _ = await release()  // a store that failed leaves the lease to no one
                 throw error
@@ -299,8 +300,9 @@ extension SessionService {
 
     /// Checks the token the server sent for the target and stores it (and a rotated refresh
     /// token as the account's), releasing the lease; nil when the result was discarded.
+    /// `requestedAt`: when the request was sent (the token's lifetime counts from it).
     private func storeTargetToken(
-        _ response: TokenResponse, for key: TargetKey, account: Account, stored: StoredTokens
+        _ response: TokenResponse, for key: TargetKey, account: Account, stored: StoredTokens, requestedAt: Date
     ) async throws -> StoredAccessToken? {
         var response = response
         // A client's account holds no refresh token, not even one a server sends unasked.
@@ -330,7 +332,7 @@ extension SessionService {
                 "the token for a resource is opaque: whether the server honoured the resource cannot be checked",
                 metadata: ["account": "\(id)"])
         }
-        var tokens = tokenSet(from: response, previous: nil, account: account)
+        var tokens = tokenSet(from: response, previous: nil, account: account, requestedAt: requestedAt)
         if response.scope == nil { tokens.scopes = key.target.scopes }
         let recorded = recording { (record: TargetRefreshRecord?) in
             record?.rotatedGeneration.map { [(.tokenRefreshed(id, generation: $0), nil)] } ?? []

@@ -316,6 +316,7 @@ extension SessionService {
         // from a holder that is merely slow (the request's own deadline is shorter than the lease).
         let renewal = renewLeaseWhileRefreshing(id)
         defer { renewal.cancel() }
+        let requestedAt = now()
         do {
             answer = .success(
                 try await requestTokens(for: account, refreshToken: refreshToken, scope: scope, client: credentials, pins: pins, oauth: oauth))
@@ -334,7 +335,7 @@ extension SessionService {
             if let key = credentials.dpopKey, let problem = response.dpopBindingProblem(for: key) {
                 try await refuseUnbound(response, problem: problem, for: account, stored: stored)
             }
-            let tokens = tokenSet(from: response, previous: stored.tokens, account: account)
+            let tokens = tokenSet(from: response, previous: stored.tokens, account: account, requestedAt: requestedAt)
             // The new tokens and their event, in one transaction.
             let recorded = recording { (saved: StoredTokens?) in saved.map { [(.tokenRefreshed(id, generation: $0.generation), nil)] } ?? [] }
             guard

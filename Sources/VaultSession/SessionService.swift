@@ -535,19 +535,20 @@ public actor SessionService {
     /// The tokens a response brings for `account`. A client's account keeps no refresh token:
     /// one sent with the client credentials grant (RFC 6749 §4.4.3 says it should not be) is
     /// never used, so it is not stored.
-    func tokenSet(from response: TokenResponse, previous: TokenSet?, account: Account) -> TokenSet {
-        var tokens = tokenSet(from: response, previous: previous, account: account.client)
+    func tokenSet(from response: TokenResponse, previous: TokenSet?, account: Account, requestedAt: Date? = nil) -> TokenSet {
+        var tokens = tokenSet(from: response, previous: previous, account: account.client, requestedAt: requestedAt)
         if account.grant == .clientCredentials { tokens.refreshToken = nil }
         return tokens
     }
 
-    func tokenSet(from response: TokenResponse, previous: TokenSet?, account client: OAuthClientSettings) -> TokenSet {
+    /// `requestedAt`: when the request that brought `response` was sent (nil: now).
+    func tokenSet(from response: TokenResponse, previous: TokenSet?, account client: OAuthClientSettings, requestedAt: Date? = nil) -> TokenSet {
         TokenSet(
             accessToken: response.accessToken,
             refreshToken: response.refreshToken ?? previous?.refreshToken,
             idToken: response.idToken ?? previous?.idToken,
             tokenType: response.tokenType,
-            accessTokenExpiresAt: accessTokenExpiry(response),
+            accessTokenExpiresAt: accessTokenExpiry(response, requestedAt: requestedAt),
             scopes: response.scope.map { $0.split(separator: " ").map(String.init) } ?? previous?.scopes ?? client.scopes)
     }
 
@@ -558,7 +559,9 @@ public actor SessionService {
     /// When the vault stops trusting its copy of an access token and refreshes ahead of it (less
     /// ``SessionConfiguration/leeway``). A token is never fresh forever:
     ///
-    /// - the response's `expires_in`, when it has one;
+    /// - the response's `expires_in`, when it has one, counted from `requestedAt`, when the
+    ///   request was sent (nil: now): the server issued the token after that, so a slow answer
+    ///   never makes the vault believe its token lives longer than the server does;
     /// - else the token's own `exp` when it is a JWT (``TokenResponse/unverifiedAccessTokenExpiry``):
     ///   decoded, not verified. That is enough here: the token came from the token endpoint like
     ///   `expires_in` would have, the claim only decides when the vault refreshes its own copy,
@@ -567,9 +570,9 @@ public actor SessionService {
     ///   An `exp` already past (a server clock behind this one; believed, every call would
     ///   refresh) or more than ``longestBelievedJWTLifetime`` ahead is ignored;
     /// - else ``SessionConfiguration/defaultTokenLifetime`` from now.
-    func accessTokenExpiry(_ response: TokenResponse) -> Date {
+    func accessTokenExpiry(_ response: TokenResponse, requestedAt: Date? = nil) -> Date {
         let now = now()
-        if let seconds = response.expiresIn { return now.addingTimeInterval(TimeInterval(seconds)) }
+        if let seconds = response.expiresIn { return min(requestedAt ?? now, now).addingTimeInterval(TimeInterval(seconds)) }
         if let exp = response.unverifiedAccessTokenExpiry, exp > now, exp <= now.addingTimeInterval(Self.longestBelievedJWTLifetime) {
             return exp
         }

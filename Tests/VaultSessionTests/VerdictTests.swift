@@ -199,4 +199,23 @@ struct VerdictTests {
             #expect(try h.vault.tokens.current(for: alice)?.tokens.refreshToken == (try h.firstTokens(of: "alice").refreshToken))
         }
     }
+
+    @Test("a refresh answered 20 s after it was sent: expires_in counts from the request, so the vault never outlives the server's token")
+    func expiresInCountsFromTheRequest() async throws {
+        var configuration = SessionConfiguration.testing
+        configuration.requestDeadline = .seconds(300)  // the held answer outlives a loaded machine
+        try await SessionHarness.run(configuration: configuration, transportTimeout: .seconds(300)) { h in
+            let alice = try await h.signIn("alice", expiresIn: .seconds(30), policy: .tokensOnly)
+            await h.gateway.holdTokenResponses()
+            let sent = h.time.now()
+            let refresh = Task { try await h.service.validAccessToken() }
+            #expect(await h.gateway.waitForStats(upTo: TestTimeScale.scaled(.seconds(10))) { $0.tokenRequests == 1 })
+            await h.time.advance(by: .seconds(20))
+            await h.gateway.releaseTokenResponses()
+            let token = try await refresh.value
+            // The gateway's tokens live an hour (expires_in 3600), issued after `sent`.
+            #expect(token.expiresAt == sent.addingTimeInterval(3600), "\(String(describing: token.expiresAt)) vs sent \(sent)")
+            #expect(try h.vault.tokens.current(for: alice)?.tokens.accessTokenExpiresAt == sent.addingTimeInterval(3600))
+        }
+    }
 }
