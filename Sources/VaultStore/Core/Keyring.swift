@@ -72,6 +72,19 @@ final class Keyring: Sendable {
     /// The hasher of the collection commitments, once loaded (``RowIntegrity/commitmentHasher(_:)``).
     var commitmentHasher: MultisetHasher? { state.withLock { $0.commitmentHasher } }
 
+    /// Keeps `hasher`, loaded from the header, unless another thread loaded one first: then
+    /// that one, which it may be using, is kept and returned, and `hasher` wiped.
+    func keepCommitmentHasher(_ hasher: MultisetHasher) -> MultisetHasher {
+        let (kept, spare) = state.withLock { state -> (MultisetHasher, MultisetHasher?) in
+            if let loaded = state.commitmentHasher { return (loaded, hasher) }
+            state.commitmentHasher = hasher
+            return (hasher, nil)
+        }
+        spare?.wipe()
+        return kept
+    }
+
+    /// Replaces the hasher with one of a new commitment key (a new vault, the migration to schema 12).
     func setCommitmentHasher(_ hasher: MultisetHasher) {
         let old = state.withLock { state -> MultisetHasher? in
             defer { state.commitmentHasher = hasher }
@@ -90,11 +103,14 @@ final class Keyring: Sendable {
         guard state.withLock({ $0.rowAuthenticators[key.id] }) == nil,
             let authenticator = try? RowAuthenticator(derivedFrom: key)
         else { return }
-        let replaced = state.withLock { state -> RowAuthenticator? in
-            defer { state.rowAuthenticators[key.id] = authenticator }
-            return state.rowAuthenticators[key.id]
+        // Another thread may have derived it meanwhile and be using it: theirs is kept (wiping
+        // it would fail their check with `keyWiped`), this one wiped.
+        let spare = state.withLock { state -> RowAuthenticator? in
+            if state.rowAuthenticators[key.id] != nil { return authenticator }
+            state.rowAuthenticators[key.id] = authenticator
+            return nil
         }
-        replaced?.wipe()
+        spare?.wipe()
     }
 
     /// The current vault key. Throws `.closed` once the keys were wiped.

@@ -378,9 +378,7 @@ struct RowIntegrity {
             throw VaultError(.damaged, "the vault header's commitment key is missing: \(path) is damaged or was tampered with", path: path)
         }
         defer { root.wipe() }
-        let hasher = try MultisetHasher(derivedFrom: root)
-        keyring.setCommitmentHasher(hasher)
-        return hasher
+        return keyring.keepCommitmentHasher(try MultisetHasher(derivedFrom: root))
     }
 
     /// The commitments' root key sealed by `newKey` instead (the end of a key rotation): the
