@@ -41,6 +41,13 @@ public struct MultisetDigest: Sendable, Hashable {
         }
     }
 
+    /// Adds every element of `other`: the digest of the two collections together.
+    public mutating func combine(_ other: MultisetDigest) {
+        let elements = count &+ other.count
+        other.sum.withUnsafeBytes { add($0) }
+        count = elements
+    }
+
     mutating func subtract(_ element: [UInt8]) {
         count &-= 1
         var borrow: Int16 = 0

@@ -219,10 +219,10 @@ extension Vault {
 
     // MARK: Maintenance
 
-    /// ``MaintenanceStore/verify(progress:)``.
+    /// ``MaintenanceStore/verify(depth:progress:)``.
     @discardableResult
-    public func verify(progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
-        try maintenance.verify(progress: progress)
+    public func verify(depth: VerifyDepth = .rows, progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
+        try maintenance.verify(depth: depth, progress: progress)
     }
 
     /// ``MaintenanceStore/backup(to:progress:)``.

@@ -355,7 +355,7 @@ extension Vault {
     ///
     /// A plain column holding a value of the wrong type (a hand-edited file) is
     /// ``VaultError/Code/damaged``, naming the table, row and column; a sealed column is only
-    /// reported present or absent, whatever it holds (``verify(progress:)`` judges those).
+    /// reported present or absent, whatever it holds (``verify(depth:progress:)`` judges those).
     public static func metadata(
         at url: URL, options: VaultOptions = VaultOptions(),
         includeNotifications: Bool = true

@@ -236,6 +236,7 @@ extension JSONValue {
     static func verification(_ report: IntegrityReport) -> JSONValue {
         [
             "ok": .bool(report.passed),
+            "depth": .string(report.depth.rawValue),
             "checked_at": .date(report.checkedAt),
             "database_problems": .strings(report.databaseProblems),
             "sealed_values_opened": .number(report.sealedValuesOpened),

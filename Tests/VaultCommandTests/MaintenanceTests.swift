@@ -31,14 +31,22 @@ struct MaintenanceTests {
         let filled = try await Filled()
         let result = try await filled.run(["verify"])
         #expect(result.status == 0, "\(result)")
-        #expect(result.stdout.contains("SQLite integrity check: ok"))
-        #expect(result.stdout.contains("0 damaged"))
+        #expect(result.stdout.contains("SQLite quick_check: ok"))
+        #expect(result.stdout.contains("1 data keys open, the rest not opened (--deep opens them), 0 damaged"))
         #expect(result.stderr.isEmpty, "no progress bar when standard error is not a terminal: \(result.stderr)")
 
         let json = try await filled.run(["verify", "--json"]).jsonObject()
         #expect(json["ok"] as? Bool == true)
+        #expect(json["depth"] as? String == "rows")
+        #expect(json["sealed_values_opened"] as? Int == 1, "the data key")
+
+        let deep = try await filled.run(["verify", "--deep"])
+        #expect(deep.status == 0, "\(deep)")
+        #expect(deep.stdout.contains("SQLite integrity_check: ok"))
+        let deepJSON = try await filled.run(["verify", "--deep", "--json"]).jsonObject()
+        #expect(deepJSON["depth"] as? String == "deep")
         // 1 data key, label, email, client secret, 3 tokens, 1 device name, 3 × (subject, message, actions).
-        #expect(json["sealed_values_opened"] as? Int == 1 + 3 + 3 + 1 + 9)
+        #expect(deepJSON["sealed_values_opened"] as? Int == 1 + 3 + 3 + 1 + 9)
         let check = try #require(try await filled.cli.run(["status", "--json"]).jsonObject()["last_integrity_check"] as? [String: Any])
         #expect(check["ok"] as? Bool == true)
     }
@@ -49,7 +57,7 @@ struct MaintenanceTests {
         let vault = try Vault.open(at: filled.cli.vault, credential: .keyFile(filled.key))
         try vault.maintenance.rotateKeys(credential: .keyFile(filled.key))
         vault.close()
-        let json = try await filled.run(["verify", "--json"])
+        let json = try await filled.run(["verify", "--deep", "--json"])
         #expect(json.status == 0, "\(json)")
         #expect(try json.jsonObject()["sealed_values_opened"] as? Int == 1 + 3 + 3 + 1 + 9)
     }
@@ -78,8 +86,11 @@ struct MaintenanceTests {
 
         let result = try await filled.run(["verify"])
         #expect(result.status == Exit.damaged, "\(result)")
-        #expect(result.stdout.contains("notifications row \(uuid) column message"))
+        #expect(result.stdout.contains("notifications row \(uuid) column message"), "the row's MAC covers the sealed bytes")
         #expect(result.stderr.contains("damaged"))
+        let deep = try await filled.run(["verify", "--deep"])
+        #expect(deep.status == Exit.damaged, "\(deep)")
+        #expect(deep.stdout.contains("notifications row \(uuid) column message: does not open"))
 
         let json = try await filled.run(["verify", "--json"])
         #expect(json.status == Exit.damaged)

@@ -354,8 +354,12 @@ import VaultTestSupport
         let error = expectRefusal(.damaged) { try vault.tokens.metadata(for: account.id) }
         #expect(error?.message.contains("tokens.generation") == true)
         let report = try vault.maintenance.verify()
-        #expect(report.damaged.map(\.column).sorted() == ["access_token", "generation", "id_token", "refresh_token"])
+        #expect(report.damaged.map(\.column) == ["generation"], "the row's MAC names the edited column")
         #expect(report.damaged.allSatisfy { $0.row == account.id.rawValue && $0.table == "tokens" })
+        // --deep also tries to open the tokens, which the generation names: none can be.
+        let deep = try vault.maintenance.verify(depth: .deep)
+        #expect(deep.damaged.map(\.column).sorted() == ["access_token", "generation", "id_token", "refresh_token"])
+        #expect(deep.damaged.allSatisfy { $0.row == account.id.rawValue && $0.table == "tokens" })
     }
 
     /// A column of the vault header that opening or unlocking reads, hand-edited to the wrong type.

@@ -33,11 +33,11 @@ struct KeyRotationTests {
         return (test, vault)
     }
 
-    @Test("vault verify opens every sealed value in the file, in every table, and authenticates every row")
+    @Test("vault verify --deep opens every sealed value in the file, in every table, and authenticates every row")
     func verifyOpensEveryValue() throws {
         let (test, vault) = try Self.populated()
         defer { vault.close() }
-        let report = try vault.maintenance.verify()
+        let report = try vault.maintenance.verify(depth: .deep)
         let queue = try DatabaseQueue(path: test.url.path)
         defer { try? queue.close() }
         let (values, rows) = try queue.read { db in
@@ -55,6 +55,40 @@ struct KeyRotationTests {
         #expect(report.passed)
         #expect(report.sealedValuesOpened == values)
         #expect(report.rowsAuthenticated == rows)
+    }
+
+    @Test("verify checks every row but opens only the data keys; --deep also finds a value authenticated where it does not open")
+    func verifyDepths() throws {
+        let (test, vault) = try Self.populated()
+        defer { vault.close() }
+        let rows = try vault.maintenance.verify()
+        let raw = try RawDatabase.queue(test.url)
+        defer { try? raw.close() }
+        let (dataKeys, authenticated) = try raw.read { db in
+            (
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM accounts WHERE wrapped_data_key IS NOT NULL") ?? 0,
+                try AuthenticatedTable.all.reduce(0) { $0 + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \($1.name)") ?? 0) }
+            )
+        }
+        #expect(rows.passed && rows.depth == .rows)
+        #expect(rows.sealedValuesOpened == dataKeys, "the data keys, and nothing else")
+        #expect(rows.rowsAuthenticated == authenticated)
+
+        // A fault of the vault's own making, which no one without the key can make: one
+        // notification's message sealed for another row, then authenticated as it stands.
+        let uuids = try raw.read { try String.fetchAll($0, sql: "SELECT uuid FROM notifications ORDER BY rowid LIMIT 2") }
+        try #require(uuids.count == 2)
+        try vault.maintenance.write("misplacing a sealed value") { db in
+            try vault.core.integrity.rewrite(.notifications, matching: ["uuid": uuids[0]], db) {
+                try db.execute(
+                    sql: "UPDATE notifications SET message = (SELECT message FROM notifications WHERE uuid = ?) WHERE uuid = ?",
+                    arguments: [uuids[1], uuids[0]])
+            }
+        }
+        #expect(try vault.maintenance.verify().passed, "every row is as the vault wrote it")
+        let deep = try vault.maintenance.verify(depth: .deep)
+        #expect(!deep.passed && deep.depth == .deep)
+        #expect(deep.damaged.map { "\($0.table) \($0.row) \($0.column)" } == ["notifications \(uuids[0]) message"], "\(deep.damaged)")
     }
 
     @Test("every value is re-sealed with new keys and still reads back the same")

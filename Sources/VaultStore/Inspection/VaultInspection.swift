@@ -35,7 +35,7 @@ public struct VaultInspection: Sendable, Hashable {
     public var createdAt: Date
     /// The active account (nil: none).
     public var activeAccount: AccountID?
-    /// The last recorded ``MaintenanceStore/verify(progress:)`` run, nil when never.
+    /// The last recorded ``MaintenanceStore/verify(depth:progress:)`` run, nil when never.
     public var lastIntegrityCheck: IntegrityCheckRecord?
     public var counts: VaultCounts
     /// The ways in (slot 0, the header's credential, first), as the file says: not authenticated

@@ -22,7 +22,7 @@ extension MaintenanceStore {
     /// and an event (`repair_accepted`, with what disagreed) is recorded.
     ///
     /// It cannot tell a crash's leftovers from rows deleted or put back on purpose: what it
-    /// accepts is exactly what ``verify(progress:)`` reported, returned in ``RepairReport/accepted``.
+    /// accepts is exactly what ``verify(depth:progress:)`` reported, returned in ``RepairReport/accepted``.
     @discardableResult
     public func acceptCurrentState(origin: String = "vault") throws -> RepairReport {
         _ = try keyring.vaultKey()

@@ -4,7 +4,8 @@ import Logging
 import VaultCrypto
 import VaultSync
 
-/// The outcome of ``MaintenanceStore/verify(progress:)``: SQLite's own check and every sealed value.
+/// The outcome of ``MaintenanceStore/verify(depth:progress:)``: SQLite's own check, every row's
+/// MAC, counter and commitment and, at ``VerifyDepth/deep``, every sealed value.
 ///
 /// ```swift
 /// let report = try vault.maintenance.verify()
@@ -12,9 +13,11 @@ import VaultSync
 /// ```
 public struct IntegrityReport: Sendable, Hashable {
     public var checkedAt: Date
-    /// What `PRAGMA integrity_check` and `PRAGMA foreign_key_check` reported; empty when both passed.
+    /// What SQLite's structure check (`PRAGMA quick_check`, or `integrity_check` at
+    /// ``VerifyDepth/deep``) and `PRAGMA foreign_key_check` reported; empty when both passed.
     public var databaseProblems: [String]
-    /// How many sealed values were opened successfully.
+    /// How many sealed values were opened successfully: each account's data keys, and at
+    /// ``VerifyDepth/deep`` every other sealed value too.
     public var sealedValuesOpened: Int
     /// Sealed values that do not open, each named by table, row and column.
     public var damaged: [DamagedValue]
@@ -24,8 +27,28 @@ public struct IntegrityReport: Sendable, Hashable {
     /// that does not match is in ``damaged``, one entry for each column that changed).
     public var rowsAuthenticated: Int = 0
 
+    /// How much was checked.
+    public var depth: VerifyDepth = .rows
+
     /// Whether nothing was found wrong.
     public var passed: Bool { databaseProblems.isEmpty && damaged.isEmpty && sealedValuesSkipped == 0 }
+}
+
+/// How much ``MaintenanceStore/verify(depth:progress:)`` reads and checks.
+///
+/// Both depths catch every edit, deletion and put-back row that someone without the key can
+/// make: a row's MAC covers every byte of it, sealed values included, and the counters and
+/// commitments cover which rows exist. What ``deep`` adds finds faults of the vault's own making
+/// or of the disk's, the way `restic check --read-data` and `borg check --verify-data` do.
+public enum VerifyDepth: String, Sendable, Hashable, CaseIterable {
+    /// Every row's MAC, every counter against the manifest, every collection against its
+    /// commitment, each account's data keys unwrapped, and SQLite's `quick_check` (every page,
+    /// record and constraint but UNIQUE, in linear time) and `foreign_key_check`.
+    case rows
+    /// ``rows``, and every sealed value opened with freshly unwrapped keys, and SQLite's full
+    /// `integrity_check` (indexes against their tables, UNIQUE constraints too). About twice
+    /// the time on a large history.
+    case deep
 }
 
 /// One sealed value that does not open.
@@ -59,106 +82,33 @@ public struct MaintenanceProgress: Sendable, Hashable {
 public struct MaintenanceStore: VaultArea {
     let core: VaultCore
 
-    /// Runs `PRAGMA integrity_check` and `PRAGMA foreign_key_check`, then opens every sealed
-    /// value of every table with freshly unwrapped keys, and records the time and verdict in
-    /// the vault (see ``VaultInspection/lastIntegrityCheck``).
+    /// Checks every row the vault authenticates (its MAC, its counter against the manifest, its
+    /// collection's commitment) and unwraps each account's data keys, while SQLite checks the
+    /// file's structure on another thread; at ``VerifyDepth/deep`` it also opens every sealed
+    /// value of every table with freshly unwrapped keys. Records the time and verdict in the
+    /// vault (see ``VaultInspection/lastIntegrityCheck``).
     ///
     /// Damage is reported, not thrown; only a failure to read or record throws.
     /// `progress` is called on the calling thread as rows are checked.
     @discardableResult
-    public func verify(progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
+    public func verify(depth: VerifyDepth = .rows, progress: ((MaintenanceProgress) -> Void)? = nil) throws -> IntegrityReport {
+        try verify(depth: depth, splitAt: Self.rowsWorthSplitting, progress: progress)
+    }
+
+    /// A table with at least this many rows is checked in two halves, on two threads.
+    static let rowsWorthSplitting = 4096
+
+    /// ``verify(depth:progress:)``, splitting tables of `splitAt` rows or more (tests split
+    /// small ones).
+    func verify(depth: VerifyDepth, splitAt: Int, progress: ((MaintenanceProgress) -> Void)?) throws -> IntegrityReport {
         _ = try keyring.vaultKey()
         let checkedAt = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         // SQLite's check of the file's structure reads the whole file on a connection of its
         // own: it runs on a thread of its own meanwhile, not before.
-        let structure = { @Sendable [self] in try self.databaseProblemsOnWritableConnection() }
+        let structure = { @Sendable [self] in try self.databaseProblemsOnWritableConnection(depth: depth) }
         let (problems, checked) = try alongside(structure) {
             try read("verifying the vault") { db -> IntegrityReport in
-                var checker = SealedValueChecker(vaultID: keyring.vaultID, vaultKey: { try self.keyring.vaultKey(id: $0) })
-                defer { checker.wipeKeys() }
-                let tables = SealedColumns.all
-                let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
-                let total =
-                    1 + accountRows.count
-                    + (try tables.reduce(0) { sum, sealed in
-                        sum + (try Int.fetchOne(db, sql: "SELECT count(*) FROM \(sealed.table)") ?? 0)
-                    })
-                var completed = 0
-                func step() {
-                    completed += 1
-                    progress?(MaintenanceProgress(completed: completed, total: total))
-                }
-                progress?(MaintenanceProgress(completed: 0, total: total))
-                step()
-                // The data keys first: every other sealed value of an account opens with its key.
-                for row in accountRows {
-                    checker.unwrapDataKeys(row)
-                    step()
-                }
-                // One pass over every table the vault authenticates (every sealed table is one): each
-                // row read once, its sealed values opened, its MAC checked, its counter compared with
-                // the state's and its MAC added to its collection's commitment. What each check finds
-                // is listed in the order of the separate checks: sealed values table by table, then
-                // MACs, then what disagrees with the state.
-                let keyDamages = checker.damaged
-                checker.damaged = []
-                var sealedDamages: [String: [DamagedValue]] = [:]
-                var macDamages: [DamagedValue] = []
-                let integrity = self.integrity
-                var pass = RowPass(stateCounter: try Self.stateCounter(db, path: self.path, integrity: integrity))
-                // Nil when the header's commitment key does not open: the state check below says so.
-                let hasher = try? integrity.commitmentHasher(db)
-                if hasher == nil { pass.computed = nil }
-                var authenticated = 0
-                for table in AuthenticatedTable.all {
-                    let sealedColumns = tables.first { $0.table == table.name }
-                    // The statement read in place: GRDB's `Row` would index every column's name per row.
-                    let statement = try db.makeStatement(sql: "SELECT * FROM \(table.name) ORDER BY rowid")
-                    let layout = RowIntegrity.layout(of: statement, in: table)
-                    let sealed = sealedColumns.map { SealedValueChecker.Positions($0, layout: layout) }
-                    let cursor = try DatabaseValue.fetchCursor(statement)
-                    while try cursor.next() != nil {
-                        let values = StoredRow(current: statement)
-                        if let sealed {
-                            checker.check(values, at: sealed)
-                            step()
-                        }
-                        switch try integrity.verdict(values, in: table, layout: layout, db) {
-                        case .authentic:
-                            authenticated += 1
-                        case .unknownKey:
-                            throw VaultError.keyChanged(path: self.path)
-                        case .changed(let columns, let reason):
-                            let name = values.key(at: layout.position(of: table.nameColumn))
-                            macDamages += columns.map { DamagedValue(table: table.name, row: name, column: $0, reason: reason) }
-                        }
-                        try pass.add(values, layout: layout, table: table, hasher: hasher)
-                    }
-                    pass.finishTable()
-                    if sealed != nil {
-                        sealedDamages[table.name] = checker.damaged
-                        checker.damaged = []
-                    }
-                }
-                checker.damaged = keyDamages + tables.flatMap { sealedDamages[$0.table] ?? [] }
-                // A sealed value that does not open is already listed, with its own reason.
-                for damage in macDamages
-                where !checker.damaged.contains(where: { $0.table == damage.table && $0.row == damage.row && $0.column == damage.column }) {
-                    checker.damaged.append(damage)
-                }
-                // Every row the session layer reads, against the header's manifest; every row's
-                // counter against the header's (a header checked above: a damaged one is listed).
-                if !checker.damaged.contains(where: { [AuthenticatedTable.vaultMeta.name, AuthenticatedTable.vaultState.name].contains($0.table) }) {
-                    for problem in try Self.manifestProblems(db, path: self.path, integrity: integrity, pass: pass)
-                    where !checker.damaged.contains(where: { $0.table == problem.table && $0.row == problem.row }) {
-                        checker.damaged.append(problem)
-                    }
-                }
-                var report = IntegrityReport(
-                    checkedAt: checkedAt, databaseProblems: [], sealedValuesOpened: checker.opened,
-                    damaged: checker.damaged, sealedValuesSkipped: checker.skipped)
-                report.rowsAuthenticated = authenticated
-                return report
+                try checkRows(db, depth: depth, splitAt: splitAt, progress: progress, checkedAt: checkedAt)
             }
         }
         var report = checked
@@ -177,7 +127,7 @@ public struct MaintenanceStore: VaultArea {
             "verified vault",
             metadata: [
                 "path": "\(path)", "passed": "\(report.passed)", "damaged": "\(report.damaged.count)",
-                "database_problems": "\(report.databaseProblems.count)",
+                "database_problems": "\(report.databaseProblems.count)", "depth": "\(depth.rawValue)",
             ])
         return report
     }
@@ -259,7 +209,7 @@ public struct MaintenanceStore: VaultArea {
 
     /// What verify's one pass over every authenticated row gathers for ``manifestProblems(_:path:integrity:pass:)``,
     /// which otherwise reads every row again for it.
-    struct RowPass {
+    struct RowPass: Sendable {
         /// The write counter the state row records, read before the pass; nil when the row is
         /// missing or unreadable (the manifest check then reports only that).
         var stateCounter: UInt64?
@@ -295,6 +245,17 @@ public struct MaintenanceStore: VaultArea {
             try mac.withUnsafeBytes { try hasher.insert($0, domain: table.name, into: &running.digest) }
         }
 
+        /// Adds what `other` found in other rows of the same transaction (after this pass's).
+        mutating func merge(_ other: RowPass) {
+            for (table, rows) in other.newer { newer[table, default: []] += rows }
+            guard var digests = computed?.digests, let theirs = other.computed?.digests else {
+                computed = nil
+                return
+            }
+            for (key, digest) in theirs { digests[key, default: MultisetDigest()].combine(digest) }
+            computed?.digests = digests
+        }
+
         /// Puts the digest at hand back with the others (after a table's last row).
         mutating func finishTable() {
             if running.digest.count > 0 { computed?.digests[running.key] = running.digest }
@@ -324,31 +285,37 @@ public struct MaintenanceStore: VaultArea {
         return try? integrity.commitment(of: state).counter
     }
 
-    /// ``databaseProblems(_:)`` on a connection of its own, opened read-write and closed at once.
+    /// ``databaseProblems(_:depth:)`` on a connection of its own, opened read-write and closed at once.
     ///
     /// Not on the pool's readers: on a connection opened read-only, `integrity_check` skips CHECK
     /// constraints, so a column edited (constraints ignored) to hold a value outside its CHECK,
     /// a session state of `'bogus'` say, would pass. Not on the pool's writer either, which would
     /// hold up this value's own writes for as long as the check reads. The connection writes
     /// nothing; it is never the last one open, so closing it does not checkpoint.
-    func databaseProblemsOnWritableConnection() throws -> [String] {
+    func databaseProblemsOnWritableConnection(depth: VerifyDepth) throws -> [String] {
         do {
             let queue = try DatabaseQueue(path: path, configuration: pool.configuration)
             defer { try? queue.close() }
-            return try queue.read { try Self.databaseProblems($0) }
+            return try queue.read { try Self.databaseProblems($0, depth: depth) }
         } catch {
             throw VaultConnection.classify(error, path: path)
         }
     }
 
     /// SQLite's verdict on the file's structure and references; empty when both checks pass.
-    static func databaseProblems(_ db: Database) throws -> [String] {
+    ///
+    /// `quick_check` reads every page, record and NOT NULL and CHECK constraint in linear time;
+    /// `integrity_check` (``VerifyDepth/deep``) also holds every index against its table and
+    /// every UNIQUE constraint, in O(N log N): on a large history it alone takes about as long as
+    /// reading and hashing every row.
+    static func databaseProblems(_ db: Database, depth: VerifyDepth = .deep) throws -> [String] {
+        let check = depth == .deep ? "integrity_check" : "quick_check"
         var problems: [String] = []
         do {
-            let lines = try String.fetchAll(db, sql: "PRAGMA integrity_check")
-            if lines != ["ok"] { problems += lines.map { "integrity_check: \($0)" } }
+            let lines = try String.fetchAll(db, sql: "PRAGMA \(check)")
+            if lines != ["ok"] { problems += lines.map { "\(check): \($0)" } }
         } catch let error as DatabaseError where error.resultCode == .SQLITE_CORRUPT {
-            problems.append("integrity_check: SQLite reports corruption (\(error.resultCode))")
+            problems.append("\(check): SQLite reports corruption (\(error.resultCode))")
         }
         for row in try Row.fetchAll(db, sql: "PRAGMA foreign_key_check") where row.count >= 3 {
             // SQLite writes these columns itself; read without `as T` all the same, so nothing here can stop the process.
@@ -364,7 +331,7 @@ public struct MaintenanceStore: VaultArea {
 /// Opens sealed values one by one with data keys unwrapped for this check only (never the
 /// keyring's cached ones, so a damaged wrapped key is noticed), each value with the key its
 /// header names (during a key rotation an account has two), and tallies the outcome.
-private struct SealedValueChecker {
+struct SealedValueChecker {
     let vaultID: [UInt8]
     /// The vault key with an id: the current one or, during a rotation, the next one.
     let vaultKey: (UInt32) throws -> SymmetricKey
