@@ -10,7 +10,7 @@ import VaultSession
 /// `VaultBench profile WHAT N`: a small loop to run under `valgrind --tool=callgrind` when a
 /// target is missed (instruction counts are repeatable on noisy machines). WHAT is `cold`
 /// (token after another connection committed), `store` (durable token store), `verify`
-/// (`vault verify` of 20,000 notifications, or `PROFILE_ROWS`; it prints the CPU time of all
+/// (`vault verify` of 20,000 notifications, or `PROFILE_ROWS`; `PROFILE_DEPTH=deep` for `--deep`; it prints the CPU time of all
 /// threads beside the wall time, and times `PRAGMA integrity_check` and `quick_check` alone;
 /// `PROFILE_KEEP=PATH`, in a directory only you can write, keeps a copy of the vault for the
 /// `sqlite3` shell), `open` (open, and open and close, key file) or `page` (first notification
@@ -166,16 +166,17 @@ func profileLoop(_ arguments: [String]) async throws {
     case "verify":
         // `vault verify` of 20,000 notifications (or PROFILE_ROWS), N times (issue 31's verify figure).
         let rows = ProcessInfo.processInfo.environment["PROFILE_ROWS"].flatMap { Int($0) } ?? 20_000
+        let depth = ProcessInfo.processInfo.environment["PROFILE_DEPTH"].flatMap(VerifyDepth.init(rawValue:)) ?? .rows
         try fillNotifications(bench, count: rows)
         var samples: [UInt64] = []
         var cpu: [UInt64] = []
         for _ in 0..<iterations {
             let (start, startCPU) = (nowNanos(), processCPUNanos())
-            guard try vault.maintenance.verify().passed else { throw BenchError("the vault does not verify") }
+            guard try vault.maintenance.verify(depth: depth).passed else { throw BenchError("the vault does not verify") }
             samples.append(nowNanos() - start)
             cpu.append(processCPUNanos() - startCPU)
         }
-        log("verify, \(rows) notifications: p50 \(fmt(Stats(samples).p50 / 1e6)) ms; CPU (all threads) p50 \(fmt(Stats(cpu).p50 / 1e6)) ms")
+        log("verify (\(depth.rawValue)), \(rows) notifications: p50 \(fmt(Stats(samples).p50 / 1e6)) ms; CPU (all threads) p50 \(fmt(Stats(cpu).p50 / 1e6)) ms")
         let queue = try DatabaseQueue(path: bench.url.path)
         var checks: [UInt64] = []
         for _ in 0..<iterations {
