@@ -54,7 +54,7 @@ extension MaintenanceStore {
             (upper, lower) = (nil, try checkShare(db, .lower, splits: splits, accountRows: accountRows, depth: depth, step: step))
         } else {
             let other = { @Sendable [self, splits] () throws -> RowShare? in
-                try self.read("verifying the vault") { db in
+                try self.onConnectionOfItsOwn { db in
                     // Another snapshot: the caller reads these rows again itself.
                     guard try Self.stateMark(db) == mark else { return nil }
                     let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
@@ -102,6 +102,23 @@ extension MaintenanceStore {
     /// Which rows of a table a share reads: below the table's split (all of a table not split),
     /// or from it on.
     enum Half: Sendable { case lower, upper }
+
+    /// Runs `body` in a read transaction on a read-only connection opened for it and closed
+    /// after: not one of the pool's readers, which the caller's half already holds one of (with
+    /// every reader held by such halves, the other halves would wait for one forever).
+    func onConnectionOfItsOwn<T>(_ body: (Database) throws -> T) throws -> T {
+        do {
+            var configuration = pool.configuration
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            return try queue.read(body)
+        } catch let error as VaultError {
+            throw error
+        } catch {
+            throw VaultError.storage(error, while: "verifying the vault", path: path)
+        }
+    }
 
     /// What one share of the row pass found.
     struct RowShare: Sendable {
