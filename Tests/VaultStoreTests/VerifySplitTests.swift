@@ -84,4 +84,27 @@ struct VerifySplitTests {
         #expect(found.contains { $0.hasPrefix("devices row ") && $0.contains("a row was deleted") }, "\(found)")
         #expect(found.contains { $0.hasPrefix("notifications row \(uuids[uuids.count - 2]) column subject: does not open") }, "\(found)")
     }
+
+    @Test("a write committed between the two halves' starts: the upper half is read again on the first one's snapshot")
+    func writeBetweenTheHalves() throws {
+        let (test, vault) = try Self.populated()
+        defer { vault.close() }
+        let account = try #require(try vault.accounts.all().first).id
+        let uuid = "00000000-0000-4000-8000-000000000200"
+        let report = try vault.maintenance.verify(
+            depth: .rows, splitAt: 2,
+            beforeUpperHalf: {
+                // A notification more, committed after the first half's snapshot was taken: read
+                // by the upper half alone, it would be a row the first half's state never saw.
+                try vault.notifications.upsert(
+                    NotificationRecord(
+                        uuid: uuid, account: account, subject: "Later", message: "Written during verify",
+                        actions: [NotificationAction(label: "Approve", action: "approve")],
+                        createdAt: Date(timeIntervalSince1970: 1_790_000_100), expiresAt: Date(timeIntervalSince1970: 1_790_000_400)))
+            }, progress: nil)
+        #expect(report.passed, "\(report.damaged)")
+        #expect(try vault.notifications.find(uuid, account: account) != nil, "the write committed")
+        #expect(try vault.maintenance.verify(depth: .rows, splitAt: 2, progress: nil).passed, "and verifies afterwards")
+        withExtendedLifetime(test) {}
+    }
 }

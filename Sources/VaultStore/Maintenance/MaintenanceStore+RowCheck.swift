@@ -18,7 +18,8 @@ extension MaintenanceStore {
     /// What each check finds is listed in the order one pass would list it: sealed values table
     /// by table, then MACs, then what disagrees with the state.
     func checkRows(
-        _ db: Database, depth: VerifyDepth, splitAt: Int, progress: ((MaintenanceProgress) -> Void)?, checkedAt: Date
+        _ db: Database, depth: VerifyDepth, splitAt: Int, beforeUpperHalf: (@Sendable () throws -> Void)? = nil,
+        progress: ((MaintenanceProgress) -> Void)?, checkedAt: Date
     ) throws -> IntegrityReport {
         let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")
         var splits: [String: Int64] = [:]
@@ -54,7 +55,8 @@ extension MaintenanceStore {
             (upper, lower) = (nil, try checkShare(db, .lower, splits: splits, accountRows: accountRows, depth: depth, step: step))
         } else {
             let other = { @Sendable [self, splits] () throws -> RowShare? in
-                try self.onConnectionOfItsOwn { db in
+                try beforeUpperHalf?()
+                return try self.onConnectionOfItsOwn { db in
                     // Another snapshot: the caller reads these rows again itself.
                     guard try Self.stateMark(db) == mark else { return nil }
                     let accountRows = try Row.fetchAll(db, sql: "SELECT * FROM accounts ORDER BY rowid")

@@ -99,8 +99,11 @@ public struct MaintenanceStore: VaultArea {
     static let rowsWorthSplitting = 4096
 
     /// ``verify(depth:progress:)``, splitting tables of `splitAt` rows or more (tests split
-    /// small ones).
-    func verify(depth: VerifyDepth, splitAt: Int, progress: ((MaintenanceProgress) -> Void)?) throws -> IntegrityReport {
+    /// small ones); `beforeUpperHalf` runs on the other thread before its transaction begins
+    /// (tests commit a write there).
+    func verify(
+        depth: VerifyDepth, splitAt: Int, beforeUpperHalf: (@Sendable () throws -> Void)? = nil, progress: ((MaintenanceProgress) -> Void)?
+    ) throws -> IntegrityReport {
         _ = try keyring.vaultKey()
         let checkedAt = Date(millisecondsSince1970: clock.now().millisecondsSince1970)
         // SQLite's check of the file's structure reads the whole file on a connection of its
@@ -108,7 +111,7 @@ public struct MaintenanceStore: VaultArea {
         let structure = { @Sendable [self] in try self.databaseProblemsOnWritableConnection(depth: depth) }
         let (problems, checked) = try alongside(structure) {
             try read("verifying the vault") { db -> IntegrityReport in
-                try checkRows(db, depth: depth, splitAt: splitAt, progress: progress, checkedAt: checkedAt)
+                try checkRows(db, depth: depth, splitAt: splitAt, beforeUpperHalf: beforeUpperHalf, progress: progress, checkedAt: checkedAt)
             }
         }
         var report = checked
