@@ -57,7 +57,7 @@ struct VerifySplitTests {
         #expect(rows >= 4, "enough notifications for two halves of two rows")
     }
 
-    @Test("damage in both halves: a byte flipped in the first and last notification, a device deleted, a value misplaced")
+    @Test("damage in both halves: bytes flipped in the last device and the first and last notification, a notification deleted, a value misplaced")
     func damaged() throws {
         let (test, vault) = try Self.populated()
         defer { vault.close() }
@@ -76,12 +76,17 @@ struct VerifySplitTests {
             message[message.count - 1] ^= 0x01
             try RawDatabase.execute(test.url, "UPDATE notifications SET message = ? WHERE uuid = ?", [Data(message), uuid])
         }
-        try RawDatabase.execute(test.url, "DELETE FROM devices WHERE rowid = (SELECT max(rowid) FROM devices)")
+        // The upper half's device and the lower half's notification: one pass lists the device first.
+        var name = try #require(try RawDatabase.blob(test.url, "SELECT name FROM devices ORDER BY rowid DESC LIMIT 1"))
+        name[name.count - 1] ^= 0x01
+        try RawDatabase.execute(test.url, "UPDATE devices SET name = ? WHERE rowid = (SELECT max(rowid) FROM devices)", [Data(name)])
+        try RawDatabase.execute(test.url, "DELETE FROM notifications WHERE uuid = ?", [uuids[2]])
 
         let found = try Self.compare(vault)
         #expect(found.contains { $0.hasPrefix("notifications row \(first) column message") }, "\(found)")
         #expect(found.contains { $0.hasPrefix("notifications row \(last) column message") }, "\(found)")
-        #expect(found.contains { $0.hasPrefix("devices row ") && $0.contains("a row was deleted") }, "\(found)")
+        #expect(found.contains { $0.hasPrefix("devices row ") && $0.contains("column name") }, "\(found)")
+        #expect(found.contains { $0.hasPrefix("notifications row ") && $0.contains("a row was deleted") }, "\(found)")
         #expect(found.contains { $0.hasPrefix("notifications row \(uuids[uuids.count - 2]) column subject: does not open") }, "\(found)")
     }
 

@@ -81,7 +81,8 @@ extension MaintenanceStore {
             damaged += upper?.sealedDamages[table.table] ?? []
         }
         // A sealed value that does not open is already listed, with its own reason.
-        for damage in lower.macDamages + (upper?.macDamages ?? [])
+        let macDamages = AuthenticatedTable.all.flatMap { (lower.macDamages[$0.name] ?? []) + (upper?.macDamages[$0.name] ?? []) }
+        for damage in macDamages
         where !damaged.contains(where: { $0.table == damage.table && $0.row == damage.row && $0.column == damage.column }) {
             damaged.append(damage)
         }
@@ -131,7 +132,8 @@ extension MaintenanceStore {
         /// Wrapped data keys that do not open (the lower share's; the upper one's are the same).
         var keyDamages: [DamagedValue] = []
         var sealedDamages: [String: [DamagedValue]] = [:]
-        var macDamages: [DamagedValue] = []
+        /// Rows whose MAC does not match, by table, one entry per column that changed.
+        var macDamages: [String: [DamagedValue]] = [:]
     }
 
     /// The state row's MAC, which every write changes: two transactions that read the same one
@@ -190,7 +192,7 @@ extension MaintenanceStore {
                     throw VaultError.keyChanged(path: path)
                 case .changed(let columns, let reason):
                     let name = values.key(at: layout.position(of: table.nameColumn))
-                    share.macDamages += columns.map { DamagedValue(table: table.name, row: name, column: $0, reason: reason) }
+                    share.macDamages[table.name, default: []] += columns.map { DamagedValue(table: table.name, row: name, column: $0, reason: reason) }
                 }
                 try share.pass.add(values, layout: layout, table: table, hasher: hasher)
             }
