@@ -77,6 +77,16 @@ actor ChildTokenKeeper {
                 return
             }
             let before = current?.token.value
+            // A refresh that outlasts the file's token (an agent waiting on a slow provider):
+            // the file is emptied as that token expires, never left holding it.
+            let watchdog = current.map { Self.expiry($0.token) - Self.expiryMargin - self.now }.flatMap { left in
+                left.isFinite
+                    ? Task {
+                        try? await Task.sleep(for: .seconds(max(left, 0)))
+                        if !Task.isCancelled { self.expire(before) }
+                    } : nil
+            }
+            defer { watchdog?.cancel() }
             do {
                 _ = try await fetch(minTTL: ask)
                 // Written only when it outlives the one in the file: anything else is no refresh.
@@ -127,6 +137,16 @@ actor ChildTokenKeeper {
             wake = min(now + backoff, max(expiry, now + 0.1))
         }
         return (wake, max(Int((expiry - wake).rounded(.up)) + 1, 1))
+    }
+
+    /// How long before its expiry a token that was not replaced leaves the file during a
+    /// refresh: a command that reads it then has no time left to use it.
+    static let expiryMargin: Double = 1
+
+    /// Empties the file if it still holds `value` and that token expires within ``expiryMargin``.
+    private func expire(_ value: String?) {
+        guard let (token, _) = current, token.value == value, Self.expiry(token) <= now + Self.expiryMargin else { return }
+        if (try? place.write("")) != nil { current = nil }
     }
 
     /// After a failed refresh: the file emptied when its token expired or the grant is gone,
